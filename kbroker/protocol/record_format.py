@@ -1,0 +1,297 @@
+"""Records inside a v2 batch (Kafka's ``DefaultRecord``) and the record-format errors and enums.
+
+Owns the per-record bytes: decoding (:class:`Record`), a lean validation walk
+(:func:`summarize_records`), encoding (:func:`encode_record`), control-record keys and
+end-transaction marker values, and producer-sequence arithmetic. ``protocol.records`` (the batch
+view) builds on this module and re-exports its public names; import them from there.
+Sans-IO; imports only ``protocol.varint`` and ``protocol.errors``.
+
+Record layout: length varint, attributes int8 (unused), timestampDelta varlong, offsetDelta varint,
+keyLength varint (-1 = null), key, valueLength varint, value, headersCount varint, then per header
+keyLength varint, key (UTF-8, never null), valueLength varint, value.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Iterator, Sequence
+from enum import IntEnum
+from typing import NamedTuple
+
+from kbroker.protocol.errors import ErrorCode, KafkaError
+from kbroker.protocol.varint import VarintError, encode_varint, encode_varlong, read_varint, read_varlong
+
+NO_SEQUENCE = -1
+NO_TIMESTAMP = -1
+_CONTROL_KEY = struct.Struct(">hh")
+_END_TXN_VALUE = struct.Struct(">hi")
+
+Buffer = bytes | bytearray | memoryview
+
+
+class RecordsError(KafkaError, ValueError):
+    """Base of record-format errors."""
+
+    error_code = ErrorCode.CORRUPT_MESSAGE
+
+
+class CorruptRecordError(RecordsError):
+    """CRC mismatch, truncated batch, impossible sizes (Kafka's CorruptRecordException)."""
+
+    error_code = ErrorCode.CORRUPT_MESSAGE
+
+
+class InvalidRecordError(RecordsError):
+    """Structurally invalid contents (Kafka's InvalidRecordException -> INVALID_RECORD)."""
+
+    error_code = ErrorCode.INVALID_RECORD
+
+
+class TimestampType(IntEnum):
+    NO_TIMESTAMP_TYPE = -1
+    CREATE_TIME = 0
+    LOG_APPEND_TIME = 1
+
+
+class ControlRecordType(IntEnum):
+    """The ``type`` in a control record's key (ControlRecordType.java)."""
+
+    ABORT = 0
+    COMMIT = 1
+    LEADER_CHANGE = 2
+    SNAPSHOT_HEADER = 3
+    SNAPSHOT_FOOTER = 4
+    KRAFT_VERSION = 5
+    KRAFT_VOTERS = 6
+
+
+def increment_sequence(sequence: int, increment: int) -> int:
+    """Kafka's int32 producer-sequence arithmetic: wraps from Integer.MAX_VALUE to 0."""
+    if sequence > 0x7FFFFFFF - increment:
+        return increment - (0x7FFFFFFF - sequence) - 1
+    return sequence + increment
+
+
+class Record:
+    """One record of a batch, decoded (iteration is off the produce/fetch hot path)."""
+
+    __slots__ = ("offset", "timestamp", "key", "value", "headers", "sequence", "attributes")
+
+    def __init__(
+        self,
+        offset: int,
+        timestamp: int,
+        key: bytes | None,
+        value: bytes | None,
+        headers: tuple[tuple[str, bytes | None], ...],
+        sequence: int,
+        attributes: int = 0,
+    ) -> None:
+        self.offset = offset
+        self.timestamp = timestamp
+        self.key = key
+        self.value = value
+        self.headers = headers
+        self.sequence = sequence
+        self.attributes = attributes
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Record):
+            return NotImplemented
+        return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
+
+    def __repr__(self) -> str:
+        return (
+            f"Record(offset={self.offset}, timestamp={self.timestamp}, key={self.key!r}, "
+            f"value={self.value!r}, headers={self.headers!r}, sequence={self.sequence})"
+        )
+
+
+def _read_bytes(buf: Buffer, pos: int, end: int, what: str) -> tuple[bytes | None, int]:
+    n, pos = read_varint(buf, pos)
+    if n < 0:
+        if n != -1:
+            raise InvalidRecordError(f"invalid negative {what} size {n}")
+        return None, pos
+    if pos + n > end:
+        raise InvalidRecordError(f"{what} of {n} bytes runs past the record")
+    return bytes(buf[pos : pos + n]), pos + n
+
+
+def parse_records(
+    buf: Buffer,
+    count: int,
+    base_offset: int,
+    base_timestamp: int,
+    log_append_time: int | None,
+    base_sequence: int,
+) -> Iterator[Record]:
+    """Decode ``count`` records from ``buf`` (the uncompressed records section)."""
+    pos = 0
+    end = len(buf)
+    try:
+        for _ in range(count):
+            size, pos = read_varint(buf, pos)
+            rec_end = pos + size
+            if size < 0 or rec_end > end:
+                raise InvalidRecordError(f"record size {size} runs past the batch")
+            attributes = buf[pos]
+            pos += 1
+            ts_delta, pos = read_varlong(buf, pos)
+            offset_delta, pos = read_varint(buf, pos)
+            key, pos = _read_bytes(buf, pos, rec_end, "key")
+            value, pos = _read_bytes(buf, pos, rec_end, "value")
+            n_headers, pos = read_varint(buf, pos)
+            if n_headers < 0:
+                raise InvalidRecordError(f"invalid negative number of record headers {n_headers}")
+            headers = []
+            for _h in range(n_headers):
+                hkey, pos = _read_bytes(buf, pos, rec_end, "header key")
+                if hkey is None:
+                    raise InvalidRecordError("invalid null header key")
+                hval, pos = _read_bytes(buf, pos, rec_end, "header value")
+                headers.append((hkey.decode("utf-8"), hval))
+            if pos != rec_end:
+                raise InvalidRecordError(
+                    f"record declares {size} bytes but its fields span {size + pos - rec_end}"
+                )
+            seq = NO_SEQUENCE if base_sequence < 0 else increment_sequence(base_sequence, offset_delta)
+            ts = log_append_time if log_append_time is not None else base_timestamp + ts_delta
+            yield Record(base_offset + offset_delta, ts, key, value, tuple(headers), seq, attributes)
+    except (VarintError, IndexError, UnicodeDecodeError) as e:
+        raise InvalidRecordError(f"malformed record: {e}") from e
+    if pos != end:
+        raise InvalidRecordError("incorrect declared batch size, records still remaining")
+
+
+class RecordsSummary(NamedTuple):
+    """What produce-time validation needs from a batch's records, gathered without decoding them."""
+
+    record_count: int  # records actually present
+    min_timestamp: int  # effective timestamps (LogAppendTime batches: maxTimestamp)
+    max_timestamp: int
+    null_key_index: int  # index of the first record with a null key, or -1 (compacted topics reject it)
+    bad_offset_index: int  # index of the first record whose offsetDelta != its index, or -1
+
+
+def summarize_records(
+    buf: Buffer, count: int, base_timestamp: int, log_append_time: int | None
+) -> RecordsSummary:
+    pos, end = 0, len(buf)
+    min_ts, max_ts = 1 << 63, -(1 << 63)
+    null_key = bad_offset = -1
+    # Single-byte varints (small deltas, short keys) are decoded inline: this loop is per record.
+    try:
+        for i in range(count):
+            b = buf[pos]
+            if b < 0x80:
+                size, pos = (b >> 1) ^ -(b & 1), pos + 1
+            else:
+                size, pos = read_varint(buf, pos)
+            rec_end = pos + size
+            if size < 0 or rec_end > end:
+                raise InvalidRecordError(f"record size {size} runs past the batch")
+            b = buf[pos + 1]
+            if b < 0x80:
+                ts_delta, pos = (b >> 1) ^ -(b & 1), pos + 2
+            else:
+                ts_delta, pos = read_varlong(buf, pos + 1)
+            b = buf[pos]
+            if b < 0x80:
+                offset_delta, pos = (b >> 1) ^ -(b & 1), pos + 1
+            else:
+                offset_delta, pos = read_varint(buf, pos)
+            b = buf[pos]
+            if b < 0x80:
+                key_len, pos = (b >> 1) ^ -(b & 1), pos + 1
+            else:
+                key_len, pos = read_varint(buf, pos)
+            if key_len < -1 or pos + key_len > rec_end:
+                raise InvalidRecordError(f"invalid key size {key_len}")
+            ts = base_timestamp + ts_delta
+            if ts < min_ts:
+                min_ts = ts
+            if ts > max_ts:
+                max_ts = ts
+            if key_len == -1 and null_key < 0:
+                null_key = i
+            if offset_delta != i and bad_offset < 0:
+                bad_offset = i
+            pos = rec_end
+    except (VarintError, IndexError) as e:
+        raise InvalidRecordError(f"malformed record: {e}") from e
+    if pos != end:
+        raise InvalidRecordError("incorrect declared batch size, records still remaining")
+    if log_append_time is not None:
+        min_ts = max_ts = log_append_time
+    if count == 0:
+        min_ts = max_ts = NO_TIMESTAMP
+    return RecordsSummary(count, min_ts, max_ts, null_key, bad_offset)
+
+
+class SimpleRecord(NamedTuple):
+    value: bytes | None
+    key: bytes | None = None
+    timestamp: int = -1  # -1 means "now" when built
+    headers: tuple[tuple[str, bytes | None], ...] = ()
+
+
+def _encode_bytes(out: bytearray, data: bytes | None) -> None:
+    if data is None:
+        out += b"\x01"  # zig-zag(-1)
+    else:
+        out += encode_varint(len(data))
+        out += data
+
+
+def encode_record(
+    offset_delta: int,
+    timestamp_delta: int,
+    key: bytes | None,
+    value: bytes | None,
+    headers: Sequence[tuple[str, bytes | None]] = (),
+) -> bytes:
+    """One DefaultRecord (length-prefixed)."""
+    body = bytearray(b"\x00")  # record attributes: unused, always 0
+    body += encode_varlong(timestamp_delta)
+    body += encode_varint(offset_delta)
+    _encode_bytes(body, key)
+    _encode_bytes(body, value)
+    body += encode_varint(len(headers))
+    for hkey, hval in headers:
+        _encode_bytes(body, hkey.encode("utf-8"))
+        _encode_bytes(body, hval)
+    return encode_varint(len(body)) + body
+
+
+def parse_control_record_type(key: bytes | None) -> ControlRecordType | int:
+    """The type in a control record key (version int16, type int16). Unknown types come back as int."""
+    if key is None or len(key) < _CONTROL_KEY.size:
+        raise InvalidRecordError("control record key is missing or too short")
+    version, ctype = _CONTROL_KEY.unpack_from(key)
+    if version < 0:
+        raise InvalidRecordError(f"invalid control record key version {version}")
+    try:
+        return ControlRecordType(ctype)
+    except ValueError:
+        return ctype
+
+
+def parse_end_txn_marker(value: bytes | None) -> int:
+    """The coordinator epoch of an end-transaction marker value (version int16, epoch int32)."""
+    if value is None or len(value) < _END_TXN_VALUE.size:
+        raise InvalidRecordError("end transaction marker value is missing or too short")
+    version, coordinator_epoch = _END_TXN_VALUE.unpack_from(value)
+    if version < 0:
+        raise InvalidRecordError(f"invalid end transaction marker version {version}")
+    return coordinator_epoch
+
+
+def encode_control_key(control_type: int) -> bytes:
+    """A control record key: version int16 (0), type int16."""
+    return _CONTROL_KEY.pack(0, control_type)
+
+
+def encode_end_txn_marker(coordinator_epoch: int) -> bytes:
+    """An end-transaction marker value (EndTxnMarker v0): version int16 (0), coordinatorEpoch int32."""
+    return _END_TXN_VALUE.pack(0, coordinator_epoch)
