@@ -1,0 +1,54 @@
+#!/usr/bin/env bash
+# Resolve the pinned Apache Kafka 4.3.1 jars (clients, tools, broker; see tools/java/pom.xml) into
+# .cache/java/lib and print that directory. Idempotent: a stamp file keyed by the pom's sha256
+# skips Maven entirely when the jars are already there. Works on a clean clone (Maven downloads
+# into ~/.m2, or into $KBROKER_M2_REPO when set).
+#
+# Usage: scripts/java-deps.sh [--force]      prints the absolute path of the lib directory
+#        java -cp "$(scripts/java-deps.sh)/*" org.apache.kafka.tools.TopicCommand ...
+set -euo pipefail
+
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+pom="$root/tools/java/pom.xml"
+lib="$root/.cache/java/lib"
+stamp="$root/.cache/java/lib.stamp"
+
+force=0
+[[ "${1:-}" == "--force" ]] && force=1
+
+for tool in java mvn sha256sum; do
+    if ! command -v "$tool" >/dev/null 2>&1; then
+        echo "java-deps.sh: '$tool' not found on PATH (need Java 17+ and Maven 3.8+)" >&2
+        exit 2
+    fi
+done
+
+want="$(sha256sum "$pom" | cut -d' ' -f1)"
+if [[ $force -eq 0 && -f "$stamp" && "$(cat "$stamp")" == "$want" ]] \
+        && compgen -G "$lib/kafka-clients-*.jar" >/dev/null; then
+    echo "$lib"
+    exit 0
+fi
+
+# Copy into a fresh directory and swap it in, so a stale jar from an older pin never lingers on
+# the classpath and an interrupted run never leaves a half-filled lib that the stamp vouches for.
+tmp="$root/.cache/java/lib.tmp.$$"
+rm -rf "$tmp"
+mkdir -p "$tmp"
+trap 'rm -rf "$tmp"' EXIT
+
+mvn_args=(-q -B -f "$pom" dependency:copy-dependencies
+          -DoutputDirectory="$tmp" -DincludeScope=runtime)
+if [[ -n "${KBROKER_M2_REPO:-}" ]]; then
+    mvn_args+=(-Dmaven.repo.local="$KBROKER_M2_REPO")
+fi
+if ! mvn "${mvn_args[@]}" >"$root/.cache/java/mvn.log" 2>&1; then
+    echo "java-deps.sh: Maven resolution failed; see $root/.cache/java/mvn.log" >&2
+    tail -n 30 "$root/.cache/java/mvn.log" >&2
+    exit 1
+fi
+
+rm -rf "$lib"
+mv "$tmp" "$lib"
+echo "$want" >"$stamp"
+echo "$lib"
