@@ -63,9 +63,11 @@ class CompressionType(IntEnum):
 
     @classmethod
     def for_name(cls, name: str) -> CompressionType:
-        """Parse Kafka's config name (case-insensitive)."""
+        """Parse a codec name (case-insensitive): the producer's ``none`` or the topic/broker
+        config's ``uncompressed`` both mean NONE (``producer`` is not a codec: callers handle it)."""
+        key = name.strip().upper()
         try:
-            return cls[name.strip().upper()]
+            return cls.NONE if key == "UNCOMPRESSED" else cls[key]
         except KeyError:
             raise ValueError(f"unknown compression type {name!r}") from None
 

@@ -108,7 +108,11 @@ class Record:
 
 
 def _read_bytes(buf: Buffer, pos: int, end: int, what: str) -> tuple[bytes | None, int]:
-    n, pos = read_varint(buf, pos)
+    b = buf[pos]
+    if b < 0x80:  # one-byte length: the common case, decoded inline
+        n, pos = (b >> 1) ^ -(b & 1), pos + 1
+    else:
+        n, pos = read_varint(buf, pos)
     if n < 0:
         if n != -1:
             raise InvalidRecordError(f"invalid negative {what} size {n}")
@@ -126,38 +130,59 @@ def parse_records(
     log_append_time: int | None,
     base_sequence: int,
 ) -> Iterator[Record]:
-    """Decode ``count`` records from ``buf`` (the uncompressed records section)."""
+    """Decode ``count`` records from ``buf`` (the uncompressed records section).
+
+    One-byte varints (small deltas, short lengths) are decoded inline; this loop runs per record.
+    """
     pos = 0
     end = len(buf)
     try:
         for _ in range(count):
-            size, pos = read_varint(buf, pos)
+            b = buf[pos]
+            if b < 0x80:
+                size, pos = (b >> 1) ^ -(b & 1), pos + 1
+            else:
+                size, pos = read_varint(buf, pos)
             rec_end = pos + size
             if size < 0 or rec_end > end:
                 raise InvalidRecordError(f"record size {size} runs past the batch")
             attributes = buf[pos]
-            pos += 1
-            ts_delta, pos = read_varlong(buf, pos)
-            offset_delta, pos = read_varint(buf, pos)
+            b = buf[pos + 1]
+            if b < 0x80:
+                ts_delta, pos = (b >> 1) ^ -(b & 1), pos + 2
+            else:
+                ts_delta, pos = read_varlong(buf, pos + 1)
+            b = buf[pos]
+            if b < 0x80:
+                offset_delta, pos = (b >> 1) ^ -(b & 1), pos + 1
+            else:
+                offset_delta, pos = read_varint(buf, pos)
             key, pos = _read_bytes(buf, pos, rec_end, "key")
             value, pos = _read_bytes(buf, pos, rec_end, "value")
-            n_headers, pos = read_varint(buf, pos)
+            b = buf[pos]
+            if b < 0x80:
+                n_headers, pos = (b >> 1) ^ -(b & 1), pos + 1
+            else:
+                n_headers, pos = read_varint(buf, pos)
             if n_headers < 0:
                 raise InvalidRecordError(f"invalid negative number of record headers {n_headers}")
-            headers = []
-            for _h in range(n_headers):
-                hkey, pos = _read_bytes(buf, pos, rec_end, "header key")
-                if hkey is None:
-                    raise InvalidRecordError("invalid null header key")
-                hval, pos = _read_bytes(buf, pos, rec_end, "header value")
-                headers.append((hkey.decode("utf-8"), hval))
+            headers: tuple[tuple[str, bytes | None], ...] = ()
+            if n_headers:
+                hs = []
+                for _h in range(n_headers):
+                    hkey, pos = _read_bytes(buf, pos, rec_end, "header key")
+                    if hkey is None:
+                        raise InvalidRecordError("invalid null header key")
+                    hval, pos = _read_bytes(buf, pos, rec_end, "header value")
+                    hs.append((hkey.decode("utf-8"), hval))
+                headers = tuple(hs)
             if pos != rec_end:
                 raise InvalidRecordError(
                     f"record declares {size} bytes but its fields span {size + pos - rec_end}"
                 )
             seq = NO_SEQUENCE if base_sequence < 0 else increment_sequence(base_sequence, offset_delta)
             ts = log_append_time if log_append_time is not None else base_timestamp + ts_delta
-            yield Record(base_offset + offset_delta, ts, key, value, tuple(headers), seq, attributes)
+            yield Record(base_offset + offset_delta, ts, key, value, headers, seq, attributes)
     except (VarintError, IndexError, UnicodeDecodeError) as e:
         raise InvalidRecordError(f"malformed record: {e}") from e
     if pos != end:
@@ -177,6 +202,7 @@ class RecordsSummary(NamedTuple):
 def summarize_records(
     buf: Buffer, count: int, base_timestamp: int, log_append_time: int | None
 ) -> RecordsSummary:
+    """Walk ``count`` records of an uncompressed section reading only sizes, deltas and key lengths."""
     pos, end = 0, len(buf)
     min_ts, max_ts = 1 << 63, -(1 << 63)
     null_key = bad_offset = -1

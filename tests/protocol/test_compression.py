@@ -39,6 +39,9 @@ PAYLOADS = {
 def test_names() -> None:
     assert [c.kafka_name for c in CompressionType] == ["none", "gzip", "snappy", "lz4", "zstd"]
     assert CompressionType.for_name("ZSTD") is CompressionType.ZSTD
+    assert CompressionType.for_name("uncompressed") is CompressionType.NONE  # topic config spelling
+    with pytest.raises(ValueError):
+        CompressionType.for_name("producer")
     with pytest.raises(ValueError):
         CompressionType.for_name("brotli")
     with pytest.raises(UnsupportedCodecError):
@@ -230,3 +233,30 @@ def test_bomb_caps_without_declared_sizes() -> None:
     # Raw snappy declares its length up front: refused before decompressing.
     with pytest.raises(DecompressionBombError):
         decompress(CompressionType.SNAPPY, bytes(cramjam.snappy.compress_raw(zeros)), max_size=10)
+
+
+def test_lz4_old_kafka_frames_from_kafka_python(monkeypatch: pytest.MonkeyPatch) -> None:
+    """kafka-python's lz4_encode_old_kafka writes the KAFKA-3160 header checksum; we read it.
+
+    kafka-python needs the `xxhash` package for it; we stand in our own XXH32 (checked against
+    lz4's content checksum in test_xxh32_matches_lz4_content_checksum) instead of installing it.
+    """
+    codec = pytest.importorskip("kafka.codec", reason="kafka-python is a test dependency")
+
+    class _Digest:
+        def __init__(self, data: bytes) -> None:
+            self._h = xxh32(data)
+
+        def digest(self) -> bytes:
+            return struct.pack(">I", self._h)
+
+    class _XXHash:
+        xxh32 = _Digest
+
+    monkeypatch.setattr(codec, "xxhash", _XXHash)
+    data = PAYLOADS["text"]
+    old = codec.lz4_encode_old_kafka(data)
+    hc = lz4_header_checksum_position(old)
+    assert old[hc] == (xxh32(old[:hc]) >> 8) & 0xFF != (xxh32(old[4:hc]) >> 8) & 0xFF
+    assert decompress(CompressionType.LZ4, old) == data
+    assert codec.lz4_decode_old_kafka(lz4_legacy_frame(compress(CompressionType.LZ4, data))) == data
