@@ -1,0 +1,179 @@
+"""Kafka's small text state files, written atomically (temp file, fsync, rename, fsync directory).
+
+Owns the formats of ``recovery-point-offset-checkpoint``, ``log-start-offset-checkpoint`` and
+``replication-offset-checkpoint`` (version line ``0``, entry count, ``topic partition offset`` lines),
+``leader-epoch-checkpoint`` (``0``, count, ``epoch startOffset`` lines), ``meta.properties`` (Java
+properties: version, cluster.id, node.id, directory.id) and ``partition.metadata``
+(``version: 0`` / ``topic_id: <base64url uuid>``), plus Kafka's base64url rendering of UUIDs.
+"""
+
+from __future__ import annotations
+
+import base64
+import os
+import time
+import uuid
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+
+from kbroker.log.errors import KafkaStorageError
+
+__all__ = [
+    "CheckpointError", "read_offset_checkpoint", "write_offset_checkpoint", "read_leader_epoch_checkpoint",
+    "write_leader_epoch_checkpoint", "read_properties", "write_properties", "read_partition_metadata",
+    "write_partition_metadata", "uuid_to_base64", "uuid_from_base64", "random_kafka_uuid", "atomic_write",
+]
+
+CHECKPOINT_VERSION = 0
+
+
+class CheckpointError(ValueError):
+    """A state file is malformed (Kafka raises a corruption error and the file is ignored/rebuilt)."""
+
+
+def fsync_dir(directory: Path) -> None:
+    try:
+        fd = os.open(directory, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def atomic_write(path: Path, text: str, *, sync: bool = True) -> None:
+    """Write ``text`` to ``path`` via ``path.tmp`` + rename, so a crash leaves the old or new file whole."""
+    path = Path(path)
+    tmp = path.with_name(path.name + ".tmp")
+    try:
+        with open(tmp, "w", encoding="utf-8") as f:
+            f.write(text)
+            f.flush()
+            if sync:
+                os.fsync(f.fileno())
+        os.replace(tmp, path)
+        if sync:
+            fsync_dir(path.parent)
+    except OSError as e:
+        raise KafkaStorageError(f"cannot write {path}: {e}") from e
+
+
+def _read_lines(path: Path) -> list[str] | None:
+    try:
+        with open(path, encoding="utf-8") as f:
+            return f.read().splitlines()
+    except FileNotFoundError:
+        return None
+    except OSError as e:
+        raise KafkaStorageError(f"cannot read {path}: {e}") from e
+
+
+def _parse_checkpoint(path: Path, fields: int) -> list[list[str]]:
+    lines = _read_lines(path)
+    if lines is None:
+        return []
+    try:
+        if int(lines[0].strip()) != CHECKPOINT_VERSION:
+            raise CheckpointError(f"{path}: unrecognised version {lines[0]!r}")
+        count = int(lines[1].strip())
+        rows = [line.split() for line in lines[2:2 + count]]
+    except (IndexError, ValueError) as e:
+        raise CheckpointError(f"{path}: malformed checkpoint file: {e}") from e
+    if len(rows) != count or any(len(r) != fields for r in rows):
+        raise CheckpointError(f"{path}: expected {count} entries of {fields} fields")
+    return rows
+
+
+def read_offset_checkpoint(path: Path) -> dict[tuple[str, int], int]:
+    """``{(topic, partition): offset}`` from an offset checkpoint file; {} if it does not exist."""
+    out: dict[tuple[str, int], int] = {}
+    for topic, partition, offset in _parse_checkpoint(path, 3):
+        try:
+            out[(topic, int(partition))] = int(offset)
+        except ValueError as e:
+            raise CheckpointError(f"{path}: malformed entry {topic} {partition} {offset}") from e
+    return out
+
+
+def write_offset_checkpoint(path: Path, offsets: Mapping[tuple[str, int], int]) -> None:
+    lines = [str(CHECKPOINT_VERSION), str(len(offsets))]
+    lines += [f"{t} {p} {o}" for (t, p), o in sorted(offsets.items())]
+    atomic_write(path, "\n".join(lines) + "\n")
+
+
+def read_leader_epoch_checkpoint(path: Path) -> list[tuple[int, int]]:
+    try:
+        return [(int(e), int(o)) for e, o in _parse_checkpoint(path, 2)]
+    except ValueError as e:
+        raise CheckpointError(f"{path}: malformed entry: {e}") from e
+
+
+def write_leader_epoch_checkpoint(path: Path, entries: Iterable[tuple[int, int]]) -> None:
+    entries = list(entries)
+    lines = [str(CHECKPOINT_VERSION), str(len(entries))] + [f"{e} {o}" for e, o in entries]
+    atomic_write(path, "\n".join(lines) + "\n")
+
+
+# --- meta.properties ------------------------------------------------------------------------------
+def read_properties(path: Path) -> dict[str, str] | None:
+    """A Java properties file (the subset Kafka writes: ``key=value``, ``#`` comments); None if missing."""
+    lines = _read_lines(path)
+    if lines is None:
+        return None
+    props: dict[str, str] = {}
+    for raw in lines:
+        line = raw.strip()
+        if not line or line[0] in "#!":
+            continue
+        sep = min((i for i in (line.find("="), line.find(":")) if i >= 0), default=-1)
+        if sep < 0:
+            props[line] = ""
+        else:
+            props[line[:sep].strip()] = line[sep + 1:].strip()
+    return props
+
+
+def write_properties(path: Path, props: Mapping[str, str]) -> None:
+    header = "#\n#" + time.strftime("%a %b %d %H:%M:%S UTC %Y", time.gmtime()) + "\n"
+    atomic_write(path, header + "".join(f"{k}={v}\n" for k, v in sorted(props.items())))
+
+
+# --- UUIDs and partition.metadata -----------------------------------------------------------------
+def uuid_to_base64(u: uuid.UUID) -> str:
+    """Kafka's ``Uuid.toString``: URL-safe base64 of the 16 bytes, without padding (22 characters)."""
+    return base64.urlsafe_b64encode(u.bytes).decode("ascii").rstrip("=")
+
+
+def uuid_from_base64(s: str) -> uuid.UUID:
+    raw = base64.urlsafe_b64decode(s + "=" * (-len(s) % 4))
+    if len(raw) != 16:
+        raise ValueError(f"not a Kafka uuid: {s!r}")
+    return uuid.UUID(bytes=raw)
+
+
+def random_kafka_uuid() -> uuid.UUID:
+    """A random UUID as Kafka's ``Uuid.randomUuid``: never the zero/metadata ids, never rendered with a leading '-'."""
+    while True:
+        u = uuid.uuid4()
+        if u.int > 1 and not uuid_to_base64(u).startswith("-"):
+            return u
+
+
+def read_partition_metadata(path: Path) -> uuid.UUID | None:
+    lines = _read_lines(path)
+    if lines is None:
+        return None
+    fields = dict(line.split(":", 1) for line in lines if ":" in line)
+    try:
+        if fields["version"].strip() != "0":
+            raise CheckpointError(f"{path}: unrecognised version {fields['version']!r}")
+        return uuid_from_base64(fields["topic_id"].strip())
+    except (KeyError, ValueError) as e:
+        raise CheckpointError(f"{path}: malformed partition.metadata: {e}") from e
+
+
+def write_partition_metadata(path: Path, topic_id: uuid.UUID) -> None:
+    atomic_write(path, f"version: 0\ntopic_id: {uuid_to_base64(topic_id)}")

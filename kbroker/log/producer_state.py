@@ -1,0 +1,283 @@
+"""Idempotent-producer state of one partition and its ``%020d.snapshot`` files.
+
+Owns Kafka's ``ProducerStateManager`` rules for idempotence: per producer id the current epoch and
+the metadata of its last five batches (first/last sequence, last offset, timestamp); a batch that
+repeats one of them is a duplicate and gets the original offsets; a sequence gap is
+OUT_OF_ORDER_SEQUENCE_NUMBER; an older epoch is INVALID_PRODUCER_EPOCH; an unknown producer is
+accepted with any sequence (KIP-360). Snapshots use Kafka's format (int16 version 1, uint32
+CRC-32C of the rest, int32 count, then 46-byte entries: producer id, epoch, last sequence, last
+offset, offset delta, timestamp, coordinator epoch, current txn first offset). Like Kafka, a
+snapshot keeps only each producer's last batch; the log after the snapshot is replayed on load.
+Transaction state (ongoing transactions, LSO) is not tracked yet: LSO equals the high watermark.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import struct
+from collections import deque
+from pathlib import Path
+
+import crc32c
+
+from kbroker.log.batch_header import NO_SEQUENCE, BatchHeader
+from kbroker.log.errors import InvalidProducerEpochError, KafkaStorageError, OutOfOrderSequenceError
+
+__all__ = ["BatchMetadata", "ProducerStateEntry", "ProducerStateManager", "NUM_BATCHES_TO_RETAIN"]
+
+NUM_BATCHES_TO_RETAIN = 5
+NO_PRODUCER_EPOCH = -1
+SNAPSHOT_SUFFIX = ".snapshot"
+SNAPSHOT_VERSION = 1
+_SNAP_HEAD = struct.Struct(">hIi")  # version, crc, entry count
+_SNAP_ENTRY = struct.Struct(">qhiqiqiq")
+_SNAPSHOT_RE = re.compile(r"^(\d{20})\.snapshot$")
+
+
+def _in_sequence(last_seq: int, next_seq: int) -> bool:
+    return next_seq == last_seq + 1 or (next_seq == 0 and last_seq == 2147483647)
+
+
+class BatchMetadata:
+    __slots__ = ("last_seq", "last_offset", "offset_delta", "timestamp")
+
+    def __init__(self, last_seq: int, last_offset: int, offset_delta: int, timestamp: int) -> None:
+        self.last_seq, self.last_offset, self.offset_delta, self.timestamp = last_seq, last_offset, offset_delta, timestamp
+
+    @property
+    def first_seq(self) -> int:
+        s = self.last_seq - self.offset_delta
+        return s + 2147483648 if s < 0 else s
+
+    @property
+    def first_offset(self) -> int:
+        return self.last_offset - self.offset_delta
+
+    def __repr__(self) -> str:
+        return f"BatchMetadata(seq={self.first_seq}..{self.last_seq}, last_offset={self.last_offset})"
+
+
+class ProducerStateEntry:
+    __slots__ = ("producer_id", "producer_epoch", "batches", "coordinator_epoch", "current_txn_first_offset")
+
+    def __init__(self, producer_id: int, producer_epoch: int = NO_PRODUCER_EPOCH) -> None:
+        self.producer_id = producer_id
+        self.producer_epoch = producer_epoch
+        self.batches: deque[BatchMetadata] = deque(maxlen=NUM_BATCHES_TO_RETAIN)
+        self.coordinator_epoch = -1
+        self.current_txn_first_offset = -1
+
+    def copy(self) -> ProducerStateEntry:
+        e = ProducerStateEntry(self.producer_id, self.producer_epoch)
+        e.batches.extend(self.batches)
+        e.coordinator_epoch, e.current_txn_first_offset = self.coordinator_epoch, self.current_txn_first_offset
+        return e
+
+    @property
+    def last_seq(self) -> int:
+        return self.batches[-1].last_seq if self.batches else NO_SEQUENCE
+
+    @property
+    def last_offset(self) -> int:
+        return self.batches[-1].last_offset if self.batches else -1
+
+    @property
+    def last_timestamp(self) -> int:
+        return self.batches[-1].timestamp if self.batches else -1
+
+    def find_duplicate(self, h: BatchHeader) -> BatchMetadata | None:
+        if h.producer_epoch != self.producer_epoch:
+            return None
+        first, last = h.base_sequence, h.last_sequence
+        for b in self.batches:
+            if b.first_seq == first and b.last_seq == last:
+                return b
+        return None
+
+    def add_batch(self, epoch: int, last_seq: int, last_offset: int, offset_delta: int, timestamp: int) -> None:
+        if epoch != self.producer_epoch:
+            self.batches.clear()
+            self.producer_epoch = epoch
+        self.batches.append(BatchMetadata(last_seq, last_offset, offset_delta, timestamp))
+
+
+class ProducerStateManager:
+    """Producer entries of one partition plus the snapshot files in its directory."""
+
+    def __init__(self, directory: Path) -> None:
+        self.dir = Path(directory)
+        self.producers: dict[int, ProducerStateEntry] = {}
+        self.map_end_offset = 0  # state reflects every batch below this offset
+
+    # --- leader appends -------------------------------------------------------------------------
+    def prepare(self, headers: list[BatchHeader]) -> tuple[dict[int, ProducerStateEntry], BatchMetadata | None]:
+        """Validate client batches against the state; returns (updated entries, duplicate or None).
+
+        Nothing is changed until ``commit``; a duplicate stops the analysis like Kafka's
+        ``analyzeAndValidateProducerState``.
+        """
+        updated: dict[int, ProducerStateEntry] = {}
+        for h in headers:
+            pid = h.producer_id
+            if pid < 0:
+                continue
+            current = updated.get(pid) or self.producers.get(pid)
+            if current is not None:
+                dup = current.find_duplicate(h)
+                if dup is not None:
+                    return updated, dup
+            entry = updated.get(pid)
+            if entry is None:
+                entry = current.copy() if current is not None else ProducerStateEntry(pid)
+                updated[pid] = entry
+            self._check(entry, h)
+            entry.add_batch(h.producer_epoch, h.last_sequence, h.last_offset, h.last_offset_delta, h.max_timestamp)
+        return updated, None
+
+    @staticmethod
+    def _check(entry: ProducerStateEntry, h: BatchHeader) -> None:
+        epoch, first_seq = h.producer_epoch, h.base_sequence
+        if epoch < entry.producer_epoch:
+            raise InvalidProducerEpochError(
+                f"Epoch of producer {h.producer_id} at offset {h.base_offset} is {epoch}, "
+                f"which is smaller than the last seen epoch {entry.producer_epoch}")
+        if epoch != entry.producer_epoch:
+            if first_seq != 0 and entry.producer_epoch != NO_PRODUCER_EPOCH:
+                raise OutOfOrderSequenceError(
+                    f"Invalid sequence number for new epoch of producer {h.producer_id}: {epoch} "
+                    f"(request epoch), {first_seq} (seq. number), {entry.producer_epoch} (current producer epoch)")
+        elif entry.batches and not _in_sequence(entry.last_seq, first_seq):
+            raise OutOfOrderSequenceError(
+                f"Out of order sequence number for producer {h.producer_id} at offset {h.base_offset}: "
+                f"{first_seq} (incoming seq. number), {entry.last_seq} (current end sequence number)")
+
+    def commit(self, updated: dict[int, ProducerStateEntry], map_end_offset: int) -> None:
+        self.producers.update(updated)
+        self.map_end_offset = map_end_offset
+
+    def remove_expired(self, now_ms: int, expiration_ms: int) -> int:
+        """Forget producers idle for ``producer.id.expiration.ms`` (by their last batch's timestamp)."""
+        expired = [pid for pid, e in self.producers.items()
+                   if e.current_txn_first_offset < 0 and now_ms - e.last_timestamp >= expiration_ms]
+        for pid in expired:
+            del self.producers[pid]
+        return len(expired)
+
+    # --- replay (recovery, followers) ------------------------------------------------------------
+    def replay(self, h: BatchHeader) -> None:
+        """Apply a batch already in the log, without validation (Kafka's non-client origins)."""
+        if h.last_offset < self.map_end_offset:
+            return
+        pid = h.producer_id
+        if pid >= 0 and not h.is_control:
+            entry = self.producers.get(pid)
+            if entry is None:
+                entry = self.producers[pid] = ProducerStateEntry(pid)
+            if h.producer_epoch >= entry.producer_epoch:
+                entry.add_batch(h.producer_epoch, h.last_sequence, h.last_offset, h.last_offset_delta, h.max_timestamp)
+        self.map_end_offset = h.next_offset
+
+    # --- snapshots ------------------------------------------------------------------------------
+    def snapshot_path(self, offset: int) -> Path:
+        return self.dir / f"{offset:020d}{SNAPSHOT_SUFFIX}"
+
+    def snapshot_offsets(self) -> list[int]:
+        try:
+            names = os.listdir(self.dir)
+        except FileNotFoundError:
+            return []
+        return sorted(int(m.group(1)) for n in names if (m := _SNAPSHOT_RE.match(n)))
+
+    def take_snapshot(self, sync: bool = True) -> Path:
+        """Write the state as of ``map_end_offset`` to ``<map_end_offset>.snapshot`` (Kafka's format)."""
+        body = bytearray(_SNAP_HEAD.size + _SNAP_ENTRY.size * len(self.producers))
+        pos = _SNAP_HEAD.size
+        for pid, e in self.producers.items():
+            last = e.batches[-1] if e.batches else None
+            _SNAP_ENTRY.pack_into(body, pos, pid, e.producer_epoch, last.last_seq if last else NO_SEQUENCE,
+                                  last.last_offset if last else -1, last.offset_delta if last else 0,
+                                  last.timestamp if last else -1, e.coordinator_epoch, e.current_txn_first_offset)
+            pos += _SNAP_ENTRY.size
+        struct.pack_into(">i", body, 6, len(self.producers))
+        crc = crc32c.crc32c(memoryview(body)[6:])
+        struct.pack_into(">hI", body, 0, SNAPSHOT_VERSION, crc)
+        path = self.snapshot_path(self.map_end_offset)
+        tmp = path.with_name(path.name + ".tmp")
+        try:
+            with open(tmp, "wb") as f:
+                f.write(body)
+                if sync:
+                    f.flush()
+                    os.fsync(f.fileno())
+            os.replace(tmp, path)
+        except OSError as e:
+            raise KafkaStorageError(f"cannot write producer snapshot {path}: {e}") from e
+        return path
+
+    @staticmethod
+    def read_snapshot(path: Path) -> list[ProducerStateEntry]:
+        """Parse a snapshot file; ValueError if its version or CRC is wrong."""
+        data = Path(path).read_bytes()
+        if len(data) < _SNAP_HEAD.size:
+            raise ValueError(f"{path}: truncated producer snapshot")
+        version, crc, count = _SNAP_HEAD.unpack_from(data, 0)
+        if version != SNAPSHOT_VERSION:
+            raise ValueError(f"{path}: unsupported producer snapshot version {version}")
+        if crc32c.crc32c(memoryview(data)[6:]) != crc:
+            raise ValueError(f"{path}: producer snapshot CRC mismatch")
+        if len(data) != _SNAP_HEAD.size + count * _SNAP_ENTRY.size:
+            raise ValueError(f"{path}: producer snapshot size does not match its {count} entries")
+        out = []
+        for i in range(count):
+            pid, epoch, last_seq, last_off, delta, ts, coord, txn_first = _SNAP_ENTRY.unpack_from(
+                data, _SNAP_HEAD.size + i * _SNAP_ENTRY.size)
+            e = ProducerStateEntry(pid, epoch)
+            if last_off >= 0:
+                e.batches.append(BatchMetadata(last_seq, last_off, delta, ts))
+            e.coordinator_epoch, e.current_txn_first_offset = coord, txn_first
+            out.append(e)
+        return out
+
+    def load(self, log_start_offset: int, log_end_offset: int) -> None:
+        """Reset to the newest valid snapshot at or below ``log_end_offset`` (newer ones are deleted).
+
+        The caller replays the log from ``map_end_offset`` to the end afterwards.
+        """
+        self.producers.clear()
+        self.map_end_offset = log_start_offset
+        for off in reversed(self.snapshot_offsets()):
+            path = self.snapshot_path(off)
+            if off > log_end_offset:
+                self._unlink(path)
+                continue
+            if off < log_start_offset:
+                break
+            try:
+                entries = self.read_snapshot(path)
+            except (OSError, ValueError):
+                self._unlink(path)  # corrupt: fall back to an older one (Kafka does the same)
+                continue
+            for e in entries:
+                self.producers[e.producer_id] = e
+            self.map_end_offset = off
+            return
+
+    def delete_snapshots_above(self, offset: int) -> None:
+        for off in self.snapshot_offsets():
+            if off > offset:
+                self._unlink(self.snapshot_path(off))
+
+    def delete_snapshots_before(self, offset: int) -> None:
+        for off in self.snapshot_offsets():
+            if off < offset:
+                self._unlink(self.snapshot_path(off))
+
+    @staticmethod
+    def _unlink(path: Path) -> None:
+        try:
+            os.unlink(path)
+        except FileNotFoundError:
+            pass
+        except OSError as e:
+            raise KafkaStorageError(f"cannot delete {path}: {e}") from e

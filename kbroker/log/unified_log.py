@@ -1,0 +1,533 @@
+"""One partition's log: an ordered list of segments plus its offsets, epoch cache and producer state.
+
+Owns Kafka's ``UnifiedLog``/``LocalLog`` behaviour for local storage: leader and follower appends
+(validation, offset assignment, rolling, indexes, leader epochs, idempotence), reads by offset that
+return ``FileRegion``s (never copies; a read never spans segments, like Kafka), reads by timestamp,
+the log start offset (DeleteRecords), the high watermark, truncation, time/size retention with
+Kafka's ``.deleted`` renaming and ``file.delete.delay.ms``, flushing and the recovery point.
+Loading and crash recovery live in ``kbroker.log.recovery``.
+"""
+
+from __future__ import annotations
+
+import bisect
+import os
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from kbroker.log.batch_header import BatchHeader
+from kbroker.log.config import LogConfig
+from kbroker.log.errors import KafkaStorageError, LogOfflineError, OffsetOutOfRangeError
+from kbroker.log.leader_epoch import LEADER_EPOCH_CHECKPOINT, LeaderEpochFileCache
+from kbroker.log.producer_state import ProducerStateManager
+from kbroker.log.results import (
+    EARLIEST_LOCAL_TIMESTAMP,
+    EARLIEST_TIMESTAMP,
+    LATEST_TIERED_TIMESTAMP,
+    LATEST_TIMESTAMP,
+    MAX_TIMESTAMP,
+    FetchDataInfo,
+    LogAppendInfo,
+)
+from kbroker.log.segment import LogSegment
+from kbroker.log.validator import split_batches, validate_and_assign_offsets
+from kbroker.protocol.records import RecordBatch
+from kbroker.protocol.regions import FileRegion
+
+__all__ = ["FetchDataInfo", "LogAppendInfo", "UnifiedLog", "EARLIEST_TIMESTAMP", "LATEST_TIMESTAMP",
+           "MAX_TIMESTAMP", "EARLIEST_LOCAL_TIMESTAMP", "LATEST_TIERED_TIMESTAMP"]
+
+def _wall_clock_ms() -> int:
+    return int(time.time() * 1000)
+
+
+class UnifiedLog:
+    def __init__(self, directory: Path, config: LogConfig, *, topic: str | None = None, partition: int | None = None,
+                 log_start_offset: int = 0, recovery_point: int = 0, high_watermark: int = 0,
+                 had_clean_shutdown: bool = True, time_ms: Callable[[], int] | None = None) -> None:
+        self.dir = Path(directory)
+        if topic is None or partition is None:
+            name, _, num = self.dir.name.rpartition("-")
+            topic, partition = name, int(num)
+        self.topic, self.partition = topic, partition
+        self.config = config
+        self._time = time_ms or _wall_clock_ms
+        self.segments: list[LogSegment] = []
+        self._bases: list[int] = []
+        self.log_start_offset = log_start_offset
+        self.log_end_offset = 0
+        self.recovery_point = recovery_point
+        self.high_watermark = 0
+        self.offline = False
+        # Runs a callable off the event loop (set by LogManager; None = synchronous fsyncs).
+        self.background_executor: Callable[[Callable[[], None]], object] | None = None
+        self.last_flush_ms = self._time()
+        self._pending_deletes: list[tuple[int, list[Path], LogSegment | None]] = []
+        self.dir.mkdir(parents=True, exist_ok=True)
+        self.leader_epoch_cache = LeaderEpochFileCache(self.dir / LEADER_EPOCH_CHECKPOINT)
+        self.producer_state = ProducerStateManager(self.dir)
+        from kbroker.log.recovery import load_log  # noqa: PLC0415 - recovery builds on this module
+
+        load_log(self, had_clean_shutdown)
+        self.high_watermark = min(max(high_watermark, self.log_start_offset), self.log_end_offset)
+
+    # --- properties ----------------------------------------------------------------------------
+    @property
+    def active_segment(self) -> LogSegment:
+        return self.segments[-1]
+
+    @property
+    def parent_dir(self) -> Path:
+        """The ``log.dirs`` entry this partition lives in."""
+        return self.dir.parent
+
+    @property
+    def last_stable_offset(self) -> int:
+        return self.high_watermark  # no transactions yet
+
+    @property
+    def size_in_bytes(self) -> int:
+        return sum(s.size for s in self.segments)
+
+    @property
+    def num_segments(self) -> int:
+        return len(self.segments)
+
+    @property
+    def unflushed_messages(self) -> int:
+        return self.log_end_offset - self.recovery_point
+
+    def _check_online(self) -> None:
+        if self.offline:
+            raise LogOfflineError(f"log {self.dir} is offline after an unrecoverable storage error")
+
+    def _add_segment(self, seg: LogSegment) -> None:
+        i = bisect.bisect_left(self._bases, seg.base_offset)
+        if i < len(self._bases) and self._bases[i] == seg.base_offset:
+            self.segments[i] = seg
+        else:
+            self._bases.insert(i, seg.base_offset)
+            self.segments.insert(i, seg)
+
+    def _new_segment(self, base_offset: int) -> LogSegment:
+        c = self.config
+        return LogSegment(self.dir, base_offset, index_interval_bytes=c.index_interval_bytes,
+                          max_index_size=c.segment_index_bytes, created_ms=self._time(),
+                          roll_jitter_ms=LogSegment.roll_jitter(c.segment_jitter_ms, c.segment_ms), active=True)
+
+    def update_config(self, config: LogConfig) -> None:
+        """Apply new topic configs live (retention, segment size, max.message.bytes, index interval...)."""
+        self.config = config
+        for seg in self.segments:
+            seg.index_interval_bytes = config.index_interval_bytes
+        self.active_segment.offset_index.max_index_size = config.segment_index_bytes - config.segment_index_bytes % 8
+        self.active_segment.time_index.max_index_size = config.segment_index_bytes - config.segment_index_bytes % 12
+
+    # --- append --------------------------------------------------------------------------------
+    def append_as_leader(self, records: memoryview, leader_epoch: int, *, now_ms: int | None = None) -> LogAppendInfo:
+        """Validate produced batches, assign offsets in place and append them (see module docstring)."""
+        self._check_online()
+        now = self._time() if now_ms is None else now_ms
+        if not isinstance(records, memoryview):
+            records = memoryview(records)
+        if records.readonly:  # offsets are patched in place; the Produce path passes a bytearray view
+            records = memoryview(bytearray(records))
+        vr = validate_and_assign_offsets(records, self.log_end_offset, leader_epoch, self.config, now)
+        if not vr.headers:
+            return LogAppendInfo(log_start_offset=self.log_start_offset)
+        updated, dup = self.producer_state.prepare(vr.headers)
+        if dup is not None:
+            return LogAppendInfo(first_offset=dup.first_offset, last_offset=dup.last_offset, max_timestamp=dup.timestamp,
+                                 offset_of_max_timestamp=dup.last_offset, log_start_offset=self.log_start_offset,
+                                 duplicate=True)
+        self._write(vr.data, vr.headers, vr.batch_infos(), vr.max_timestamp, now)
+        # The bytes are in the file: advance the in-memory state before anything else can fail.
+        self.log_end_offset = vr.next_offset
+        self.producer_state.commit(updated, vr.next_offset)
+        if leader_epoch >= 0 and leader_epoch > self.leader_epoch_cache.latest_epoch:
+            self.leader_epoch_cache.assign(leader_epoch, vr.first_offset)
+        self._maybe_flush_on_append()
+        lat = now if self.config.log_append_time else -1
+        return LogAppendInfo(first_offset=vr.first_offset, last_offset=vr.last_offset, max_timestamp=vr.max_timestamp,
+                             offset_of_max_timestamp=vr.offset_of_max_timestamp, log_append_time=lat,
+                             log_start_offset=self.log_start_offset, num_messages=vr.num_messages,
+                             valid_bytes=vr.valid_bytes, leader_epoch=leader_epoch)
+
+    def append_as_follower(self, records: memoryview) -> LogAppendInfo:
+        """Append batches whose offsets are already assigned (replication, tests): CRC-checked,
+        offsets must start at or after the log end offset and increase."""
+        self._check_online()
+        if not isinstance(records, memoryview):
+            records = memoryview(records)
+        headers: list[BatchHeader] = []
+        expected = self.log_end_offset
+        total = 0
+        for pos, size in split_batches(records):
+            batch = RecordBatch(records[pos:pos + size])
+            batch.ensure_valid()
+            h = BatchHeader._make(batch.header())
+            if h.base_offset < expected:
+                raise OffsetOutOfRangeError(f"batch base offset {h.base_offset} is below the expected {expected}")
+            expected = h.next_offset
+            headers.append(h)
+            total += size
+        if not headers:
+            return LogAppendInfo(log_start_offset=self.log_start_offset)
+        max_ts, off_max = -1, -1
+        for h in headers:
+            if h.max_timestamp > max_ts:
+                max_ts, off_max = h.max_timestamp, h.last_offset
+        infos = [(h.last_offset, h.max_timestamp, h.size) for h in headers]
+        self._write(records[:total], headers, infos, max_ts, self._time())
+        self.log_end_offset = headers[-1].next_offset
+        for h in headers:
+            self.producer_state.replay(h)
+        for h in headers:
+            if h.partition_leader_epoch > self.leader_epoch_cache.latest_epoch:
+                self.leader_epoch_cache.assign(h.partition_leader_epoch, h.base_offset)
+        self._maybe_flush_on_append()
+        return LogAppendInfo(first_offset=headers[0].base_offset, last_offset=headers[-1].last_offset,
+                             max_timestamp=max_ts, offset_of_max_timestamp=off_max,
+                             log_start_offset=self.log_start_offset,
+                             num_messages=sum(h.records_count for h in headers), valid_bytes=total)
+
+    def _write(self, data: memoryview | bytearray, headers: list[BatchHeader], infos: list[tuple[int, int, int]],
+               max_timestamp: int, now: int) -> None:
+        seg = self._maybe_roll(len(data), max_timestamp, headers[0].base_offset, headers[-1].last_offset, now)
+        try:
+            seg.append(data, infos)
+        except KafkaStorageError:
+            # segment.append truncated the file back; if the file no longer matches, recovery must run.
+            try:
+                if os.fstat(seg.fd).st_size != seg.size:
+                    self.offline = True
+            except OSError:
+                self.offline = True
+            raise
+
+    def _maybe_roll(self, size: int, max_timestamp: int, first_offset: int, last_offset: int, now: int) -> LogSegment:
+        seg = self.active_segment
+        c = self.config
+        if seg.should_roll(segment_bytes=c.segment_bytes, segment_ms=c.segment_ms, messages_size=size,
+                           max_timestamp=max_timestamp, max_offset=last_offset, now_ms=now):
+            return self.roll(first_offset)
+        return seg
+
+    def _maybe_flush_on_append(self) -> None:
+        if self.unflushed_messages >= self.config.flush_messages:
+            self.flush()
+
+    # --- roll / flush ---------------------------------------------------------------------------
+    def roll(self, expected_next_offset: int | None = None) -> LogSegment:
+        """Start a new active segment at the log end offset; the old one is trimmed, snapshotted, fsynced."""
+        self._check_online()
+        new_base = max(expected_next_offset or 0, self.log_end_offset)
+        old = self.active_segment
+        if old.base_offset == new_base:
+            if old.size == 0:
+                return old  # already an empty segment at that offset
+        try:
+            old.on_become_inactive()
+            seg = self._new_segment(new_base)
+        except OSError as e:
+            raise KafkaStorageError(f"cannot roll {self.dir} at {new_base}: {e}") from e
+        self._add_segment(seg)
+        # Kafka snapshots producer state at every roll so recovery replays at most one segment.
+        self.producer_state.map_end_offset = max(self.producer_state.map_end_offset, self.log_end_offset)
+        self.producer_state.take_snapshot()
+        self.flush(new_base, background=True)
+        return seg
+
+    def _segments_to_flush(self, offset: int) -> list[LogSegment]:
+        out = []
+        for i, seg in enumerate(self.segments):
+            seg_end = self._bases[i + 1] if i + 1 < len(self._bases) else self.log_end_offset + 1
+            if seg_end > self.recovery_point and seg.base_offset < offset:
+                out.append(seg)
+        return out
+
+    def flush(self, offset: int | None = None, *, background: bool = False) -> None:
+        """fsync every segment holding offsets below ``offset`` (default: the log end offset).
+
+        With ``background`` and a ``background_executor`` set, the fsyncs run on the executor (a
+        worker thread: os.fsync releases the GIL) and the recovery point moves when they are done,
+        so a roll never stalls the event loop on a large fsync; Kafka schedules that flush too.
+        """
+        self._check_online()
+        offset = self.log_end_offset if offset is None else offset
+        if offset <= self.recovery_point:
+            return
+        segs = self._segments_to_flush(offset)
+        if background and self.background_executor is not None:
+            def job() -> None:
+                try:
+                    for seg in segs:
+                        if not seg.deleted and not seg.file.closed:
+                            seg.flush()
+                except KafkaStorageError:
+                    self.offline = True  # durability unknown: like Kafka, take the log offline
+                    raise
+                # Only forward, and never past a truncation that happened while the fsync ran.
+                if self.recovery_point < offset <= self.log_end_offset:
+                    self.recovery_point = offset
+
+            self.background_executor(job)
+        else:
+            for seg in segs:
+                seg.flush()
+            self.recovery_point = offset
+        self.last_flush_ms = self._time()
+
+    # --- reads ---------------------------------------------------------------------------------
+    def read(self, start_offset: int, max_bytes: int, max_offset: int | None = None,
+             min_one_message: bool = True) -> FetchDataInfo:
+        """File region for a fetch at ``start_offset``, bounded by ``max_bytes`` and ``max_offset`` (exclusive)."""
+        self._check_online()
+        leo = self.log_end_offset
+        if start_offset > leo or start_offset < self.log_start_offset:
+            raise OffsetOutOfRangeError(
+                f"Received request for offset {start_offset} for partition {self.topic}-{self.partition}, "
+                f"but we only have log segments in the range {self.log_start_offset} to {leo}.")
+        bound = leo if max_offset is None else min(max_offset, leo)
+        if start_offset >= bound:
+            return FetchDataInfo(start_offset)
+        i = max(0, bisect.bisect_right(self._bases, start_offset) - 1)
+        while i < len(self.segments):
+            seg = self.segments[i]
+            max_position = None
+            if bound < leo:
+                if i + 1 < len(self._bases) and bound >= self._bases[i + 1]:
+                    max_position = None
+                else:
+                    found = seg.translate_offset(bound)
+                    max_position = found[0] if found is not None else None
+            res = seg.read(start_offset, max_bytes, max_position, min_one_message)
+            if res is not None:
+                pos, size = res
+                if size <= 0:
+                    return FetchDataInfo(start_offset, None, segment_base_offset=seg.base_offset)
+                incomplete = not min_one_message and size < (seg.translate_offset(start_offset) or (0, 0))[1]
+                return FetchDataInfo(start_offset, FileRegion(seg.file, pos, size), incomplete, seg.base_offset)
+            i += 1
+        return FetchDataInfo(start_offset)
+
+    def fetch_offset_by_timestamp(self, target: int) -> tuple[int, int, int] | None:
+        """(offset, timestamp, leader epoch) for ListOffsets; -1 latest, -2 earliest, -3 max timestamp,
+        -4 earliest local. The caller bounds "latest" by the high watermark/LSO as Kafka's Partition does."""
+        self._check_online()
+        cache = self.leader_epoch_cache
+        if target in (EARLIEST_TIMESTAMP, EARLIEST_LOCAL_TIMESTAMP):
+            epoch = cache.epoch_for_offset(self.log_start_offset)
+            return self.log_start_offset, -1, -1 if epoch is None else epoch
+        if target == LATEST_TIMESTAMP:
+            return self.log_end_offset, -1, cache.latest_epoch
+        if target == LATEST_TIERED_TIMESTAMP:
+            return -1, -1, -1  # no tiered storage
+        if target == MAX_TIMESTAMP:
+            best: LogSegment | None = None
+            for seg in self.segments:
+                if seg.size and (best is None or seg.max_timestamp_so_far > best.max_timestamp_so_far):
+                    best = seg
+            if best is None or best.max_timestamp_so_far < 0:
+                return -1, -1, -1
+            ts, off = best.max_timestamp_so_far, best.offset_of_max_timestamp_so_far
+            found = best.translate_offset(off)
+            if found is not None:  # KIP-734 answers the record's offset, not the batch's (KAFKA-16310)
+                batch = best.read_batch(found[0], found[1])
+                for rec in batch:
+                    if rec.timestamp == ts:
+                        return rec.offset, ts, batch.partition_leader_epoch
+            epoch_of = cache.epoch_for_offset(off)
+            return off, ts, -1 if epoch_of is None else epoch_of
+        if target < 0:
+            return None
+        for seg in self.segments:
+            if seg.size and seg.max_timestamp_so_far >= target:
+                found_ts = seg.find_offset_by_timestamp(target, self.log_start_offset)
+                if found_ts is not None:
+                    return found_ts
+        return None
+
+    def end_offset_for_epoch(self, epoch: int) -> tuple[int, int]:
+        return self.leader_epoch_cache.end_offset_for(epoch, self.log_end_offset)
+
+    def update_high_watermark(self, offset: int) -> None:
+        self.high_watermark = min(max(offset, self.log_start_offset), self.log_end_offset)
+
+    # --- removal -------------------------------------------------------------------------------
+    def delete_records_before(self, offset: int) -> int:
+        """DeleteRecords: raise the log start offset (<= high watermark); drop fully covered segments."""
+        self._check_online()
+        if offset == -1:  # DeleteRecordsRequest.HIGH_WATERMARK: delete up to the high watermark
+            offset = self.high_watermark
+        if offset < 0 or offset > self.high_watermark:
+            raise OffsetOutOfRangeError(f"Cannot increment the log start offset to {offset} of partition "
+                                        f"{self.topic}-{self.partition} since it is larger than the high watermark {self.high_watermark}")
+        if offset > self.log_start_offset:
+            self._set_log_start_offset(offset)
+            self._delete_segments(self._deletable(lambda seg, nxt: nxt is not None and nxt <= self.log_start_offset))
+        return self.log_start_offset
+
+    def _set_log_start_offset(self, offset: int) -> None:
+        self.log_start_offset = offset
+        self.leader_epoch_cache.truncate_from_start(offset)
+        self.producer_state.delete_snapshots_before(self.segments[0].base_offset)
+        if self.recovery_point < offset:
+            self.recovery_point = offset
+
+    def _deletable(self, predicate: Callable[[LogSegment, int | None], bool]) -> list[LogSegment]:
+        """Oldest segments satisfying ``predicate`` below the high watermark (Kafka's deletableSegments)."""
+        out = []
+        for i, seg in enumerate(self.segments):
+            nxt = self._bases[i + 1] if i + 1 < len(self._bases) else None
+            upper = nxt if nxt is not None else self.log_end_offset
+            if nxt is None and seg.size == 0:
+                break
+            if self.high_watermark >= upper and predicate(seg, nxt):
+                out.append(seg)
+            else:
+                break
+        return out
+
+    def _delete_segments(self, segs: list[LogSegment]) -> int:
+        if not segs:
+            return 0
+        if len(segs) == len(self.segments):
+            self.roll()  # never delete the active segment's data in place: roll first, as Kafka does
+        now = self._time()
+        for seg in segs:
+            i = self.segments.index(seg)
+            del self.segments[i]
+            del self._bases[i]
+            try:
+                paths = seg.rename_to_deleted()
+            except OSError as e:
+                raise KafkaStorageError(f"cannot delete segment {seg.log_path}: {e}") from e
+            self._pending_deletes.append((now + self.config.file_delete_delay_ms, paths, seg))
+        if self.segments[0].base_offset > self.log_start_offset:
+            self._set_log_start_offset(self.segments[0].base_offset)
+        else:
+            self.producer_state.delete_snapshots_before(self.segments[0].base_offset)
+        self.delete_pending_files(now)
+        return len(segs)
+
+    def delete_old_segments(self, now_ms: int | None = None) -> int:
+        """Retention: segments past retention.ms, beyond retention.bytes, or below the log start offset."""
+        self._check_online()
+        now = self._time() if now_ms is None else now_ms
+        c = self.config
+        n = self._delete_segments(self._deletable(lambda seg, nxt: nxt is not None and nxt <= self.log_start_offset))
+        if not c.delete:
+            return n
+        if c.retention_ms >= 0:
+            n += self._delete_segments(self._deletable(lambda seg, nxt: now - seg.largest_timestamp() > c.retention_ms))
+        if c.retention_bytes >= 0:
+            diff = self.size_in_bytes - c.retention_bytes
+
+            def over(seg: LogSegment, nxt: int | None) -> bool:
+                nonlocal diff
+                if diff - seg.size >= 0:
+                    diff -= seg.size
+                    return True
+                return False
+
+            n += self._delete_segments(self._deletable(over))
+        return n
+
+    def delete_pending_files(self, now_ms: int, force: bool = False) -> None:
+        """Unlink ``.deleted`` files whose delay has passed. Open file objects are not closed here:
+        a FileRegion still being sent keeps its file readable (POSIX unlink semantics)."""
+        keep = []
+        for due, paths, seg in self._pending_deletes:
+            if force or due <= now_ms:
+                for p in paths:
+                    try:
+                        os.unlink(p)
+                    except FileNotFoundError:
+                        pass
+                    except OSError as e:
+                        raise KafkaStorageError(f"cannot delete {p}: {e}") from e
+            else:
+                keep.append((due, paths, seg))
+        self._pending_deletes = keep
+
+    def truncate_to(self, offset: int) -> None:
+        """Remove everything at or after ``offset`` (whole batches); the log end offset becomes ``offset``."""
+        self._check_online()
+        if offset < 0:
+            raise ValueError(f"cannot truncate to a negative offset {offset}")
+        if offset >= self.log_end_offset:
+            return
+        if offset < self.log_start_offset:
+            self.truncate_fully_and_start_at(offset)
+            return
+        doomed = [s for s in self.segments if s.base_offset > offset]
+        if len(doomed) == len(self.segments):
+            self.truncate_fully_and_start_at(offset)
+            return
+        now = self._time()
+        for seg in doomed:
+            i = self.segments.index(seg)
+            del self.segments[i]
+            del self._bases[i]
+            self._pending_deletes.append((now, seg.rename_to_deleted(), seg))
+        self.delete_pending_files(now)
+        active = self.active_segment
+        active.truncate_to(offset, now)
+        active.make_active(self.config.segment_index_bytes)
+        self._after_truncation(offset)
+
+    def truncate_fully_and_start_at(self, offset: int) -> None:
+        self._check_online()
+        now = self._time()
+        for seg in self.segments:
+            self._pending_deletes.append((now, seg.rename_to_deleted(), seg))
+        self.segments.clear()
+        self._bases.clear()
+        self.delete_pending_files(now)
+        self._add_segment(self._new_segment(offset))
+        self.log_start_offset = offset
+        self.leader_epoch_cache.clear()
+        self.producer_state.delete_snapshots_above(-1)
+        self._after_truncation(offset)
+
+    def _after_truncation(self, offset: int) -> None:
+        self.log_end_offset = offset
+        self.high_watermark = min(self.high_watermark, offset)
+        self.recovery_point = min(self.recovery_point, offset)
+        self.leader_epoch_cache.truncate_from_end(offset)
+        from kbroker.log.recovery import rebuild_producer_state  # noqa: PLC0415
+
+        self.producer_state.delete_snapshots_above(offset)
+        rebuild_producer_state(self)
+
+    # --- lifecycle -----------------------------------------------------------------------------
+    def close(self) -> None:
+        """Flush, snapshot producer state at the log end offset, trim indexes and close files."""
+        if not self.offline:
+            self.flush()
+            self.producer_state.map_end_offset = self.log_end_offset
+            self.producer_state.take_snapshot()
+        self.delete_pending_files(0, force=True)
+        for seg in self.segments:
+            try:
+                seg.close()
+            except OSError:
+                pass
+
+    def delete(self) -> None:
+        """Remove the partition directory and everything in it (the log must not be used afterwards)."""
+        import shutil  # noqa: PLC0415
+
+        self.delete_pending_files(0, force=True)
+        for seg in self.segments:
+            seg.offset_index.close_handler()
+            seg.time_index.close_handler()
+        self.segments.clear()
+        self._bases.clear()
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+    def __repr__(self) -> str:
+        return (f"UnifiedLog({self.topic}-{self.partition}, start={self.log_start_offset}, "
+                f"end={self.log_end_offset}, hw={self.high_watermark}, segments={len(self.segments)})")

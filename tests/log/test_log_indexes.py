@@ -1,0 +1,102 @@
+"""OffsetIndex / TimeIndex: Kafka's byte layout, sparse lookups (seed S003 example), trimming, truncation."""
+
+from __future__ import annotations
+
+import struct
+from pathlib import Path
+
+import pytest
+
+from kbroker.log.indexes import OffsetIndex, TimeIndex
+
+
+def test_seed_s003_sparse_lookup(tmp_path: Path) -> None:
+    # S003: in 00000000000000368769.index, entry "3,497" is offset 368772 at byte 497 of the .log and
+    # "8,1686" is offset 368777 at byte 1686.
+    base = 368769
+    path = tmp_path / f"{base:020d}.index"
+    idx = OffsetIndex(path, base, max_index_size=1024)
+    idx.make_active(1024)
+    idx.append(368772, 497)
+    idx.append(368777, 1686)
+    assert idx.lookup(368772) == (368772, 497)
+    assert idx.lookup(368775) == (368772, 497)  # floor entry: scan the .log forward from byte 497
+    assert idx.lookup(368777) == (368777, 1686)
+    assert idx.lookup(999999) == (368777, 1686)
+    assert idx.lookup(368770) == (base, 0)  # before the first entry: from the start of the segment
+    idx.close()
+    # Trimmed to the two entries; each is two big-endian int32: relative offset, position.
+    assert path.read_bytes() == struct.pack(">iiii", 3, 497, 8, 1686)
+    assert path.name == "00000000000000368769.index"
+
+
+def test_offset_index_preallocated_and_trimmed(tmp_path: Path) -> None:
+    path = tmp_path / "00000000000000000100.index"
+    idx = OffsetIndex(path, 100, max_index_size=1003)  # rounded down to whole 8-byte entries
+    idx.make_active(1003)
+    assert path.stat().st_size == 1000
+    assert idx.max_entries == 125
+    for i in range(125):
+        idx.append(100 + 2 * i + 1, 10 * (i + 1))
+    assert idx.is_full
+    with pytest.raises(ValueError):
+        idx.append(10_000, 99_999)
+    idx.trim_to_valid_size()
+    assert path.stat().st_size == 1000
+    idx.truncate_to(100 + 2 * 10 + 1)  # removes entries with offset >= 121
+    assert idx.entries == 10
+    idx.close()
+    assert path.stat().st_size == 80
+    again = OffsetIndex(path, 100, max_index_size=1000)
+    assert again.entries == 10
+    assert again.lookup(120) == (119, 100)
+    again.sanity_check()
+
+
+def test_offset_index_rejects_non_increasing(tmp_path: Path) -> None:
+    idx = OffsetIndex(tmp_path / "0.index", 0, max_index_size=80)
+    idx.make_active(80)
+    idx.append(5, 100)
+    with pytest.raises(ValueError):
+        idx.append(5, 200)
+
+
+def test_untrimmed_preallocated_index_drops_zero_tail(tmp_path: Path) -> None:
+    # A crash leaves the active index at its preallocated size with zeros after the real entries.
+    path = tmp_path / "00000000000000000000.index"
+    path.write_bytes(struct.pack(">ii", 7, 4100) + struct.pack(">ii", 15, 8300) + bytes(8 * 50))
+    idx = OffsetIndex(path, 0, max_index_size=1024)
+    assert idx.entries == 2
+    assert idx.lookup(100) == (15, 8300)
+
+
+def test_time_index_layout_and_lookup(tmp_path: Path) -> None:
+    path = tmp_path / "00000000000000000050.timeindex"
+    idx = TimeIndex(path, 50, max_index_size=120)
+    idx.make_active(120)
+    assert idx.max_entries == 10
+    idx.maybe_append(1000, 52)
+    idx.maybe_append(1000, 55)  # not larger: ignored, like Kafka
+    idx.maybe_append(900, 56)  # smaller: ignored
+    idx.maybe_append(2000, 60)
+    assert idx.entries == 2
+    assert idx.lookup(999) == (-1, 50)
+    assert idx.lookup(1000) == (1000, 52)
+    assert idx.lookup(1999) == (1000, 52)
+    assert idx.lookup(5000) == (2000, 60)
+    assert idx.last_entry() == (2000, 60)
+    idx.close()
+    assert path.read_bytes() == struct.pack(">qi", 1000, 2) + struct.pack(">qi", 2000, 10)
+
+
+def test_time_index_keeps_last_slot_for_roll(tmp_path: Path) -> None:
+    idx = TimeIndex(tmp_path / "0.timeindex", 0, max_index_size=36)
+    idx.make_active(36)
+    idx.maybe_append(1, 1)
+    idx.maybe_append(2, 2)
+    assert idx.is_full  # 3 slots, the last reserved for the roll entry
+    idx.maybe_append(3, 3, skip_full_check=True)
+    assert idx.entries == 3
+    idx.truncate_to(2)
+    assert idx.entries == 1
+
