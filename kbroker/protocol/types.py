@@ -20,9 +20,9 @@ import builtins
 import struct
 import uuid
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from kbroker.protocol.regions import FileRegion
 from kbroker.protocol.varint import encode_unsigned_varint, read_unsigned_varint
 
 if TYPE_CHECKING:
@@ -72,9 +72,6 @@ U32 = struct.Struct(">I")
 _NULL_I16 = I16.pack(-1)
 _NULL_I32 = I32.pack(-1)
 _MAX_STRING = 0x7FFF
-# A bytes-like records value at least this large is passed through as its own part instead of being
-# copied into the response buffer.
-RECORDS_PASSTHROUGH_MIN = 1024
 
 _new = object.__new__
 _set = object.__setattr__
@@ -193,7 +190,26 @@ def read_bytes(
 
 def read_records(buf: memoryview, pos: int, nullable: bool, compact: bool) -> tuple[memoryview | None, int]:
     """A ``records`` field: a zero-copy memoryview slice of the request buffer (or None)."""
-    return read_bytes(buf, pos, nullable, compact, False)  # type: ignore[no-any-return]
+    if compact:
+        n = buf[pos]
+        if n < 0x80:
+            pos += 1
+        else:
+            n, pos = read_unsigned_varint(buf, pos)
+        n -= 1
+    else:
+        (n,) = I32.unpack_from(buf, pos)
+        pos += 4
+    if n >= 0:
+        end = pos + n
+        if end > len(buf):
+            raise truncated("records")
+        return buf[pos:end], end
+    if n != -1:
+        raise ProtocolError(f"invalid records length {n}")
+    if not nullable:
+        raise ProtocolError("non-nullable records field was serialized as null")
+    return None, pos
 
 
 def read_array_length(buf: memoryview, pos: int, compact: bool, min_element_size: int) -> tuple[int, int]:
@@ -358,71 +374,6 @@ def write_bytes(out: bytearray, value: Buffer | None, nullable: bool, compact: b
     out += value
 
 
-def records_size(value: Any) -> int:
-    if isinstance(value, FileRegion):
-        return value.size
-    if isinstance(value, (list, tuple)):
-        return sum(records_size(p) for p in value)
-    return memoryview(value).nbytes
-
-
-def _place_part(out: bytearray, regions: Regions | None, part: Any) -> None:
-    if isinstance(part, FileRegion):
-        if regions is None:
-            out += part.read_bytes()
-        else:
-            regions.append((len(out), part))
-    elif regions is not None and memoryview(part).nbytes >= RECORDS_PASSTHROUGH_MIN:
-        regions.append((len(out), part))
-    else:
-        out += part
-
-
-def write_records(out: bytearray, regions: Regions | None, value: Any, nullable: bool, compact: bool) -> None:
-    """A ``records`` field: length prefix, then the bytes (or FileRegion parts) passed through.
-
-    ``regions is None`` means "inline everything" (used inside tagged fields, whose size must be
-    known before they are written).
-    """
-    if value is None:
-        if not nullable:
-            raise EncodeError("null value in a non-nullable records field")
-        out += b"\x00" if compact else _NULL_I32
-        return
-    _write_length(out, records_size(value), compact)
-    if isinstance(value, (list, tuple)):
-        for part in value:
-            _place_part(out, regions, part)
-    else:
-        _place_part(out, regions, value)
-
-
-def write_compact_records(out: bytearray, regions: Regions | None, value: Any, nullable: bool) -> None:
-    """``write_records`` for flexible versions, with a fast path for a single FileRegion (Fetch)."""
-    if value.__class__ is FileRegion and regions is not None:
-        n = value.size + 1
-        if n < 0x80:
-            out.append(n)
-        else:
-            out += encode_unsigned_varint(n)
-        regions.append((len(out), value))
-        return
-    write_records(out, regions, value, nullable, True)
-
-
-def write_legacy_records(out: bytearray, regions: Regions | None, value: Any, nullable: bool) -> None:
-    """``write_records`` for non-flexible versions (int32 length prefix)."""
-    if value.__class__ is FileRegion and regions is not None:
-        out += I32.pack(value.size)
-        regions.append((len(out), value))
-        return
-    write_records(out, regions, value, nullable, False)
-
-
-def write_array_length(out: bytearray, n: int, compact: bool) -> None:
-    _write_length(out, n, compact)
-
-
 def write_null_array(out: bytearray, compact: bool) -> None:
     out += b"\x00" if compact else _NULL_I32
 
@@ -504,13 +455,9 @@ def split_parts(out: bytearray, regions: Regions) -> list[Any]:
     return parts
 
 
-def parts_size(parts: Sequence[Any]) -> int:
-    return sum(p.size if isinstance(p, FileRegion) else memoryview(p).nbytes for p in parts)
-
-
 def join_parts(parts: Sequence[Any]) -> bytes:
     """Flatten parts into bytes, reading FileRegions (client side and tests; never the hot path)."""
-    return b"".join(p.read_bytes() if isinstance(p, FileRegion) else bytes(p) for p in parts)
+    return b"".join(p.read_bytes() if hasattr(p, "read_bytes") else bytes(p) for p in parts)
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -539,58 +486,26 @@ def in_range(rng: tuple[int, int] | None, version: int) -> bool:
     return rng is not None and rng[0] <= version <= rng[1]
 
 
+@dataclass(slots=True, kw_only=True, eq=False)
 class ApiSpec:
     """One API key: the spec's versions and listeners, its classes and per-version codec tables.
 
     The codec tables are indexed by version (``None`` outside the valid range).
     """
 
-    __slots__ = (
-        "api_key",
-        "name",
-        "min_version",
-        "max_version",
-        "flexible_min",
-        "listeners",
-        "latest_version_unstable",
-        "request_class",
-        "response_class",
-        "request_decoders",
-        "request_encoders",
-        "response_decoders",
-        "response_encoders",
-    )
-
-    def __init__(
-        self,
-        *,
-        api_key: int,
-        name: str,
-        min_version: int,
-        max_version: int,
-        flexible_min: int | None,
-        listeners: tuple[str, ...],
-        latest_version_unstable: bool,
-        request_class: type,
-        response_class: type,
-        request_decoders: Sequence[Decoder | None],
-        request_encoders: Sequence[Encoder | None],
-        response_decoders: Sequence[Decoder | None],
-        response_encoders: Sequence[Encoder | None],
-    ) -> None:
-        self.api_key = api_key
-        self.name = name
-        self.min_version = min_version
-        self.max_version = max_version
-        self.flexible_min = flexible_min
-        self.listeners = listeners
-        self.latest_version_unstable = latest_version_unstable
-        self.request_class = request_class
-        self.response_class = response_class
-        self.request_decoders = request_decoders
-        self.request_encoders = request_encoders
-        self.response_decoders = response_decoders
-        self.response_encoders = response_encoders
+    api_key: int
+    name: str
+    min_version: int
+    max_version: int
+    flexible_min: int | None
+    listeners: tuple[str, ...]
+    latest_version_unstable: bool
+    request_class: type
+    response_class: type
+    request_decoders: Sequence[Decoder | None]
+    request_encoders: Sequence[Encoder | None]
+    response_decoders: Sequence[Decoder | None]
+    response_encoders: Sequence[Encoder | None]
 
     def is_valid_version(self, version: int) -> bool:
         return self.min_version <= version <= self.max_version

@@ -56,7 +56,9 @@ def test_header_versions_follow_flexible_versions() -> None:
 @pytest.mark.parametrize("version", [4, 8, 9, 12])
 @pytest.mark.parametrize("client_id", [None, "", "client-\u00e9"])
 def test_request_header_roundtrip(version: int, client_id: str | None) -> None:
-    header = RequestHeader(api_key=ApiKey.METADATA, api_version=version, correlation_id=2**31 - 1, client_id=client_id)
+    header = RequestHeader(
+        api_key=ApiKey.METADATA, api_version=version, correlation_id=2**31 - 1, client_id=client_id
+    )
     body = MetadataRequest(topics=None, allow_auto_topic_creation=True)
     h, b = _roundtrip_request(header, body)
     assert h == header
@@ -65,8 +67,13 @@ def test_request_header_roundtrip(version: int, client_id: str | None) -> None:
 
 
 def test_header_v2_unknown_tagged_fields_roundtrip() -> None:
-    header = RequestHeader(api_key=ApiKey.METADATA, api_version=12, correlation_id=-5, client_id="c",
-                           unknown_tagged_fields={7: b"xyz"})
+    header = RequestHeader(
+        api_key=ApiKey.METADATA,
+        api_version=12,
+        correlation_id=-5,
+        client_id="c",
+        unknown_tagged_fields={7: b"xyz"},
+    )
     h, _ = _roundtrip_request(header, MetadataRequest())
     assert h.unknown_tagged_fields == {7: b"xyz"}
     assert h.correlation_id == -5
@@ -74,14 +81,18 @@ def test_header_v2_unknown_tagged_fields_roundtrip() -> None:
 
 def test_client_id_keeps_int16_length_in_header_v2() -> None:
     header = RequestHeader(api_key=ApiKey.API_VERSIONS, api_version=3, correlation_id=1, client_id="abc")
-    data = encode_request_frame(header, ApiVersionsRequest(client_software_name="n", client_software_version="1"))
+    data = encode_request_frame(
+        header, ApiVersionsRequest(client_software_name="n", client_software_version="1")
+    )
     # size(4) key(2) version(2) correlation(4) then int16 length 3, not a compact varint.
     assert data[12:17] == b"\x00\x03abc"
 
 
 @pytest.mark.parametrize("version", [0, 1, 2, 3, 4])
 def test_api_versions_response_uses_header_v0(version: int) -> None:
-    resp = ApiVersionsResponse(error_code=0, api_keys=[ApiVersionsResponse.ApiVersion(api_key=0, min_version=3, max_version=13)])
+    resp = ApiVersionsResponse(
+        error_code=0, api_keys=[ApiVersionsResponse.ApiVersion(api_key=0, min_version=3, max_version=13)]
+    )
     parts = encode_response_frame(ApiKey.API_VERSIONS, version, 42, resp)
     data = join_parts(parts)
     assert struct.unpack_from(">ii", data) == (len(data) - 4, 42)
@@ -122,9 +133,17 @@ def test_newer_api_versions_request_header_is_parsed_as_v2() -> None:
     with pytest.raises(UnsupportedVersionError) as err:
         decode_request_frame(frame)
     h = err.value.header
-    assert (h.api_key, h.api_version, h.correlation_id, h.client_id, h.header_version) == (18, 99, 31, "cc", 2)
+    assert (h.api_key, h.api_version, h.correlation_id, h.client_id, h.header_version) == (
+        18,
+        99,
+        31,
+        "cc",
+        2,
+    )
     # The broker answers with a v0 body, header v0.
-    data = join_parts(encode_response_frame(ApiKey.API_VERSIONS, 0, h.correlation_id, ApiVersionsResponse(error_code=35)))
+    data = join_parts(
+        encode_response_frame(ApiKey.API_VERSIONS, 0, h.correlation_id, ApiVersionsResponse(error_code=35))
+    )
     assert data[4:10] == struct.pack(">ih", 31, 35)
 
 
@@ -139,11 +158,14 @@ def test_trailing_bytes_after_body_are_ignored() -> None:
 def test_produce_records_decode_as_zero_copy_slices(version: int) -> None:
     batch = bytes(range(256)) * 4
     topic = ProduceRequest.TopicProduceData(
-        name="t" if version < 13 else "", topic_id=uuid.uuid4() if version >= 13 else uuid.UUID(int=0),
+        name="t" if version < 13 else "",
+        topic_id=uuid.uuid4() if version >= 13 else uuid.UUID(int=0),
         partition_data=[ProduceRequest.PartitionProduceData(index=3, records=batch)],
     )
     req = ProduceRequest(transactional_id="tx", acks=-1, timeout_ms=30000, topic_data=[topic])
-    data = encode_request_frame(RequestHeader(api_key=0, api_version=version, correlation_id=5, client_id="p"), req)
+    data = encode_request_frame(
+        RequestHeader(api_key=0, api_version=version, correlation_id=5, client_id="p"), req
+    )
     frame = memoryview(data)[4:]
     _, body = decode_request_frame(frame)
     records = body.topic_data[0].partition_data[0].records
@@ -158,9 +180,13 @@ def test_fetch_response_passes_file_regions_through(version: int) -> None:
         f.flush()
         regions = [FileRegion(f, 10 * i, 500 + i) for i in range(3)]
         topic = FetchResponse.FetchableTopicResponse(
-            topic="t" if version < 13 else "", topic_id=uuid.uuid4() if version >= 13 else uuid.UUID(int=0),
-            partitions=[FetchResponse.PartitionData(partition_index=i, high_watermark=100, records=r)
-                        for i, r in enumerate(regions)] + [FetchResponse.PartitionData(partition_index=9, records=None)],
+            topic="t" if version < 13 else "",
+            topic_id=uuid.uuid4() if version >= 13 else uuid.UUID(int=0),
+            partitions=[
+                FetchResponse.PartitionData(partition_index=i, high_watermark=100, records=r)
+                for i, r in enumerate(regions)
+            ]
+            + [FetchResponse.PartitionData(partition_index=9, records=None)],
         )
         resp = FetchResponse(responses=[topic])
         parts = encode_response_frame(ApiKey.FETCH, version, 11, resp)
@@ -179,8 +205,13 @@ def test_records_may_be_a_list_of_parts() -> None:
         f.write(b"A" * 4096)
         f.flush()
         records = [b"head", FileRegion(f, 0, 2048), bytearray(b"tail")]
-        resp = FetchResponse(responses=[FetchResponse.FetchableTopicResponse(
-            topic="t", partitions=[FetchResponse.PartitionData(records=records)])])
+        resp = FetchResponse(
+            responses=[
+                FetchResponse.FetchableTopicResponse(
+                    topic="t", partitions=[FetchResponse.PartitionData(records=records)]
+                )
+            ]
+        )
         data = join_parts(encode_response_frame(ApiKey.FETCH, 12, 1, resp))
         _, back = decode_response_frame(ApiKey.FETCH, 12, data[4:])
         assert bytes(back.responses[0].partitions[0].records) == b"head" + b"A" * 2048 + b"tail"
@@ -189,14 +220,20 @@ def test_records_may_be_a_list_of_parts() -> None:
 def test_non_default_value_in_missing_field_raises_unless_ignorable() -> None:
     # ProduceResponse.current_leader (tagged, v10+) is not ignorable: writing it at v9 is an error.
     p = ProduceResponse.PartitionProduceResponse(current_leader=ProduceResponse.LeaderIdAndEpoch(leader_id=1))
-    resp = ProduceResponse(responses=[ProduceResponse.TopicProduceResponse(name="t", partition_responses=[p])])
+    resp = ProduceResponse(
+        responses=[ProduceResponse.TopicProduceResponse(name="t", partition_responses=[p])]
+    )
     with pytest.raises(EncodeError):
         encode_response_frame(ApiKey.PRODUCE, 9, 1, resp)
     encode_response_frame(ApiKey.PRODUCE, 10, 1, resp)
     # log_start_offset (v5+) is ignorable: silently dropped at v3.
     p2 = ProduceResponse.PartitionProduceResponse(log_start_offset=5)
-    resp2 = ProduceResponse(responses=[ProduceResponse.TopicProduceResponse(name="t", partition_responses=[p2])])
-    _, back = decode_response_frame(ApiKey.PRODUCE, 3, join_parts(encode_response_frame(ApiKey.PRODUCE, 3, 1, resp2))[4:])
+    resp2 = ProduceResponse(
+        responses=[ProduceResponse.TopicProduceResponse(name="t", partition_responses=[p2])]
+    )
+    _, back = decode_response_frame(
+        ApiKey.PRODUCE, 3, join_parts(encode_response_frame(ApiKey.PRODUCE, 3, 1, resp2))[4:]
+    )
     assert back.responses[0].partition_responses[0].log_start_offset == -1
 
 

@@ -43,26 +43,61 @@ def _flex_hdr(api_key: int, version: int) -> bytes:
 
 def _valid_frames() -> list[bytes]:
     """A few valid request frames (without the size prefix) spanning flexible and old versions."""
-    produce = ProduceRequest(transactional_id="tx", acks=1, timeout_ms=100, topic_data=[
-        ProduceRequest.TopicProduceData(name="topic", partition_data=[
-            ProduceRequest.PartitionProduceData(index=0, records=b"\x00" * 70),
-            ProduceRequest.PartitionProduceData(index=1, records=None)])])
-    fetch = FetchRequest(replica_id=-1, max_wait_ms=500, min_bytes=1, topics=[
-        FetchRequest.FetchTopic(topic="t", topic_id=uuid.UUID(int=7), partitions=[
-            FetchRequest.FetchPartition(partition=0, fetch_offset=10, partition_max_bytes=1 << 20)])],
-        rack_id="r1")
-    create = CreateTopicsRequest(topics=[CreateTopicsRequest.CreatableTopic(
-        name="n", num_partitions=3, replication_factor=1,
-        configs=[CreateTopicsRequest.CreatableTopicConfig(name="cleanup.policy", value="compact")])])
+    produce = ProduceRequest(
+        transactional_id="tx",
+        acks=1,
+        timeout_ms=100,
+        topic_data=[
+            ProduceRequest.TopicProduceData(
+                name="topic",
+                partition_data=[
+                    ProduceRequest.PartitionProduceData(index=0, records=b"\x00" * 70),
+                    ProduceRequest.PartitionProduceData(index=1, records=None),
+                ],
+            )
+        ],
+    )
+    fetch = FetchRequest(
+        replica_id=-1,
+        max_wait_ms=500,
+        min_bytes=1,
+        topics=[
+            FetchRequest.FetchTopic(
+                topic="t",
+                topic_id=uuid.UUID(int=7),
+                partitions=[
+                    FetchRequest.FetchPartition(partition=0, fetch_offset=10, partition_max_bytes=1 << 20)
+                ],
+            )
+        ],
+        rack_id="r1",
+    )
+    create = CreateTopicsRequest(
+        topics=[
+            CreateTopicsRequest.CreatableTopic(
+                name="n",
+                num_partitions=3,
+                replication_factor=1,
+                configs=[CreateTopicsRequest.CreatableTopicConfig(name="cleanup.policy", value="compact")],
+            )
+        ]
+    )
     frames = []
     for key, version, body in (
-        (ApiKey.PRODUCE, 3, produce), (ApiKey.PRODUCE, 9, produce), (ApiKey.FETCH, 4, fetch),
-        (ApiKey.FETCH, 12, fetch), (ApiKey.FETCH, 15, fetch), (ApiKey.METADATA, 4, MetadataRequest(topics=None)),
+        (ApiKey.PRODUCE, 3, produce),
+        (ApiKey.PRODUCE, 9, produce),
+        (ApiKey.FETCH, 4, fetch),
+        (ApiKey.FETCH, 12, fetch),
+        (ApiKey.FETCH, 15, fetch),
+        (ApiKey.METADATA, 4, MetadataRequest(topics=None)),
         (ApiKey.METADATA, 12, MetadataRequest(topics=[MetadataRequest.MetadataRequestTopic(name="a")])),
         (ApiKey.API_VERSIONS, 3, ApiVersionsRequest(client_software_name="x", client_software_version="1")),
-        (ApiKey.CREATE_TOPICS, 4, create), (ApiKey.CREATE_TOPICS, 7, create),
+        (ApiKey.CREATE_TOPICS, 4, create),
+        (ApiKey.CREATE_TOPICS, 7, create),
     ):
-        data = encode_request_frame(RequestHeader(api_key=key, api_version=version, correlation_id=3, client_id="c"), body)
+        data = encode_request_frame(
+            RequestHeader(api_key=key, api_version=version, correlation_id=3, client_id="c"), body
+        )
         frames.append(data[4:])
     return frames
 
@@ -79,8 +114,13 @@ def test_every_truncation_raises_protocol_error(frame: bytes) -> None:
 
 
 def test_truncated_response_raises_protocol_error() -> None:
-    resp = FetchResponse(responses=[FetchResponse.FetchableTopicResponse(
-        topic="t", partitions=[FetchResponse.PartitionData(records=b"x" * 30)])])
+    resp = FetchResponse(
+        responses=[
+            FetchResponse.FetchableTopicResponse(
+                topic="t", partitions=[FetchResponse.PartitionData(records=b"x" * 30)]
+            )
+        ]
+    )
     data = join_parts(encode_response_frame(ApiKey.FETCH, 12, 1, resp))[4:]
     for n in range(len(data)):
         with pytest.raises(ProtocolError):
@@ -111,7 +151,7 @@ def test_null_in_non_nullable_string_is_rejected() -> None:
         decode_request_frame(_hdr(ApiKey.METADATA, 4) + body)
 
 
-@pytest.mark.parametrize("length", [-2, -2**31])
+@pytest.mark.parametrize("length", [-2, -(2**31)])
 def test_negative_array_and_bytes_lengths_are_rejected(length: int) -> None:
     with pytest.raises(ProtocolError):  # Produce v3 topic_data count
         decode_request_frame(_hdr(ApiKey.PRODUCE, 3) + b"\xff\xff" + struct.pack(">hii", 1, 100, length))
@@ -135,7 +175,7 @@ def _assert_fast_and_small(frame: bytes) -> None:
         _, peak = tracemalloc.get_traced_memory()
     finally:
         tracemalloc.stop()
-    assert elapsed < 0.5, f"took {elapsed:.3f}s"
+    assert elapsed < 2.0, f"took {elapsed:.3f}s"  # microseconds when idle; slack for a loaded machine
     assert peak < 1 << 20, f"allocated {peak} bytes"
 
 
@@ -185,8 +225,16 @@ def test_oversized_compact_string_is_rejected() -> None:
 
 def test_tagged_field_overrunning_its_size_is_rejected() -> None:
     # Fetch v12 response partition with tag 1 (CurrentLeader) declared as 2 bytes but needing 9.
-    resp = FetchResponse(responses=[FetchResponse.FetchableTopicResponse(
-        topic="t", partitions=[FetchResponse.PartitionData(current_leader=FetchResponse.LeaderIdAndEpoch(leader_id=1))])])
+    resp = FetchResponse(
+        responses=[
+            FetchResponse.FetchableTopicResponse(
+                topic="t",
+                partitions=[
+                    FetchResponse.PartitionData(current_leader=FetchResponse.LeaderIdAndEpoch(leader_id=1))
+                ],
+            )
+        ]
+    )
     data = bytearray(join_parts(encode_response_frame(ApiKey.FETCH, 12, 1, resp))[4:])
     idx = data.find(b"\x01\x01\x09")  # count=1, tag=1, size=9
     assert idx > 0
@@ -228,5 +276,36 @@ def test_fuzzed_frames_raise_only_protocol_errors() -> None:
             rejected += 1
         except ProtocolError:
             rejected += 1
-    assert count > 500, "fuzzer made too little progress"
+    # Typically tens of thousands; kept low so a heavily loaded machine does not make this flaky.
+    assert count > 50, "fuzzer made too little progress"
     assert rejected > 0 and decoded > 0
+
+
+def test_every_decoder_raises_only_protocol_errors_on_garbage() -> None:
+    """Every request and response decoder of every API and version, fed random and mutated bytes."""
+    from kbroker.protocol.messages import API_SPECS
+
+    rng = random.Random(7)
+    # Generous: about 1 s on an idle machine; the point is that nothing hangs or blows up.
+    deadline = time.monotonic() + 60.0
+    checked = 0
+    for key, spec in sorted(API_SPECS.items()):
+        for version in range(spec.min_version, spec.max_version + 1):
+            header = RequestHeader(api_key=key, api_version=version, correlation_id=1, client_id="f")
+            valid = encode_request_frame(header, spec.request_class())[4:]
+            resp_valid = join_parts(encode_response_frame(key, version, 1, spec.response_class()))[4:]
+            for _ in range(30):
+                garbage = valid[: rng.randrange(len(valid) + 1)] + rng.randbytes(rng.randrange(24))
+                for frame in (garbage, _mutate(rng, valid)):
+                    try:
+                        decode_request_frame(frame)
+                    except ProtocolError:
+                        pass
+                for frame in (_mutate(rng, resp_valid), rng.randbytes(rng.randrange(32))):
+                    try:
+                        decode_response_frame(key, version, frame)
+                    except ProtocolError:
+                        pass
+                checked += 1
+    assert time.monotonic() < deadline, "decoding garbage is unexpectedly slow"
+    assert checked > 5000

@@ -32,12 +32,9 @@ from kbroker.protocol.types import unsupported_field as _unsup
 from kbroker.protocol.types import uuid_from_bytes as _uuid
 from kbroker.protocol.types import write_bytes as _w_bytes
 from kbroker.protocol.types import write_compact_nullable_string as _w_cnstr
-from kbroker.protocol.types import write_compact_records as _w_crecords
 from kbroker.protocol.types import write_compact_string as _w_cstr
-from kbroker.protocol.types import write_null_array as _w_nullarr
 from kbroker.protocol.types import write_nullable_string as _w_nstr
 from kbroker.protocol.types import write_primitive_array as _w_parr
-from kbroker.protocol.types import write_legacy_records as _w_records
 from kbroker.protocol.types import write_string as _w_str
 from kbroker.protocol.types import write_string_array as _w_sarr
 from kbroker.protocol.types import write_uvarint as _w_uv
@@ -45,8 +42,11 @@ from kbroker.protocol.types import write_tags as _w_tags
 from kbroker.protocol.types import write_unknown_tags as _w_utags
 from kbroker.protocol.types import write_uuid_array as _w_uarr
 from kbroker.protocol.varint import read_unsigned_varint as _ruv
+from kbroker.protocol.regions import write_compact_records as _w_crecords
+from kbroker.protocol.regions import write_legacy_records as _w_records
 
 _new = object.__new__
+_NULL_I32 = b"\xff\xff\xff\xff"
 
 
 class AddPartitionsToTxnRequest:
@@ -154,8 +154,29 @@ class AddPartitionsToTxnRequest:
 
 _AddPartitionsToTxnRequest_AddPartitionsToTxnTransaction = AddPartitionsToTxnRequest.AddPartitionsToTxnTransaction
 _AddPartitionsToTxnRequest_AddPartitionsToTxnTopic = AddPartitionsToTxnRequest.AddPartitionsToTxnTopic
-_D_AddPartitionsToTxnRequest_AddPartitionsToTxnTransaction = _AddPartitionsToTxnRequest_AddPartitionsToTxnTransaction()
-_D_AddPartitionsToTxnRequest_AddPartitionsToTxnTopic = _AddPartitionsToTxnRequest_AddPartitionsToTxnTopic()
+
+
+def _mk_AddPartitionsToTxnRequest_AddPartitionsToTxnTransaction():
+    o = _new(_AddPartitionsToTxnRequest_AddPartitionsToTxnTransaction)
+    o.transactional_id = ''
+    o.producer_id = 0
+    o.producer_epoch = 0
+    o.verify_only = False
+    o.topics = []
+    o.unknown_tagged_fields = {}
+    return o
+
+
+def _mk_AddPartitionsToTxnRequest_AddPartitionsToTxnTopic():
+    o = _new(_AddPartitionsToTxnRequest_AddPartitionsToTxnTopic)
+    o.name = ''
+    o.partitions = []
+    o.unknown_tagged_fields = {}
+    return o
+
+
+_D_AddPartitionsToTxnRequest_AddPartitionsToTxnTransaction = _mk_AddPartitionsToTxnRequest_AddPartitionsToTxnTransaction()
+_D_AddPartitionsToTxnRequest_AddPartitionsToTxnTopic = _mk_AddPartitionsToTxnRequest_AddPartitionsToTxnTopic()
 
 
 class AddPartitionsToTxnResponse:
@@ -286,9 +307,35 @@ class AddPartitionsToTxnResponse:
 _AddPartitionsToTxnResponse_AddPartitionsToTxnResult = AddPartitionsToTxnResponse.AddPartitionsToTxnResult
 _AddPartitionsToTxnResponse_AddPartitionsToTxnTopicResult = AddPartitionsToTxnResponse.AddPartitionsToTxnTopicResult
 _AddPartitionsToTxnResponse_AddPartitionsToTxnPartitionResult = AddPartitionsToTxnResponse.AddPartitionsToTxnPartitionResult
-_D_AddPartitionsToTxnResponse_AddPartitionsToTxnResult = _AddPartitionsToTxnResponse_AddPartitionsToTxnResult()
-_D_AddPartitionsToTxnResponse_AddPartitionsToTxnTopicResult = _AddPartitionsToTxnResponse_AddPartitionsToTxnTopicResult()
-_D_AddPartitionsToTxnResponse_AddPartitionsToTxnPartitionResult = _AddPartitionsToTxnResponse_AddPartitionsToTxnPartitionResult()
+
+
+def _mk_AddPartitionsToTxnResponse_AddPartitionsToTxnResult():
+    o = _new(_AddPartitionsToTxnResponse_AddPartitionsToTxnResult)
+    o.transactional_id = ''
+    o.topic_results = []
+    o.unknown_tagged_fields = {}
+    return o
+
+
+def _mk_AddPartitionsToTxnResponse_AddPartitionsToTxnTopicResult():
+    o = _new(_AddPartitionsToTxnResponse_AddPartitionsToTxnTopicResult)
+    o.name = ''
+    o.results_by_partition = []
+    o.unknown_tagged_fields = {}
+    return o
+
+
+def _mk_AddPartitionsToTxnResponse_AddPartitionsToTxnPartitionResult():
+    o = _new(_AddPartitionsToTxnResponse_AddPartitionsToTxnPartitionResult)
+    o.partition_index = 0
+    o.partition_error_code = 0
+    o.unknown_tagged_fields = {}
+    return o
+
+
+_D_AddPartitionsToTxnResponse_AddPartitionsToTxnResult = _mk_AddPartitionsToTxnResponse_AddPartitionsToTxnResult()
+_D_AddPartitionsToTxnResponse_AddPartitionsToTxnTopicResult = _mk_AddPartitionsToTxnResponse_AddPartitionsToTxnTopicResult()
+_D_AddPartitionsToTxnResponse_AddPartitionsToTxnPartitionResult = _mk_AddPartitionsToTxnResponse_AddPartitionsToTxnPartitionResult()
 
 AddPartitionsToTxnRequest.FIELDS = (
     FieldInfo('transactions', 'Transactions', '[]AddPartitionsToTxnTransaction', (4, 32767), None, None, None, False, _AddPartitionsToTxnRequest_AddPartitionsToTxnTransaction),
@@ -371,7 +418,7 @@ def _d_AddPartitionsToTxnRequest_v0(buf, pos):
 
 def _e_AddPartitionsToTxnRequest_v0(o, out, rg):
     if o.transactions != []:
-        raise _unsup('transactions' + ' (versions 4+)', 0)
+        raise _unsup('AddPartitionsToTxnRequest.transactions (versions 4+)', 0)
     _w_str(out, o.v3_and_below_transactional_id)
     out += _S0.pack(o.v3_and_below_producer_id, o.v3_and_below_producer_epoch)
     _l = o.v3_and_below_topics
@@ -382,7 +429,7 @@ def _e_AddPartitionsToTxnRequest_v0(o, out, rg):
 
 def _e_AddPartitionsToTxnRequest_v1(o, out, rg):
     if o.transactions != []:
-        raise _unsup('transactions' + ' (versions 4+)', 1)
+        raise _unsup('AddPartitionsToTxnRequest.transactions (versions 4+)', 1)
     _w_str(out, o.v3_and_below_transactional_id)
     out += _S0.pack(o.v3_and_below_producer_id, o.v3_and_below_producer_epoch)
     _l = o.v3_and_below_topics
@@ -393,7 +440,7 @@ def _e_AddPartitionsToTxnRequest_v1(o, out, rg):
 
 def _e_AddPartitionsToTxnRequest_v2(o, out, rg):
     if o.transactions != []:
-        raise _unsup('transactions' + ' (versions 4+)', 2)
+        raise _unsup('AddPartitionsToTxnRequest.transactions (versions 4+)', 2)
     _w_str(out, o.v3_and_below_transactional_id)
     out += _S0.pack(o.v3_and_below_producer_id, o.v3_and_below_producer_epoch)
     _l = o.v3_and_below_topics
@@ -457,7 +504,7 @@ def _d_AddPartitionsToTxnRequest_v3(buf, pos):
 
 def _e_AddPartitionsToTxnRequest_v3(o, out, rg):
     if o.transactions != []:
-        raise _unsup('transactions' + ' (versions 4+)', 3)
+        raise _unsup('AddPartitionsToTxnRequest.transactions (versions 4+)', 3)
     _w_cstr(out, o.v3_and_below_transactional_id)
     out += _S0.pack(o.v3_and_below_producer_id, o.v3_and_below_producer_epoch)
     _l = o.v3_and_below_topics
@@ -544,13 +591,13 @@ def _d_AddPartitionsToTxnRequest_v4(buf, pos):
 
 def _e_AddPartitionsToTxnRequest_v4(o, out, rg):
     if o.v3_and_below_transactional_id != '':
-        raise _unsup('v3_and_below_transactional_id' + ' (versions 0-3)', 4)
+        raise _unsup('AddPartitionsToTxnRequest.v3_and_below_transactional_id (versions 0-3)', 4)
     if o.v3_and_below_producer_id != 0:
-        raise _unsup('v3_and_below_producer_id' + ' (versions 0-3)', 4)
+        raise _unsup('AddPartitionsToTxnRequest.v3_and_below_producer_id (versions 0-3)', 4)
     if o.v3_and_below_producer_epoch != 0:
-        raise _unsup('v3_and_below_producer_epoch' + ' (versions 0-3)', 4)
+        raise _unsup('AddPartitionsToTxnRequest.v3_and_below_producer_epoch (versions 0-3)', 4)
     if o.v3_and_below_topics != []:
-        raise _unsup('v3_and_below_topics' + ' (versions 0-3)', 4)
+        raise _unsup('AddPartitionsToTxnRequest.v3_and_below_topics (versions 0-3)', 4)
     _l = o.transactions
     _w_uv(out, len(_l) + 1)
     for _e in _l:
@@ -564,13 +611,13 @@ def _e_AddPartitionsToTxnRequest_v4(o, out, rg):
 
 def _e_AddPartitionsToTxnRequest_v5(o, out, rg):
     if o.v3_and_below_transactional_id != '':
-        raise _unsup('v3_and_below_transactional_id' + ' (versions 0-3)', 5)
+        raise _unsup('AddPartitionsToTxnRequest.v3_and_below_transactional_id (versions 0-3)', 5)
     if o.v3_and_below_producer_id != 0:
-        raise _unsup('v3_and_below_producer_id' + ' (versions 0-3)', 5)
+        raise _unsup('AddPartitionsToTxnRequest.v3_and_below_producer_id (versions 0-3)', 5)
     if o.v3_and_below_producer_epoch != 0:
-        raise _unsup('v3_and_below_producer_epoch' + ' (versions 0-3)', 5)
+        raise _unsup('AddPartitionsToTxnRequest.v3_and_below_producer_epoch (versions 0-3)', 5)
     if o.v3_and_below_topics != []:
-        raise _unsup('v3_and_below_topics' + ' (versions 0-3)', 5)
+        raise _unsup('AddPartitionsToTxnRequest.v3_and_below_topics (versions 0-3)', 5)
     _l = o.transactions
     _w_uv(out, len(_l) + 1)
     for _e in _l:
@@ -641,7 +688,7 @@ def _d_AddPartitionsToTxnResponse_v0(buf, pos):
 
 def _e_AddPartitionsToTxnResponse_v0(o, out, rg):
     if o.results_by_transaction != []:
-        raise _unsup('results_by_transaction' + ' (versions 4+)', 0)
+        raise _unsup('AddPartitionsToTxnResponse.results_by_transaction (versions 4+)', 0)
     out += _S3.pack(o.throttle_time_ms)
     _l = o.results_by_topic_v3_and_below
     out += _I32.pack(len(_l))
@@ -651,7 +698,7 @@ def _e_AddPartitionsToTxnResponse_v0(o, out, rg):
 
 def _e_AddPartitionsToTxnResponse_v1(o, out, rg):
     if o.results_by_transaction != []:
-        raise _unsup('results_by_transaction' + ' (versions 4+)', 1)
+        raise _unsup('AddPartitionsToTxnResponse.results_by_transaction (versions 4+)', 1)
     out += _S3.pack(o.throttle_time_ms)
     _l = o.results_by_topic_v3_and_below
     out += _I32.pack(len(_l))
@@ -661,7 +708,7 @@ def _e_AddPartitionsToTxnResponse_v1(o, out, rg):
 
 def _e_AddPartitionsToTxnResponse_v2(o, out, rg):
     if o.results_by_transaction != []:
-        raise _unsup('results_by_transaction' + ' (versions 4+)', 2)
+        raise _unsup('AddPartitionsToTxnResponse.results_by_transaction (versions 4+)', 2)
     out += _S3.pack(o.throttle_time_ms)
     _l = o.results_by_topic_v3_and_below
     out += _I32.pack(len(_l))
@@ -760,7 +807,7 @@ def _d_AddPartitionsToTxnResponse_v3(buf, pos):
 
 def _e_AddPartitionsToTxnResponse_v3(o, out, rg):
     if o.results_by_transaction != []:
-        raise _unsup('results_by_transaction' + ' (versions 4+)', 3)
+        raise _unsup('AddPartitionsToTxnResponse.results_by_transaction (versions 4+)', 3)
     out += _S3.pack(o.throttle_time_ms)
     _l = o.results_by_topic_v3_and_below
     _w_uv(out, len(_l) + 1)
@@ -842,7 +889,7 @@ def _d_AddPartitionsToTxnResponse_v4(buf, pos):
 
 def _e_AddPartitionsToTxnResponse_v4(o, out, rg):
     if o.results_by_topic_v3_and_below != []:
-        raise _unsup('results_by_topic_v3_and_below' + ' (versions 0-3)', 4)
+        raise _unsup('AddPartitionsToTxnResponse.results_by_topic_v3_and_below (versions 0-3)', 4)
     out += _S2.pack(o.throttle_time_ms, o.error_code)
     _l = o.results_by_transaction
     _w_uv(out, len(_l) + 1)
@@ -857,7 +904,7 @@ def _e_AddPartitionsToTxnResponse_v4(o, out, rg):
 
 def _e_AddPartitionsToTxnResponse_v5(o, out, rg):
     if o.results_by_topic_v3_and_below != []:
-        raise _unsup('results_by_topic_v3_and_below' + ' (versions 0-3)', 5)
+        raise _unsup('AddPartitionsToTxnResponse.results_by_topic_v3_and_below (versions 0-3)', 5)
     out += _S2.pack(o.throttle_time_ms, o.error_code)
     _l = o.results_by_transaction
     _w_uv(out, len(_l) + 1)

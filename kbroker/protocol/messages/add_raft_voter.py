@@ -32,12 +32,9 @@ from kbroker.protocol.types import unsupported_field as _unsup
 from kbroker.protocol.types import uuid_from_bytes as _uuid
 from kbroker.protocol.types import write_bytes as _w_bytes
 from kbroker.protocol.types import write_compact_nullable_string as _w_cnstr
-from kbroker.protocol.types import write_compact_records as _w_crecords
 from kbroker.protocol.types import write_compact_string as _w_cstr
-from kbroker.protocol.types import write_null_array as _w_nullarr
 from kbroker.protocol.types import write_nullable_string as _w_nstr
 from kbroker.protocol.types import write_primitive_array as _w_parr
-from kbroker.protocol.types import write_legacy_records as _w_records
 from kbroker.protocol.types import write_string as _w_str
 from kbroker.protocol.types import write_string_array as _w_sarr
 from kbroker.protocol.types import write_uvarint as _w_uv
@@ -45,8 +42,11 @@ from kbroker.protocol.types import write_tags as _w_tags
 from kbroker.protocol.types import write_unknown_tags as _w_utags
 from kbroker.protocol.types import write_uuid_array as _w_uarr
 from kbroker.protocol.varint import read_unsigned_varint as _ruv
+from kbroker.protocol.regions import write_compact_records as _w_crecords
+from kbroker.protocol.regions import write_legacy_records as _w_records
 
 _new = object.__new__
+_NULL_I32 = b"\xff\xff\xff\xff"
 
 
 class AddRaftVoterRequest:
@@ -121,7 +121,18 @@ class AddRaftVoterRequest:
 
 
 _AddRaftVoterRequest_Listener = AddRaftVoterRequest.Listener
-_D_AddRaftVoterRequest_Listener = _AddRaftVoterRequest_Listener()
+
+
+def _mk_AddRaftVoterRequest_Listener():
+    o = _new(_AddRaftVoterRequest_Listener)
+    o.name = ''
+    o.host = ''
+    o.port = 0
+    o.unknown_tagged_fields = {}
+    return o
+
+
+_D_AddRaftVoterRequest_Listener = _mk_AddRaftVoterRequest_Listener()
 
 
 class AddRaftVoterResponse:
@@ -155,6 +166,8 @@ class AddRaftVoterResponse:
         if self.unknown_tagged_fields:
             s += f", unknown_tagged_fields={self.unknown_tagged_fields!r}"
         return s + ")"
+
+
 
 
 
@@ -241,7 +254,7 @@ def _d_AddRaftVoterRequest_v0(buf, pos):
 
 def _e_AddRaftVoterRequest_v0(o, out, rg):
     if o.ack_when_committed != True:
-        raise _unsup('ack_when_committed' + ' (versions 1+)', 0)
+        raise _unsup('AddRaftVoterRequest.ack_when_committed (versions 1+)', 0)
     _w_cnstr(out, o.cluster_id)
     out += _S1.pack(o.timeout_ms, o.voter_id, o.voter_directory_id.bytes)
     _l = o.listeners

@@ -32,12 +32,9 @@ from kbroker.protocol.types import unsupported_field as _unsup
 from kbroker.protocol.types import uuid_from_bytes as _uuid
 from kbroker.protocol.types import write_bytes as _w_bytes
 from kbroker.protocol.types import write_compact_nullable_string as _w_cnstr
-from kbroker.protocol.types import write_compact_records as _w_crecords
 from kbroker.protocol.types import write_compact_string as _w_cstr
-from kbroker.protocol.types import write_null_array as _w_nullarr
 from kbroker.protocol.types import write_nullable_string as _w_nstr
 from kbroker.protocol.types import write_primitive_array as _w_parr
-from kbroker.protocol.types import write_legacy_records as _w_records
 from kbroker.protocol.types import write_string as _w_str
 from kbroker.protocol.types import write_string_array as _w_sarr
 from kbroker.protocol.types import write_uvarint as _w_uv
@@ -45,8 +42,11 @@ from kbroker.protocol.types import write_tags as _w_tags
 from kbroker.protocol.types import write_unknown_tags as _w_utags
 from kbroker.protocol.types import write_uuid_array as _w_uarr
 from kbroker.protocol.varint import read_unsigned_varint as _ruv
+from kbroker.protocol.regions import write_compact_records as _w_crecords
+from kbroker.protocol.regions import write_legacy_records as _w_records
 
 _new = object.__new__
+_NULL_I32 = b"\xff\xff\xff\xff"
 
 
 class AlterClientQuotasRequest:
@@ -175,9 +175,36 @@ class AlterClientQuotasRequest:
 _AlterClientQuotasRequest_EntryData = AlterClientQuotasRequest.EntryData
 _AlterClientQuotasRequest_EntityData = AlterClientQuotasRequest.EntityData
 _AlterClientQuotasRequest_OpData = AlterClientQuotasRequest.OpData
-_D_AlterClientQuotasRequest_EntryData = _AlterClientQuotasRequest_EntryData()
-_D_AlterClientQuotasRequest_EntityData = _AlterClientQuotasRequest_EntityData()
-_D_AlterClientQuotasRequest_OpData = _AlterClientQuotasRequest_OpData()
+
+
+def _mk_AlterClientQuotasRequest_EntryData():
+    o = _new(_AlterClientQuotasRequest_EntryData)
+    o.entity = []
+    o.ops = []
+    o.unknown_tagged_fields = {}
+    return o
+
+
+def _mk_AlterClientQuotasRequest_EntityData():
+    o = _new(_AlterClientQuotasRequest_EntityData)
+    o.entity_type = ''
+    o.entity_name = ''
+    o.unknown_tagged_fields = {}
+    return o
+
+
+def _mk_AlterClientQuotasRequest_OpData():
+    o = _new(_AlterClientQuotasRequest_OpData)
+    o.key = ''
+    o.value = 0.0
+    o.remove = False
+    o.unknown_tagged_fields = {}
+    return o
+
+
+_D_AlterClientQuotasRequest_EntryData = _mk_AlterClientQuotasRequest_EntryData()
+_D_AlterClientQuotasRequest_EntityData = _mk_AlterClientQuotasRequest_EntityData()
+_D_AlterClientQuotasRequest_OpData = _mk_AlterClientQuotasRequest_OpData()
 
 
 class AlterClientQuotasResponse:
@@ -275,8 +302,27 @@ class AlterClientQuotasResponse:
 
 _AlterClientQuotasResponse_EntryData = AlterClientQuotasResponse.EntryData
 _AlterClientQuotasResponse_EntityData = AlterClientQuotasResponse.EntityData
-_D_AlterClientQuotasResponse_EntryData = _AlterClientQuotasResponse_EntryData()
-_D_AlterClientQuotasResponse_EntityData = _AlterClientQuotasResponse_EntityData()
+
+
+def _mk_AlterClientQuotasResponse_EntryData():
+    o = _new(_AlterClientQuotasResponse_EntryData)
+    o.error_code = 0
+    o.error_message = ''
+    o.entity = []
+    o.unknown_tagged_fields = {}
+    return o
+
+
+def _mk_AlterClientQuotasResponse_EntityData():
+    o = _new(_AlterClientQuotasResponse_EntityData)
+    o.entity_type = ''
+    o.entity_name = ''
+    o.unknown_tagged_fields = {}
+    return o
+
+
+_D_AlterClientQuotasResponse_EntryData = _mk_AlterClientQuotasResponse_EntryData()
+_D_AlterClientQuotasResponse_EntityData = _mk_AlterClientQuotasResponse_EntityData()
 
 AlterClientQuotasRequest.FIELDS = (
     FieldInfo('entries', 'Entries', '[]EntryData', (0, 32767), None, None, None, False, _AlterClientQuotasRequest_EntryData),

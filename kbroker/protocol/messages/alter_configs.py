@@ -32,12 +32,9 @@ from kbroker.protocol.types import unsupported_field as _unsup
 from kbroker.protocol.types import uuid_from_bytes as _uuid
 from kbroker.protocol.types import write_bytes as _w_bytes
 from kbroker.protocol.types import write_compact_nullable_string as _w_cnstr
-from kbroker.protocol.types import write_compact_records as _w_crecords
 from kbroker.protocol.types import write_compact_string as _w_cstr
-from kbroker.protocol.types import write_null_array as _w_nullarr
 from kbroker.protocol.types import write_nullable_string as _w_nstr
 from kbroker.protocol.types import write_primitive_array as _w_parr
-from kbroker.protocol.types import write_legacy_records as _w_records
 from kbroker.protocol.types import write_string as _w_str
 from kbroker.protocol.types import write_string_array as _w_sarr
 from kbroker.protocol.types import write_uvarint as _w_uv
@@ -45,8 +42,11 @@ from kbroker.protocol.types import write_tags as _w_tags
 from kbroker.protocol.types import write_unknown_tags as _w_utags
 from kbroker.protocol.types import write_uuid_array as _w_uarr
 from kbroker.protocol.varint import read_unsigned_varint as _ruv
+from kbroker.protocol.regions import write_compact_records as _w_crecords
+from kbroker.protocol.regions import write_legacy_records as _w_records
 
 _new = object.__new__
+_NULL_I32 = b"\xff\xff\xff\xff"
 
 
 class AlterConfigsRequest:
@@ -144,8 +144,27 @@ class AlterConfigsRequest:
 
 _AlterConfigsRequest_AlterConfigsResource = AlterConfigsRequest.AlterConfigsResource
 _AlterConfigsRequest_AlterableConfig = AlterConfigsRequest.AlterableConfig
-_D_AlterConfigsRequest_AlterConfigsResource = _AlterConfigsRequest_AlterConfigsResource()
-_D_AlterConfigsRequest_AlterableConfig = _AlterConfigsRequest_AlterableConfig()
+
+
+def _mk_AlterConfigsRequest_AlterConfigsResource():
+    o = _new(_AlterConfigsRequest_AlterConfigsResource)
+    o.resource_type = 0
+    o.resource_name = ''
+    o.configs = []
+    o.unknown_tagged_fields = {}
+    return o
+
+
+def _mk_AlterConfigsRequest_AlterableConfig():
+    o = _new(_AlterConfigsRequest_AlterableConfig)
+    o.name = ''
+    o.value = ''
+    o.unknown_tagged_fields = {}
+    return o
+
+
+_D_AlterConfigsRequest_AlterConfigsResource = _mk_AlterConfigsRequest_AlterConfigsResource()
+_D_AlterConfigsRequest_AlterableConfig = _mk_AlterConfigsRequest_AlterableConfig()
 
 
 class AlterConfigsResponse:
@@ -214,7 +233,19 @@ class AlterConfigsResponse:
 
 
 _AlterConfigsResponse_AlterConfigsResourceResponse = AlterConfigsResponse.AlterConfigsResourceResponse
-_D_AlterConfigsResponse_AlterConfigsResourceResponse = _AlterConfigsResponse_AlterConfigsResourceResponse()
+
+
+def _mk_AlterConfigsResponse_AlterConfigsResourceResponse():
+    o = _new(_AlterConfigsResponse_AlterConfigsResourceResponse)
+    o.error_code = 0
+    o.error_message = ''
+    o.resource_type = 0
+    o.resource_name = ''
+    o.unknown_tagged_fields = {}
+    return o
+
+
+_D_AlterConfigsResponse_AlterConfigsResourceResponse = _mk_AlterConfigsResponse_AlterConfigsResourceResponse()
 
 AlterConfigsRequest.FIELDS = (
     FieldInfo('resources', 'Resources', '[]AlterConfigsResource', (0, 32767), None, None, None, False, _AlterConfigsRequest_AlterConfigsResource),

@@ -32,12 +32,9 @@ from kbroker.protocol.types import unsupported_field as _unsup
 from kbroker.protocol.types import uuid_from_bytes as _uuid
 from kbroker.protocol.types import write_bytes as _w_bytes
 from kbroker.protocol.types import write_compact_nullable_string as _w_cnstr
-from kbroker.protocol.types import write_compact_records as _w_crecords
 from kbroker.protocol.types import write_compact_string as _w_cstr
-from kbroker.protocol.types import write_null_array as _w_nullarr
 from kbroker.protocol.types import write_nullable_string as _w_nstr
 from kbroker.protocol.types import write_primitive_array as _w_parr
-from kbroker.protocol.types import write_legacy_records as _w_records
 from kbroker.protocol.types import write_string as _w_str
 from kbroker.protocol.types import write_string_array as _w_sarr
 from kbroker.protocol.types import write_uvarint as _w_uv
@@ -45,8 +42,11 @@ from kbroker.protocol.types import write_tags as _w_tags
 from kbroker.protocol.types import write_unknown_tags as _w_utags
 from kbroker.protocol.types import write_uuid_array as _w_uarr
 from kbroker.protocol.varint import read_unsigned_varint as _ruv
+from kbroker.protocol.regions import write_compact_records as _w_crecords
+from kbroker.protocol.regions import write_legacy_records as _w_records
 
 _new = object.__new__
+_NULL_I32 = b"\xff\xff\xff\xff"
 
 
 class AlterPartitionRequest:
@@ -183,9 +183,39 @@ class AlterPartitionRequest:
 _AlterPartitionRequest_TopicData = AlterPartitionRequest.TopicData
 _AlterPartitionRequest_PartitionData = AlterPartitionRequest.PartitionData
 _AlterPartitionRequest_BrokerState = AlterPartitionRequest.BrokerState
-_D_AlterPartitionRequest_TopicData = _AlterPartitionRequest_TopicData()
-_D_AlterPartitionRequest_PartitionData = _AlterPartitionRequest_PartitionData()
-_D_AlterPartitionRequest_BrokerState = _AlterPartitionRequest_BrokerState()
+
+
+def _mk_AlterPartitionRequest_TopicData():
+    o = _new(_AlterPartitionRequest_TopicData)
+    o.topic_id = _ZERO_UUID
+    o.partitions = []
+    o.unknown_tagged_fields = {}
+    return o
+
+
+def _mk_AlterPartitionRequest_PartitionData():
+    o = _new(_AlterPartitionRequest_PartitionData)
+    o.partition_index = 0
+    o.leader_epoch = 0
+    o.new_isr = []
+    o.new_isr_with_epochs = []
+    o.leader_recovery_state = 0
+    o.partition_epoch = 0
+    o.unknown_tagged_fields = {}
+    return o
+
+
+def _mk_AlterPartitionRequest_BrokerState():
+    o = _new(_AlterPartitionRequest_BrokerState)
+    o.broker_id = 0
+    o.broker_epoch = -1
+    o.unknown_tagged_fields = {}
+    return o
+
+
+_D_AlterPartitionRequest_TopicData = _mk_AlterPartitionRequest_TopicData()
+_D_AlterPartitionRequest_PartitionData = _mk_AlterPartitionRequest_PartitionData()
+_D_AlterPartitionRequest_BrokerState = _mk_AlterPartitionRequest_BrokerState()
 
 
 class AlterPartitionResponse:
@@ -293,8 +323,31 @@ class AlterPartitionResponse:
 
 _AlterPartitionResponse_TopicData = AlterPartitionResponse.TopicData
 _AlterPartitionResponse_PartitionData = AlterPartitionResponse.PartitionData
-_D_AlterPartitionResponse_TopicData = _AlterPartitionResponse_TopicData()
-_D_AlterPartitionResponse_PartitionData = _AlterPartitionResponse_PartitionData()
+
+
+def _mk_AlterPartitionResponse_TopicData():
+    o = _new(_AlterPartitionResponse_TopicData)
+    o.topic_id = _ZERO_UUID
+    o.partitions = []
+    o.unknown_tagged_fields = {}
+    return o
+
+
+def _mk_AlterPartitionResponse_PartitionData():
+    o = _new(_AlterPartitionResponse_PartitionData)
+    o.partition_index = 0
+    o.error_code = 0
+    o.leader_id = 0
+    o.leader_epoch = 0
+    o.isr = []
+    o.leader_recovery_state = 0
+    o.partition_epoch = 0
+    o.unknown_tagged_fields = {}
+    return o
+
+
+_D_AlterPartitionResponse_TopicData = _mk_AlterPartitionResponse_TopicData()
+_D_AlterPartitionResponse_PartitionData = _mk_AlterPartitionResponse_PartitionData()
 
 AlterPartitionRequest.FIELDS = (
     FieldInfo('broker_id', 'BrokerId', 'int32', (0, 32767), None, None, None, False, None),
@@ -365,7 +418,7 @@ def _d_AlterPartitionRequest_PartitionData_v2(buf, pos):
 
 def _e_AlterPartitionRequest_PartitionData_v2(o, out, rg):
     if o.new_isr_with_epochs != []:
-        raise _unsup('new_isr_with_epochs' + ' (versions 3+)', 2)
+        raise _unsup('AlterPartitionRequest.PartitionData.new_isr_with_epochs (versions 3+)', 2)
     out += _S0.pack(o.partition_index, o.leader_epoch)
     _w_parr(out, o.new_isr, 'i', False, True)
     out += _S1.pack(o.leader_recovery_state, o.partition_epoch)
@@ -510,7 +563,7 @@ def _d_AlterPartitionRequest_PartitionData_v3(buf, pos):
 
 def _e_AlterPartitionRequest_PartitionData_v3(o, out, rg):
     if o.new_isr != []:
-        raise _unsup('new_isr' + ' (versions 0-2)', 3)
+        raise _unsup('AlterPartitionRequest.PartitionData.new_isr (versions 0-2)', 3)
     out += _S0.pack(o.partition_index, o.leader_epoch)
     _l = o.new_isr_with_epochs
     _w_uv(out, len(_l) + 1)

@@ -32,12 +32,9 @@ from kbroker.protocol.types import unsupported_field as _unsup
 from kbroker.protocol.types import uuid_from_bytes as _uuid
 from kbroker.protocol.types import write_bytes as _w_bytes
 from kbroker.protocol.types import write_compact_nullable_string as _w_cnstr
-from kbroker.protocol.types import write_compact_records as _w_crecords
 from kbroker.protocol.types import write_compact_string as _w_cstr
-from kbroker.protocol.types import write_null_array as _w_nullarr
 from kbroker.protocol.types import write_nullable_string as _w_nstr
 from kbroker.protocol.types import write_primitive_array as _w_parr
-from kbroker.protocol.types import write_legacy_records as _w_records
 from kbroker.protocol.types import write_string as _w_str
 from kbroker.protocol.types import write_string_array as _w_sarr
 from kbroker.protocol.types import write_uvarint as _w_uv
@@ -45,8 +42,11 @@ from kbroker.protocol.types import write_tags as _w_tags
 from kbroker.protocol.types import write_unknown_tags as _w_utags
 from kbroker.protocol.types import write_uuid_array as _w_uarr
 from kbroker.protocol.varint import read_unsigned_varint as _ruv
+from kbroker.protocol.regions import write_compact_records as _w_crecords
+from kbroker.protocol.regions import write_legacy_records as _w_records
 
 _new = object.__new__
+_NULL_I32 = b"\xff\xff\xff\xff"
 
 
 class AlterPartitionReassignmentsRequest:
@@ -144,8 +144,26 @@ class AlterPartitionReassignmentsRequest:
 
 _AlterPartitionReassignmentsRequest_ReassignableTopic = AlterPartitionReassignmentsRequest.ReassignableTopic
 _AlterPartitionReassignmentsRequest_ReassignablePartition = AlterPartitionReassignmentsRequest.ReassignablePartition
-_D_AlterPartitionReassignmentsRequest_ReassignableTopic = _AlterPartitionReassignmentsRequest_ReassignableTopic()
-_D_AlterPartitionReassignmentsRequest_ReassignablePartition = _AlterPartitionReassignmentsRequest_ReassignablePartition()
+
+
+def _mk_AlterPartitionReassignmentsRequest_ReassignableTopic():
+    o = _new(_AlterPartitionReassignmentsRequest_ReassignableTopic)
+    o.name = ''
+    o.partitions = []
+    o.unknown_tagged_fields = {}
+    return o
+
+
+def _mk_AlterPartitionReassignmentsRequest_ReassignablePartition():
+    o = _new(_AlterPartitionReassignmentsRequest_ReassignablePartition)
+    o.partition_index = 0
+    o.replicas = None
+    o.unknown_tagged_fields = {}
+    return o
+
+
+_D_AlterPartitionReassignmentsRequest_ReassignableTopic = _mk_AlterPartitionReassignmentsRequest_ReassignableTopic()
+_D_AlterPartitionReassignmentsRequest_ReassignablePartition = _mk_AlterPartitionReassignmentsRequest_ReassignablePartition()
 
 
 class AlterPartitionReassignmentsResponse:
@@ -249,8 +267,27 @@ class AlterPartitionReassignmentsResponse:
 
 _AlterPartitionReassignmentsResponse_ReassignableTopicResponse = AlterPartitionReassignmentsResponse.ReassignableTopicResponse
 _AlterPartitionReassignmentsResponse_ReassignablePartitionResponse = AlterPartitionReassignmentsResponse.ReassignablePartitionResponse
-_D_AlterPartitionReassignmentsResponse_ReassignableTopicResponse = _AlterPartitionReassignmentsResponse_ReassignableTopicResponse()
-_D_AlterPartitionReassignmentsResponse_ReassignablePartitionResponse = _AlterPartitionReassignmentsResponse_ReassignablePartitionResponse()
+
+
+def _mk_AlterPartitionReassignmentsResponse_ReassignableTopicResponse():
+    o = _new(_AlterPartitionReassignmentsResponse_ReassignableTopicResponse)
+    o.name = ''
+    o.partitions = []
+    o.unknown_tagged_fields = {}
+    return o
+
+
+def _mk_AlterPartitionReassignmentsResponse_ReassignablePartitionResponse():
+    o = _new(_AlterPartitionReassignmentsResponse_ReassignablePartitionResponse)
+    o.partition_index = 0
+    o.error_code = 0
+    o.error_message = ''
+    o.unknown_tagged_fields = {}
+    return o
+
+
+_D_AlterPartitionReassignmentsResponse_ReassignableTopicResponse = _mk_AlterPartitionReassignmentsResponse_ReassignableTopicResponse()
+_D_AlterPartitionReassignmentsResponse_ReassignablePartitionResponse = _mk_AlterPartitionReassignmentsResponse_ReassignablePartitionResponse()
 
 AlterPartitionReassignmentsRequest.FIELDS = (
     FieldInfo('timeout_ms', 'TimeoutMs', 'int32', (0, 32767), None, None, None, False, None),
@@ -381,7 +418,7 @@ def _d_AlterPartitionReassignmentsRequest_v0(buf, pos):
 
 def _e_AlterPartitionReassignmentsRequest_v0(o, out, rg):
     if o.allow_replication_factor_change != True:
-        raise _unsup('allow_replication_factor_change' + ' (versions 1+)', 0)
+        raise _unsup('AlterPartitionReassignmentsRequest.allow_replication_factor_change (versions 1+)', 0)
     out += _S0.pack(o.timeout_ms)
     _l = o.topics
     _w_uv(out, len(_l) + 1)

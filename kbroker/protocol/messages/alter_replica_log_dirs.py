@@ -32,12 +32,9 @@ from kbroker.protocol.types import unsupported_field as _unsup
 from kbroker.protocol.types import uuid_from_bytes as _uuid
 from kbroker.protocol.types import write_bytes as _w_bytes
 from kbroker.protocol.types import write_compact_nullable_string as _w_cnstr
-from kbroker.protocol.types import write_compact_records as _w_crecords
 from kbroker.protocol.types import write_compact_string as _w_cstr
-from kbroker.protocol.types import write_null_array as _w_nullarr
 from kbroker.protocol.types import write_nullable_string as _w_nstr
 from kbroker.protocol.types import write_primitive_array as _w_parr
-from kbroker.protocol.types import write_legacy_records as _w_records
 from kbroker.protocol.types import write_string as _w_str
 from kbroker.protocol.types import write_string_array as _w_sarr
 from kbroker.protocol.types import write_uvarint as _w_uv
@@ -45,8 +42,11 @@ from kbroker.protocol.types import write_tags as _w_tags
 from kbroker.protocol.types import write_unknown_tags as _w_utags
 from kbroker.protocol.types import write_uuid_array as _w_uarr
 from kbroker.protocol.varint import read_unsigned_varint as _ruv
+from kbroker.protocol.regions import write_compact_records as _w_crecords
+from kbroker.protocol.regions import write_legacy_records as _w_records
 
 _new = object.__new__
+_NULL_I32 = b"\xff\xff\xff\xff"
 
 
 class AlterReplicaLogDirsRequest:
@@ -140,8 +140,26 @@ class AlterReplicaLogDirsRequest:
 
 _AlterReplicaLogDirsRequest_AlterReplicaLogDir = AlterReplicaLogDirsRequest.AlterReplicaLogDir
 _AlterReplicaLogDirsRequest_AlterReplicaLogDirTopic = AlterReplicaLogDirsRequest.AlterReplicaLogDirTopic
-_D_AlterReplicaLogDirsRequest_AlterReplicaLogDir = _AlterReplicaLogDirsRequest_AlterReplicaLogDir()
-_D_AlterReplicaLogDirsRequest_AlterReplicaLogDirTopic = _AlterReplicaLogDirsRequest_AlterReplicaLogDirTopic()
+
+
+def _mk_AlterReplicaLogDirsRequest_AlterReplicaLogDir():
+    o = _new(_AlterReplicaLogDirsRequest_AlterReplicaLogDir)
+    o.path = ''
+    o.topics = []
+    o.unknown_tagged_fields = {}
+    return o
+
+
+def _mk_AlterReplicaLogDirsRequest_AlterReplicaLogDirTopic():
+    o = _new(_AlterReplicaLogDirsRequest_AlterReplicaLogDirTopic)
+    o.name = ''
+    o.partitions = []
+    o.unknown_tagged_fields = {}
+    return o
+
+
+_D_AlterReplicaLogDirsRequest_AlterReplicaLogDir = _mk_AlterReplicaLogDirsRequest_AlterReplicaLogDir()
+_D_AlterReplicaLogDirsRequest_AlterReplicaLogDirTopic = _mk_AlterReplicaLogDirsRequest_AlterReplicaLogDirTopic()
 
 
 class AlterReplicaLogDirsResponse:
@@ -237,8 +255,26 @@ class AlterReplicaLogDirsResponse:
 
 _AlterReplicaLogDirsResponse_AlterReplicaLogDirTopicResult = AlterReplicaLogDirsResponse.AlterReplicaLogDirTopicResult
 _AlterReplicaLogDirsResponse_AlterReplicaLogDirPartitionResult = AlterReplicaLogDirsResponse.AlterReplicaLogDirPartitionResult
-_D_AlterReplicaLogDirsResponse_AlterReplicaLogDirTopicResult = _AlterReplicaLogDirsResponse_AlterReplicaLogDirTopicResult()
-_D_AlterReplicaLogDirsResponse_AlterReplicaLogDirPartitionResult = _AlterReplicaLogDirsResponse_AlterReplicaLogDirPartitionResult()
+
+
+def _mk_AlterReplicaLogDirsResponse_AlterReplicaLogDirTopicResult():
+    o = _new(_AlterReplicaLogDirsResponse_AlterReplicaLogDirTopicResult)
+    o.topic_name = ''
+    o.partitions = []
+    o.unknown_tagged_fields = {}
+    return o
+
+
+def _mk_AlterReplicaLogDirsResponse_AlterReplicaLogDirPartitionResult():
+    o = _new(_AlterReplicaLogDirsResponse_AlterReplicaLogDirPartitionResult)
+    o.partition_index = 0
+    o.error_code = 0
+    o.unknown_tagged_fields = {}
+    return o
+
+
+_D_AlterReplicaLogDirsResponse_AlterReplicaLogDirTopicResult = _mk_AlterReplicaLogDirsResponse_AlterReplicaLogDirTopicResult()
+_D_AlterReplicaLogDirsResponse_AlterReplicaLogDirPartitionResult = _mk_AlterReplicaLogDirsResponse_AlterReplicaLogDirPartitionResult()
 
 AlterReplicaLogDirsRequest.FIELDS = (
     FieldInfo('dirs', 'Dirs', '[]AlterReplicaLogDir', (0, 32767), None, None, None, False, _AlterReplicaLogDirsRequest_AlterReplicaLogDir),

@@ -32,12 +32,9 @@ from kbroker.protocol.types import unsupported_field as _unsup
 from kbroker.protocol.types import uuid_from_bytes as _uuid
 from kbroker.protocol.types import write_bytes as _w_bytes
 from kbroker.protocol.types import write_compact_nullable_string as _w_cnstr
-from kbroker.protocol.types import write_compact_records as _w_crecords
 from kbroker.protocol.types import write_compact_string as _w_cstr
-from kbroker.protocol.types import write_null_array as _w_nullarr
 from kbroker.protocol.types import write_nullable_string as _w_nstr
 from kbroker.protocol.types import write_primitive_array as _w_parr
-from kbroker.protocol.types import write_legacy_records as _w_records
 from kbroker.protocol.types import write_string as _w_str
 from kbroker.protocol.types import write_string_array as _w_sarr
 from kbroker.protocol.types import write_uvarint as _w_uv
@@ -45,8 +42,11 @@ from kbroker.protocol.types import write_tags as _w_tags
 from kbroker.protocol.types import write_unknown_tags as _w_utags
 from kbroker.protocol.types import write_uuid_array as _w_uarr
 from kbroker.protocol.varint import read_unsigned_varint as _ruv
+from kbroker.protocol.regions import write_compact_records as _w_crecords
+from kbroker.protocol.regions import write_legacy_records as _w_records
 
 _new = object.__new__
+_NULL_I32 = b"\xff\xff\xff\xff"
 
 
 class AlterShareGroupOffsetsRequest:
@@ -142,8 +142,26 @@ class AlterShareGroupOffsetsRequest:
 
 _AlterShareGroupOffsetsRequest_AlterShareGroupOffsetsRequestTopic = AlterShareGroupOffsetsRequest.AlterShareGroupOffsetsRequestTopic
 _AlterShareGroupOffsetsRequest_AlterShareGroupOffsetsRequestPartition = AlterShareGroupOffsetsRequest.AlterShareGroupOffsetsRequestPartition
-_D_AlterShareGroupOffsetsRequest_AlterShareGroupOffsetsRequestTopic = _AlterShareGroupOffsetsRequest_AlterShareGroupOffsetsRequestTopic()
-_D_AlterShareGroupOffsetsRequest_AlterShareGroupOffsetsRequestPartition = _AlterShareGroupOffsetsRequest_AlterShareGroupOffsetsRequestPartition()
+
+
+def _mk_AlterShareGroupOffsetsRequest_AlterShareGroupOffsetsRequestTopic():
+    o = _new(_AlterShareGroupOffsetsRequest_AlterShareGroupOffsetsRequestTopic)
+    o.topic_name = ''
+    o.partitions = []
+    o.unknown_tagged_fields = {}
+    return o
+
+
+def _mk_AlterShareGroupOffsetsRequest_AlterShareGroupOffsetsRequestPartition():
+    o = _new(_AlterShareGroupOffsetsRequest_AlterShareGroupOffsetsRequestPartition)
+    o.partition_index = 0
+    o.start_offset = 0
+    o.unknown_tagged_fields = {}
+    return o
+
+
+_D_AlterShareGroupOffsetsRequest_AlterShareGroupOffsetsRequestTopic = _mk_AlterShareGroupOffsetsRequest_AlterShareGroupOffsetsRequestTopic()
+_D_AlterShareGroupOffsetsRequest_AlterShareGroupOffsetsRequestPartition = _mk_AlterShareGroupOffsetsRequest_AlterShareGroupOffsetsRequestPartition()
 
 
 class AlterShareGroupOffsetsResponse:
@@ -247,8 +265,28 @@ class AlterShareGroupOffsetsResponse:
 
 _AlterShareGroupOffsetsResponse_AlterShareGroupOffsetsResponseTopic = AlterShareGroupOffsetsResponse.AlterShareGroupOffsetsResponseTopic
 _AlterShareGroupOffsetsResponse_AlterShareGroupOffsetsResponsePartition = AlterShareGroupOffsetsResponse.AlterShareGroupOffsetsResponsePartition
-_D_AlterShareGroupOffsetsResponse_AlterShareGroupOffsetsResponseTopic = _AlterShareGroupOffsetsResponse_AlterShareGroupOffsetsResponseTopic()
-_D_AlterShareGroupOffsetsResponse_AlterShareGroupOffsetsResponsePartition = _AlterShareGroupOffsetsResponse_AlterShareGroupOffsetsResponsePartition()
+
+
+def _mk_AlterShareGroupOffsetsResponse_AlterShareGroupOffsetsResponseTopic():
+    o = _new(_AlterShareGroupOffsetsResponse_AlterShareGroupOffsetsResponseTopic)
+    o.topic_name = ''
+    o.topic_id = _ZERO_UUID
+    o.partitions = []
+    o.unknown_tagged_fields = {}
+    return o
+
+
+def _mk_AlterShareGroupOffsetsResponse_AlterShareGroupOffsetsResponsePartition():
+    o = _new(_AlterShareGroupOffsetsResponse_AlterShareGroupOffsetsResponsePartition)
+    o.partition_index = 0
+    o.error_code = 0
+    o.error_message = None
+    o.unknown_tagged_fields = {}
+    return o
+
+
+_D_AlterShareGroupOffsetsResponse_AlterShareGroupOffsetsResponseTopic = _mk_AlterShareGroupOffsetsResponse_AlterShareGroupOffsetsResponseTopic()
+_D_AlterShareGroupOffsetsResponse_AlterShareGroupOffsetsResponsePartition = _mk_AlterShareGroupOffsetsResponse_AlterShareGroupOffsetsResponsePartition()
 
 AlterShareGroupOffsetsRequest.FIELDS = (
     FieldInfo('group_id', 'GroupId', 'string', (0, 32767), None, None, None, False, None),

@@ -32,12 +32,9 @@ from kbroker.protocol.types import unsupported_field as _unsup
 from kbroker.protocol.types import uuid_from_bytes as _uuid
 from kbroker.protocol.types import write_bytes as _w_bytes
 from kbroker.protocol.types import write_compact_nullable_string as _w_cnstr
-from kbroker.protocol.types import write_compact_records as _w_crecords
 from kbroker.protocol.types import write_compact_string as _w_cstr
-from kbroker.protocol.types import write_null_array as _w_nullarr
 from kbroker.protocol.types import write_nullable_string as _w_nstr
 from kbroker.protocol.types import write_primitive_array as _w_parr
-from kbroker.protocol.types import write_legacy_records as _w_records
 from kbroker.protocol.types import write_string as _w_str
 from kbroker.protocol.types import write_string_array as _w_sarr
 from kbroker.protocol.types import write_uvarint as _w_uv
@@ -45,8 +42,11 @@ from kbroker.protocol.types import write_tags as _w_tags
 from kbroker.protocol.types import write_unknown_tags as _w_utags
 from kbroker.protocol.types import write_uuid_array as _w_uarr
 from kbroker.protocol.varint import read_unsigned_varint as _ruv
+from kbroker.protocol.regions import write_compact_records as _w_crecords
+from kbroker.protocol.regions import write_legacy_records as _w_records
 
 _new = object.__new__
+_NULL_I32 = b"\xff\xff\xff\xff"
 
 
 class AlterUserScramCredentialsRequest:
@@ -148,8 +148,29 @@ class AlterUserScramCredentialsRequest:
 
 _AlterUserScramCredentialsRequest_ScramCredentialDeletion = AlterUserScramCredentialsRequest.ScramCredentialDeletion
 _AlterUserScramCredentialsRequest_ScramCredentialUpsertion = AlterUserScramCredentialsRequest.ScramCredentialUpsertion
-_D_AlterUserScramCredentialsRequest_ScramCredentialDeletion = _AlterUserScramCredentialsRequest_ScramCredentialDeletion()
-_D_AlterUserScramCredentialsRequest_ScramCredentialUpsertion = _AlterUserScramCredentialsRequest_ScramCredentialUpsertion()
+
+
+def _mk_AlterUserScramCredentialsRequest_ScramCredentialDeletion():
+    o = _new(_AlterUserScramCredentialsRequest_ScramCredentialDeletion)
+    o.name = ''
+    o.mechanism = 0
+    o.unknown_tagged_fields = {}
+    return o
+
+
+def _mk_AlterUserScramCredentialsRequest_ScramCredentialUpsertion():
+    o = _new(_AlterUserScramCredentialsRequest_ScramCredentialUpsertion)
+    o.name = ''
+    o.mechanism = 0
+    o.iterations = 0
+    o.salt = b''
+    o.salted_password = b''
+    o.unknown_tagged_fields = {}
+    return o
+
+
+_D_AlterUserScramCredentialsRequest_ScramCredentialDeletion = _mk_AlterUserScramCredentialsRequest_ScramCredentialDeletion()
+_D_AlterUserScramCredentialsRequest_ScramCredentialUpsertion = _mk_AlterUserScramCredentialsRequest_ScramCredentialUpsertion()
 
 
 class AlterUserScramCredentialsResponse:
@@ -216,7 +237,18 @@ class AlterUserScramCredentialsResponse:
 
 
 _AlterUserScramCredentialsResponse_AlterUserScramCredentialsResult = AlterUserScramCredentialsResponse.AlterUserScramCredentialsResult
-_D_AlterUserScramCredentialsResponse_AlterUserScramCredentialsResult = _AlterUserScramCredentialsResponse_AlterUserScramCredentialsResult()
+
+
+def _mk_AlterUserScramCredentialsResponse_AlterUserScramCredentialsResult():
+    o = _new(_AlterUserScramCredentialsResponse_AlterUserScramCredentialsResult)
+    o.user = ''
+    o.error_code = 0
+    o.error_message = ''
+    o.unknown_tagged_fields = {}
+    return o
+
+
+_D_AlterUserScramCredentialsResponse_AlterUserScramCredentialsResult = _mk_AlterUserScramCredentialsResponse_AlterUserScramCredentialsResult()
 
 AlterUserScramCredentialsRequest.FIELDS = (
     FieldInfo('deletions', 'Deletions', '[]ScramCredentialDeletion', (0, 32767), None, None, None, False, _AlterUserScramCredentialsRequest_ScramCredentialDeletion),

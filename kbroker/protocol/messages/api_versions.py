@@ -32,12 +32,9 @@ from kbroker.protocol.types import unsupported_field as _unsup
 from kbroker.protocol.types import uuid_from_bytes as _uuid
 from kbroker.protocol.types import write_bytes as _w_bytes
 from kbroker.protocol.types import write_compact_nullable_string as _w_cnstr
-from kbroker.protocol.types import write_compact_records as _w_crecords
 from kbroker.protocol.types import write_compact_string as _w_cstr
-from kbroker.protocol.types import write_null_array as _w_nullarr
 from kbroker.protocol.types import write_nullable_string as _w_nstr
 from kbroker.protocol.types import write_primitive_array as _w_parr
-from kbroker.protocol.types import write_legacy_records as _w_records
 from kbroker.protocol.types import write_string as _w_str
 from kbroker.protocol.types import write_string_array as _w_sarr
 from kbroker.protocol.types import write_uvarint as _w_uv
@@ -45,8 +42,11 @@ from kbroker.protocol.types import write_tags as _w_tags
 from kbroker.protocol.types import write_unknown_tags as _w_utags
 from kbroker.protocol.types import write_uuid_array as _w_uarr
 from kbroker.protocol.varint import read_unsigned_varint as _ruv
+from kbroker.protocol.regions import write_compact_records as _w_crecords
+from kbroker.protocol.regions import write_legacy_records as _w_records
 
 _new = object.__new__
+_NULL_I32 = b"\xff\xff\xff\xff"
 
 
 class ApiVersionsRequest:
@@ -78,6 +78,8 @@ class ApiVersionsRequest:
         if self.unknown_tagged_fields:
             s += f", unknown_tagged_fields={self.unknown_tagged_fields!r}"
         return s + ")"
+
+
 
 
 
@@ -222,9 +224,38 @@ class ApiVersionsResponse:
 _ApiVersionsResponse_ApiVersion = ApiVersionsResponse.ApiVersion
 _ApiVersionsResponse_SupportedFeatureKey = ApiVersionsResponse.SupportedFeatureKey
 _ApiVersionsResponse_FinalizedFeatureKey = ApiVersionsResponse.FinalizedFeatureKey
-_D_ApiVersionsResponse_ApiVersion = _ApiVersionsResponse_ApiVersion()
-_D_ApiVersionsResponse_SupportedFeatureKey = _ApiVersionsResponse_SupportedFeatureKey()
-_D_ApiVersionsResponse_FinalizedFeatureKey = _ApiVersionsResponse_FinalizedFeatureKey()
+
+
+def _mk_ApiVersionsResponse_ApiVersion():
+    o = _new(_ApiVersionsResponse_ApiVersion)
+    o.api_key = 0
+    o.min_version = 0
+    o.max_version = 0
+    o.unknown_tagged_fields = {}
+    return o
+
+
+def _mk_ApiVersionsResponse_SupportedFeatureKey():
+    o = _new(_ApiVersionsResponse_SupportedFeatureKey)
+    o.name = ''
+    o.min_version = 0
+    o.max_version = 0
+    o.unknown_tagged_fields = {}
+    return o
+
+
+def _mk_ApiVersionsResponse_FinalizedFeatureKey():
+    o = _new(_ApiVersionsResponse_FinalizedFeatureKey)
+    o.name = ''
+    o.max_version_level = 0
+    o.min_version_level = 0
+    o.unknown_tagged_fields = {}
+    return o
+
+
+_D_ApiVersionsResponse_ApiVersion = _mk_ApiVersionsResponse_ApiVersion()
+_D_ApiVersionsResponse_SupportedFeatureKey = _mk_ApiVersionsResponse_SupportedFeatureKey()
+_D_ApiVersionsResponse_FinalizedFeatureKey = _mk_ApiVersionsResponse_FinalizedFeatureKey()
 
 ApiVersionsRequest.FIELDS = (
     FieldInfo('client_software_name', 'ClientSoftwareName', 'string', (3, 32767), None, None, None, True, None),

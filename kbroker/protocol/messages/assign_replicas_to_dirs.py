@@ -32,12 +32,9 @@ from kbroker.protocol.types import unsupported_field as _unsup
 from kbroker.protocol.types import uuid_from_bytes as _uuid
 from kbroker.protocol.types import write_bytes as _w_bytes
 from kbroker.protocol.types import write_compact_nullable_string as _w_cnstr
-from kbroker.protocol.types import write_compact_records as _w_crecords
 from kbroker.protocol.types import write_compact_string as _w_cstr
-from kbroker.protocol.types import write_null_array as _w_nullarr
 from kbroker.protocol.types import write_nullable_string as _w_nstr
 from kbroker.protocol.types import write_primitive_array as _w_parr
-from kbroker.protocol.types import write_legacy_records as _w_records
 from kbroker.protocol.types import write_string as _w_str
 from kbroker.protocol.types import write_string_array as _w_sarr
 from kbroker.protocol.types import write_uvarint as _w_uv
@@ -45,8 +42,11 @@ from kbroker.protocol.types import write_tags as _w_tags
 from kbroker.protocol.types import write_unknown_tags as _w_utags
 from kbroker.protocol.types import write_uuid_array as _w_uarr
 from kbroker.protocol.varint import read_unsigned_varint as _ruv
+from kbroker.protocol.regions import write_compact_records as _w_crecords
+from kbroker.protocol.regions import write_legacy_records as _w_records
 
 _new = object.__new__
+_NULL_I32 = b"\xff\xff\xff\xff"
 
 
 class AssignReplicasToDirsRequest:
@@ -173,9 +173,34 @@ class AssignReplicasToDirsRequest:
 _AssignReplicasToDirsRequest_DirectoryData = AssignReplicasToDirsRequest.DirectoryData
 _AssignReplicasToDirsRequest_TopicData = AssignReplicasToDirsRequest.TopicData
 _AssignReplicasToDirsRequest_PartitionData = AssignReplicasToDirsRequest.PartitionData
-_D_AssignReplicasToDirsRequest_DirectoryData = _AssignReplicasToDirsRequest_DirectoryData()
-_D_AssignReplicasToDirsRequest_TopicData = _AssignReplicasToDirsRequest_TopicData()
-_D_AssignReplicasToDirsRequest_PartitionData = _AssignReplicasToDirsRequest_PartitionData()
+
+
+def _mk_AssignReplicasToDirsRequest_DirectoryData():
+    o = _new(_AssignReplicasToDirsRequest_DirectoryData)
+    o.id = _ZERO_UUID
+    o.topics = []
+    o.unknown_tagged_fields = {}
+    return o
+
+
+def _mk_AssignReplicasToDirsRequest_TopicData():
+    o = _new(_AssignReplicasToDirsRequest_TopicData)
+    o.topic_id = _ZERO_UUID
+    o.partitions = []
+    o.unknown_tagged_fields = {}
+    return o
+
+
+def _mk_AssignReplicasToDirsRequest_PartitionData():
+    o = _new(_AssignReplicasToDirsRequest_PartitionData)
+    o.partition_index = 0
+    o.unknown_tagged_fields = {}
+    return o
+
+
+_D_AssignReplicasToDirsRequest_DirectoryData = _mk_AssignReplicasToDirsRequest_DirectoryData()
+_D_AssignReplicasToDirsRequest_TopicData = _mk_AssignReplicasToDirsRequest_TopicData()
+_D_AssignReplicasToDirsRequest_PartitionData = _mk_AssignReplicasToDirsRequest_PartitionData()
 
 
 class AssignReplicasToDirsResponse:
@@ -304,9 +329,35 @@ class AssignReplicasToDirsResponse:
 _AssignReplicasToDirsResponse_DirectoryData = AssignReplicasToDirsResponse.DirectoryData
 _AssignReplicasToDirsResponse_TopicData = AssignReplicasToDirsResponse.TopicData
 _AssignReplicasToDirsResponse_PartitionData = AssignReplicasToDirsResponse.PartitionData
-_D_AssignReplicasToDirsResponse_DirectoryData = _AssignReplicasToDirsResponse_DirectoryData()
-_D_AssignReplicasToDirsResponse_TopicData = _AssignReplicasToDirsResponse_TopicData()
-_D_AssignReplicasToDirsResponse_PartitionData = _AssignReplicasToDirsResponse_PartitionData()
+
+
+def _mk_AssignReplicasToDirsResponse_DirectoryData():
+    o = _new(_AssignReplicasToDirsResponse_DirectoryData)
+    o.id = _ZERO_UUID
+    o.topics = []
+    o.unknown_tagged_fields = {}
+    return o
+
+
+def _mk_AssignReplicasToDirsResponse_TopicData():
+    o = _new(_AssignReplicasToDirsResponse_TopicData)
+    o.topic_id = _ZERO_UUID
+    o.partitions = []
+    o.unknown_tagged_fields = {}
+    return o
+
+
+def _mk_AssignReplicasToDirsResponse_PartitionData():
+    o = _new(_AssignReplicasToDirsResponse_PartitionData)
+    o.partition_index = 0
+    o.error_code = 0
+    o.unknown_tagged_fields = {}
+    return o
+
+
+_D_AssignReplicasToDirsResponse_DirectoryData = _mk_AssignReplicasToDirsResponse_DirectoryData()
+_D_AssignReplicasToDirsResponse_TopicData = _mk_AssignReplicasToDirsResponse_TopicData()
+_D_AssignReplicasToDirsResponse_PartitionData = _mk_AssignReplicasToDirsResponse_PartitionData()
 
 AssignReplicasToDirsRequest.FIELDS = (
     FieldInfo('broker_id', 'BrokerId', 'int32', (0, 32767), None, None, None, False, None),

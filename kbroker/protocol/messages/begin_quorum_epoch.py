@@ -32,12 +32,9 @@ from kbroker.protocol.types import unsupported_field as _unsup
 from kbroker.protocol.types import uuid_from_bytes as _uuid
 from kbroker.protocol.types import write_bytes as _w_bytes
 from kbroker.protocol.types import write_compact_nullable_string as _w_cnstr
-from kbroker.protocol.types import write_compact_records as _w_crecords
 from kbroker.protocol.types import write_compact_string as _w_cstr
-from kbroker.protocol.types import write_null_array as _w_nullarr
 from kbroker.protocol.types import write_nullable_string as _w_nstr
 from kbroker.protocol.types import write_primitive_array as _w_parr
-from kbroker.protocol.types import write_legacy_records as _w_records
 from kbroker.protocol.types import write_string as _w_str
 from kbroker.protocol.types import write_string_array as _w_sarr
 from kbroker.protocol.types import write_uvarint as _w_uv
@@ -45,8 +42,11 @@ from kbroker.protocol.types import write_tags as _w_tags
 from kbroker.protocol.types import write_unknown_tags as _w_utags
 from kbroker.protocol.types import write_uuid_array as _w_uarr
 from kbroker.protocol.varint import read_unsigned_varint as _ruv
+from kbroker.protocol.regions import write_compact_records as _w_crecords
+from kbroker.protocol.regions import write_legacy_records as _w_records
 
 _new = object.__new__
+_NULL_I32 = b"\xff\xff\xff\xff"
 
 
 class BeginQuorumEpochRequest:
@@ -183,9 +183,38 @@ class BeginQuorumEpochRequest:
 _BeginQuorumEpochRequest_TopicData = BeginQuorumEpochRequest.TopicData
 _BeginQuorumEpochRequest_PartitionData = BeginQuorumEpochRequest.PartitionData
 _BeginQuorumEpochRequest_LeaderEndpoint = BeginQuorumEpochRequest.LeaderEndpoint
-_D_BeginQuorumEpochRequest_TopicData = _BeginQuorumEpochRequest_TopicData()
-_D_BeginQuorumEpochRequest_PartitionData = _BeginQuorumEpochRequest_PartitionData()
-_D_BeginQuorumEpochRequest_LeaderEndpoint = _BeginQuorumEpochRequest_LeaderEndpoint()
+
+
+def _mk_BeginQuorumEpochRequest_TopicData():
+    o = _new(_BeginQuorumEpochRequest_TopicData)
+    o.topic_name = ''
+    o.partitions = []
+    o.unknown_tagged_fields = {}
+    return o
+
+
+def _mk_BeginQuorumEpochRequest_PartitionData():
+    o = _new(_BeginQuorumEpochRequest_PartitionData)
+    o.partition_index = 0
+    o.voter_directory_id = _ZERO_UUID
+    o.leader_id = 0
+    o.leader_epoch = 0
+    o.unknown_tagged_fields = {}
+    return o
+
+
+def _mk_BeginQuorumEpochRequest_LeaderEndpoint():
+    o = _new(_BeginQuorumEpochRequest_LeaderEndpoint)
+    o.name = ''
+    o.host = ''
+    o.port = 0
+    o.unknown_tagged_fields = {}
+    return o
+
+
+_D_BeginQuorumEpochRequest_TopicData = _mk_BeginQuorumEpochRequest_TopicData()
+_D_BeginQuorumEpochRequest_PartitionData = _mk_BeginQuorumEpochRequest_PartitionData()
+_D_BeginQuorumEpochRequest_LeaderEndpoint = _mk_BeginQuorumEpochRequest_LeaderEndpoint()
 
 
 class BeginQuorumEpochResponse:
@@ -320,9 +349,38 @@ class BeginQuorumEpochResponse:
 _BeginQuorumEpochResponse_TopicData = BeginQuorumEpochResponse.TopicData
 _BeginQuorumEpochResponse_PartitionData = BeginQuorumEpochResponse.PartitionData
 _BeginQuorumEpochResponse_NodeEndpoint = BeginQuorumEpochResponse.NodeEndpoint
-_D_BeginQuorumEpochResponse_TopicData = _BeginQuorumEpochResponse_TopicData()
-_D_BeginQuorumEpochResponse_PartitionData = _BeginQuorumEpochResponse_PartitionData()
-_D_BeginQuorumEpochResponse_NodeEndpoint = _BeginQuorumEpochResponse_NodeEndpoint()
+
+
+def _mk_BeginQuorumEpochResponse_TopicData():
+    o = _new(_BeginQuorumEpochResponse_TopicData)
+    o.topic_name = ''
+    o.partitions = []
+    o.unknown_tagged_fields = {}
+    return o
+
+
+def _mk_BeginQuorumEpochResponse_PartitionData():
+    o = _new(_BeginQuorumEpochResponse_PartitionData)
+    o.partition_index = 0
+    o.error_code = 0
+    o.leader_id = 0
+    o.leader_epoch = 0
+    o.unknown_tagged_fields = {}
+    return o
+
+
+def _mk_BeginQuorumEpochResponse_NodeEndpoint():
+    o = _new(_BeginQuorumEpochResponse_NodeEndpoint)
+    o.node_id = 0
+    o.host = ''
+    o.port = 0
+    o.unknown_tagged_fields = {}
+    return o
+
+
+_D_BeginQuorumEpochResponse_TopicData = _mk_BeginQuorumEpochResponse_TopicData()
+_D_BeginQuorumEpochResponse_PartitionData = _mk_BeginQuorumEpochResponse_PartitionData()
+_D_BeginQuorumEpochResponse_NodeEndpoint = _mk_BeginQuorumEpochResponse_NodeEndpoint()
 
 BeginQuorumEpochRequest.FIELDS = (
     FieldInfo('cluster_id', 'ClusterId', 'string', (0, 32767), (0, 32767), None, None, False, None),
@@ -645,7 +703,7 @@ def _d_BeginQuorumEpochResponse_v0(buf, pos):
 
 def _e_BeginQuorumEpochResponse_v0(o, out, rg):
     if o.node_endpoints != []:
-        raise _unsup('node_endpoints' + ' (versions 1+)', 0)
+        raise _unsup('BeginQuorumEpochResponse.node_endpoints (versions 1+)', 0)
     out += _S5.pack(o.error_code)
     _l = o.topics
     out += _I32.pack(len(_l))

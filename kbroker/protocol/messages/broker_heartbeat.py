@@ -32,12 +32,9 @@ from kbroker.protocol.types import unsupported_field as _unsup
 from kbroker.protocol.types import uuid_from_bytes as _uuid
 from kbroker.protocol.types import write_bytes as _w_bytes
 from kbroker.protocol.types import write_compact_nullable_string as _w_cnstr
-from kbroker.protocol.types import write_compact_records as _w_crecords
 from kbroker.protocol.types import write_compact_string as _w_cstr
-from kbroker.protocol.types import write_null_array as _w_nullarr
 from kbroker.protocol.types import write_nullable_string as _w_nstr
 from kbroker.protocol.types import write_primitive_array as _w_parr
-from kbroker.protocol.types import write_legacy_records as _w_records
 from kbroker.protocol.types import write_string as _w_str
 from kbroker.protocol.types import write_string_array as _w_sarr
 from kbroker.protocol.types import write_uvarint as _w_uv
@@ -45,8 +42,11 @@ from kbroker.protocol.types import write_tags as _w_tags
 from kbroker.protocol.types import write_unknown_tags as _w_utags
 from kbroker.protocol.types import write_uuid_array as _w_uarr
 from kbroker.protocol.varint import read_unsigned_varint as _ruv
+from kbroker.protocol.regions import write_compact_records as _w_crecords
+from kbroker.protocol.regions import write_legacy_records as _w_records
 
 _new = object.__new__
+_NULL_I32 = b"\xff\xff\xff\xff"
 
 
 class BrokerHeartbeatRequest:
@@ -92,6 +92,8 @@ class BrokerHeartbeatRequest:
 
 
 
+
+
 class BrokerHeartbeatResponse:
     """Kafka BrokerHeartbeatResponse (api key 63, versions 0-2, flexible 0+)."""
 
@@ -127,6 +129,8 @@ class BrokerHeartbeatResponse:
         if self.unknown_tagged_fields:
             s += f", unknown_tagged_fields={self.unknown_tagged_fields!r}"
         return s + ")"
+
+
 
 
 
@@ -168,9 +172,9 @@ def _d_BrokerHeartbeatRequest_v0(buf, pos):
 
 def _e_BrokerHeartbeatRequest_v0(o, out, rg):
     if o.offline_log_dirs != []:
-        raise _unsup('offline_log_dirs' + ' (versions 1+)', 0)
+        raise _unsup('BrokerHeartbeatRequest.offline_log_dirs (versions 1+)', 0)
     if o.cordoned_log_dirs is not None:
-        raise _unsup('cordoned_log_dirs' + ' (versions 2+)', 0)
+        raise _unsup('BrokerHeartbeatRequest.cordoned_log_dirs (versions 2+)', 0)
     out += _S0.pack(o.broker_id, o.broker_epoch, o.current_metadata_offset, o.want_fence, o.want_shut_down)
     _u = o.unknown_tagged_fields
     if _u:
@@ -202,7 +206,7 @@ def _d_BrokerHeartbeatRequest_v1(buf, pos):
 
 def _e_BrokerHeartbeatRequest_v1(o, out, rg):
     if o.cordoned_log_dirs is not None:
-        raise _unsup('cordoned_log_dirs' + ' (versions 2+)', 1)
+        raise _unsup('BrokerHeartbeatRequest.cordoned_log_dirs (versions 2+)', 1)
     out += _S0.pack(o.broker_id, o.broker_epoch, o.current_metadata_offset, o.want_fence, o.want_shut_down)
     _tf = []
     if o.offline_log_dirs != []:

@@ -32,12 +32,9 @@ from kbroker.protocol.types import unsupported_field as _unsup
 from kbroker.protocol.types import uuid_from_bytes as _uuid
 from kbroker.protocol.types import write_bytes as _w_bytes
 from kbroker.protocol.types import write_compact_nullable_string as _w_cnstr
-from kbroker.protocol.types import write_compact_records as _w_crecords
 from kbroker.protocol.types import write_compact_string as _w_cstr
-from kbroker.protocol.types import write_null_array as _w_nullarr
 from kbroker.protocol.types import write_nullable_string as _w_nstr
 from kbroker.protocol.types import write_primitive_array as _w_parr
-from kbroker.protocol.types import write_legacy_records as _w_records
 from kbroker.protocol.types import write_string as _w_str
 from kbroker.protocol.types import write_string_array as _w_sarr
 from kbroker.protocol.types import write_uvarint as _w_uv
@@ -45,8 +42,11 @@ from kbroker.protocol.types import write_tags as _w_tags
 from kbroker.protocol.types import write_unknown_tags as _w_utags
 from kbroker.protocol.types import write_uuid_array as _w_uarr
 from kbroker.protocol.varint import read_unsigned_varint as _ruv
+from kbroker.protocol.regions import write_compact_records as _w_crecords
+from kbroker.protocol.regions import write_legacy_records as _w_records
 
 _new = object.__new__
+_NULL_I32 = b"\xff\xff\xff\xff"
 
 
 class BrokerRegistrationRequest:
@@ -162,8 +162,29 @@ class BrokerRegistrationRequest:
 
 _BrokerRegistrationRequest_Listener = BrokerRegistrationRequest.Listener
 _BrokerRegistrationRequest_Feature = BrokerRegistrationRequest.Feature
-_D_BrokerRegistrationRequest_Listener = _BrokerRegistrationRequest_Listener()
-_D_BrokerRegistrationRequest_Feature = _BrokerRegistrationRequest_Feature()
+
+
+def _mk_BrokerRegistrationRequest_Listener():
+    o = _new(_BrokerRegistrationRequest_Listener)
+    o.name = ''
+    o.host = ''
+    o.port = 0
+    o.security_protocol = 0
+    o.unknown_tagged_fields = {}
+    return o
+
+
+def _mk_BrokerRegistrationRequest_Feature():
+    o = _new(_BrokerRegistrationRequest_Feature)
+    o.name = ''
+    o.min_supported_version = 0
+    o.max_supported_version = 0
+    o.unknown_tagged_fields = {}
+    return o
+
+
+_D_BrokerRegistrationRequest_Listener = _mk_BrokerRegistrationRequest_Listener()
+_D_BrokerRegistrationRequest_Feature = _mk_BrokerRegistrationRequest_Feature()
 
 
 class BrokerRegistrationResponse:
@@ -197,6 +218,8 @@ class BrokerRegistrationResponse:
         if self.unknown_tagged_fields:
             s += f", unknown_tagged_fields={self.unknown_tagged_fields!r}"
         return s + ")"
+
+
 
 
 
@@ -338,7 +361,7 @@ def _d_BrokerRegistrationRequest_v0(buf, pos):
 
 def _e_BrokerRegistrationRequest_v0(o, out, rg):
     if o.is_migrating_zk_broker != False:
-        raise _unsup('is_migrating_zk_broker' + ' (versions 1+)', 0)
+        raise _unsup('BrokerRegistrationRequest.is_migrating_zk_broker (versions 1+)', 0)
     out += _S2.pack(o.broker_id)
     _w_cstr(out, o.cluster_id)
     out += _S3.pack(o.incarnation_id.bytes)

@@ -32,12 +32,9 @@ from kbroker.protocol.types import unsupported_field as _unsup
 from kbroker.protocol.types import uuid_from_bytes as _uuid
 from kbroker.protocol.types import write_bytes as _w_bytes
 from kbroker.protocol.types import write_compact_nullable_string as _w_cnstr
-from kbroker.protocol.types import write_compact_records as _w_crecords
 from kbroker.protocol.types import write_compact_string as _w_cstr
-from kbroker.protocol.types import write_null_array as _w_nullarr
 from kbroker.protocol.types import write_nullable_string as _w_nstr
 from kbroker.protocol.types import write_primitive_array as _w_parr
-from kbroker.protocol.types import write_legacy_records as _w_records
 from kbroker.protocol.types import write_string as _w_str
 from kbroker.protocol.types import write_string_array as _w_sarr
 from kbroker.protocol.types import write_uvarint as _w_uv
@@ -45,8 +42,11 @@ from kbroker.protocol.types import write_tags as _w_tags
 from kbroker.protocol.types import write_unknown_tags as _w_utags
 from kbroker.protocol.types import write_uuid_array as _w_uarr
 from kbroker.protocol.varint import read_unsigned_varint as _ruv
+from kbroker.protocol.regions import write_compact_records as _w_crecords
+from kbroker.protocol.regions import write_legacy_records as _w_records
 
 _new = object.__new__
+_NULL_I32 = b"\xff\xff\xff\xff"
 
 
 class ConsumerGroupDescribeRequest:
@@ -78,6 +78,8 @@ class ConsumerGroupDescribeRequest:
         if self.unknown_tagged_fields:
             s += f", unknown_tagged_fields={self.unknown_tagged_fields!r}"
         return s + ")"
+
+
 
 
 
@@ -173,8 +175,8 @@ class ConsumerGroupDescribeResponse:
             self.client_host = client_host
             self.subscribed_topic_names = [] if subscribed_topic_names is MISSING else subscribed_topic_names
             self.subscribed_topic_regex = subscribed_topic_regex
-            self.assignment = _ConsumerGroupDescribeResponse_Assignment() if assignment is MISSING else assignment
-            self.target_assignment = _ConsumerGroupDescribeResponse_Assignment() if target_assignment is MISSING else target_assignment
+            self.assignment = _mk_ConsumerGroupDescribeResponse_Assignment() if assignment is MISSING else assignment
+            self.target_assignment = _mk_ConsumerGroupDescribeResponse_Assignment() if target_assignment is MISSING else target_assignment
             self.member_type = member_type
             self.unknown_tagged_fields = {} if unknown_tagged_fields is None else unknown_tagged_fields
 
@@ -269,10 +271,60 @@ _ConsumerGroupDescribeResponse_DescribedGroup = ConsumerGroupDescribeResponse.De
 _ConsumerGroupDescribeResponse_Member = ConsumerGroupDescribeResponse.Member
 _ConsumerGroupDescribeResponse_Assignment = ConsumerGroupDescribeResponse.Assignment
 _ConsumerGroupDescribeResponse_TopicPartitions = ConsumerGroupDescribeResponse.TopicPartitions
-_D_ConsumerGroupDescribeResponse_DescribedGroup = _ConsumerGroupDescribeResponse_DescribedGroup()
-_D_ConsumerGroupDescribeResponse_Member = _ConsumerGroupDescribeResponse_Member()
-_D_ConsumerGroupDescribeResponse_Assignment = _ConsumerGroupDescribeResponse_Assignment()
-_D_ConsumerGroupDescribeResponse_TopicPartitions = _ConsumerGroupDescribeResponse_TopicPartitions()
+
+
+def _mk_ConsumerGroupDescribeResponse_DescribedGroup():
+    o = _new(_ConsumerGroupDescribeResponse_DescribedGroup)
+    o.error_code = 0
+    o.error_message = None
+    o.group_id = ''
+    o.group_state = ''
+    o.group_epoch = 0
+    o.assignment_epoch = 0
+    o.assignor_name = ''
+    o.members = []
+    o.authorized_operations = -2147483648
+    o.unknown_tagged_fields = {}
+    return o
+
+
+def _mk_ConsumerGroupDescribeResponse_Member():
+    o = _new(_ConsumerGroupDescribeResponse_Member)
+    o.member_id = ''
+    o.instance_id = None
+    o.rack_id = None
+    o.member_epoch = 0
+    o.client_id = ''
+    o.client_host = ''
+    o.subscribed_topic_names = []
+    o.subscribed_topic_regex = None
+    o.assignment = _mk_ConsumerGroupDescribeResponse_Assignment()
+    o.target_assignment = _mk_ConsumerGroupDescribeResponse_Assignment()
+    o.member_type = -1
+    o.unknown_tagged_fields = {}
+    return o
+
+
+def _mk_ConsumerGroupDescribeResponse_Assignment():
+    o = _new(_ConsumerGroupDescribeResponse_Assignment)
+    o.topic_partitions = []
+    o.unknown_tagged_fields = {}
+    return o
+
+
+def _mk_ConsumerGroupDescribeResponse_TopicPartitions():
+    o = _new(_ConsumerGroupDescribeResponse_TopicPartitions)
+    o.topic_id = _ZERO_UUID
+    o.topic_name = ''
+    o.partitions = []
+    o.unknown_tagged_fields = {}
+    return o
+
+
+_D_ConsumerGroupDescribeResponse_DescribedGroup = _mk_ConsumerGroupDescribeResponse_DescribedGroup()
+_D_ConsumerGroupDescribeResponse_Member = _mk_ConsumerGroupDescribeResponse_Member()
+_D_ConsumerGroupDescribeResponse_Assignment = _mk_ConsumerGroupDescribeResponse_Assignment()
+_D_ConsumerGroupDescribeResponse_TopicPartitions = _mk_ConsumerGroupDescribeResponse_TopicPartitions()
 
 ConsumerGroupDescribeRequest.FIELDS = (
     FieldInfo('group_ids', 'GroupIds', '[]string', (0, 32767), None, None, None, False, None),

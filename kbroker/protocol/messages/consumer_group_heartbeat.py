@@ -32,12 +32,9 @@ from kbroker.protocol.types import unsupported_field as _unsup
 from kbroker.protocol.types import uuid_from_bytes as _uuid
 from kbroker.protocol.types import write_bytes as _w_bytes
 from kbroker.protocol.types import write_compact_nullable_string as _w_cnstr
-from kbroker.protocol.types import write_compact_records as _w_crecords
 from kbroker.protocol.types import write_compact_string as _w_cstr
-from kbroker.protocol.types import write_null_array as _w_nullarr
 from kbroker.protocol.types import write_nullable_string as _w_nstr
 from kbroker.protocol.types import write_primitive_array as _w_parr
-from kbroker.protocol.types import write_legacy_records as _w_records
 from kbroker.protocol.types import write_string as _w_str
 from kbroker.protocol.types import write_string_array as _w_sarr
 from kbroker.protocol.types import write_uvarint as _w_uv
@@ -45,8 +42,11 @@ from kbroker.protocol.types import write_tags as _w_tags
 from kbroker.protocol.types import write_unknown_tags as _w_utags
 from kbroker.protocol.types import write_uuid_array as _w_uarr
 from kbroker.protocol.varint import read_unsigned_varint as _ruv
+from kbroker.protocol.regions import write_compact_records as _w_crecords
+from kbroker.protocol.regions import write_legacy_records as _w_records
 
 _new = object.__new__
+_NULL_I32 = b"\xff\xff\xff\xff"
 
 
 class ConsumerGroupHeartbeatRequest:
@@ -127,7 +127,17 @@ class ConsumerGroupHeartbeatRequest:
 
 
 _ConsumerGroupHeartbeatRequest_TopicPartitions = ConsumerGroupHeartbeatRequest.TopicPartitions
-_D_ConsumerGroupHeartbeatRequest_TopicPartitions = _ConsumerGroupHeartbeatRequest_TopicPartitions()
+
+
+def _mk_ConsumerGroupHeartbeatRequest_TopicPartitions():
+    o = _new(_ConsumerGroupHeartbeatRequest_TopicPartitions)
+    o.topic_id = _ZERO_UUID
+    o.partitions = []
+    o.unknown_tagged_fields = {}
+    return o
+
+
+_D_ConsumerGroupHeartbeatRequest_TopicPartitions = _mk_ConsumerGroupHeartbeatRequest_TopicPartitions()
 
 
 class ConsumerGroupHeartbeatResponse:
@@ -231,8 +241,25 @@ class ConsumerGroupHeartbeatResponse:
 
 _ConsumerGroupHeartbeatResponse_Assignment = ConsumerGroupHeartbeatResponse.Assignment
 _ConsumerGroupHeartbeatResponse_TopicPartitions = ConsumerGroupHeartbeatResponse.TopicPartitions
-_D_ConsumerGroupHeartbeatResponse_Assignment = _ConsumerGroupHeartbeatResponse_Assignment()
-_D_ConsumerGroupHeartbeatResponse_TopicPartitions = _ConsumerGroupHeartbeatResponse_TopicPartitions()
+
+
+def _mk_ConsumerGroupHeartbeatResponse_Assignment():
+    o = _new(_ConsumerGroupHeartbeatResponse_Assignment)
+    o.topic_partitions = []
+    o.unknown_tagged_fields = {}
+    return o
+
+
+def _mk_ConsumerGroupHeartbeatResponse_TopicPartitions():
+    o = _new(_ConsumerGroupHeartbeatResponse_TopicPartitions)
+    o.topic_id = _ZERO_UUID
+    o.partitions = []
+    o.unknown_tagged_fields = {}
+    return o
+
+
+_D_ConsumerGroupHeartbeatResponse_Assignment = _mk_ConsumerGroupHeartbeatResponse_Assignment()
+_D_ConsumerGroupHeartbeatResponse_TopicPartitions = _mk_ConsumerGroupHeartbeatResponse_TopicPartitions()
 
 ConsumerGroupHeartbeatRequest.FIELDS = (
     FieldInfo('group_id', 'GroupId', 'string', (0, 32767), None, None, None, False, None),
@@ -338,7 +365,7 @@ def _d_ConsumerGroupHeartbeatRequest_v0(buf, pos):
 
 def _e_ConsumerGroupHeartbeatRequest_v0(o, out, rg):
     if o.subscribed_topic_regex is not None:
-        raise _unsup('subscribed_topic_regex' + ' (versions 1+)', 0)
+        raise _unsup('ConsumerGroupHeartbeatRequest.subscribed_topic_regex (versions 1+)', 0)
     _w_cstr(out, o.group_id)
     _w_cstr(out, o.member_id)
     out += _S1.pack(o.member_epoch)
@@ -349,7 +376,7 @@ def _e_ConsumerGroupHeartbeatRequest_v0(o, out, rg):
     _w_cnstr(out, o.server_assignor)
     _l = o.topic_partitions
     if _l is None:
-        _w_nullarr(out, True)
+        out.append(0)
     else:
         _w_uv(out, len(_l) + 1)
         for _e in _l:
@@ -409,7 +436,7 @@ def _e_ConsumerGroupHeartbeatRequest_v1(o, out, rg):
     _w_cnstr(out, o.server_assignor)
     _l = o.topic_partitions
     if _l is None:
-        _w_nullarr(out, True)
+        out.append(0)
     else:
         _w_uv(out, len(_l) + 1)
         for _e in _l:

@@ -30,12 +30,9 @@ from kbroker.protocol.types import unsupported_field as _unsup
 from kbroker.protocol.types import uuid_from_bytes as _uuid
 from kbroker.protocol.types import write_bytes as _w_bytes
 from kbroker.protocol.types import write_compact_nullable_string as _w_cnstr
-from kbroker.protocol.types import write_compact_records as _w_crecords
 from kbroker.protocol.types import write_compact_string as _w_cstr
-from kbroker.protocol.types import write_null_array as _w_nullarr
 from kbroker.protocol.types import write_nullable_string as _w_nstr
 from kbroker.protocol.types import write_primitive_array as _w_parr
-from kbroker.protocol.types import write_legacy_records as _w_records
 from kbroker.protocol.types import write_string as _w_str
 from kbroker.protocol.types import write_string_array as _w_sarr
 from kbroker.protocol.types import write_uvarint as _w_uv
@@ -43,8 +40,11 @@ from kbroker.protocol.types import write_tags as _w_tags
 from kbroker.protocol.types import write_unknown_tags as _w_utags
 from kbroker.protocol.types import write_uuid_array as _w_uarr
 from kbroker.protocol.varint import read_unsigned_varint as _ruv
+from kbroker.protocol.regions import write_compact_records as _w_crecords
+from kbroker.protocol.regions import write_legacy_records as _w_records
 
 _new = object.__new__
+_NULL_I32 = b"\xff\xff\xff\xff"
 
 
 class ConsumerProtocolSubscription:
@@ -115,7 +115,17 @@ class ConsumerProtocolSubscription:
 
 
 _ConsumerProtocolSubscription_TopicPartition = ConsumerProtocolSubscription.TopicPartition
-_D_ConsumerProtocolSubscription_TopicPartition = _ConsumerProtocolSubscription_TopicPartition()
+
+
+def _mk_ConsumerProtocolSubscription_TopicPartition():
+    o = _new(_ConsumerProtocolSubscription_TopicPartition)
+    o.topic = ''
+    o.partitions = []
+    o.unknown_tagged_fields = {}
+    return o
+
+
+_D_ConsumerProtocolSubscription_TopicPartition = _mk_ConsumerProtocolSubscription_TopicPartition()
 
 ConsumerProtocolSubscription.FIELDS = (
     FieldInfo('topics', 'Topics', '[]string', (0, 32767), None, None, None, False, None),

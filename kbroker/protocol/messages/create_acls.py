@@ -32,12 +32,9 @@ from kbroker.protocol.types import unsupported_field as _unsup
 from kbroker.protocol.types import uuid_from_bytes as _uuid
 from kbroker.protocol.types import write_bytes as _w_bytes
 from kbroker.protocol.types import write_compact_nullable_string as _w_cnstr
-from kbroker.protocol.types import write_compact_records as _w_crecords
 from kbroker.protocol.types import write_compact_string as _w_cstr
-from kbroker.protocol.types import write_null_array as _w_nullarr
 from kbroker.protocol.types import write_nullable_string as _w_nstr
 from kbroker.protocol.types import write_primitive_array as _w_parr
-from kbroker.protocol.types import write_legacy_records as _w_records
 from kbroker.protocol.types import write_string as _w_str
 from kbroker.protocol.types import write_string_array as _w_sarr
 from kbroker.protocol.types import write_uvarint as _w_uv
@@ -45,8 +42,11 @@ from kbroker.protocol.types import write_tags as _w_tags
 from kbroker.protocol.types import write_unknown_tags as _w_utags
 from kbroker.protocol.types import write_uuid_array as _w_uarr
 from kbroker.protocol.varint import read_unsigned_varint as _ruv
+from kbroker.protocol.regions import write_compact_records as _w_crecords
+from kbroker.protocol.regions import write_legacy_records as _w_records
 
 _new = object.__new__
+_NULL_I32 = b"\xff\xff\xff\xff"
 
 
 class CreateAclsRequest:
@@ -119,7 +119,22 @@ class CreateAclsRequest:
 
 
 _CreateAclsRequest_AclCreation = CreateAclsRequest.AclCreation
-_D_CreateAclsRequest_AclCreation = _CreateAclsRequest_AclCreation()
+
+
+def _mk_CreateAclsRequest_AclCreation():
+    o = _new(_CreateAclsRequest_AclCreation)
+    o.resource_type = 0
+    o.resource_name = ''
+    o.resource_pattern_type = 3
+    o.principal = ''
+    o.host = ''
+    o.operation = 0
+    o.permission_type = 0
+    o.unknown_tagged_fields = {}
+    return o
+
+
+_D_CreateAclsRequest_AclCreation = _mk_CreateAclsRequest_AclCreation()
 
 
 class CreateAclsResponse:
@@ -184,7 +199,17 @@ class CreateAclsResponse:
 
 
 _CreateAclsResponse_AclCreationResult = CreateAclsResponse.AclCreationResult
-_D_CreateAclsResponse_AclCreationResult = _CreateAclsResponse_AclCreationResult()
+
+
+def _mk_CreateAclsResponse_AclCreationResult():
+    o = _new(_CreateAclsResponse_AclCreationResult)
+    o.error_code = 0
+    o.error_message = ''
+    o.unknown_tagged_fields = {}
+    return o
+
+
+_D_CreateAclsResponse_AclCreationResult = _mk_CreateAclsResponse_AclCreationResult()
 
 CreateAclsRequest.FIELDS = (
     FieldInfo('creations', 'Creations', '[]AclCreation', (0, 32767), None, None, None, False, _CreateAclsRequest_AclCreation),

@@ -32,12 +32,9 @@ from kbroker.protocol.types import unsupported_field as _unsup
 from kbroker.protocol.types import uuid_from_bytes as _uuid
 from kbroker.protocol.types import write_bytes as _w_bytes
 from kbroker.protocol.types import write_compact_nullable_string as _w_cnstr
-from kbroker.protocol.types import write_compact_records as _w_crecords
 from kbroker.protocol.types import write_compact_string as _w_cstr
-from kbroker.protocol.types import write_null_array as _w_nullarr
 from kbroker.protocol.types import write_nullable_string as _w_nstr
 from kbroker.protocol.types import write_primitive_array as _w_parr
-from kbroker.protocol.types import write_legacy_records as _w_records
 from kbroker.protocol.types import write_string as _w_str
 from kbroker.protocol.types import write_string_array as _w_sarr
 from kbroker.protocol.types import write_uvarint as _w_uv
@@ -45,8 +42,11 @@ from kbroker.protocol.types import write_tags as _w_tags
 from kbroker.protocol.types import write_unknown_tags as _w_utags
 from kbroker.protocol.types import write_uuid_array as _w_uarr
 from kbroker.protocol.varint import read_unsigned_varint as _ruv
+from kbroker.protocol.regions import write_compact_records as _w_crecords
+from kbroker.protocol.regions import write_legacy_records as _w_records
 
 _new = object.__new__
+_NULL_I32 = b"\xff\xff\xff\xff"
 
 
 class CreateDelegationTokenRequest:
@@ -115,7 +115,17 @@ class CreateDelegationTokenRequest:
 
 
 _CreateDelegationTokenRequest_CreatableRenewers = CreateDelegationTokenRequest.CreatableRenewers
-_D_CreateDelegationTokenRequest_CreatableRenewers = _CreateDelegationTokenRequest_CreatableRenewers()
+
+
+def _mk_CreateDelegationTokenRequest_CreatableRenewers():
+    o = _new(_CreateDelegationTokenRequest_CreatableRenewers)
+    o.principal_type = ''
+    o.principal_name = ''
+    o.unknown_tagged_fields = {}
+    return o
+
+
+_D_CreateDelegationTokenRequest_CreatableRenewers = _mk_CreateDelegationTokenRequest_CreatableRenewers()
 
 
 class CreateDelegationTokenResponse:
@@ -165,6 +175,8 @@ class CreateDelegationTokenResponse:
         if self.unknown_tagged_fields:
             s += f", unknown_tagged_fields={self.unknown_tagged_fields!r}"
         return s + ")"
+
+
 
 
 
@@ -234,9 +246,9 @@ def _d_CreateDelegationTokenRequest_v1(buf, pos):
 
 def _e_CreateDelegationTokenRequest_v1(o, out, rg):
     if o.owner_principal_type != '':
-        raise _unsup('owner_principal_type' + ' (versions 3+)', 1)
+        raise _unsup('CreateDelegationTokenRequest.owner_principal_type (versions 3+)', 1)
     if o.owner_principal_name != '':
-        raise _unsup('owner_principal_name' + ' (versions 3+)', 1)
+        raise _unsup('CreateDelegationTokenRequest.owner_principal_name (versions 3+)', 1)
     _l = o.renewers
     out += _I32.pack(len(_l))
     for _e in _l:
@@ -297,9 +309,9 @@ def _d_CreateDelegationTokenRequest_v2(buf, pos):
 
 def _e_CreateDelegationTokenRequest_v2(o, out, rg):
     if o.owner_principal_type != '':
-        raise _unsup('owner_principal_type' + ' (versions 3+)', 2)
+        raise _unsup('CreateDelegationTokenRequest.owner_principal_type (versions 3+)', 2)
     if o.owner_principal_name != '':
-        raise _unsup('owner_principal_name' + ' (versions 3+)', 2)
+        raise _unsup('CreateDelegationTokenRequest.owner_principal_name (versions 3+)', 2)
     _l = o.renewers
     _w_uv(out, len(_l) + 1)
     for _e in _l:
@@ -376,9 +388,9 @@ def _d_CreateDelegationTokenResponse_v1(buf, pos):
 
 def _e_CreateDelegationTokenResponse_v1(o, out, rg):
     if o.token_requester_principal_type != '':
-        raise _unsup('token_requester_principal_type' + ' (versions 3+)', 1)
+        raise _unsup('CreateDelegationTokenResponse.token_requester_principal_type (versions 3+)', 1)
     if o.token_requester_principal_name != '':
-        raise _unsup('token_requester_principal_name' + ' (versions 3+)', 1)
+        raise _unsup('CreateDelegationTokenResponse.token_requester_principal_name (versions 3+)', 1)
     out += _S1.pack(o.error_code)
     _w_str(out, o.principal_type)
     _w_str(out, o.principal_name)
@@ -412,9 +424,9 @@ def _d_CreateDelegationTokenResponse_v2(buf, pos):
 
 def _e_CreateDelegationTokenResponse_v2(o, out, rg):
     if o.token_requester_principal_type != '':
-        raise _unsup('token_requester_principal_type' + ' (versions 3+)', 2)
+        raise _unsup('CreateDelegationTokenResponse.token_requester_principal_type (versions 3+)', 2)
     if o.token_requester_principal_name != '':
-        raise _unsup('token_requester_principal_name' + ' (versions 3+)', 2)
+        raise _unsup('CreateDelegationTokenResponse.token_requester_principal_name (versions 3+)', 2)
     out += _S1.pack(o.error_code)
     _w_cstr(out, o.principal_type)
     _w_cstr(out, o.principal_name)

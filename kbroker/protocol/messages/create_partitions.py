@@ -32,12 +32,9 @@ from kbroker.protocol.types import unsupported_field as _unsup
 from kbroker.protocol.types import uuid_from_bytes as _uuid
 from kbroker.protocol.types import write_bytes as _w_bytes
 from kbroker.protocol.types import write_compact_nullable_string as _w_cnstr
-from kbroker.protocol.types import write_compact_records as _w_crecords
 from kbroker.protocol.types import write_compact_string as _w_cstr
-from kbroker.protocol.types import write_null_array as _w_nullarr
 from kbroker.protocol.types import write_nullable_string as _w_nstr
 from kbroker.protocol.types import write_primitive_array as _w_parr
-from kbroker.protocol.types import write_legacy_records as _w_records
 from kbroker.protocol.types import write_string as _w_str
 from kbroker.protocol.types import write_string_array as _w_sarr
 from kbroker.protocol.types import write_uvarint as _w_uv
@@ -45,8 +42,11 @@ from kbroker.protocol.types import write_tags as _w_tags
 from kbroker.protocol.types import write_unknown_tags as _w_utags
 from kbroker.protocol.types import write_uuid_array as _w_uarr
 from kbroker.protocol.varint import read_unsigned_varint as _ruv
+from kbroker.protocol.regions import write_compact_records as _w_crecords
+from kbroker.protocol.regions import write_legacy_records as _w_records
 
 _new = object.__new__
+_NULL_I32 = b"\xff\xff\xff\xff"
 
 
 class CreatePartitionsRequest:
@@ -144,8 +144,26 @@ class CreatePartitionsRequest:
 
 _CreatePartitionsRequest_CreatePartitionsTopic = CreatePartitionsRequest.CreatePartitionsTopic
 _CreatePartitionsRequest_CreatePartitionsAssignment = CreatePartitionsRequest.CreatePartitionsAssignment
-_D_CreatePartitionsRequest_CreatePartitionsTopic = _CreatePartitionsRequest_CreatePartitionsTopic()
-_D_CreatePartitionsRequest_CreatePartitionsAssignment = _CreatePartitionsRequest_CreatePartitionsAssignment()
+
+
+def _mk_CreatePartitionsRequest_CreatePartitionsTopic():
+    o = _new(_CreatePartitionsRequest_CreatePartitionsTopic)
+    o.name = ''
+    o.count = 0
+    o.assignments = []
+    o.unknown_tagged_fields = {}
+    return o
+
+
+def _mk_CreatePartitionsRequest_CreatePartitionsAssignment():
+    o = _new(_CreatePartitionsRequest_CreatePartitionsAssignment)
+    o.broker_ids = []
+    o.unknown_tagged_fields = {}
+    return o
+
+
+_D_CreatePartitionsRequest_CreatePartitionsTopic = _mk_CreatePartitionsRequest_CreatePartitionsTopic()
+_D_CreatePartitionsRequest_CreatePartitionsAssignment = _mk_CreatePartitionsRequest_CreatePartitionsAssignment()
 
 
 class CreatePartitionsResponse:
@@ -212,7 +230,18 @@ class CreatePartitionsResponse:
 
 
 _CreatePartitionsResponse_CreatePartitionsTopicResult = CreatePartitionsResponse.CreatePartitionsTopicResult
-_D_CreatePartitionsResponse_CreatePartitionsTopicResult = _CreatePartitionsResponse_CreatePartitionsTopicResult()
+
+
+def _mk_CreatePartitionsResponse_CreatePartitionsTopicResult():
+    o = _new(_CreatePartitionsResponse_CreatePartitionsTopicResult)
+    o.name = ''
+    o.error_code = 0
+    o.error_message = None
+    o.unknown_tagged_fields = {}
+    return o
+
+
+_D_CreatePartitionsResponse_CreatePartitionsTopicResult = _mk_CreatePartitionsResponse_CreatePartitionsTopicResult()
 
 CreatePartitionsRequest.FIELDS = (
     FieldInfo('topics', 'Topics', '[]CreatePartitionsTopic', (0, 32767), None, None, None, False, _CreatePartitionsRequest_CreatePartitionsTopic),
@@ -280,7 +309,7 @@ def _e_CreatePartitionsRequest_CreatePartitionsTopic_v0(o, out, rg):
     out += _S0.pack(o.count)
     _l = o.assignments
     if _l is None:
-        _w_nullarr(out, False)
+        out += _NULL_I32
     else:
         out += _I32.pack(len(_l))
         for _e in _l:
@@ -368,7 +397,7 @@ def _e_CreatePartitionsRequest_CreatePartitionsTopic_v2(o, out, rg):
     out += _S0.pack(o.count)
     _l = o.assignments
     if _l is None:
-        _w_nullarr(out, True)
+        out.append(0)
     else:
         _w_uv(out, len(_l) + 1)
         for _e in _l:

@@ -32,12 +32,9 @@ from kbroker.protocol.types import unsupported_field as _unsup
 from kbroker.protocol.types import uuid_from_bytes as _uuid
 from kbroker.protocol.types import write_bytes as _w_bytes
 from kbroker.protocol.types import write_compact_nullable_string as _w_cnstr
-from kbroker.protocol.types import write_compact_records as _w_crecords
 from kbroker.protocol.types import write_compact_string as _w_cstr
-from kbroker.protocol.types import write_null_array as _w_nullarr
 from kbroker.protocol.types import write_nullable_string as _w_nstr
 from kbroker.protocol.types import write_primitive_array as _w_parr
-from kbroker.protocol.types import write_legacy_records as _w_records
 from kbroker.protocol.types import write_string as _w_str
 from kbroker.protocol.types import write_string_array as _w_sarr
 from kbroker.protocol.types import write_uvarint as _w_uv
@@ -45,8 +42,11 @@ from kbroker.protocol.types import write_tags as _w_tags
 from kbroker.protocol.types import write_unknown_tags as _w_utags
 from kbroker.protocol.types import write_uuid_array as _w_uarr
 from kbroker.protocol.varint import read_unsigned_varint as _ruv
+from kbroker.protocol.regions import write_compact_records as _w_crecords
+from kbroker.protocol.regions import write_legacy_records as _w_records
 
 _new = object.__new__
+_NULL_I32 = b"\xff\xff\xff\xff"
 
 
 class CreateTopicsRequest:
@@ -181,9 +181,38 @@ class CreateTopicsRequest:
 _CreateTopicsRequest_CreatableTopic = CreateTopicsRequest.CreatableTopic
 _CreateTopicsRequest_CreatableReplicaAssignment = CreateTopicsRequest.CreatableReplicaAssignment
 _CreateTopicsRequest_CreatableTopicConfig = CreateTopicsRequest.CreatableTopicConfig
-_D_CreateTopicsRequest_CreatableTopic = _CreateTopicsRequest_CreatableTopic()
-_D_CreateTopicsRequest_CreatableReplicaAssignment = _CreateTopicsRequest_CreatableReplicaAssignment()
-_D_CreateTopicsRequest_CreatableTopicConfig = _CreateTopicsRequest_CreatableTopicConfig()
+
+
+def _mk_CreateTopicsRequest_CreatableTopic():
+    o = _new(_CreateTopicsRequest_CreatableTopic)
+    o.name = ''
+    o.num_partitions = 0
+    o.replication_factor = 0
+    o.assignments = []
+    o.configs = []
+    o.unknown_tagged_fields = {}
+    return o
+
+
+def _mk_CreateTopicsRequest_CreatableReplicaAssignment():
+    o = _new(_CreateTopicsRequest_CreatableReplicaAssignment)
+    o.partition_index = 0
+    o.broker_ids = []
+    o.unknown_tagged_fields = {}
+    return o
+
+
+def _mk_CreateTopicsRequest_CreatableTopicConfig():
+    o = _new(_CreateTopicsRequest_CreatableTopicConfig)
+    o.name = ''
+    o.value = ''
+    o.unknown_tagged_fields = {}
+    return o
+
+
+_D_CreateTopicsRequest_CreatableTopic = _mk_CreateTopicsRequest_CreatableTopic()
+_D_CreateTopicsRequest_CreatableReplicaAssignment = _mk_CreateTopicsRequest_CreatableReplicaAssignment()
+_D_CreateTopicsRequest_CreatableTopicConfig = _mk_CreateTopicsRequest_CreatableTopicConfig()
 
 
 class CreateTopicsResponse:
@@ -297,8 +326,35 @@ class CreateTopicsResponse:
 
 _CreateTopicsResponse_CreatableTopicResult = CreateTopicsResponse.CreatableTopicResult
 _CreateTopicsResponse_CreatableTopicConfigs = CreateTopicsResponse.CreatableTopicConfigs
-_D_CreateTopicsResponse_CreatableTopicResult = _CreateTopicsResponse_CreatableTopicResult()
-_D_CreateTopicsResponse_CreatableTopicConfigs = _CreateTopicsResponse_CreatableTopicConfigs()
+
+
+def _mk_CreateTopicsResponse_CreatableTopicResult():
+    o = _new(_CreateTopicsResponse_CreatableTopicResult)
+    o.name = ''
+    o.topic_id = _ZERO_UUID
+    o.error_code = 0
+    o.error_message = ''
+    o.topic_config_error_code = 0
+    o.num_partitions = -1
+    o.replication_factor = -1
+    o.configs = []
+    o.unknown_tagged_fields = {}
+    return o
+
+
+def _mk_CreateTopicsResponse_CreatableTopicConfigs():
+    o = _new(_CreateTopicsResponse_CreatableTopicConfigs)
+    o.name = ''
+    o.value = ''
+    o.read_only = False
+    o.config_source = -1
+    o.is_sensitive = False
+    o.unknown_tagged_fields = {}
+    return o
+
+
+_D_CreateTopicsResponse_CreatableTopicResult = _mk_CreateTopicsResponse_CreatableTopicResult()
+_D_CreateTopicsResponse_CreatableTopicConfigs = _mk_CreateTopicsResponse_CreatableTopicConfigs()
 
 CreateTopicsRequest.FIELDS = (
     FieldInfo('topics', 'Topics', '[]CreatableTopic', (0, 32767), None, None, None, False, _CreateTopicsRequest_CreatableTopic),
@@ -714,7 +770,7 @@ def _e_CreateTopicsResponse_CreatableTopicResult_v5(o, out, rg):
     out += _S1.pack(o.num_partitions, o.replication_factor)
     _l = o.configs
     if _l is None:
-        _w_nullarr(out, True)
+        out.append(0)
     else:
         _w_uv(out, len(_l) + 1)
         for _e in _l:
@@ -816,7 +872,7 @@ def _e_CreateTopicsResponse_CreatableTopicResult_v7(o, out, rg):
     out += _S1.pack(o.num_partitions, o.replication_factor)
     _l = o.configs
     if _l is None:
-        _w_nullarr(out, True)
+        out.append(0)
     else:
         _w_uv(out, len(_l) + 1)
         for _e in _l:

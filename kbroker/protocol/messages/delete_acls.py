@@ -32,12 +32,9 @@ from kbroker.protocol.types import unsupported_field as _unsup
 from kbroker.protocol.types import uuid_from_bytes as _uuid
 from kbroker.protocol.types import write_bytes as _w_bytes
 from kbroker.protocol.types import write_compact_nullable_string as _w_cnstr
-from kbroker.protocol.types import write_compact_records as _w_crecords
 from kbroker.protocol.types import write_compact_string as _w_cstr
-from kbroker.protocol.types import write_null_array as _w_nullarr
 from kbroker.protocol.types import write_nullable_string as _w_nstr
 from kbroker.protocol.types import write_primitive_array as _w_parr
-from kbroker.protocol.types import write_legacy_records as _w_records
 from kbroker.protocol.types import write_string as _w_str
 from kbroker.protocol.types import write_string_array as _w_sarr
 from kbroker.protocol.types import write_uvarint as _w_uv
@@ -45,8 +42,11 @@ from kbroker.protocol.types import write_tags as _w_tags
 from kbroker.protocol.types import write_unknown_tags as _w_utags
 from kbroker.protocol.types import write_uuid_array as _w_uarr
 from kbroker.protocol.varint import read_unsigned_varint as _ruv
+from kbroker.protocol.regions import write_compact_records as _w_crecords
+from kbroker.protocol.regions import write_legacy_records as _w_records
 
 _new = object.__new__
+_NULL_I32 = b"\xff\xff\xff\xff"
 
 
 class DeleteAclsRequest:
@@ -119,7 +119,22 @@ class DeleteAclsRequest:
 
 
 _DeleteAclsRequest_DeleteAclsFilter = DeleteAclsRequest.DeleteAclsFilter
-_D_DeleteAclsRequest_DeleteAclsFilter = _DeleteAclsRequest_DeleteAclsFilter()
+
+
+def _mk_DeleteAclsRequest_DeleteAclsFilter():
+    o = _new(_DeleteAclsRequest_DeleteAclsFilter)
+    o.resource_type_filter = 0
+    o.resource_name_filter = ''
+    o.pattern_type_filter = 3
+    o.principal_filter = ''
+    o.host_filter = ''
+    o.operation = 0
+    o.permission_type = 0
+    o.unknown_tagged_fields = {}
+    return o
+
+
+_D_DeleteAclsRequest_DeleteAclsFilter = _mk_DeleteAclsRequest_DeleteAclsFilter()
 
 
 class DeleteAclsResponse:
@@ -231,8 +246,34 @@ class DeleteAclsResponse:
 
 _DeleteAclsResponse_DeleteAclsFilterResult = DeleteAclsResponse.DeleteAclsFilterResult
 _DeleteAclsResponse_DeleteAclsMatchingAcl = DeleteAclsResponse.DeleteAclsMatchingAcl
-_D_DeleteAclsResponse_DeleteAclsFilterResult = _DeleteAclsResponse_DeleteAclsFilterResult()
-_D_DeleteAclsResponse_DeleteAclsMatchingAcl = _DeleteAclsResponse_DeleteAclsMatchingAcl()
+
+
+def _mk_DeleteAclsResponse_DeleteAclsFilterResult():
+    o = _new(_DeleteAclsResponse_DeleteAclsFilterResult)
+    o.error_code = 0
+    o.error_message = ''
+    o.matching_acls = []
+    o.unknown_tagged_fields = {}
+    return o
+
+
+def _mk_DeleteAclsResponse_DeleteAclsMatchingAcl():
+    o = _new(_DeleteAclsResponse_DeleteAclsMatchingAcl)
+    o.error_code = 0
+    o.error_message = ''
+    o.resource_type = 0
+    o.resource_name = ''
+    o.pattern_type = 3
+    o.principal = ''
+    o.host = ''
+    o.operation = 0
+    o.permission_type = 0
+    o.unknown_tagged_fields = {}
+    return o
+
+
+_D_DeleteAclsResponse_DeleteAclsFilterResult = _mk_DeleteAclsResponse_DeleteAclsFilterResult()
+_D_DeleteAclsResponse_DeleteAclsMatchingAcl = _mk_DeleteAclsResponse_DeleteAclsMatchingAcl()
 
 DeleteAclsRequest.FIELDS = (
     FieldInfo('filters', 'Filters', '[]DeleteAclsFilter', (0, 32767), None, None, None, False, _DeleteAclsRequest_DeleteAclsFilter),

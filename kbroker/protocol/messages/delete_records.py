@@ -32,12 +32,9 @@ from kbroker.protocol.types import unsupported_field as _unsup
 from kbroker.protocol.types import uuid_from_bytes as _uuid
 from kbroker.protocol.types import write_bytes as _w_bytes
 from kbroker.protocol.types import write_compact_nullable_string as _w_cnstr
-from kbroker.protocol.types import write_compact_records as _w_crecords
 from kbroker.protocol.types import write_compact_string as _w_cstr
-from kbroker.protocol.types import write_null_array as _w_nullarr
 from kbroker.protocol.types import write_nullable_string as _w_nstr
 from kbroker.protocol.types import write_primitive_array as _w_parr
-from kbroker.protocol.types import write_legacy_records as _w_records
 from kbroker.protocol.types import write_string as _w_str
 from kbroker.protocol.types import write_string_array as _w_sarr
 from kbroker.protocol.types import write_uvarint as _w_uv
@@ -45,8 +42,11 @@ from kbroker.protocol.types import write_tags as _w_tags
 from kbroker.protocol.types import write_unknown_tags as _w_utags
 from kbroker.protocol.types import write_uuid_array as _w_uarr
 from kbroker.protocol.varint import read_unsigned_varint as _ruv
+from kbroker.protocol.regions import write_compact_records as _w_crecords
+from kbroker.protocol.regions import write_legacy_records as _w_records
 
 _new = object.__new__
+_NULL_I32 = b"\xff\xff\xff\xff"
 
 
 class DeleteRecordsRequest:
@@ -142,8 +142,26 @@ class DeleteRecordsRequest:
 
 _DeleteRecordsRequest_DeleteRecordsTopic = DeleteRecordsRequest.DeleteRecordsTopic
 _DeleteRecordsRequest_DeleteRecordsPartition = DeleteRecordsRequest.DeleteRecordsPartition
-_D_DeleteRecordsRequest_DeleteRecordsTopic = _DeleteRecordsRequest_DeleteRecordsTopic()
-_D_DeleteRecordsRequest_DeleteRecordsPartition = _DeleteRecordsRequest_DeleteRecordsPartition()
+
+
+def _mk_DeleteRecordsRequest_DeleteRecordsTopic():
+    o = _new(_DeleteRecordsRequest_DeleteRecordsTopic)
+    o.name = ''
+    o.partitions = []
+    o.unknown_tagged_fields = {}
+    return o
+
+
+def _mk_DeleteRecordsRequest_DeleteRecordsPartition():
+    o = _new(_DeleteRecordsRequest_DeleteRecordsPartition)
+    o.partition_index = 0
+    o.offset = 0
+    o.unknown_tagged_fields = {}
+    return o
+
+
+_D_DeleteRecordsRequest_DeleteRecordsTopic = _mk_DeleteRecordsRequest_DeleteRecordsTopic()
+_D_DeleteRecordsRequest_DeleteRecordsPartition = _mk_DeleteRecordsRequest_DeleteRecordsPartition()
 
 
 class DeleteRecordsResponse:
@@ -241,8 +259,27 @@ class DeleteRecordsResponse:
 
 _DeleteRecordsResponse_DeleteRecordsTopicResult = DeleteRecordsResponse.DeleteRecordsTopicResult
 _DeleteRecordsResponse_DeleteRecordsPartitionResult = DeleteRecordsResponse.DeleteRecordsPartitionResult
-_D_DeleteRecordsResponse_DeleteRecordsTopicResult = _DeleteRecordsResponse_DeleteRecordsTopicResult()
-_D_DeleteRecordsResponse_DeleteRecordsPartitionResult = _DeleteRecordsResponse_DeleteRecordsPartitionResult()
+
+
+def _mk_DeleteRecordsResponse_DeleteRecordsTopicResult():
+    o = _new(_DeleteRecordsResponse_DeleteRecordsTopicResult)
+    o.name = ''
+    o.partitions = []
+    o.unknown_tagged_fields = {}
+    return o
+
+
+def _mk_DeleteRecordsResponse_DeleteRecordsPartitionResult():
+    o = _new(_DeleteRecordsResponse_DeleteRecordsPartitionResult)
+    o.partition_index = 0
+    o.low_watermark = 0
+    o.error_code = 0
+    o.unknown_tagged_fields = {}
+    return o
+
+
+_D_DeleteRecordsResponse_DeleteRecordsTopicResult = _mk_DeleteRecordsResponse_DeleteRecordsTopicResult()
+_D_DeleteRecordsResponse_DeleteRecordsPartitionResult = _mk_DeleteRecordsResponse_DeleteRecordsPartitionResult()
 
 DeleteRecordsRequest.FIELDS = (
     FieldInfo('topics', 'Topics', '[]DeleteRecordsTopic', (0, 32767), None, None, None, False, _DeleteRecordsRequest_DeleteRecordsTopic),

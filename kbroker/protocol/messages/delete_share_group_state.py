@@ -32,12 +32,9 @@ from kbroker.protocol.types import unsupported_field as _unsup
 from kbroker.protocol.types import uuid_from_bytes as _uuid
 from kbroker.protocol.types import write_bytes as _w_bytes
 from kbroker.protocol.types import write_compact_nullable_string as _w_cnstr
-from kbroker.protocol.types import write_compact_records as _w_crecords
 from kbroker.protocol.types import write_compact_string as _w_cstr
-from kbroker.protocol.types import write_null_array as _w_nullarr
 from kbroker.protocol.types import write_nullable_string as _w_nstr
 from kbroker.protocol.types import write_primitive_array as _w_parr
-from kbroker.protocol.types import write_legacy_records as _w_records
 from kbroker.protocol.types import write_string as _w_str
 from kbroker.protocol.types import write_string_array as _w_sarr
 from kbroker.protocol.types import write_uvarint as _w_uv
@@ -45,8 +42,11 @@ from kbroker.protocol.types import write_tags as _w_tags
 from kbroker.protocol.types import write_unknown_tags as _w_utags
 from kbroker.protocol.types import write_uuid_array as _w_uarr
 from kbroker.protocol.varint import read_unsigned_varint as _ruv
+from kbroker.protocol.regions import write_compact_records as _w_crecords
+from kbroker.protocol.regions import write_legacy_records as _w_records
 
 _new = object.__new__
+_NULL_I32 = b"\xff\xff\xff\xff"
 
 
 class DeleteShareGroupStateRequest:
@@ -140,8 +140,25 @@ class DeleteShareGroupStateRequest:
 
 _DeleteShareGroupStateRequest_DeleteStateData = DeleteShareGroupStateRequest.DeleteStateData
 _DeleteShareGroupStateRequest_PartitionData = DeleteShareGroupStateRequest.PartitionData
-_D_DeleteShareGroupStateRequest_DeleteStateData = _DeleteShareGroupStateRequest_DeleteStateData()
-_D_DeleteShareGroupStateRequest_PartitionData = _DeleteShareGroupStateRequest_PartitionData()
+
+
+def _mk_DeleteShareGroupStateRequest_DeleteStateData():
+    o = _new(_DeleteShareGroupStateRequest_DeleteStateData)
+    o.topic_id = _ZERO_UUID
+    o.partitions = []
+    o.unknown_tagged_fields = {}
+    return o
+
+
+def _mk_DeleteShareGroupStateRequest_PartitionData():
+    o = _new(_DeleteShareGroupStateRequest_PartitionData)
+    o.partition = 0
+    o.unknown_tagged_fields = {}
+    return o
+
+
+_D_DeleteShareGroupStateRequest_DeleteStateData = _mk_DeleteShareGroupStateRequest_DeleteStateData()
+_D_DeleteShareGroupStateRequest_PartitionData = _mk_DeleteShareGroupStateRequest_PartitionData()
 
 
 class DeleteShareGroupStateResponse:
@@ -237,8 +254,27 @@ class DeleteShareGroupStateResponse:
 
 _DeleteShareGroupStateResponse_DeleteStateResult = DeleteShareGroupStateResponse.DeleteStateResult
 _DeleteShareGroupStateResponse_PartitionResult = DeleteShareGroupStateResponse.PartitionResult
-_D_DeleteShareGroupStateResponse_DeleteStateResult = _DeleteShareGroupStateResponse_DeleteStateResult()
-_D_DeleteShareGroupStateResponse_PartitionResult = _DeleteShareGroupStateResponse_PartitionResult()
+
+
+def _mk_DeleteShareGroupStateResponse_DeleteStateResult():
+    o = _new(_DeleteShareGroupStateResponse_DeleteStateResult)
+    o.topic_id = _ZERO_UUID
+    o.partitions = []
+    o.unknown_tagged_fields = {}
+    return o
+
+
+def _mk_DeleteShareGroupStateResponse_PartitionResult():
+    o = _new(_DeleteShareGroupStateResponse_PartitionResult)
+    o.partition = 0
+    o.error_code = 0
+    o.error_message = None
+    o.unknown_tagged_fields = {}
+    return o
+
+
+_D_DeleteShareGroupStateResponse_DeleteStateResult = _mk_DeleteShareGroupStateResponse_DeleteStateResult()
+_D_DeleteShareGroupStateResponse_PartitionResult = _mk_DeleteShareGroupStateResponse_PartitionResult()
 
 DeleteShareGroupStateRequest.FIELDS = (
     FieldInfo('group_id', 'GroupId', 'string', (0, 32767), None, None, None, False, None),

@@ -32,12 +32,9 @@ from kbroker.protocol.types import unsupported_field as _unsup
 from kbroker.protocol.types import uuid_from_bytes as _uuid
 from kbroker.protocol.types import write_bytes as _w_bytes
 from kbroker.protocol.types import write_compact_nullable_string as _w_cnstr
-from kbroker.protocol.types import write_compact_records as _w_crecords
 from kbroker.protocol.types import write_compact_string as _w_cstr
-from kbroker.protocol.types import write_null_array as _w_nullarr
 from kbroker.protocol.types import write_nullable_string as _w_nstr
 from kbroker.protocol.types import write_primitive_array as _w_parr
-from kbroker.protocol.types import write_legacy_records as _w_records
 from kbroker.protocol.types import write_string as _w_str
 from kbroker.protocol.types import write_string_array as _w_sarr
 from kbroker.protocol.types import write_uvarint as _w_uv
@@ -45,8 +42,11 @@ from kbroker.protocol.types import write_tags as _w_tags
 from kbroker.protocol.types import write_unknown_tags as _w_utags
 from kbroker.protocol.types import write_uuid_array as _w_uarr
 from kbroker.protocol.varint import read_unsigned_varint as _ruv
+from kbroker.protocol.regions import write_compact_records as _w_crecords
+from kbroker.protocol.regions import write_legacy_records as _w_records
 
 _new = object.__new__
+_NULL_I32 = b"\xff\xff\xff\xff"
 
 
 class DeleteTopicsRequest:
@@ -113,7 +113,17 @@ class DeleteTopicsRequest:
 
 
 _DeleteTopicsRequest_DeleteTopicState = DeleteTopicsRequest.DeleteTopicState
-_D_DeleteTopicsRequest_DeleteTopicState = _DeleteTopicsRequest_DeleteTopicState()
+
+
+def _mk_DeleteTopicsRequest_DeleteTopicState():
+    o = _new(_DeleteTopicsRequest_DeleteTopicState)
+    o.name = None
+    o.topic_id = _ZERO_UUID
+    o.unknown_tagged_fields = {}
+    return o
+
+
+_D_DeleteTopicsRequest_DeleteTopicState = _mk_DeleteTopicsRequest_DeleteTopicState()
 
 
 class DeleteTopicsResponse:
@@ -182,7 +192,19 @@ class DeleteTopicsResponse:
 
 
 _DeleteTopicsResponse_DeletableTopicResult = DeleteTopicsResponse.DeletableTopicResult
-_D_DeleteTopicsResponse_DeletableTopicResult = _DeleteTopicsResponse_DeletableTopicResult()
+
+
+def _mk_DeleteTopicsResponse_DeletableTopicResult():
+    o = _new(_DeleteTopicsResponse_DeletableTopicResult)
+    o.name = ''
+    o.topic_id = _ZERO_UUID
+    o.error_code = 0
+    o.error_message = None
+    o.unknown_tagged_fields = {}
+    return o
+
+
+_D_DeleteTopicsResponse_DeletableTopicResult = _mk_DeleteTopicsResponse_DeletableTopicResult()
 
 DeleteTopicsRequest.FIELDS = (
     FieldInfo('topics', 'Topics', '[]DeleteTopicState', (6, 32767), None, None, None, False, _DeleteTopicsRequest_DeleteTopicState),
@@ -225,21 +247,21 @@ def _d_DeleteTopicsRequest_v1(buf, pos):
 
 def _e_DeleteTopicsRequest_v1(o, out, rg):
     if o.topics != []:
-        raise _unsup('topics' + ' (versions 6+)', 1)
+        raise _unsup('DeleteTopicsRequest.topics (versions 6+)', 1)
     _w_sarr(out, o.topic_names, False, False)
     out += _S0.pack(o.timeout_ms)
 
 
 def _e_DeleteTopicsRequest_v2(o, out, rg):
     if o.topics != []:
-        raise _unsup('topics' + ' (versions 6+)', 2)
+        raise _unsup('DeleteTopicsRequest.topics (versions 6+)', 2)
     _w_sarr(out, o.topic_names, False, False)
     out += _S0.pack(o.timeout_ms)
 
 
 def _e_DeleteTopicsRequest_v3(o, out, rg):
     if o.topics != []:
-        raise _unsup('topics' + ' (versions 6+)', 3)
+        raise _unsup('DeleteTopicsRequest.topics (versions 6+)', 3)
     _w_sarr(out, o.topic_names, False, False)
     out += _S0.pack(o.timeout_ms)
 
@@ -262,7 +284,7 @@ def _d_DeleteTopicsRequest_v4(buf, pos):
 
 def _e_DeleteTopicsRequest_v4(o, out, rg):
     if o.topics != []:
-        raise _unsup('topics' + ' (versions 6+)', 4)
+        raise _unsup('DeleteTopicsRequest.topics (versions 6+)', 4)
     _w_sarr(out, o.topic_names, False, True)
     out += _S0.pack(o.timeout_ms)
     _u = o.unknown_tagged_fields
@@ -274,7 +296,7 @@ def _e_DeleteTopicsRequest_v4(o, out, rg):
 
 def _e_DeleteTopicsRequest_v5(o, out, rg):
     if o.topics != []:
-        raise _unsup('topics' + ' (versions 6+)', 5)
+        raise _unsup('DeleteTopicsRequest.topics (versions 6+)', 5)
     _w_sarr(out, o.topic_names, False, True)
     out += _S0.pack(o.timeout_ms)
     _u = o.unknown_tagged_fields

@@ -32,12 +32,9 @@ from kbroker.protocol.types import unsupported_field as _unsup
 from kbroker.protocol.types import uuid_from_bytes as _uuid
 from kbroker.protocol.types import write_bytes as _w_bytes
 from kbroker.protocol.types import write_compact_nullable_string as _w_cnstr
-from kbroker.protocol.types import write_compact_records as _w_crecords
 from kbroker.protocol.types import write_compact_string as _w_cstr
-from kbroker.protocol.types import write_null_array as _w_nullarr
 from kbroker.protocol.types import write_nullable_string as _w_nstr
 from kbroker.protocol.types import write_primitive_array as _w_parr
-from kbroker.protocol.types import write_legacy_records as _w_records
 from kbroker.protocol.types import write_string as _w_str
 from kbroker.protocol.types import write_string_array as _w_sarr
 from kbroker.protocol.types import write_uvarint as _w_uv
@@ -45,8 +42,11 @@ from kbroker.protocol.types import write_tags as _w_tags
 from kbroker.protocol.types import write_unknown_tags as _w_utags
 from kbroker.protocol.types import write_uuid_array as _w_uarr
 from kbroker.protocol.varint import read_unsigned_varint as _ruv
+from kbroker.protocol.regions import write_compact_records as _w_crecords
+from kbroker.protocol.regions import write_legacy_records as _w_records
 
 _new = object.__new__
+_NULL_I32 = b"\xff\xff\xff\xff"
 
 
 class DescribeAclsRequest:
@@ -88,6 +88,8 @@ class DescribeAclsRequest:
         if self.unknown_tagged_fields:
             s += f", unknown_tagged_fields={self.unknown_tagged_fields!r}"
         return s + ")"
+
+
 
 
 
@@ -197,8 +199,30 @@ class DescribeAclsResponse:
 
 _DescribeAclsResponse_DescribeAclsResource = DescribeAclsResponse.DescribeAclsResource
 _DescribeAclsResponse_AclDescription = DescribeAclsResponse.AclDescription
-_D_DescribeAclsResponse_DescribeAclsResource = _DescribeAclsResponse_DescribeAclsResource()
-_D_DescribeAclsResponse_AclDescription = _DescribeAclsResponse_AclDescription()
+
+
+def _mk_DescribeAclsResponse_DescribeAclsResource():
+    o = _new(_DescribeAclsResponse_DescribeAclsResource)
+    o.resource_type = 0
+    o.resource_name = ''
+    o.pattern_type = 3
+    o.acls = []
+    o.unknown_tagged_fields = {}
+    return o
+
+
+def _mk_DescribeAclsResponse_AclDescription():
+    o = _new(_DescribeAclsResponse_AclDescription)
+    o.principal = ''
+    o.host = ''
+    o.operation = 0
+    o.permission_type = 0
+    o.unknown_tagged_fields = {}
+    return o
+
+
+_D_DescribeAclsResponse_DescribeAclsResource = _mk_DescribeAclsResponse_DescribeAclsResource()
+_D_DescribeAclsResponse_AclDescription = _mk_DescribeAclsResponse_AclDescription()
 
 DescribeAclsRequest.FIELDS = (
     FieldInfo('resource_type_filter', 'ResourceTypeFilter', 'int8', (0, 32767), None, None, None, False, None),

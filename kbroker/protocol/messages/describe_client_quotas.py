@@ -32,12 +32,9 @@ from kbroker.protocol.types import unsupported_field as _unsup
 from kbroker.protocol.types import uuid_from_bytes as _uuid
 from kbroker.protocol.types import write_bytes as _w_bytes
 from kbroker.protocol.types import write_compact_nullable_string as _w_cnstr
-from kbroker.protocol.types import write_compact_records as _w_crecords
 from kbroker.protocol.types import write_compact_string as _w_cstr
-from kbroker.protocol.types import write_null_array as _w_nullarr
 from kbroker.protocol.types import write_nullable_string as _w_nstr
 from kbroker.protocol.types import write_primitive_array as _w_parr
-from kbroker.protocol.types import write_legacy_records as _w_records
 from kbroker.protocol.types import write_string as _w_str
 from kbroker.protocol.types import write_string_array as _w_sarr
 from kbroker.protocol.types import write_uvarint as _w_uv
@@ -45,8 +42,11 @@ from kbroker.protocol.types import write_tags as _w_tags
 from kbroker.protocol.types import write_unknown_tags as _w_utags
 from kbroker.protocol.types import write_uuid_array as _w_uarr
 from kbroker.protocol.varint import read_unsigned_varint as _ruv
+from kbroker.protocol.regions import write_compact_records as _w_crecords
+from kbroker.protocol.regions import write_legacy_records as _w_records
 
 _new = object.__new__
+_NULL_I32 = b"\xff\xff\xff\xff"
 
 
 class DescribeClientQuotasRequest:
@@ -113,7 +113,18 @@ class DescribeClientQuotasRequest:
 
 
 _DescribeClientQuotasRequest_ComponentData = DescribeClientQuotasRequest.ComponentData
-_D_DescribeClientQuotasRequest_ComponentData = _DescribeClientQuotasRequest_ComponentData()
+
+
+def _mk_DescribeClientQuotasRequest_ComponentData():
+    o = _new(_DescribeClientQuotasRequest_ComponentData)
+    o.entity_type = ''
+    o.match_type = 0
+    o.match = ''
+    o.unknown_tagged_fields = {}
+    return o
+
+
+_D_DescribeClientQuotasRequest_ComponentData = _mk_DescribeClientQuotasRequest_ComponentData()
 
 
 class DescribeClientQuotasResponse:
@@ -244,9 +255,35 @@ class DescribeClientQuotasResponse:
 _DescribeClientQuotasResponse_EntryData = DescribeClientQuotasResponse.EntryData
 _DescribeClientQuotasResponse_EntityData = DescribeClientQuotasResponse.EntityData
 _DescribeClientQuotasResponse_ValueData = DescribeClientQuotasResponse.ValueData
-_D_DescribeClientQuotasResponse_EntryData = _DescribeClientQuotasResponse_EntryData()
-_D_DescribeClientQuotasResponse_EntityData = _DescribeClientQuotasResponse_EntityData()
-_D_DescribeClientQuotasResponse_ValueData = _DescribeClientQuotasResponse_ValueData()
+
+
+def _mk_DescribeClientQuotasResponse_EntryData():
+    o = _new(_DescribeClientQuotasResponse_EntryData)
+    o.entity = []
+    o.values = []
+    o.unknown_tagged_fields = {}
+    return o
+
+
+def _mk_DescribeClientQuotasResponse_EntityData():
+    o = _new(_DescribeClientQuotasResponse_EntityData)
+    o.entity_type = ''
+    o.entity_name = ''
+    o.unknown_tagged_fields = {}
+    return o
+
+
+def _mk_DescribeClientQuotasResponse_ValueData():
+    o = _new(_DescribeClientQuotasResponse_ValueData)
+    o.key = ''
+    o.value = 0.0
+    o.unknown_tagged_fields = {}
+    return o
+
+
+_D_DescribeClientQuotasResponse_EntryData = _mk_DescribeClientQuotasResponse_EntryData()
+_D_DescribeClientQuotasResponse_EntityData = _mk_DescribeClientQuotasResponse_EntityData()
+_D_DescribeClientQuotasResponse_ValueData = _mk_DescribeClientQuotasResponse_ValueData()
 
 DescribeClientQuotasRequest.FIELDS = (
     FieldInfo('components', 'Components', '[]ComponentData', (0, 32767), None, None, None, False, _DescribeClientQuotasRequest_ComponentData),
@@ -478,7 +515,7 @@ def _e_DescribeClientQuotasResponse_v0(o, out, rg):
     _w_nstr(out, o.error_message)
     _l = o.entries
     if _l is None:
-        _w_nullarr(out, False)
+        out += _NULL_I32
     else:
         out += _I32.pack(len(_l))
         for _e in _l:
@@ -619,7 +656,7 @@ def _e_DescribeClientQuotasResponse_v1(o, out, rg):
     _w_cnstr(out, o.error_message)
     _l = o.entries
     if _l is None:
-        _w_nullarr(out, True)
+        out.append(0)
     else:
         _w_uv(out, len(_l) + 1)
         for _e in _l:

@@ -32,12 +32,9 @@ from kbroker.protocol.types import unsupported_field as _unsup
 from kbroker.protocol.types import uuid_from_bytes as _uuid
 from kbroker.protocol.types import write_bytes as _w_bytes
 from kbroker.protocol.types import write_compact_nullable_string as _w_cnstr
-from kbroker.protocol.types import write_compact_records as _w_crecords
 from kbroker.protocol.types import write_compact_string as _w_cstr
-from kbroker.protocol.types import write_null_array as _w_nullarr
 from kbroker.protocol.types import write_nullable_string as _w_nstr
 from kbroker.protocol.types import write_primitive_array as _w_parr
-from kbroker.protocol.types import write_legacy_records as _w_records
 from kbroker.protocol.types import write_string as _w_str
 from kbroker.protocol.types import write_string_array as _w_sarr
 from kbroker.protocol.types import write_uvarint as _w_uv
@@ -45,8 +42,11 @@ from kbroker.protocol.types import write_tags as _w_tags
 from kbroker.protocol.types import write_unknown_tags as _w_utags
 from kbroker.protocol.types import write_uuid_array as _w_uarr
 from kbroker.protocol.varint import read_unsigned_varint as _ruv
+from kbroker.protocol.regions import write_compact_records as _w_crecords
+from kbroker.protocol.regions import write_legacy_records as _w_records
 
 _new = object.__new__
+_NULL_I32 = b"\xff\xff\xff\xff"
 
 
 class DescribeClusterRequest:
@@ -80,6 +80,8 @@ class DescribeClusterRequest:
         if self.unknown_tagged_fields:
             s += f", unknown_tagged_fields={self.unknown_tagged_fields!r}"
         return s + ")"
+
+
 
 
 
@@ -164,7 +166,20 @@ class DescribeClusterResponse:
 
 
 _DescribeClusterResponse_DescribeClusterBroker = DescribeClusterResponse.DescribeClusterBroker
-_D_DescribeClusterResponse_DescribeClusterBroker = _DescribeClusterResponse_DescribeClusterBroker()
+
+
+def _mk_DescribeClusterResponse_DescribeClusterBroker():
+    o = _new(_DescribeClusterResponse_DescribeClusterBroker)
+    o.broker_id = 0
+    o.host = ''
+    o.port = 0
+    o.rack = None
+    o.is_fenced = False
+    o.unknown_tagged_fields = {}
+    return o
+
+
+_D_DescribeClusterResponse_DescribeClusterBroker = _mk_DescribeClusterResponse_DescribeClusterBroker()
 
 DescribeClusterRequest.FIELDS = (
     FieldInfo('include_cluster_authorized_operations', 'IncludeClusterAuthorizedOperations', 'bool', (0, 32767), None, None, None, False, None),
@@ -214,9 +229,9 @@ def _d_DescribeClusterRequest_v0(buf, pos):
 
 def _e_DescribeClusterRequest_v0(o, out, rg):
     if o.endpoint_type != 1:
-        raise _unsup('endpoint_type' + ' (versions 1+)', 0)
+        raise _unsup('DescribeClusterRequest.endpoint_type (versions 1+)', 0)
     if o.include_fenced_brokers != False:
-        raise _unsup('include_fenced_brokers' + ' (versions 2+)', 0)
+        raise _unsup('DescribeClusterRequest.include_fenced_brokers (versions 2+)', 0)
     out += _S0.pack(o.include_cluster_authorized_operations)
     _u = o.unknown_tagged_fields
     if _u:
@@ -240,7 +255,7 @@ def _d_DescribeClusterRequest_v1(buf, pos):
 
 def _e_DescribeClusterRequest_v1(o, out, rg):
     if o.include_fenced_brokers != False:
-        raise _unsup('include_fenced_brokers' + ' (versions 2+)', 1)
+        raise _unsup('DescribeClusterRequest.include_fenced_brokers (versions 2+)', 1)
     out += _S1.pack(o.include_cluster_authorized_operations, o.endpoint_type)
     _u = o.unknown_tagged_fields
     if _u:
@@ -289,7 +304,7 @@ def _d_DescribeClusterResponse_DescribeClusterBroker_v0(buf, pos):
 
 def _e_DescribeClusterResponse_DescribeClusterBroker_v0(o, out, rg):
     if o.is_fenced != False:
-        raise _unsup('is_fenced' + ' (versions 2+)', 0)
+        raise _unsup('DescribeClusterResponse.DescribeClusterBroker.is_fenced (versions 2+)', 0)
     out += _S3.pack(o.broker_id)
     _w_cstr(out, o.host)
     out += _S3.pack(o.port)
@@ -337,7 +352,7 @@ def _d_DescribeClusterResponse_v0(buf, pos):
 
 def _e_DescribeClusterResponse_v0(o, out, rg):
     if o.endpoint_type != 1:
-        raise _unsup('endpoint_type' + ' (versions 1+)', 0)
+        raise _unsup('DescribeClusterResponse.endpoint_type (versions 1+)', 0)
     out += _S4.pack(o.throttle_time_ms, o.error_code)
     _w_cnstr(out, o.error_message)
     _w_cstr(out, o.cluster_id)
@@ -356,7 +371,7 @@ def _e_DescribeClusterResponse_v0(o, out, rg):
 
 def _e_DescribeClusterResponse_DescribeClusterBroker_v1(o, out, rg):
     if o.is_fenced != False:
-        raise _unsup('is_fenced' + ' (versions 2+)', 1)
+        raise _unsup('DescribeClusterResponse.DescribeClusterBroker.is_fenced (versions 2+)', 1)
     out += _S3.pack(o.broker_id)
     _w_cstr(out, o.host)
     out += _S3.pack(o.port)

@@ -32,12 +32,9 @@ from kbroker.protocol.types import unsupported_field as _unsup
 from kbroker.protocol.types import uuid_from_bytes as _uuid
 from kbroker.protocol.types import write_bytes as _w_bytes
 from kbroker.protocol.types import write_compact_nullable_string as _w_cnstr
-from kbroker.protocol.types import write_compact_records as _w_crecords
 from kbroker.protocol.types import write_compact_string as _w_cstr
-from kbroker.protocol.types import write_null_array as _w_nullarr
 from kbroker.protocol.types import write_nullable_string as _w_nstr
 from kbroker.protocol.types import write_primitive_array as _w_parr
-from kbroker.protocol.types import write_legacy_records as _w_records
 from kbroker.protocol.types import write_string as _w_str
 from kbroker.protocol.types import write_string_array as _w_sarr
 from kbroker.protocol.types import write_uvarint as _w_uv
@@ -45,8 +42,11 @@ from kbroker.protocol.types import write_tags as _w_tags
 from kbroker.protocol.types import write_unknown_tags as _w_utags
 from kbroker.protocol.types import write_uuid_array as _w_uarr
 from kbroker.protocol.varint import read_unsigned_varint as _ruv
+from kbroker.protocol.regions import write_compact_records as _w_crecords
+from kbroker.protocol.regions import write_legacy_records as _w_records
 
 _new = object.__new__
+_NULL_I32 = b"\xff\xff\xff\xff"
 
 
 class DescribeConfigsRequest:
@@ -115,7 +115,18 @@ class DescribeConfigsRequest:
 
 
 _DescribeConfigsRequest_DescribeConfigsResource = DescribeConfigsRequest.DescribeConfigsResource
-_D_DescribeConfigsRequest_DescribeConfigsResource = _DescribeConfigsRequest_DescribeConfigsResource()
+
+
+def _mk_DescribeConfigsRequest_DescribeConfigsResource():
+    o = _new(_DescribeConfigsRequest_DescribeConfigsResource)
+    o.resource_type = 0
+    o.resource_name = ''
+    o.configuration_keys = []
+    o.unknown_tagged_fields = {}
+    return o
+
+
+_D_DescribeConfigsRequest_DescribeConfigsResource = _mk_DescribeConfigsRequest_DescribeConfigsResource()
 
 
 class DescribeConfigsResponse:
@@ -262,9 +273,45 @@ class DescribeConfigsResponse:
 _DescribeConfigsResponse_DescribeConfigsResult = DescribeConfigsResponse.DescribeConfigsResult
 _DescribeConfigsResponse_DescribeConfigsResourceResult = DescribeConfigsResponse.DescribeConfigsResourceResult
 _DescribeConfigsResponse_DescribeConfigsSynonym = DescribeConfigsResponse.DescribeConfigsSynonym
-_D_DescribeConfigsResponse_DescribeConfigsResult = _DescribeConfigsResponse_DescribeConfigsResult()
-_D_DescribeConfigsResponse_DescribeConfigsResourceResult = _DescribeConfigsResponse_DescribeConfigsResourceResult()
-_D_DescribeConfigsResponse_DescribeConfigsSynonym = _DescribeConfigsResponse_DescribeConfigsSynonym()
+
+
+def _mk_DescribeConfigsResponse_DescribeConfigsResult():
+    o = _new(_DescribeConfigsResponse_DescribeConfigsResult)
+    o.error_code = 0
+    o.error_message = ''
+    o.resource_type = 0
+    o.resource_name = ''
+    o.configs = []
+    o.unknown_tagged_fields = {}
+    return o
+
+
+def _mk_DescribeConfigsResponse_DescribeConfigsResourceResult():
+    o = _new(_DescribeConfigsResponse_DescribeConfigsResourceResult)
+    o.name = ''
+    o.value = ''
+    o.read_only = False
+    o.config_source = -1
+    o.is_sensitive = False
+    o.synonyms = []
+    o.config_type = 0
+    o.documentation = ''
+    o.unknown_tagged_fields = {}
+    return o
+
+
+def _mk_DescribeConfigsResponse_DescribeConfigsSynonym():
+    o = _new(_DescribeConfigsResponse_DescribeConfigsSynonym)
+    o.name = ''
+    o.value = ''
+    o.source = 0
+    o.unknown_tagged_fields = {}
+    return o
+
+
+_D_DescribeConfigsResponse_DescribeConfigsResult = _mk_DescribeConfigsResponse_DescribeConfigsResult()
+_D_DescribeConfigsResponse_DescribeConfigsResourceResult = _mk_DescribeConfigsResponse_DescribeConfigsResourceResult()
+_D_DescribeConfigsResponse_DescribeConfigsSynonym = _mk_DescribeConfigsResponse_DescribeConfigsSynonym()
 
 DescribeConfigsRequest.FIELDS = (
     FieldInfo('resources', 'Resources', '[]DescribeConfigsResource', (0, 32767), None, None, None, False, _DescribeConfigsRequest_DescribeConfigsResource),
@@ -349,7 +396,7 @@ def _d_DescribeConfigsRequest_v1(buf, pos):
 
 def _e_DescribeConfigsRequest_v1(o, out, rg):
     if o.include_documentation != False:
-        raise _unsup('include_documentation' + ' (versions 3+)', 1)
+        raise _unsup('DescribeConfigsRequest.include_documentation (versions 3+)', 1)
     _l = o.resources
     out += _I32.pack(len(_l))
     for _e in _l:
@@ -359,7 +406,7 @@ def _e_DescribeConfigsRequest_v1(o, out, rg):
 
 def _e_DescribeConfigsRequest_v2(o, out, rg):
     if o.include_documentation != False:
-        raise _unsup('include_documentation' + ' (versions 3+)', 2)
+        raise _unsup('DescribeConfigsRequest.include_documentation (versions 3+)', 2)
     _l = o.resources
     out += _I32.pack(len(_l))
     for _e in _l:

@@ -32,12 +32,9 @@ from kbroker.protocol.types import unsupported_field as _unsup
 from kbroker.protocol.types import uuid_from_bytes as _uuid
 from kbroker.protocol.types import write_bytes as _w_bytes
 from kbroker.protocol.types import write_compact_nullable_string as _w_cnstr
-from kbroker.protocol.types import write_compact_records as _w_crecords
 from kbroker.protocol.types import write_compact_string as _w_cstr
-from kbroker.protocol.types import write_null_array as _w_nullarr
 from kbroker.protocol.types import write_nullable_string as _w_nstr
 from kbroker.protocol.types import write_primitive_array as _w_parr
-from kbroker.protocol.types import write_legacy_records as _w_records
 from kbroker.protocol.types import write_string as _w_str
 from kbroker.protocol.types import write_string_array as _w_sarr
 from kbroker.protocol.types import write_uvarint as _w_uv
@@ -45,8 +42,11 @@ from kbroker.protocol.types import write_tags as _w_tags
 from kbroker.protocol.types import write_unknown_tags as _w_utags
 from kbroker.protocol.types import write_uuid_array as _w_uarr
 from kbroker.protocol.varint import read_unsigned_varint as _ruv
+from kbroker.protocol.regions import write_compact_records as _w_crecords
+from kbroker.protocol.regions import write_legacy_records as _w_records
 
 _new = object.__new__
+_NULL_I32 = b"\xff\xff\xff\xff"
 
 
 class DescribeDelegationTokenRequest:
@@ -109,7 +109,17 @@ class DescribeDelegationTokenRequest:
 
 
 _DescribeDelegationTokenRequest_DescribeDelegationTokenOwner = DescribeDelegationTokenRequest.DescribeDelegationTokenOwner
-_D_DescribeDelegationTokenRequest_DescribeDelegationTokenOwner = _DescribeDelegationTokenRequest_DescribeDelegationTokenOwner()
+
+
+def _mk_DescribeDelegationTokenRequest_DescribeDelegationTokenOwner():
+    o = _new(_DescribeDelegationTokenRequest_DescribeDelegationTokenOwner)
+    o.principal_type = ''
+    o.principal_name = ''
+    o.unknown_tagged_fields = {}
+    return o
+
+
+_D_DescribeDelegationTokenRequest_DescribeDelegationTokenOwner = _mk_DescribeDelegationTokenRequest_DescribeDelegationTokenOwner()
 
 
 class DescribeDelegationTokenResponse:
@@ -223,8 +233,34 @@ class DescribeDelegationTokenResponse:
 
 _DescribeDelegationTokenResponse_DescribedDelegationToken = DescribeDelegationTokenResponse.DescribedDelegationToken
 _DescribeDelegationTokenResponse_DescribedDelegationTokenRenewer = DescribeDelegationTokenResponse.DescribedDelegationTokenRenewer
-_D_DescribeDelegationTokenResponse_DescribedDelegationToken = _DescribeDelegationTokenResponse_DescribedDelegationToken()
-_D_DescribeDelegationTokenResponse_DescribedDelegationTokenRenewer = _DescribeDelegationTokenResponse_DescribedDelegationTokenRenewer()
+
+
+def _mk_DescribeDelegationTokenResponse_DescribedDelegationToken():
+    o = _new(_DescribeDelegationTokenResponse_DescribedDelegationToken)
+    o.principal_type = ''
+    o.principal_name = ''
+    o.token_requester_principal_type = ''
+    o.token_requester_principal_name = ''
+    o.issue_timestamp = 0
+    o.expiry_timestamp = 0
+    o.max_timestamp = 0
+    o.token_id = ''
+    o.hmac = b''
+    o.renewers = []
+    o.unknown_tagged_fields = {}
+    return o
+
+
+def _mk_DescribeDelegationTokenResponse_DescribedDelegationTokenRenewer():
+    o = _new(_DescribeDelegationTokenResponse_DescribedDelegationTokenRenewer)
+    o.principal_type = ''
+    o.principal_name = ''
+    o.unknown_tagged_fields = {}
+    return o
+
+
+_D_DescribeDelegationTokenResponse_DescribedDelegationToken = _mk_DescribeDelegationTokenResponse_DescribedDelegationToken()
+_D_DescribeDelegationTokenResponse_DescribedDelegationTokenRenewer = _mk_DescribeDelegationTokenResponse_DescribedDelegationTokenRenewer()
 
 DescribeDelegationTokenRequest.FIELDS = (
     FieldInfo('owners', 'Owners', '[]DescribeDelegationTokenOwner', (0, 32767), (0, 32767), None, None, False, _DescribeDelegationTokenRequest_DescribeDelegationTokenOwner),
@@ -293,7 +329,7 @@ def _d_DescribeDelegationTokenRequest_v1(buf, pos):
 def _e_DescribeDelegationTokenRequest_v1(o, out, rg):
     _l = o.owners
     if _l is None:
-        _w_nullarr(out, False)
+        out += _NULL_I32
     else:
         out += _I32.pack(len(_l))
         for _e in _l:
@@ -350,7 +386,7 @@ def _d_DescribeDelegationTokenRequest_v2(buf, pos):
 def _e_DescribeDelegationTokenRequest_v2(o, out, rg):
     _l = o.owners
     if _l is None:
-        _w_nullarr(out, True)
+        out.append(0)
     else:
         _w_uv(out, len(_l) + 1)
         for _e in _l:
@@ -401,9 +437,9 @@ def _d_DescribeDelegationTokenResponse_DescribedDelegationToken_v1(buf, pos):
 
 def _e_DescribeDelegationTokenResponse_DescribedDelegationToken_v1(o, out, rg):
     if o.token_requester_principal_type != '':
-        raise _unsup('token_requester_principal_type' + ' (versions 3+)', 1)
+        raise _unsup('DescribeDelegationTokenResponse.DescribedDelegationToken.token_requester_principal_type (versions 3+)', 1)
     if o.token_requester_principal_name != '':
-        raise _unsup('token_requester_principal_name' + ' (versions 3+)', 1)
+        raise _unsup('DescribeDelegationTokenResponse.DescribedDelegationToken.token_requester_principal_name (versions 3+)', 1)
     _w_str(out, o.principal_type)
     _w_str(out, o.principal_name)
     out += _S0.pack(o.issue_timestamp, o.expiry_timestamp, o.max_timestamp)
@@ -501,9 +537,9 @@ def _d_DescribeDelegationTokenResponse_DescribedDelegationToken_v2(buf, pos):
 
 def _e_DescribeDelegationTokenResponse_DescribedDelegationToken_v2(o, out, rg):
     if o.token_requester_principal_type != '':
-        raise _unsup('token_requester_principal_type' + ' (versions 3+)', 2)
+        raise _unsup('DescribeDelegationTokenResponse.DescribedDelegationToken.token_requester_principal_type (versions 3+)', 2)
     if o.token_requester_principal_name != '':
-        raise _unsup('token_requester_principal_name' + ' (versions 3+)', 2)
+        raise _unsup('DescribeDelegationTokenResponse.DescribedDelegationToken.token_requester_principal_name (versions 3+)', 2)
     _w_cstr(out, o.principal_type)
     _w_cstr(out, o.principal_name)
     out += _S0.pack(o.issue_timestamp, o.expiry_timestamp, o.max_timestamp)

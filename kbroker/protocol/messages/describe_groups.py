@@ -32,12 +32,9 @@ from kbroker.protocol.types import unsupported_field as _unsup
 from kbroker.protocol.types import uuid_from_bytes as _uuid
 from kbroker.protocol.types import write_bytes as _w_bytes
 from kbroker.protocol.types import write_compact_nullable_string as _w_cnstr
-from kbroker.protocol.types import write_compact_records as _w_crecords
 from kbroker.protocol.types import write_compact_string as _w_cstr
-from kbroker.protocol.types import write_null_array as _w_nullarr
 from kbroker.protocol.types import write_nullable_string as _w_nstr
 from kbroker.protocol.types import write_primitive_array as _w_parr
-from kbroker.protocol.types import write_legacy_records as _w_records
 from kbroker.protocol.types import write_string as _w_str
 from kbroker.protocol.types import write_string_array as _w_sarr
 from kbroker.protocol.types import write_uvarint as _w_uv
@@ -45,8 +42,11 @@ from kbroker.protocol.types import write_tags as _w_tags
 from kbroker.protocol.types import write_unknown_tags as _w_utags
 from kbroker.protocol.types import write_uuid_array as _w_uarr
 from kbroker.protocol.varint import read_unsigned_varint as _ruv
+from kbroker.protocol.regions import write_compact_records as _w_crecords
+from kbroker.protocol.regions import write_legacy_records as _w_records
 
 _new = object.__new__
+_NULL_I32 = b"\xff\xff\xff\xff"
 
 
 class DescribeGroupsRequest:
@@ -78,6 +78,8 @@ class DescribeGroupsRequest:
         if self.unknown_tagged_fields:
             s += f", unknown_tagged_fields={self.unknown_tagged_fields!r}"
         return s + ")"
+
+
 
 
 
@@ -195,8 +197,36 @@ class DescribeGroupsResponse:
 
 _DescribeGroupsResponse_DescribedGroup = DescribeGroupsResponse.DescribedGroup
 _DescribeGroupsResponse_DescribedGroupMember = DescribeGroupsResponse.DescribedGroupMember
-_D_DescribeGroupsResponse_DescribedGroup = _DescribeGroupsResponse_DescribedGroup()
-_D_DescribeGroupsResponse_DescribedGroupMember = _DescribeGroupsResponse_DescribedGroupMember()
+
+
+def _mk_DescribeGroupsResponse_DescribedGroup():
+    o = _new(_DescribeGroupsResponse_DescribedGroup)
+    o.error_code = 0
+    o.error_message = None
+    o.group_id = ''
+    o.group_state = ''
+    o.protocol_type = ''
+    o.protocol_data = ''
+    o.members = []
+    o.authorized_operations = -2147483648
+    o.unknown_tagged_fields = {}
+    return o
+
+
+def _mk_DescribeGroupsResponse_DescribedGroupMember():
+    o = _new(_DescribeGroupsResponse_DescribedGroupMember)
+    o.member_id = ''
+    o.group_instance_id = None
+    o.client_id = ''
+    o.client_host = ''
+    o.member_metadata = b''
+    o.member_assignment = b''
+    o.unknown_tagged_fields = {}
+    return o
+
+
+_D_DescribeGroupsResponse_DescribedGroup = _mk_DescribeGroupsResponse_DescribedGroup()
+_D_DescribeGroupsResponse_DescribedGroupMember = _mk_DescribeGroupsResponse_DescribedGroupMember()
 
 DescribeGroupsRequest.FIELDS = (
     FieldInfo('groups', 'Groups', '[]string', (0, 32767), None, None, None, False, None),
@@ -243,19 +273,19 @@ def _d_DescribeGroupsRequest_v0(buf, pos):
 
 def _e_DescribeGroupsRequest_v0(o, out, rg):
     if o.include_authorized_operations != False:
-        raise _unsup('include_authorized_operations' + ' (versions 3+)', 0)
+        raise _unsup('DescribeGroupsRequest.include_authorized_operations (versions 3+)', 0)
     _w_sarr(out, o.groups, False, False)
 
 
 def _e_DescribeGroupsRequest_v1(o, out, rg):
     if o.include_authorized_operations != False:
-        raise _unsup('include_authorized_operations' + ' (versions 3+)', 1)
+        raise _unsup('DescribeGroupsRequest.include_authorized_operations (versions 3+)', 1)
     _w_sarr(out, o.groups, False, False)
 
 
 def _e_DescribeGroupsRequest_v2(o, out, rg):
     if o.include_authorized_operations != False:
-        raise _unsup('include_authorized_operations' + ' (versions 3+)', 2)
+        raise _unsup('DescribeGroupsRequest.include_authorized_operations (versions 3+)', 2)
     _w_sarr(out, o.groups, False, False)
 
 
@@ -346,9 +376,9 @@ def _d_DescribeGroupsResponse_DescribedGroup_v0(buf, pos):
 
 def _e_DescribeGroupsResponse_DescribedGroup_v0(o, out, rg):
     if o.error_message is not None:
-        raise _unsup('error_message' + ' (versions 6+)', 0)
+        raise _unsup('DescribeGroupsResponse.DescribedGroup.error_message (versions 6+)', 0)
     if o.authorized_operations != -2147483648:
-        raise _unsup('authorized_operations' + ' (versions 3+)', 0)
+        raise _unsup('DescribeGroupsResponse.DescribedGroup.authorized_operations (versions 3+)', 0)
     out += _S1.pack(o.error_code)
     _w_str(out, o.group_id)
     _w_str(out, o.group_state)
@@ -386,9 +416,9 @@ def _e_DescribeGroupsResponse_v0(o, out, rg):
 
 def _e_DescribeGroupsResponse_DescribedGroup_v1(o, out, rg):
     if o.error_message is not None:
-        raise _unsup('error_message' + ' (versions 6+)', 1)
+        raise _unsup('DescribeGroupsResponse.DescribedGroup.error_message (versions 6+)', 1)
     if o.authorized_operations != -2147483648:
-        raise _unsup('authorized_operations' + ' (versions 3+)', 1)
+        raise _unsup('DescribeGroupsResponse.DescribedGroup.authorized_operations (versions 3+)', 1)
     out += _S1.pack(o.error_code)
     _w_str(out, o.group_id)
     _w_str(out, o.group_state)
@@ -428,9 +458,9 @@ def _e_DescribeGroupsResponse_v1(o, out, rg):
 
 def _e_DescribeGroupsResponse_DescribedGroup_v2(o, out, rg):
     if o.error_message is not None:
-        raise _unsup('error_message' + ' (versions 6+)', 2)
+        raise _unsup('DescribeGroupsResponse.DescribedGroup.error_message (versions 6+)', 2)
     if o.authorized_operations != -2147483648:
-        raise _unsup('authorized_operations' + ' (versions 3+)', 2)
+        raise _unsup('DescribeGroupsResponse.DescribedGroup.authorized_operations (versions 3+)', 2)
     out += _S1.pack(o.error_code)
     _w_str(out, o.group_id)
     _w_str(out, o.group_state)
@@ -477,7 +507,7 @@ def _d_DescribeGroupsResponse_DescribedGroup_v3(buf, pos):
 
 def _e_DescribeGroupsResponse_DescribedGroup_v3(o, out, rg):
     if o.error_message is not None:
-        raise _unsup('error_message' + ' (versions 6+)', 3)
+        raise _unsup('DescribeGroupsResponse.DescribedGroup.error_message (versions 6+)', 3)
     out += _S1.pack(o.error_code)
     _w_str(out, o.group_id)
     _w_str(out, o.group_state)
@@ -564,7 +594,7 @@ def _d_DescribeGroupsResponse_DescribedGroup_v4(buf, pos):
 
 def _e_DescribeGroupsResponse_DescribedGroup_v4(o, out, rg):
     if o.error_message is not None:
-        raise _unsup('error_message' + ' (versions 6+)', 4)
+        raise _unsup('DescribeGroupsResponse.DescribedGroup.error_message (versions 6+)', 4)
     out += _S1.pack(o.error_code)
     _w_str(out, o.group_id)
     _w_str(out, o.group_state)
@@ -669,7 +699,7 @@ def _d_DescribeGroupsResponse_DescribedGroup_v5(buf, pos):
 
 def _e_DescribeGroupsResponse_DescribedGroup_v5(o, out, rg):
     if o.error_message is not None:
-        raise _unsup('error_message' + ' (versions 6+)', 5)
+        raise _unsup('DescribeGroupsResponse.DescribedGroup.error_message (versions 6+)', 5)
     out += _S1.pack(o.error_code)
     _w_cstr(out, o.group_id)
     _w_cstr(out, o.group_state)

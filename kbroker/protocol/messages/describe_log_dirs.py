@@ -32,12 +32,9 @@ from kbroker.protocol.types import unsupported_field as _unsup
 from kbroker.protocol.types import uuid_from_bytes as _uuid
 from kbroker.protocol.types import write_bytes as _w_bytes
 from kbroker.protocol.types import write_compact_nullable_string as _w_cnstr
-from kbroker.protocol.types import write_compact_records as _w_crecords
 from kbroker.protocol.types import write_compact_string as _w_cstr
-from kbroker.protocol.types import write_null_array as _w_nullarr
 from kbroker.protocol.types import write_nullable_string as _w_nstr
 from kbroker.protocol.types import write_primitive_array as _w_parr
-from kbroker.protocol.types import write_legacy_records as _w_records
 from kbroker.protocol.types import write_string as _w_str
 from kbroker.protocol.types import write_string_array as _w_sarr
 from kbroker.protocol.types import write_uvarint as _w_uv
@@ -45,8 +42,11 @@ from kbroker.protocol.types import write_tags as _w_tags
 from kbroker.protocol.types import write_unknown_tags as _w_utags
 from kbroker.protocol.types import write_uuid_array as _w_uarr
 from kbroker.protocol.varint import read_unsigned_varint as _ruv
+from kbroker.protocol.regions import write_compact_records as _w_crecords
+from kbroker.protocol.regions import write_legacy_records as _w_records
 
 _new = object.__new__
+_NULL_I32 = b"\xff\xff\xff\xff"
 
 
 class DescribeLogDirsRequest:
@@ -109,7 +109,17 @@ class DescribeLogDirsRequest:
 
 
 _DescribeLogDirsRequest_DescribableLogDirTopic = DescribeLogDirsRequest.DescribableLogDirTopic
-_D_DescribeLogDirsRequest_DescribableLogDirTopic = _DescribeLogDirsRequest_DescribableLogDirTopic()
+
+
+def _mk_DescribeLogDirsRequest_DescribableLogDirTopic():
+    o = _new(_DescribeLogDirsRequest_DescribableLogDirTopic)
+    o.topic = ''
+    o.partitions = []
+    o.unknown_tagged_fields = {}
+    return o
+
+
+_D_DescribeLogDirsRequest_DescribableLogDirTopic = _mk_DescribeLogDirsRequest_DescribableLogDirTopic()
 
 
 class DescribeLogDirsResponse:
@@ -250,9 +260,41 @@ class DescribeLogDirsResponse:
 _DescribeLogDirsResponse_DescribeLogDirsResult = DescribeLogDirsResponse.DescribeLogDirsResult
 _DescribeLogDirsResponse_DescribeLogDirsTopic = DescribeLogDirsResponse.DescribeLogDirsTopic
 _DescribeLogDirsResponse_DescribeLogDirsPartition = DescribeLogDirsResponse.DescribeLogDirsPartition
-_D_DescribeLogDirsResponse_DescribeLogDirsResult = _DescribeLogDirsResponse_DescribeLogDirsResult()
-_D_DescribeLogDirsResponse_DescribeLogDirsTopic = _DescribeLogDirsResponse_DescribeLogDirsTopic()
-_D_DescribeLogDirsResponse_DescribeLogDirsPartition = _DescribeLogDirsResponse_DescribeLogDirsPartition()
+
+
+def _mk_DescribeLogDirsResponse_DescribeLogDirsResult():
+    o = _new(_DescribeLogDirsResponse_DescribeLogDirsResult)
+    o.error_code = 0
+    o.log_dir = ''
+    o.topics = []
+    o.total_bytes = -1
+    o.usable_bytes = -1
+    o.is_cordoned = False
+    o.unknown_tagged_fields = {}
+    return o
+
+
+def _mk_DescribeLogDirsResponse_DescribeLogDirsTopic():
+    o = _new(_DescribeLogDirsResponse_DescribeLogDirsTopic)
+    o.name = ''
+    o.partitions = []
+    o.unknown_tagged_fields = {}
+    return o
+
+
+def _mk_DescribeLogDirsResponse_DescribeLogDirsPartition():
+    o = _new(_DescribeLogDirsResponse_DescribeLogDirsPartition)
+    o.partition_index = 0
+    o.partition_size = 0
+    o.offset_lag = 0
+    o.is_future_key = False
+    o.unknown_tagged_fields = {}
+    return o
+
+
+_D_DescribeLogDirsResponse_DescribeLogDirsResult = _mk_DescribeLogDirsResponse_DescribeLogDirsResult()
+_D_DescribeLogDirsResponse_DescribeLogDirsTopic = _mk_DescribeLogDirsResponse_DescribeLogDirsTopic()
+_D_DescribeLogDirsResponse_DescribeLogDirsPartition = _mk_DescribeLogDirsResponse_DescribeLogDirsPartition()
 
 DescribeLogDirsRequest.FIELDS = (
     FieldInfo('topics', 'Topics', '[]DescribableLogDirTopic', (0, 32767), (0, 32767), None, None, False, _DescribeLogDirsRequest_DescribableLogDirTopic),
@@ -328,7 +370,7 @@ def _d_DescribeLogDirsRequest_v1(buf, pos):
 def _e_DescribeLogDirsRequest_v1(o, out, rg):
     _l = o.topics
     if _l is None:
-        _w_nullarr(out, False)
+        out += _NULL_I32
     else:
         out += _I32.pack(len(_l))
         for _e in _l:
@@ -387,7 +429,7 @@ def _d_DescribeLogDirsRequest_v2(buf, pos):
 def _e_DescribeLogDirsRequest_v2(o, out, rg):
     _l = o.topics
     if _l is None:
-        _w_nullarr(out, True)
+        out.append(0)
     else:
         _w_uv(out, len(_l) + 1)
         for _e in _l:

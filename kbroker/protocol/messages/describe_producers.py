@@ -32,12 +32,9 @@ from kbroker.protocol.types import unsupported_field as _unsup
 from kbroker.protocol.types import uuid_from_bytes as _uuid
 from kbroker.protocol.types import write_bytes as _w_bytes
 from kbroker.protocol.types import write_compact_nullable_string as _w_cnstr
-from kbroker.protocol.types import write_compact_records as _w_crecords
 from kbroker.protocol.types import write_compact_string as _w_cstr
-from kbroker.protocol.types import write_null_array as _w_nullarr
 from kbroker.protocol.types import write_nullable_string as _w_nstr
 from kbroker.protocol.types import write_primitive_array as _w_parr
-from kbroker.protocol.types import write_legacy_records as _w_records
 from kbroker.protocol.types import write_string as _w_str
 from kbroker.protocol.types import write_string_array as _w_sarr
 from kbroker.protocol.types import write_uvarint as _w_uv
@@ -45,8 +42,11 @@ from kbroker.protocol.types import write_tags as _w_tags
 from kbroker.protocol.types import write_unknown_tags as _w_utags
 from kbroker.protocol.types import write_uuid_array as _w_uarr
 from kbroker.protocol.varint import read_unsigned_varint as _ruv
+from kbroker.protocol.regions import write_compact_records as _w_crecords
+from kbroker.protocol.regions import write_legacy_records as _w_records
 
 _new = object.__new__
+_NULL_I32 = b"\xff\xff\xff\xff"
 
 
 class DescribeProducersRequest:
@@ -109,7 +109,17 @@ class DescribeProducersRequest:
 
 
 _DescribeProducersRequest_TopicRequest = DescribeProducersRequest.TopicRequest
-_D_DescribeProducersRequest_TopicRequest = _DescribeProducersRequest_TopicRequest()
+
+
+def _mk_DescribeProducersRequest_TopicRequest():
+    o = _new(_DescribeProducersRequest_TopicRequest)
+    o.name = ''
+    o.partition_indexes = []
+    o.unknown_tagged_fields = {}
+    return o
+
+
+_D_DescribeProducersRequest_TopicRequest = _mk_DescribeProducersRequest_TopicRequest()
 
 
 class DescribeProducersResponse:
@@ -248,9 +258,41 @@ class DescribeProducersResponse:
 _DescribeProducersResponse_TopicResponse = DescribeProducersResponse.TopicResponse
 _DescribeProducersResponse_PartitionResponse = DescribeProducersResponse.PartitionResponse
 _DescribeProducersResponse_ProducerState = DescribeProducersResponse.ProducerState
-_D_DescribeProducersResponse_TopicResponse = _DescribeProducersResponse_TopicResponse()
-_D_DescribeProducersResponse_PartitionResponse = _DescribeProducersResponse_PartitionResponse()
-_D_DescribeProducersResponse_ProducerState = _DescribeProducersResponse_ProducerState()
+
+
+def _mk_DescribeProducersResponse_TopicResponse():
+    o = _new(_DescribeProducersResponse_TopicResponse)
+    o.name = ''
+    o.partitions = []
+    o.unknown_tagged_fields = {}
+    return o
+
+
+def _mk_DescribeProducersResponse_PartitionResponse():
+    o = _new(_DescribeProducersResponse_PartitionResponse)
+    o.partition_index = 0
+    o.error_code = 0
+    o.error_message = None
+    o.active_producers = []
+    o.unknown_tagged_fields = {}
+    return o
+
+
+def _mk_DescribeProducersResponse_ProducerState():
+    o = _new(_DescribeProducersResponse_ProducerState)
+    o.producer_id = 0
+    o.producer_epoch = 0
+    o.last_sequence = -1
+    o.last_timestamp = -1
+    o.coordinator_epoch = 0
+    o.current_txn_start_offset = -1
+    o.unknown_tagged_fields = {}
+    return o
+
+
+_D_DescribeProducersResponse_TopicResponse = _mk_DescribeProducersResponse_TopicResponse()
+_D_DescribeProducersResponse_PartitionResponse = _mk_DescribeProducersResponse_PartitionResponse()
+_D_DescribeProducersResponse_ProducerState = _mk_DescribeProducersResponse_ProducerState()
 
 DescribeProducersRequest.FIELDS = (
     FieldInfo('topics', 'Topics', '[]TopicRequest', (0, 32767), None, None, None, False, _DescribeProducersRequest_TopicRequest),

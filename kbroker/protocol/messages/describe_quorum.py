@@ -32,12 +32,9 @@ from kbroker.protocol.types import unsupported_field as _unsup
 from kbroker.protocol.types import uuid_from_bytes as _uuid
 from kbroker.protocol.types import write_bytes as _w_bytes
 from kbroker.protocol.types import write_compact_nullable_string as _w_cnstr
-from kbroker.protocol.types import write_compact_records as _w_crecords
 from kbroker.protocol.types import write_compact_string as _w_cstr
-from kbroker.protocol.types import write_null_array as _w_nullarr
 from kbroker.protocol.types import write_nullable_string as _w_nstr
 from kbroker.protocol.types import write_primitive_array as _w_parr
-from kbroker.protocol.types import write_legacy_records as _w_records
 from kbroker.protocol.types import write_string as _w_str
 from kbroker.protocol.types import write_string_array as _w_sarr
 from kbroker.protocol.types import write_uvarint as _w_uv
@@ -45,8 +42,11 @@ from kbroker.protocol.types import write_tags as _w_tags
 from kbroker.protocol.types import write_unknown_tags as _w_utags
 from kbroker.protocol.types import write_uuid_array as _w_uarr
 from kbroker.protocol.varint import read_unsigned_varint as _ruv
+from kbroker.protocol.regions import write_compact_records as _w_crecords
+from kbroker.protocol.regions import write_legacy_records as _w_records
 
 _new = object.__new__
+_NULL_I32 = b"\xff\xff\xff\xff"
 
 
 class DescribeQuorumRequest:
@@ -138,8 +138,25 @@ class DescribeQuorumRequest:
 
 _DescribeQuorumRequest_TopicData = DescribeQuorumRequest.TopicData
 _DescribeQuorumRequest_PartitionData = DescribeQuorumRequest.PartitionData
-_D_DescribeQuorumRequest_TopicData = _DescribeQuorumRequest_TopicData()
-_D_DescribeQuorumRequest_PartitionData = _DescribeQuorumRequest_PartitionData()
+
+
+def _mk_DescribeQuorumRequest_TopicData():
+    o = _new(_DescribeQuorumRequest_TopicData)
+    o.topic_name = ''
+    o.partitions = []
+    o.unknown_tagged_fields = {}
+    return o
+
+
+def _mk_DescribeQuorumRequest_PartitionData():
+    o = _new(_DescribeQuorumRequest_PartitionData)
+    o.partition_index = 0
+    o.unknown_tagged_fields = {}
+    return o
+
+
+_D_DescribeQuorumRequest_TopicData = _mk_DescribeQuorumRequest_TopicData()
+_D_DescribeQuorumRequest_PartitionData = _mk_DescribeQuorumRequest_PartitionData()
 
 
 class DescribeQuorumResponse:
@@ -352,11 +369,63 @@ _DescribeQuorumResponse_PartitionData = DescribeQuorumResponse.PartitionData
 _DescribeQuorumResponse_ReplicaState = DescribeQuorumResponse.ReplicaState
 _DescribeQuorumResponse_Node = DescribeQuorumResponse.Node
 _DescribeQuorumResponse_Listener = DescribeQuorumResponse.Listener
-_D_DescribeQuorumResponse_TopicData = _DescribeQuorumResponse_TopicData()
-_D_DescribeQuorumResponse_PartitionData = _DescribeQuorumResponse_PartitionData()
-_D_DescribeQuorumResponse_ReplicaState = _DescribeQuorumResponse_ReplicaState()
-_D_DescribeQuorumResponse_Node = _DescribeQuorumResponse_Node()
-_D_DescribeQuorumResponse_Listener = _DescribeQuorumResponse_Listener()
+
+
+def _mk_DescribeQuorumResponse_TopicData():
+    o = _new(_DescribeQuorumResponse_TopicData)
+    o.topic_name = ''
+    o.partitions = []
+    o.unknown_tagged_fields = {}
+    return o
+
+
+def _mk_DescribeQuorumResponse_PartitionData():
+    o = _new(_DescribeQuorumResponse_PartitionData)
+    o.partition_index = 0
+    o.error_code = 0
+    o.error_message = ''
+    o.leader_id = 0
+    o.leader_epoch = 0
+    o.high_watermark = 0
+    o.current_voters = []
+    o.observers = []
+    o.unknown_tagged_fields = {}
+    return o
+
+
+def _mk_DescribeQuorumResponse_ReplicaState():
+    o = _new(_DescribeQuorumResponse_ReplicaState)
+    o.replica_id = 0
+    o.replica_directory_id = _ZERO_UUID
+    o.log_end_offset = 0
+    o.last_fetch_timestamp = -1
+    o.last_caught_up_timestamp = -1
+    o.unknown_tagged_fields = {}
+    return o
+
+
+def _mk_DescribeQuorumResponse_Node():
+    o = _new(_DescribeQuorumResponse_Node)
+    o.node_id = 0
+    o.listeners = []
+    o.unknown_tagged_fields = {}
+    return o
+
+
+def _mk_DescribeQuorumResponse_Listener():
+    o = _new(_DescribeQuorumResponse_Listener)
+    o.name = ''
+    o.host = ''
+    o.port = 0
+    o.unknown_tagged_fields = {}
+    return o
+
+
+_D_DescribeQuorumResponse_TopicData = _mk_DescribeQuorumResponse_TopicData()
+_D_DescribeQuorumResponse_PartitionData = _mk_DescribeQuorumResponse_PartitionData()
+_D_DescribeQuorumResponse_ReplicaState = _mk_DescribeQuorumResponse_ReplicaState()
+_D_DescribeQuorumResponse_Node = _mk_DescribeQuorumResponse_Node()
+_D_DescribeQuorumResponse_Listener = _mk_DescribeQuorumResponse_Listener()
 
 DescribeQuorumRequest.FIELDS = (
     FieldInfo('topics', 'Topics', '[]TopicData', (0, 32767), None, None, None, False, _DescribeQuorumRequest_TopicData),
@@ -531,7 +600,7 @@ def _d_DescribeQuorumResponse_ReplicaState_v0(buf, pos):
 
 def _e_DescribeQuorumResponse_ReplicaState_v0(o, out, rg):
     if o.replica_directory_id != _ZERO_UUID:
-        raise _unsup('replica_directory_id' + ' (versions 2+)', 0)
+        raise _unsup('DescribeQuorumResponse.ReplicaState.replica_directory_id (versions 2+)', 0)
     out += _S1.pack(o.replica_id, o.log_end_offset)
     _u = o.unknown_tagged_fields
     if _u:
@@ -670,7 +739,7 @@ def _d_DescribeQuorumResponse_v0(buf, pos):
 
 def _e_DescribeQuorumResponse_v0(o, out, rg):
     if o.nodes != []:
-        raise _unsup('nodes' + ' (versions 2+)', 0)
+        raise _unsup('DescribeQuorumResponse.nodes (versions 2+)', 0)
     out += _S3.pack(o.error_code)
     _l = o.topics
     _w_uv(out, len(_l) + 1)
@@ -698,7 +767,7 @@ def _d_DescribeQuorumResponse_ReplicaState_v1(buf, pos):
 
 def _e_DescribeQuorumResponse_ReplicaState_v1(o, out, rg):
     if o.replica_directory_id != _ZERO_UUID:
-        raise _unsup('replica_directory_id' + ' (versions 2+)', 1)
+        raise _unsup('DescribeQuorumResponse.ReplicaState.replica_directory_id (versions 2+)', 1)
     out += _S4.pack(o.replica_id, o.log_end_offset, o.last_fetch_timestamp, o.last_caught_up_timestamp)
     _u = o.unknown_tagged_fields
     if _u:
@@ -837,7 +906,7 @@ def _d_DescribeQuorumResponse_v1(buf, pos):
 
 def _e_DescribeQuorumResponse_v1(o, out, rg):
     if o.nodes != []:
-        raise _unsup('nodes' + ' (versions 2+)', 1)
+        raise _unsup('DescribeQuorumResponse.nodes (versions 2+)', 1)
     out += _S3.pack(o.error_code)
     _l = o.topics
     _w_uv(out, len(_l) + 1)

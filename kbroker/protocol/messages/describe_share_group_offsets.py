@@ -32,12 +32,9 @@ from kbroker.protocol.types import unsupported_field as _unsup
 from kbroker.protocol.types import uuid_from_bytes as _uuid
 from kbroker.protocol.types import write_bytes as _w_bytes
 from kbroker.protocol.types import write_compact_nullable_string as _w_cnstr
-from kbroker.protocol.types import write_compact_records as _w_crecords
 from kbroker.protocol.types import write_compact_string as _w_cstr
-from kbroker.protocol.types import write_null_array as _w_nullarr
 from kbroker.protocol.types import write_nullable_string as _w_nstr
 from kbroker.protocol.types import write_primitive_array as _w_parr
-from kbroker.protocol.types import write_legacy_records as _w_records
 from kbroker.protocol.types import write_string as _w_str
 from kbroker.protocol.types import write_string_array as _w_sarr
 from kbroker.protocol.types import write_uvarint as _w_uv
@@ -45,8 +42,11 @@ from kbroker.protocol.types import write_tags as _w_tags
 from kbroker.protocol.types import write_unknown_tags as _w_utags
 from kbroker.protocol.types import write_uuid_array as _w_uarr
 from kbroker.protocol.varint import read_unsigned_varint as _ruv
+from kbroker.protocol.regions import write_compact_records as _w_crecords
+from kbroker.protocol.regions import write_legacy_records as _w_records
 
 _new = object.__new__
+_NULL_I32 = b"\xff\xff\xff\xff"
 
 
 class DescribeShareGroupOffsetsRequest:
@@ -140,8 +140,26 @@ class DescribeShareGroupOffsetsRequest:
 
 _DescribeShareGroupOffsetsRequest_DescribeShareGroupOffsetsRequestGroup = DescribeShareGroupOffsetsRequest.DescribeShareGroupOffsetsRequestGroup
 _DescribeShareGroupOffsetsRequest_DescribeShareGroupOffsetsRequestTopic = DescribeShareGroupOffsetsRequest.DescribeShareGroupOffsetsRequestTopic
-_D_DescribeShareGroupOffsetsRequest_DescribeShareGroupOffsetsRequestGroup = _DescribeShareGroupOffsetsRequest_DescribeShareGroupOffsetsRequestGroup()
-_D_DescribeShareGroupOffsetsRequest_DescribeShareGroupOffsetsRequestTopic = _DescribeShareGroupOffsetsRequest_DescribeShareGroupOffsetsRequestTopic()
+
+
+def _mk_DescribeShareGroupOffsetsRequest_DescribeShareGroupOffsetsRequestGroup():
+    o = _new(_DescribeShareGroupOffsetsRequest_DescribeShareGroupOffsetsRequestGroup)
+    o.group_id = ''
+    o.topics = []
+    o.unknown_tagged_fields = {}
+    return o
+
+
+def _mk_DescribeShareGroupOffsetsRequest_DescribeShareGroupOffsetsRequestTopic():
+    o = _new(_DescribeShareGroupOffsetsRequest_DescribeShareGroupOffsetsRequestTopic)
+    o.topic_name = ''
+    o.partitions = []
+    o.unknown_tagged_fields = {}
+    return o
+
+
+_D_DescribeShareGroupOffsetsRequest_DescribeShareGroupOffsetsRequestGroup = _mk_DescribeShareGroupOffsetsRequest_DescribeShareGroupOffsetsRequestGroup()
+_D_DescribeShareGroupOffsetsRequest_DescribeShareGroupOffsetsRequestTopic = _mk_DescribeShareGroupOffsetsRequest_DescribeShareGroupOffsetsRequestTopic()
 
 
 class DescribeShareGroupOffsetsResponse:
@@ -282,9 +300,42 @@ class DescribeShareGroupOffsetsResponse:
 _DescribeShareGroupOffsetsResponse_DescribeShareGroupOffsetsResponseGroup = DescribeShareGroupOffsetsResponse.DescribeShareGroupOffsetsResponseGroup
 _DescribeShareGroupOffsetsResponse_DescribeShareGroupOffsetsResponseTopic = DescribeShareGroupOffsetsResponse.DescribeShareGroupOffsetsResponseTopic
 _DescribeShareGroupOffsetsResponse_DescribeShareGroupOffsetsResponsePartition = DescribeShareGroupOffsetsResponse.DescribeShareGroupOffsetsResponsePartition
-_D_DescribeShareGroupOffsetsResponse_DescribeShareGroupOffsetsResponseGroup = _DescribeShareGroupOffsetsResponse_DescribeShareGroupOffsetsResponseGroup()
-_D_DescribeShareGroupOffsetsResponse_DescribeShareGroupOffsetsResponseTopic = _DescribeShareGroupOffsetsResponse_DescribeShareGroupOffsetsResponseTopic()
-_D_DescribeShareGroupOffsetsResponse_DescribeShareGroupOffsetsResponsePartition = _DescribeShareGroupOffsetsResponse_DescribeShareGroupOffsetsResponsePartition()
+
+
+def _mk_DescribeShareGroupOffsetsResponse_DescribeShareGroupOffsetsResponseGroup():
+    o = _new(_DescribeShareGroupOffsetsResponse_DescribeShareGroupOffsetsResponseGroup)
+    o.group_id = ''
+    o.topics = []
+    o.error_code = 0
+    o.error_message = None
+    o.unknown_tagged_fields = {}
+    return o
+
+
+def _mk_DescribeShareGroupOffsetsResponse_DescribeShareGroupOffsetsResponseTopic():
+    o = _new(_DescribeShareGroupOffsetsResponse_DescribeShareGroupOffsetsResponseTopic)
+    o.topic_name = ''
+    o.topic_id = _ZERO_UUID
+    o.partitions = []
+    o.unknown_tagged_fields = {}
+    return o
+
+
+def _mk_DescribeShareGroupOffsetsResponse_DescribeShareGroupOffsetsResponsePartition():
+    o = _new(_DescribeShareGroupOffsetsResponse_DescribeShareGroupOffsetsResponsePartition)
+    o.partition_index = 0
+    o.start_offset = 0
+    o.leader_epoch = 0
+    o.lag = -1
+    o.error_code = 0
+    o.error_message = None
+    o.unknown_tagged_fields = {}
+    return o
+
+
+_D_DescribeShareGroupOffsetsResponse_DescribeShareGroupOffsetsResponseGroup = _mk_DescribeShareGroupOffsetsResponse_DescribeShareGroupOffsetsResponseGroup()
+_D_DescribeShareGroupOffsetsResponse_DescribeShareGroupOffsetsResponseTopic = _mk_DescribeShareGroupOffsetsResponse_DescribeShareGroupOffsetsResponseTopic()
+_D_DescribeShareGroupOffsetsResponse_DescribeShareGroupOffsetsResponsePartition = _mk_DescribeShareGroupOffsetsResponse_DescribeShareGroupOffsetsResponsePartition()
 
 DescribeShareGroupOffsetsRequest.FIELDS = (
     FieldInfo('groups', 'Groups', '[]DescribeShareGroupOffsetsRequestGroup', (0, 32767), None, None, None, False, _DescribeShareGroupOffsetsRequest_DescribeShareGroupOffsetsRequestGroup),
@@ -383,7 +434,7 @@ def _e_DescribeShareGroupOffsetsRequest_DescribeShareGroupOffsetsRequestGroup_v0
     _w_cstr(out, o.group_id)
     _l = o.topics
     if _l is None:
-        _w_nullarr(out, True)
+        out.append(0)
     else:
         _w_uv(out, len(_l) + 1)
         for _e in _l:

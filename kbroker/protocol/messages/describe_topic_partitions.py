@@ -32,12 +32,9 @@ from kbroker.protocol.types import unsupported_field as _unsup
 from kbroker.protocol.types import uuid_from_bytes as _uuid
 from kbroker.protocol.types import write_bytes as _w_bytes
 from kbroker.protocol.types import write_compact_nullable_string as _w_cnstr
-from kbroker.protocol.types import write_compact_records as _w_crecords
 from kbroker.protocol.types import write_compact_string as _w_cstr
-from kbroker.protocol.types import write_null_array as _w_nullarr
 from kbroker.protocol.types import write_nullable_string as _w_nstr
 from kbroker.protocol.types import write_primitive_array as _w_parr
-from kbroker.protocol.types import write_legacy_records as _w_records
 from kbroker.protocol.types import write_string as _w_str
 from kbroker.protocol.types import write_string_array as _w_sarr
 from kbroker.protocol.types import write_uvarint as _w_uv
@@ -45,8 +42,11 @@ from kbroker.protocol.types import write_tags as _w_tags
 from kbroker.protocol.types import write_unknown_tags as _w_utags
 from kbroker.protocol.types import write_uuid_array as _w_uarr
 from kbroker.protocol.varint import read_unsigned_varint as _ruv
+from kbroker.protocol.regions import write_compact_records as _w_crecords
+from kbroker.protocol.regions import write_legacy_records as _w_records
 
 _new = object.__new__
+_NULL_I32 = b"\xff\xff\xff\xff"
 
 
 class DescribeTopicPartitionsRequest:
@@ -142,8 +142,25 @@ class DescribeTopicPartitionsRequest:
 
 _DescribeTopicPartitionsRequest_TopicRequest = DescribeTopicPartitionsRequest.TopicRequest
 _DescribeTopicPartitionsRequest_Cursor = DescribeTopicPartitionsRequest.Cursor
-_D_DescribeTopicPartitionsRequest_TopicRequest = _DescribeTopicPartitionsRequest_TopicRequest()
-_D_DescribeTopicPartitionsRequest_Cursor = _DescribeTopicPartitionsRequest_Cursor()
+
+
+def _mk_DescribeTopicPartitionsRequest_TopicRequest():
+    o = _new(_DescribeTopicPartitionsRequest_TopicRequest)
+    o.name = ''
+    o.unknown_tagged_fields = {}
+    return o
+
+
+def _mk_DescribeTopicPartitionsRequest_Cursor():
+    o = _new(_DescribeTopicPartitionsRequest_Cursor)
+    o.topic_name = ''
+    o.partition_index = 0
+    o.unknown_tagged_fields = {}
+    return o
+
+
+_D_DescribeTopicPartitionsRequest_TopicRequest = _mk_DescribeTopicPartitionsRequest_TopicRequest()
+_D_DescribeTopicPartitionsRequest_Cursor = _mk_DescribeTopicPartitionsRequest_Cursor()
 
 
 class DescribeTopicPartitionsResponse:
@@ -294,9 +311,46 @@ class DescribeTopicPartitionsResponse:
 _DescribeTopicPartitionsResponse_DescribeTopicPartitionsResponseTopic = DescribeTopicPartitionsResponse.DescribeTopicPartitionsResponseTopic
 _DescribeTopicPartitionsResponse_DescribeTopicPartitionsResponsePartition = DescribeTopicPartitionsResponse.DescribeTopicPartitionsResponsePartition
 _DescribeTopicPartitionsResponse_Cursor = DescribeTopicPartitionsResponse.Cursor
-_D_DescribeTopicPartitionsResponse_DescribeTopicPartitionsResponseTopic = _DescribeTopicPartitionsResponse_DescribeTopicPartitionsResponseTopic()
-_D_DescribeTopicPartitionsResponse_DescribeTopicPartitionsResponsePartition = _DescribeTopicPartitionsResponse_DescribeTopicPartitionsResponsePartition()
-_D_DescribeTopicPartitionsResponse_Cursor = _DescribeTopicPartitionsResponse_Cursor()
+
+
+def _mk_DescribeTopicPartitionsResponse_DescribeTopicPartitionsResponseTopic():
+    o = _new(_DescribeTopicPartitionsResponse_DescribeTopicPartitionsResponseTopic)
+    o.error_code = 0
+    o.name = ''
+    o.topic_id = _ZERO_UUID
+    o.is_internal = False
+    o.partitions = []
+    o.topic_authorized_operations = -2147483648
+    o.unknown_tagged_fields = {}
+    return o
+
+
+def _mk_DescribeTopicPartitionsResponse_DescribeTopicPartitionsResponsePartition():
+    o = _new(_DescribeTopicPartitionsResponse_DescribeTopicPartitionsResponsePartition)
+    o.error_code = 0
+    o.partition_index = 0
+    o.leader_id = 0
+    o.leader_epoch = -1
+    o.replica_nodes = []
+    o.isr_nodes = []
+    o.eligible_leader_replicas = None
+    o.last_known_elr = None
+    o.offline_replicas = []
+    o.unknown_tagged_fields = {}
+    return o
+
+
+def _mk_DescribeTopicPartitionsResponse_Cursor():
+    o = _new(_DescribeTopicPartitionsResponse_Cursor)
+    o.topic_name = ''
+    o.partition_index = 0
+    o.unknown_tagged_fields = {}
+    return o
+
+
+_D_DescribeTopicPartitionsResponse_DescribeTopicPartitionsResponseTopic = _mk_DescribeTopicPartitionsResponse_DescribeTopicPartitionsResponseTopic()
+_D_DescribeTopicPartitionsResponse_DescribeTopicPartitionsResponsePartition = _mk_DescribeTopicPartitionsResponse_DescribeTopicPartitionsResponsePartition()
+_D_DescribeTopicPartitionsResponse_Cursor = _mk_DescribeTopicPartitionsResponse_Cursor()
 
 DescribeTopicPartitionsRequest.FIELDS = (
     FieldInfo('topics', 'Topics', '[]TopicRequest', (0, 32767), None, None, None, False, _DescribeTopicPartitionsRequest_TopicRequest),

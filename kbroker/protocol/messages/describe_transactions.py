@@ -32,12 +32,9 @@ from kbroker.protocol.types import unsupported_field as _unsup
 from kbroker.protocol.types import uuid_from_bytes as _uuid
 from kbroker.protocol.types import write_bytes as _w_bytes
 from kbroker.protocol.types import write_compact_nullable_string as _w_cnstr
-from kbroker.protocol.types import write_compact_records as _w_crecords
 from kbroker.protocol.types import write_compact_string as _w_cstr
-from kbroker.protocol.types import write_null_array as _w_nullarr
 from kbroker.protocol.types import write_nullable_string as _w_nstr
 from kbroker.protocol.types import write_primitive_array as _w_parr
-from kbroker.protocol.types import write_legacy_records as _w_records
 from kbroker.protocol.types import write_string as _w_str
 from kbroker.protocol.types import write_string_array as _w_sarr
 from kbroker.protocol.types import write_uvarint as _w_uv
@@ -45,8 +42,11 @@ from kbroker.protocol.types import write_tags as _w_tags
 from kbroker.protocol.types import write_unknown_tags as _w_utags
 from kbroker.protocol.types import write_uuid_array as _w_uarr
 from kbroker.protocol.varint import read_unsigned_varint as _ruv
+from kbroker.protocol.regions import write_compact_records as _w_crecords
+from kbroker.protocol.regions import write_legacy_records as _w_records
 
 _new = object.__new__
+_NULL_I32 = b"\xff\xff\xff\xff"
 
 
 class DescribeTransactionsRequest:
@@ -76,6 +76,8 @@ class DescribeTransactionsRequest:
         if self.unknown_tagged_fields:
             s += f", unknown_tagged_fields={self.unknown_tagged_fields!r}"
         return s + ")"
+
+
 
 
 
@@ -185,8 +187,32 @@ class DescribeTransactionsResponse:
 
 _DescribeTransactionsResponse_TransactionState = DescribeTransactionsResponse.TransactionState
 _DescribeTransactionsResponse_TopicData = DescribeTransactionsResponse.TopicData
-_D_DescribeTransactionsResponse_TransactionState = _DescribeTransactionsResponse_TransactionState()
-_D_DescribeTransactionsResponse_TopicData = _DescribeTransactionsResponse_TopicData()
+
+
+def _mk_DescribeTransactionsResponse_TransactionState():
+    o = _new(_DescribeTransactionsResponse_TransactionState)
+    o.error_code = 0
+    o.transactional_id = ''
+    o.transaction_state = ''
+    o.transaction_timeout_ms = 0
+    o.transaction_start_time_ms = 0
+    o.producer_id = 0
+    o.producer_epoch = 0
+    o.topics = []
+    o.unknown_tagged_fields = {}
+    return o
+
+
+def _mk_DescribeTransactionsResponse_TopicData():
+    o = _new(_DescribeTransactionsResponse_TopicData)
+    o.topic = ''
+    o.partitions = []
+    o.unknown_tagged_fields = {}
+    return o
+
+
+_D_DescribeTransactionsResponse_TransactionState = _mk_DescribeTransactionsResponse_TransactionState()
+_D_DescribeTransactionsResponse_TopicData = _mk_DescribeTransactionsResponse_TopicData()
 
 DescribeTransactionsRequest.FIELDS = (
     FieldInfo('transactional_ids', 'TransactionalIds', '[]string', (0, 32767), None, None, None, False, None),

@@ -32,12 +32,9 @@ from kbroker.protocol.types import unsupported_field as _unsup
 from kbroker.protocol.types import uuid_from_bytes as _uuid
 from kbroker.protocol.types import write_bytes as _w_bytes
 from kbroker.protocol.types import write_compact_nullable_string as _w_cnstr
-from kbroker.protocol.types import write_compact_records as _w_crecords
 from kbroker.protocol.types import write_compact_string as _w_cstr
-from kbroker.protocol.types import write_null_array as _w_nullarr
 from kbroker.protocol.types import write_nullable_string as _w_nstr
 from kbroker.protocol.types import write_primitive_array as _w_parr
-from kbroker.protocol.types import write_legacy_records as _w_records
 from kbroker.protocol.types import write_string as _w_str
 from kbroker.protocol.types import write_string_array as _w_sarr
 from kbroker.protocol.types import write_uvarint as _w_uv
@@ -45,8 +42,11 @@ from kbroker.protocol.types import write_tags as _w_tags
 from kbroker.protocol.types import write_unknown_tags as _w_utags
 from kbroker.protocol.types import write_uuid_array as _w_uarr
 from kbroker.protocol.varint import read_unsigned_varint as _ruv
+from kbroker.protocol.regions import write_compact_records as _w_crecords
+from kbroker.protocol.regions import write_legacy_records as _w_records
 
 _new = object.__new__
+_NULL_I32 = b"\xff\xff\xff\xff"
 
 
 class DescribeUserScramCredentialsRequest:
@@ -107,7 +107,16 @@ class DescribeUserScramCredentialsRequest:
 
 
 _DescribeUserScramCredentialsRequest_UserName = DescribeUserScramCredentialsRequest.UserName
-_D_DescribeUserScramCredentialsRequest_UserName = _DescribeUserScramCredentialsRequest_UserName()
+
+
+def _mk_DescribeUserScramCredentialsRequest_UserName():
+    o = _new(_DescribeUserScramCredentialsRequest_UserName)
+    o.name = ''
+    o.unknown_tagged_fields = {}
+    return o
+
+
+_D_DescribeUserScramCredentialsRequest_UserName = _mk_DescribeUserScramCredentialsRequest_UserName()
 
 
 class DescribeUserScramCredentialsResponse:
@@ -211,8 +220,28 @@ class DescribeUserScramCredentialsResponse:
 
 _DescribeUserScramCredentialsResponse_DescribeUserScramCredentialsResult = DescribeUserScramCredentialsResponse.DescribeUserScramCredentialsResult
 _DescribeUserScramCredentialsResponse_CredentialInfo = DescribeUserScramCredentialsResponse.CredentialInfo
-_D_DescribeUserScramCredentialsResponse_DescribeUserScramCredentialsResult = _DescribeUserScramCredentialsResponse_DescribeUserScramCredentialsResult()
-_D_DescribeUserScramCredentialsResponse_CredentialInfo = _DescribeUserScramCredentialsResponse_CredentialInfo()
+
+
+def _mk_DescribeUserScramCredentialsResponse_DescribeUserScramCredentialsResult():
+    o = _new(_DescribeUserScramCredentialsResponse_DescribeUserScramCredentialsResult)
+    o.user = ''
+    o.error_code = 0
+    o.error_message = ''
+    o.credential_infos = []
+    o.unknown_tagged_fields = {}
+    return o
+
+
+def _mk_DescribeUserScramCredentialsResponse_CredentialInfo():
+    o = _new(_DescribeUserScramCredentialsResponse_CredentialInfo)
+    o.mechanism = 0
+    o.iterations = 0
+    o.unknown_tagged_fields = {}
+    return o
+
+
+_D_DescribeUserScramCredentialsResponse_DescribeUserScramCredentialsResult = _mk_DescribeUserScramCredentialsResponse_DescribeUserScramCredentialsResult()
+_D_DescribeUserScramCredentialsResponse_CredentialInfo = _mk_DescribeUserScramCredentialsResponse_CredentialInfo()
 
 DescribeUserScramCredentialsRequest.FIELDS = (
     FieldInfo('users', 'Users', '[]UserName', (0, 32767), (0, 32767), None, None, False, _DescribeUserScramCredentialsRequest_UserName),
@@ -291,7 +320,7 @@ def _d_DescribeUserScramCredentialsRequest_v0(buf, pos):
 def _e_DescribeUserScramCredentialsRequest_v0(o, out, rg):
     _l = o.users
     if _l is None:
-        _w_nullarr(out, True)
+        out.append(0)
     else:
         _w_uv(out, len(_l) + 1)
         for _e in _l:

@@ -32,12 +32,9 @@ from kbroker.protocol.types import unsupported_field as _unsup
 from kbroker.protocol.types import uuid_from_bytes as _uuid
 from kbroker.protocol.types import write_bytes as _w_bytes
 from kbroker.protocol.types import write_compact_nullable_string as _w_cnstr
-from kbroker.protocol.types import write_compact_records as _w_crecords
 from kbroker.protocol.types import write_compact_string as _w_cstr
-from kbroker.protocol.types import write_null_array as _w_nullarr
 from kbroker.protocol.types import write_nullable_string as _w_nstr
 from kbroker.protocol.types import write_primitive_array as _w_parr
-from kbroker.protocol.types import write_legacy_records as _w_records
 from kbroker.protocol.types import write_string as _w_str
 from kbroker.protocol.types import write_string_array as _w_sarr
 from kbroker.protocol.types import write_uvarint as _w_uv
@@ -45,8 +42,11 @@ from kbroker.protocol.types import write_tags as _w_tags
 from kbroker.protocol.types import write_unknown_tags as _w_utags
 from kbroker.protocol.types import write_uuid_array as _w_uarr
 from kbroker.protocol.varint import read_unsigned_varint as _ruv
+from kbroker.protocol.regions import write_compact_records as _w_crecords
+from kbroker.protocol.regions import write_legacy_records as _w_records
 
 _new = object.__new__
+_NULL_I32 = b"\xff\xff\xff\xff"
 
 
 class ElectLeadersRequest:
@@ -113,7 +113,17 @@ class ElectLeadersRequest:
 
 
 _ElectLeadersRequest_TopicPartitions = ElectLeadersRequest.TopicPartitions
-_D_ElectLeadersRequest_TopicPartitions = _ElectLeadersRequest_TopicPartitions()
+
+
+def _mk_ElectLeadersRequest_TopicPartitions():
+    o = _new(_ElectLeadersRequest_TopicPartitions)
+    o.topic = ''
+    o.partitions = []
+    o.unknown_tagged_fields = {}
+    return o
+
+
+_D_ElectLeadersRequest_TopicPartitions = _mk_ElectLeadersRequest_TopicPartitions()
 
 
 class ElectLeadersResponse:
@@ -213,8 +223,27 @@ class ElectLeadersResponse:
 
 _ElectLeadersResponse_ReplicaElectionResult = ElectLeadersResponse.ReplicaElectionResult
 _ElectLeadersResponse_PartitionResult = ElectLeadersResponse.PartitionResult
-_D_ElectLeadersResponse_ReplicaElectionResult = _ElectLeadersResponse_ReplicaElectionResult()
-_D_ElectLeadersResponse_PartitionResult = _ElectLeadersResponse_PartitionResult()
+
+
+def _mk_ElectLeadersResponse_ReplicaElectionResult():
+    o = _new(_ElectLeadersResponse_ReplicaElectionResult)
+    o.topic = ''
+    o.partition_result = []
+    o.unknown_tagged_fields = {}
+    return o
+
+
+def _mk_ElectLeadersResponse_PartitionResult():
+    o = _new(_ElectLeadersResponse_PartitionResult)
+    o.partition_id = 0
+    o.error_code = 0
+    o.error_message = ''
+    o.unknown_tagged_fields = {}
+    return o
+
+
+_D_ElectLeadersResponse_ReplicaElectionResult = _mk_ElectLeadersResponse_ReplicaElectionResult()
+_D_ElectLeadersResponse_PartitionResult = _mk_ElectLeadersResponse_PartitionResult()
 
 ElectLeadersRequest.FIELDS = (
     FieldInfo('election_type', 'ElectionType', 'int8', (1, 32767), None, None, None, False, None),
@@ -282,10 +311,10 @@ def _d_ElectLeadersRequest_v0(buf, pos):
 
 def _e_ElectLeadersRequest_v0(o, out, rg):
     if o.election_type != 0:
-        raise _unsup('election_type' + ' (versions 1+)', 0)
+        raise _unsup('ElectLeadersRequest.election_type (versions 1+)', 0)
     _l = o.topic_partitions
     if _l is None:
-        _w_nullarr(out, False)
+        out += _NULL_I32
     else:
         out += _I32.pack(len(_l))
         for _e in _l:
@@ -317,7 +346,7 @@ def _e_ElectLeadersRequest_v1(o, out, rg):
     out += _S1.pack(o.election_type)
     _l = o.topic_partitions
     if _l is None:
-        _w_nullarr(out, False)
+        out += _NULL_I32
     else:
         out += _I32.pack(len(_l))
         for _e in _l:
@@ -382,7 +411,7 @@ def _e_ElectLeadersRequest_v2(o, out, rg):
     out += _S1.pack(o.election_type)
     _l = o.topic_partitions
     if _l is None:
-        _w_nullarr(out, True)
+        out.append(0)
     else:
         _w_uv(out, len(_l) + 1)
         for _e in _l:
@@ -455,7 +484,7 @@ def _d_ElectLeadersResponse_v0(buf, pos):
 
 def _e_ElectLeadersResponse_v0(o, out, rg):
     if o.error_code != 0:
-        raise _unsup('error_code' + ' (versions 1+)', 0)
+        raise _unsup('ElectLeadersResponse.error_code (versions 1+)', 0)
     out += _S0.pack(o.throttle_time_ms)
     _l = o.replica_election_results
     out += _I32.pack(len(_l))

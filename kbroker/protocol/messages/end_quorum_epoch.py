@@ -32,12 +32,9 @@ from kbroker.protocol.types import unsupported_field as _unsup
 from kbroker.protocol.types import uuid_from_bytes as _uuid
 from kbroker.protocol.types import write_bytes as _w_bytes
 from kbroker.protocol.types import write_compact_nullable_string as _w_cnstr
-from kbroker.protocol.types import write_compact_records as _w_crecords
 from kbroker.protocol.types import write_compact_string as _w_cstr
-from kbroker.protocol.types import write_null_array as _w_nullarr
 from kbroker.protocol.types import write_nullable_string as _w_nstr
 from kbroker.protocol.types import write_primitive_array as _w_parr
-from kbroker.protocol.types import write_legacy_records as _w_records
 from kbroker.protocol.types import write_string as _w_str
 from kbroker.protocol.types import write_string_array as _w_sarr
 from kbroker.protocol.types import write_uvarint as _w_uv
@@ -45,8 +42,11 @@ from kbroker.protocol.types import write_tags as _w_tags
 from kbroker.protocol.types import write_unknown_tags as _w_utags
 from kbroker.protocol.types import write_uuid_array as _w_uarr
 from kbroker.protocol.varint import read_unsigned_varint as _ruv
+from kbroker.protocol.regions import write_compact_records as _w_crecords
+from kbroker.protocol.regions import write_legacy_records as _w_records
 
 _new = object.__new__
+_NULL_I32 = b"\xff\xff\xff\xff"
 
 
 class EndQuorumEpochRequest:
@@ -214,10 +214,48 @@ _EndQuorumEpochRequest_TopicData = EndQuorumEpochRequest.TopicData
 _EndQuorumEpochRequest_PartitionData = EndQuorumEpochRequest.PartitionData
 _EndQuorumEpochRequest_ReplicaInfo = EndQuorumEpochRequest.ReplicaInfo
 _EndQuorumEpochRequest_LeaderEndpoint = EndQuorumEpochRequest.LeaderEndpoint
-_D_EndQuorumEpochRequest_TopicData = _EndQuorumEpochRequest_TopicData()
-_D_EndQuorumEpochRequest_PartitionData = _EndQuorumEpochRequest_PartitionData()
-_D_EndQuorumEpochRequest_ReplicaInfo = _EndQuorumEpochRequest_ReplicaInfo()
-_D_EndQuorumEpochRequest_LeaderEndpoint = _EndQuorumEpochRequest_LeaderEndpoint()
+
+
+def _mk_EndQuorumEpochRequest_TopicData():
+    o = _new(_EndQuorumEpochRequest_TopicData)
+    o.topic_name = ''
+    o.partitions = []
+    o.unknown_tagged_fields = {}
+    return o
+
+
+def _mk_EndQuorumEpochRequest_PartitionData():
+    o = _new(_EndQuorumEpochRequest_PartitionData)
+    o.partition_index = 0
+    o.leader_id = 0
+    o.leader_epoch = 0
+    o.preferred_successors = []
+    o.preferred_candidates = []
+    o.unknown_tagged_fields = {}
+    return o
+
+
+def _mk_EndQuorumEpochRequest_ReplicaInfo():
+    o = _new(_EndQuorumEpochRequest_ReplicaInfo)
+    o.candidate_id = 0
+    o.candidate_directory_id = _ZERO_UUID
+    o.unknown_tagged_fields = {}
+    return o
+
+
+def _mk_EndQuorumEpochRequest_LeaderEndpoint():
+    o = _new(_EndQuorumEpochRequest_LeaderEndpoint)
+    o.name = ''
+    o.host = ''
+    o.port = 0
+    o.unknown_tagged_fields = {}
+    return o
+
+
+_D_EndQuorumEpochRequest_TopicData = _mk_EndQuorumEpochRequest_TopicData()
+_D_EndQuorumEpochRequest_PartitionData = _mk_EndQuorumEpochRequest_PartitionData()
+_D_EndQuorumEpochRequest_ReplicaInfo = _mk_EndQuorumEpochRequest_ReplicaInfo()
+_D_EndQuorumEpochRequest_LeaderEndpoint = _mk_EndQuorumEpochRequest_LeaderEndpoint()
 
 
 class EndQuorumEpochResponse:
@@ -352,9 +390,38 @@ class EndQuorumEpochResponse:
 _EndQuorumEpochResponse_TopicData = EndQuorumEpochResponse.TopicData
 _EndQuorumEpochResponse_PartitionData = EndQuorumEpochResponse.PartitionData
 _EndQuorumEpochResponse_NodeEndpoint = EndQuorumEpochResponse.NodeEndpoint
-_D_EndQuorumEpochResponse_TopicData = _EndQuorumEpochResponse_TopicData()
-_D_EndQuorumEpochResponse_PartitionData = _EndQuorumEpochResponse_PartitionData()
-_D_EndQuorumEpochResponse_NodeEndpoint = _EndQuorumEpochResponse_NodeEndpoint()
+
+
+def _mk_EndQuorumEpochResponse_TopicData():
+    o = _new(_EndQuorumEpochResponse_TopicData)
+    o.topic_name = ''
+    o.partitions = []
+    o.unknown_tagged_fields = {}
+    return o
+
+
+def _mk_EndQuorumEpochResponse_PartitionData():
+    o = _new(_EndQuorumEpochResponse_PartitionData)
+    o.partition_index = 0
+    o.error_code = 0
+    o.leader_id = 0
+    o.leader_epoch = 0
+    o.unknown_tagged_fields = {}
+    return o
+
+
+def _mk_EndQuorumEpochResponse_NodeEndpoint():
+    o = _new(_EndQuorumEpochResponse_NodeEndpoint)
+    o.node_id = 0
+    o.host = ''
+    o.port = 0
+    o.unknown_tagged_fields = {}
+    return o
+
+
+_D_EndQuorumEpochResponse_TopicData = _mk_EndQuorumEpochResponse_TopicData()
+_D_EndQuorumEpochResponse_PartitionData = _mk_EndQuorumEpochResponse_PartitionData()
+_D_EndQuorumEpochResponse_NodeEndpoint = _mk_EndQuorumEpochResponse_NodeEndpoint()
 
 EndQuorumEpochRequest.FIELDS = (
     FieldInfo('cluster_id', 'ClusterId', 'string', (0, 32767), (0, 32767), None, None, False, None),
@@ -722,7 +789,7 @@ def _d_EndQuorumEpochResponse_v0(buf, pos):
 
 def _e_EndQuorumEpochResponse_v0(o, out, rg):
     if o.node_endpoints != []:
-        raise _unsup('node_endpoints' + ' (versions 1+)', 0)
+        raise _unsup('EndQuorumEpochResponse.node_endpoints (versions 1+)', 0)
     out += _S4.pack(o.error_code)
     _l = o.topics
     out += _I32.pack(len(_l))

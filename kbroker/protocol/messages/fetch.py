@@ -32,12 +32,9 @@ from kbroker.protocol.types import unsupported_field as _unsup
 from kbroker.protocol.types import uuid_from_bytes as _uuid
 from kbroker.protocol.types import write_bytes as _w_bytes
 from kbroker.protocol.types import write_compact_nullable_string as _w_cnstr
-from kbroker.protocol.types import write_compact_records as _w_crecords
 from kbroker.protocol.types import write_compact_string as _w_cstr
-from kbroker.protocol.types import write_null_array as _w_nullarr
 from kbroker.protocol.types import write_nullable_string as _w_nstr
 from kbroker.protocol.types import write_primitive_array as _w_parr
-from kbroker.protocol.types import write_legacy_records as _w_records
 from kbroker.protocol.types import write_string as _w_str
 from kbroker.protocol.types import write_string_array as _w_sarr
 from kbroker.protocol.types import write_uvarint as _w_uv
@@ -45,8 +42,11 @@ from kbroker.protocol.types import write_tags as _w_tags
 from kbroker.protocol.types import write_unknown_tags as _w_utags
 from kbroker.protocol.types import write_uuid_array as _w_uarr
 from kbroker.protocol.varint import read_unsigned_varint as _ruv
+from kbroker.protocol.regions import write_compact_records as _w_crecords
+from kbroker.protocol.regions import write_legacy_records as _w_records
 
 _new = object.__new__
+_NULL_I32 = b"\xff\xff\xff\xff"
 
 
 class FetchRequest:
@@ -60,7 +60,7 @@ class FetchRequest:
     ) -> None:
         self.cluster_id = cluster_id
         self.replica_id = replica_id
-        self.replica_state = _FetchRequest_ReplicaState() if replica_state is MISSING else replica_state
+        self.replica_state = _mk_FetchRequest_ReplicaState() if replica_state is MISSING else replica_state
         self.max_wait_ms = max_wait_ms
         self.min_bytes = min_bytes
         self.max_bytes = max_bytes
@@ -240,10 +240,52 @@ _FetchRequest_ReplicaState = FetchRequest.ReplicaState
 _FetchRequest_FetchTopic = FetchRequest.FetchTopic
 _FetchRequest_FetchPartition = FetchRequest.FetchPartition
 _FetchRequest_ForgottenTopic = FetchRequest.ForgottenTopic
-_D_FetchRequest_ReplicaState = _FetchRequest_ReplicaState()
-_D_FetchRequest_FetchTopic = _FetchRequest_FetchTopic()
-_D_FetchRequest_FetchPartition = _FetchRequest_FetchPartition()
-_D_FetchRequest_ForgottenTopic = _FetchRequest_ForgottenTopic()
+
+
+def _mk_FetchRequest_ReplicaState():
+    o = _new(_FetchRequest_ReplicaState)
+    o.replica_id = -1
+    o.replica_epoch = -1
+    o.unknown_tagged_fields = {}
+    return o
+
+
+def _mk_FetchRequest_FetchTopic():
+    o = _new(_FetchRequest_FetchTopic)
+    o.topic = ''
+    o.topic_id = _ZERO_UUID
+    o.partitions = []
+    o.unknown_tagged_fields = {}
+    return o
+
+
+def _mk_FetchRequest_FetchPartition():
+    o = _new(_FetchRequest_FetchPartition)
+    o.partition = 0
+    o.current_leader_epoch = -1
+    o.fetch_offset = 0
+    o.last_fetched_epoch = -1
+    o.log_start_offset = -1
+    o.partition_max_bytes = 0
+    o.replica_directory_id = _ZERO_UUID
+    o.high_watermark = 9223372036854775807
+    o.unknown_tagged_fields = {}
+    return o
+
+
+def _mk_FetchRequest_ForgottenTopic():
+    o = _new(_FetchRequest_ForgottenTopic)
+    o.topic = ''
+    o.topic_id = _ZERO_UUID
+    o.partitions = []
+    o.unknown_tagged_fields = {}
+    return o
+
+
+_D_FetchRequest_ReplicaState = _mk_FetchRequest_ReplicaState()
+_D_FetchRequest_FetchTopic = _mk_FetchRequest_FetchTopic()
+_D_FetchRequest_FetchPartition = _mk_FetchRequest_FetchPartition()
+_D_FetchRequest_ForgottenTopic = _mk_FetchRequest_ForgottenTopic()
 
 
 class FetchResponse:
@@ -328,9 +370,9 @@ class FetchResponse:
             self.high_watermark = high_watermark
             self.last_stable_offset = last_stable_offset
             self.log_start_offset = log_start_offset
-            self.diverging_epoch = _FetchResponse_EpochEndOffset() if diverging_epoch is MISSING else diverging_epoch
-            self.current_leader = _FetchResponse_LeaderIdAndEpoch() if current_leader is MISSING else current_leader
-            self.snapshot_id = _FetchResponse_SnapshotId() if snapshot_id is MISSING else snapshot_id
+            self.diverging_epoch = _mk_FetchResponse_EpochEndOffset() if diverging_epoch is MISSING else diverging_epoch
+            self.current_leader = _mk_FetchResponse_LeaderIdAndEpoch() if current_leader is MISSING else current_leader
+            self.snapshot_id = _mk_FetchResponse_SnapshotId() if snapshot_id is MISSING else snapshot_id
             self.aborted_transactions = [] if aborted_transactions is MISSING else aborted_transactions
             self.preferred_read_replica = preferred_read_replica
             self.records = records
@@ -524,13 +566,83 @@ _FetchResponse_LeaderIdAndEpoch = FetchResponse.LeaderIdAndEpoch
 _FetchResponse_SnapshotId = FetchResponse.SnapshotId
 _FetchResponse_AbortedTransaction = FetchResponse.AbortedTransaction
 _FetchResponse_NodeEndpoint = FetchResponse.NodeEndpoint
-_D_FetchResponse_FetchableTopicResponse = _FetchResponse_FetchableTopicResponse()
-_D_FetchResponse_PartitionData = _FetchResponse_PartitionData()
-_D_FetchResponse_EpochEndOffset = _FetchResponse_EpochEndOffset()
-_D_FetchResponse_LeaderIdAndEpoch = _FetchResponse_LeaderIdAndEpoch()
-_D_FetchResponse_SnapshotId = _FetchResponse_SnapshotId()
-_D_FetchResponse_AbortedTransaction = _FetchResponse_AbortedTransaction()
-_D_FetchResponse_NodeEndpoint = _FetchResponse_NodeEndpoint()
+
+
+def _mk_FetchResponse_FetchableTopicResponse():
+    o = _new(_FetchResponse_FetchableTopicResponse)
+    o.topic = ''
+    o.topic_id = _ZERO_UUID
+    o.partitions = []
+    o.unknown_tagged_fields = {}
+    return o
+
+
+def _mk_FetchResponse_PartitionData():
+    o = _new(_FetchResponse_PartitionData)
+    o.partition_index = 0
+    o.error_code = 0
+    o.high_watermark = 0
+    o.last_stable_offset = -1
+    o.log_start_offset = -1
+    o.diverging_epoch = _mk_FetchResponse_EpochEndOffset()
+    o.current_leader = _mk_FetchResponse_LeaderIdAndEpoch()
+    o.snapshot_id = _mk_FetchResponse_SnapshotId()
+    o.aborted_transactions = []
+    o.preferred_read_replica = -1
+    o.records = None
+    o.unknown_tagged_fields = {}
+    return o
+
+
+def _mk_FetchResponse_EpochEndOffset():
+    o = _new(_FetchResponse_EpochEndOffset)
+    o.epoch = -1
+    o.end_offset = -1
+    o.unknown_tagged_fields = {}
+    return o
+
+
+def _mk_FetchResponse_LeaderIdAndEpoch():
+    o = _new(_FetchResponse_LeaderIdAndEpoch)
+    o.leader_id = -1
+    o.leader_epoch = -1
+    o.unknown_tagged_fields = {}
+    return o
+
+
+def _mk_FetchResponse_SnapshotId():
+    o = _new(_FetchResponse_SnapshotId)
+    o.end_offset = -1
+    o.epoch = -1
+    o.unknown_tagged_fields = {}
+    return o
+
+
+def _mk_FetchResponse_AbortedTransaction():
+    o = _new(_FetchResponse_AbortedTransaction)
+    o.producer_id = 0
+    o.first_offset = 0
+    o.unknown_tagged_fields = {}
+    return o
+
+
+def _mk_FetchResponse_NodeEndpoint():
+    o = _new(_FetchResponse_NodeEndpoint)
+    o.node_id = 0
+    o.host = ''
+    o.port = 0
+    o.rack = None
+    o.unknown_tagged_fields = {}
+    return o
+
+
+_D_FetchResponse_FetchableTopicResponse = _mk_FetchResponse_FetchableTopicResponse()
+_D_FetchResponse_PartitionData = _mk_FetchResponse_PartitionData()
+_D_FetchResponse_EpochEndOffset = _mk_FetchResponse_EpochEndOffset()
+_D_FetchResponse_LeaderIdAndEpoch = _mk_FetchResponse_LeaderIdAndEpoch()
+_D_FetchResponse_SnapshotId = _mk_FetchResponse_SnapshotId()
+_D_FetchResponse_AbortedTransaction = _mk_FetchResponse_AbortedTransaction()
+_D_FetchResponse_NodeEndpoint = _mk_FetchResponse_NodeEndpoint()
 
 FetchRequest.FIELDS = (
     FieldInfo('cluster_id', 'ClusterId', 'string', (12, 32767), (12, 32767), 0, (12, 32767), True, None),
@@ -653,7 +765,7 @@ def _d_FetchRequest_FetchPartition_v4(buf, pos):
 
 def _e_FetchRequest_FetchPartition_v4(o, out, rg):
     if o.last_fetched_epoch != -1:
-        raise _unsup('last_fetched_epoch' + ' (versions 12+)', 4)
+        raise _unsup('FetchRequest.FetchPartition.last_fetched_epoch (versions 12+)', 4)
     out += _S0.pack(o.partition, o.fetch_offset, o.partition_max_bytes)
 
 
@@ -698,7 +810,7 @@ def _d_FetchRequest_v4(buf, pos):
             _a(_e)
         o.topics = _l
     o.cluster_id = None
-    o.replica_state = _FetchRequest_ReplicaState()
+    o.replica_state = _mk_FetchRequest_ReplicaState()
     o.session_id = 0
     o.session_epoch = -1
     o.forgotten_topics_data = []
@@ -709,9 +821,9 @@ def _d_FetchRequest_v4(buf, pos):
 
 def _e_FetchRequest_v4(o, out, rg):
     if ((_s := o.replica_state).replica_id != -1 or _s.replica_epoch != -1 or _s.unknown_tagged_fields):
-        raise _unsup('replica_state' + ' (versions 15+)', 4)
+        raise _unsup('FetchRequest.replica_state (versions 15+)', 4)
     if o.forgotten_topics_data != []:
-        raise _unsup('forgotten_topics_data' + ' (versions 7+)', 4)
+        raise _unsup('FetchRequest.forgotten_topics_data (versions 7+)', 4)
     out += _S1.pack(o.replica_id, o.max_wait_ms, o.min_bytes, o.max_bytes, o.isolation_level)
     _l = o.topics
     out += _I32.pack(len(_l))
@@ -733,7 +845,7 @@ def _d_FetchRequest_FetchPartition_v5(buf, pos):
 
 def _e_FetchRequest_FetchPartition_v5(o, out, rg):
     if o.last_fetched_epoch != -1:
-        raise _unsup('last_fetched_epoch' + ' (versions 12+)', 5)
+        raise _unsup('FetchRequest.FetchPartition.last_fetched_epoch (versions 12+)', 5)
     out += _S2.pack(o.partition, o.fetch_offset, o.log_start_offset, o.partition_max_bytes)
 
 
@@ -778,7 +890,7 @@ def _d_FetchRequest_v5(buf, pos):
             _a(_e)
         o.topics = _l
     o.cluster_id = None
-    o.replica_state = _FetchRequest_ReplicaState()
+    o.replica_state = _mk_FetchRequest_ReplicaState()
     o.session_id = 0
     o.session_epoch = -1
     o.forgotten_topics_data = []
@@ -789,9 +901,9 @@ def _d_FetchRequest_v5(buf, pos):
 
 def _e_FetchRequest_v5(o, out, rg):
     if ((_s := o.replica_state).replica_id != -1 or _s.replica_epoch != -1 or _s.unknown_tagged_fields):
-        raise _unsup('replica_state' + ' (versions 15+)', 5)
+        raise _unsup('FetchRequest.replica_state (versions 15+)', 5)
     if o.forgotten_topics_data != []:
-        raise _unsup('forgotten_topics_data' + ' (versions 7+)', 5)
+        raise _unsup('FetchRequest.forgotten_topics_data (versions 7+)', 5)
     out += _S1.pack(o.replica_id, o.max_wait_ms, o.min_bytes, o.max_bytes, o.isolation_level)
     _l = o.topics
     out += _I32.pack(len(_l))
@@ -801,7 +913,7 @@ def _e_FetchRequest_v5(o, out, rg):
 
 def _e_FetchRequest_FetchPartition_v6(o, out, rg):
     if o.last_fetched_epoch != -1:
-        raise _unsup('last_fetched_epoch' + ' (versions 12+)', 6)
+        raise _unsup('FetchRequest.FetchPartition.last_fetched_epoch (versions 12+)', 6)
     out += _S2.pack(o.partition, o.fetch_offset, o.log_start_offset, o.partition_max_bytes)
 
 
@@ -815,9 +927,9 @@ def _e_FetchRequest_FetchTopic_v6(o, out, rg):
 
 def _e_FetchRequest_v6(o, out, rg):
     if ((_s := o.replica_state).replica_id != -1 or _s.replica_epoch != -1 or _s.unknown_tagged_fields):
-        raise _unsup('replica_state' + ' (versions 15+)', 6)
+        raise _unsup('FetchRequest.replica_state (versions 15+)', 6)
     if o.forgotten_topics_data != []:
-        raise _unsup('forgotten_topics_data' + ' (versions 7+)', 6)
+        raise _unsup('FetchRequest.forgotten_topics_data (versions 7+)', 6)
     out += _S1.pack(o.replica_id, o.max_wait_ms, o.min_bytes, o.max_bytes, o.isolation_level)
     _l = o.topics
     out += _I32.pack(len(_l))
@@ -827,7 +939,7 @@ def _e_FetchRequest_v6(o, out, rg):
 
 def _e_FetchRequest_FetchPartition_v7(o, out, rg):
     if o.last_fetched_epoch != -1:
-        raise _unsup('last_fetched_epoch' + ' (versions 12+)', 7)
+        raise _unsup('FetchRequest.FetchPartition.last_fetched_epoch (versions 12+)', 7)
     out += _S2.pack(o.partition, o.fetch_offset, o.log_start_offset, o.partition_max_bytes)
 
 
@@ -880,7 +992,7 @@ def _d_FetchRequest_v7(buf, pos):
             _a(_e)
         o.forgotten_topics_data = _l
     o.cluster_id = None
-    o.replica_state = _FetchRequest_ReplicaState()
+    o.replica_state = _mk_FetchRequest_ReplicaState()
     o.rack_id = ''
     o.unknown_tagged_fields = _u = {}
     return o, pos
@@ -888,7 +1000,7 @@ def _d_FetchRequest_v7(buf, pos):
 
 def _e_FetchRequest_v7(o, out, rg):
     if ((_s := o.replica_state).replica_id != -1 or _s.replica_epoch != -1 or _s.unknown_tagged_fields):
-        raise _unsup('replica_state' + ' (versions 15+)', 7)
+        raise _unsup('FetchRequest.replica_state (versions 15+)', 7)
     out += _S3.pack(o.replica_id, o.max_wait_ms, o.min_bytes, o.max_bytes, o.isolation_level, o.session_id, o.session_epoch)
     _l = o.topics
     out += _I32.pack(len(_l))
@@ -902,7 +1014,7 @@ def _e_FetchRequest_v7(o, out, rg):
 
 def _e_FetchRequest_FetchPartition_v8(o, out, rg):
     if o.last_fetched_epoch != -1:
-        raise _unsup('last_fetched_epoch' + ' (versions 12+)', 8)
+        raise _unsup('FetchRequest.FetchPartition.last_fetched_epoch (versions 12+)', 8)
     out += _S2.pack(o.partition, o.fetch_offset, o.log_start_offset, o.partition_max_bytes)
 
 
@@ -916,7 +1028,7 @@ def _e_FetchRequest_FetchTopic_v8(o, out, rg):
 
 def _e_FetchRequest_v8(o, out, rg):
     if ((_s := o.replica_state).replica_id != -1 or _s.replica_epoch != -1 or _s.unknown_tagged_fields):
-        raise _unsup('replica_state' + ' (versions 15+)', 8)
+        raise _unsup('FetchRequest.replica_state (versions 15+)', 8)
     out += _S3.pack(o.replica_id, o.max_wait_ms, o.min_bytes, o.max_bytes, o.isolation_level, o.session_id, o.session_epoch)
     _l = o.topics
     out += _I32.pack(len(_l))
@@ -941,7 +1053,7 @@ def _d_FetchRequest_FetchPartition_v9(buf, pos):
 
 def _e_FetchRequest_FetchPartition_v9(o, out, rg):
     if o.last_fetched_epoch != -1:
-        raise _unsup('last_fetched_epoch' + ' (versions 12+)', 9)
+        raise _unsup('FetchRequest.FetchPartition.last_fetched_epoch (versions 12+)', 9)
     out += _S4.pack(o.partition, o.current_leader_epoch, o.fetch_offset, o.log_start_offset, o.partition_max_bytes)
 
 
@@ -996,7 +1108,7 @@ def _d_FetchRequest_v9(buf, pos):
             _a(_e)
         o.forgotten_topics_data = _l
     o.cluster_id = None
-    o.replica_state = _FetchRequest_ReplicaState()
+    o.replica_state = _mk_FetchRequest_ReplicaState()
     o.rack_id = ''
     o.unknown_tagged_fields = _u = {}
     return o, pos
@@ -1004,7 +1116,7 @@ def _d_FetchRequest_v9(buf, pos):
 
 def _e_FetchRequest_v9(o, out, rg):
     if ((_s := o.replica_state).replica_id != -1 or _s.replica_epoch != -1 or _s.unknown_tagged_fields):
-        raise _unsup('replica_state' + ' (versions 15+)', 9)
+        raise _unsup('FetchRequest.replica_state (versions 15+)', 9)
     out += _S3.pack(o.replica_id, o.max_wait_ms, o.min_bytes, o.max_bytes, o.isolation_level, o.session_id, o.session_epoch)
     _l = o.topics
     out += _I32.pack(len(_l))
@@ -1018,7 +1130,7 @@ def _e_FetchRequest_v9(o, out, rg):
 
 def _e_FetchRequest_FetchPartition_v10(o, out, rg):
     if o.last_fetched_epoch != -1:
-        raise _unsup('last_fetched_epoch' + ' (versions 12+)', 10)
+        raise _unsup('FetchRequest.FetchPartition.last_fetched_epoch (versions 12+)', 10)
     out += _S4.pack(o.partition, o.current_leader_epoch, o.fetch_offset, o.log_start_offset, o.partition_max_bytes)
 
 
@@ -1032,7 +1144,7 @@ def _e_FetchRequest_FetchTopic_v10(o, out, rg):
 
 def _e_FetchRequest_v10(o, out, rg):
     if ((_s := o.replica_state).replica_id != -1 or _s.replica_epoch != -1 or _s.unknown_tagged_fields):
-        raise _unsup('replica_state' + ' (versions 15+)', 10)
+        raise _unsup('FetchRequest.replica_state (versions 15+)', 10)
     out += _S3.pack(o.replica_id, o.max_wait_ms, o.min_bytes, o.max_bytes, o.isolation_level, o.session_id, o.session_epoch)
     _l = o.topics
     out += _I32.pack(len(_l))
@@ -1046,7 +1158,7 @@ def _e_FetchRequest_v10(o, out, rg):
 
 def _e_FetchRequest_FetchPartition_v11(o, out, rg):
     if o.last_fetched_epoch != -1:
-        raise _unsup('last_fetched_epoch' + ' (versions 12+)', 11)
+        raise _unsup('FetchRequest.FetchPartition.last_fetched_epoch (versions 12+)', 11)
     out += _S4.pack(o.partition, o.current_leader_epoch, o.fetch_offset, o.log_start_offset, o.partition_max_bytes)
 
 
@@ -1084,14 +1196,14 @@ def _d_FetchRequest_v11(buf, pos):
         o.forgotten_topics_data = _l
     o.rack_id, pos = _r_str(buf, pos)
     o.cluster_id = None
-    o.replica_state = _FetchRequest_ReplicaState()
+    o.replica_state = _mk_FetchRequest_ReplicaState()
     o.unknown_tagged_fields = _u = {}
     return o, pos
 
 
 def _e_FetchRequest_v11(o, out, rg):
     if ((_s := o.replica_state).replica_id != -1 or _s.replica_epoch != -1 or _s.unknown_tagged_fields):
-        raise _unsup('replica_state' + ' (versions 15+)', 11)
+        raise _unsup('FetchRequest.replica_state (versions 15+)', 11)
     out += _S3.pack(o.replica_id, o.max_wait_ms, o.min_bytes, o.max_bytes, o.isolation_level, o.session_id, o.session_epoch)
     _l = o.topics
     out += _I32.pack(len(_l))
@@ -1227,7 +1339,7 @@ def _d_FetchRequest_v12(buf, pos):
             _a(_e)
         o.forgotten_topics_data = _l
     o.rack_id, pos = _r_cstr(buf, pos)
-    o.replica_state = _FetchRequest_ReplicaState()
+    o.replica_state = _mk_FetchRequest_ReplicaState()
     o.cluster_id = None
     o.unknown_tagged_fields = _u = {}
     _nt, pos = _ruv(buf, pos)
@@ -1244,7 +1356,7 @@ def _d_FetchRequest_v12(buf, pos):
 
 def _e_FetchRequest_v12(o, out, rg):
     if ((_s := o.replica_state).replica_id != -1 or _s.replica_epoch != -1 or _s.unknown_tagged_fields):
-        raise _unsup('replica_state' + ' (versions 15+)', 12)
+        raise _unsup('FetchRequest.replica_state (versions 15+)', 12)
     out += _S3.pack(o.replica_id, o.max_wait_ms, o.min_bytes, o.max_bytes, o.isolation_level, o.session_id, o.session_epoch)
     _l = o.topics
     _w_uv(out, len(_l) + 1)
@@ -1370,7 +1482,7 @@ def _d_FetchRequest_v13(buf, pos):
             _a(_e)
         o.forgotten_topics_data = _l
     o.rack_id, pos = _r_cstr(buf, pos)
-    o.replica_state = _FetchRequest_ReplicaState()
+    o.replica_state = _mk_FetchRequest_ReplicaState()
     o.cluster_id = None
     o.unknown_tagged_fields = _u = {}
     _nt, pos = _ruv(buf, pos)
@@ -1387,7 +1499,7 @@ def _d_FetchRequest_v13(buf, pos):
 
 def _e_FetchRequest_v13(o, out, rg):
     if ((_s := o.replica_state).replica_id != -1 or _s.replica_epoch != -1 or _s.unknown_tagged_fields):
-        raise _unsup('replica_state' + ' (versions 15+)', 13)
+        raise _unsup('FetchRequest.replica_state (versions 15+)', 13)
     out += _S3.pack(o.replica_id, o.max_wait_ms, o.min_bytes, o.max_bytes, o.isolation_level, o.session_id, o.session_epoch)
     _l = o.topics
     _w_uv(out, len(_l) + 1)
@@ -1411,7 +1523,7 @@ def _e_FetchRequest_v13(o, out, rg):
 
 def _e_FetchRequest_v14(o, out, rg):
     if ((_s := o.replica_state).replica_id != -1 or _s.replica_epoch != -1 or _s.unknown_tagged_fields):
-        raise _unsup('replica_state' + ' (versions 15+)', 14)
+        raise _unsup('FetchRequest.replica_state (versions 15+)', 14)
     out += _S3.pack(o.replica_id, o.max_wait_ms, o.min_bytes, o.max_bytes, o.isolation_level, o.session_id, o.session_epoch)
     _l = o.topics
     _w_uv(out, len(_l) + 1)
@@ -1491,7 +1603,7 @@ def _d_FetchRequest_v15(buf, pos):
     o.rack_id, pos = _r_cstr(buf, pos)
     o.replica_id = -1
     o.cluster_id = None
-    o.replica_state = _FetchRequest_ReplicaState()
+    o.replica_state = _mk_FetchRequest_ReplicaState()
     o.unknown_tagged_fields = _u = {}
     _nt, pos = _ruv(buf, pos)
     for _ in range(_nt):
@@ -1510,7 +1622,7 @@ def _d_FetchRequest_v15(buf, pos):
 
 def _e_FetchRequest_v15(o, out, rg):
     if o.replica_id != -1:
-        raise _unsup('replica_id' + ' (versions 0-14)', 15)
+        raise _unsup('FetchRequest.replica_id (versions 0-14)', 15)
     out += _S8.pack(o.max_wait_ms, o.min_bytes, o.max_bytes, o.isolation_level, o.session_id, o.session_epoch)
     _l = o.topics
     _w_uv(out, len(_l) + 1)
@@ -1538,7 +1650,7 @@ def _e_FetchRequest_v15(o, out, rg):
 
 def _e_FetchRequest_v16(o, out, rg):
     if o.replica_id != -1:
-        raise _unsup('replica_id' + ' (versions 0-14)', 16)
+        raise _unsup('FetchRequest.replica_id (versions 0-14)', 16)
     out += _S8.pack(o.max_wait_ms, o.min_bytes, o.max_bytes, o.isolation_level, o.session_id, o.session_epoch)
     _l = o.topics
     _w_uv(out, len(_l) + 1)
@@ -1677,7 +1789,7 @@ def _d_FetchRequest_v17(buf, pos):
     o.rack_id, pos = _r_cstr(buf, pos)
     o.replica_id = -1
     o.cluster_id = None
-    o.replica_state = _FetchRequest_ReplicaState()
+    o.replica_state = _mk_FetchRequest_ReplicaState()
     o.unknown_tagged_fields = _u = {}
     _nt, pos = _ruv(buf, pos)
     for _ in range(_nt):
@@ -1696,7 +1808,7 @@ def _d_FetchRequest_v17(buf, pos):
 
 def _e_FetchRequest_v17(o, out, rg):
     if o.replica_id != -1:
-        raise _unsup('replica_id' + ' (versions 0-14)', 17)
+        raise _unsup('FetchRequest.replica_id (versions 0-14)', 17)
     out += _S8.pack(o.max_wait_ms, o.min_bytes, o.max_bytes, o.isolation_level, o.session_id, o.session_epoch)
     _l = o.topics
     _w_uv(out, len(_l) + 1)
@@ -1843,7 +1955,7 @@ def _d_FetchRequest_v18(buf, pos):
     o.rack_id, pos = _r_cstr(buf, pos)
     o.replica_id = -1
     o.cluster_id = None
-    o.replica_state = _FetchRequest_ReplicaState()
+    o.replica_state = _mk_FetchRequest_ReplicaState()
     o.unknown_tagged_fields = _u = {}
     _nt, pos = _ruv(buf, pos)
     for _ in range(_nt):
@@ -1862,7 +1974,7 @@ def _d_FetchRequest_v18(buf, pos):
 
 def _e_FetchRequest_v18(o, out, rg):
     if o.replica_id != -1:
-        raise _unsup('replica_id' + ' (versions 0-14)', 18)
+        raise _unsup('FetchRequest.replica_id (versions 0-14)', 18)
     out += _S8.pack(o.max_wait_ms, o.min_bytes, o.max_bytes, o.isolation_level, o.session_id, o.session_epoch)
     _l = o.topics
     _w_uv(out, len(_l) + 1)
@@ -1916,9 +2028,9 @@ def _d_FetchResponse_PartitionData_v4(buf, pos):
         o.aborted_transactions = _l
     o.records, pos = _r_records(buf, pos, True, False)
     o.log_start_offset = -1
-    o.diverging_epoch = _FetchResponse_EpochEndOffset()
-    o.current_leader = _FetchResponse_LeaderIdAndEpoch()
-    o.snapshot_id = _FetchResponse_SnapshotId()
+    o.diverging_epoch = _mk_FetchResponse_EpochEndOffset()
+    o.current_leader = _mk_FetchResponse_LeaderIdAndEpoch()
+    o.snapshot_id = _mk_FetchResponse_SnapshotId()
     o.preferred_read_replica = -1
     o.unknown_tagged_fields = _u = {}
     return o, pos
@@ -1926,17 +2038,17 @@ def _d_FetchResponse_PartitionData_v4(buf, pos):
 
 def _e_FetchResponse_PartitionData_v4(o, out, rg):
     if ((_s := o.diverging_epoch).epoch != -1 or _s.end_offset != -1 or _s.unknown_tagged_fields):
-        raise _unsup('diverging_epoch' + ' (versions 12+)', 4)
+        raise _unsup('FetchResponse.PartitionData.diverging_epoch (versions 12+)', 4)
     if ((_s := o.current_leader).leader_id != -1 or _s.leader_epoch != -1 or _s.unknown_tagged_fields):
-        raise _unsup('current_leader' + ' (versions 12+)', 4)
+        raise _unsup('FetchResponse.PartitionData.current_leader (versions 12+)', 4)
     if ((_s := o.snapshot_id).end_offset != -1 or _s.epoch != -1 or _s.unknown_tagged_fields):
-        raise _unsup('snapshot_id' + ' (versions 12+)', 4)
+        raise _unsup('FetchResponse.PartitionData.snapshot_id (versions 12+)', 4)
     if o.preferred_read_replica != -1:
-        raise _unsup('preferred_read_replica' + ' (versions 11+)', 4)
+        raise _unsup('FetchResponse.PartitionData.preferred_read_replica (versions 11+)', 4)
     out += _S11.pack(o.partition_index, o.error_code, o.high_watermark, o.last_stable_offset)
     _l = o.aborted_transactions
     if _l is None:
-        _w_nullarr(out, False)
+        out += _NULL_I32
     else:
         out += _I32.pack(len(_l))
         for _e in _l:
@@ -1993,9 +2105,9 @@ def _d_FetchResponse_v4(buf, pos):
 
 def _e_FetchResponse_v4(o, out, rg):
     if o.session_id != 0:
-        raise _unsup('session_id' + ' (versions 7+)', 4)
+        raise _unsup('FetchResponse.session_id (versions 7+)', 4)
     if o.node_endpoints != []:
-        raise _unsup('node_endpoints' + ' (versions 16+)', 4)
+        raise _unsup('FetchResponse.node_endpoints (versions 16+)', 4)
     out += _S12.pack(o.throttle_time_ms)
     _l = o.responses
     out += _I32.pack(len(_l))
@@ -2018,9 +2130,9 @@ def _d_FetchResponse_PartitionData_v5(buf, pos):
             _a(_e)
         o.aborted_transactions = _l
     o.records, pos = _r_records(buf, pos, True, False)
-    o.diverging_epoch = _FetchResponse_EpochEndOffset()
-    o.current_leader = _FetchResponse_LeaderIdAndEpoch()
-    o.snapshot_id = _FetchResponse_SnapshotId()
+    o.diverging_epoch = _mk_FetchResponse_EpochEndOffset()
+    o.current_leader = _mk_FetchResponse_LeaderIdAndEpoch()
+    o.snapshot_id = _mk_FetchResponse_SnapshotId()
     o.preferred_read_replica = -1
     o.unknown_tagged_fields = _u = {}
     return o, pos
@@ -2028,17 +2140,17 @@ def _d_FetchResponse_PartitionData_v5(buf, pos):
 
 def _e_FetchResponse_PartitionData_v5(o, out, rg):
     if ((_s := o.diverging_epoch).epoch != -1 or _s.end_offset != -1 or _s.unknown_tagged_fields):
-        raise _unsup('diverging_epoch' + ' (versions 12+)', 5)
+        raise _unsup('FetchResponse.PartitionData.diverging_epoch (versions 12+)', 5)
     if ((_s := o.current_leader).leader_id != -1 or _s.leader_epoch != -1 or _s.unknown_tagged_fields):
-        raise _unsup('current_leader' + ' (versions 12+)', 5)
+        raise _unsup('FetchResponse.PartitionData.current_leader (versions 12+)', 5)
     if ((_s := o.snapshot_id).end_offset != -1 or _s.epoch != -1 or _s.unknown_tagged_fields):
-        raise _unsup('snapshot_id' + ' (versions 12+)', 5)
+        raise _unsup('FetchResponse.PartitionData.snapshot_id (versions 12+)', 5)
     if o.preferred_read_replica != -1:
-        raise _unsup('preferred_read_replica' + ' (versions 11+)', 5)
+        raise _unsup('FetchResponse.PartitionData.preferred_read_replica (versions 11+)', 5)
     out += _S13.pack(o.partition_index, o.error_code, o.high_watermark, o.last_stable_offset, o.log_start_offset)
     _l = o.aborted_transactions
     if _l is None:
-        _w_nullarr(out, False)
+        out += _NULL_I32
     else:
         out += _I32.pack(len(_l))
         for _e in _l:
@@ -2095,9 +2207,9 @@ def _d_FetchResponse_v5(buf, pos):
 
 def _e_FetchResponse_v5(o, out, rg):
     if o.session_id != 0:
-        raise _unsup('session_id' + ' (versions 7+)', 5)
+        raise _unsup('FetchResponse.session_id (versions 7+)', 5)
     if o.node_endpoints != []:
-        raise _unsup('node_endpoints' + ' (versions 16+)', 5)
+        raise _unsup('FetchResponse.node_endpoints (versions 16+)', 5)
     out += _S12.pack(o.throttle_time_ms)
     _l = o.responses
     out += _I32.pack(len(_l))
@@ -2107,17 +2219,17 @@ def _e_FetchResponse_v5(o, out, rg):
 
 def _e_FetchResponse_PartitionData_v6(o, out, rg):
     if ((_s := o.diverging_epoch).epoch != -1 or _s.end_offset != -1 or _s.unknown_tagged_fields):
-        raise _unsup('diverging_epoch' + ' (versions 12+)', 6)
+        raise _unsup('FetchResponse.PartitionData.diverging_epoch (versions 12+)', 6)
     if ((_s := o.current_leader).leader_id != -1 or _s.leader_epoch != -1 or _s.unknown_tagged_fields):
-        raise _unsup('current_leader' + ' (versions 12+)', 6)
+        raise _unsup('FetchResponse.PartitionData.current_leader (versions 12+)', 6)
     if ((_s := o.snapshot_id).end_offset != -1 or _s.epoch != -1 or _s.unknown_tagged_fields):
-        raise _unsup('snapshot_id' + ' (versions 12+)', 6)
+        raise _unsup('FetchResponse.PartitionData.snapshot_id (versions 12+)', 6)
     if o.preferred_read_replica != -1:
-        raise _unsup('preferred_read_replica' + ' (versions 11+)', 6)
+        raise _unsup('FetchResponse.PartitionData.preferred_read_replica (versions 11+)', 6)
     out += _S13.pack(o.partition_index, o.error_code, o.high_watermark, o.last_stable_offset, o.log_start_offset)
     _l = o.aborted_transactions
     if _l is None:
-        _w_nullarr(out, False)
+        out += _NULL_I32
     else:
         out += _I32.pack(len(_l))
         for _e in _l:
@@ -2135,9 +2247,9 @@ def _e_FetchResponse_FetchableTopicResponse_v6(o, out, rg):
 
 def _e_FetchResponse_v6(o, out, rg):
     if o.session_id != 0:
-        raise _unsup('session_id' + ' (versions 7+)', 6)
+        raise _unsup('FetchResponse.session_id (versions 7+)', 6)
     if o.node_endpoints != []:
-        raise _unsup('node_endpoints' + ' (versions 16+)', 6)
+        raise _unsup('FetchResponse.node_endpoints (versions 16+)', 6)
     out += _S12.pack(o.throttle_time_ms)
     _l = o.responses
     out += _I32.pack(len(_l))
@@ -2147,17 +2259,17 @@ def _e_FetchResponse_v6(o, out, rg):
 
 def _e_FetchResponse_PartitionData_v7(o, out, rg):
     if ((_s := o.diverging_epoch).epoch != -1 or _s.end_offset != -1 or _s.unknown_tagged_fields):
-        raise _unsup('diverging_epoch' + ' (versions 12+)', 7)
+        raise _unsup('FetchResponse.PartitionData.diverging_epoch (versions 12+)', 7)
     if ((_s := o.current_leader).leader_id != -1 or _s.leader_epoch != -1 or _s.unknown_tagged_fields):
-        raise _unsup('current_leader' + ' (versions 12+)', 7)
+        raise _unsup('FetchResponse.PartitionData.current_leader (versions 12+)', 7)
     if ((_s := o.snapshot_id).end_offset != -1 or _s.epoch != -1 or _s.unknown_tagged_fields):
-        raise _unsup('snapshot_id' + ' (versions 12+)', 7)
+        raise _unsup('FetchResponse.PartitionData.snapshot_id (versions 12+)', 7)
     if o.preferred_read_replica != -1:
-        raise _unsup('preferred_read_replica' + ' (versions 11+)', 7)
+        raise _unsup('FetchResponse.PartitionData.preferred_read_replica (versions 11+)', 7)
     out += _S13.pack(o.partition_index, o.error_code, o.high_watermark, o.last_stable_offset, o.log_start_offset)
     _l = o.aborted_transactions
     if _l is None:
-        _w_nullarr(out, False)
+        out += _NULL_I32
     else:
         out += _I32.pack(len(_l))
         for _e in _l:
@@ -2194,7 +2306,7 @@ def _d_FetchResponse_v7(buf, pos):
 
 def _e_FetchResponse_v7(o, out, rg):
     if o.node_endpoints != []:
-        raise _unsup('node_endpoints' + ' (versions 16+)', 7)
+        raise _unsup('FetchResponse.node_endpoints (versions 16+)', 7)
     out += _S14.pack(o.throttle_time_ms, o.error_code, o.session_id)
     _l = o.responses
     out += _I32.pack(len(_l))
@@ -2204,17 +2316,17 @@ def _e_FetchResponse_v7(o, out, rg):
 
 def _e_FetchResponse_PartitionData_v8(o, out, rg):
     if ((_s := o.diverging_epoch).epoch != -1 or _s.end_offset != -1 or _s.unknown_tagged_fields):
-        raise _unsup('diverging_epoch' + ' (versions 12+)', 8)
+        raise _unsup('FetchResponse.PartitionData.diverging_epoch (versions 12+)', 8)
     if ((_s := o.current_leader).leader_id != -1 or _s.leader_epoch != -1 or _s.unknown_tagged_fields):
-        raise _unsup('current_leader' + ' (versions 12+)', 8)
+        raise _unsup('FetchResponse.PartitionData.current_leader (versions 12+)', 8)
     if ((_s := o.snapshot_id).end_offset != -1 or _s.epoch != -1 or _s.unknown_tagged_fields):
-        raise _unsup('snapshot_id' + ' (versions 12+)', 8)
+        raise _unsup('FetchResponse.PartitionData.snapshot_id (versions 12+)', 8)
     if o.preferred_read_replica != -1:
-        raise _unsup('preferred_read_replica' + ' (versions 11+)', 8)
+        raise _unsup('FetchResponse.PartitionData.preferred_read_replica (versions 11+)', 8)
     out += _S13.pack(o.partition_index, o.error_code, o.high_watermark, o.last_stable_offset, o.log_start_offset)
     _l = o.aborted_transactions
     if _l is None:
-        _w_nullarr(out, False)
+        out += _NULL_I32
     else:
         out += _I32.pack(len(_l))
         for _e in _l:
@@ -2232,7 +2344,7 @@ def _e_FetchResponse_FetchableTopicResponse_v8(o, out, rg):
 
 def _e_FetchResponse_v8(o, out, rg):
     if o.node_endpoints != []:
-        raise _unsup('node_endpoints' + ' (versions 16+)', 8)
+        raise _unsup('FetchResponse.node_endpoints (versions 16+)', 8)
     out += _S14.pack(o.throttle_time_ms, o.error_code, o.session_id)
     _l = o.responses
     out += _I32.pack(len(_l))
@@ -2242,17 +2354,17 @@ def _e_FetchResponse_v8(o, out, rg):
 
 def _e_FetchResponse_PartitionData_v9(o, out, rg):
     if ((_s := o.diverging_epoch).epoch != -1 or _s.end_offset != -1 or _s.unknown_tagged_fields):
-        raise _unsup('diverging_epoch' + ' (versions 12+)', 9)
+        raise _unsup('FetchResponse.PartitionData.diverging_epoch (versions 12+)', 9)
     if ((_s := o.current_leader).leader_id != -1 or _s.leader_epoch != -1 or _s.unknown_tagged_fields):
-        raise _unsup('current_leader' + ' (versions 12+)', 9)
+        raise _unsup('FetchResponse.PartitionData.current_leader (versions 12+)', 9)
     if ((_s := o.snapshot_id).end_offset != -1 or _s.epoch != -1 or _s.unknown_tagged_fields):
-        raise _unsup('snapshot_id' + ' (versions 12+)', 9)
+        raise _unsup('FetchResponse.PartitionData.snapshot_id (versions 12+)', 9)
     if o.preferred_read_replica != -1:
-        raise _unsup('preferred_read_replica' + ' (versions 11+)', 9)
+        raise _unsup('FetchResponse.PartitionData.preferred_read_replica (versions 11+)', 9)
     out += _S13.pack(o.partition_index, o.error_code, o.high_watermark, o.last_stable_offset, o.log_start_offset)
     _l = o.aborted_transactions
     if _l is None:
-        _w_nullarr(out, False)
+        out += _NULL_I32
     else:
         out += _I32.pack(len(_l))
         for _e in _l:
@@ -2270,7 +2382,7 @@ def _e_FetchResponse_FetchableTopicResponse_v9(o, out, rg):
 
 def _e_FetchResponse_v9(o, out, rg):
     if o.node_endpoints != []:
-        raise _unsup('node_endpoints' + ' (versions 16+)', 9)
+        raise _unsup('FetchResponse.node_endpoints (versions 16+)', 9)
     out += _S14.pack(o.throttle_time_ms, o.error_code, o.session_id)
     _l = o.responses
     out += _I32.pack(len(_l))
@@ -2280,17 +2392,17 @@ def _e_FetchResponse_v9(o, out, rg):
 
 def _e_FetchResponse_PartitionData_v10(o, out, rg):
     if ((_s := o.diverging_epoch).epoch != -1 or _s.end_offset != -1 or _s.unknown_tagged_fields):
-        raise _unsup('diverging_epoch' + ' (versions 12+)', 10)
+        raise _unsup('FetchResponse.PartitionData.diverging_epoch (versions 12+)', 10)
     if ((_s := o.current_leader).leader_id != -1 or _s.leader_epoch != -1 or _s.unknown_tagged_fields):
-        raise _unsup('current_leader' + ' (versions 12+)', 10)
+        raise _unsup('FetchResponse.PartitionData.current_leader (versions 12+)', 10)
     if ((_s := o.snapshot_id).end_offset != -1 or _s.epoch != -1 or _s.unknown_tagged_fields):
-        raise _unsup('snapshot_id' + ' (versions 12+)', 10)
+        raise _unsup('FetchResponse.PartitionData.snapshot_id (versions 12+)', 10)
     if o.preferred_read_replica != -1:
-        raise _unsup('preferred_read_replica' + ' (versions 11+)', 10)
+        raise _unsup('FetchResponse.PartitionData.preferred_read_replica (versions 11+)', 10)
     out += _S13.pack(o.partition_index, o.error_code, o.high_watermark, o.last_stable_offset, o.log_start_offset)
     _l = o.aborted_transactions
     if _l is None:
-        _w_nullarr(out, False)
+        out += _NULL_I32
     else:
         out += _I32.pack(len(_l))
         for _e in _l:
@@ -2308,7 +2420,7 @@ def _e_FetchResponse_FetchableTopicResponse_v10(o, out, rg):
 
 def _e_FetchResponse_v10(o, out, rg):
     if o.node_endpoints != []:
-        raise _unsup('node_endpoints' + ' (versions 16+)', 10)
+        raise _unsup('FetchResponse.node_endpoints (versions 16+)', 10)
     out += _S14.pack(o.throttle_time_ms, o.error_code, o.session_id)
     _l = o.responses
     out += _I32.pack(len(_l))
@@ -2333,24 +2445,24 @@ def _d_FetchResponse_PartitionData_v11(buf, pos):
     o.preferred_read_replica, = _S12.unpack_from(buf, pos)
     pos += 4
     o.records, pos = _r_records(buf, pos, True, False)
-    o.diverging_epoch = _FetchResponse_EpochEndOffset()
-    o.current_leader = _FetchResponse_LeaderIdAndEpoch()
-    o.snapshot_id = _FetchResponse_SnapshotId()
+    o.diverging_epoch = _mk_FetchResponse_EpochEndOffset()
+    o.current_leader = _mk_FetchResponse_LeaderIdAndEpoch()
+    o.snapshot_id = _mk_FetchResponse_SnapshotId()
     o.unknown_tagged_fields = _u = {}
     return o, pos
 
 
 def _e_FetchResponse_PartitionData_v11(o, out, rg):
     if ((_s := o.diverging_epoch).epoch != -1 or _s.end_offset != -1 or _s.unknown_tagged_fields):
-        raise _unsup('diverging_epoch' + ' (versions 12+)', 11)
+        raise _unsup('FetchResponse.PartitionData.diverging_epoch (versions 12+)', 11)
     if ((_s := o.current_leader).leader_id != -1 or _s.leader_epoch != -1 or _s.unknown_tagged_fields):
-        raise _unsup('current_leader' + ' (versions 12+)', 11)
+        raise _unsup('FetchResponse.PartitionData.current_leader (versions 12+)', 11)
     if ((_s := o.snapshot_id).end_offset != -1 or _s.epoch != -1 or _s.unknown_tagged_fields):
-        raise _unsup('snapshot_id' + ' (versions 12+)', 11)
+        raise _unsup('FetchResponse.PartitionData.snapshot_id (versions 12+)', 11)
     out += _S13.pack(o.partition_index, o.error_code, o.high_watermark, o.last_stable_offset, o.log_start_offset)
     _l = o.aborted_transactions
     if _l is None:
-        _w_nullarr(out, False)
+        out += _NULL_I32
     else:
         out += _I32.pack(len(_l))
         for _e in _l:
@@ -2406,7 +2518,7 @@ def _d_FetchResponse_v11(buf, pos):
 
 def _e_FetchResponse_v11(o, out, rg):
     if o.node_endpoints != []:
-        raise _unsup('node_endpoints' + ' (versions 16+)', 11)
+        raise _unsup('FetchResponse.node_endpoints (versions 16+)', 11)
     out += _S14.pack(o.throttle_time_ms, o.error_code, o.session_id)
     _l = o.responses
     out += _I32.pack(len(_l))
@@ -2520,9 +2632,9 @@ def _d_FetchResponse_PartitionData_v12(buf, pos):
     o.preferred_read_replica, = _S12.unpack_from(buf, pos)
     pos += 4
     o.records, pos = _r_records(buf, pos, True, True)
-    o.diverging_epoch = _FetchResponse_EpochEndOffset()
-    o.current_leader = _FetchResponse_LeaderIdAndEpoch()
-    o.snapshot_id = _FetchResponse_SnapshotId()
+    o.diverging_epoch = _mk_FetchResponse_EpochEndOffset()
+    o.current_leader = _mk_FetchResponse_LeaderIdAndEpoch()
+    o.snapshot_id = _mk_FetchResponse_SnapshotId()
     o.unknown_tagged_fields = _u = {}
     _nt, pos = _ruv(buf, pos)
     for _ in range(_nt):
@@ -2546,7 +2658,7 @@ def _e_FetchResponse_PartitionData_v12(o, out, rg):
     out += _S13.pack(o.partition_index, o.error_code, o.high_watermark, o.last_stable_offset, o.log_start_offset)
     _l = o.aborted_transactions
     if _l is None:
-        _w_nullarr(out, True)
+        out.append(0)
     else:
         _w_uv(out, len(_l) + 1)
         for _e in _l:
@@ -2642,7 +2754,7 @@ def _d_FetchResponse_v12(buf, pos):
 
 def _e_FetchResponse_v12(o, out, rg):
     if o.node_endpoints != []:
-        raise _unsup('node_endpoints' + ' (versions 16+)', 12)
+        raise _unsup('FetchResponse.node_endpoints (versions 16+)', 12)
     out += _S14.pack(o.throttle_time_ms, o.error_code, o.session_id)
     _l = o.responses
     _w_uv(out, len(_l) + 1)
@@ -2727,7 +2839,7 @@ def _d_FetchResponse_v13(buf, pos):
 
 def _e_FetchResponse_v13(o, out, rg):
     if o.node_endpoints != []:
-        raise _unsup('node_endpoints' + ' (versions 16+)', 13)
+        raise _unsup('FetchResponse.node_endpoints (versions 16+)', 13)
     out += _S14.pack(o.throttle_time_ms, o.error_code, o.session_id)
     _l = o.responses
     _w_uv(out, len(_l) + 1)
@@ -2742,7 +2854,7 @@ def _e_FetchResponse_v13(o, out, rg):
 
 def _e_FetchResponse_v14(o, out, rg):
     if o.node_endpoints != []:
-        raise _unsup('node_endpoints' + ' (versions 16+)', 14)
+        raise _unsup('FetchResponse.node_endpoints (versions 16+)', 14)
     out += _S14.pack(o.throttle_time_ms, o.error_code, o.session_id)
     _l = o.responses
     _w_uv(out, len(_l) + 1)
@@ -2757,7 +2869,7 @@ def _e_FetchResponse_v14(o, out, rg):
 
 def _e_FetchResponse_v15(o, out, rg):
     if o.node_endpoints != []:
-        raise _unsup('node_endpoints' + ' (versions 16+)', 15)
+        raise _unsup('FetchResponse.node_endpoints (versions 16+)', 15)
     out += _S14.pack(o.throttle_time_ms, o.error_code, o.session_id)
     _l = o.responses
     _w_uv(out, len(_l) + 1)

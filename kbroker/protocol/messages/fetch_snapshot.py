@@ -32,12 +32,9 @@ from kbroker.protocol.types import unsupported_field as _unsup
 from kbroker.protocol.types import uuid_from_bytes as _uuid
 from kbroker.protocol.types import write_bytes as _w_bytes
 from kbroker.protocol.types import write_compact_nullable_string as _w_cnstr
-from kbroker.protocol.types import write_compact_records as _w_crecords
 from kbroker.protocol.types import write_compact_string as _w_cstr
-from kbroker.protocol.types import write_null_array as _w_nullarr
 from kbroker.protocol.types import write_nullable_string as _w_nstr
 from kbroker.protocol.types import write_primitive_array as _w_parr
-from kbroker.protocol.types import write_legacy_records as _w_records
 from kbroker.protocol.types import write_string as _w_str
 from kbroker.protocol.types import write_string_array as _w_sarr
 from kbroker.protocol.types import write_uvarint as _w_uv
@@ -45,8 +42,11 @@ from kbroker.protocol.types import write_tags as _w_tags
 from kbroker.protocol.types import write_unknown_tags as _w_utags
 from kbroker.protocol.types import write_uuid_array as _w_uarr
 from kbroker.protocol.varint import read_unsigned_varint as _ruv
+from kbroker.protocol.regions import write_compact_records as _w_crecords
+from kbroker.protocol.regions import write_legacy_records as _w_records
 
 _new = object.__new__
+_NULL_I32 = b"\xff\xff\xff\xff"
 
 
 class FetchSnapshotRequest:
@@ -124,7 +124,7 @@ class FetchSnapshotRequest:
         ) -> None:
             self.partition = partition
             self.current_leader_epoch = current_leader_epoch
-            self.snapshot_id = _FetchSnapshotRequest_SnapshotId() if snapshot_id is MISSING else snapshot_id
+            self.snapshot_id = _mk_FetchSnapshotRequest_SnapshotId() if snapshot_id is MISSING else snapshot_id
             self.position = position
             self.replica_directory_id = replica_directory_id
             self.unknown_tagged_fields = {} if unknown_tagged_fields is None else unknown_tagged_fields
@@ -183,9 +183,38 @@ class FetchSnapshotRequest:
 _FetchSnapshotRequest_TopicSnapshot = FetchSnapshotRequest.TopicSnapshot
 _FetchSnapshotRequest_PartitionSnapshot = FetchSnapshotRequest.PartitionSnapshot
 _FetchSnapshotRequest_SnapshotId = FetchSnapshotRequest.SnapshotId
-_D_FetchSnapshotRequest_TopicSnapshot = _FetchSnapshotRequest_TopicSnapshot()
-_D_FetchSnapshotRequest_PartitionSnapshot = _FetchSnapshotRequest_PartitionSnapshot()
-_D_FetchSnapshotRequest_SnapshotId = _FetchSnapshotRequest_SnapshotId()
+
+
+def _mk_FetchSnapshotRequest_TopicSnapshot():
+    o = _new(_FetchSnapshotRequest_TopicSnapshot)
+    o.name = ''
+    o.partitions = []
+    o.unknown_tagged_fields = {}
+    return o
+
+
+def _mk_FetchSnapshotRequest_PartitionSnapshot():
+    o = _new(_FetchSnapshotRequest_PartitionSnapshot)
+    o.partition = 0
+    o.current_leader_epoch = 0
+    o.snapshot_id = _mk_FetchSnapshotRequest_SnapshotId()
+    o.position = 0
+    o.replica_directory_id = _ZERO_UUID
+    o.unknown_tagged_fields = {}
+    return o
+
+
+def _mk_FetchSnapshotRequest_SnapshotId():
+    o = _new(_FetchSnapshotRequest_SnapshotId)
+    o.end_offset = 0
+    o.epoch = 0
+    o.unknown_tagged_fields = {}
+    return o
+
+
+_D_FetchSnapshotRequest_TopicSnapshot = _mk_FetchSnapshotRequest_TopicSnapshot()
+_D_FetchSnapshotRequest_PartitionSnapshot = _mk_FetchSnapshotRequest_PartitionSnapshot()
+_D_FetchSnapshotRequest_SnapshotId = _mk_FetchSnapshotRequest_SnapshotId()
 
 
 class FetchSnapshotResponse:
@@ -263,8 +292,8 @@ class FetchSnapshotResponse:
         ) -> None:
             self.index = index
             self.error_code = error_code
-            self.snapshot_id = _FetchSnapshotResponse_SnapshotId() if snapshot_id is MISSING else snapshot_id
-            self.current_leader = _FetchSnapshotResponse_LeaderIdAndEpoch() if current_leader is MISSING else current_leader
+            self.snapshot_id = _mk_FetchSnapshotResponse_SnapshotId() if snapshot_id is MISSING else snapshot_id
+            self.current_leader = _mk_FetchSnapshotResponse_LeaderIdAndEpoch() if current_leader is MISSING else current_leader
             self.size = size
             self.position = position
             self.unaligned_records = unaligned_records
@@ -390,11 +419,59 @@ _FetchSnapshotResponse_PartitionSnapshot = FetchSnapshotResponse.PartitionSnapsh
 _FetchSnapshotResponse_SnapshotId = FetchSnapshotResponse.SnapshotId
 _FetchSnapshotResponse_LeaderIdAndEpoch = FetchSnapshotResponse.LeaderIdAndEpoch
 _FetchSnapshotResponse_NodeEndpoint = FetchSnapshotResponse.NodeEndpoint
-_D_FetchSnapshotResponse_TopicSnapshot = _FetchSnapshotResponse_TopicSnapshot()
-_D_FetchSnapshotResponse_PartitionSnapshot = _FetchSnapshotResponse_PartitionSnapshot()
-_D_FetchSnapshotResponse_SnapshotId = _FetchSnapshotResponse_SnapshotId()
-_D_FetchSnapshotResponse_LeaderIdAndEpoch = _FetchSnapshotResponse_LeaderIdAndEpoch()
-_D_FetchSnapshotResponse_NodeEndpoint = _FetchSnapshotResponse_NodeEndpoint()
+
+
+def _mk_FetchSnapshotResponse_TopicSnapshot():
+    o = _new(_FetchSnapshotResponse_TopicSnapshot)
+    o.name = ''
+    o.partitions = []
+    o.unknown_tagged_fields = {}
+    return o
+
+
+def _mk_FetchSnapshotResponse_PartitionSnapshot():
+    o = _new(_FetchSnapshotResponse_PartitionSnapshot)
+    o.index = 0
+    o.error_code = 0
+    o.snapshot_id = _mk_FetchSnapshotResponse_SnapshotId()
+    o.current_leader = _mk_FetchSnapshotResponse_LeaderIdAndEpoch()
+    o.size = 0
+    o.position = 0
+    o.unaligned_records = None
+    o.unknown_tagged_fields = {}
+    return o
+
+
+def _mk_FetchSnapshotResponse_SnapshotId():
+    o = _new(_FetchSnapshotResponse_SnapshotId)
+    o.end_offset = 0
+    o.epoch = 0
+    o.unknown_tagged_fields = {}
+    return o
+
+
+def _mk_FetchSnapshotResponse_LeaderIdAndEpoch():
+    o = _new(_FetchSnapshotResponse_LeaderIdAndEpoch)
+    o.leader_id = 0
+    o.leader_epoch = 0
+    o.unknown_tagged_fields = {}
+    return o
+
+
+def _mk_FetchSnapshotResponse_NodeEndpoint():
+    o = _new(_FetchSnapshotResponse_NodeEndpoint)
+    o.node_id = 0
+    o.host = ''
+    o.port = 0
+    o.unknown_tagged_fields = {}
+    return o
+
+
+_D_FetchSnapshotResponse_TopicSnapshot = _mk_FetchSnapshotResponse_TopicSnapshot()
+_D_FetchSnapshotResponse_PartitionSnapshot = _mk_FetchSnapshotResponse_PartitionSnapshot()
+_D_FetchSnapshotResponse_SnapshotId = _mk_FetchSnapshotResponse_SnapshotId()
+_D_FetchSnapshotResponse_LeaderIdAndEpoch = _mk_FetchSnapshotResponse_LeaderIdAndEpoch()
+_D_FetchSnapshotResponse_NodeEndpoint = _mk_FetchSnapshotResponse_NodeEndpoint()
 
 FetchSnapshotRequest.FIELDS = (
     FieldInfo('cluster_id', 'ClusterId', 'string', (0, 32767), (0, 32767), 0, (0, 32767), False, None),
@@ -775,7 +852,7 @@ def _d_FetchSnapshotResponse_PartitionSnapshot_v0(buf, pos):
     o.size, o.position = _S5.unpack_from(buf, pos)
     pos += 16
     o.unaligned_records, pos = _r_records(buf, pos, False, True)
-    o.current_leader = _FetchSnapshotResponse_LeaderIdAndEpoch()
+    o.current_leader = _mk_FetchSnapshotResponse_LeaderIdAndEpoch()
     o.unknown_tagged_fields = _u = {}
     _nt, pos = _ruv(buf, pos)
     for _ in range(_nt):
@@ -874,7 +951,7 @@ def _d_FetchSnapshotResponse_v0(buf, pos):
 
 def _e_FetchSnapshotResponse_v0(o, out, rg):
     if o.node_endpoints != []:
-        raise _unsup('node_endpoints' + ' (versions 1+)', 0)
+        raise _unsup('FetchSnapshotResponse.node_endpoints (versions 1+)', 0)
     out += _S4.pack(o.throttle_time_ms, o.error_code)
     _l = o.topics
     _w_uv(out, len(_l) + 1)

@@ -32,12 +32,9 @@ from kbroker.protocol.types import unsupported_field as _unsup
 from kbroker.protocol.types import uuid_from_bytes as _uuid
 from kbroker.protocol.types import write_bytes as _w_bytes
 from kbroker.protocol.types import write_compact_nullable_string as _w_cnstr
-from kbroker.protocol.types import write_compact_records as _w_crecords
 from kbroker.protocol.types import write_compact_string as _w_cstr
-from kbroker.protocol.types import write_null_array as _w_nullarr
 from kbroker.protocol.types import write_nullable_string as _w_nstr
 from kbroker.protocol.types import write_primitive_array as _w_parr
-from kbroker.protocol.types import write_legacy_records as _w_records
 from kbroker.protocol.types import write_string as _w_str
 from kbroker.protocol.types import write_string_array as _w_sarr
 from kbroker.protocol.types import write_uvarint as _w_uv
@@ -45,8 +42,11 @@ from kbroker.protocol.types import write_tags as _w_tags
 from kbroker.protocol.types import write_unknown_tags as _w_utags
 from kbroker.protocol.types import write_uuid_array as _w_uarr
 from kbroker.protocol.varint import read_unsigned_varint as _ruv
+from kbroker.protocol.regions import write_compact_records as _w_crecords
+from kbroker.protocol.regions import write_legacy_records as _w_records
 
 _new = object.__new__
+_NULL_I32 = b"\xff\xff\xff\xff"
 
 
 class FindCoordinatorRequest:
@@ -80,6 +80,8 @@ class FindCoordinatorRequest:
         if self.unknown_tagged_fields:
             s += f", unknown_tagged_fields={self.unknown_tagged_fields!r}"
         return s + ")"
+
+
 
 
 
@@ -164,7 +166,21 @@ class FindCoordinatorResponse:
 
 
 _FindCoordinatorResponse_Coordinator = FindCoordinatorResponse.Coordinator
-_D_FindCoordinatorResponse_Coordinator = _FindCoordinatorResponse_Coordinator()
+
+
+def _mk_FindCoordinatorResponse_Coordinator():
+    o = _new(_FindCoordinatorResponse_Coordinator)
+    o.key = ''
+    o.node_id = 0
+    o.host = ''
+    o.port = 0
+    o.error_code = 0
+    o.error_message = ''
+    o.unknown_tagged_fields = {}
+    return o
+
+
+_D_FindCoordinatorResponse_Coordinator = _mk_FindCoordinatorResponse_Coordinator()
 
 FindCoordinatorRequest.FIELDS = (
     FieldInfo('key', 'Key', 'string', (0, 3), None, None, None, False, None),
@@ -207,9 +223,9 @@ def _d_FindCoordinatorRequest_v0(buf, pos):
 
 def _e_FindCoordinatorRequest_v0(o, out, rg):
     if o.key_type != 0:
-        raise _unsup('key_type' + ' (versions 1+)', 0)
+        raise _unsup('FindCoordinatorRequest.key_type (versions 1+)', 0)
     if o.coordinator_keys != []:
-        raise _unsup('coordinator_keys' + ' (versions 4+)', 0)
+        raise _unsup('FindCoordinatorRequest.coordinator_keys (versions 4+)', 0)
     _w_str(out, o.key)
 
 
@@ -225,14 +241,14 @@ def _d_FindCoordinatorRequest_v1(buf, pos):
 
 def _e_FindCoordinatorRequest_v1(o, out, rg):
     if o.coordinator_keys != []:
-        raise _unsup('coordinator_keys' + ' (versions 4+)', 1)
+        raise _unsup('FindCoordinatorRequest.coordinator_keys (versions 4+)', 1)
     _w_str(out, o.key)
     out += _S0.pack(o.key_type)
 
 
 def _e_FindCoordinatorRequest_v2(o, out, rg):
     if o.coordinator_keys != []:
-        raise _unsup('coordinator_keys' + ' (versions 4+)', 2)
+        raise _unsup('FindCoordinatorRequest.coordinator_keys (versions 4+)', 2)
     _w_str(out, o.key)
     out += _S0.pack(o.key_type)
 
@@ -253,7 +269,7 @@ def _d_FindCoordinatorRequest_v3(buf, pos):
 
 def _e_FindCoordinatorRequest_v3(o, out, rg):
     if o.coordinator_keys != []:
-        raise _unsup('coordinator_keys' + ' (versions 4+)', 3)
+        raise _unsup('FindCoordinatorRequest.coordinator_keys (versions 4+)', 3)
     _w_cstr(out, o.key)
     out += _S0.pack(o.key_type)
     _u = o.unknown_tagged_fields
@@ -281,7 +297,7 @@ def _d_FindCoordinatorRequest_v4(buf, pos):
 
 def _e_FindCoordinatorRequest_v4(o, out, rg):
     if o.key != '':
-        raise _unsup('key' + ' (versions 0-3)', 4)
+        raise _unsup('FindCoordinatorRequest.key (versions 0-3)', 4)
     out += _S0.pack(o.key_type)
     _w_sarr(out, o.coordinator_keys, False, True)
     _u = o.unknown_tagged_fields
@@ -293,7 +309,7 @@ def _e_FindCoordinatorRequest_v4(o, out, rg):
 
 def _e_FindCoordinatorRequest_v5(o, out, rg):
     if o.key != '':
-        raise _unsup('key' + ' (versions 0-3)', 5)
+        raise _unsup('FindCoordinatorRequest.key (versions 0-3)', 5)
     out += _S0.pack(o.key_type)
     _w_sarr(out, o.coordinator_keys, False, True)
     _u = o.unknown_tagged_fields
@@ -305,7 +321,7 @@ def _e_FindCoordinatorRequest_v5(o, out, rg):
 
 def _e_FindCoordinatorRequest_v6(o, out, rg):
     if o.key != '':
-        raise _unsup('key' + ' (versions 0-3)', 6)
+        raise _unsup('FindCoordinatorRequest.key (versions 0-3)', 6)
     out += _S0.pack(o.key_type)
     _w_sarr(out, o.coordinator_keys, False, True)
     _u = o.unknown_tagged_fields
@@ -331,7 +347,7 @@ def _d_FindCoordinatorResponse_v0(buf, pos):
 
 def _e_FindCoordinatorResponse_v0(o, out, rg):
     if o.coordinators != []:
-        raise _unsup('coordinators' + ' (versions 4+)', 0)
+        raise _unsup('FindCoordinatorResponse.coordinators (versions 4+)', 0)
     out += _S1.pack(o.error_code, o.node_id)
     _w_str(out, o.host)
     out += _S2.pack(o.port)
@@ -354,7 +370,7 @@ def _d_FindCoordinatorResponse_v1(buf, pos):
 
 def _e_FindCoordinatorResponse_v1(o, out, rg):
     if o.coordinators != []:
-        raise _unsup('coordinators' + ' (versions 4+)', 1)
+        raise _unsup('FindCoordinatorResponse.coordinators (versions 4+)', 1)
     out += _S3.pack(o.throttle_time_ms, o.error_code)
     _w_nstr(out, o.error_message)
     out += _S2.pack(o.node_id)
@@ -364,7 +380,7 @@ def _e_FindCoordinatorResponse_v1(o, out, rg):
 
 def _e_FindCoordinatorResponse_v2(o, out, rg):
     if o.coordinators != []:
-        raise _unsup('coordinators' + ' (versions 4+)', 2)
+        raise _unsup('FindCoordinatorResponse.coordinators (versions 4+)', 2)
     out += _S3.pack(o.throttle_time_ms, o.error_code)
     _w_nstr(out, o.error_message)
     out += _S2.pack(o.node_id)
@@ -393,7 +409,7 @@ def _d_FindCoordinatorResponse_v3(buf, pos):
 
 def _e_FindCoordinatorResponse_v3(o, out, rg):
     if o.coordinators != []:
-        raise _unsup('coordinators' + ' (versions 4+)', 3)
+        raise _unsup('FindCoordinatorResponse.coordinators (versions 4+)', 3)
     out += _S3.pack(o.throttle_time_ms, o.error_code)
     _w_cnstr(out, o.error_message)
     out += _S2.pack(o.node_id)
@@ -470,13 +486,13 @@ def _d_FindCoordinatorResponse_v4(buf, pos):
 
 def _e_FindCoordinatorResponse_v4(o, out, rg):
     if o.error_code != 0:
-        raise _unsup('error_code' + ' (versions 0-3)', 4)
+        raise _unsup('FindCoordinatorResponse.error_code (versions 0-3)', 4)
     if o.node_id != 0:
-        raise _unsup('node_id' + ' (versions 0-3)', 4)
+        raise _unsup('FindCoordinatorResponse.node_id (versions 0-3)', 4)
     if o.host != '':
-        raise _unsup('host' + ' (versions 0-3)', 4)
+        raise _unsup('FindCoordinatorResponse.host (versions 0-3)', 4)
     if o.port != 0:
-        raise _unsup('port' + ' (versions 0-3)', 4)
+        raise _unsup('FindCoordinatorResponse.port (versions 0-3)', 4)
     out += _S2.pack(o.throttle_time_ms)
     _l = o.coordinators
     _w_uv(out, len(_l) + 1)
@@ -491,13 +507,13 @@ def _e_FindCoordinatorResponse_v4(o, out, rg):
 
 def _e_FindCoordinatorResponse_v5(o, out, rg):
     if o.error_code != 0:
-        raise _unsup('error_code' + ' (versions 0-3)', 5)
+        raise _unsup('FindCoordinatorResponse.error_code (versions 0-3)', 5)
     if o.node_id != 0:
-        raise _unsup('node_id' + ' (versions 0-3)', 5)
+        raise _unsup('FindCoordinatorResponse.node_id (versions 0-3)', 5)
     if o.host != '':
-        raise _unsup('host' + ' (versions 0-3)', 5)
+        raise _unsup('FindCoordinatorResponse.host (versions 0-3)', 5)
     if o.port != 0:
-        raise _unsup('port' + ' (versions 0-3)', 5)
+        raise _unsup('FindCoordinatorResponse.port (versions 0-3)', 5)
     out += _S2.pack(o.throttle_time_ms)
     _l = o.coordinators
     _w_uv(out, len(_l) + 1)
@@ -512,13 +528,13 @@ def _e_FindCoordinatorResponse_v5(o, out, rg):
 
 def _e_FindCoordinatorResponse_v6(o, out, rg):
     if o.error_code != 0:
-        raise _unsup('error_code' + ' (versions 0-3)', 6)
+        raise _unsup('FindCoordinatorResponse.error_code (versions 0-3)', 6)
     if o.node_id != 0:
-        raise _unsup('node_id' + ' (versions 0-3)', 6)
+        raise _unsup('FindCoordinatorResponse.node_id (versions 0-3)', 6)
     if o.host != '':
-        raise _unsup('host' + ' (versions 0-3)', 6)
+        raise _unsup('FindCoordinatorResponse.host (versions 0-3)', 6)
     if o.port != 0:
-        raise _unsup('port' + ' (versions 0-3)', 6)
+        raise _unsup('FindCoordinatorResponse.port (versions 0-3)', 6)
     out += _S2.pack(o.throttle_time_ms)
     _l = o.coordinators
     _w_uv(out, len(_l) + 1)

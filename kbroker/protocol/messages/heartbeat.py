@@ -32,12 +32,9 @@ from kbroker.protocol.types import unsupported_field as _unsup
 from kbroker.protocol.types import uuid_from_bytes as _uuid
 from kbroker.protocol.types import write_bytes as _w_bytes
 from kbroker.protocol.types import write_compact_nullable_string as _w_cnstr
-from kbroker.protocol.types import write_compact_records as _w_crecords
 from kbroker.protocol.types import write_compact_string as _w_cstr
-from kbroker.protocol.types import write_null_array as _w_nullarr
 from kbroker.protocol.types import write_nullable_string as _w_nstr
 from kbroker.protocol.types import write_primitive_array as _w_parr
-from kbroker.protocol.types import write_legacy_records as _w_records
 from kbroker.protocol.types import write_string as _w_str
 from kbroker.protocol.types import write_string_array as _w_sarr
 from kbroker.protocol.types import write_uvarint as _w_uv
@@ -45,8 +42,11 @@ from kbroker.protocol.types import write_tags as _w_tags
 from kbroker.protocol.types import write_unknown_tags as _w_utags
 from kbroker.protocol.types import write_uuid_array as _w_uarr
 from kbroker.protocol.varint import read_unsigned_varint as _ruv
+from kbroker.protocol.regions import write_compact_records as _w_crecords
+from kbroker.protocol.regions import write_legacy_records as _w_records
 
 _new = object.__new__
+_NULL_I32 = b"\xff\xff\xff\xff"
 
 
 class HeartbeatRequest:
@@ -86,6 +86,8 @@ class HeartbeatRequest:
 
 
 
+
+
 class HeartbeatResponse:
     """Kafka HeartbeatResponse (api key 12, versions 0-4, flexible 4+)."""
 
@@ -115,6 +117,8 @@ class HeartbeatResponse:
         if self.unknown_tagged_fields:
             s += f", unknown_tagged_fields={self.unknown_tagged_fields!r}"
         return s + ")"
+
+
 
 
 
@@ -148,7 +152,7 @@ def _d_HeartbeatRequest_v0(buf, pos):
 
 def _e_HeartbeatRequest_v0(o, out, rg):
     if o.group_instance_id is not None:
-        raise _unsup('group_instance_id' + ' (versions 3+)', 0)
+        raise _unsup('HeartbeatRequest.group_instance_id (versions 3+)', 0)
     _w_str(out, o.group_id)
     out += _S0.pack(o.generation_id)
     _w_str(out, o.member_id)
@@ -156,7 +160,7 @@ def _e_HeartbeatRequest_v0(o, out, rg):
 
 def _e_HeartbeatRequest_v1(o, out, rg):
     if o.group_instance_id is not None:
-        raise _unsup('group_instance_id' + ' (versions 3+)', 1)
+        raise _unsup('HeartbeatRequest.group_instance_id (versions 3+)', 1)
     _w_str(out, o.group_id)
     out += _S0.pack(o.generation_id)
     _w_str(out, o.member_id)
@@ -164,7 +168,7 @@ def _e_HeartbeatRequest_v1(o, out, rg):
 
 def _e_HeartbeatRequest_v2(o, out, rg):
     if o.group_instance_id is not None:
-        raise _unsup('group_instance_id' + ' (versions 3+)', 2)
+        raise _unsup('HeartbeatRequest.group_instance_id (versions 3+)', 2)
     _w_str(out, o.group_id)
     out += _S0.pack(o.generation_id)
     _w_str(out, o.member_id)

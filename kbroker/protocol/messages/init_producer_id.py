@@ -32,12 +32,9 @@ from kbroker.protocol.types import unsupported_field as _unsup
 from kbroker.protocol.types import uuid_from_bytes as _uuid
 from kbroker.protocol.types import write_bytes as _w_bytes
 from kbroker.protocol.types import write_compact_nullable_string as _w_cnstr
-from kbroker.protocol.types import write_compact_records as _w_crecords
 from kbroker.protocol.types import write_compact_string as _w_cstr
-from kbroker.protocol.types import write_null_array as _w_nullarr
 from kbroker.protocol.types import write_nullable_string as _w_nstr
 from kbroker.protocol.types import write_primitive_array as _w_parr
-from kbroker.protocol.types import write_legacy_records as _w_records
 from kbroker.protocol.types import write_string as _w_str
 from kbroker.protocol.types import write_string_array as _w_sarr
 from kbroker.protocol.types import write_uvarint as _w_uv
@@ -45,8 +42,11 @@ from kbroker.protocol.types import write_tags as _w_tags
 from kbroker.protocol.types import write_unknown_tags as _w_utags
 from kbroker.protocol.types import write_uuid_array as _w_uarr
 from kbroker.protocol.varint import read_unsigned_varint as _ruv
+from kbroker.protocol.regions import write_compact_records as _w_crecords
+from kbroker.protocol.regions import write_legacy_records as _w_records
 
 _new = object.__new__
+_NULL_I32 = b"\xff\xff\xff\xff"
 
 
 class InitProducerIdRequest:
@@ -86,6 +86,8 @@ class InitProducerIdRequest:
         if self.unknown_tagged_fields:
             s += f", unknown_tagged_fields={self.unknown_tagged_fields!r}"
         return s + ")"
+
+
 
 
 
@@ -130,6 +132,8 @@ class InitProducerIdResponse:
 
 
 
+
+
 InitProducerIdRequest.FIELDS = (
     FieldInfo('transactional_id', 'TransactionalId', 'string', (0, 32767), (0, 32767), None, None, False, None),
     FieldInfo('transaction_timeout_ms', 'TransactionTimeoutMs', 'int32', (0, 32767), None, None, None, False, None),
@@ -170,26 +174,26 @@ def _d_InitProducerIdRequest_v0(buf, pos):
 
 def _e_InitProducerIdRequest_v0(o, out, rg):
     if o.producer_id != -1:
-        raise _unsup('producer_id' + ' (versions 3+)', 0)
+        raise _unsup('InitProducerIdRequest.producer_id (versions 3+)', 0)
     if o.producer_epoch != -1:
-        raise _unsup('producer_epoch' + ' (versions 3+)', 0)
+        raise _unsup('InitProducerIdRequest.producer_epoch (versions 3+)', 0)
     if o.enable2_pc != False:
-        raise _unsup('enable2_pc' + ' (versions 6+)', 0)
+        raise _unsup('InitProducerIdRequest.enable2_pc (versions 6+)', 0)
     if o.keep_prepared_txn != False:
-        raise _unsup('keep_prepared_txn' + ' (versions 6+)', 0)
+        raise _unsup('InitProducerIdRequest.keep_prepared_txn (versions 6+)', 0)
     _w_nstr(out, o.transactional_id)
     out += _S0.pack(o.transaction_timeout_ms)
 
 
 def _e_InitProducerIdRequest_v1(o, out, rg):
     if o.producer_id != -1:
-        raise _unsup('producer_id' + ' (versions 3+)', 1)
+        raise _unsup('InitProducerIdRequest.producer_id (versions 3+)', 1)
     if o.producer_epoch != -1:
-        raise _unsup('producer_epoch' + ' (versions 3+)', 1)
+        raise _unsup('InitProducerIdRequest.producer_epoch (versions 3+)', 1)
     if o.enable2_pc != False:
-        raise _unsup('enable2_pc' + ' (versions 6+)', 1)
+        raise _unsup('InitProducerIdRequest.enable2_pc (versions 6+)', 1)
     if o.keep_prepared_txn != False:
-        raise _unsup('keep_prepared_txn' + ' (versions 6+)', 1)
+        raise _unsup('InitProducerIdRequest.keep_prepared_txn (versions 6+)', 1)
     _w_nstr(out, o.transactional_id)
     out += _S0.pack(o.transaction_timeout_ms)
 
@@ -213,13 +217,13 @@ def _d_InitProducerIdRequest_v2(buf, pos):
 
 def _e_InitProducerIdRequest_v2(o, out, rg):
     if o.producer_id != -1:
-        raise _unsup('producer_id' + ' (versions 3+)', 2)
+        raise _unsup('InitProducerIdRequest.producer_id (versions 3+)', 2)
     if o.producer_epoch != -1:
-        raise _unsup('producer_epoch' + ' (versions 3+)', 2)
+        raise _unsup('InitProducerIdRequest.producer_epoch (versions 3+)', 2)
     if o.enable2_pc != False:
-        raise _unsup('enable2_pc' + ' (versions 6+)', 2)
+        raise _unsup('InitProducerIdRequest.enable2_pc (versions 6+)', 2)
     if o.keep_prepared_txn != False:
-        raise _unsup('keep_prepared_txn' + ' (versions 6+)', 2)
+        raise _unsup('InitProducerIdRequest.keep_prepared_txn (versions 6+)', 2)
     _w_cnstr(out, o.transactional_id)
     out += _S0.pack(o.transaction_timeout_ms)
     _u = o.unknown_tagged_fields
@@ -246,9 +250,9 @@ def _d_InitProducerIdRequest_v3(buf, pos):
 
 def _e_InitProducerIdRequest_v3(o, out, rg):
     if o.enable2_pc != False:
-        raise _unsup('enable2_pc' + ' (versions 6+)', 3)
+        raise _unsup('InitProducerIdRequest.enable2_pc (versions 6+)', 3)
     if o.keep_prepared_txn != False:
-        raise _unsup('keep_prepared_txn' + ' (versions 6+)', 3)
+        raise _unsup('InitProducerIdRequest.keep_prepared_txn (versions 6+)', 3)
     _w_cnstr(out, o.transactional_id)
     out += _S1.pack(o.transaction_timeout_ms, o.producer_id, o.producer_epoch)
     _u = o.unknown_tagged_fields
@@ -260,9 +264,9 @@ def _e_InitProducerIdRequest_v3(o, out, rg):
 
 def _e_InitProducerIdRequest_v4(o, out, rg):
     if o.enable2_pc != False:
-        raise _unsup('enable2_pc' + ' (versions 6+)', 4)
+        raise _unsup('InitProducerIdRequest.enable2_pc (versions 6+)', 4)
     if o.keep_prepared_txn != False:
-        raise _unsup('keep_prepared_txn' + ' (versions 6+)', 4)
+        raise _unsup('InitProducerIdRequest.keep_prepared_txn (versions 6+)', 4)
     _w_cnstr(out, o.transactional_id)
     out += _S1.pack(o.transaction_timeout_ms, o.producer_id, o.producer_epoch)
     _u = o.unknown_tagged_fields
@@ -274,9 +278,9 @@ def _e_InitProducerIdRequest_v4(o, out, rg):
 
 def _e_InitProducerIdRequest_v5(o, out, rg):
     if o.enable2_pc != False:
-        raise _unsup('enable2_pc' + ' (versions 6+)', 5)
+        raise _unsup('InitProducerIdRequest.enable2_pc (versions 6+)', 5)
     if o.keep_prepared_txn != False:
-        raise _unsup('keep_prepared_txn' + ' (versions 6+)', 5)
+        raise _unsup('InitProducerIdRequest.keep_prepared_txn (versions 6+)', 5)
     _w_cnstr(out, o.transactional_id)
     out += _S1.pack(o.transaction_timeout_ms, o.producer_id, o.producer_epoch)
     _u = o.unknown_tagged_fields
@@ -321,17 +325,17 @@ def _d_InitProducerIdResponse_v0(buf, pos):
 
 def _e_InitProducerIdResponse_v0(o, out, rg):
     if o.ongoing_txn_producer_id != -1:
-        raise _unsup('ongoing_txn_producer_id' + ' (versions 6+)', 0)
+        raise _unsup('InitProducerIdResponse.ongoing_txn_producer_id (versions 6+)', 0)
     if o.ongoing_txn_producer_epoch != -1:
-        raise _unsup('ongoing_txn_producer_epoch' + ' (versions 6+)', 0)
+        raise _unsup('InitProducerIdResponse.ongoing_txn_producer_epoch (versions 6+)', 0)
     out += _S3.pack(o.throttle_time_ms, o.error_code, o.producer_id, o.producer_epoch)
 
 
 def _e_InitProducerIdResponse_v1(o, out, rg):
     if o.ongoing_txn_producer_id != -1:
-        raise _unsup('ongoing_txn_producer_id' + ' (versions 6+)', 1)
+        raise _unsup('InitProducerIdResponse.ongoing_txn_producer_id (versions 6+)', 1)
     if o.ongoing_txn_producer_epoch != -1:
-        raise _unsup('ongoing_txn_producer_epoch' + ' (versions 6+)', 1)
+        raise _unsup('InitProducerIdResponse.ongoing_txn_producer_epoch (versions 6+)', 1)
     out += _S3.pack(o.throttle_time_ms, o.error_code, o.producer_id, o.producer_epoch)
 
 
@@ -351,9 +355,9 @@ def _d_InitProducerIdResponse_v2(buf, pos):
 
 def _e_InitProducerIdResponse_v2(o, out, rg):
     if o.ongoing_txn_producer_id != -1:
-        raise _unsup('ongoing_txn_producer_id' + ' (versions 6+)', 2)
+        raise _unsup('InitProducerIdResponse.ongoing_txn_producer_id (versions 6+)', 2)
     if o.ongoing_txn_producer_epoch != -1:
-        raise _unsup('ongoing_txn_producer_epoch' + ' (versions 6+)', 2)
+        raise _unsup('InitProducerIdResponse.ongoing_txn_producer_epoch (versions 6+)', 2)
     out += _S3.pack(o.throttle_time_ms, o.error_code, o.producer_id, o.producer_epoch)
     _u = o.unknown_tagged_fields
     if _u:
@@ -364,9 +368,9 @@ def _e_InitProducerIdResponse_v2(o, out, rg):
 
 def _e_InitProducerIdResponse_v3(o, out, rg):
     if o.ongoing_txn_producer_id != -1:
-        raise _unsup('ongoing_txn_producer_id' + ' (versions 6+)', 3)
+        raise _unsup('InitProducerIdResponse.ongoing_txn_producer_id (versions 6+)', 3)
     if o.ongoing_txn_producer_epoch != -1:
-        raise _unsup('ongoing_txn_producer_epoch' + ' (versions 6+)', 3)
+        raise _unsup('InitProducerIdResponse.ongoing_txn_producer_epoch (versions 6+)', 3)
     out += _S3.pack(o.throttle_time_ms, o.error_code, o.producer_id, o.producer_epoch)
     _u = o.unknown_tagged_fields
     if _u:
@@ -377,9 +381,9 @@ def _e_InitProducerIdResponse_v3(o, out, rg):
 
 def _e_InitProducerIdResponse_v4(o, out, rg):
     if o.ongoing_txn_producer_id != -1:
-        raise _unsup('ongoing_txn_producer_id' + ' (versions 6+)', 4)
+        raise _unsup('InitProducerIdResponse.ongoing_txn_producer_id (versions 6+)', 4)
     if o.ongoing_txn_producer_epoch != -1:
-        raise _unsup('ongoing_txn_producer_epoch' + ' (versions 6+)', 4)
+        raise _unsup('InitProducerIdResponse.ongoing_txn_producer_epoch (versions 6+)', 4)
     out += _S3.pack(o.throttle_time_ms, o.error_code, o.producer_id, o.producer_epoch)
     _u = o.unknown_tagged_fields
     if _u:
@@ -390,9 +394,9 @@ def _e_InitProducerIdResponse_v4(o, out, rg):
 
 def _e_InitProducerIdResponse_v5(o, out, rg):
     if o.ongoing_txn_producer_id != -1:
-        raise _unsup('ongoing_txn_producer_id' + ' (versions 6+)', 5)
+        raise _unsup('InitProducerIdResponse.ongoing_txn_producer_id (versions 6+)', 5)
     if o.ongoing_txn_producer_epoch != -1:
-        raise _unsup('ongoing_txn_producer_epoch' + ' (versions 6+)', 5)
+        raise _unsup('InitProducerIdResponse.ongoing_txn_producer_epoch (versions 6+)', 5)
     out += _S3.pack(o.throttle_time_ms, o.error_code, o.producer_id, o.producer_epoch)
     _u = o.unknown_tagged_fields
     if _u:

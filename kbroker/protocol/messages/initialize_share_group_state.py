@@ -32,12 +32,9 @@ from kbroker.protocol.types import unsupported_field as _unsup
 from kbroker.protocol.types import uuid_from_bytes as _uuid
 from kbroker.protocol.types import write_bytes as _w_bytes
 from kbroker.protocol.types import write_compact_nullable_string as _w_cnstr
-from kbroker.protocol.types import write_compact_records as _w_crecords
 from kbroker.protocol.types import write_compact_string as _w_cstr
-from kbroker.protocol.types import write_null_array as _w_nullarr
 from kbroker.protocol.types import write_nullable_string as _w_nstr
 from kbroker.protocol.types import write_primitive_array as _w_parr
-from kbroker.protocol.types import write_legacy_records as _w_records
 from kbroker.protocol.types import write_string as _w_str
 from kbroker.protocol.types import write_string_array as _w_sarr
 from kbroker.protocol.types import write_uvarint as _w_uv
@@ -45,8 +42,11 @@ from kbroker.protocol.types import write_tags as _w_tags
 from kbroker.protocol.types import write_unknown_tags as _w_utags
 from kbroker.protocol.types import write_uuid_array as _w_uarr
 from kbroker.protocol.varint import read_unsigned_varint as _ruv
+from kbroker.protocol.regions import write_compact_records as _w_crecords
+from kbroker.protocol.regions import write_legacy_records as _w_records
 
 _new = object.__new__
+_NULL_I32 = b"\xff\xff\xff\xff"
 
 
 class InitializeShareGroupStateRequest:
@@ -144,8 +144,27 @@ class InitializeShareGroupStateRequest:
 
 _InitializeShareGroupStateRequest_InitializeStateData = InitializeShareGroupStateRequest.InitializeStateData
 _InitializeShareGroupStateRequest_PartitionData = InitializeShareGroupStateRequest.PartitionData
-_D_InitializeShareGroupStateRequest_InitializeStateData = _InitializeShareGroupStateRequest_InitializeStateData()
-_D_InitializeShareGroupStateRequest_PartitionData = _InitializeShareGroupStateRequest_PartitionData()
+
+
+def _mk_InitializeShareGroupStateRequest_InitializeStateData():
+    o = _new(_InitializeShareGroupStateRequest_InitializeStateData)
+    o.topic_id = _ZERO_UUID
+    o.partitions = []
+    o.unknown_tagged_fields = {}
+    return o
+
+
+def _mk_InitializeShareGroupStateRequest_PartitionData():
+    o = _new(_InitializeShareGroupStateRequest_PartitionData)
+    o.partition = 0
+    o.state_epoch = 0
+    o.start_offset = 0
+    o.unknown_tagged_fields = {}
+    return o
+
+
+_D_InitializeShareGroupStateRequest_InitializeStateData = _mk_InitializeShareGroupStateRequest_InitializeStateData()
+_D_InitializeShareGroupStateRequest_PartitionData = _mk_InitializeShareGroupStateRequest_PartitionData()
 
 
 class InitializeShareGroupStateResponse:
@@ -241,8 +260,27 @@ class InitializeShareGroupStateResponse:
 
 _InitializeShareGroupStateResponse_InitializeStateResult = InitializeShareGroupStateResponse.InitializeStateResult
 _InitializeShareGroupStateResponse_PartitionResult = InitializeShareGroupStateResponse.PartitionResult
-_D_InitializeShareGroupStateResponse_InitializeStateResult = _InitializeShareGroupStateResponse_InitializeStateResult()
-_D_InitializeShareGroupStateResponse_PartitionResult = _InitializeShareGroupStateResponse_PartitionResult()
+
+
+def _mk_InitializeShareGroupStateResponse_InitializeStateResult():
+    o = _new(_InitializeShareGroupStateResponse_InitializeStateResult)
+    o.topic_id = _ZERO_UUID
+    o.partitions = []
+    o.unknown_tagged_fields = {}
+    return o
+
+
+def _mk_InitializeShareGroupStateResponse_PartitionResult():
+    o = _new(_InitializeShareGroupStateResponse_PartitionResult)
+    o.partition = 0
+    o.error_code = 0
+    o.error_message = None
+    o.unknown_tagged_fields = {}
+    return o
+
+
+_D_InitializeShareGroupStateResponse_InitializeStateResult = _mk_InitializeShareGroupStateResponse_InitializeStateResult()
+_D_InitializeShareGroupStateResponse_PartitionResult = _mk_InitializeShareGroupStateResponse_PartitionResult()
 
 InitializeShareGroupStateRequest.FIELDS = (
     FieldInfo('group_id', 'GroupId', 'string', (0, 32767), None, None, None, False, None),

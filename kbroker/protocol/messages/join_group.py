@@ -32,12 +32,9 @@ from kbroker.protocol.types import unsupported_field as _unsup
 from kbroker.protocol.types import uuid_from_bytes as _uuid
 from kbroker.protocol.types import write_bytes as _w_bytes
 from kbroker.protocol.types import write_compact_nullable_string as _w_cnstr
-from kbroker.protocol.types import write_compact_records as _w_crecords
 from kbroker.protocol.types import write_compact_string as _w_cstr
-from kbroker.protocol.types import write_null_array as _w_nullarr
 from kbroker.protocol.types import write_nullable_string as _w_nstr
 from kbroker.protocol.types import write_primitive_array as _w_parr
-from kbroker.protocol.types import write_legacy_records as _w_records
 from kbroker.protocol.types import write_string as _w_str
 from kbroker.protocol.types import write_string_array as _w_sarr
 from kbroker.protocol.types import write_uvarint as _w_uv
@@ -45,8 +42,11 @@ from kbroker.protocol.types import write_tags as _w_tags
 from kbroker.protocol.types import write_unknown_tags as _w_utags
 from kbroker.protocol.types import write_uuid_array as _w_uarr
 from kbroker.protocol.varint import read_unsigned_varint as _ruv
+from kbroker.protocol.regions import write_compact_records as _w_crecords
+from kbroker.protocol.regions import write_legacy_records as _w_records
 
 _new = object.__new__
+_NULL_I32 = b"\xff\xff\xff\xff"
 
 
 class JoinGroupRequest:
@@ -123,7 +123,17 @@ class JoinGroupRequest:
 
 
 _JoinGroupRequest_JoinGroupRequestProtocol = JoinGroupRequest.JoinGroupRequestProtocol
-_D_JoinGroupRequest_JoinGroupRequestProtocol = _JoinGroupRequest_JoinGroupRequestProtocol()
+
+
+def _mk_JoinGroupRequest_JoinGroupRequestProtocol():
+    o = _new(_JoinGroupRequest_JoinGroupRequestProtocol)
+    o.name = ''
+    o.metadata = b''
+    o.unknown_tagged_fields = {}
+    return o
+
+
+_D_JoinGroupRequest_JoinGroupRequestProtocol = _mk_JoinGroupRequest_JoinGroupRequestProtocol()
 
 
 class JoinGroupResponse:
@@ -204,7 +214,18 @@ class JoinGroupResponse:
 
 
 _JoinGroupResponse_JoinGroupResponseMember = JoinGroupResponse.JoinGroupResponseMember
-_D_JoinGroupResponse_JoinGroupResponseMember = _JoinGroupResponse_JoinGroupResponseMember()
+
+
+def _mk_JoinGroupResponse_JoinGroupResponseMember():
+    o = _new(_JoinGroupResponse_JoinGroupResponseMember)
+    o.member_id = ''
+    o.group_instance_id = None
+    o.metadata = b''
+    o.unknown_tagged_fields = {}
+    return o
+
+
+_D_JoinGroupResponse_JoinGroupResponseMember = _mk_JoinGroupResponse_JoinGroupResponseMember()
 
 JoinGroupRequest.FIELDS = (
     FieldInfo('group_id', 'GroupId', 'string', (0, 32767), None, None, None, False, None),
@@ -284,7 +305,7 @@ def _d_JoinGroupRequest_v0(buf, pos):
 
 def _e_JoinGroupRequest_v0(o, out, rg):
     if o.group_instance_id is not None:
-        raise _unsup('group_instance_id' + ' (versions 5+)', 0)
+        raise _unsup('JoinGroupRequest.group_instance_id (versions 5+)', 0)
     _w_str(out, o.group_id)
     out += _S0.pack(o.session_timeout_ms)
     _w_str(out, o.member_id)
@@ -320,7 +341,7 @@ def _d_JoinGroupRequest_v1(buf, pos):
 
 def _e_JoinGroupRequest_v1(o, out, rg):
     if o.group_instance_id is not None:
-        raise _unsup('group_instance_id' + ' (versions 5+)', 1)
+        raise _unsup('JoinGroupRequest.group_instance_id (versions 5+)', 1)
     _w_str(out, o.group_id)
     out += _S1.pack(o.session_timeout_ms, o.rebalance_timeout_ms)
     _w_str(out, o.member_id)
@@ -333,7 +354,7 @@ def _e_JoinGroupRequest_v1(o, out, rg):
 
 def _e_JoinGroupRequest_v2(o, out, rg):
     if o.group_instance_id is not None:
-        raise _unsup('group_instance_id' + ' (versions 5+)', 2)
+        raise _unsup('JoinGroupRequest.group_instance_id (versions 5+)', 2)
     _w_str(out, o.group_id)
     out += _S1.pack(o.session_timeout_ms, o.rebalance_timeout_ms)
     _w_str(out, o.member_id)
@@ -346,7 +367,7 @@ def _e_JoinGroupRequest_v2(o, out, rg):
 
 def _e_JoinGroupRequest_v3(o, out, rg):
     if o.group_instance_id is not None:
-        raise _unsup('group_instance_id' + ' (versions 5+)', 3)
+        raise _unsup('JoinGroupRequest.group_instance_id (versions 5+)', 3)
     _w_str(out, o.group_id)
     out += _S1.pack(o.session_timeout_ms, o.rebalance_timeout_ms)
     _w_str(out, o.member_id)
@@ -359,7 +380,7 @@ def _e_JoinGroupRequest_v3(o, out, rg):
 
 def _e_JoinGroupRequest_v4(o, out, rg):
     if o.group_instance_id is not None:
-        raise _unsup('group_instance_id' + ' (versions 5+)', 4)
+        raise _unsup('JoinGroupRequest.group_instance_id (versions 5+)', 4)
     _w_str(out, o.group_id)
     out += _S1.pack(o.session_timeout_ms, o.rebalance_timeout_ms)
     _w_str(out, o.member_id)
@@ -566,7 +587,7 @@ def _d_JoinGroupResponse_v0(buf, pos):
 
 def _e_JoinGroupResponse_v0(o, out, rg):
     if o.skip_assignment != False:
-        raise _unsup('skip_assignment' + ' (versions 9+)', 0)
+        raise _unsup('JoinGroupResponse.skip_assignment (versions 9+)', 0)
     out += _S2.pack(o.error_code, o.generation_id)
     _w_str(out, o.protocol_name)
     _w_str(out, o.leader)
@@ -579,7 +600,7 @@ def _e_JoinGroupResponse_v0(o, out, rg):
 
 def _e_JoinGroupResponse_v1(o, out, rg):
     if o.skip_assignment != False:
-        raise _unsup('skip_assignment' + ' (versions 9+)', 1)
+        raise _unsup('JoinGroupResponse.skip_assignment (versions 9+)', 1)
     out += _S2.pack(o.error_code, o.generation_id)
     _w_str(out, o.protocol_name)
     _w_str(out, o.leader)
@@ -615,7 +636,7 @@ def _d_JoinGroupResponse_v2(buf, pos):
 
 def _e_JoinGroupResponse_v2(o, out, rg):
     if o.skip_assignment != False:
-        raise _unsup('skip_assignment' + ' (versions 9+)', 2)
+        raise _unsup('JoinGroupResponse.skip_assignment (versions 9+)', 2)
     out += _S3.pack(o.throttle_time_ms, o.error_code, o.generation_id)
     _w_str(out, o.protocol_name)
     _w_str(out, o.leader)
@@ -628,7 +649,7 @@ def _e_JoinGroupResponse_v2(o, out, rg):
 
 def _e_JoinGroupResponse_v3(o, out, rg):
     if o.skip_assignment != False:
-        raise _unsup('skip_assignment' + ' (versions 9+)', 3)
+        raise _unsup('JoinGroupResponse.skip_assignment (versions 9+)', 3)
     out += _S3.pack(o.throttle_time_ms, o.error_code, o.generation_id)
     _w_str(out, o.protocol_name)
     _w_str(out, o.leader)
@@ -641,7 +662,7 @@ def _e_JoinGroupResponse_v3(o, out, rg):
 
 def _e_JoinGroupResponse_v4(o, out, rg):
     if o.skip_assignment != False:
-        raise _unsup('skip_assignment' + ' (versions 9+)', 4)
+        raise _unsup('JoinGroupResponse.skip_assignment (versions 9+)', 4)
     out += _S3.pack(o.throttle_time_ms, o.error_code, o.generation_id)
     _w_str(out, o.protocol_name)
     _w_str(out, o.leader)
@@ -692,7 +713,7 @@ def _d_JoinGroupResponse_v5(buf, pos):
 
 def _e_JoinGroupResponse_v5(o, out, rg):
     if o.skip_assignment != False:
-        raise _unsup('skip_assignment' + ' (versions 9+)', 5)
+        raise _unsup('JoinGroupResponse.skip_assignment (versions 9+)', 5)
     out += _S3.pack(o.throttle_time_ms, o.error_code, o.generation_id)
     _w_str(out, o.protocol_name)
     _w_str(out, o.leader)
@@ -761,7 +782,7 @@ def _d_JoinGroupResponse_v6(buf, pos):
 
 def _e_JoinGroupResponse_v6(o, out, rg):
     if o.skip_assignment != False:
-        raise _unsup('skip_assignment' + ' (versions 9+)', 6)
+        raise _unsup('JoinGroupResponse.skip_assignment (versions 9+)', 6)
     out += _S3.pack(o.throttle_time_ms, o.error_code, o.generation_id)
     _w_cstr(out, o.protocol_name)
     _w_cstr(out, o.leader)
@@ -811,7 +832,7 @@ def _d_JoinGroupResponse_v7(buf, pos):
 
 def _e_JoinGroupResponse_v7(o, out, rg):
     if o.skip_assignment != False:
-        raise _unsup('skip_assignment' + ' (versions 9+)', 7)
+        raise _unsup('JoinGroupResponse.skip_assignment (versions 9+)', 7)
     out += _S3.pack(o.throttle_time_ms, o.error_code, o.generation_id)
     _w_cnstr(out, o.protocol_type)
     _w_cnstr(out, o.protocol_name)
@@ -830,7 +851,7 @@ def _e_JoinGroupResponse_v7(o, out, rg):
 
 def _e_JoinGroupResponse_v8(o, out, rg):
     if o.skip_assignment != False:
-        raise _unsup('skip_assignment' + ' (versions 9+)', 8)
+        raise _unsup('JoinGroupResponse.skip_assignment (versions 9+)', 8)
     out += _S3.pack(o.throttle_time_ms, o.error_code, o.generation_id)
     _w_cnstr(out, o.protocol_type)
     _w_cnstr(out, o.protocol_name)

@@ -30,12 +30,9 @@ from kbroker.protocol.types import unsupported_field as _unsup
 from kbroker.protocol.types import uuid_from_bytes as _uuid
 from kbroker.protocol.types import write_bytes as _w_bytes
 from kbroker.protocol.types import write_compact_nullable_string as _w_cnstr
-from kbroker.protocol.types import write_compact_records as _w_crecords
 from kbroker.protocol.types import write_compact_string as _w_cstr
-from kbroker.protocol.types import write_null_array as _w_nullarr
 from kbroker.protocol.types import write_nullable_string as _w_nstr
 from kbroker.protocol.types import write_primitive_array as _w_parr
-from kbroker.protocol.types import write_legacy_records as _w_records
 from kbroker.protocol.types import write_string as _w_str
 from kbroker.protocol.types import write_string_array as _w_sarr
 from kbroker.protocol.types import write_uvarint as _w_uv
@@ -43,8 +40,11 @@ from kbroker.protocol.types import write_tags as _w_tags
 from kbroker.protocol.types import write_unknown_tags as _w_utags
 from kbroker.protocol.types import write_uuid_array as _w_uarr
 from kbroker.protocol.varint import read_unsigned_varint as _ruv
+from kbroker.protocol.regions import write_compact_records as _w_crecords
+from kbroker.protocol.regions import write_legacy_records as _w_records
 
 _new = object.__new__
+_NULL_I32 = b"\xff\xff\xff\xff"
 
 
 class LeaderChangeMessage:
@@ -113,7 +113,17 @@ class LeaderChangeMessage:
 
 
 _LeaderChangeMessage_Voter = LeaderChangeMessage.Voter
-_D_LeaderChangeMessage_Voter = _LeaderChangeMessage_Voter()
+
+
+def _mk_LeaderChangeMessage_Voter():
+    o = _new(_LeaderChangeMessage_Voter)
+    o.voter_id = 0
+    o.voter_directory_id = _ZERO_UUID
+    o.unknown_tagged_fields = {}
+    return o
+
+
+_D_LeaderChangeMessage_Voter = _mk_LeaderChangeMessage_Voter()
 
 LeaderChangeMessage.FIELDS = (
     FieldInfo('version', 'Version', 'int16', (0, 32767), None, None, None, False, None),
@@ -146,7 +156,7 @@ def _d_LeaderChangeMessage_Voter_v0(buf, pos):
 
 def _e_LeaderChangeMessage_Voter_v0(o, out, rg):
     if o.voter_directory_id != _ZERO_UUID:
-        raise _unsup('voter_directory_id' + ' (versions 1+)', 0)
+        raise _unsup('LeaderChangeMessage.Voter.voter_directory_id (versions 1+)', 0)
     out += _S0.pack(o.voter_id)
     _u = o.unknown_tagged_fields
     if _u:

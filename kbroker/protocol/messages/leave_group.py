@@ -32,12 +32,9 @@ from kbroker.protocol.types import unsupported_field as _unsup
 from kbroker.protocol.types import uuid_from_bytes as _uuid
 from kbroker.protocol.types import write_bytes as _w_bytes
 from kbroker.protocol.types import write_compact_nullable_string as _w_cnstr
-from kbroker.protocol.types import write_compact_records as _w_crecords
 from kbroker.protocol.types import write_compact_string as _w_cstr
-from kbroker.protocol.types import write_null_array as _w_nullarr
 from kbroker.protocol.types import write_nullable_string as _w_nstr
 from kbroker.protocol.types import write_primitive_array as _w_parr
-from kbroker.protocol.types import write_legacy_records as _w_records
 from kbroker.protocol.types import write_string as _w_str
 from kbroker.protocol.types import write_string_array as _w_sarr
 from kbroker.protocol.types import write_uvarint as _w_uv
@@ -45,8 +42,11 @@ from kbroker.protocol.types import write_tags as _w_tags
 from kbroker.protocol.types import write_unknown_tags as _w_utags
 from kbroker.protocol.types import write_uuid_array as _w_uarr
 from kbroker.protocol.varint import read_unsigned_varint as _ruv
+from kbroker.protocol.regions import write_compact_records as _w_crecords
+from kbroker.protocol.regions import write_legacy_records as _w_records
 
 _new = object.__new__
+_NULL_I32 = b"\xff\xff\xff\xff"
 
 
 class LeaveGroupRequest:
@@ -115,7 +115,18 @@ class LeaveGroupRequest:
 
 
 _LeaveGroupRequest_MemberIdentity = LeaveGroupRequest.MemberIdentity
-_D_LeaveGroupRequest_MemberIdentity = _LeaveGroupRequest_MemberIdentity()
+
+
+def _mk_LeaveGroupRequest_MemberIdentity():
+    o = _new(_LeaveGroupRequest_MemberIdentity)
+    o.member_id = ''
+    o.group_instance_id = None
+    o.reason = None
+    o.unknown_tagged_fields = {}
+    return o
+
+
+_D_LeaveGroupRequest_MemberIdentity = _mk_LeaveGroupRequest_MemberIdentity()
 
 
 class LeaveGroupResponse:
@@ -184,7 +195,18 @@ class LeaveGroupResponse:
 
 
 _LeaveGroupResponse_MemberResponse = LeaveGroupResponse.MemberResponse
-_D_LeaveGroupResponse_MemberResponse = _LeaveGroupResponse_MemberResponse()
+
+
+def _mk_LeaveGroupResponse_MemberResponse():
+    o = _new(_LeaveGroupResponse_MemberResponse)
+    o.member_id = ''
+    o.group_instance_id = ''
+    o.error_code = 0
+    o.unknown_tagged_fields = {}
+    return o
+
+
+_D_LeaveGroupResponse_MemberResponse = _mk_LeaveGroupResponse_MemberResponse()
 
 LeaveGroupRequest.FIELDS = (
     FieldInfo('group_id', 'GroupId', 'string', (0, 32767), None, None, None, False, None),
@@ -223,21 +245,21 @@ def _d_LeaveGroupRequest_v0(buf, pos):
 
 def _e_LeaveGroupRequest_v0(o, out, rg):
     if o.members != []:
-        raise _unsup('members' + ' (versions 3+)', 0)
+        raise _unsup('LeaveGroupRequest.members (versions 3+)', 0)
     _w_str(out, o.group_id)
     _w_str(out, o.member_id)
 
 
 def _e_LeaveGroupRequest_v1(o, out, rg):
     if o.members != []:
-        raise _unsup('members' + ' (versions 3+)', 1)
+        raise _unsup('LeaveGroupRequest.members (versions 3+)', 1)
     _w_str(out, o.group_id)
     _w_str(out, o.member_id)
 
 
 def _e_LeaveGroupRequest_v2(o, out, rg):
     if o.members != []:
-        raise _unsup('members' + ' (versions 3+)', 2)
+        raise _unsup('LeaveGroupRequest.members (versions 3+)', 2)
     _w_str(out, o.group_id)
     _w_str(out, o.member_id)
 
@@ -276,7 +298,7 @@ def _d_LeaveGroupRequest_v3(buf, pos):
 
 def _e_LeaveGroupRequest_v3(o, out, rg):
     if o.member_id != '':
-        raise _unsup('member_id' + ' (versions 0-2)', 3)
+        raise _unsup('LeaveGroupRequest.member_id (versions 0-2)', 3)
     _w_str(out, o.group_id)
     _l = o.members
     out += _I32.pack(len(_l))
@@ -336,7 +358,7 @@ def _d_LeaveGroupRequest_v4(buf, pos):
 
 def _e_LeaveGroupRequest_v4(o, out, rg):
     if o.member_id != '':
-        raise _unsup('member_id' + ' (versions 0-2)', 4)
+        raise _unsup('LeaveGroupRequest.member_id (versions 0-2)', 4)
     _w_cstr(out, o.group_id)
     _l = o.members
     _w_uv(out, len(_l) + 1)
@@ -402,7 +424,7 @@ def _d_LeaveGroupRequest_v5(buf, pos):
 
 def _e_LeaveGroupRequest_v5(o, out, rg):
     if o.member_id != '':
-        raise _unsup('member_id' + ' (versions 0-2)', 5)
+        raise _unsup('LeaveGroupRequest.member_id (versions 0-2)', 5)
     _w_cstr(out, o.group_id)
     _l = o.members
     _w_uv(out, len(_l) + 1)
@@ -427,7 +449,7 @@ def _d_LeaveGroupResponse_v0(buf, pos):
 
 def _e_LeaveGroupResponse_v0(o, out, rg):
     if o.members != []:
-        raise _unsup('members' + ' (versions 3+)', 0)
+        raise _unsup('LeaveGroupResponse.members (versions 3+)', 0)
     out += _S0.pack(o.error_code)
 
 
@@ -442,13 +464,13 @@ def _d_LeaveGroupResponse_v1(buf, pos):
 
 def _e_LeaveGroupResponse_v1(o, out, rg):
     if o.members != []:
-        raise _unsup('members' + ' (versions 3+)', 1)
+        raise _unsup('LeaveGroupResponse.members (versions 3+)', 1)
     out += _S1.pack(o.throttle_time_ms, o.error_code)
 
 
 def _e_LeaveGroupResponse_v2(o, out, rg):
     if o.members != []:
-        raise _unsup('members' + ' (versions 3+)', 2)
+        raise _unsup('LeaveGroupResponse.members (versions 3+)', 2)
     out += _S1.pack(o.throttle_time_ms, o.error_code)
 
 

@@ -32,12 +32,9 @@ from kbroker.protocol.types import unsupported_field as _unsup
 from kbroker.protocol.types import uuid_from_bytes as _uuid
 from kbroker.protocol.types import write_bytes as _w_bytes
 from kbroker.protocol.types import write_compact_nullable_string as _w_cnstr
-from kbroker.protocol.types import write_compact_records as _w_crecords
 from kbroker.protocol.types import write_compact_string as _w_cstr
-from kbroker.protocol.types import write_null_array as _w_nullarr
 from kbroker.protocol.types import write_nullable_string as _w_nstr
 from kbroker.protocol.types import write_primitive_array as _w_parr
-from kbroker.protocol.types import write_legacy_records as _w_records
 from kbroker.protocol.types import write_string as _w_str
 from kbroker.protocol.types import write_string_array as _w_sarr
 from kbroker.protocol.types import write_uvarint as _w_uv
@@ -45,8 +42,11 @@ from kbroker.protocol.types import write_tags as _w_tags
 from kbroker.protocol.types import write_unknown_tags as _w_utags
 from kbroker.protocol.types import write_uuid_array as _w_uarr
 from kbroker.protocol.varint import read_unsigned_varint as _ruv
+from kbroker.protocol.regions import write_compact_records as _w_crecords
+from kbroker.protocol.regions import write_legacy_records as _w_records
 
 _new = object.__new__
+_NULL_I32 = b"\xff\xff\xff\xff"
 
 
 class ListGroupsRequest:
@@ -78,6 +78,8 @@ class ListGroupsRequest:
         if self.unknown_tagged_fields:
             s += f", unknown_tagged_fields={self.unknown_tagged_fields!r}"
         return s + ")"
+
+
 
 
 
@@ -150,7 +152,19 @@ class ListGroupsResponse:
 
 
 _ListGroupsResponse_ListedGroup = ListGroupsResponse.ListedGroup
-_D_ListGroupsResponse_ListedGroup = _ListGroupsResponse_ListedGroup()
+
+
+def _mk_ListGroupsResponse_ListedGroup():
+    o = _new(_ListGroupsResponse_ListedGroup)
+    o.group_id = ''
+    o.protocol_type = ''
+    o.group_state = ''
+    o.group_type = ''
+    o.unknown_tagged_fields = {}
+    return o
+
+
+_D_ListGroupsResponse_ListedGroup = _mk_ListGroupsResponse_ListedGroup()
 
 ListGroupsRequest.FIELDS = (
     FieldInfo('states_filter', 'StatesFilter', '[]string', (4, 32767), None, None, None, False, None),
@@ -183,23 +197,23 @@ def _d_ListGroupsRequest_v0(buf, pos):
 
 def _e_ListGroupsRequest_v0(o, out, rg):
     if o.states_filter != []:
-        raise _unsup('states_filter' + ' (versions 4+)', 0)
+        raise _unsup('ListGroupsRequest.states_filter (versions 4+)', 0)
     if o.types_filter != []:
-        raise _unsup('types_filter' + ' (versions 5+)', 0)
+        raise _unsup('ListGroupsRequest.types_filter (versions 5+)', 0)
 
 
 def _e_ListGroupsRequest_v1(o, out, rg):
     if o.states_filter != []:
-        raise _unsup('states_filter' + ' (versions 4+)', 1)
+        raise _unsup('ListGroupsRequest.states_filter (versions 4+)', 1)
     if o.types_filter != []:
-        raise _unsup('types_filter' + ' (versions 5+)', 1)
+        raise _unsup('ListGroupsRequest.types_filter (versions 5+)', 1)
 
 
 def _e_ListGroupsRequest_v2(o, out, rg):
     if o.states_filter != []:
-        raise _unsup('states_filter' + ' (versions 4+)', 2)
+        raise _unsup('ListGroupsRequest.states_filter (versions 4+)', 2)
     if o.types_filter != []:
-        raise _unsup('types_filter' + ' (versions 5+)', 2)
+        raise _unsup('ListGroupsRequest.types_filter (versions 5+)', 2)
 
 
 def _d_ListGroupsRequest_v3(buf, pos):
@@ -216,9 +230,9 @@ def _d_ListGroupsRequest_v3(buf, pos):
 
 def _e_ListGroupsRequest_v3(o, out, rg):
     if o.states_filter != []:
-        raise _unsup('states_filter' + ' (versions 4+)', 3)
+        raise _unsup('ListGroupsRequest.states_filter (versions 4+)', 3)
     if o.types_filter != []:
-        raise _unsup('types_filter' + ' (versions 5+)', 3)
+        raise _unsup('ListGroupsRequest.types_filter (versions 5+)', 3)
     _u = o.unknown_tagged_fields
     if _u:
         _w_utags(out, _u)
@@ -242,7 +256,7 @@ def _d_ListGroupsRequest_v4(buf, pos):
 
 def _e_ListGroupsRequest_v4(o, out, rg):
     if o.types_filter != []:
-        raise _unsup('types_filter' + ' (versions 5+)', 4)
+        raise _unsup('ListGroupsRequest.types_filter (versions 5+)', 4)
     _w_sarr(out, o.states_filter, False, True)
     _u = o.unknown_tagged_fields
     if _u:

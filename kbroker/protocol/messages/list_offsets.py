@@ -32,12 +32,9 @@ from kbroker.protocol.types import unsupported_field as _unsup
 from kbroker.protocol.types import uuid_from_bytes as _uuid
 from kbroker.protocol.types import write_bytes as _w_bytes
 from kbroker.protocol.types import write_compact_nullable_string as _w_cnstr
-from kbroker.protocol.types import write_compact_records as _w_crecords
 from kbroker.protocol.types import write_compact_string as _w_cstr
-from kbroker.protocol.types import write_null_array as _w_nullarr
 from kbroker.protocol.types import write_nullable_string as _w_nstr
 from kbroker.protocol.types import write_primitive_array as _w_parr
-from kbroker.protocol.types import write_legacy_records as _w_records
 from kbroker.protocol.types import write_string as _w_str
 from kbroker.protocol.types import write_string_array as _w_sarr
 from kbroker.protocol.types import write_uvarint as _w_uv
@@ -45,8 +42,11 @@ from kbroker.protocol.types import write_tags as _w_tags
 from kbroker.protocol.types import write_unknown_tags as _w_utags
 from kbroker.protocol.types import write_uuid_array as _w_uarr
 from kbroker.protocol.varint import read_unsigned_varint as _ruv
+from kbroker.protocol.regions import write_compact_records as _w_crecords
+from kbroker.protocol.regions import write_legacy_records as _w_records
 
 _new = object.__new__
+_NULL_I32 = b"\xff\xff\xff\xff"
 
 
 class ListOffsetsRequest:
@@ -148,8 +148,27 @@ class ListOffsetsRequest:
 
 _ListOffsetsRequest_ListOffsetsTopic = ListOffsetsRequest.ListOffsetsTopic
 _ListOffsetsRequest_ListOffsetsPartition = ListOffsetsRequest.ListOffsetsPartition
-_D_ListOffsetsRequest_ListOffsetsTopic = _ListOffsetsRequest_ListOffsetsTopic()
-_D_ListOffsetsRequest_ListOffsetsPartition = _ListOffsetsRequest_ListOffsetsPartition()
+
+
+def _mk_ListOffsetsRequest_ListOffsetsTopic():
+    o = _new(_ListOffsetsRequest_ListOffsetsTopic)
+    o.name = ''
+    o.partitions = []
+    o.unknown_tagged_fields = {}
+    return o
+
+
+def _mk_ListOffsetsRequest_ListOffsetsPartition():
+    o = _new(_ListOffsetsRequest_ListOffsetsPartition)
+    o.partition_index = 0
+    o.current_leader_epoch = -1
+    o.timestamp = 0
+    o.unknown_tagged_fields = {}
+    return o
+
+
+_D_ListOffsetsRequest_ListOffsetsTopic = _mk_ListOffsetsRequest_ListOffsetsTopic()
+_D_ListOffsetsRequest_ListOffsetsPartition = _mk_ListOffsetsRequest_ListOffsetsPartition()
 
 
 class ListOffsetsResponse:
@@ -251,8 +270,29 @@ class ListOffsetsResponse:
 
 _ListOffsetsResponse_ListOffsetsTopicResponse = ListOffsetsResponse.ListOffsetsTopicResponse
 _ListOffsetsResponse_ListOffsetsPartitionResponse = ListOffsetsResponse.ListOffsetsPartitionResponse
-_D_ListOffsetsResponse_ListOffsetsTopicResponse = _ListOffsetsResponse_ListOffsetsTopicResponse()
-_D_ListOffsetsResponse_ListOffsetsPartitionResponse = _ListOffsetsResponse_ListOffsetsPartitionResponse()
+
+
+def _mk_ListOffsetsResponse_ListOffsetsTopicResponse():
+    o = _new(_ListOffsetsResponse_ListOffsetsTopicResponse)
+    o.name = ''
+    o.partitions = []
+    o.unknown_tagged_fields = {}
+    return o
+
+
+def _mk_ListOffsetsResponse_ListOffsetsPartitionResponse():
+    o = _new(_ListOffsetsResponse_ListOffsetsPartitionResponse)
+    o.partition_index = 0
+    o.error_code = 0
+    o.timestamp = -1
+    o.offset = -1
+    o.leader_epoch = -1
+    o.unknown_tagged_fields = {}
+    return o
+
+
+_D_ListOffsetsResponse_ListOffsetsTopicResponse = _mk_ListOffsetsResponse_ListOffsetsTopicResponse()
+_D_ListOffsetsResponse_ListOffsetsPartitionResponse = _mk_ListOffsetsResponse_ListOffsetsPartitionResponse()
 
 ListOffsetsRequest.FIELDS = (
     FieldInfo('replica_id', 'ReplicaId', 'int32', (0, 32767), None, None, None, False, None),
@@ -354,7 +394,7 @@ def _d_ListOffsetsRequest_v1(buf, pos):
 
 def _e_ListOffsetsRequest_v1(o, out, rg):
     if o.isolation_level != 0:
-        raise _unsup('isolation_level' + ' (versions 2+)', 1)
+        raise _unsup('ListOffsetsRequest.isolation_level (versions 2+)', 1)
     out += _S1.pack(o.replica_id)
     _l = o.topics
     out += _I32.pack(len(_l))
@@ -608,7 +648,7 @@ def _d_ListOffsetsResponse_ListOffsetsPartitionResponse_v1(buf, pos):
 
 def _e_ListOffsetsResponse_ListOffsetsPartitionResponse_v1(o, out, rg):
     if o.leader_epoch != -1:
-        raise _unsup('leader_epoch' + ' (versions 4+)', 1)
+        raise _unsup('ListOffsetsResponse.ListOffsetsPartitionResponse.leader_epoch (versions 4+)', 1)
     out += _S4.pack(o.partition_index, o.error_code, o.timestamp, o.offset)
 
 
@@ -663,7 +703,7 @@ def _e_ListOffsetsResponse_v1(o, out, rg):
 
 def _e_ListOffsetsResponse_ListOffsetsPartitionResponse_v2(o, out, rg):
     if o.leader_epoch != -1:
-        raise _unsup('leader_epoch' + ' (versions 4+)', 2)
+        raise _unsup('ListOffsetsResponse.ListOffsetsPartitionResponse.leader_epoch (versions 4+)', 2)
     out += _S4.pack(o.partition_index, o.error_code, o.timestamp, o.offset)
 
 
@@ -703,7 +743,7 @@ def _e_ListOffsetsResponse_v2(o, out, rg):
 
 def _e_ListOffsetsResponse_ListOffsetsPartitionResponse_v3(o, out, rg):
     if o.leader_epoch != -1:
-        raise _unsup('leader_epoch' + ' (versions 4+)', 3)
+        raise _unsup('ListOffsetsResponse.ListOffsetsPartitionResponse.leader_epoch (versions 4+)', 3)
     out += _S4.pack(o.partition_index, o.error_code, o.timestamp, o.offset)
 
 

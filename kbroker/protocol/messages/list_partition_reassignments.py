@@ -32,12 +32,9 @@ from kbroker.protocol.types import unsupported_field as _unsup
 from kbroker.protocol.types import uuid_from_bytes as _uuid
 from kbroker.protocol.types import write_bytes as _w_bytes
 from kbroker.protocol.types import write_compact_nullable_string as _w_cnstr
-from kbroker.protocol.types import write_compact_records as _w_crecords
 from kbroker.protocol.types import write_compact_string as _w_cstr
-from kbroker.protocol.types import write_null_array as _w_nullarr
 from kbroker.protocol.types import write_nullable_string as _w_nstr
 from kbroker.protocol.types import write_primitive_array as _w_parr
-from kbroker.protocol.types import write_legacy_records as _w_records
 from kbroker.protocol.types import write_string as _w_str
 from kbroker.protocol.types import write_string_array as _w_sarr
 from kbroker.protocol.types import write_uvarint as _w_uv
@@ -45,8 +42,11 @@ from kbroker.protocol.types import write_tags as _w_tags
 from kbroker.protocol.types import write_unknown_tags as _w_utags
 from kbroker.protocol.types import write_uuid_array as _w_uarr
 from kbroker.protocol.varint import read_unsigned_varint as _ruv
+from kbroker.protocol.regions import write_compact_records as _w_crecords
+from kbroker.protocol.regions import write_legacy_records as _w_records
 
 _new = object.__new__
+_NULL_I32 = b"\xff\xff\xff\xff"
 
 
 class ListPartitionReassignmentsRequest:
@@ -111,7 +111,17 @@ class ListPartitionReassignmentsRequest:
 
 
 _ListPartitionReassignmentsRequest_ListPartitionReassignmentsTopics = ListPartitionReassignmentsRequest.ListPartitionReassignmentsTopics
-_D_ListPartitionReassignmentsRequest_ListPartitionReassignmentsTopics = _ListPartitionReassignmentsRequest_ListPartitionReassignmentsTopics()
+
+
+def _mk_ListPartitionReassignmentsRequest_ListPartitionReassignmentsTopics():
+    o = _new(_ListPartitionReassignmentsRequest_ListPartitionReassignmentsTopics)
+    o.name = ''
+    o.partition_indexes = []
+    o.unknown_tagged_fields = {}
+    return o
+
+
+_D_ListPartitionReassignmentsRequest_ListPartitionReassignmentsTopics = _mk_ListPartitionReassignmentsRequest_ListPartitionReassignmentsTopics()
 
 
 class ListPartitionReassignmentsResponse:
@@ -215,8 +225,28 @@ class ListPartitionReassignmentsResponse:
 
 _ListPartitionReassignmentsResponse_OngoingTopicReassignment = ListPartitionReassignmentsResponse.OngoingTopicReassignment
 _ListPartitionReassignmentsResponse_OngoingPartitionReassignment = ListPartitionReassignmentsResponse.OngoingPartitionReassignment
-_D_ListPartitionReassignmentsResponse_OngoingTopicReassignment = _ListPartitionReassignmentsResponse_OngoingTopicReassignment()
-_D_ListPartitionReassignmentsResponse_OngoingPartitionReassignment = _ListPartitionReassignmentsResponse_OngoingPartitionReassignment()
+
+
+def _mk_ListPartitionReassignmentsResponse_OngoingTopicReassignment():
+    o = _new(_ListPartitionReassignmentsResponse_OngoingTopicReassignment)
+    o.name = ''
+    o.partitions = []
+    o.unknown_tagged_fields = {}
+    return o
+
+
+def _mk_ListPartitionReassignmentsResponse_OngoingPartitionReassignment():
+    o = _new(_ListPartitionReassignmentsResponse_OngoingPartitionReassignment)
+    o.partition_index = 0
+    o.replicas = []
+    o.adding_replicas = []
+    o.removing_replicas = []
+    o.unknown_tagged_fields = {}
+    return o
+
+
+_D_ListPartitionReassignmentsResponse_OngoingTopicReassignment = _mk_ListPartitionReassignmentsResponse_OngoingTopicReassignment()
+_D_ListPartitionReassignmentsResponse_OngoingPartitionReassignment = _mk_ListPartitionReassignmentsResponse_OngoingPartitionReassignment()
 
 ListPartitionReassignmentsRequest.FIELDS = (
     FieldInfo('timeout_ms', 'TimeoutMs', 'int32', (0, 32767), None, None, None, False, None),
@@ -303,7 +333,7 @@ def _e_ListPartitionReassignmentsRequest_v0(o, out, rg):
     out += _S0.pack(o.timeout_ms)
     _l = o.topics
     if _l is None:
-        _w_nullarr(out, True)
+        out.append(0)
     else:
         _w_uv(out, len(_l) + 1)
         for _e in _l:

@@ -32,12 +32,9 @@ from kbroker.protocol.types import unsupported_field as _unsup
 from kbroker.protocol.types import uuid_from_bytes as _uuid
 from kbroker.protocol.types import write_bytes as _w_bytes
 from kbroker.protocol.types import write_compact_nullable_string as _w_cnstr
-from kbroker.protocol.types import write_compact_records as _w_crecords
 from kbroker.protocol.types import write_compact_string as _w_cstr
-from kbroker.protocol.types import write_null_array as _w_nullarr
 from kbroker.protocol.types import write_nullable_string as _w_nstr
 from kbroker.protocol.types import write_primitive_array as _w_parr
-from kbroker.protocol.types import write_legacy_records as _w_records
 from kbroker.protocol.types import write_string as _w_str
 from kbroker.protocol.types import write_string_array as _w_sarr
 from kbroker.protocol.types import write_uvarint as _w_uv
@@ -45,8 +42,11 @@ from kbroker.protocol.types import write_tags as _w_tags
 from kbroker.protocol.types import write_unknown_tags as _w_utags
 from kbroker.protocol.types import write_uuid_array as _w_uarr
 from kbroker.protocol.varint import read_unsigned_varint as _ruv
+from kbroker.protocol.regions import write_compact_records as _w_crecords
+from kbroker.protocol.regions import write_legacy_records as _w_records
 
 _new = object.__new__
+_NULL_I32 = b"\xff\xff\xff\xff"
 
 
 class ListTransactionsRequest:
@@ -82,6 +82,8 @@ class ListTransactionsRequest:
         if self.unknown_tagged_fields:
             s += f", unknown_tagged_fields={self.unknown_tagged_fields!r}"
         return s + ")"
+
+
 
 
 
@@ -154,7 +156,18 @@ class ListTransactionsResponse:
 
 
 _ListTransactionsResponse_TransactionState = ListTransactionsResponse.TransactionState
-_D_ListTransactionsResponse_TransactionState = _ListTransactionsResponse_TransactionState()
+
+
+def _mk_ListTransactionsResponse_TransactionState():
+    o = _new(_ListTransactionsResponse_TransactionState)
+    o.transactional_id = ''
+    o.producer_id = 0
+    o.transaction_state = ''
+    o.unknown_tagged_fields = {}
+    return o
+
+
+_D_ListTransactionsResponse_TransactionState = _mk_ListTransactionsResponse_TransactionState()
 
 ListTransactionsRequest.FIELDS = (
     FieldInfo('state_filters', 'StateFilters', '[]string', (0, 32767), None, None, None, False, None),
@@ -199,9 +212,9 @@ def _d_ListTransactionsRequest_v0(buf, pos):
 
 def _e_ListTransactionsRequest_v0(o, out, rg):
     if o.duration_filter != -1:
-        raise _unsup('duration_filter' + ' (versions 1+)', 0)
+        raise _unsup('ListTransactionsRequest.duration_filter (versions 1+)', 0)
     if o.transactional_id_pattern is not None:
-        raise _unsup('transactional_id_pattern' + ' (versions 2+)', 0)
+        raise _unsup('ListTransactionsRequest.transactional_id_pattern (versions 2+)', 0)
     _w_sarr(out, o.state_filters, False, True)
     _w_parr(out, o.producer_id_filters, 'q', False, True)
     _u = o.unknown_tagged_fields
@@ -232,7 +245,7 @@ def _d_ListTransactionsRequest_v1(buf, pos):
 
 def _e_ListTransactionsRequest_v1(o, out, rg):
     if o.transactional_id_pattern is not None:
-        raise _unsup('transactional_id_pattern' + ' (versions 2+)', 1)
+        raise _unsup('ListTransactionsRequest.transactional_id_pattern (versions 2+)', 1)
     _w_sarr(out, o.state_filters, False, True)
     _w_parr(out, o.producer_id_filters, 'q', False, True)
     out += _S0.pack(o.duration_filter)

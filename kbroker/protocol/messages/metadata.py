@@ -32,12 +32,9 @@ from kbroker.protocol.types import unsupported_field as _unsup
 from kbroker.protocol.types import uuid_from_bytes as _uuid
 from kbroker.protocol.types import write_bytes as _w_bytes
 from kbroker.protocol.types import write_compact_nullable_string as _w_cnstr
-from kbroker.protocol.types import write_compact_records as _w_crecords
 from kbroker.protocol.types import write_compact_string as _w_cstr
-from kbroker.protocol.types import write_null_array as _w_nullarr
 from kbroker.protocol.types import write_nullable_string as _w_nstr
 from kbroker.protocol.types import write_primitive_array as _w_parr
-from kbroker.protocol.types import write_legacy_records as _w_records
 from kbroker.protocol.types import write_string as _w_str
 from kbroker.protocol.types import write_string_array as _w_sarr
 from kbroker.protocol.types import write_uvarint as _w_uv
@@ -45,8 +42,11 @@ from kbroker.protocol.types import write_tags as _w_tags
 from kbroker.protocol.types import write_unknown_tags as _w_utags
 from kbroker.protocol.types import write_uuid_array as _w_uarr
 from kbroker.protocol.varint import read_unsigned_varint as _ruv
+from kbroker.protocol.regions import write_compact_records as _w_crecords
+from kbroker.protocol.regions import write_legacy_records as _w_records
 
 _new = object.__new__
+_NULL_I32 = b"\xff\xff\xff\xff"
 
 
 class MetadataRequest:
@@ -115,7 +115,17 @@ class MetadataRequest:
 
 
 _MetadataRequest_MetadataRequestTopic = MetadataRequest.MetadataRequestTopic
-_D_MetadataRequest_MetadataRequestTopic = _MetadataRequest_MetadataRequestTopic()
+
+
+def _mk_MetadataRequest_MetadataRequestTopic():
+    o = _new(_MetadataRequest_MetadataRequestTopic)
+    o.topic_id = _ZERO_UUID
+    o.name = ''
+    o.unknown_tagged_fields = {}
+    return o
+
+
+_D_MetadataRequest_MetadataRequestTopic = _mk_MetadataRequest_MetadataRequestTopic()
 
 
 class MetadataResponse:
@@ -274,9 +284,46 @@ class MetadataResponse:
 _MetadataResponse_MetadataResponseBroker = MetadataResponse.MetadataResponseBroker
 _MetadataResponse_MetadataResponseTopic = MetadataResponse.MetadataResponseTopic
 _MetadataResponse_MetadataResponsePartition = MetadataResponse.MetadataResponsePartition
-_D_MetadataResponse_MetadataResponseBroker = _MetadataResponse_MetadataResponseBroker()
-_D_MetadataResponse_MetadataResponseTopic = _MetadataResponse_MetadataResponseTopic()
-_D_MetadataResponse_MetadataResponsePartition = _MetadataResponse_MetadataResponsePartition()
+
+
+def _mk_MetadataResponse_MetadataResponseBroker():
+    o = _new(_MetadataResponse_MetadataResponseBroker)
+    o.node_id = 0
+    o.host = ''
+    o.port = 0
+    o.rack = None
+    o.unknown_tagged_fields = {}
+    return o
+
+
+def _mk_MetadataResponse_MetadataResponseTopic():
+    o = _new(_MetadataResponse_MetadataResponseTopic)
+    o.error_code = 0
+    o.name = ''
+    o.topic_id = _ZERO_UUID
+    o.is_internal = False
+    o.partitions = []
+    o.topic_authorized_operations = -2147483648
+    o.unknown_tagged_fields = {}
+    return o
+
+
+def _mk_MetadataResponse_MetadataResponsePartition():
+    o = _new(_MetadataResponse_MetadataResponsePartition)
+    o.error_code = 0
+    o.partition_index = 0
+    o.leader_id = 0
+    o.leader_epoch = -1
+    o.replica_nodes = []
+    o.isr_nodes = []
+    o.offline_replicas = []
+    o.unknown_tagged_fields = {}
+    return o
+
+
+_D_MetadataResponse_MetadataResponseBroker = _mk_MetadataResponse_MetadataResponseBroker()
+_D_MetadataResponse_MetadataResponseTopic = _mk_MetadataResponse_MetadataResponseTopic()
+_D_MetadataResponse_MetadataResponsePartition = _mk_MetadataResponse_MetadataResponsePartition()
 
 MetadataRequest.FIELDS = (
     FieldInfo('topics', 'Topics', '[]MetadataRequestTopic', (0, 32767), (1, 32767), None, None, False, _MetadataRequest_MetadataRequestTopic),
@@ -366,11 +413,11 @@ def _d_MetadataRequest_v0(buf, pos):
 
 def _e_MetadataRequest_v0(o, out, rg):
     if o.allow_auto_topic_creation != True:
-        raise _unsup('allow_auto_topic_creation' + ' (versions 4+)', 0)
+        raise _unsup('MetadataRequest.allow_auto_topic_creation (versions 4+)', 0)
     if o.include_cluster_authorized_operations != False:
-        raise _unsup('include_cluster_authorized_operations' + ' (versions 8-10)', 0)
+        raise _unsup('MetadataRequest.include_cluster_authorized_operations (versions 8-10)', 0)
     if o.include_topic_authorized_operations != False:
-        raise _unsup('include_topic_authorized_operations' + ' (versions 8+)', 0)
+        raise _unsup('MetadataRequest.include_topic_authorized_operations (versions 8+)', 0)
     _l = o.topics
     out += _I32.pack(len(_l))
     for _e in _l:
@@ -398,14 +445,14 @@ def _d_MetadataRequest_v1(buf, pos):
 
 def _e_MetadataRequest_v1(o, out, rg):
     if o.allow_auto_topic_creation != True:
-        raise _unsup('allow_auto_topic_creation' + ' (versions 4+)', 1)
+        raise _unsup('MetadataRequest.allow_auto_topic_creation (versions 4+)', 1)
     if o.include_cluster_authorized_operations != False:
-        raise _unsup('include_cluster_authorized_operations' + ' (versions 8-10)', 1)
+        raise _unsup('MetadataRequest.include_cluster_authorized_operations (versions 8-10)', 1)
     if o.include_topic_authorized_operations != False:
-        raise _unsup('include_topic_authorized_operations' + ' (versions 8+)', 1)
+        raise _unsup('MetadataRequest.include_topic_authorized_operations (versions 8+)', 1)
     _l = o.topics
     if _l is None:
-        _w_nullarr(out, False)
+        out += _NULL_I32
     else:
         out += _I32.pack(len(_l))
         for _e in _l:
@@ -414,14 +461,14 @@ def _e_MetadataRequest_v1(o, out, rg):
 
 def _e_MetadataRequest_v2(o, out, rg):
     if o.allow_auto_topic_creation != True:
-        raise _unsup('allow_auto_topic_creation' + ' (versions 4+)', 2)
+        raise _unsup('MetadataRequest.allow_auto_topic_creation (versions 4+)', 2)
     if o.include_cluster_authorized_operations != False:
-        raise _unsup('include_cluster_authorized_operations' + ' (versions 8-10)', 2)
+        raise _unsup('MetadataRequest.include_cluster_authorized_operations (versions 8-10)', 2)
     if o.include_topic_authorized_operations != False:
-        raise _unsup('include_topic_authorized_operations' + ' (versions 8+)', 2)
+        raise _unsup('MetadataRequest.include_topic_authorized_operations (versions 8+)', 2)
     _l = o.topics
     if _l is None:
-        _w_nullarr(out, False)
+        out += _NULL_I32
     else:
         out += _I32.pack(len(_l))
         for _e in _l:
@@ -430,14 +477,14 @@ def _e_MetadataRequest_v2(o, out, rg):
 
 def _e_MetadataRequest_v3(o, out, rg):
     if o.allow_auto_topic_creation != True:
-        raise _unsup('allow_auto_topic_creation' + ' (versions 4+)', 3)
+        raise _unsup('MetadataRequest.allow_auto_topic_creation (versions 4+)', 3)
     if o.include_cluster_authorized_operations != False:
-        raise _unsup('include_cluster_authorized_operations' + ' (versions 8-10)', 3)
+        raise _unsup('MetadataRequest.include_cluster_authorized_operations (versions 8-10)', 3)
     if o.include_topic_authorized_operations != False:
-        raise _unsup('include_topic_authorized_operations' + ' (versions 8+)', 3)
+        raise _unsup('MetadataRequest.include_topic_authorized_operations (versions 8+)', 3)
     _l = o.topics
     if _l is None:
-        _w_nullarr(out, False)
+        out += _NULL_I32
     else:
         out += _I32.pack(len(_l))
         for _e in _l:
@@ -466,12 +513,12 @@ def _d_MetadataRequest_v4(buf, pos):
 
 def _e_MetadataRequest_v4(o, out, rg):
     if o.include_cluster_authorized_operations != False:
-        raise _unsup('include_cluster_authorized_operations' + ' (versions 8-10)', 4)
+        raise _unsup('MetadataRequest.include_cluster_authorized_operations (versions 8-10)', 4)
     if o.include_topic_authorized_operations != False:
-        raise _unsup('include_topic_authorized_operations' + ' (versions 8+)', 4)
+        raise _unsup('MetadataRequest.include_topic_authorized_operations (versions 8+)', 4)
     _l = o.topics
     if _l is None:
-        _w_nullarr(out, False)
+        out += _NULL_I32
     else:
         out += _I32.pack(len(_l))
         for _e in _l:
@@ -481,12 +528,12 @@ def _e_MetadataRequest_v4(o, out, rg):
 
 def _e_MetadataRequest_v5(o, out, rg):
     if o.include_cluster_authorized_operations != False:
-        raise _unsup('include_cluster_authorized_operations' + ' (versions 8-10)', 5)
+        raise _unsup('MetadataRequest.include_cluster_authorized_operations (versions 8-10)', 5)
     if o.include_topic_authorized_operations != False:
-        raise _unsup('include_topic_authorized_operations' + ' (versions 8+)', 5)
+        raise _unsup('MetadataRequest.include_topic_authorized_operations (versions 8+)', 5)
     _l = o.topics
     if _l is None:
-        _w_nullarr(out, False)
+        out += _NULL_I32
     else:
         out += _I32.pack(len(_l))
         for _e in _l:
@@ -496,12 +543,12 @@ def _e_MetadataRequest_v5(o, out, rg):
 
 def _e_MetadataRequest_v6(o, out, rg):
     if o.include_cluster_authorized_operations != False:
-        raise _unsup('include_cluster_authorized_operations' + ' (versions 8-10)', 6)
+        raise _unsup('MetadataRequest.include_cluster_authorized_operations (versions 8-10)', 6)
     if o.include_topic_authorized_operations != False:
-        raise _unsup('include_topic_authorized_operations' + ' (versions 8+)', 6)
+        raise _unsup('MetadataRequest.include_topic_authorized_operations (versions 8+)', 6)
     _l = o.topics
     if _l is None:
-        _w_nullarr(out, False)
+        out += _NULL_I32
     else:
         out += _I32.pack(len(_l))
         for _e in _l:
@@ -511,12 +558,12 @@ def _e_MetadataRequest_v6(o, out, rg):
 
 def _e_MetadataRequest_v7(o, out, rg):
     if o.include_cluster_authorized_operations != False:
-        raise _unsup('include_cluster_authorized_operations' + ' (versions 8-10)', 7)
+        raise _unsup('MetadataRequest.include_cluster_authorized_operations (versions 8-10)', 7)
     if o.include_topic_authorized_operations != False:
-        raise _unsup('include_topic_authorized_operations' + ' (versions 8+)', 7)
+        raise _unsup('MetadataRequest.include_topic_authorized_operations (versions 8+)', 7)
     _l = o.topics
     if _l is None:
-        _w_nullarr(out, False)
+        out += _NULL_I32
     else:
         out += _I32.pack(len(_l))
         for _e in _l:
@@ -545,7 +592,7 @@ def _d_MetadataRequest_v8(buf, pos):
 def _e_MetadataRequest_v8(o, out, rg):
     _l = o.topics
     if _l is None:
-        _w_nullarr(out, False)
+        out += _NULL_I32
     else:
         out += _I32.pack(len(_l))
         for _e in _l:
@@ -604,7 +651,7 @@ def _d_MetadataRequest_v9(buf, pos):
 def _e_MetadataRequest_v9(o, out, rg):
     _l = o.topics
     if _l is None:
-        _w_nullarr(out, True)
+        out.append(0)
     else:
         _w_uv(out, len(_l) + 1)
         for _e in _l:
@@ -671,7 +718,7 @@ def _d_MetadataRequest_v10(buf, pos):
 def _e_MetadataRequest_v10(o, out, rg):
     _l = o.topics
     if _l is None:
-        _w_nullarr(out, True)
+        out.append(0)
     else:
         _w_uv(out, len(_l) + 1)
         for _e in _l:
@@ -714,10 +761,10 @@ def _d_MetadataRequest_v11(buf, pos):
 
 def _e_MetadataRequest_v11(o, out, rg):
     if o.include_cluster_authorized_operations != False:
-        raise _unsup('include_cluster_authorized_operations' + ' (versions 8-10)', 11)
+        raise _unsup('MetadataRequest.include_cluster_authorized_operations (versions 8-10)', 11)
     _l = o.topics
     if _l is None:
-        _w_nullarr(out, True)
+        out.append(0)
     else:
         _w_uv(out, len(_l) + 1)
         for _e in _l:
@@ -732,10 +779,10 @@ def _e_MetadataRequest_v11(o, out, rg):
 
 def _e_MetadataRequest_v12(o, out, rg):
     if o.include_cluster_authorized_operations != False:
-        raise _unsup('include_cluster_authorized_operations' + ' (versions 8-10)', 12)
+        raise _unsup('MetadataRequest.include_cluster_authorized_operations (versions 8-10)', 12)
     _l = o.topics
     if _l is None:
-        _w_nullarr(out, True)
+        out.append(0)
     else:
         _w_uv(out, len(_l) + 1)
         for _e in _l:
@@ -750,10 +797,10 @@ def _e_MetadataRequest_v12(o, out, rg):
 
 def _e_MetadataRequest_v13(o, out, rg):
     if o.include_cluster_authorized_operations != False:
-        raise _unsup('include_cluster_authorized_operations' + ' (versions 8-10)', 13)
+        raise _unsup('MetadataRequest.include_cluster_authorized_operations (versions 8-10)', 13)
     _l = o.topics
     if _l is None:
-        _w_nullarr(out, True)
+        out.append(0)
     else:
         _w_uv(out, len(_l) + 1)
         for _e in _l:
@@ -830,7 +877,7 @@ def _d_MetadataResponse_MetadataResponseTopic_v0(buf, pos):
 
 def _e_MetadataResponse_MetadataResponseTopic_v0(o, out, rg):
     if o.topic_authorized_operations != -2147483648:
-        raise _unsup('topic_authorized_operations' + ' (versions 8+)', 0)
+        raise _unsup('MetadataResponse.MetadataResponseTopic.topic_authorized_operations (versions 8+)', 0)
     out += _S6.pack(o.error_code)
     _w_str(out, o.name)
     _l = o.partitions
@@ -872,7 +919,7 @@ def _d_MetadataResponse_v0(buf, pos):
 
 def _e_MetadataResponse_v0(o, out, rg):
     if o.cluster_authorized_operations != -2147483648:
-        raise _unsup('cluster_authorized_operations' + ' (versions 8-10)', 0)
+        raise _unsup('MetadataResponse.cluster_authorized_operations (versions 8-10)', 0)
     _l = o.brokers
     out += _I32.pack(len(_l))
     for _e in _l:
@@ -927,7 +974,7 @@ def _d_MetadataResponse_MetadataResponseTopic_v1(buf, pos):
 
 def _e_MetadataResponse_MetadataResponseTopic_v1(o, out, rg):
     if o.topic_authorized_operations != -2147483648:
-        raise _unsup('topic_authorized_operations' + ' (versions 8+)', 1)
+        raise _unsup('MetadataResponse.MetadataResponseTopic.topic_authorized_operations (versions 8+)', 1)
     out += _S6.pack(o.error_code)
     _w_str(out, o.name)
     out += _S0.pack(o.is_internal)
@@ -971,7 +1018,7 @@ def _d_MetadataResponse_v1(buf, pos):
 
 def _e_MetadataResponse_v1(o, out, rg):
     if o.cluster_authorized_operations != -2147483648:
-        raise _unsup('cluster_authorized_operations' + ' (versions 8-10)', 1)
+        raise _unsup('MetadataResponse.cluster_authorized_operations (versions 8-10)', 1)
     _l = o.brokers
     out += _I32.pack(len(_l))
     for _e in _l:
@@ -985,7 +1032,7 @@ def _e_MetadataResponse_v1(o, out, rg):
 
 def _e_MetadataResponse_MetadataResponseTopic_v2(o, out, rg):
     if o.topic_authorized_operations != -2147483648:
-        raise _unsup('topic_authorized_operations' + ' (versions 8+)', 2)
+        raise _unsup('MetadataResponse.MetadataResponseTopic.topic_authorized_operations (versions 8+)', 2)
     out += _S6.pack(o.error_code)
     _w_str(out, o.name)
     out += _S0.pack(o.is_internal)
@@ -1029,7 +1076,7 @@ def _d_MetadataResponse_v2(buf, pos):
 
 def _e_MetadataResponse_v2(o, out, rg):
     if o.cluster_authorized_operations != -2147483648:
-        raise _unsup('cluster_authorized_operations' + ' (versions 8-10)', 2)
+        raise _unsup('MetadataResponse.cluster_authorized_operations (versions 8-10)', 2)
     _l = o.brokers
     out += _I32.pack(len(_l))
     for _e in _l:
@@ -1044,7 +1091,7 @@ def _e_MetadataResponse_v2(o, out, rg):
 
 def _e_MetadataResponse_MetadataResponseTopic_v3(o, out, rg):
     if o.topic_authorized_operations != -2147483648:
-        raise _unsup('topic_authorized_operations' + ' (versions 8+)', 3)
+        raise _unsup('MetadataResponse.MetadataResponseTopic.topic_authorized_operations (versions 8+)', 3)
     out += _S6.pack(o.error_code)
     _w_str(out, o.name)
     out += _S0.pack(o.is_internal)
@@ -1089,7 +1136,7 @@ def _d_MetadataResponse_v3(buf, pos):
 
 def _e_MetadataResponse_v3(o, out, rg):
     if o.cluster_authorized_operations != -2147483648:
-        raise _unsup('cluster_authorized_operations' + ' (versions 8-10)', 3)
+        raise _unsup('MetadataResponse.cluster_authorized_operations (versions 8-10)', 3)
     out += _S4.pack(o.throttle_time_ms)
     _l = o.brokers
     out += _I32.pack(len(_l))
@@ -1105,7 +1152,7 @@ def _e_MetadataResponse_v3(o, out, rg):
 
 def _e_MetadataResponse_MetadataResponseTopic_v4(o, out, rg):
     if o.topic_authorized_operations != -2147483648:
-        raise _unsup('topic_authorized_operations' + ' (versions 8+)', 4)
+        raise _unsup('MetadataResponse.MetadataResponseTopic.topic_authorized_operations (versions 8+)', 4)
     out += _S6.pack(o.error_code)
     _w_str(out, o.name)
     out += _S0.pack(o.is_internal)
@@ -1117,7 +1164,7 @@ def _e_MetadataResponse_MetadataResponseTopic_v4(o, out, rg):
 
 def _e_MetadataResponse_v4(o, out, rg):
     if o.cluster_authorized_operations != -2147483648:
-        raise _unsup('cluster_authorized_operations' + ' (versions 8-10)', 4)
+        raise _unsup('MetadataResponse.cluster_authorized_operations (versions 8-10)', 4)
     out += _S4.pack(o.throttle_time_ms)
     _l = o.brokers
     out += _I32.pack(len(_l))
@@ -1181,7 +1228,7 @@ def _d_MetadataResponse_MetadataResponseTopic_v5(buf, pos):
 
 def _e_MetadataResponse_MetadataResponseTopic_v5(o, out, rg):
     if o.topic_authorized_operations != -2147483648:
-        raise _unsup('topic_authorized_operations' + ' (versions 8+)', 5)
+        raise _unsup('MetadataResponse.MetadataResponseTopic.topic_authorized_operations (versions 8+)', 5)
     out += _S6.pack(o.error_code)
     _w_str(out, o.name)
     out += _S0.pack(o.is_internal)
@@ -1226,7 +1273,7 @@ def _d_MetadataResponse_v5(buf, pos):
 
 def _e_MetadataResponse_v5(o, out, rg):
     if o.cluster_authorized_operations != -2147483648:
-        raise _unsup('cluster_authorized_operations' + ' (versions 8-10)', 5)
+        raise _unsup('MetadataResponse.cluster_authorized_operations (versions 8-10)', 5)
     out += _S4.pack(o.throttle_time_ms)
     _l = o.brokers
     out += _I32.pack(len(_l))
@@ -1242,7 +1289,7 @@ def _e_MetadataResponse_v5(o, out, rg):
 
 def _e_MetadataResponse_MetadataResponseTopic_v6(o, out, rg):
     if o.topic_authorized_operations != -2147483648:
-        raise _unsup('topic_authorized_operations' + ' (versions 8+)', 6)
+        raise _unsup('MetadataResponse.MetadataResponseTopic.topic_authorized_operations (versions 8+)', 6)
     out += _S6.pack(o.error_code)
     _w_str(out, o.name)
     out += _S0.pack(o.is_internal)
@@ -1254,7 +1301,7 @@ def _e_MetadataResponse_MetadataResponseTopic_v6(o, out, rg):
 
 def _e_MetadataResponse_v6(o, out, rg):
     if o.cluster_authorized_operations != -2147483648:
-        raise _unsup('cluster_authorized_operations' + ' (versions 8-10)', 6)
+        raise _unsup('MetadataResponse.cluster_authorized_operations (versions 8-10)', 6)
     out += _S4.pack(o.throttle_time_ms)
     _l = o.brokers
     out += _I32.pack(len(_l))
@@ -1317,7 +1364,7 @@ def _d_MetadataResponse_MetadataResponseTopic_v7(buf, pos):
 
 def _e_MetadataResponse_MetadataResponseTopic_v7(o, out, rg):
     if o.topic_authorized_operations != -2147483648:
-        raise _unsup('topic_authorized_operations' + ' (versions 8+)', 7)
+        raise _unsup('MetadataResponse.MetadataResponseTopic.topic_authorized_operations (versions 8+)', 7)
     out += _S6.pack(o.error_code)
     _w_str(out, o.name)
     out += _S0.pack(o.is_internal)
@@ -1362,7 +1409,7 @@ def _d_MetadataResponse_v7(buf, pos):
 
 def _e_MetadataResponse_v7(o, out, rg):
     if o.cluster_authorized_operations != -2147483648:
-        raise _unsup('cluster_authorized_operations' + ' (versions 8-10)', 7)
+        raise _unsup('MetadataResponse.cluster_authorized_operations (versions 8-10)', 7)
     out += _S4.pack(o.throttle_time_ms)
     _l = o.brokers
     out += _I32.pack(len(_l))
@@ -1804,7 +1851,7 @@ def _d_MetadataResponse_v11(buf, pos):
 
 def _e_MetadataResponse_v11(o, out, rg):
     if o.cluster_authorized_operations != -2147483648:
-        raise _unsup('cluster_authorized_operations' + ' (versions 8-10)', 11)
+        raise _unsup('MetadataResponse.cluster_authorized_operations (versions 8-10)', 11)
     out += _S4.pack(o.throttle_time_ms)
     _l = o.brokers
     _w_uv(out, len(_l) + 1)
@@ -1921,7 +1968,7 @@ def _d_MetadataResponse_v12(buf, pos):
 
 def _e_MetadataResponse_v12(o, out, rg):
     if o.cluster_authorized_operations != -2147483648:
-        raise _unsup('cluster_authorized_operations' + ' (versions 8-10)', 12)
+        raise _unsup('MetadataResponse.cluster_authorized_operations (versions 8-10)', 12)
     out += _S4.pack(o.throttle_time_ms)
     _l = o.brokers
     _w_uv(out, len(_l) + 1)
@@ -1990,7 +2037,7 @@ def _d_MetadataResponse_v13(buf, pos):
 
 def _e_MetadataResponse_v13(o, out, rg):
     if o.cluster_authorized_operations != -2147483648:
-        raise _unsup('cluster_authorized_operations' + ' (versions 8-10)', 13)
+        raise _unsup('MetadataResponse.cluster_authorized_operations (versions 8-10)', 13)
     out += _S4.pack(o.throttle_time_ms)
     _l = o.brokers
     _w_uv(out, len(_l) + 1)

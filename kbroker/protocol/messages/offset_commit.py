@@ -32,12 +32,9 @@ from kbroker.protocol.types import unsupported_field as _unsup
 from kbroker.protocol.types import uuid_from_bytes as _uuid
 from kbroker.protocol.types import write_bytes as _w_bytes
 from kbroker.protocol.types import write_compact_nullable_string as _w_cnstr
-from kbroker.protocol.types import write_compact_records as _w_crecords
 from kbroker.protocol.types import write_compact_string as _w_cstr
-from kbroker.protocol.types import write_null_array as _w_nullarr
 from kbroker.protocol.types import write_nullable_string as _w_nstr
 from kbroker.protocol.types import write_primitive_array as _w_parr
-from kbroker.protocol.types import write_legacy_records as _w_records
 from kbroker.protocol.types import write_string as _w_str
 from kbroker.protocol.types import write_string_array as _w_sarr
 from kbroker.protocol.types import write_uvarint as _w_uv
@@ -45,8 +42,11 @@ from kbroker.protocol.types import write_tags as _w_tags
 from kbroker.protocol.types import write_unknown_tags as _w_utags
 from kbroker.protocol.types import write_uuid_array as _w_uarr
 from kbroker.protocol.varint import read_unsigned_varint as _ruv
+from kbroker.protocol.regions import write_compact_records as _w_crecords
+from kbroker.protocol.regions import write_legacy_records as _w_records
 
 _new = object.__new__
+_NULL_I32 = b"\xff\xff\xff\xff"
 
 
 class OffsetCommitRequest:
@@ -156,8 +156,29 @@ class OffsetCommitRequest:
 
 _OffsetCommitRequest_OffsetCommitRequestTopic = OffsetCommitRequest.OffsetCommitRequestTopic
 _OffsetCommitRequest_OffsetCommitRequestPartition = OffsetCommitRequest.OffsetCommitRequestPartition
-_D_OffsetCommitRequest_OffsetCommitRequestTopic = _OffsetCommitRequest_OffsetCommitRequestTopic()
-_D_OffsetCommitRequest_OffsetCommitRequestPartition = _OffsetCommitRequest_OffsetCommitRequestPartition()
+
+
+def _mk_OffsetCommitRequest_OffsetCommitRequestTopic():
+    o = _new(_OffsetCommitRequest_OffsetCommitRequestTopic)
+    o.name = ''
+    o.topic_id = _ZERO_UUID
+    o.partitions = []
+    o.unknown_tagged_fields = {}
+    return o
+
+
+def _mk_OffsetCommitRequest_OffsetCommitRequestPartition():
+    o = _new(_OffsetCommitRequest_OffsetCommitRequestPartition)
+    o.partition_index = 0
+    o.committed_offset = 0
+    o.committed_leader_epoch = -1
+    o.committed_metadata = ''
+    o.unknown_tagged_fields = {}
+    return o
+
+
+_D_OffsetCommitRequest_OffsetCommitRequestTopic = _mk_OffsetCommitRequest_OffsetCommitRequestTopic()
+_D_OffsetCommitRequest_OffsetCommitRequestPartition = _mk_OffsetCommitRequest_OffsetCommitRequestPartition()
 
 
 class OffsetCommitResponse:
@@ -255,8 +276,27 @@ class OffsetCommitResponse:
 
 _OffsetCommitResponse_OffsetCommitResponseTopic = OffsetCommitResponse.OffsetCommitResponseTopic
 _OffsetCommitResponse_OffsetCommitResponsePartition = OffsetCommitResponse.OffsetCommitResponsePartition
-_D_OffsetCommitResponse_OffsetCommitResponseTopic = _OffsetCommitResponse_OffsetCommitResponseTopic()
-_D_OffsetCommitResponse_OffsetCommitResponsePartition = _OffsetCommitResponse_OffsetCommitResponsePartition()
+
+
+def _mk_OffsetCommitResponse_OffsetCommitResponseTopic():
+    o = _new(_OffsetCommitResponse_OffsetCommitResponseTopic)
+    o.name = ''
+    o.topic_id = _ZERO_UUID
+    o.partitions = []
+    o.unknown_tagged_fields = {}
+    return o
+
+
+def _mk_OffsetCommitResponse_OffsetCommitResponsePartition():
+    o = _new(_OffsetCommitResponse_OffsetCommitResponsePartition)
+    o.partition_index = 0
+    o.error_code = 0
+    o.unknown_tagged_fields = {}
+    return o
+
+
+_D_OffsetCommitResponse_OffsetCommitResponseTopic = _mk_OffsetCommitResponse_OffsetCommitResponseTopic()
+_D_OffsetCommitResponse_OffsetCommitResponsePartition = _mk_OffsetCommitResponse_OffsetCommitResponsePartition()
 
 OffsetCommitRequest.FIELDS = (
     FieldInfo('group_id', 'GroupId', 'string', (0, 32767), None, None, None, False, None),
@@ -366,7 +406,7 @@ def _d_OffsetCommitRequest_v2(buf, pos):
 
 def _e_OffsetCommitRequest_v2(o, out, rg):
     if o.group_instance_id is not None:
-        raise _unsup('group_instance_id' + ' (versions 7+)', 2)
+        raise _unsup('OffsetCommitRequest.group_instance_id (versions 7+)', 2)
     _w_str(out, o.group_id)
     out += _S1.pack(o.generation_id_or_member_epoch)
     _w_str(out, o.member_id)
@@ -379,7 +419,7 @@ def _e_OffsetCommitRequest_v2(o, out, rg):
 
 def _e_OffsetCommitRequest_v3(o, out, rg):
     if o.group_instance_id is not None:
-        raise _unsup('group_instance_id' + ' (versions 7+)', 3)
+        raise _unsup('OffsetCommitRequest.group_instance_id (versions 7+)', 3)
     _w_str(out, o.group_id)
     out += _S1.pack(o.generation_id_or_member_epoch)
     _w_str(out, o.member_id)
@@ -392,7 +432,7 @@ def _e_OffsetCommitRequest_v3(o, out, rg):
 
 def _e_OffsetCommitRequest_v4(o, out, rg):
     if o.group_instance_id is not None:
-        raise _unsup('group_instance_id' + ' (versions 7+)', 4)
+        raise _unsup('OffsetCommitRequest.group_instance_id (versions 7+)', 4)
     _w_str(out, o.group_id)
     out += _S1.pack(o.generation_id_or_member_epoch)
     _w_str(out, o.member_id)
@@ -427,7 +467,7 @@ def _d_OffsetCommitRequest_v5(buf, pos):
 
 def _e_OffsetCommitRequest_v5(o, out, rg):
     if o.group_instance_id is not None:
-        raise _unsup('group_instance_id' + ' (versions 7+)', 5)
+        raise _unsup('OffsetCommitRequest.group_instance_id (versions 7+)', 5)
     _w_str(out, o.group_id)
     out += _S1.pack(o.generation_id_or_member_epoch)
     _w_str(out, o.member_id)
@@ -501,7 +541,7 @@ def _d_OffsetCommitRequest_v6(buf, pos):
 
 def _e_OffsetCommitRequest_v6(o, out, rg):
     if o.group_instance_id is not None:
-        raise _unsup('group_instance_id' + ' (versions 7+)', 6)
+        raise _unsup('OffsetCommitRequest.group_instance_id (versions 7+)', 6)
     _w_str(out, o.group_id)
     out += _S1.pack(o.generation_id_or_member_epoch)
     _w_str(out, o.member_id)

@@ -32,12 +32,9 @@ from kbroker.protocol.types import unsupported_field as _unsup
 from kbroker.protocol.types import uuid_from_bytes as _uuid
 from kbroker.protocol.types import write_bytes as _w_bytes
 from kbroker.protocol.types import write_compact_nullable_string as _w_cnstr
-from kbroker.protocol.types import write_compact_records as _w_crecords
 from kbroker.protocol.types import write_compact_string as _w_cstr
-from kbroker.protocol.types import write_null_array as _w_nullarr
 from kbroker.protocol.types import write_nullable_string as _w_nstr
 from kbroker.protocol.types import write_primitive_array as _w_parr
-from kbroker.protocol.types import write_legacy_records as _w_records
 from kbroker.protocol.types import write_string as _w_str
 from kbroker.protocol.types import write_string_array as _w_sarr
 from kbroker.protocol.types import write_uvarint as _w_uv
@@ -45,8 +42,11 @@ from kbroker.protocol.types import write_tags as _w_tags
 from kbroker.protocol.types import write_unknown_tags as _w_utags
 from kbroker.protocol.types import write_uuid_array as _w_uarr
 from kbroker.protocol.varint import read_unsigned_varint as _ruv
+from kbroker.protocol.regions import write_compact_records as _w_crecords
+from kbroker.protocol.regions import write_legacy_records as _w_records
 
 _new = object.__new__
+_NULL_I32 = b"\xff\xff\xff\xff"
 
 
 class OffsetDeleteRequest:
@@ -140,8 +140,25 @@ class OffsetDeleteRequest:
 
 _OffsetDeleteRequest_OffsetDeleteRequestTopic = OffsetDeleteRequest.OffsetDeleteRequestTopic
 _OffsetDeleteRequest_OffsetDeleteRequestPartition = OffsetDeleteRequest.OffsetDeleteRequestPartition
-_D_OffsetDeleteRequest_OffsetDeleteRequestTopic = _OffsetDeleteRequest_OffsetDeleteRequestTopic()
-_D_OffsetDeleteRequest_OffsetDeleteRequestPartition = _OffsetDeleteRequest_OffsetDeleteRequestPartition()
+
+
+def _mk_OffsetDeleteRequest_OffsetDeleteRequestTopic():
+    o = _new(_OffsetDeleteRequest_OffsetDeleteRequestTopic)
+    o.name = ''
+    o.partitions = []
+    o.unknown_tagged_fields = {}
+    return o
+
+
+def _mk_OffsetDeleteRequest_OffsetDeleteRequestPartition():
+    o = _new(_OffsetDeleteRequest_OffsetDeleteRequestPartition)
+    o.partition_index = 0
+    o.unknown_tagged_fields = {}
+    return o
+
+
+_D_OffsetDeleteRequest_OffsetDeleteRequestTopic = _mk_OffsetDeleteRequest_OffsetDeleteRequestTopic()
+_D_OffsetDeleteRequest_OffsetDeleteRequestPartition = _mk_OffsetDeleteRequest_OffsetDeleteRequestPartition()
 
 
 class OffsetDeleteResponse:
@@ -239,8 +256,26 @@ class OffsetDeleteResponse:
 
 _OffsetDeleteResponse_OffsetDeleteResponseTopic = OffsetDeleteResponse.OffsetDeleteResponseTopic
 _OffsetDeleteResponse_OffsetDeleteResponsePartition = OffsetDeleteResponse.OffsetDeleteResponsePartition
-_D_OffsetDeleteResponse_OffsetDeleteResponseTopic = _OffsetDeleteResponse_OffsetDeleteResponseTopic()
-_D_OffsetDeleteResponse_OffsetDeleteResponsePartition = _OffsetDeleteResponse_OffsetDeleteResponsePartition()
+
+
+def _mk_OffsetDeleteResponse_OffsetDeleteResponseTopic():
+    o = _new(_OffsetDeleteResponse_OffsetDeleteResponseTopic)
+    o.name = ''
+    o.partitions = []
+    o.unknown_tagged_fields = {}
+    return o
+
+
+def _mk_OffsetDeleteResponse_OffsetDeleteResponsePartition():
+    o = _new(_OffsetDeleteResponse_OffsetDeleteResponsePartition)
+    o.partition_index = 0
+    o.error_code = 0
+    o.unknown_tagged_fields = {}
+    return o
+
+
+_D_OffsetDeleteResponse_OffsetDeleteResponseTopic = _mk_OffsetDeleteResponse_OffsetDeleteResponseTopic()
+_D_OffsetDeleteResponse_OffsetDeleteResponsePartition = _mk_OffsetDeleteResponse_OffsetDeleteResponsePartition()
 
 OffsetDeleteRequest.FIELDS = (
     FieldInfo('group_id', 'GroupId', 'string', (0, 32767), None, None, None, False, None),

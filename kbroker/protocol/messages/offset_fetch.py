@@ -32,12 +32,9 @@ from kbroker.protocol.types import unsupported_field as _unsup
 from kbroker.protocol.types import uuid_from_bytes as _uuid
 from kbroker.protocol.types import write_bytes as _w_bytes
 from kbroker.protocol.types import write_compact_nullable_string as _w_cnstr
-from kbroker.protocol.types import write_compact_records as _w_crecords
 from kbroker.protocol.types import write_compact_string as _w_cstr
-from kbroker.protocol.types import write_null_array as _w_nullarr
 from kbroker.protocol.types import write_nullable_string as _w_nstr
 from kbroker.protocol.types import write_primitive_array as _w_parr
-from kbroker.protocol.types import write_legacy_records as _w_records
 from kbroker.protocol.types import write_string as _w_str
 from kbroker.protocol.types import write_string_array as _w_sarr
 from kbroker.protocol.types import write_uvarint as _w_uv
@@ -45,8 +42,11 @@ from kbroker.protocol.types import write_tags as _w_tags
 from kbroker.protocol.types import write_unknown_tags as _w_utags
 from kbroker.protocol.types import write_uuid_array as _w_uarr
 from kbroker.protocol.varint import read_unsigned_varint as _ruv
+from kbroker.protocol.regions import write_compact_records as _w_crecords
+from kbroker.protocol.regions import write_legacy_records as _w_records
 
 _new = object.__new__
+_NULL_I32 = b"\xff\xff\xff\xff"
 
 
 class OffsetFetchRequest:
@@ -183,9 +183,38 @@ class OffsetFetchRequest:
 _OffsetFetchRequest_OffsetFetchRequestTopic = OffsetFetchRequest.OffsetFetchRequestTopic
 _OffsetFetchRequest_OffsetFetchRequestGroup = OffsetFetchRequest.OffsetFetchRequestGroup
 _OffsetFetchRequest_OffsetFetchRequestTopics = OffsetFetchRequest.OffsetFetchRequestTopics
-_D_OffsetFetchRequest_OffsetFetchRequestTopic = _OffsetFetchRequest_OffsetFetchRequestTopic()
-_D_OffsetFetchRequest_OffsetFetchRequestGroup = _OffsetFetchRequest_OffsetFetchRequestGroup()
-_D_OffsetFetchRequest_OffsetFetchRequestTopics = _OffsetFetchRequest_OffsetFetchRequestTopics()
+
+
+def _mk_OffsetFetchRequest_OffsetFetchRequestTopic():
+    o = _new(_OffsetFetchRequest_OffsetFetchRequestTopic)
+    o.name = ''
+    o.partition_indexes = []
+    o.unknown_tagged_fields = {}
+    return o
+
+
+def _mk_OffsetFetchRequest_OffsetFetchRequestGroup():
+    o = _new(_OffsetFetchRequest_OffsetFetchRequestGroup)
+    o.group_id = ''
+    o.member_id = None
+    o.member_epoch = -1
+    o.topics = []
+    o.unknown_tagged_fields = {}
+    return o
+
+
+def _mk_OffsetFetchRequest_OffsetFetchRequestTopics():
+    o = _new(_OffsetFetchRequest_OffsetFetchRequestTopics)
+    o.name = ''
+    o.topic_id = _ZERO_UUID
+    o.partition_indexes = []
+    o.unknown_tagged_fields = {}
+    return o
+
+
+_D_OffsetFetchRequest_OffsetFetchRequestTopic = _mk_OffsetFetchRequest_OffsetFetchRequestTopic()
+_D_OffsetFetchRequest_OffsetFetchRequestGroup = _mk_OffsetFetchRequest_OffsetFetchRequestGroup()
+_D_OffsetFetchRequest_OffsetFetchRequestTopics = _mk_OffsetFetchRequest_OffsetFetchRequestTopics()
 
 
 class OffsetFetchResponse:
@@ -394,11 +423,61 @@ _OffsetFetchResponse_OffsetFetchResponsePartition = OffsetFetchResponse.OffsetFe
 _OffsetFetchResponse_OffsetFetchResponseGroup = OffsetFetchResponse.OffsetFetchResponseGroup
 _OffsetFetchResponse_OffsetFetchResponseTopics = OffsetFetchResponse.OffsetFetchResponseTopics
 _OffsetFetchResponse_OffsetFetchResponsePartitions = OffsetFetchResponse.OffsetFetchResponsePartitions
-_D_OffsetFetchResponse_OffsetFetchResponseTopic = _OffsetFetchResponse_OffsetFetchResponseTopic()
-_D_OffsetFetchResponse_OffsetFetchResponsePartition = _OffsetFetchResponse_OffsetFetchResponsePartition()
-_D_OffsetFetchResponse_OffsetFetchResponseGroup = _OffsetFetchResponse_OffsetFetchResponseGroup()
-_D_OffsetFetchResponse_OffsetFetchResponseTopics = _OffsetFetchResponse_OffsetFetchResponseTopics()
-_D_OffsetFetchResponse_OffsetFetchResponsePartitions = _OffsetFetchResponse_OffsetFetchResponsePartitions()
+
+
+def _mk_OffsetFetchResponse_OffsetFetchResponseTopic():
+    o = _new(_OffsetFetchResponse_OffsetFetchResponseTopic)
+    o.name = ''
+    o.partitions = []
+    o.unknown_tagged_fields = {}
+    return o
+
+
+def _mk_OffsetFetchResponse_OffsetFetchResponsePartition():
+    o = _new(_OffsetFetchResponse_OffsetFetchResponsePartition)
+    o.partition_index = 0
+    o.committed_offset = 0
+    o.committed_leader_epoch = -1
+    o.metadata = ''
+    o.error_code = 0
+    o.unknown_tagged_fields = {}
+    return o
+
+
+def _mk_OffsetFetchResponse_OffsetFetchResponseGroup():
+    o = _new(_OffsetFetchResponse_OffsetFetchResponseGroup)
+    o.group_id = ''
+    o.topics = []
+    o.error_code = 0
+    o.unknown_tagged_fields = {}
+    return o
+
+
+def _mk_OffsetFetchResponse_OffsetFetchResponseTopics():
+    o = _new(_OffsetFetchResponse_OffsetFetchResponseTopics)
+    o.name = ''
+    o.topic_id = _ZERO_UUID
+    o.partitions = []
+    o.unknown_tagged_fields = {}
+    return o
+
+
+def _mk_OffsetFetchResponse_OffsetFetchResponsePartitions():
+    o = _new(_OffsetFetchResponse_OffsetFetchResponsePartitions)
+    o.partition_index = 0
+    o.committed_offset = 0
+    o.committed_leader_epoch = -1
+    o.metadata = ''
+    o.error_code = 0
+    o.unknown_tagged_fields = {}
+    return o
+
+
+_D_OffsetFetchResponse_OffsetFetchResponseTopic = _mk_OffsetFetchResponse_OffsetFetchResponseTopic()
+_D_OffsetFetchResponse_OffsetFetchResponsePartition = _mk_OffsetFetchResponse_OffsetFetchResponsePartition()
+_D_OffsetFetchResponse_OffsetFetchResponseGroup = _mk_OffsetFetchResponse_OffsetFetchResponseGroup()
+_D_OffsetFetchResponse_OffsetFetchResponseTopics = _mk_OffsetFetchResponse_OffsetFetchResponseTopics()
+_D_OffsetFetchResponse_OffsetFetchResponsePartitions = _mk_OffsetFetchResponse_OffsetFetchResponsePartitions()
 
 OffsetFetchRequest.FIELDS = (
     FieldInfo('group_id', 'GroupId', 'string', (0, 7), None, None, None, False, None),
@@ -501,9 +580,9 @@ def _d_OffsetFetchRequest_v1(buf, pos):
 
 def _e_OffsetFetchRequest_v1(o, out, rg):
     if o.groups != []:
-        raise _unsup('groups' + ' (versions 8+)', 1)
+        raise _unsup('OffsetFetchRequest.groups (versions 8+)', 1)
     if o.require_stable != False:
-        raise _unsup('require_stable' + ' (versions 7+)', 1)
+        raise _unsup('OffsetFetchRequest.require_stable (versions 7+)', 1)
     _w_str(out, o.group_id)
     _l = o.topics
     out += _I32.pack(len(_l))
@@ -532,13 +611,13 @@ def _d_OffsetFetchRequest_v2(buf, pos):
 
 def _e_OffsetFetchRequest_v2(o, out, rg):
     if o.groups != []:
-        raise _unsup('groups' + ' (versions 8+)', 2)
+        raise _unsup('OffsetFetchRequest.groups (versions 8+)', 2)
     if o.require_stable != False:
-        raise _unsup('require_stable' + ' (versions 7+)', 2)
+        raise _unsup('OffsetFetchRequest.require_stable (versions 7+)', 2)
     _w_str(out, o.group_id)
     _l = o.topics
     if _l is None:
-        _w_nullarr(out, False)
+        out += _NULL_I32
     else:
         out += _I32.pack(len(_l))
         for _e in _l:
@@ -547,13 +626,13 @@ def _e_OffsetFetchRequest_v2(o, out, rg):
 
 def _e_OffsetFetchRequest_v3(o, out, rg):
     if o.groups != []:
-        raise _unsup('groups' + ' (versions 8+)', 3)
+        raise _unsup('OffsetFetchRequest.groups (versions 8+)', 3)
     if o.require_stable != False:
-        raise _unsup('require_stable' + ' (versions 7+)', 3)
+        raise _unsup('OffsetFetchRequest.require_stable (versions 7+)', 3)
     _w_str(out, o.group_id)
     _l = o.topics
     if _l is None:
-        _w_nullarr(out, False)
+        out += _NULL_I32
     else:
         out += _I32.pack(len(_l))
         for _e in _l:
@@ -562,13 +641,13 @@ def _e_OffsetFetchRequest_v3(o, out, rg):
 
 def _e_OffsetFetchRequest_v4(o, out, rg):
     if o.groups != []:
-        raise _unsup('groups' + ' (versions 8+)', 4)
+        raise _unsup('OffsetFetchRequest.groups (versions 8+)', 4)
     if o.require_stable != False:
-        raise _unsup('require_stable' + ' (versions 7+)', 4)
+        raise _unsup('OffsetFetchRequest.require_stable (versions 7+)', 4)
     _w_str(out, o.group_id)
     _l = o.topics
     if _l is None:
-        _w_nullarr(out, False)
+        out += _NULL_I32
     else:
         out += _I32.pack(len(_l))
         for _e in _l:
@@ -577,13 +656,13 @@ def _e_OffsetFetchRequest_v4(o, out, rg):
 
 def _e_OffsetFetchRequest_v5(o, out, rg):
     if o.groups != []:
-        raise _unsup('groups' + ' (versions 8+)', 5)
+        raise _unsup('OffsetFetchRequest.groups (versions 8+)', 5)
     if o.require_stable != False:
-        raise _unsup('require_stable' + ' (versions 7+)', 5)
+        raise _unsup('OffsetFetchRequest.require_stable (versions 7+)', 5)
     _w_str(out, o.group_id)
     _l = o.topics
     if _l is None:
-        _w_nullarr(out, False)
+        out += _NULL_I32
     else:
         out += _I32.pack(len(_l))
         for _e in _l:
@@ -644,13 +723,13 @@ def _d_OffsetFetchRequest_v6(buf, pos):
 
 def _e_OffsetFetchRequest_v6(o, out, rg):
     if o.groups != []:
-        raise _unsup('groups' + ' (versions 8+)', 6)
+        raise _unsup('OffsetFetchRequest.groups (versions 8+)', 6)
     if o.require_stable != False:
-        raise _unsup('require_stable' + ' (versions 7+)', 6)
+        raise _unsup('OffsetFetchRequest.require_stable (versions 7+)', 6)
     _w_cstr(out, o.group_id)
     _l = o.topics
     if _l is None:
-        _w_nullarr(out, True)
+        out.append(0)
     else:
         _w_uv(out, len(_l) + 1)
         for _e in _l:
@@ -693,11 +772,11 @@ def _d_OffsetFetchRequest_v7(buf, pos):
 
 def _e_OffsetFetchRequest_v7(o, out, rg):
     if o.groups != []:
-        raise _unsup('groups' + ' (versions 8+)', 7)
+        raise _unsup('OffsetFetchRequest.groups (versions 8+)', 7)
     _w_cstr(out, o.group_id)
     _l = o.topics
     if _l is None:
-        _w_nullarr(out, True)
+        out.append(0)
     else:
         _w_uv(out, len(_l) + 1)
         for _e in _l:
@@ -757,7 +836,7 @@ def _e_OffsetFetchRequest_OffsetFetchRequestGroup_v8(o, out, rg):
     _w_cstr(out, o.group_id)
     _l = o.topics
     if _l is None:
-        _w_nullarr(out, True)
+        out.append(0)
     else:
         _w_uv(out, len(_l) + 1)
         for _e in _l:
@@ -800,9 +879,9 @@ def _d_OffsetFetchRequest_v8(buf, pos):
 
 def _e_OffsetFetchRequest_v8(o, out, rg):
     if o.group_id != '':
-        raise _unsup('group_id' + ' (versions 0-7)', 8)
+        raise _unsup('OffsetFetchRequest.group_id (versions 0-7)', 8)
     if o.topics != []:
-        raise _unsup('topics' + ' (versions 0-7)', 8)
+        raise _unsup('OffsetFetchRequest.topics (versions 0-7)', 8)
     _l = o.groups
     _w_uv(out, len(_l) + 1)
     for _e in _l:
@@ -850,7 +929,7 @@ def _e_OffsetFetchRequest_OffsetFetchRequestGroup_v9(o, out, rg):
     out += _S1.pack(o.member_epoch)
     _l = o.topics
     if _l is None:
-        _w_nullarr(out, True)
+        out.append(0)
     else:
         _w_uv(out, len(_l) + 1)
         for _e in _l:
@@ -893,9 +972,9 @@ def _d_OffsetFetchRequest_v9(buf, pos):
 
 def _e_OffsetFetchRequest_v9(o, out, rg):
     if o.group_id != '':
-        raise _unsup('group_id' + ' (versions 0-7)', 9)
+        raise _unsup('OffsetFetchRequest.group_id (versions 0-7)', 9)
     if o.topics != []:
-        raise _unsup('topics' + ' (versions 0-7)', 9)
+        raise _unsup('OffsetFetchRequest.topics (versions 0-7)', 9)
     _l = o.groups
     _w_uv(out, len(_l) + 1)
     for _e in _l:
@@ -970,7 +1049,7 @@ def _e_OffsetFetchRequest_OffsetFetchRequestGroup_v10(o, out, rg):
     out += _S1.pack(o.member_epoch)
     _l = o.topics
     if _l is None:
-        _w_nullarr(out, True)
+        out.append(0)
     else:
         _w_uv(out, len(_l) + 1)
         for _e in _l:
@@ -1013,9 +1092,9 @@ def _d_OffsetFetchRequest_v10(buf, pos):
 
 def _e_OffsetFetchRequest_v10(o, out, rg):
     if o.group_id != '':
-        raise _unsup('group_id' + ' (versions 0-7)', 10)
+        raise _unsup('OffsetFetchRequest.group_id (versions 0-7)', 10)
     if o.topics != []:
-        raise _unsup('topics' + ' (versions 0-7)', 10)
+        raise _unsup('OffsetFetchRequest.topics (versions 0-7)', 10)
     _l = o.groups
     _w_uv(out, len(_l) + 1)
     for _e in _l:
@@ -1092,7 +1171,7 @@ def _d_OffsetFetchResponse_v1(buf, pos):
 
 def _e_OffsetFetchResponse_v1(o, out, rg):
     if o.groups != []:
-        raise _unsup('groups' + ' (versions 8+)', 1)
+        raise _unsup('OffsetFetchResponse.groups (versions 8+)', 1)
     _l = o.topics
     out += _I32.pack(len(_l))
     for _e in _l:
@@ -1121,7 +1200,7 @@ def _d_OffsetFetchResponse_v2(buf, pos):
 
 def _e_OffsetFetchResponse_v2(o, out, rg):
     if o.groups != []:
-        raise _unsup('groups' + ' (versions 8+)', 2)
+        raise _unsup('OffsetFetchResponse.groups (versions 8+)', 2)
     _l = o.topics
     out += _I32.pack(len(_l))
     for _e in _l:
@@ -1152,7 +1231,7 @@ def _d_OffsetFetchResponse_v3(buf, pos):
 
 def _e_OffsetFetchResponse_v3(o, out, rg):
     if o.groups != []:
-        raise _unsup('groups' + ' (versions 8+)', 3)
+        raise _unsup('OffsetFetchResponse.groups (versions 8+)', 3)
     out += _S1.pack(o.throttle_time_ms)
     _l = o.topics
     out += _I32.pack(len(_l))
@@ -1163,7 +1242,7 @@ def _e_OffsetFetchResponse_v3(o, out, rg):
 
 def _e_OffsetFetchResponse_v4(o, out, rg):
     if o.groups != []:
-        raise _unsup('groups' + ' (versions 8+)', 4)
+        raise _unsup('OffsetFetchResponse.groups (versions 8+)', 4)
     out += _S1.pack(o.throttle_time_ms)
     _l = o.topics
     out += _I32.pack(len(_l))
@@ -1237,7 +1316,7 @@ def _d_OffsetFetchResponse_v5(buf, pos):
 
 def _e_OffsetFetchResponse_v5(o, out, rg):
     if o.groups != []:
-        raise _unsup('groups' + ' (versions 8+)', 5)
+        raise _unsup('OffsetFetchResponse.groups (versions 8+)', 5)
     out += _S1.pack(o.throttle_time_ms)
     _l = o.topics
     out += _I32.pack(len(_l))
@@ -1343,7 +1422,7 @@ def _d_OffsetFetchResponse_v6(buf, pos):
 
 def _e_OffsetFetchResponse_v6(o, out, rg):
     if o.groups != []:
-        raise _unsup('groups' + ' (versions 8+)', 6)
+        raise _unsup('OffsetFetchResponse.groups (versions 8+)', 6)
     out += _S1.pack(o.throttle_time_ms)
     _l = o.topics
     _w_uv(out, len(_l) + 1)
@@ -1359,7 +1438,7 @@ def _e_OffsetFetchResponse_v6(o, out, rg):
 
 def _e_OffsetFetchResponse_v7(o, out, rg):
     if o.groups != []:
-        raise _unsup('groups' + ' (versions 8+)', 7)
+        raise _unsup('OffsetFetchResponse.groups (versions 8+)', 7)
     out += _S1.pack(o.throttle_time_ms)
     _l = o.topics
     _w_uv(out, len(_l) + 1)
@@ -1488,7 +1567,7 @@ def _d_OffsetFetchResponse_v8(buf, pos):
 
 def _e_OffsetFetchResponse_v8(o, out, rg):
     if o.topics != []:
-        raise _unsup('topics' + ' (versions 0-7)', 8)
+        raise _unsup('OffsetFetchResponse.topics (versions 0-7)', 8)
     out += _S1.pack(o.throttle_time_ms)
     _l = o.groups
     _w_uv(out, len(_l) + 1)
@@ -1503,7 +1582,7 @@ def _e_OffsetFetchResponse_v8(o, out, rg):
 
 def _e_OffsetFetchResponse_v9(o, out, rg):
     if o.topics != []:
-        raise _unsup('topics' + ' (versions 0-7)', 9)
+        raise _unsup('OffsetFetchResponse.topics (versions 0-7)', 9)
     out += _S1.pack(o.throttle_time_ms)
     _l = o.groups
     _w_uv(out, len(_l) + 1)
@@ -1631,7 +1710,7 @@ def _d_OffsetFetchResponse_v10(buf, pos):
 
 def _e_OffsetFetchResponse_v10(o, out, rg):
     if o.topics != []:
-        raise _unsup('topics' + ' (versions 0-7)', 10)
+        raise _unsup('OffsetFetchResponse.topics (versions 0-7)', 10)
     out += _S1.pack(o.throttle_time_ms)
     _l = o.groups
     _w_uv(out, len(_l) + 1)

@@ -32,12 +32,9 @@ from kbroker.protocol.types import unsupported_field as _unsup
 from kbroker.protocol.types import uuid_from_bytes as _uuid
 from kbroker.protocol.types import write_bytes as _w_bytes
 from kbroker.protocol.types import write_compact_nullable_string as _w_cnstr
-from kbroker.protocol.types import write_compact_records as _w_crecords
 from kbroker.protocol.types import write_compact_string as _w_cstr
-from kbroker.protocol.types import write_null_array as _w_nullarr
 from kbroker.protocol.types import write_nullable_string as _w_nstr
 from kbroker.protocol.types import write_primitive_array as _w_parr
-from kbroker.protocol.types import write_legacy_records as _w_records
 from kbroker.protocol.types import write_string as _w_str
 from kbroker.protocol.types import write_string_array as _w_sarr
 from kbroker.protocol.types import write_uvarint as _w_uv
@@ -45,8 +42,11 @@ from kbroker.protocol.types import write_tags as _w_tags
 from kbroker.protocol.types import write_unknown_tags as _w_utags
 from kbroker.protocol.types import write_uuid_array as _w_uarr
 from kbroker.protocol.varint import read_unsigned_varint as _ruv
+from kbroker.protocol.regions import write_compact_records as _w_crecords
+from kbroker.protocol.regions import write_legacy_records as _w_records
 
 _new = object.__new__
+_NULL_I32 = b"\xff\xff\xff\xff"
 
 
 class OffsetForLeaderEpochRequest:
@@ -144,8 +144,27 @@ class OffsetForLeaderEpochRequest:
 
 _OffsetForLeaderEpochRequest_OffsetForLeaderTopic = OffsetForLeaderEpochRequest.OffsetForLeaderTopic
 _OffsetForLeaderEpochRequest_OffsetForLeaderPartition = OffsetForLeaderEpochRequest.OffsetForLeaderPartition
-_D_OffsetForLeaderEpochRequest_OffsetForLeaderTopic = _OffsetForLeaderEpochRequest_OffsetForLeaderTopic()
-_D_OffsetForLeaderEpochRequest_OffsetForLeaderPartition = _OffsetForLeaderEpochRequest_OffsetForLeaderPartition()
+
+
+def _mk_OffsetForLeaderEpochRequest_OffsetForLeaderTopic():
+    o = _new(_OffsetForLeaderEpochRequest_OffsetForLeaderTopic)
+    o.topic = ''
+    o.partitions = []
+    o.unknown_tagged_fields = {}
+    return o
+
+
+def _mk_OffsetForLeaderEpochRequest_OffsetForLeaderPartition():
+    o = _new(_OffsetForLeaderEpochRequest_OffsetForLeaderPartition)
+    o.partition = 0
+    o.current_leader_epoch = -1
+    o.leader_epoch = 0
+    o.unknown_tagged_fields = {}
+    return o
+
+
+_D_OffsetForLeaderEpochRequest_OffsetForLeaderTopic = _mk_OffsetForLeaderEpochRequest_OffsetForLeaderTopic()
+_D_OffsetForLeaderEpochRequest_OffsetForLeaderPartition = _mk_OffsetForLeaderEpochRequest_OffsetForLeaderPartition()
 
 
 class OffsetForLeaderEpochResponse:
@@ -245,8 +264,28 @@ class OffsetForLeaderEpochResponse:
 
 _OffsetForLeaderEpochResponse_OffsetForLeaderTopicResult = OffsetForLeaderEpochResponse.OffsetForLeaderTopicResult
 _OffsetForLeaderEpochResponse_EpochEndOffset = OffsetForLeaderEpochResponse.EpochEndOffset
-_D_OffsetForLeaderEpochResponse_OffsetForLeaderTopicResult = _OffsetForLeaderEpochResponse_OffsetForLeaderTopicResult()
-_D_OffsetForLeaderEpochResponse_EpochEndOffset = _OffsetForLeaderEpochResponse_EpochEndOffset()
+
+
+def _mk_OffsetForLeaderEpochResponse_OffsetForLeaderTopicResult():
+    o = _new(_OffsetForLeaderEpochResponse_OffsetForLeaderTopicResult)
+    o.topic = ''
+    o.partitions = []
+    o.unknown_tagged_fields = {}
+    return o
+
+
+def _mk_OffsetForLeaderEpochResponse_EpochEndOffset():
+    o = _new(_OffsetForLeaderEpochResponse_EpochEndOffset)
+    o.error_code = 0
+    o.partition = 0
+    o.leader_epoch = -1
+    o.end_offset = -1
+    o.unknown_tagged_fields = {}
+    return o
+
+
+_D_OffsetForLeaderEpochResponse_OffsetForLeaderTopicResult = _mk_OffsetForLeaderEpochResponse_OffsetForLeaderTopicResult()
+_D_OffsetForLeaderEpochResponse_EpochEndOffset = _mk_OffsetForLeaderEpochResponse_EpochEndOffset()
 
 OffsetForLeaderEpochRequest.FIELDS = (
     FieldInfo('replica_id', 'ReplicaId', 'int32', (3, 32767), None, None, None, True, None),

@@ -32,12 +32,9 @@ from kbroker.protocol.types import unsupported_field as _unsup
 from kbroker.protocol.types import uuid_from_bytes as _uuid
 from kbroker.protocol.types import write_bytes as _w_bytes
 from kbroker.protocol.types import write_compact_nullable_string as _w_cnstr
-from kbroker.protocol.types import write_compact_records as _w_crecords
 from kbroker.protocol.types import write_compact_string as _w_cstr
-from kbroker.protocol.types import write_null_array as _w_nullarr
 from kbroker.protocol.types import write_nullable_string as _w_nstr
 from kbroker.protocol.types import write_primitive_array as _w_parr
-from kbroker.protocol.types import write_legacy_records as _w_records
 from kbroker.protocol.types import write_string as _w_str
 from kbroker.protocol.types import write_string_array as _w_sarr
 from kbroker.protocol.types import write_uvarint as _w_uv
@@ -45,8 +42,11 @@ from kbroker.protocol.types import write_tags as _w_tags
 from kbroker.protocol.types import write_unknown_tags as _w_utags
 from kbroker.protocol.types import write_uuid_array as _w_uarr
 from kbroker.protocol.varint import read_unsigned_varint as _ruv
+from kbroker.protocol.regions import write_compact_records as _w_crecords
+from kbroker.protocol.regions import write_legacy_records as _w_records
 
 _new = object.__new__
+_NULL_I32 = b"\xff\xff\xff\xff"
 
 
 class ProduceRequest:
@@ -148,8 +148,27 @@ class ProduceRequest:
 
 _ProduceRequest_TopicProduceData = ProduceRequest.TopicProduceData
 _ProduceRequest_PartitionProduceData = ProduceRequest.PartitionProduceData
-_D_ProduceRequest_TopicProduceData = _ProduceRequest_TopicProduceData()
-_D_ProduceRequest_PartitionProduceData = _ProduceRequest_PartitionProduceData()
+
+
+def _mk_ProduceRequest_TopicProduceData():
+    o = _new(_ProduceRequest_TopicProduceData)
+    o.name = ''
+    o.topic_id = _ZERO_UUID
+    o.partition_data = []
+    o.unknown_tagged_fields = {}
+    return o
+
+
+def _mk_ProduceRequest_PartitionProduceData():
+    o = _new(_ProduceRequest_PartitionProduceData)
+    o.index = 0
+    o.records = None
+    o.unknown_tagged_fields = {}
+    return o
+
+
+_D_ProduceRequest_TopicProduceData = _mk_ProduceRequest_TopicProduceData()
+_D_ProduceRequest_PartitionProduceData = _mk_ProduceRequest_PartitionProduceData()
 
 
 class ProduceResponse:
@@ -232,7 +251,7 @@ class ProduceResponse:
             self.log_start_offset = log_start_offset
             self.record_errors = [] if record_errors is MISSING else record_errors
             self.error_message = error_message
-            self.current_leader = _ProduceResponse_LeaderIdAndEpoch() if current_leader is MISSING else current_leader
+            self.current_leader = _mk_ProduceResponse_LeaderIdAndEpoch() if current_leader is MISSING else current_leader
             self.unknown_tagged_fields = {} if unknown_tagged_fields is None else unknown_tagged_fields
 
         def __eq__(self, other: object) -> bool:
@@ -358,11 +377,62 @@ _ProduceResponse_PartitionProduceResponse = ProduceResponse.PartitionProduceResp
 _ProduceResponse_BatchIndexAndErrorMessage = ProduceResponse.BatchIndexAndErrorMessage
 _ProduceResponse_LeaderIdAndEpoch = ProduceResponse.LeaderIdAndEpoch
 _ProduceResponse_NodeEndpoint = ProduceResponse.NodeEndpoint
-_D_ProduceResponse_TopicProduceResponse = _ProduceResponse_TopicProduceResponse()
-_D_ProduceResponse_PartitionProduceResponse = _ProduceResponse_PartitionProduceResponse()
-_D_ProduceResponse_BatchIndexAndErrorMessage = _ProduceResponse_BatchIndexAndErrorMessage()
-_D_ProduceResponse_LeaderIdAndEpoch = _ProduceResponse_LeaderIdAndEpoch()
-_D_ProduceResponse_NodeEndpoint = _ProduceResponse_NodeEndpoint()
+
+
+def _mk_ProduceResponse_TopicProduceResponse():
+    o = _new(_ProduceResponse_TopicProduceResponse)
+    o.name = ''
+    o.topic_id = _ZERO_UUID
+    o.partition_responses = []
+    o.unknown_tagged_fields = {}
+    return o
+
+
+def _mk_ProduceResponse_PartitionProduceResponse():
+    o = _new(_ProduceResponse_PartitionProduceResponse)
+    o.index = 0
+    o.error_code = 0
+    o.base_offset = 0
+    o.log_append_time_ms = -1
+    o.log_start_offset = -1
+    o.record_errors = []
+    o.error_message = None
+    o.current_leader = _mk_ProduceResponse_LeaderIdAndEpoch()
+    o.unknown_tagged_fields = {}
+    return o
+
+
+def _mk_ProduceResponse_BatchIndexAndErrorMessage():
+    o = _new(_ProduceResponse_BatchIndexAndErrorMessage)
+    o.batch_index = 0
+    o.batch_index_error_message = None
+    o.unknown_tagged_fields = {}
+    return o
+
+
+def _mk_ProduceResponse_LeaderIdAndEpoch():
+    o = _new(_ProduceResponse_LeaderIdAndEpoch)
+    o.leader_id = -1
+    o.leader_epoch = -1
+    o.unknown_tagged_fields = {}
+    return o
+
+
+def _mk_ProduceResponse_NodeEndpoint():
+    o = _new(_ProduceResponse_NodeEndpoint)
+    o.node_id = 0
+    o.host = ''
+    o.port = 0
+    o.rack = None
+    o.unknown_tagged_fields = {}
+    return o
+
+
+_D_ProduceResponse_TopicProduceResponse = _mk_ProduceResponse_TopicProduceResponse()
+_D_ProduceResponse_PartitionProduceResponse = _mk_ProduceResponse_PartitionProduceResponse()
+_D_ProduceResponse_BatchIndexAndErrorMessage = _mk_ProduceResponse_BatchIndexAndErrorMessage()
+_D_ProduceResponse_LeaderIdAndEpoch = _mk_ProduceResponse_LeaderIdAndEpoch()
+_D_ProduceResponse_NodeEndpoint = _mk_ProduceResponse_NodeEndpoint()
 
 ProduceRequest.FIELDS = (
     FieldInfo('transactional_id', 'TransactionalId', 'string', (3, 32767), (3, 32767), None, None, False, None),
@@ -687,14 +757,14 @@ def _d_ProduceResponse_PartitionProduceResponse_v3(buf, pos):
     o.log_start_offset = -1
     o.record_errors = []
     o.error_message = None
-    o.current_leader = _ProduceResponse_LeaderIdAndEpoch()
+    o.current_leader = _mk_ProduceResponse_LeaderIdAndEpoch()
     o.unknown_tagged_fields = _u = {}
     return o, pos
 
 
 def _e_ProduceResponse_PartitionProduceResponse_v3(o, out, rg):
     if ((_s := o.current_leader).leader_id != -1 or _s.leader_epoch != -1 or _s.unknown_tagged_fields):
-        raise _unsup('current_leader' + ' (versions 10+)', 3)
+        raise _unsup('ProduceResponse.PartitionProduceResponse.current_leader (versions 10+)', 3)
     out += _S3.pack(o.index, o.error_code, o.base_offset, o.log_append_time_ms)
 
 
@@ -745,7 +815,7 @@ def _d_ProduceResponse_v3(buf, pos):
 
 def _e_ProduceResponse_v3(o, out, rg):
     if o.node_endpoints != []:
-        raise _unsup('node_endpoints' + ' (versions 10+)', 3)
+        raise _unsup('ProduceResponse.node_endpoints (versions 10+)', 3)
     _l = o.responses
     out += _I32.pack(len(_l))
     for _e in _l:
@@ -755,7 +825,7 @@ def _e_ProduceResponse_v3(o, out, rg):
 
 def _e_ProduceResponse_PartitionProduceResponse_v4(o, out, rg):
     if ((_s := o.current_leader).leader_id != -1 or _s.leader_epoch != -1 or _s.unknown_tagged_fields):
-        raise _unsup('current_leader' + ' (versions 10+)', 4)
+        raise _unsup('ProduceResponse.PartitionProduceResponse.current_leader (versions 10+)', 4)
     out += _S3.pack(o.index, o.error_code, o.base_offset, o.log_append_time_ms)
 
 
@@ -769,7 +839,7 @@ def _e_ProduceResponse_TopicProduceResponse_v4(o, out, rg):
 
 def _e_ProduceResponse_v4(o, out, rg):
     if o.node_endpoints != []:
-        raise _unsup('node_endpoints' + ' (versions 10+)', 4)
+        raise _unsup('ProduceResponse.node_endpoints (versions 10+)', 4)
     _l = o.responses
     out += _I32.pack(len(_l))
     for _e in _l:
@@ -783,14 +853,14 @@ def _d_ProduceResponse_PartitionProduceResponse_v5(buf, pos):
     pos += 30
     o.record_errors = []
     o.error_message = None
-    o.current_leader = _ProduceResponse_LeaderIdAndEpoch()
+    o.current_leader = _mk_ProduceResponse_LeaderIdAndEpoch()
     o.unknown_tagged_fields = _u = {}
     return o, pos
 
 
 def _e_ProduceResponse_PartitionProduceResponse_v5(o, out, rg):
     if ((_s := o.current_leader).leader_id != -1 or _s.leader_epoch != -1 or _s.unknown_tagged_fields):
-        raise _unsup('current_leader' + ' (versions 10+)', 5)
+        raise _unsup('ProduceResponse.PartitionProduceResponse.current_leader (versions 10+)', 5)
     out += _S4.pack(o.index, o.error_code, o.base_offset, o.log_append_time_ms, o.log_start_offset)
 
 
@@ -841,7 +911,7 @@ def _d_ProduceResponse_v5(buf, pos):
 
 def _e_ProduceResponse_v5(o, out, rg):
     if o.node_endpoints != []:
-        raise _unsup('node_endpoints' + ' (versions 10+)', 5)
+        raise _unsup('ProduceResponse.node_endpoints (versions 10+)', 5)
     _l = o.responses
     out += _I32.pack(len(_l))
     for _e in _l:
@@ -851,7 +921,7 @@ def _e_ProduceResponse_v5(o, out, rg):
 
 def _e_ProduceResponse_PartitionProduceResponse_v6(o, out, rg):
     if ((_s := o.current_leader).leader_id != -1 or _s.leader_epoch != -1 or _s.unknown_tagged_fields):
-        raise _unsup('current_leader' + ' (versions 10+)', 6)
+        raise _unsup('ProduceResponse.PartitionProduceResponse.current_leader (versions 10+)', 6)
     out += _S4.pack(o.index, o.error_code, o.base_offset, o.log_append_time_ms, o.log_start_offset)
 
 
@@ -865,7 +935,7 @@ def _e_ProduceResponse_TopicProduceResponse_v6(o, out, rg):
 
 def _e_ProduceResponse_v6(o, out, rg):
     if o.node_endpoints != []:
-        raise _unsup('node_endpoints' + ' (versions 10+)', 6)
+        raise _unsup('ProduceResponse.node_endpoints (versions 10+)', 6)
     _l = o.responses
     out += _I32.pack(len(_l))
     for _e in _l:
@@ -875,7 +945,7 @@ def _e_ProduceResponse_v6(o, out, rg):
 
 def _e_ProduceResponse_PartitionProduceResponse_v7(o, out, rg):
     if ((_s := o.current_leader).leader_id != -1 or _s.leader_epoch != -1 or _s.unknown_tagged_fields):
-        raise _unsup('current_leader' + ' (versions 10+)', 7)
+        raise _unsup('ProduceResponse.PartitionProduceResponse.current_leader (versions 10+)', 7)
     out += _S4.pack(o.index, o.error_code, o.base_offset, o.log_append_time_ms, o.log_start_offset)
 
 
@@ -889,7 +959,7 @@ def _e_ProduceResponse_TopicProduceResponse_v7(o, out, rg):
 
 def _e_ProduceResponse_v7(o, out, rg):
     if o.node_endpoints != []:
-        raise _unsup('node_endpoints' + ' (versions 10+)', 7)
+        raise _unsup('ProduceResponse.node_endpoints (versions 10+)', 7)
     _l = o.responses
     out += _I32.pack(len(_l))
     for _e in _l:
@@ -926,14 +996,14 @@ def _d_ProduceResponse_PartitionProduceResponse_v8(buf, pos):
             _a(_e)
         o.record_errors = _l
     o.error_message, pos = _r_nstr(buf, pos)
-    o.current_leader = _ProduceResponse_LeaderIdAndEpoch()
+    o.current_leader = _mk_ProduceResponse_LeaderIdAndEpoch()
     o.unknown_tagged_fields = _u = {}
     return o, pos
 
 
 def _e_ProduceResponse_PartitionProduceResponse_v8(o, out, rg):
     if ((_s := o.current_leader).leader_id != -1 or _s.leader_epoch != -1 or _s.unknown_tagged_fields):
-        raise _unsup('current_leader' + ' (versions 10+)', 8)
+        raise _unsup('ProduceResponse.PartitionProduceResponse.current_leader (versions 10+)', 8)
     out += _S4.pack(o.index, o.error_code, o.base_offset, o.log_append_time_ms, o.log_start_offset)
     _l = o.record_errors
     out += _I32.pack(len(_l))
@@ -989,7 +1059,7 @@ def _d_ProduceResponse_v8(buf, pos):
 
 def _e_ProduceResponse_v8(o, out, rg):
     if o.node_endpoints != []:
-        raise _unsup('node_endpoints' + ' (versions 10+)', 8)
+        raise _unsup('ProduceResponse.node_endpoints (versions 10+)', 8)
     _l = o.responses
     out += _I32.pack(len(_l))
     for _e in _l:
@@ -1040,7 +1110,7 @@ def _d_ProduceResponse_PartitionProduceResponse_v9(buf, pos):
             _a(_e)
         o.record_errors = _l
     o.error_message, pos = _r_cnstr(buf, pos)
-    o.current_leader = _ProduceResponse_LeaderIdAndEpoch()
+    o.current_leader = _mk_ProduceResponse_LeaderIdAndEpoch()
     o.unknown_tagged_fields = _u = {}
     if buf[pos]:
         pos = _r_tagsec(buf, pos, _u)
@@ -1051,7 +1121,7 @@ def _d_ProduceResponse_PartitionProduceResponse_v9(buf, pos):
 
 def _e_ProduceResponse_PartitionProduceResponse_v9(o, out, rg):
     if ((_s := o.current_leader).leader_id != -1 or _s.leader_epoch != -1 or _s.unknown_tagged_fields):
-        raise _unsup('current_leader' + ' (versions 10+)', 9)
+        raise _unsup('ProduceResponse.PartitionProduceResponse.current_leader (versions 10+)', 9)
     out += _S4.pack(o.index, o.error_code, o.base_offset, o.log_append_time_ms, o.log_start_offset)
     _l = o.record_errors
     _w_uv(out, len(_l) + 1)
@@ -1135,7 +1205,7 @@ def _d_ProduceResponse_v9(buf, pos):
 
 def _e_ProduceResponse_v9(o, out, rg):
     if o.node_endpoints != []:
-        raise _unsup('node_endpoints' + ' (versions 10+)', 9)
+        raise _unsup('ProduceResponse.node_endpoints (versions 10+)', 9)
     _l = o.responses
     _w_uv(out, len(_l) + 1)
     for _e in _l:
@@ -1189,7 +1259,7 @@ def _d_ProduceResponse_PartitionProduceResponse_v10(buf, pos):
             _a(_e)
         o.record_errors = _l
     o.error_message, pos = _r_cnstr(buf, pos)
-    o.current_leader = _ProduceResponse_LeaderIdAndEpoch()
+    o.current_leader = _mk_ProduceResponse_LeaderIdAndEpoch()
     o.unknown_tagged_fields = _u = {}
     _nt, pos = _ruv(buf, pos)
     for _ in range(_nt):

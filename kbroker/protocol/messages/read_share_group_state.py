@@ -32,12 +32,9 @@ from kbroker.protocol.types import unsupported_field as _unsup
 from kbroker.protocol.types import uuid_from_bytes as _uuid
 from kbroker.protocol.types import write_bytes as _w_bytes
 from kbroker.protocol.types import write_compact_nullable_string as _w_cnstr
-from kbroker.protocol.types import write_compact_records as _w_crecords
 from kbroker.protocol.types import write_compact_string as _w_cstr
-from kbroker.protocol.types import write_null_array as _w_nullarr
 from kbroker.protocol.types import write_nullable_string as _w_nstr
 from kbroker.protocol.types import write_primitive_array as _w_parr
-from kbroker.protocol.types import write_legacy_records as _w_records
 from kbroker.protocol.types import write_string as _w_str
 from kbroker.protocol.types import write_string_array as _w_sarr
 from kbroker.protocol.types import write_uvarint as _w_uv
@@ -45,8 +42,11 @@ from kbroker.protocol.types import write_tags as _w_tags
 from kbroker.protocol.types import write_unknown_tags as _w_utags
 from kbroker.protocol.types import write_uuid_array as _w_uarr
 from kbroker.protocol.varint import read_unsigned_varint as _ruv
+from kbroker.protocol.regions import write_compact_records as _w_crecords
+from kbroker.protocol.regions import write_legacy_records as _w_records
 
 _new = object.__new__
+_NULL_I32 = b"\xff\xff\xff\xff"
 
 
 class ReadShareGroupStateRequest:
@@ -142,8 +142,26 @@ class ReadShareGroupStateRequest:
 
 _ReadShareGroupStateRequest_ReadStateData = ReadShareGroupStateRequest.ReadStateData
 _ReadShareGroupStateRequest_PartitionData = ReadShareGroupStateRequest.PartitionData
-_D_ReadShareGroupStateRequest_ReadStateData = _ReadShareGroupStateRequest_ReadStateData()
-_D_ReadShareGroupStateRequest_PartitionData = _ReadShareGroupStateRequest_PartitionData()
+
+
+def _mk_ReadShareGroupStateRequest_ReadStateData():
+    o = _new(_ReadShareGroupStateRequest_ReadStateData)
+    o.topic_id = _ZERO_UUID
+    o.partitions = []
+    o.unknown_tagged_fields = {}
+    return o
+
+
+def _mk_ReadShareGroupStateRequest_PartitionData():
+    o = _new(_ReadShareGroupStateRequest_PartitionData)
+    o.partition = 0
+    o.leader_epoch = 0
+    o.unknown_tagged_fields = {}
+    return o
+
+
+_D_ReadShareGroupStateRequest_ReadStateData = _mk_ReadShareGroupStateRequest_ReadStateData()
+_D_ReadShareGroupStateRequest_PartitionData = _mk_ReadShareGroupStateRequest_PartitionData()
 
 
 class ReadShareGroupStateResponse:
@@ -280,9 +298,41 @@ class ReadShareGroupStateResponse:
 _ReadShareGroupStateResponse_ReadStateResult = ReadShareGroupStateResponse.ReadStateResult
 _ReadShareGroupStateResponse_PartitionResult = ReadShareGroupStateResponse.PartitionResult
 _ReadShareGroupStateResponse_StateBatch = ReadShareGroupStateResponse.StateBatch
-_D_ReadShareGroupStateResponse_ReadStateResult = _ReadShareGroupStateResponse_ReadStateResult()
-_D_ReadShareGroupStateResponse_PartitionResult = _ReadShareGroupStateResponse_PartitionResult()
-_D_ReadShareGroupStateResponse_StateBatch = _ReadShareGroupStateResponse_StateBatch()
+
+
+def _mk_ReadShareGroupStateResponse_ReadStateResult():
+    o = _new(_ReadShareGroupStateResponse_ReadStateResult)
+    o.topic_id = _ZERO_UUID
+    o.partitions = []
+    o.unknown_tagged_fields = {}
+    return o
+
+
+def _mk_ReadShareGroupStateResponse_PartitionResult():
+    o = _new(_ReadShareGroupStateResponse_PartitionResult)
+    o.partition = 0
+    o.error_code = 0
+    o.error_message = None
+    o.state_epoch = 0
+    o.start_offset = 0
+    o.state_batches = []
+    o.unknown_tagged_fields = {}
+    return o
+
+
+def _mk_ReadShareGroupStateResponse_StateBatch():
+    o = _new(_ReadShareGroupStateResponse_StateBatch)
+    o.first_offset = 0
+    o.last_offset = 0
+    o.delivery_state = 0
+    o.delivery_count = 0
+    o.unknown_tagged_fields = {}
+    return o
+
+
+_D_ReadShareGroupStateResponse_ReadStateResult = _mk_ReadShareGroupStateResponse_ReadStateResult()
+_D_ReadShareGroupStateResponse_PartitionResult = _mk_ReadShareGroupStateResponse_PartitionResult()
+_D_ReadShareGroupStateResponse_StateBatch = _mk_ReadShareGroupStateResponse_StateBatch()
 
 ReadShareGroupStateRequest.FIELDS = (
     FieldInfo('group_id', 'GroupId', 'string', (0, 32767), None, None, None, False, None),

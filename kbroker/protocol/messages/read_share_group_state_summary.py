@@ -32,12 +32,9 @@ from kbroker.protocol.types import unsupported_field as _unsup
 from kbroker.protocol.types import uuid_from_bytes as _uuid
 from kbroker.protocol.types import write_bytes as _w_bytes
 from kbroker.protocol.types import write_compact_nullable_string as _w_cnstr
-from kbroker.protocol.types import write_compact_records as _w_crecords
 from kbroker.protocol.types import write_compact_string as _w_cstr
-from kbroker.protocol.types import write_null_array as _w_nullarr
 from kbroker.protocol.types import write_nullable_string as _w_nstr
 from kbroker.protocol.types import write_primitive_array as _w_parr
-from kbroker.protocol.types import write_legacy_records as _w_records
 from kbroker.protocol.types import write_string as _w_str
 from kbroker.protocol.types import write_string_array as _w_sarr
 from kbroker.protocol.types import write_uvarint as _w_uv
@@ -45,8 +42,11 @@ from kbroker.protocol.types import write_tags as _w_tags
 from kbroker.protocol.types import write_unknown_tags as _w_utags
 from kbroker.protocol.types import write_uuid_array as _w_uarr
 from kbroker.protocol.varint import read_unsigned_varint as _ruv
+from kbroker.protocol.regions import write_compact_records as _w_crecords
+from kbroker.protocol.regions import write_legacy_records as _w_records
 
 _new = object.__new__
+_NULL_I32 = b"\xff\xff\xff\xff"
 
 
 class ReadShareGroupStateSummaryRequest:
@@ -142,8 +142,26 @@ class ReadShareGroupStateSummaryRequest:
 
 _ReadShareGroupStateSummaryRequest_ReadStateSummaryData = ReadShareGroupStateSummaryRequest.ReadStateSummaryData
 _ReadShareGroupStateSummaryRequest_PartitionData = ReadShareGroupStateSummaryRequest.PartitionData
-_D_ReadShareGroupStateSummaryRequest_ReadStateSummaryData = _ReadShareGroupStateSummaryRequest_ReadStateSummaryData()
-_D_ReadShareGroupStateSummaryRequest_PartitionData = _ReadShareGroupStateSummaryRequest_PartitionData()
+
+
+def _mk_ReadShareGroupStateSummaryRequest_ReadStateSummaryData():
+    o = _new(_ReadShareGroupStateSummaryRequest_ReadStateSummaryData)
+    o.topic_id = _ZERO_UUID
+    o.partitions = []
+    o.unknown_tagged_fields = {}
+    return o
+
+
+def _mk_ReadShareGroupStateSummaryRequest_PartitionData():
+    o = _new(_ReadShareGroupStateSummaryRequest_PartitionData)
+    o.partition = 0
+    o.leader_epoch = 0
+    o.unknown_tagged_fields = {}
+    return o
+
+
+_D_ReadShareGroupStateSummaryRequest_ReadStateSummaryData = _mk_ReadShareGroupStateSummaryRequest_ReadStateSummaryData()
+_D_ReadShareGroupStateSummaryRequest_PartitionData = _mk_ReadShareGroupStateSummaryRequest_PartitionData()
 
 
 class ReadShareGroupStateSummaryResponse:
@@ -247,8 +265,31 @@ class ReadShareGroupStateSummaryResponse:
 
 _ReadShareGroupStateSummaryResponse_ReadStateSummaryResult = ReadShareGroupStateSummaryResponse.ReadStateSummaryResult
 _ReadShareGroupStateSummaryResponse_PartitionResult = ReadShareGroupStateSummaryResponse.PartitionResult
-_D_ReadShareGroupStateSummaryResponse_ReadStateSummaryResult = _ReadShareGroupStateSummaryResponse_ReadStateSummaryResult()
-_D_ReadShareGroupStateSummaryResponse_PartitionResult = _ReadShareGroupStateSummaryResponse_PartitionResult()
+
+
+def _mk_ReadShareGroupStateSummaryResponse_ReadStateSummaryResult():
+    o = _new(_ReadShareGroupStateSummaryResponse_ReadStateSummaryResult)
+    o.topic_id = _ZERO_UUID
+    o.partitions = []
+    o.unknown_tagged_fields = {}
+    return o
+
+
+def _mk_ReadShareGroupStateSummaryResponse_PartitionResult():
+    o = _new(_ReadShareGroupStateSummaryResponse_PartitionResult)
+    o.partition = 0
+    o.error_code = 0
+    o.error_message = None
+    o.state_epoch = 0
+    o.leader_epoch = 0
+    o.start_offset = 0
+    o.delivery_complete_count = -1
+    o.unknown_tagged_fields = {}
+    return o
+
+
+_D_ReadShareGroupStateSummaryResponse_ReadStateSummaryResult = _mk_ReadShareGroupStateSummaryResponse_ReadStateSummaryResult()
+_D_ReadShareGroupStateSummaryResponse_PartitionResult = _mk_ReadShareGroupStateSummaryResponse_PartitionResult()
 
 ReadShareGroupStateSummaryRequest.FIELDS = (
     FieldInfo('group_id', 'GroupId', 'string', (0, 32767), None, None, None, False, None),

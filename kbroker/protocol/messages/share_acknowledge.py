@@ -32,12 +32,9 @@ from kbroker.protocol.types import unsupported_field as _unsup
 from kbroker.protocol.types import uuid_from_bytes as _uuid
 from kbroker.protocol.types import write_bytes as _w_bytes
 from kbroker.protocol.types import write_compact_nullable_string as _w_cnstr
-from kbroker.protocol.types import write_compact_records as _w_crecords
 from kbroker.protocol.types import write_compact_string as _w_cstr
-from kbroker.protocol.types import write_null_array as _w_nullarr
 from kbroker.protocol.types import write_nullable_string as _w_nstr
 from kbroker.protocol.types import write_primitive_array as _w_parr
-from kbroker.protocol.types import write_legacy_records as _w_records
 from kbroker.protocol.types import write_string as _w_str
 from kbroker.protocol.types import write_string_array as _w_sarr
 from kbroker.protocol.types import write_uvarint as _w_uv
@@ -45,8 +42,11 @@ from kbroker.protocol.types import write_tags as _w_tags
 from kbroker.protocol.types import write_unknown_tags as _w_utags
 from kbroker.protocol.types import write_uuid_array as _w_uarr
 from kbroker.protocol.varint import read_unsigned_varint as _ruv
+from kbroker.protocol.regions import write_compact_records as _w_crecords
+from kbroker.protocol.regions import write_legacy_records as _w_records
 
 _new = object.__new__
+_NULL_I32 = b"\xff\xff\xff\xff"
 
 
 class ShareAcknowledgeRequest:
@@ -181,9 +181,36 @@ class ShareAcknowledgeRequest:
 _ShareAcknowledgeRequest_AcknowledgeTopic = ShareAcknowledgeRequest.AcknowledgeTopic
 _ShareAcknowledgeRequest_AcknowledgePartition = ShareAcknowledgeRequest.AcknowledgePartition
 _ShareAcknowledgeRequest_AcknowledgementBatch = ShareAcknowledgeRequest.AcknowledgementBatch
-_D_ShareAcknowledgeRequest_AcknowledgeTopic = _ShareAcknowledgeRequest_AcknowledgeTopic()
-_D_ShareAcknowledgeRequest_AcknowledgePartition = _ShareAcknowledgeRequest_AcknowledgePartition()
-_D_ShareAcknowledgeRequest_AcknowledgementBatch = _ShareAcknowledgeRequest_AcknowledgementBatch()
+
+
+def _mk_ShareAcknowledgeRequest_AcknowledgeTopic():
+    o = _new(_ShareAcknowledgeRequest_AcknowledgeTopic)
+    o.topic_id = _ZERO_UUID
+    o.partitions = []
+    o.unknown_tagged_fields = {}
+    return o
+
+
+def _mk_ShareAcknowledgeRequest_AcknowledgePartition():
+    o = _new(_ShareAcknowledgeRequest_AcknowledgePartition)
+    o.partition_index = 0
+    o.acknowledgement_batches = []
+    o.unknown_tagged_fields = {}
+    return o
+
+
+def _mk_ShareAcknowledgeRequest_AcknowledgementBatch():
+    o = _new(_ShareAcknowledgeRequest_AcknowledgementBatch)
+    o.first_offset = 0
+    o.last_offset = 0
+    o.acknowledge_types = []
+    o.unknown_tagged_fields = {}
+    return o
+
+
+_D_ShareAcknowledgeRequest_AcknowledgeTopic = _mk_ShareAcknowledgeRequest_AcknowledgeTopic()
+_D_ShareAcknowledgeRequest_AcknowledgePartition = _mk_ShareAcknowledgeRequest_AcknowledgePartition()
+_D_ShareAcknowledgeRequest_AcknowledgementBatch = _mk_ShareAcknowledgeRequest_AcknowledgementBatch()
 
 
 class ShareAcknowledgeResponse:
@@ -266,7 +293,7 @@ class ShareAcknowledgeResponse:
             self.partition_index = partition_index
             self.error_code = error_code
             self.error_message = error_message
-            self.current_leader = _ShareAcknowledgeResponse_LeaderIdAndEpoch() if current_leader is MISSING else current_leader
+            self.current_leader = _mk_ShareAcknowledgeResponse_LeaderIdAndEpoch() if current_leader is MISSING else current_leader
             self.unknown_tagged_fields = {} if unknown_tagged_fields is None else unknown_tagged_fields
 
         def __eq__(self, other: object) -> bool:
@@ -357,10 +384,48 @@ _ShareAcknowledgeResponse_ShareAcknowledgeTopicResponse = ShareAcknowledgeRespon
 _ShareAcknowledgeResponse_PartitionData = ShareAcknowledgeResponse.PartitionData
 _ShareAcknowledgeResponse_LeaderIdAndEpoch = ShareAcknowledgeResponse.LeaderIdAndEpoch
 _ShareAcknowledgeResponse_NodeEndpoint = ShareAcknowledgeResponse.NodeEndpoint
-_D_ShareAcknowledgeResponse_ShareAcknowledgeTopicResponse = _ShareAcknowledgeResponse_ShareAcknowledgeTopicResponse()
-_D_ShareAcknowledgeResponse_PartitionData = _ShareAcknowledgeResponse_PartitionData()
-_D_ShareAcknowledgeResponse_LeaderIdAndEpoch = _ShareAcknowledgeResponse_LeaderIdAndEpoch()
-_D_ShareAcknowledgeResponse_NodeEndpoint = _ShareAcknowledgeResponse_NodeEndpoint()
+
+
+def _mk_ShareAcknowledgeResponse_ShareAcknowledgeTopicResponse():
+    o = _new(_ShareAcknowledgeResponse_ShareAcknowledgeTopicResponse)
+    o.topic_id = _ZERO_UUID
+    o.partitions = []
+    o.unknown_tagged_fields = {}
+    return o
+
+
+def _mk_ShareAcknowledgeResponse_PartitionData():
+    o = _new(_ShareAcknowledgeResponse_PartitionData)
+    o.partition_index = 0
+    o.error_code = 0
+    o.error_message = None
+    o.current_leader = _mk_ShareAcknowledgeResponse_LeaderIdAndEpoch()
+    o.unknown_tagged_fields = {}
+    return o
+
+
+def _mk_ShareAcknowledgeResponse_LeaderIdAndEpoch():
+    o = _new(_ShareAcknowledgeResponse_LeaderIdAndEpoch)
+    o.leader_id = 0
+    o.leader_epoch = 0
+    o.unknown_tagged_fields = {}
+    return o
+
+
+def _mk_ShareAcknowledgeResponse_NodeEndpoint():
+    o = _new(_ShareAcknowledgeResponse_NodeEndpoint)
+    o.node_id = 0
+    o.host = ''
+    o.port = 0
+    o.rack = None
+    o.unknown_tagged_fields = {}
+    return o
+
+
+_D_ShareAcknowledgeResponse_ShareAcknowledgeTopicResponse = _mk_ShareAcknowledgeResponse_ShareAcknowledgeTopicResponse()
+_D_ShareAcknowledgeResponse_PartitionData = _mk_ShareAcknowledgeResponse_PartitionData()
+_D_ShareAcknowledgeResponse_LeaderIdAndEpoch = _mk_ShareAcknowledgeResponse_LeaderIdAndEpoch()
+_D_ShareAcknowledgeResponse_NodeEndpoint = _mk_ShareAcknowledgeResponse_NodeEndpoint()
 
 ShareAcknowledgeRequest.FIELDS = (
     FieldInfo('group_id', 'GroupId', 'string', (0, 32767), (0, 32767), None, None, False, None),
@@ -558,7 +623,7 @@ def _d_ShareAcknowledgeRequest_v1(buf, pos):
 
 def _e_ShareAcknowledgeRequest_v1(o, out, rg):
     if o.is_renew_ack != False:
-        raise _unsup('is_renew_ack' + ' (versions 2+)', 1)
+        raise _unsup('ShareAcknowledgeRequest.is_renew_ack (versions 2+)', 1)
     _w_cnstr(out, o.group_id)
     _w_cnstr(out, o.member_id)
     out += _S1.pack(o.share_session_epoch)

@@ -32,12 +32,9 @@ from kbroker.protocol.types import unsupported_field as _unsup
 from kbroker.protocol.types import uuid_from_bytes as _uuid
 from kbroker.protocol.types import write_bytes as _w_bytes
 from kbroker.protocol.types import write_compact_nullable_string as _w_cnstr
-from kbroker.protocol.types import write_compact_records as _w_crecords
 from kbroker.protocol.types import write_compact_string as _w_cstr
-from kbroker.protocol.types import write_null_array as _w_nullarr
 from kbroker.protocol.types import write_nullable_string as _w_nstr
 from kbroker.protocol.types import write_primitive_array as _w_parr
-from kbroker.protocol.types import write_legacy_records as _w_records
 from kbroker.protocol.types import write_string as _w_str
 from kbroker.protocol.types import write_string_array as _w_sarr
 from kbroker.protocol.types import write_uvarint as _w_uv
@@ -45,8 +42,11 @@ from kbroker.protocol.types import write_tags as _w_tags
 from kbroker.protocol.types import write_unknown_tags as _w_utags
 from kbroker.protocol.types import write_uuid_array as _w_uarr
 from kbroker.protocol.varint import read_unsigned_varint as _ruv
+from kbroker.protocol.regions import write_compact_records as _w_crecords
+from kbroker.protocol.regions import write_legacy_records as _w_records
 
 _new = object.__new__
+_NULL_I32 = b"\xff\xff\xff\xff"
 
 
 class ShareFetchRequest:
@@ -228,10 +228,46 @@ _ShareFetchRequest_FetchTopic = ShareFetchRequest.FetchTopic
 _ShareFetchRequest_FetchPartition = ShareFetchRequest.FetchPartition
 _ShareFetchRequest_AcknowledgementBatch = ShareFetchRequest.AcknowledgementBatch
 _ShareFetchRequest_ForgottenTopic = ShareFetchRequest.ForgottenTopic
-_D_ShareFetchRequest_FetchTopic = _ShareFetchRequest_FetchTopic()
-_D_ShareFetchRequest_FetchPartition = _ShareFetchRequest_FetchPartition()
-_D_ShareFetchRequest_AcknowledgementBatch = _ShareFetchRequest_AcknowledgementBatch()
-_D_ShareFetchRequest_ForgottenTopic = _ShareFetchRequest_ForgottenTopic()
+
+
+def _mk_ShareFetchRequest_FetchTopic():
+    o = _new(_ShareFetchRequest_FetchTopic)
+    o.topic_id = _ZERO_UUID
+    o.partitions = []
+    o.unknown_tagged_fields = {}
+    return o
+
+
+def _mk_ShareFetchRequest_FetchPartition():
+    o = _new(_ShareFetchRequest_FetchPartition)
+    o.partition_index = 0
+    o.partition_max_bytes = 0
+    o.acknowledgement_batches = []
+    o.unknown_tagged_fields = {}
+    return o
+
+
+def _mk_ShareFetchRequest_AcknowledgementBatch():
+    o = _new(_ShareFetchRequest_AcknowledgementBatch)
+    o.first_offset = 0
+    o.last_offset = 0
+    o.acknowledge_types = []
+    o.unknown_tagged_fields = {}
+    return o
+
+
+def _mk_ShareFetchRequest_ForgottenTopic():
+    o = _new(_ShareFetchRequest_ForgottenTopic)
+    o.topic_id = _ZERO_UUID
+    o.partitions = []
+    o.unknown_tagged_fields = {}
+    return o
+
+
+_D_ShareFetchRequest_FetchTopic = _mk_ShareFetchRequest_FetchTopic()
+_D_ShareFetchRequest_FetchPartition = _mk_ShareFetchRequest_FetchPartition()
+_D_ShareFetchRequest_AcknowledgementBatch = _mk_ShareFetchRequest_AcknowledgementBatch()
+_D_ShareFetchRequest_ForgottenTopic = _mk_ShareFetchRequest_ForgottenTopic()
 
 
 class ShareFetchResponse:
@@ -316,7 +352,7 @@ class ShareFetchResponse:
             self.error_message = error_message
             self.acknowledge_error_code = acknowledge_error_code
             self.acknowledge_error_message = acknowledge_error_message
-            self.current_leader = _ShareFetchResponse_LeaderIdAndEpoch() if current_leader is MISSING else current_leader
+            self.current_leader = _mk_ShareFetchResponse_LeaderIdAndEpoch() if current_leader is MISSING else current_leader
             self.records = records
             self.acquired_records = [] if acquired_records is MISSING else acquired_records
             self.unknown_tagged_fields = {} if unknown_tagged_fields is None else unknown_tagged_fields
@@ -446,11 +482,62 @@ _ShareFetchResponse_PartitionData = ShareFetchResponse.PartitionData
 _ShareFetchResponse_LeaderIdAndEpoch = ShareFetchResponse.LeaderIdAndEpoch
 _ShareFetchResponse_AcquiredRecords = ShareFetchResponse.AcquiredRecords
 _ShareFetchResponse_NodeEndpoint = ShareFetchResponse.NodeEndpoint
-_D_ShareFetchResponse_ShareFetchableTopicResponse = _ShareFetchResponse_ShareFetchableTopicResponse()
-_D_ShareFetchResponse_PartitionData = _ShareFetchResponse_PartitionData()
-_D_ShareFetchResponse_LeaderIdAndEpoch = _ShareFetchResponse_LeaderIdAndEpoch()
-_D_ShareFetchResponse_AcquiredRecords = _ShareFetchResponse_AcquiredRecords()
-_D_ShareFetchResponse_NodeEndpoint = _ShareFetchResponse_NodeEndpoint()
+
+
+def _mk_ShareFetchResponse_ShareFetchableTopicResponse():
+    o = _new(_ShareFetchResponse_ShareFetchableTopicResponse)
+    o.topic_id = _ZERO_UUID
+    o.partitions = []
+    o.unknown_tagged_fields = {}
+    return o
+
+
+def _mk_ShareFetchResponse_PartitionData():
+    o = _new(_ShareFetchResponse_PartitionData)
+    o.partition_index = 0
+    o.error_code = 0
+    o.error_message = None
+    o.acknowledge_error_code = 0
+    o.acknowledge_error_message = None
+    o.current_leader = _mk_ShareFetchResponse_LeaderIdAndEpoch()
+    o.records = None
+    o.acquired_records = []
+    o.unknown_tagged_fields = {}
+    return o
+
+
+def _mk_ShareFetchResponse_LeaderIdAndEpoch():
+    o = _new(_ShareFetchResponse_LeaderIdAndEpoch)
+    o.leader_id = 0
+    o.leader_epoch = 0
+    o.unknown_tagged_fields = {}
+    return o
+
+
+def _mk_ShareFetchResponse_AcquiredRecords():
+    o = _new(_ShareFetchResponse_AcquiredRecords)
+    o.first_offset = 0
+    o.last_offset = 0
+    o.delivery_count = 0
+    o.unknown_tagged_fields = {}
+    return o
+
+
+def _mk_ShareFetchResponse_NodeEndpoint():
+    o = _new(_ShareFetchResponse_NodeEndpoint)
+    o.node_id = 0
+    o.host = ''
+    o.port = 0
+    o.rack = None
+    o.unknown_tagged_fields = {}
+    return o
+
+
+_D_ShareFetchResponse_ShareFetchableTopicResponse = _mk_ShareFetchResponse_ShareFetchableTopicResponse()
+_D_ShareFetchResponse_PartitionData = _mk_ShareFetchResponse_PartitionData()
+_D_ShareFetchResponse_LeaderIdAndEpoch = _mk_ShareFetchResponse_LeaderIdAndEpoch()
+_D_ShareFetchResponse_AcquiredRecords = _mk_ShareFetchResponse_AcquiredRecords()
+_D_ShareFetchResponse_NodeEndpoint = _mk_ShareFetchResponse_NodeEndpoint()
 
 ShareFetchRequest.FIELDS = (
     FieldInfo('group_id', 'GroupId', 'string', (0, 32767), (0, 32767), None, None, False, None),
@@ -589,7 +676,7 @@ def _d_ShareFetchRequest_FetchPartition_v1(buf, pos):
 
 def _e_ShareFetchRequest_FetchPartition_v1(o, out, rg):
     if o.partition_max_bytes != 0:
-        raise _unsup('partition_max_bytes' + ' (versions 0)', 1)
+        raise _unsup('ShareFetchRequest.FetchPartition.partition_max_bytes (versions 0)', 1)
     out += _S1.pack(o.partition_index)
     _l = o.acknowledgement_batches
     _w_uv(out, len(_l) + 1)
@@ -717,7 +804,7 @@ def _d_ShareFetchRequest_v1(buf, pos):
 
 def _e_ShareFetchRequest_v1(o, out, rg):
     if o.is_renew_ack != False:
-        raise _unsup('is_renew_ack' + ' (versions 2+)', 1)
+        raise _unsup('ShareFetchRequest.is_renew_ack (versions 2+)', 1)
     _w_cnstr(out, o.group_id)
     _w_cnstr(out, o.member_id)
     out += _S3.pack(o.share_session_epoch, o.max_wait_ms, o.min_bytes, o.max_bytes, o.max_records, o.batch_size)
@@ -738,7 +825,7 @@ def _e_ShareFetchRequest_v1(o, out, rg):
 
 def _e_ShareFetchRequest_FetchPartition_v2(o, out, rg):
     if o.partition_max_bytes != 0:
-        raise _unsup('partition_max_bytes' + ' (versions 0)', 2)
+        raise _unsup('ShareFetchRequest.FetchPartition.partition_max_bytes (versions 0)', 2)
     out += _S1.pack(o.partition_index)
     _l = o.acknowledgement_batches
     _w_uv(out, len(_l) + 1)

@@ -32,12 +32,9 @@ from kbroker.protocol.types import unsupported_field as _unsup
 from kbroker.protocol.types import uuid_from_bytes as _uuid
 from kbroker.protocol.types import write_bytes as _w_bytes
 from kbroker.protocol.types import write_compact_nullable_string as _w_cnstr
-from kbroker.protocol.types import write_compact_records as _w_crecords
 from kbroker.protocol.types import write_compact_string as _w_cstr
-from kbroker.protocol.types import write_null_array as _w_nullarr
 from kbroker.protocol.types import write_nullable_string as _w_nstr
 from kbroker.protocol.types import write_primitive_array as _w_parr
-from kbroker.protocol.types import write_legacy_records as _w_records
 from kbroker.protocol.types import write_string as _w_str
 from kbroker.protocol.types import write_string_array as _w_sarr
 from kbroker.protocol.types import write_uvarint as _w_uv
@@ -45,8 +42,11 @@ from kbroker.protocol.types import write_tags as _w_tags
 from kbroker.protocol.types import write_unknown_tags as _w_utags
 from kbroker.protocol.types import write_uuid_array as _w_uarr
 from kbroker.protocol.varint import read_unsigned_varint as _ruv
+from kbroker.protocol.regions import write_compact_records as _w_crecords
+from kbroker.protocol.regions import write_legacy_records as _w_records
 
 _new = object.__new__
+_NULL_I32 = b"\xff\xff\xff\xff"
 
 
 class ShareGroupDescribeRequest:
@@ -78,6 +78,8 @@ class ShareGroupDescribeRequest:
         if self.unknown_tagged_fields:
             s += f", unknown_tagged_fields={self.unknown_tagged_fields!r}"
         return s + ")"
+
+
 
 
 
@@ -171,7 +173,7 @@ class ShareGroupDescribeResponse:
             self.client_id = client_id
             self.client_host = client_host
             self.subscribed_topic_names = [] if subscribed_topic_names is MISSING else subscribed_topic_names
-            self.assignment = _ShareGroupDescribeResponse_Assignment() if assignment is MISSING else assignment
+            self.assignment = _mk_ShareGroupDescribeResponse_Assignment() if assignment is MISSING else assignment
             self.unknown_tagged_fields = {} if unknown_tagged_fields is None else unknown_tagged_fields
 
         def __eq__(self, other: object) -> bool:
@@ -261,10 +263,56 @@ _ShareGroupDescribeResponse_DescribedGroup = ShareGroupDescribeResponse.Describe
 _ShareGroupDescribeResponse_Member = ShareGroupDescribeResponse.Member
 _ShareGroupDescribeResponse_Assignment = ShareGroupDescribeResponse.Assignment
 _ShareGroupDescribeResponse_TopicPartitions = ShareGroupDescribeResponse.TopicPartitions
-_D_ShareGroupDescribeResponse_DescribedGroup = _ShareGroupDescribeResponse_DescribedGroup()
-_D_ShareGroupDescribeResponse_Member = _ShareGroupDescribeResponse_Member()
-_D_ShareGroupDescribeResponse_Assignment = _ShareGroupDescribeResponse_Assignment()
-_D_ShareGroupDescribeResponse_TopicPartitions = _ShareGroupDescribeResponse_TopicPartitions()
+
+
+def _mk_ShareGroupDescribeResponse_DescribedGroup():
+    o = _new(_ShareGroupDescribeResponse_DescribedGroup)
+    o.error_code = 0
+    o.error_message = None
+    o.group_id = ''
+    o.group_state = ''
+    o.group_epoch = 0
+    o.assignment_epoch = 0
+    o.assignor_name = ''
+    o.members = []
+    o.authorized_operations = -2147483648
+    o.unknown_tagged_fields = {}
+    return o
+
+
+def _mk_ShareGroupDescribeResponse_Member():
+    o = _new(_ShareGroupDescribeResponse_Member)
+    o.member_id = ''
+    o.rack_id = None
+    o.member_epoch = 0
+    o.client_id = ''
+    o.client_host = ''
+    o.subscribed_topic_names = []
+    o.assignment = _mk_ShareGroupDescribeResponse_Assignment()
+    o.unknown_tagged_fields = {}
+    return o
+
+
+def _mk_ShareGroupDescribeResponse_Assignment():
+    o = _new(_ShareGroupDescribeResponse_Assignment)
+    o.topic_partitions = []
+    o.unknown_tagged_fields = {}
+    return o
+
+
+def _mk_ShareGroupDescribeResponse_TopicPartitions():
+    o = _new(_ShareGroupDescribeResponse_TopicPartitions)
+    o.topic_id = _ZERO_UUID
+    o.topic_name = ''
+    o.partitions = []
+    o.unknown_tagged_fields = {}
+    return o
+
+
+_D_ShareGroupDescribeResponse_DescribedGroup = _mk_ShareGroupDescribeResponse_DescribedGroup()
+_D_ShareGroupDescribeResponse_Member = _mk_ShareGroupDescribeResponse_Member()
+_D_ShareGroupDescribeResponse_Assignment = _mk_ShareGroupDescribeResponse_Assignment()
+_D_ShareGroupDescribeResponse_TopicPartitions = _mk_ShareGroupDescribeResponse_TopicPartitions()
 
 ShareGroupDescribeRequest.FIELDS = (
     FieldInfo('group_ids', 'GroupIds', '[]string', (0, 32767), None, None, None, False, None),

@@ -32,12 +32,9 @@ from kbroker.protocol.types import unsupported_field as _unsup
 from kbroker.protocol.types import uuid_from_bytes as _uuid
 from kbroker.protocol.types import write_bytes as _w_bytes
 from kbroker.protocol.types import write_compact_nullable_string as _w_cnstr
-from kbroker.protocol.types import write_compact_records as _w_crecords
 from kbroker.protocol.types import write_compact_string as _w_cstr
-from kbroker.protocol.types import write_null_array as _w_nullarr
 from kbroker.protocol.types import write_nullable_string as _w_nstr
 from kbroker.protocol.types import write_primitive_array as _w_parr
-from kbroker.protocol.types import write_legacy_records as _w_records
 from kbroker.protocol.types import write_string as _w_str
 from kbroker.protocol.types import write_string_array as _w_sarr
 from kbroker.protocol.types import write_uvarint as _w_uv
@@ -45,8 +42,11 @@ from kbroker.protocol.types import write_tags as _w_tags
 from kbroker.protocol.types import write_unknown_tags as _w_utags
 from kbroker.protocol.types import write_uuid_array as _w_uarr
 from kbroker.protocol.varint import read_unsigned_varint as _ruv
+from kbroker.protocol.regions import write_compact_records as _w_crecords
+from kbroker.protocol.regions import write_legacy_records as _w_records
 
 _new = object.__new__
+_NULL_I32 = b"\xff\xff\xff\xff"
 
 
 class StreamsGroupDescribeRequest:
@@ -78,6 +78,8 @@ class StreamsGroupDescribeRequest:
         if self.unknown_tagged_fields:
             s += f", unknown_tagged_fields={self.unknown_tagged_fields!r}"
         return s + ")"
+
+
 
 
 
@@ -307,8 +309,8 @@ class StreamsGroupDescribeResponse:
             self.client_tags = [] if client_tags is MISSING else client_tags
             self.task_offsets = [] if task_offsets is MISSING else task_offsets
             self.task_end_offsets = [] if task_end_offsets is MISSING else task_end_offsets
-            self.assignment = _StreamsGroupDescribeResponse_Assignment() if assignment is MISSING else assignment
-            self.target_assignment = _StreamsGroupDescribeResponse_Assignment() if target_assignment is MISSING else target_assignment
+            self.assignment = _mk_StreamsGroupDescribeResponse_Assignment() if assignment is MISSING else assignment
+            self.target_assignment = _mk_StreamsGroupDescribeResponse_Assignment() if target_assignment is MISSING else target_assignment
             self.is_classic = is_classic
             self.unknown_tagged_fields = {} if unknown_tagged_fields is None else unknown_tagged_fields
 
@@ -477,16 +479,125 @@ _StreamsGroupDescribeResponse_Endpoint = StreamsGroupDescribeResponse.Endpoint
 _StreamsGroupDescribeResponse_TaskOffset = StreamsGroupDescribeResponse.TaskOffset
 _StreamsGroupDescribeResponse_Assignment = StreamsGroupDescribeResponse.Assignment
 _StreamsGroupDescribeResponse_TaskIds = StreamsGroupDescribeResponse.TaskIds
-_D_StreamsGroupDescribeResponse_DescribedGroup = _StreamsGroupDescribeResponse_DescribedGroup()
-_D_StreamsGroupDescribeResponse_Topology = _StreamsGroupDescribeResponse_Topology()
-_D_StreamsGroupDescribeResponse_Subtopology = _StreamsGroupDescribeResponse_Subtopology()
-_D_StreamsGroupDescribeResponse_TopicInfo = _StreamsGroupDescribeResponse_TopicInfo()
-_D_StreamsGroupDescribeResponse_KeyValue = _StreamsGroupDescribeResponse_KeyValue()
-_D_StreamsGroupDescribeResponse_Member = _StreamsGroupDescribeResponse_Member()
-_D_StreamsGroupDescribeResponse_Endpoint = _StreamsGroupDescribeResponse_Endpoint()
-_D_StreamsGroupDescribeResponse_TaskOffset = _StreamsGroupDescribeResponse_TaskOffset()
-_D_StreamsGroupDescribeResponse_Assignment = _StreamsGroupDescribeResponse_Assignment()
-_D_StreamsGroupDescribeResponse_TaskIds = _StreamsGroupDescribeResponse_TaskIds()
+
+
+def _mk_StreamsGroupDescribeResponse_DescribedGroup():
+    o = _new(_StreamsGroupDescribeResponse_DescribedGroup)
+    o.error_code = 0
+    o.error_message = None
+    o.group_id = ''
+    o.group_state = ''
+    o.group_epoch = 0
+    o.assignment_epoch = 0
+    o.topology = None
+    o.members = []
+    o.authorized_operations = -2147483648
+    o.unknown_tagged_fields = {}
+    return o
+
+
+def _mk_StreamsGroupDescribeResponse_Topology():
+    o = _new(_StreamsGroupDescribeResponse_Topology)
+    o.epoch = 0
+    o.subtopologies = None
+    o.unknown_tagged_fields = {}
+    return o
+
+
+def _mk_StreamsGroupDescribeResponse_Subtopology():
+    o = _new(_StreamsGroupDescribeResponse_Subtopology)
+    o.subtopology_id = ''
+    o.source_topics = []
+    o.repartition_sink_topics = []
+    o.state_changelog_topics = []
+    o.repartition_source_topics = []
+    o.unknown_tagged_fields = {}
+    return o
+
+
+def _mk_StreamsGroupDescribeResponse_TopicInfo():
+    o = _new(_StreamsGroupDescribeResponse_TopicInfo)
+    o.name = ''
+    o.partitions = 0
+    o.replication_factor = 0
+    o.topic_configs = []
+    o.unknown_tagged_fields = {}
+    return o
+
+
+def _mk_StreamsGroupDescribeResponse_KeyValue():
+    o = _new(_StreamsGroupDescribeResponse_KeyValue)
+    o.key = ''
+    o.value = ''
+    o.unknown_tagged_fields = {}
+    return o
+
+
+def _mk_StreamsGroupDescribeResponse_Member():
+    o = _new(_StreamsGroupDescribeResponse_Member)
+    o.member_id = ''
+    o.member_epoch = 0
+    o.instance_id = None
+    o.rack_id = None
+    o.client_id = ''
+    o.client_host = ''
+    o.topology_epoch = 0
+    o.process_id = ''
+    o.user_endpoint = None
+    o.client_tags = []
+    o.task_offsets = []
+    o.task_end_offsets = []
+    o.assignment = _mk_StreamsGroupDescribeResponse_Assignment()
+    o.target_assignment = _mk_StreamsGroupDescribeResponse_Assignment()
+    o.is_classic = False
+    o.unknown_tagged_fields = {}
+    return o
+
+
+def _mk_StreamsGroupDescribeResponse_Endpoint():
+    o = _new(_StreamsGroupDescribeResponse_Endpoint)
+    o.host = ''
+    o.port = 0
+    o.unknown_tagged_fields = {}
+    return o
+
+
+def _mk_StreamsGroupDescribeResponse_TaskOffset():
+    o = _new(_StreamsGroupDescribeResponse_TaskOffset)
+    o.subtopology_id = ''
+    o.partition = 0
+    o.offset = 0
+    o.unknown_tagged_fields = {}
+    return o
+
+
+def _mk_StreamsGroupDescribeResponse_Assignment():
+    o = _new(_StreamsGroupDescribeResponse_Assignment)
+    o.active_tasks = []
+    o.standby_tasks = []
+    o.warmup_tasks = []
+    o.unknown_tagged_fields = {}
+    return o
+
+
+def _mk_StreamsGroupDescribeResponse_TaskIds():
+    o = _new(_StreamsGroupDescribeResponse_TaskIds)
+    o.subtopology_id = ''
+    o.partitions = []
+    o.unknown_tagged_fields = {}
+    return o
+
+
+_D_StreamsGroupDescribeResponse_DescribedGroup = _mk_StreamsGroupDescribeResponse_DescribedGroup()
+_D_StreamsGroupDescribeResponse_Topology = _mk_StreamsGroupDescribeResponse_Topology()
+_D_StreamsGroupDescribeResponse_Subtopology = _mk_StreamsGroupDescribeResponse_Subtopology()
+_D_StreamsGroupDescribeResponse_TopicInfo = _mk_StreamsGroupDescribeResponse_TopicInfo()
+_D_StreamsGroupDescribeResponse_KeyValue = _mk_StreamsGroupDescribeResponse_KeyValue()
+_D_StreamsGroupDescribeResponse_Member = _mk_StreamsGroupDescribeResponse_Member()
+_D_StreamsGroupDescribeResponse_Endpoint = _mk_StreamsGroupDescribeResponse_Endpoint()
+_D_StreamsGroupDescribeResponse_TaskOffset = _mk_StreamsGroupDescribeResponse_TaskOffset()
+_D_StreamsGroupDescribeResponse_Assignment = _mk_StreamsGroupDescribeResponse_Assignment()
+_D_StreamsGroupDescribeResponse_TaskIds = _mk_StreamsGroupDescribeResponse_TaskIds()
 
 StreamsGroupDescribeRequest.FIELDS = (
     FieldInfo('group_ids', 'GroupIds', '[]string', (0, 32767), None, None, None, False, None),
@@ -760,7 +871,7 @@ def _e_StreamsGroupDescribeResponse_Topology_v0(o, out, rg):
     out += _S2.pack(o.epoch)
     _l = o.subtopologies
     if _l is None:
-        _w_nullarr(out, True)
+        out.append(0)
     else:
         _w_uv(out, len(_l) + 1)
         for _e in _l:

@@ -32,12 +32,9 @@ from kbroker.protocol.types import unsupported_field as _unsup
 from kbroker.protocol.types import uuid_from_bytes as _uuid
 from kbroker.protocol.types import write_bytes as _w_bytes
 from kbroker.protocol.types import write_compact_nullable_string as _w_cnstr
-from kbroker.protocol.types import write_compact_records as _w_crecords
 from kbroker.protocol.types import write_compact_string as _w_cstr
-from kbroker.protocol.types import write_null_array as _w_nullarr
 from kbroker.protocol.types import write_nullable_string as _w_nstr
 from kbroker.protocol.types import write_primitive_array as _w_parr
-from kbroker.protocol.types import write_legacy_records as _w_records
 from kbroker.protocol.types import write_string as _w_str
 from kbroker.protocol.types import write_string_array as _w_sarr
 from kbroker.protocol.types import write_uvarint as _w_uv
@@ -45,8 +42,11 @@ from kbroker.protocol.types import write_tags as _w_tags
 from kbroker.protocol.types import write_unknown_tags as _w_utags
 from kbroker.protocol.types import write_uuid_array as _w_uarr
 from kbroker.protocol.varint import read_unsigned_varint as _ruv
+from kbroker.protocol.regions import write_compact_records as _w_crecords
+from kbroker.protocol.regions import write_legacy_records as _w_records
 
 _new = object.__new__
+_NULL_I32 = b"\xff\xff\xff\xff"
 
 
 class StreamsGroupHeartbeatRequest:
@@ -376,14 +376,89 @@ _StreamsGroupHeartbeatRequest_CopartitionGroup = StreamsGroupHeartbeatRequest.Co
 _StreamsGroupHeartbeatRequest_TaskIds = StreamsGroupHeartbeatRequest.TaskIds
 _StreamsGroupHeartbeatRequest_Endpoint = StreamsGroupHeartbeatRequest.Endpoint
 _StreamsGroupHeartbeatRequest_TaskOffset = StreamsGroupHeartbeatRequest.TaskOffset
-_D_StreamsGroupHeartbeatRequest_Topology = _StreamsGroupHeartbeatRequest_Topology()
-_D_StreamsGroupHeartbeatRequest_Subtopology = _StreamsGroupHeartbeatRequest_Subtopology()
-_D_StreamsGroupHeartbeatRequest_TopicInfo = _StreamsGroupHeartbeatRequest_TopicInfo()
-_D_StreamsGroupHeartbeatRequest_KeyValue = _StreamsGroupHeartbeatRequest_KeyValue()
-_D_StreamsGroupHeartbeatRequest_CopartitionGroup = _StreamsGroupHeartbeatRequest_CopartitionGroup()
-_D_StreamsGroupHeartbeatRequest_TaskIds = _StreamsGroupHeartbeatRequest_TaskIds()
-_D_StreamsGroupHeartbeatRequest_Endpoint = _StreamsGroupHeartbeatRequest_Endpoint()
-_D_StreamsGroupHeartbeatRequest_TaskOffset = _StreamsGroupHeartbeatRequest_TaskOffset()
+
+
+def _mk_StreamsGroupHeartbeatRequest_Topology():
+    o = _new(_StreamsGroupHeartbeatRequest_Topology)
+    o.epoch = 0
+    o.subtopologies = []
+    o.unknown_tagged_fields = {}
+    return o
+
+
+def _mk_StreamsGroupHeartbeatRequest_Subtopology():
+    o = _new(_StreamsGroupHeartbeatRequest_Subtopology)
+    o.subtopology_id = ''
+    o.source_topics = []
+    o.source_topic_regex = []
+    o.state_changelog_topics = []
+    o.repartition_sink_topics = []
+    o.repartition_source_topics = []
+    o.copartition_groups = []
+    o.unknown_tagged_fields = {}
+    return o
+
+
+def _mk_StreamsGroupHeartbeatRequest_TopicInfo():
+    o = _new(_StreamsGroupHeartbeatRequest_TopicInfo)
+    o.name = ''
+    o.partitions = 0
+    o.replication_factor = 0
+    o.topic_configs = []
+    o.unknown_tagged_fields = {}
+    return o
+
+
+def _mk_StreamsGroupHeartbeatRequest_KeyValue():
+    o = _new(_StreamsGroupHeartbeatRequest_KeyValue)
+    o.key = ''
+    o.value = ''
+    o.unknown_tagged_fields = {}
+    return o
+
+
+def _mk_StreamsGroupHeartbeatRequest_CopartitionGroup():
+    o = _new(_StreamsGroupHeartbeatRequest_CopartitionGroup)
+    o.source_topics = []
+    o.source_topic_regex = []
+    o.repartition_source_topics = []
+    o.unknown_tagged_fields = {}
+    return o
+
+
+def _mk_StreamsGroupHeartbeatRequest_TaskIds():
+    o = _new(_StreamsGroupHeartbeatRequest_TaskIds)
+    o.subtopology_id = ''
+    o.partitions = []
+    o.unknown_tagged_fields = {}
+    return o
+
+
+def _mk_StreamsGroupHeartbeatRequest_Endpoint():
+    o = _new(_StreamsGroupHeartbeatRequest_Endpoint)
+    o.host = ''
+    o.port = 0
+    o.unknown_tagged_fields = {}
+    return o
+
+
+def _mk_StreamsGroupHeartbeatRequest_TaskOffset():
+    o = _new(_StreamsGroupHeartbeatRequest_TaskOffset)
+    o.subtopology_id = ''
+    o.partition = 0
+    o.offset = 0
+    o.unknown_tagged_fields = {}
+    return o
+
+
+_D_StreamsGroupHeartbeatRequest_Topology = _mk_StreamsGroupHeartbeatRequest_Topology()
+_D_StreamsGroupHeartbeatRequest_Subtopology = _mk_StreamsGroupHeartbeatRequest_Subtopology()
+_D_StreamsGroupHeartbeatRequest_TopicInfo = _mk_StreamsGroupHeartbeatRequest_TopicInfo()
+_D_StreamsGroupHeartbeatRequest_KeyValue = _mk_StreamsGroupHeartbeatRequest_KeyValue()
+_D_StreamsGroupHeartbeatRequest_CopartitionGroup = _mk_StreamsGroupHeartbeatRequest_CopartitionGroup()
+_D_StreamsGroupHeartbeatRequest_TaskIds = _mk_StreamsGroupHeartbeatRequest_TaskIds()
+_D_StreamsGroupHeartbeatRequest_Endpoint = _mk_StreamsGroupHeartbeatRequest_Endpoint()
+_D_StreamsGroupHeartbeatRequest_TaskOffset = _mk_StreamsGroupHeartbeatRequest_TaskOffset()
 
 
 class StreamsGroupHeartbeatResponse:
@@ -509,7 +584,7 @@ class StreamsGroupHeartbeatResponse:
         def __init__(
             self, *, user_endpoint: StreamsGroupHeartbeatResponse.Endpoint = MISSING, active_partitions: list[StreamsGroupHeartbeatResponse.TopicPartition] = MISSING, standby_partitions: list[StreamsGroupHeartbeatResponse.TopicPartition] = MISSING, unknown_tagged_fields: dict[int, bytes] | None = None
         ) -> None:
-            self.user_endpoint = _StreamsGroupHeartbeatResponse_Endpoint() if user_endpoint is MISSING else user_endpoint
+            self.user_endpoint = _mk_StreamsGroupHeartbeatResponse_Endpoint() if user_endpoint is MISSING else user_endpoint
             self.active_partitions = [] if active_partitions is MISSING else active_partitions
             self.standby_partitions = [] if standby_partitions is MISSING else standby_partitions
             self.unknown_tagged_fields = {} if unknown_tagged_fields is None else unknown_tagged_fields
@@ -598,11 +673,54 @@ _StreamsGroupHeartbeatResponse_TaskIds = StreamsGroupHeartbeatResponse.TaskIds
 _StreamsGroupHeartbeatResponse_EndpointToPartitions = StreamsGroupHeartbeatResponse.EndpointToPartitions
 _StreamsGroupHeartbeatResponse_Endpoint = StreamsGroupHeartbeatResponse.Endpoint
 _StreamsGroupHeartbeatResponse_TopicPartition = StreamsGroupHeartbeatResponse.TopicPartition
-_D_StreamsGroupHeartbeatResponse_Status = _StreamsGroupHeartbeatResponse_Status()
-_D_StreamsGroupHeartbeatResponse_TaskIds = _StreamsGroupHeartbeatResponse_TaskIds()
-_D_StreamsGroupHeartbeatResponse_EndpointToPartitions = _StreamsGroupHeartbeatResponse_EndpointToPartitions()
-_D_StreamsGroupHeartbeatResponse_Endpoint = _StreamsGroupHeartbeatResponse_Endpoint()
-_D_StreamsGroupHeartbeatResponse_TopicPartition = _StreamsGroupHeartbeatResponse_TopicPartition()
+
+
+def _mk_StreamsGroupHeartbeatResponse_Status():
+    o = _new(_StreamsGroupHeartbeatResponse_Status)
+    o.status_code = 0
+    o.status_detail = ''
+    o.unknown_tagged_fields = {}
+    return o
+
+
+def _mk_StreamsGroupHeartbeatResponse_TaskIds():
+    o = _new(_StreamsGroupHeartbeatResponse_TaskIds)
+    o.subtopology_id = ''
+    o.partitions = []
+    o.unknown_tagged_fields = {}
+    return o
+
+
+def _mk_StreamsGroupHeartbeatResponse_EndpointToPartitions():
+    o = _new(_StreamsGroupHeartbeatResponse_EndpointToPartitions)
+    o.user_endpoint = _mk_StreamsGroupHeartbeatResponse_Endpoint()
+    o.active_partitions = []
+    o.standby_partitions = []
+    o.unknown_tagged_fields = {}
+    return o
+
+
+def _mk_StreamsGroupHeartbeatResponse_Endpoint():
+    o = _new(_StreamsGroupHeartbeatResponse_Endpoint)
+    o.host = ''
+    o.port = 0
+    o.unknown_tagged_fields = {}
+    return o
+
+
+def _mk_StreamsGroupHeartbeatResponse_TopicPartition():
+    o = _new(_StreamsGroupHeartbeatResponse_TopicPartition)
+    o.topic = ''
+    o.partitions = []
+    o.unknown_tagged_fields = {}
+    return o
+
+
+_D_StreamsGroupHeartbeatResponse_Status = _mk_StreamsGroupHeartbeatResponse_Status()
+_D_StreamsGroupHeartbeatResponse_TaskIds = _mk_StreamsGroupHeartbeatResponse_TaskIds()
+_D_StreamsGroupHeartbeatResponse_EndpointToPartitions = _mk_StreamsGroupHeartbeatResponse_EndpointToPartitions()
+_D_StreamsGroupHeartbeatResponse_Endpoint = _mk_StreamsGroupHeartbeatResponse_Endpoint()
+_D_StreamsGroupHeartbeatResponse_TopicPartition = _mk_StreamsGroupHeartbeatResponse_TopicPartition()
 
 StreamsGroupHeartbeatRequest.FIELDS = (
     FieldInfo('group_id', 'GroupId', 'string', (0, 32767), None, None, None, False, None),
@@ -1143,21 +1261,21 @@ def _e_StreamsGroupHeartbeatRequest_v0(o, out, rg):
         _e_StreamsGroupHeartbeatRequest_Topology_v0(o.topology, out, rg)
     _l = o.active_tasks
     if _l is None:
-        _w_nullarr(out, True)
+        out.append(0)
     else:
         _w_uv(out, len(_l) + 1)
         for _e in _l:
             _e_StreamsGroupHeartbeatRequest_TaskIds_v0(_e, out, rg)
     _l = o.standby_tasks
     if _l is None:
-        _w_nullarr(out, True)
+        out.append(0)
     else:
         _w_uv(out, len(_l) + 1)
         for _e in _l:
             _e_StreamsGroupHeartbeatRequest_TaskIds_v0(_e, out, rg)
     _l = o.warmup_tasks
     if _l is None:
-        _w_nullarr(out, True)
+        out.append(0)
     else:
         _w_uv(out, len(_l) + 1)
         for _e in _l:
@@ -1170,21 +1288,21 @@ def _e_StreamsGroupHeartbeatRequest_v0(o, out, rg):
         _e_StreamsGroupHeartbeatRequest_Endpoint_v0(o.user_endpoint, out, rg)
     _l = o.client_tags
     if _l is None:
-        _w_nullarr(out, True)
+        out.append(0)
     else:
         _w_uv(out, len(_l) + 1)
         for _e in _l:
             _e_StreamsGroupHeartbeatRequest_KeyValue_v0(_e, out, rg)
     _l = o.task_offsets
     if _l is None:
-        _w_nullarr(out, True)
+        out.append(0)
     else:
         _w_uv(out, len(_l) + 1)
         for _e in _l:
             _e_StreamsGroupHeartbeatRequest_TaskOffset_v0(_e, out, rg)
     _l = o.task_end_offsets
     if _l is None:
-        _w_nullarr(out, True)
+        out.append(0)
     else:
         _w_uv(out, len(_l) + 1)
         for _e in _l:
@@ -1449,28 +1567,28 @@ def _e_StreamsGroupHeartbeatResponse_v0(o, out, rg):
     out += _S7.pack(o.member_epoch, o.heartbeat_interval_ms, o.acceptable_recovery_lag, o.task_offset_interval_ms)
     _l = o.status
     if _l is None:
-        _w_nullarr(out, True)
+        out.append(0)
     else:
         _w_uv(out, len(_l) + 1)
         for _e in _l:
             _e_StreamsGroupHeartbeatResponse_Status_v0(_e, out, rg)
     _l = o.active_tasks
     if _l is None:
-        _w_nullarr(out, True)
+        out.append(0)
     else:
         _w_uv(out, len(_l) + 1)
         for _e in _l:
             _e_StreamsGroupHeartbeatResponse_TaskIds_v0(_e, out, rg)
     _l = o.standby_tasks
     if _l is None:
-        _w_nullarr(out, True)
+        out.append(0)
     else:
         _w_uv(out, len(_l) + 1)
         for _e in _l:
             _e_StreamsGroupHeartbeatResponse_TaskIds_v0(_e, out, rg)
     _l = o.warmup_tasks
     if _l is None:
-        _w_nullarr(out, True)
+        out.append(0)
     else:
         _w_uv(out, len(_l) + 1)
         for _e in _l:
@@ -1478,7 +1596,7 @@ def _e_StreamsGroupHeartbeatResponse_v0(o, out, rg):
     out += _S1.pack(o.endpoint_information_epoch)
     _l = o.partitions_by_user_endpoint
     if _l is None:
-        _w_nullarr(out, True)
+        out.append(0)
     else:
         _w_uv(out, len(_l) + 1)
         for _e in _l:

@@ -32,12 +32,9 @@ from kbroker.protocol.types import unsupported_field as _unsup
 from kbroker.protocol.types import uuid_from_bytes as _uuid
 from kbroker.protocol.types import write_bytes as _w_bytes
 from kbroker.protocol.types import write_compact_nullable_string as _w_cnstr
-from kbroker.protocol.types import write_compact_records as _w_crecords
 from kbroker.protocol.types import write_compact_string as _w_cstr
-from kbroker.protocol.types import write_null_array as _w_nullarr
 from kbroker.protocol.types import write_nullable_string as _w_nstr
 from kbroker.protocol.types import write_primitive_array as _w_parr
-from kbroker.protocol.types import write_legacy_records as _w_records
 from kbroker.protocol.types import write_string as _w_str
 from kbroker.protocol.types import write_string_array as _w_sarr
 from kbroker.protocol.types import write_uvarint as _w_uv
@@ -45,8 +42,11 @@ from kbroker.protocol.types import write_tags as _w_tags
 from kbroker.protocol.types import write_unknown_tags as _w_utags
 from kbroker.protocol.types import write_uuid_array as _w_uarr
 from kbroker.protocol.varint import read_unsigned_varint as _ruv
+from kbroker.protocol.regions import write_compact_records as _w_crecords
+from kbroker.protocol.regions import write_legacy_records as _w_records
 
 _new = object.__new__
+_NULL_I32 = b"\xff\xff\xff\xff"
 
 
 class TxnOffsetCommitRequest:
@@ -158,8 +158,28 @@ class TxnOffsetCommitRequest:
 
 _TxnOffsetCommitRequest_TxnOffsetCommitRequestTopic = TxnOffsetCommitRequest.TxnOffsetCommitRequestTopic
 _TxnOffsetCommitRequest_TxnOffsetCommitRequestPartition = TxnOffsetCommitRequest.TxnOffsetCommitRequestPartition
-_D_TxnOffsetCommitRequest_TxnOffsetCommitRequestTopic = _TxnOffsetCommitRequest_TxnOffsetCommitRequestTopic()
-_D_TxnOffsetCommitRequest_TxnOffsetCommitRequestPartition = _TxnOffsetCommitRequest_TxnOffsetCommitRequestPartition()
+
+
+def _mk_TxnOffsetCommitRequest_TxnOffsetCommitRequestTopic():
+    o = _new(_TxnOffsetCommitRequest_TxnOffsetCommitRequestTopic)
+    o.name = ''
+    o.partitions = []
+    o.unknown_tagged_fields = {}
+    return o
+
+
+def _mk_TxnOffsetCommitRequest_TxnOffsetCommitRequestPartition():
+    o = _new(_TxnOffsetCommitRequest_TxnOffsetCommitRequestPartition)
+    o.partition_index = 0
+    o.committed_offset = 0
+    o.committed_leader_epoch = -1
+    o.committed_metadata = ''
+    o.unknown_tagged_fields = {}
+    return o
+
+
+_D_TxnOffsetCommitRequest_TxnOffsetCommitRequestTopic = _mk_TxnOffsetCommitRequest_TxnOffsetCommitRequestTopic()
+_D_TxnOffsetCommitRequest_TxnOffsetCommitRequestPartition = _mk_TxnOffsetCommitRequest_TxnOffsetCommitRequestPartition()
 
 
 class TxnOffsetCommitResponse:
@@ -255,8 +275,26 @@ class TxnOffsetCommitResponse:
 
 _TxnOffsetCommitResponse_TxnOffsetCommitResponseTopic = TxnOffsetCommitResponse.TxnOffsetCommitResponseTopic
 _TxnOffsetCommitResponse_TxnOffsetCommitResponsePartition = TxnOffsetCommitResponse.TxnOffsetCommitResponsePartition
-_D_TxnOffsetCommitResponse_TxnOffsetCommitResponseTopic = _TxnOffsetCommitResponse_TxnOffsetCommitResponseTopic()
-_D_TxnOffsetCommitResponse_TxnOffsetCommitResponsePartition = _TxnOffsetCommitResponse_TxnOffsetCommitResponsePartition()
+
+
+def _mk_TxnOffsetCommitResponse_TxnOffsetCommitResponseTopic():
+    o = _new(_TxnOffsetCommitResponse_TxnOffsetCommitResponseTopic)
+    o.name = ''
+    o.partitions = []
+    o.unknown_tagged_fields = {}
+    return o
+
+
+def _mk_TxnOffsetCommitResponse_TxnOffsetCommitResponsePartition():
+    o = _new(_TxnOffsetCommitResponse_TxnOffsetCommitResponsePartition)
+    o.partition_index = 0
+    o.error_code = 0
+    o.unknown_tagged_fields = {}
+    return o
+
+
+_D_TxnOffsetCommitResponse_TxnOffsetCommitResponseTopic = _mk_TxnOffsetCommitResponse_TxnOffsetCommitResponseTopic()
+_D_TxnOffsetCommitResponse_TxnOffsetCommitResponsePartition = _mk_TxnOffsetCommitResponse_TxnOffsetCommitResponsePartition()
 
 TxnOffsetCommitRequest.FIELDS = (
     FieldInfo('transactional_id', 'TransactionalId', 'string', (0, 32767), None, None, None, False, None),
@@ -365,11 +403,11 @@ def _d_TxnOffsetCommitRequest_v0(buf, pos):
 
 def _e_TxnOffsetCommitRequest_v0(o, out, rg):
     if o.generation_id != -1:
-        raise _unsup('generation_id' + ' (versions 3+)', 0)
+        raise _unsup('TxnOffsetCommitRequest.generation_id (versions 3+)', 0)
     if o.member_id != '':
-        raise _unsup('member_id' + ' (versions 3+)', 0)
+        raise _unsup('TxnOffsetCommitRequest.member_id (versions 3+)', 0)
     if o.group_instance_id is not None:
-        raise _unsup('group_instance_id' + ' (versions 3+)', 0)
+        raise _unsup('TxnOffsetCommitRequest.group_instance_id (versions 3+)', 0)
     _w_str(out, o.transactional_id)
     _w_str(out, o.group_id)
     out += _S1.pack(o.producer_id, o.producer_epoch)
@@ -381,11 +419,11 @@ def _e_TxnOffsetCommitRequest_v0(o, out, rg):
 
 def _e_TxnOffsetCommitRequest_v1(o, out, rg):
     if o.generation_id != -1:
-        raise _unsup('generation_id' + ' (versions 3+)', 1)
+        raise _unsup('TxnOffsetCommitRequest.generation_id (versions 3+)', 1)
     if o.member_id != '':
-        raise _unsup('member_id' + ' (versions 3+)', 1)
+        raise _unsup('TxnOffsetCommitRequest.member_id (versions 3+)', 1)
     if o.group_instance_id is not None:
-        raise _unsup('group_instance_id' + ' (versions 3+)', 1)
+        raise _unsup('TxnOffsetCommitRequest.group_instance_id (versions 3+)', 1)
     _w_str(out, o.transactional_id)
     _w_str(out, o.group_id)
     out += _S1.pack(o.producer_id, o.producer_epoch)
@@ -459,11 +497,11 @@ def _d_TxnOffsetCommitRequest_v2(buf, pos):
 
 def _e_TxnOffsetCommitRequest_v2(o, out, rg):
     if o.generation_id != -1:
-        raise _unsup('generation_id' + ' (versions 3+)', 2)
+        raise _unsup('TxnOffsetCommitRequest.generation_id (versions 3+)', 2)
     if o.member_id != '':
-        raise _unsup('member_id' + ' (versions 3+)', 2)
+        raise _unsup('TxnOffsetCommitRequest.member_id (versions 3+)', 2)
     if o.group_instance_id is not None:
-        raise _unsup('group_instance_id' + ' (versions 3+)', 2)
+        raise _unsup('TxnOffsetCommitRequest.group_instance_id (versions 3+)', 2)
     _w_str(out, o.transactional_id)
     _w_str(out, o.group_id)
     out += _S1.pack(o.producer_id, o.producer_epoch)

@@ -32,12 +32,9 @@ from kbroker.protocol.types import unsupported_field as _unsup
 from kbroker.protocol.types import uuid_from_bytes as _uuid
 from kbroker.protocol.types import write_bytes as _w_bytes
 from kbroker.protocol.types import write_compact_nullable_string as _w_cnstr
-from kbroker.protocol.types import write_compact_records as _w_crecords
 from kbroker.protocol.types import write_compact_string as _w_cstr
-from kbroker.protocol.types import write_null_array as _w_nullarr
 from kbroker.protocol.types import write_nullable_string as _w_nstr
 from kbroker.protocol.types import write_primitive_array as _w_parr
-from kbroker.protocol.types import write_legacy_records as _w_records
 from kbroker.protocol.types import write_string as _w_str
 from kbroker.protocol.types import write_string_array as _w_sarr
 from kbroker.protocol.types import write_uvarint as _w_uv
@@ -45,8 +42,11 @@ from kbroker.protocol.types import write_tags as _w_tags
 from kbroker.protocol.types import write_unknown_tags as _w_utags
 from kbroker.protocol.types import write_uuid_array as _w_uarr
 from kbroker.protocol.varint import read_unsigned_varint as _ruv
+from kbroker.protocol.regions import write_compact_records as _w_crecords
+from kbroker.protocol.regions import write_legacy_records as _w_records
 
 _new = object.__new__
+_NULL_I32 = b"\xff\xff\xff\xff"
 
 
 class UpdateFeaturesRequest:
@@ -117,7 +117,19 @@ class UpdateFeaturesRequest:
 
 
 _UpdateFeaturesRequest_FeatureUpdateKey = UpdateFeaturesRequest.FeatureUpdateKey
-_D_UpdateFeaturesRequest_FeatureUpdateKey = _UpdateFeaturesRequest_FeatureUpdateKey()
+
+
+def _mk_UpdateFeaturesRequest_FeatureUpdateKey():
+    o = _new(_UpdateFeaturesRequest_FeatureUpdateKey)
+    o.feature = ''
+    o.max_version_level = 0
+    o.allow_downgrade = False
+    o.upgrade_type = 1
+    o.unknown_tagged_fields = {}
+    return o
+
+
+_D_UpdateFeaturesRequest_FeatureUpdateKey = _mk_UpdateFeaturesRequest_FeatureUpdateKey()
 
 
 class UpdateFeaturesResponse:
@@ -188,7 +200,18 @@ class UpdateFeaturesResponse:
 
 
 _UpdateFeaturesResponse_UpdatableFeatureResult = UpdateFeaturesResponse.UpdatableFeatureResult
-_D_UpdateFeaturesResponse_UpdatableFeatureResult = _UpdateFeaturesResponse_UpdatableFeatureResult()
+
+
+def _mk_UpdateFeaturesResponse_UpdatableFeatureResult():
+    o = _new(_UpdateFeaturesResponse_UpdatableFeatureResult)
+    o.feature = ''
+    o.error_code = 0
+    o.error_message = ''
+    o.unknown_tagged_fields = {}
+    return o
+
+
+_D_UpdateFeaturesResponse_UpdatableFeatureResult = _mk_UpdateFeaturesResponse_UpdatableFeatureResult()
 
 UpdateFeaturesRequest.FIELDS = (
     FieldInfo('timeout_ms', 'timeoutMs', 'int32', (0, 32767), None, None, None, False, None),
@@ -238,7 +261,7 @@ def _d_UpdateFeaturesRequest_FeatureUpdateKey_v0(buf, pos):
 
 def _e_UpdateFeaturesRequest_FeatureUpdateKey_v0(o, out, rg):
     if o.upgrade_type != 1:
-        raise _unsup('upgrade_type' + ' (versions 1+)', 0)
+        raise _unsup('UpdateFeaturesRequest.FeatureUpdateKey.upgrade_type (versions 1+)', 0)
     _w_cstr(out, o.feature)
     out += _S0.pack(o.max_version_level, o.allow_downgrade)
     _u = o.unknown_tagged_fields
@@ -278,7 +301,7 @@ def _d_UpdateFeaturesRequest_v0(buf, pos):
 
 def _e_UpdateFeaturesRequest_v0(o, out, rg):
     if o.validate_only != False:
-        raise _unsup('validate_only' + ' (versions 1+)', 0)
+        raise _unsup('UpdateFeaturesRequest.validate_only (versions 1+)', 0)
     out += _S1.pack(o.timeout_ms)
     _l = o.feature_updates
     _w_uv(out, len(_l) + 1)
@@ -307,7 +330,7 @@ def _d_UpdateFeaturesRequest_FeatureUpdateKey_v1(buf, pos):
 
 def _e_UpdateFeaturesRequest_FeatureUpdateKey_v1(o, out, rg):
     if o.allow_downgrade != False:
-        raise _unsup('allow_downgrade' + ' (versions 0)', 1)
+        raise _unsup('UpdateFeaturesRequest.FeatureUpdateKey.allow_downgrade (versions 0)', 1)
     _w_cstr(out, o.feature)
     out += _S2.pack(o.max_version_level, o.upgrade_type)
     _u = o.unknown_tagged_fields
@@ -362,7 +385,7 @@ def _e_UpdateFeaturesRequest_v1(o, out, rg):
 
 def _e_UpdateFeaturesRequest_FeatureUpdateKey_v2(o, out, rg):
     if o.allow_downgrade != False:
-        raise _unsup('allow_downgrade' + ' (versions 0)', 2)
+        raise _unsup('UpdateFeaturesRequest.FeatureUpdateKey.allow_downgrade (versions 0)', 2)
     _w_cstr(out, o.feature)
     out += _S2.pack(o.max_version_level, o.upgrade_type)
     _u = o.unknown_tagged_fields

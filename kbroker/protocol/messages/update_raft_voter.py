@@ -32,12 +32,9 @@ from kbroker.protocol.types import unsupported_field as _unsup
 from kbroker.protocol.types import uuid_from_bytes as _uuid
 from kbroker.protocol.types import write_bytes as _w_bytes
 from kbroker.protocol.types import write_compact_nullable_string as _w_cnstr
-from kbroker.protocol.types import write_compact_records as _w_crecords
 from kbroker.protocol.types import write_compact_string as _w_cstr
-from kbroker.protocol.types import write_null_array as _w_nullarr
 from kbroker.protocol.types import write_nullable_string as _w_nstr
 from kbroker.protocol.types import write_primitive_array as _w_parr
-from kbroker.protocol.types import write_legacy_records as _w_records
 from kbroker.protocol.types import write_string as _w_str
 from kbroker.protocol.types import write_string_array as _w_sarr
 from kbroker.protocol.types import write_uvarint as _w_uv
@@ -45,8 +42,11 @@ from kbroker.protocol.types import write_tags as _w_tags
 from kbroker.protocol.types import write_unknown_tags as _w_utags
 from kbroker.protocol.types import write_uuid_array as _w_uarr
 from kbroker.protocol.varint import read_unsigned_varint as _ruv
+from kbroker.protocol.regions import write_compact_records as _w_crecords
+from kbroker.protocol.regions import write_legacy_records as _w_records
 
 _new = object.__new__
+_NULL_I32 = b"\xff\xff\xff\xff"
 
 
 class UpdateRaftVoterRequest:
@@ -63,7 +63,7 @@ class UpdateRaftVoterRequest:
         self.voter_id = voter_id
         self.voter_directory_id = voter_directory_id
         self.listeners = [] if listeners is MISSING else listeners
-        self.kraft_version_feature = _UpdateRaftVoterRequest_KRaftVersionFeature() if kraft_version_feature is MISSING else kraft_version_feature
+        self.kraft_version_feature = _mk_UpdateRaftVoterRequest_KRaftVersionFeature() if kraft_version_feature is MISSING else kraft_version_feature
         self.unknown_tagged_fields = {} if unknown_tagged_fields is None else unknown_tagged_fields
 
     def __eq__(self, other: object) -> bool:
@@ -152,8 +152,27 @@ class UpdateRaftVoterRequest:
 
 _UpdateRaftVoterRequest_Listener = UpdateRaftVoterRequest.Listener
 _UpdateRaftVoterRequest_KRaftVersionFeature = UpdateRaftVoterRequest.KRaftVersionFeature
-_D_UpdateRaftVoterRequest_Listener = _UpdateRaftVoterRequest_Listener()
-_D_UpdateRaftVoterRequest_KRaftVersionFeature = _UpdateRaftVoterRequest_KRaftVersionFeature()
+
+
+def _mk_UpdateRaftVoterRequest_Listener():
+    o = _new(_UpdateRaftVoterRequest_Listener)
+    o.name = ''
+    o.host = ''
+    o.port = 0
+    o.unknown_tagged_fields = {}
+    return o
+
+
+def _mk_UpdateRaftVoterRequest_KRaftVersionFeature():
+    o = _new(_UpdateRaftVoterRequest_KRaftVersionFeature)
+    o.min_supported_version = 0
+    o.max_supported_version = 0
+    o.unknown_tagged_fields = {}
+    return o
+
+
+_D_UpdateRaftVoterRequest_Listener = _mk_UpdateRaftVoterRequest_Listener()
+_D_UpdateRaftVoterRequest_KRaftVersionFeature = _mk_UpdateRaftVoterRequest_KRaftVersionFeature()
 
 
 class UpdateRaftVoterResponse:
@@ -167,7 +186,7 @@ class UpdateRaftVoterResponse:
     ) -> None:
         self.throttle_time_ms = throttle_time_ms
         self.error_code = error_code
-        self.current_leader = _UpdateRaftVoterResponse_CurrentLeader() if current_leader is MISSING else current_leader
+        self.current_leader = _mk_UpdateRaftVoterResponse_CurrentLeader() if current_leader is MISSING else current_leader
         self.unknown_tagged_fields = {} if unknown_tagged_fields is None else unknown_tagged_fields
 
     def __eq__(self, other: object) -> bool:
@@ -224,7 +243,19 @@ class UpdateRaftVoterResponse:
 
 
 _UpdateRaftVoterResponse_CurrentLeader = UpdateRaftVoterResponse.CurrentLeader
-_D_UpdateRaftVoterResponse_CurrentLeader = _UpdateRaftVoterResponse_CurrentLeader()
+
+
+def _mk_UpdateRaftVoterResponse_CurrentLeader():
+    o = _new(_UpdateRaftVoterResponse_CurrentLeader)
+    o.leader_id = -1
+    o.leader_epoch = -1
+    o.host = ''
+    o.port = 0
+    o.unknown_tagged_fields = {}
+    return o
+
+
+_D_UpdateRaftVoterResponse_CurrentLeader = _mk_UpdateRaftVoterResponse_CurrentLeader()
 
 UpdateRaftVoterRequest.FIELDS = (
     FieldInfo('cluster_id', 'ClusterId', 'string', (0, 32767), (0, 32767), None, None, False, None),
@@ -385,7 +416,7 @@ def _d_UpdateRaftVoterResponse_v0(buf, pos):
     o = _new(UpdateRaftVoterResponse)
     o.throttle_time_ms, o.error_code = _S5.unpack_from(buf, pos)
     pos += 6
-    o.current_leader = _UpdateRaftVoterResponse_CurrentLeader()
+    o.current_leader = _mk_UpdateRaftVoterResponse_CurrentLeader()
     o.unknown_tagged_fields = _u = {}
     _nt, pos = _ruv(buf, pos)
     for _ in range(_nt):

@@ -32,12 +32,9 @@ from kbroker.protocol.types import unsupported_field as _unsup
 from kbroker.protocol.types import uuid_from_bytes as _uuid
 from kbroker.protocol.types import write_bytes as _w_bytes
 from kbroker.protocol.types import write_compact_nullable_string as _w_cnstr
-from kbroker.protocol.types import write_compact_records as _w_crecords
 from kbroker.protocol.types import write_compact_string as _w_cstr
-from kbroker.protocol.types import write_null_array as _w_nullarr
 from kbroker.protocol.types import write_nullable_string as _w_nstr
 from kbroker.protocol.types import write_primitive_array as _w_parr
-from kbroker.protocol.types import write_legacy_records as _w_records
 from kbroker.protocol.types import write_string as _w_str
 from kbroker.protocol.types import write_string_array as _w_sarr
 from kbroker.protocol.types import write_uvarint as _w_uv
@@ -45,8 +42,11 @@ from kbroker.protocol.types import write_tags as _w_tags
 from kbroker.protocol.types import write_unknown_tags as _w_utags
 from kbroker.protocol.types import write_uuid_array as _w_uarr
 from kbroker.protocol.varint import read_unsigned_varint as _ruv
+from kbroker.protocol.regions import write_compact_records as _w_crecords
+from kbroker.protocol.regions import write_legacy_records as _w_records
 
 _new = object.__new__
+_NULL_I32 = b"\xff\xff\xff\xff"
 
 
 class VoteRequest:
@@ -156,8 +156,32 @@ class VoteRequest:
 
 _VoteRequest_TopicData = VoteRequest.TopicData
 _VoteRequest_PartitionData = VoteRequest.PartitionData
-_D_VoteRequest_TopicData = _VoteRequest_TopicData()
-_D_VoteRequest_PartitionData = _VoteRequest_PartitionData()
+
+
+def _mk_VoteRequest_TopicData():
+    o = _new(_VoteRequest_TopicData)
+    o.topic_name = ''
+    o.partitions = []
+    o.unknown_tagged_fields = {}
+    return o
+
+
+def _mk_VoteRequest_PartitionData():
+    o = _new(_VoteRequest_PartitionData)
+    o.partition_index = 0
+    o.replica_epoch = 0
+    o.replica_id = 0
+    o.replica_directory_id = _ZERO_UUID
+    o.voter_directory_id = _ZERO_UUID
+    o.last_offset_epoch = 0
+    o.last_offset = 0
+    o.pre_vote = False
+    o.unknown_tagged_fields = {}
+    return o
+
+
+_D_VoteRequest_TopicData = _mk_VoteRequest_TopicData()
+_D_VoteRequest_PartitionData = _mk_VoteRequest_PartitionData()
 
 
 class VoteResponse:
@@ -294,9 +318,39 @@ class VoteResponse:
 _VoteResponse_TopicData = VoteResponse.TopicData
 _VoteResponse_PartitionData = VoteResponse.PartitionData
 _VoteResponse_NodeEndpoint = VoteResponse.NodeEndpoint
-_D_VoteResponse_TopicData = _VoteResponse_TopicData()
-_D_VoteResponse_PartitionData = _VoteResponse_PartitionData()
-_D_VoteResponse_NodeEndpoint = _VoteResponse_NodeEndpoint()
+
+
+def _mk_VoteResponse_TopicData():
+    o = _new(_VoteResponse_TopicData)
+    o.topic_name = ''
+    o.partitions = []
+    o.unknown_tagged_fields = {}
+    return o
+
+
+def _mk_VoteResponse_PartitionData():
+    o = _new(_VoteResponse_PartitionData)
+    o.partition_index = 0
+    o.error_code = 0
+    o.leader_id = 0
+    o.leader_epoch = 0
+    o.vote_granted = False
+    o.unknown_tagged_fields = {}
+    return o
+
+
+def _mk_VoteResponse_NodeEndpoint():
+    o = _new(_VoteResponse_NodeEndpoint)
+    o.node_id = 0
+    o.host = ''
+    o.port = 0
+    o.unknown_tagged_fields = {}
+    return o
+
+
+_D_VoteResponse_TopicData = _mk_VoteResponse_TopicData()
+_D_VoteResponse_PartitionData = _mk_VoteResponse_PartitionData()
+_D_VoteResponse_NodeEndpoint = _mk_VoteResponse_NodeEndpoint()
 
 VoteRequest.FIELDS = (
     FieldInfo('cluster_id', 'ClusterId', 'string', (0, 32767), (0, 32767), None, None, False, None),
@@ -366,7 +420,7 @@ def _d_VoteRequest_PartitionData_v0(buf, pos):
 
 def _e_VoteRequest_PartitionData_v0(o, out, rg):
     if o.pre_vote != False:
-        raise _unsup('pre_vote' + ' (versions 2+)', 0)
+        raise _unsup('VoteRequest.PartitionData.pre_vote (versions 2+)', 0)
     out += _S0.pack(o.partition_index, o.replica_epoch, o.replica_id, o.last_offset_epoch, o.last_offset)
     _u = o.unknown_tagged_fields
     if _u:
@@ -471,7 +525,7 @@ def _d_VoteRequest_PartitionData_v1(buf, pos):
 
 def _e_VoteRequest_PartitionData_v1(o, out, rg):
     if o.pre_vote != False:
-        raise _unsup('pre_vote' + ' (versions 2+)', 1)
+        raise _unsup('VoteRequest.PartitionData.pre_vote (versions 2+)', 1)
     out += _S1.pack(o.partition_index, o.replica_epoch, o.replica_id, o.replica_directory_id.bytes, o.voter_directory_id.bytes, o.last_offset_epoch, o.last_offset)
     _u = o.unknown_tagged_fields
     if _u:
@@ -755,7 +809,7 @@ def _d_VoteResponse_v0(buf, pos):
 
 def _e_VoteResponse_v0(o, out, rg):
     if o.node_endpoints != []:
-        raise _unsup('node_endpoints' + ' (versions 1+)', 0)
+        raise _unsup('VoteResponse.node_endpoints (versions 1+)', 0)
     out += _S5.pack(o.error_code)
     _l = o.topics
     _w_uv(out, len(_l) + 1)

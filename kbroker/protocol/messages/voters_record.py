@@ -30,12 +30,9 @@ from kbroker.protocol.types import unsupported_field as _unsup
 from kbroker.protocol.types import uuid_from_bytes as _uuid
 from kbroker.protocol.types import write_bytes as _w_bytes
 from kbroker.protocol.types import write_compact_nullable_string as _w_cnstr
-from kbroker.protocol.types import write_compact_records as _w_crecords
 from kbroker.protocol.types import write_compact_string as _w_cstr
-from kbroker.protocol.types import write_null_array as _w_nullarr
 from kbroker.protocol.types import write_nullable_string as _w_nstr
 from kbroker.protocol.types import write_primitive_array as _w_parr
-from kbroker.protocol.types import write_legacy_records as _w_records
 from kbroker.protocol.types import write_string as _w_str
 from kbroker.protocol.types import write_string_array as _w_sarr
 from kbroker.protocol.types import write_uvarint as _w_uv
@@ -43,8 +40,11 @@ from kbroker.protocol.types import write_tags as _w_tags
 from kbroker.protocol.types import write_unknown_tags as _w_utags
 from kbroker.protocol.types import write_uuid_array as _w_uarr
 from kbroker.protocol.varint import read_unsigned_varint as _ruv
+from kbroker.protocol.regions import write_compact_records as _w_crecords
+from kbroker.protocol.regions import write_legacy_records as _w_records
 
 _new = object.__new__
+_NULL_I32 = b"\xff\xff\xff\xff"
 
 
 class VotersRecord:
@@ -89,7 +89,7 @@ class VotersRecord:
             self.voter_id = voter_id
             self.voter_directory_id = voter_directory_id
             self.endpoints = [] if endpoints is MISSING else endpoints
-            self.kraft_version_feature = _VotersRecord_KRaftVersionFeature() if kraft_version_feature is MISSING else kraft_version_feature
+            self.kraft_version_feature = _mk_VotersRecord_KRaftVersionFeature() if kraft_version_feature is MISSING else kraft_version_feature
             self.unknown_tagged_fields = {} if unknown_tagged_fields is None else unknown_tagged_fields
 
         def __eq__(self, other: object) -> bool:
@@ -177,9 +177,38 @@ class VotersRecord:
 _VotersRecord_Voter = VotersRecord.Voter
 _VotersRecord_Endpoint = VotersRecord.Endpoint
 _VotersRecord_KRaftVersionFeature = VotersRecord.KRaftVersionFeature
-_D_VotersRecord_Voter = _VotersRecord_Voter()
-_D_VotersRecord_Endpoint = _VotersRecord_Endpoint()
-_D_VotersRecord_KRaftVersionFeature = _VotersRecord_KRaftVersionFeature()
+
+
+def _mk_VotersRecord_Voter():
+    o = _new(_VotersRecord_Voter)
+    o.voter_id = 0
+    o.voter_directory_id = _ZERO_UUID
+    o.endpoints = []
+    o.kraft_version_feature = _mk_VotersRecord_KRaftVersionFeature()
+    o.unknown_tagged_fields = {}
+    return o
+
+
+def _mk_VotersRecord_Endpoint():
+    o = _new(_VotersRecord_Endpoint)
+    o.name = ''
+    o.host = ''
+    o.port = 0
+    o.unknown_tagged_fields = {}
+    return o
+
+
+def _mk_VotersRecord_KRaftVersionFeature():
+    o = _new(_VotersRecord_KRaftVersionFeature)
+    o.min_supported_version = 0
+    o.max_supported_version = 0
+    o.unknown_tagged_fields = {}
+    return o
+
+
+_D_VotersRecord_Voter = _mk_VotersRecord_Voter()
+_D_VotersRecord_Endpoint = _mk_VotersRecord_Endpoint()
+_D_VotersRecord_KRaftVersionFeature = _mk_VotersRecord_KRaftVersionFeature()
 
 VotersRecord.FIELDS = (
     FieldInfo('version', 'Version', 'int16', (0, 32767), None, None, None, False, None),

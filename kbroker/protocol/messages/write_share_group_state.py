@@ -32,12 +32,9 @@ from kbroker.protocol.types import unsupported_field as _unsup
 from kbroker.protocol.types import uuid_from_bytes as _uuid
 from kbroker.protocol.types import write_bytes as _w_bytes
 from kbroker.protocol.types import write_compact_nullable_string as _w_cnstr
-from kbroker.protocol.types import write_compact_records as _w_crecords
 from kbroker.protocol.types import write_compact_string as _w_cstr
-from kbroker.protocol.types import write_null_array as _w_nullarr
 from kbroker.protocol.types import write_nullable_string as _w_nstr
 from kbroker.protocol.types import write_primitive_array as _w_parr
-from kbroker.protocol.types import write_legacy_records as _w_records
 from kbroker.protocol.types import write_string as _w_str
 from kbroker.protocol.types import write_string_array as _w_sarr
 from kbroker.protocol.types import write_uvarint as _w_uv
@@ -45,8 +42,11 @@ from kbroker.protocol.types import write_tags as _w_tags
 from kbroker.protocol.types import write_unknown_tags as _w_utags
 from kbroker.protocol.types import write_uuid_array as _w_uarr
 from kbroker.protocol.varint import read_unsigned_varint as _ruv
+from kbroker.protocol.regions import write_compact_records as _w_crecords
+from kbroker.protocol.regions import write_legacy_records as _w_records
 
 _new = object.__new__
+_NULL_I32 = b"\xff\xff\xff\xff"
 
 
 class WriteShareGroupStateRequest:
@@ -185,9 +185,41 @@ class WriteShareGroupStateRequest:
 _WriteShareGroupStateRequest_WriteStateData = WriteShareGroupStateRequest.WriteStateData
 _WriteShareGroupStateRequest_PartitionData = WriteShareGroupStateRequest.PartitionData
 _WriteShareGroupStateRequest_StateBatch = WriteShareGroupStateRequest.StateBatch
-_D_WriteShareGroupStateRequest_WriteStateData = _WriteShareGroupStateRequest_WriteStateData()
-_D_WriteShareGroupStateRequest_PartitionData = _WriteShareGroupStateRequest_PartitionData()
-_D_WriteShareGroupStateRequest_StateBatch = _WriteShareGroupStateRequest_StateBatch()
+
+
+def _mk_WriteShareGroupStateRequest_WriteStateData():
+    o = _new(_WriteShareGroupStateRequest_WriteStateData)
+    o.topic_id = _ZERO_UUID
+    o.partitions = []
+    o.unknown_tagged_fields = {}
+    return o
+
+
+def _mk_WriteShareGroupStateRequest_PartitionData():
+    o = _new(_WriteShareGroupStateRequest_PartitionData)
+    o.partition = 0
+    o.state_epoch = 0
+    o.leader_epoch = 0
+    o.start_offset = 0
+    o.delivery_complete_count = -1
+    o.state_batches = []
+    o.unknown_tagged_fields = {}
+    return o
+
+
+def _mk_WriteShareGroupStateRequest_StateBatch():
+    o = _new(_WriteShareGroupStateRequest_StateBatch)
+    o.first_offset = 0
+    o.last_offset = 0
+    o.delivery_state = 0
+    o.delivery_count = 0
+    o.unknown_tagged_fields = {}
+    return o
+
+
+_D_WriteShareGroupStateRequest_WriteStateData = _mk_WriteShareGroupStateRequest_WriteStateData()
+_D_WriteShareGroupStateRequest_PartitionData = _mk_WriteShareGroupStateRequest_PartitionData()
+_D_WriteShareGroupStateRequest_StateBatch = _mk_WriteShareGroupStateRequest_StateBatch()
 
 
 class WriteShareGroupStateResponse:
@@ -283,8 +315,27 @@ class WriteShareGroupStateResponse:
 
 _WriteShareGroupStateResponse_WriteStateResult = WriteShareGroupStateResponse.WriteStateResult
 _WriteShareGroupStateResponse_PartitionResult = WriteShareGroupStateResponse.PartitionResult
-_D_WriteShareGroupStateResponse_WriteStateResult = _WriteShareGroupStateResponse_WriteStateResult()
-_D_WriteShareGroupStateResponse_PartitionResult = _WriteShareGroupStateResponse_PartitionResult()
+
+
+def _mk_WriteShareGroupStateResponse_WriteStateResult():
+    o = _new(_WriteShareGroupStateResponse_WriteStateResult)
+    o.topic_id = _ZERO_UUID
+    o.partitions = []
+    o.unknown_tagged_fields = {}
+    return o
+
+
+def _mk_WriteShareGroupStateResponse_PartitionResult():
+    o = _new(_WriteShareGroupStateResponse_PartitionResult)
+    o.partition = 0
+    o.error_code = 0
+    o.error_message = None
+    o.unknown_tagged_fields = {}
+    return o
+
+
+_D_WriteShareGroupStateResponse_WriteStateResult = _mk_WriteShareGroupStateResponse_WriteStateResult()
+_D_WriteShareGroupStateResponse_PartitionResult = _mk_WriteShareGroupStateResponse_PartitionResult()
 
 WriteShareGroupStateRequest.FIELDS = (
     FieldInfo('group_id', 'GroupId', 'string', (0, 32767), None, None, None, False, None),

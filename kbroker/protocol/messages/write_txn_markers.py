@@ -32,12 +32,9 @@ from kbroker.protocol.types import unsupported_field as _unsup
 from kbroker.protocol.types import uuid_from_bytes as _uuid
 from kbroker.protocol.types import write_bytes as _w_bytes
 from kbroker.protocol.types import write_compact_nullable_string as _w_cnstr
-from kbroker.protocol.types import write_compact_records as _w_crecords
 from kbroker.protocol.types import write_compact_string as _w_cstr
-from kbroker.protocol.types import write_null_array as _w_nullarr
 from kbroker.protocol.types import write_nullable_string as _w_nstr
 from kbroker.protocol.types import write_primitive_array as _w_parr
-from kbroker.protocol.types import write_legacy_records as _w_records
 from kbroker.protocol.types import write_string as _w_str
 from kbroker.protocol.types import write_string_array as _w_sarr
 from kbroker.protocol.types import write_uvarint as _w_uv
@@ -45,8 +42,11 @@ from kbroker.protocol.types import write_tags as _w_tags
 from kbroker.protocol.types import write_unknown_tags as _w_utags
 from kbroker.protocol.types import write_uuid_array as _w_uarr
 from kbroker.protocol.varint import read_unsigned_varint as _ruv
+from kbroker.protocol.regions import write_compact_records as _w_crecords
+from kbroker.protocol.regions import write_legacy_records as _w_records
 
 _new = object.__new__
+_NULL_I32 = b"\xff\xff\xff\xff"
 
 
 class WriteTxnMarkersRequest:
@@ -148,8 +148,30 @@ class WriteTxnMarkersRequest:
 
 _WriteTxnMarkersRequest_WritableTxnMarker = WriteTxnMarkersRequest.WritableTxnMarker
 _WriteTxnMarkersRequest_WritableTxnMarkerTopic = WriteTxnMarkersRequest.WritableTxnMarkerTopic
-_D_WriteTxnMarkersRequest_WritableTxnMarker = _WriteTxnMarkersRequest_WritableTxnMarker()
-_D_WriteTxnMarkersRequest_WritableTxnMarkerTopic = _WriteTxnMarkersRequest_WritableTxnMarkerTopic()
+
+
+def _mk_WriteTxnMarkersRequest_WritableTxnMarker():
+    o = _new(_WriteTxnMarkersRequest_WritableTxnMarker)
+    o.producer_id = 0
+    o.producer_epoch = 0
+    o.transaction_result = False
+    o.topics = []
+    o.coordinator_epoch = 0
+    o.transaction_version = 0
+    o.unknown_tagged_fields = {}
+    return o
+
+
+def _mk_WriteTxnMarkersRequest_WritableTxnMarkerTopic():
+    o = _new(_WriteTxnMarkersRequest_WritableTxnMarkerTopic)
+    o.name = ''
+    o.partition_indexes = []
+    o.unknown_tagged_fields = {}
+    return o
+
+
+_D_WriteTxnMarkersRequest_WritableTxnMarker = _mk_WriteTxnMarkersRequest_WritableTxnMarker()
+_D_WriteTxnMarkersRequest_WritableTxnMarkerTopic = _mk_WriteTxnMarkersRequest_WritableTxnMarkerTopic()
 
 
 class WriteTxnMarkersResponse:
@@ -274,9 +296,35 @@ class WriteTxnMarkersResponse:
 _WriteTxnMarkersResponse_WritableTxnMarkerResult = WriteTxnMarkersResponse.WritableTxnMarkerResult
 _WriteTxnMarkersResponse_WritableTxnMarkerTopicResult = WriteTxnMarkersResponse.WritableTxnMarkerTopicResult
 _WriteTxnMarkersResponse_WritableTxnMarkerPartitionResult = WriteTxnMarkersResponse.WritableTxnMarkerPartitionResult
-_D_WriteTxnMarkersResponse_WritableTxnMarkerResult = _WriteTxnMarkersResponse_WritableTxnMarkerResult()
-_D_WriteTxnMarkersResponse_WritableTxnMarkerTopicResult = _WriteTxnMarkersResponse_WritableTxnMarkerTopicResult()
-_D_WriteTxnMarkersResponse_WritableTxnMarkerPartitionResult = _WriteTxnMarkersResponse_WritableTxnMarkerPartitionResult()
+
+
+def _mk_WriteTxnMarkersResponse_WritableTxnMarkerResult():
+    o = _new(_WriteTxnMarkersResponse_WritableTxnMarkerResult)
+    o.producer_id = 0
+    o.topics = []
+    o.unknown_tagged_fields = {}
+    return o
+
+
+def _mk_WriteTxnMarkersResponse_WritableTxnMarkerTopicResult():
+    o = _new(_WriteTxnMarkersResponse_WritableTxnMarkerTopicResult)
+    o.name = ''
+    o.partitions = []
+    o.unknown_tagged_fields = {}
+    return o
+
+
+def _mk_WriteTxnMarkersResponse_WritableTxnMarkerPartitionResult():
+    o = _new(_WriteTxnMarkersResponse_WritableTxnMarkerPartitionResult)
+    o.partition_index = 0
+    o.error_code = 0
+    o.unknown_tagged_fields = {}
+    return o
+
+
+_D_WriteTxnMarkersResponse_WritableTxnMarkerResult = _mk_WriteTxnMarkersResponse_WritableTxnMarkerResult()
+_D_WriteTxnMarkersResponse_WritableTxnMarkerTopicResult = _mk_WriteTxnMarkersResponse_WritableTxnMarkerTopicResult()
+_D_WriteTxnMarkersResponse_WritableTxnMarkerPartitionResult = _mk_WriteTxnMarkersResponse_WritableTxnMarkerPartitionResult()
 
 WriteTxnMarkersRequest.FIELDS = (
     FieldInfo('markers', 'Markers', '[]WritableTxnMarker', (0, 32767), None, None, None, False, _WriteTxnMarkersRequest_WritableTxnMarker),
