@@ -17,6 +17,9 @@ $(PY):
 
 $(STAMP): pyproject.toml | $(PY)
 	$(PIP) install -q -e .
+	@# Byte-compile now: an editable install compiles nothing, and with PYTHONDONTWRITEBYTECODE set
+	@# every start would recompile the generated codecs (most of a second of start-up).
+	$(PY) -m compileall -q kbroker
 	touch $@
 
 $(TEST_STAMP): pyproject.toml $(STAMP)

@@ -20,7 +20,6 @@ import builtins
 import struct
 import uuid
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from kbroker.protocol.varint import encode_unsigned_varint, read_unsigned_varint
@@ -486,26 +485,78 @@ def in_range(rng: tuple[int, int] | None, version: int) -> bool:
     return rng is not None and rng[0] <= version <= rng[1]
 
 
-@dataclass(slots=True, kw_only=True, eq=False)
 class ApiSpec:
     """One API key: the spec's versions and listeners, its classes and per-version codec tables.
 
-    The codec tables are indexed by version (``None`` outside the valid range).
+    The codec tables are indexed by version (``None`` outside the valid range). The generated
+    module holding them is imported on first use: importing every codec costs most of a second,
+    and a broker serves a couple of dozen of the ~90 APIs, so start-up loads only those.
     """
 
-    api_key: int
-    name: str
-    min_version: int
-    max_version: int
-    flexible_min: int | None
-    listeners: tuple[str, ...]
-    latest_version_unstable: bool
-    request_class: type
-    response_class: type
-    request_decoders: Sequence[Decoder | None]
-    request_encoders: Sequence[Encoder | None]
-    response_decoders: Sequence[Decoder | None]
-    response_encoders: Sequence[Encoder | None]
+    __slots__ = (
+        "api_key", "name", "min_version", "max_version", "flexible_min", "listeners",
+        "latest_version_unstable", "module", "_class_names", "_loaded",
+    )
+
+    def __init__(
+        self,
+        *,
+        api_key: int,
+        name: str,
+        min_version: int,
+        max_version: int,
+        flexible_min: int | None,
+        listeners: tuple[str, ...],
+        latest_version_unstable: bool,
+        module: str,
+        request_class: str,
+        response_class: str,
+    ) -> None:
+        self.api_key = api_key
+        self.name = name
+        self.min_version = min_version
+        self.max_version = max_version
+        self.flexible_min = flexible_min
+        self.listeners = listeners
+        self.latest_version_unstable = latest_version_unstable
+        self.module = module  # fully qualified name of the generated codec module
+        self._class_names = (request_class, response_class)
+        self._loaded: tuple[Any, ...] | None = None
+
+    def _load(self) -> tuple[Any, ...]:
+        if self._loaded is None:
+            import importlib
+
+            m = importlib.import_module(self.module)
+            self._loaded = (
+                getattr(m, self._class_names[0]), getattr(m, self._class_names[1]),
+                m.REQUEST_DECODERS, m.REQUEST_ENCODERS, m.RESPONSE_DECODERS, m.RESPONSE_ENCODERS,
+            )
+        return self._loaded
+
+    @property
+    def request_class(self) -> type:
+        return self._loaded[0] if self._loaded is not None else self._load()[0]  # type: ignore[no-any-return]
+
+    @property
+    def response_class(self) -> type:
+        return self._loaded[1] if self._loaded is not None else self._load()[1]  # type: ignore[no-any-return]
+
+    @property
+    def request_decoders(self) -> Sequence[Decoder | None]:
+        return self._loaded[2] if self._loaded is not None else self._load()[2]  # type: ignore[no-any-return]
+
+    @property
+    def request_encoders(self) -> Sequence[Encoder | None]:
+        return self._loaded[3] if self._loaded is not None else self._load()[3]  # type: ignore[no-any-return]
+
+    @property
+    def response_decoders(self) -> Sequence[Decoder | None]:
+        return self._loaded[4] if self._loaded is not None else self._load()[4]  # type: ignore[no-any-return]
+
+    @property
+    def response_encoders(self) -> Sequence[Encoder | None]:
+        return self._loaded[5] if self._loaded is not None else self._load()[5]  # type: ignore[no-any-return]
 
     def is_valid_version(self, version: int) -> bool:
         return self.min_version <= version <= self.max_version

@@ -143,8 +143,6 @@ def registry_module(pairs: list[ApiPair], data: list[MessageSpec], version: str)
         "from kbroker.protocol.types import ApiSpec",
         "",
     ]
-    for p in pairs:
-        lines.append(f"from . import {p.module} as _{p.module}")
     lines += [
         "",
         "",
@@ -158,15 +156,14 @@ def registry_module(pairs: list[ApiPair], data: list[MessageSpec], version: str)
     for p in pairs:
         req = p.request
         flex = None if req.flexible_versions.empty else req.flexible_versions.lo
-        m = f"_{p.module}"
+        m = f"kbroker.protocol.messages.{p.module}"
         lines += [
             f"    {p.api_key}: ApiSpec(",
             f"        api_key={p.api_key}, name={p.name!r}, min_version={req.valid_versions.lo}, "
             f"max_version={req.valid_versions.hi}, flexible_min={flex},",
             f"        listeners={tuple(req.listeners)!r}, latest_version_unstable={req.latest_version_unstable},",
-            f"        request_class={m}.{req.name}, response_class={m}.{p.response.name},",
-            f"        request_decoders={m}.REQUEST_DECODERS, request_encoders={m}.REQUEST_ENCODERS,",
-            f"        response_decoders={m}.RESPONSE_DECODERS, response_encoders={m}.RESPONSE_ENCODERS,",
+            f"        module={m!r},",
+            f"        request_class={req.name!r}, response_class={p.response.name!r},",
             "    ),",
         ]
     lines += ["}", "", "DATA_MODULES: tuple[str, ...] = ("]

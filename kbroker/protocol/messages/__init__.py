@@ -13,95 +13,6 @@ from enum import IntEnum
 
 from kbroker.protocol.types import ApiSpec
 
-from . import produce as _produce
-from . import fetch as _fetch
-from . import list_offsets as _list_offsets
-from . import metadata as _metadata
-from . import offset_commit as _offset_commit
-from . import offset_fetch as _offset_fetch
-from . import find_coordinator as _find_coordinator
-from . import join_group as _join_group
-from . import heartbeat as _heartbeat
-from . import leave_group as _leave_group
-from . import sync_group as _sync_group
-from . import describe_groups as _describe_groups
-from . import list_groups as _list_groups
-from . import sasl_handshake as _sasl_handshake
-from . import api_versions as _api_versions
-from . import create_topics as _create_topics
-from . import delete_topics as _delete_topics
-from . import delete_records as _delete_records
-from . import init_producer_id as _init_producer_id
-from . import offset_for_leader_epoch as _offset_for_leader_epoch
-from . import add_partitions_to_txn as _add_partitions_to_txn
-from . import add_offsets_to_txn as _add_offsets_to_txn
-from . import end_txn as _end_txn
-from . import write_txn_markers as _write_txn_markers
-from . import txn_offset_commit as _txn_offset_commit
-from . import describe_acls as _describe_acls
-from . import create_acls as _create_acls
-from . import delete_acls as _delete_acls
-from . import describe_configs as _describe_configs
-from . import alter_configs as _alter_configs
-from . import alter_replica_log_dirs as _alter_replica_log_dirs
-from . import describe_log_dirs as _describe_log_dirs
-from . import sasl_authenticate as _sasl_authenticate
-from . import create_partitions as _create_partitions
-from . import create_delegation_token as _create_delegation_token
-from . import renew_delegation_token as _renew_delegation_token
-from . import expire_delegation_token as _expire_delegation_token
-from . import describe_delegation_token as _describe_delegation_token
-from . import delete_groups as _delete_groups
-from . import elect_leaders as _elect_leaders
-from . import incremental_alter_configs as _incremental_alter_configs
-from . import alter_partition_reassignments as _alter_partition_reassignments
-from . import list_partition_reassignments as _list_partition_reassignments
-from . import offset_delete as _offset_delete
-from . import describe_client_quotas as _describe_client_quotas
-from . import alter_client_quotas as _alter_client_quotas
-from . import describe_user_scram_credentials as _describe_user_scram_credentials
-from . import alter_user_scram_credentials as _alter_user_scram_credentials
-from . import vote as _vote
-from . import begin_quorum_epoch as _begin_quorum_epoch
-from . import end_quorum_epoch as _end_quorum_epoch
-from . import describe_quorum as _describe_quorum
-from . import alter_partition as _alter_partition
-from . import update_features as _update_features
-from . import envelope as _envelope
-from . import fetch_snapshot as _fetch_snapshot
-from . import describe_cluster as _describe_cluster
-from . import describe_producers as _describe_producers
-from . import broker_registration as _broker_registration
-from . import broker_heartbeat as _broker_heartbeat
-from . import unregister_broker as _unregister_broker
-from . import describe_transactions as _describe_transactions
-from . import list_transactions as _list_transactions
-from . import allocate_producer_ids as _allocate_producer_ids
-from . import consumer_group_heartbeat as _consumer_group_heartbeat
-from . import consumer_group_describe as _consumer_group_describe
-from . import controller_registration as _controller_registration
-from . import get_telemetry_subscriptions as _get_telemetry_subscriptions
-from . import push_telemetry as _push_telemetry
-from . import assign_replicas_to_dirs as _assign_replicas_to_dirs
-from . import list_config_resources as _list_config_resources
-from . import describe_topic_partitions as _describe_topic_partitions
-from . import share_group_heartbeat as _share_group_heartbeat
-from . import share_group_describe as _share_group_describe
-from . import share_fetch as _share_fetch
-from . import share_acknowledge as _share_acknowledge
-from . import add_raft_voter as _add_raft_voter
-from . import remove_raft_voter as _remove_raft_voter
-from . import update_raft_voter as _update_raft_voter
-from . import initialize_share_group_state as _initialize_share_group_state
-from . import read_share_group_state as _read_share_group_state
-from . import write_share_group_state as _write_share_group_state
-from . import delete_share_group_state as _delete_share_group_state
-from . import read_share_group_state_summary as _read_share_group_state_summary
-from . import streams_group_heartbeat as _streams_group_heartbeat
-from . import streams_group_describe as _streams_group_describe
-from . import describe_share_group_offsets as _describe_share_group_offsets
-from . import alter_share_group_offsets as _alter_share_group_offsets
-from . import delete_share_group_offsets as _delete_share_group_offsets
 
 
 class ApiKey(IntEnum):
@@ -202,625 +113,536 @@ API_SPECS: dict[int, ApiSpec] = {
     0: ApiSpec(
         api_key=0, name='Produce', min_version=3, max_version=13, flexible_min=9,
         listeners=('broker',), latest_version_unstable=False,
-        request_class=_produce.ProduceRequest, response_class=_produce.ProduceResponse,
-        request_decoders=_produce.REQUEST_DECODERS, request_encoders=_produce.REQUEST_ENCODERS,
-        response_decoders=_produce.RESPONSE_DECODERS, response_encoders=_produce.RESPONSE_ENCODERS,
+        module='kbroker.protocol.messages.produce',
+        request_class='ProduceRequest', response_class='ProduceResponse',
     ),
     1: ApiSpec(
         api_key=1, name='Fetch', min_version=4, max_version=18, flexible_min=12,
         listeners=('broker', 'controller'), latest_version_unstable=False,
-        request_class=_fetch.FetchRequest, response_class=_fetch.FetchResponse,
-        request_decoders=_fetch.REQUEST_DECODERS, request_encoders=_fetch.REQUEST_ENCODERS,
-        response_decoders=_fetch.RESPONSE_DECODERS, response_encoders=_fetch.RESPONSE_ENCODERS,
+        module='kbroker.protocol.messages.fetch',
+        request_class='FetchRequest', response_class='FetchResponse',
     ),
     2: ApiSpec(
         api_key=2, name='ListOffsets', min_version=1, max_version=11, flexible_min=6,
         listeners=('broker',), latest_version_unstable=False,
-        request_class=_list_offsets.ListOffsetsRequest, response_class=_list_offsets.ListOffsetsResponse,
-        request_decoders=_list_offsets.REQUEST_DECODERS, request_encoders=_list_offsets.REQUEST_ENCODERS,
-        response_decoders=_list_offsets.RESPONSE_DECODERS, response_encoders=_list_offsets.RESPONSE_ENCODERS,
+        module='kbroker.protocol.messages.list_offsets',
+        request_class='ListOffsetsRequest', response_class='ListOffsetsResponse',
     ),
     3: ApiSpec(
         api_key=3, name='Metadata', min_version=0, max_version=13, flexible_min=9,
         listeners=('broker',), latest_version_unstable=False,
-        request_class=_metadata.MetadataRequest, response_class=_metadata.MetadataResponse,
-        request_decoders=_metadata.REQUEST_DECODERS, request_encoders=_metadata.REQUEST_ENCODERS,
-        response_decoders=_metadata.RESPONSE_DECODERS, response_encoders=_metadata.RESPONSE_ENCODERS,
+        module='kbroker.protocol.messages.metadata',
+        request_class='MetadataRequest', response_class='MetadataResponse',
     ),
     8: ApiSpec(
         api_key=8, name='OffsetCommit', min_version=2, max_version=10, flexible_min=8,
         listeners=('broker',), latest_version_unstable=False,
-        request_class=_offset_commit.OffsetCommitRequest, response_class=_offset_commit.OffsetCommitResponse,
-        request_decoders=_offset_commit.REQUEST_DECODERS, request_encoders=_offset_commit.REQUEST_ENCODERS,
-        response_decoders=_offset_commit.RESPONSE_DECODERS, response_encoders=_offset_commit.RESPONSE_ENCODERS,
+        module='kbroker.protocol.messages.offset_commit',
+        request_class='OffsetCommitRequest', response_class='OffsetCommitResponse',
     ),
     9: ApiSpec(
         api_key=9, name='OffsetFetch', min_version=1, max_version=10, flexible_min=6,
         listeners=('broker',), latest_version_unstable=False,
-        request_class=_offset_fetch.OffsetFetchRequest, response_class=_offset_fetch.OffsetFetchResponse,
-        request_decoders=_offset_fetch.REQUEST_DECODERS, request_encoders=_offset_fetch.REQUEST_ENCODERS,
-        response_decoders=_offset_fetch.RESPONSE_DECODERS, response_encoders=_offset_fetch.RESPONSE_ENCODERS,
+        module='kbroker.protocol.messages.offset_fetch',
+        request_class='OffsetFetchRequest', response_class='OffsetFetchResponse',
     ),
     10: ApiSpec(
         api_key=10, name='FindCoordinator', min_version=0, max_version=6, flexible_min=3,
         listeners=('broker',), latest_version_unstable=False,
-        request_class=_find_coordinator.FindCoordinatorRequest, response_class=_find_coordinator.FindCoordinatorResponse,
-        request_decoders=_find_coordinator.REQUEST_DECODERS, request_encoders=_find_coordinator.REQUEST_ENCODERS,
-        response_decoders=_find_coordinator.RESPONSE_DECODERS, response_encoders=_find_coordinator.RESPONSE_ENCODERS,
+        module='kbroker.protocol.messages.find_coordinator',
+        request_class='FindCoordinatorRequest', response_class='FindCoordinatorResponse',
     ),
     11: ApiSpec(
         api_key=11, name='JoinGroup', min_version=0, max_version=9, flexible_min=6,
         listeners=('broker',), latest_version_unstable=False,
-        request_class=_join_group.JoinGroupRequest, response_class=_join_group.JoinGroupResponse,
-        request_decoders=_join_group.REQUEST_DECODERS, request_encoders=_join_group.REQUEST_ENCODERS,
-        response_decoders=_join_group.RESPONSE_DECODERS, response_encoders=_join_group.RESPONSE_ENCODERS,
+        module='kbroker.protocol.messages.join_group',
+        request_class='JoinGroupRequest', response_class='JoinGroupResponse',
     ),
     12: ApiSpec(
         api_key=12, name='Heartbeat', min_version=0, max_version=4, flexible_min=4,
         listeners=('broker',), latest_version_unstable=False,
-        request_class=_heartbeat.HeartbeatRequest, response_class=_heartbeat.HeartbeatResponse,
-        request_decoders=_heartbeat.REQUEST_DECODERS, request_encoders=_heartbeat.REQUEST_ENCODERS,
-        response_decoders=_heartbeat.RESPONSE_DECODERS, response_encoders=_heartbeat.RESPONSE_ENCODERS,
+        module='kbroker.protocol.messages.heartbeat',
+        request_class='HeartbeatRequest', response_class='HeartbeatResponse',
     ),
     13: ApiSpec(
         api_key=13, name='LeaveGroup', min_version=0, max_version=5, flexible_min=4,
         listeners=('broker',), latest_version_unstable=False,
-        request_class=_leave_group.LeaveGroupRequest, response_class=_leave_group.LeaveGroupResponse,
-        request_decoders=_leave_group.REQUEST_DECODERS, request_encoders=_leave_group.REQUEST_ENCODERS,
-        response_decoders=_leave_group.RESPONSE_DECODERS, response_encoders=_leave_group.RESPONSE_ENCODERS,
+        module='kbroker.protocol.messages.leave_group',
+        request_class='LeaveGroupRequest', response_class='LeaveGroupResponse',
     ),
     14: ApiSpec(
         api_key=14, name='SyncGroup', min_version=0, max_version=5, flexible_min=4,
         listeners=('broker',), latest_version_unstable=False,
-        request_class=_sync_group.SyncGroupRequest, response_class=_sync_group.SyncGroupResponse,
-        request_decoders=_sync_group.REQUEST_DECODERS, request_encoders=_sync_group.REQUEST_ENCODERS,
-        response_decoders=_sync_group.RESPONSE_DECODERS, response_encoders=_sync_group.RESPONSE_ENCODERS,
+        module='kbroker.protocol.messages.sync_group',
+        request_class='SyncGroupRequest', response_class='SyncGroupResponse',
     ),
     15: ApiSpec(
         api_key=15, name='DescribeGroups', min_version=0, max_version=6, flexible_min=5,
         listeners=('broker',), latest_version_unstable=False,
-        request_class=_describe_groups.DescribeGroupsRequest, response_class=_describe_groups.DescribeGroupsResponse,
-        request_decoders=_describe_groups.REQUEST_DECODERS, request_encoders=_describe_groups.REQUEST_ENCODERS,
-        response_decoders=_describe_groups.RESPONSE_DECODERS, response_encoders=_describe_groups.RESPONSE_ENCODERS,
+        module='kbroker.protocol.messages.describe_groups',
+        request_class='DescribeGroupsRequest', response_class='DescribeGroupsResponse',
     ),
     16: ApiSpec(
         api_key=16, name='ListGroups', min_version=0, max_version=5, flexible_min=3,
         listeners=('broker',), latest_version_unstable=False,
-        request_class=_list_groups.ListGroupsRequest, response_class=_list_groups.ListGroupsResponse,
-        request_decoders=_list_groups.REQUEST_DECODERS, request_encoders=_list_groups.REQUEST_ENCODERS,
-        response_decoders=_list_groups.RESPONSE_DECODERS, response_encoders=_list_groups.RESPONSE_ENCODERS,
+        module='kbroker.protocol.messages.list_groups',
+        request_class='ListGroupsRequest', response_class='ListGroupsResponse',
     ),
     17: ApiSpec(
         api_key=17, name='SaslHandshake', min_version=0, max_version=1, flexible_min=None,
         listeners=('broker', 'controller'), latest_version_unstable=False,
-        request_class=_sasl_handshake.SaslHandshakeRequest, response_class=_sasl_handshake.SaslHandshakeResponse,
-        request_decoders=_sasl_handshake.REQUEST_DECODERS, request_encoders=_sasl_handshake.REQUEST_ENCODERS,
-        response_decoders=_sasl_handshake.RESPONSE_DECODERS, response_encoders=_sasl_handshake.RESPONSE_ENCODERS,
+        module='kbroker.protocol.messages.sasl_handshake',
+        request_class='SaslHandshakeRequest', response_class='SaslHandshakeResponse',
     ),
     18: ApiSpec(
         api_key=18, name='ApiVersions', min_version=0, max_version=4, flexible_min=3,
         listeners=('broker', 'controller'), latest_version_unstable=False,
-        request_class=_api_versions.ApiVersionsRequest, response_class=_api_versions.ApiVersionsResponse,
-        request_decoders=_api_versions.REQUEST_DECODERS, request_encoders=_api_versions.REQUEST_ENCODERS,
-        response_decoders=_api_versions.RESPONSE_DECODERS, response_encoders=_api_versions.RESPONSE_ENCODERS,
+        module='kbroker.protocol.messages.api_versions',
+        request_class='ApiVersionsRequest', response_class='ApiVersionsResponse',
     ),
     19: ApiSpec(
         api_key=19, name='CreateTopics', min_version=2, max_version=7, flexible_min=5,
         listeners=('broker', 'controller'), latest_version_unstable=False,
-        request_class=_create_topics.CreateTopicsRequest, response_class=_create_topics.CreateTopicsResponse,
-        request_decoders=_create_topics.REQUEST_DECODERS, request_encoders=_create_topics.REQUEST_ENCODERS,
-        response_decoders=_create_topics.RESPONSE_DECODERS, response_encoders=_create_topics.RESPONSE_ENCODERS,
+        module='kbroker.protocol.messages.create_topics',
+        request_class='CreateTopicsRequest', response_class='CreateTopicsResponse',
     ),
     20: ApiSpec(
         api_key=20, name='DeleteTopics', min_version=1, max_version=6, flexible_min=4,
         listeners=('broker', 'controller'), latest_version_unstable=False,
-        request_class=_delete_topics.DeleteTopicsRequest, response_class=_delete_topics.DeleteTopicsResponse,
-        request_decoders=_delete_topics.REQUEST_DECODERS, request_encoders=_delete_topics.REQUEST_ENCODERS,
-        response_decoders=_delete_topics.RESPONSE_DECODERS, response_encoders=_delete_topics.RESPONSE_ENCODERS,
+        module='kbroker.protocol.messages.delete_topics',
+        request_class='DeleteTopicsRequest', response_class='DeleteTopicsResponse',
     ),
     21: ApiSpec(
         api_key=21, name='DeleteRecords', min_version=0, max_version=2, flexible_min=2,
         listeners=('broker',), latest_version_unstable=False,
-        request_class=_delete_records.DeleteRecordsRequest, response_class=_delete_records.DeleteRecordsResponse,
-        request_decoders=_delete_records.REQUEST_DECODERS, request_encoders=_delete_records.REQUEST_ENCODERS,
-        response_decoders=_delete_records.RESPONSE_DECODERS, response_encoders=_delete_records.RESPONSE_ENCODERS,
+        module='kbroker.protocol.messages.delete_records',
+        request_class='DeleteRecordsRequest', response_class='DeleteRecordsResponse',
     ),
     22: ApiSpec(
         api_key=22, name='InitProducerId', min_version=0, max_version=6, flexible_min=2,
         listeners=('broker',), latest_version_unstable=True,
-        request_class=_init_producer_id.InitProducerIdRequest, response_class=_init_producer_id.InitProducerIdResponse,
-        request_decoders=_init_producer_id.REQUEST_DECODERS, request_encoders=_init_producer_id.REQUEST_ENCODERS,
-        response_decoders=_init_producer_id.RESPONSE_DECODERS, response_encoders=_init_producer_id.RESPONSE_ENCODERS,
+        module='kbroker.protocol.messages.init_producer_id',
+        request_class='InitProducerIdRequest', response_class='InitProducerIdResponse',
     ),
     23: ApiSpec(
         api_key=23, name='OffsetForLeaderEpoch', min_version=2, max_version=4, flexible_min=4,
         listeners=('broker',), latest_version_unstable=False,
-        request_class=_offset_for_leader_epoch.OffsetForLeaderEpochRequest, response_class=_offset_for_leader_epoch.OffsetForLeaderEpochResponse,
-        request_decoders=_offset_for_leader_epoch.REQUEST_DECODERS, request_encoders=_offset_for_leader_epoch.REQUEST_ENCODERS,
-        response_decoders=_offset_for_leader_epoch.RESPONSE_DECODERS, response_encoders=_offset_for_leader_epoch.RESPONSE_ENCODERS,
+        module='kbroker.protocol.messages.offset_for_leader_epoch',
+        request_class='OffsetForLeaderEpochRequest', response_class='OffsetForLeaderEpochResponse',
     ),
     24: ApiSpec(
         api_key=24, name='AddPartitionsToTxn', min_version=0, max_version=5, flexible_min=3,
         listeners=('broker',), latest_version_unstable=False,
-        request_class=_add_partitions_to_txn.AddPartitionsToTxnRequest, response_class=_add_partitions_to_txn.AddPartitionsToTxnResponse,
-        request_decoders=_add_partitions_to_txn.REQUEST_DECODERS, request_encoders=_add_partitions_to_txn.REQUEST_ENCODERS,
-        response_decoders=_add_partitions_to_txn.RESPONSE_DECODERS, response_encoders=_add_partitions_to_txn.RESPONSE_ENCODERS,
+        module='kbroker.protocol.messages.add_partitions_to_txn',
+        request_class='AddPartitionsToTxnRequest', response_class='AddPartitionsToTxnResponse',
     ),
     25: ApiSpec(
         api_key=25, name='AddOffsetsToTxn', min_version=0, max_version=4, flexible_min=3,
         listeners=('broker',), latest_version_unstable=False,
-        request_class=_add_offsets_to_txn.AddOffsetsToTxnRequest, response_class=_add_offsets_to_txn.AddOffsetsToTxnResponse,
-        request_decoders=_add_offsets_to_txn.REQUEST_DECODERS, request_encoders=_add_offsets_to_txn.REQUEST_ENCODERS,
-        response_decoders=_add_offsets_to_txn.RESPONSE_DECODERS, response_encoders=_add_offsets_to_txn.RESPONSE_ENCODERS,
+        module='kbroker.protocol.messages.add_offsets_to_txn',
+        request_class='AddOffsetsToTxnRequest', response_class='AddOffsetsToTxnResponse',
     ),
     26: ApiSpec(
         api_key=26, name='EndTxn', min_version=0, max_version=5, flexible_min=3,
         listeners=('broker',), latest_version_unstable=False,
-        request_class=_end_txn.EndTxnRequest, response_class=_end_txn.EndTxnResponse,
-        request_decoders=_end_txn.REQUEST_DECODERS, request_encoders=_end_txn.REQUEST_ENCODERS,
-        response_decoders=_end_txn.RESPONSE_DECODERS, response_encoders=_end_txn.RESPONSE_ENCODERS,
+        module='kbroker.protocol.messages.end_txn',
+        request_class='EndTxnRequest', response_class='EndTxnResponse',
     ),
     27: ApiSpec(
         api_key=27, name='WriteTxnMarkers', min_version=1, max_version=2, flexible_min=1,
         listeners=('broker',), latest_version_unstable=False,
-        request_class=_write_txn_markers.WriteTxnMarkersRequest, response_class=_write_txn_markers.WriteTxnMarkersResponse,
-        request_decoders=_write_txn_markers.REQUEST_DECODERS, request_encoders=_write_txn_markers.REQUEST_ENCODERS,
-        response_decoders=_write_txn_markers.RESPONSE_DECODERS, response_encoders=_write_txn_markers.RESPONSE_ENCODERS,
+        module='kbroker.protocol.messages.write_txn_markers',
+        request_class='WriteTxnMarkersRequest', response_class='WriteTxnMarkersResponse',
     ),
     28: ApiSpec(
         api_key=28, name='TxnOffsetCommit', min_version=0, max_version=5, flexible_min=3,
         listeners=('broker',), latest_version_unstable=False,
-        request_class=_txn_offset_commit.TxnOffsetCommitRequest, response_class=_txn_offset_commit.TxnOffsetCommitResponse,
-        request_decoders=_txn_offset_commit.REQUEST_DECODERS, request_encoders=_txn_offset_commit.REQUEST_ENCODERS,
-        response_decoders=_txn_offset_commit.RESPONSE_DECODERS, response_encoders=_txn_offset_commit.RESPONSE_ENCODERS,
+        module='kbroker.protocol.messages.txn_offset_commit',
+        request_class='TxnOffsetCommitRequest', response_class='TxnOffsetCommitResponse',
     ),
     29: ApiSpec(
         api_key=29, name='DescribeAcls', min_version=1, max_version=3, flexible_min=2,
         listeners=('broker', 'controller'), latest_version_unstable=False,
-        request_class=_describe_acls.DescribeAclsRequest, response_class=_describe_acls.DescribeAclsResponse,
-        request_decoders=_describe_acls.REQUEST_DECODERS, request_encoders=_describe_acls.REQUEST_ENCODERS,
-        response_decoders=_describe_acls.RESPONSE_DECODERS, response_encoders=_describe_acls.RESPONSE_ENCODERS,
+        module='kbroker.protocol.messages.describe_acls',
+        request_class='DescribeAclsRequest', response_class='DescribeAclsResponse',
     ),
     30: ApiSpec(
         api_key=30, name='CreateAcls', min_version=1, max_version=3, flexible_min=2,
         listeners=('broker', 'controller'), latest_version_unstable=False,
-        request_class=_create_acls.CreateAclsRequest, response_class=_create_acls.CreateAclsResponse,
-        request_decoders=_create_acls.REQUEST_DECODERS, request_encoders=_create_acls.REQUEST_ENCODERS,
-        response_decoders=_create_acls.RESPONSE_DECODERS, response_encoders=_create_acls.RESPONSE_ENCODERS,
+        module='kbroker.protocol.messages.create_acls',
+        request_class='CreateAclsRequest', response_class='CreateAclsResponse',
     ),
     31: ApiSpec(
         api_key=31, name='DeleteAcls', min_version=1, max_version=3, flexible_min=2,
         listeners=('broker', 'controller'), latest_version_unstable=False,
-        request_class=_delete_acls.DeleteAclsRequest, response_class=_delete_acls.DeleteAclsResponse,
-        request_decoders=_delete_acls.REQUEST_DECODERS, request_encoders=_delete_acls.REQUEST_ENCODERS,
-        response_decoders=_delete_acls.RESPONSE_DECODERS, response_encoders=_delete_acls.RESPONSE_ENCODERS,
+        module='kbroker.protocol.messages.delete_acls',
+        request_class='DeleteAclsRequest', response_class='DeleteAclsResponse',
     ),
     32: ApiSpec(
         api_key=32, name='DescribeConfigs', min_version=1, max_version=4, flexible_min=4,
         listeners=('broker', 'controller'), latest_version_unstable=False,
-        request_class=_describe_configs.DescribeConfigsRequest, response_class=_describe_configs.DescribeConfigsResponse,
-        request_decoders=_describe_configs.REQUEST_DECODERS, request_encoders=_describe_configs.REQUEST_ENCODERS,
-        response_decoders=_describe_configs.RESPONSE_DECODERS, response_encoders=_describe_configs.RESPONSE_ENCODERS,
+        module='kbroker.protocol.messages.describe_configs',
+        request_class='DescribeConfigsRequest', response_class='DescribeConfigsResponse',
     ),
     33: ApiSpec(
         api_key=33, name='AlterConfigs', min_version=0, max_version=2, flexible_min=2,
         listeners=('broker', 'controller'), latest_version_unstable=False,
-        request_class=_alter_configs.AlterConfigsRequest, response_class=_alter_configs.AlterConfigsResponse,
-        request_decoders=_alter_configs.REQUEST_DECODERS, request_encoders=_alter_configs.REQUEST_ENCODERS,
-        response_decoders=_alter_configs.RESPONSE_DECODERS, response_encoders=_alter_configs.RESPONSE_ENCODERS,
+        module='kbroker.protocol.messages.alter_configs',
+        request_class='AlterConfigsRequest', response_class='AlterConfigsResponse',
     ),
     34: ApiSpec(
         api_key=34, name='AlterReplicaLogDirs', min_version=1, max_version=2, flexible_min=2,
         listeners=('broker',), latest_version_unstable=False,
-        request_class=_alter_replica_log_dirs.AlterReplicaLogDirsRequest, response_class=_alter_replica_log_dirs.AlterReplicaLogDirsResponse,
-        request_decoders=_alter_replica_log_dirs.REQUEST_DECODERS, request_encoders=_alter_replica_log_dirs.REQUEST_ENCODERS,
-        response_decoders=_alter_replica_log_dirs.RESPONSE_DECODERS, response_encoders=_alter_replica_log_dirs.RESPONSE_ENCODERS,
+        module='kbroker.protocol.messages.alter_replica_log_dirs',
+        request_class='AlterReplicaLogDirsRequest', response_class='AlterReplicaLogDirsResponse',
     ),
     35: ApiSpec(
         api_key=35, name='DescribeLogDirs', min_version=1, max_version=5, flexible_min=2,
         listeners=('broker',), latest_version_unstable=False,
-        request_class=_describe_log_dirs.DescribeLogDirsRequest, response_class=_describe_log_dirs.DescribeLogDirsResponse,
-        request_decoders=_describe_log_dirs.REQUEST_DECODERS, request_encoders=_describe_log_dirs.REQUEST_ENCODERS,
-        response_decoders=_describe_log_dirs.RESPONSE_DECODERS, response_encoders=_describe_log_dirs.RESPONSE_ENCODERS,
+        module='kbroker.protocol.messages.describe_log_dirs',
+        request_class='DescribeLogDirsRequest', response_class='DescribeLogDirsResponse',
     ),
     36: ApiSpec(
         api_key=36, name='SaslAuthenticate', min_version=0, max_version=2, flexible_min=2,
         listeners=('broker', 'controller'), latest_version_unstable=False,
-        request_class=_sasl_authenticate.SaslAuthenticateRequest, response_class=_sasl_authenticate.SaslAuthenticateResponse,
-        request_decoders=_sasl_authenticate.REQUEST_DECODERS, request_encoders=_sasl_authenticate.REQUEST_ENCODERS,
-        response_decoders=_sasl_authenticate.RESPONSE_DECODERS, response_encoders=_sasl_authenticate.RESPONSE_ENCODERS,
+        module='kbroker.protocol.messages.sasl_authenticate',
+        request_class='SaslAuthenticateRequest', response_class='SaslAuthenticateResponse',
     ),
     37: ApiSpec(
         api_key=37, name='CreatePartitions', min_version=0, max_version=3, flexible_min=2,
         listeners=('broker', 'controller'), latest_version_unstable=False,
-        request_class=_create_partitions.CreatePartitionsRequest, response_class=_create_partitions.CreatePartitionsResponse,
-        request_decoders=_create_partitions.REQUEST_DECODERS, request_encoders=_create_partitions.REQUEST_ENCODERS,
-        response_decoders=_create_partitions.RESPONSE_DECODERS, response_encoders=_create_partitions.RESPONSE_ENCODERS,
+        module='kbroker.protocol.messages.create_partitions',
+        request_class='CreatePartitionsRequest', response_class='CreatePartitionsResponse',
     ),
     38: ApiSpec(
         api_key=38, name='CreateDelegationToken', min_version=1, max_version=3, flexible_min=2,
         listeners=('broker', 'controller'), latest_version_unstable=False,
-        request_class=_create_delegation_token.CreateDelegationTokenRequest, response_class=_create_delegation_token.CreateDelegationTokenResponse,
-        request_decoders=_create_delegation_token.REQUEST_DECODERS, request_encoders=_create_delegation_token.REQUEST_ENCODERS,
-        response_decoders=_create_delegation_token.RESPONSE_DECODERS, response_encoders=_create_delegation_token.RESPONSE_ENCODERS,
+        module='kbroker.protocol.messages.create_delegation_token',
+        request_class='CreateDelegationTokenRequest', response_class='CreateDelegationTokenResponse',
     ),
     39: ApiSpec(
         api_key=39, name='RenewDelegationToken', min_version=1, max_version=2, flexible_min=2,
         listeners=('broker', 'controller'), latest_version_unstable=False,
-        request_class=_renew_delegation_token.RenewDelegationTokenRequest, response_class=_renew_delegation_token.RenewDelegationTokenResponse,
-        request_decoders=_renew_delegation_token.REQUEST_DECODERS, request_encoders=_renew_delegation_token.REQUEST_ENCODERS,
-        response_decoders=_renew_delegation_token.RESPONSE_DECODERS, response_encoders=_renew_delegation_token.RESPONSE_ENCODERS,
+        module='kbroker.protocol.messages.renew_delegation_token',
+        request_class='RenewDelegationTokenRequest', response_class='RenewDelegationTokenResponse',
     ),
     40: ApiSpec(
         api_key=40, name='ExpireDelegationToken', min_version=1, max_version=2, flexible_min=2,
         listeners=('broker', 'controller'), latest_version_unstable=False,
-        request_class=_expire_delegation_token.ExpireDelegationTokenRequest, response_class=_expire_delegation_token.ExpireDelegationTokenResponse,
-        request_decoders=_expire_delegation_token.REQUEST_DECODERS, request_encoders=_expire_delegation_token.REQUEST_ENCODERS,
-        response_decoders=_expire_delegation_token.RESPONSE_DECODERS, response_encoders=_expire_delegation_token.RESPONSE_ENCODERS,
+        module='kbroker.protocol.messages.expire_delegation_token',
+        request_class='ExpireDelegationTokenRequest', response_class='ExpireDelegationTokenResponse',
     ),
     41: ApiSpec(
         api_key=41, name='DescribeDelegationToken', min_version=1, max_version=3, flexible_min=2,
         listeners=('broker', 'controller'), latest_version_unstable=False,
-        request_class=_describe_delegation_token.DescribeDelegationTokenRequest, response_class=_describe_delegation_token.DescribeDelegationTokenResponse,
-        request_decoders=_describe_delegation_token.REQUEST_DECODERS, request_encoders=_describe_delegation_token.REQUEST_ENCODERS,
-        response_decoders=_describe_delegation_token.RESPONSE_DECODERS, response_encoders=_describe_delegation_token.RESPONSE_ENCODERS,
+        module='kbroker.protocol.messages.describe_delegation_token',
+        request_class='DescribeDelegationTokenRequest', response_class='DescribeDelegationTokenResponse',
     ),
     42: ApiSpec(
         api_key=42, name='DeleteGroups', min_version=0, max_version=2, flexible_min=2,
         listeners=('broker',), latest_version_unstable=False,
-        request_class=_delete_groups.DeleteGroupsRequest, response_class=_delete_groups.DeleteGroupsResponse,
-        request_decoders=_delete_groups.REQUEST_DECODERS, request_encoders=_delete_groups.REQUEST_ENCODERS,
-        response_decoders=_delete_groups.RESPONSE_DECODERS, response_encoders=_delete_groups.RESPONSE_ENCODERS,
+        module='kbroker.protocol.messages.delete_groups',
+        request_class='DeleteGroupsRequest', response_class='DeleteGroupsResponse',
     ),
     43: ApiSpec(
         api_key=43, name='ElectLeaders', min_version=0, max_version=2, flexible_min=2,
         listeners=('broker', 'controller'), latest_version_unstable=False,
-        request_class=_elect_leaders.ElectLeadersRequest, response_class=_elect_leaders.ElectLeadersResponse,
-        request_decoders=_elect_leaders.REQUEST_DECODERS, request_encoders=_elect_leaders.REQUEST_ENCODERS,
-        response_decoders=_elect_leaders.RESPONSE_DECODERS, response_encoders=_elect_leaders.RESPONSE_ENCODERS,
+        module='kbroker.protocol.messages.elect_leaders',
+        request_class='ElectLeadersRequest', response_class='ElectLeadersResponse',
     ),
     44: ApiSpec(
         api_key=44, name='IncrementalAlterConfigs', min_version=0, max_version=1, flexible_min=1,
         listeners=('broker', 'controller'), latest_version_unstable=False,
-        request_class=_incremental_alter_configs.IncrementalAlterConfigsRequest, response_class=_incremental_alter_configs.IncrementalAlterConfigsResponse,
-        request_decoders=_incremental_alter_configs.REQUEST_DECODERS, request_encoders=_incremental_alter_configs.REQUEST_ENCODERS,
-        response_decoders=_incremental_alter_configs.RESPONSE_DECODERS, response_encoders=_incremental_alter_configs.RESPONSE_ENCODERS,
+        module='kbroker.protocol.messages.incremental_alter_configs',
+        request_class='IncrementalAlterConfigsRequest', response_class='IncrementalAlterConfigsResponse',
     ),
     45: ApiSpec(
         api_key=45, name='AlterPartitionReassignments', min_version=0, max_version=1, flexible_min=0,
         listeners=('broker', 'controller'), latest_version_unstable=False,
-        request_class=_alter_partition_reassignments.AlterPartitionReassignmentsRequest, response_class=_alter_partition_reassignments.AlterPartitionReassignmentsResponse,
-        request_decoders=_alter_partition_reassignments.REQUEST_DECODERS, request_encoders=_alter_partition_reassignments.REQUEST_ENCODERS,
-        response_decoders=_alter_partition_reassignments.RESPONSE_DECODERS, response_encoders=_alter_partition_reassignments.RESPONSE_ENCODERS,
+        module='kbroker.protocol.messages.alter_partition_reassignments',
+        request_class='AlterPartitionReassignmentsRequest', response_class='AlterPartitionReassignmentsResponse',
     ),
     46: ApiSpec(
         api_key=46, name='ListPartitionReassignments', min_version=0, max_version=0, flexible_min=0,
         listeners=('broker', 'controller'), latest_version_unstable=False,
-        request_class=_list_partition_reassignments.ListPartitionReassignmentsRequest, response_class=_list_partition_reassignments.ListPartitionReassignmentsResponse,
-        request_decoders=_list_partition_reassignments.REQUEST_DECODERS, request_encoders=_list_partition_reassignments.REQUEST_ENCODERS,
-        response_decoders=_list_partition_reassignments.RESPONSE_DECODERS, response_encoders=_list_partition_reassignments.RESPONSE_ENCODERS,
+        module='kbroker.protocol.messages.list_partition_reassignments',
+        request_class='ListPartitionReassignmentsRequest', response_class='ListPartitionReassignmentsResponse',
     ),
     47: ApiSpec(
         api_key=47, name='OffsetDelete', min_version=0, max_version=0, flexible_min=None,
         listeners=('broker',), latest_version_unstable=False,
-        request_class=_offset_delete.OffsetDeleteRequest, response_class=_offset_delete.OffsetDeleteResponse,
-        request_decoders=_offset_delete.REQUEST_DECODERS, request_encoders=_offset_delete.REQUEST_ENCODERS,
-        response_decoders=_offset_delete.RESPONSE_DECODERS, response_encoders=_offset_delete.RESPONSE_ENCODERS,
+        module='kbroker.protocol.messages.offset_delete',
+        request_class='OffsetDeleteRequest', response_class='OffsetDeleteResponse',
     ),
     48: ApiSpec(
         api_key=48, name='DescribeClientQuotas', min_version=0, max_version=1, flexible_min=1,
         listeners=('broker',), latest_version_unstable=False,
-        request_class=_describe_client_quotas.DescribeClientQuotasRequest, response_class=_describe_client_quotas.DescribeClientQuotasResponse,
-        request_decoders=_describe_client_quotas.REQUEST_DECODERS, request_encoders=_describe_client_quotas.REQUEST_ENCODERS,
-        response_decoders=_describe_client_quotas.RESPONSE_DECODERS, response_encoders=_describe_client_quotas.RESPONSE_ENCODERS,
+        module='kbroker.protocol.messages.describe_client_quotas',
+        request_class='DescribeClientQuotasRequest', response_class='DescribeClientQuotasResponse',
     ),
     49: ApiSpec(
         api_key=49, name='AlterClientQuotas', min_version=0, max_version=1, flexible_min=1,
         listeners=('broker', 'controller'), latest_version_unstable=False,
-        request_class=_alter_client_quotas.AlterClientQuotasRequest, response_class=_alter_client_quotas.AlterClientQuotasResponse,
-        request_decoders=_alter_client_quotas.REQUEST_DECODERS, request_encoders=_alter_client_quotas.REQUEST_ENCODERS,
-        response_decoders=_alter_client_quotas.RESPONSE_DECODERS, response_encoders=_alter_client_quotas.RESPONSE_ENCODERS,
+        module='kbroker.protocol.messages.alter_client_quotas',
+        request_class='AlterClientQuotasRequest', response_class='AlterClientQuotasResponse',
     ),
     50: ApiSpec(
         api_key=50, name='DescribeUserScramCredentials', min_version=0, max_version=0, flexible_min=0,
         listeners=('broker', 'controller'), latest_version_unstable=False,
-        request_class=_describe_user_scram_credentials.DescribeUserScramCredentialsRequest, response_class=_describe_user_scram_credentials.DescribeUserScramCredentialsResponse,
-        request_decoders=_describe_user_scram_credentials.REQUEST_DECODERS, request_encoders=_describe_user_scram_credentials.REQUEST_ENCODERS,
-        response_decoders=_describe_user_scram_credentials.RESPONSE_DECODERS, response_encoders=_describe_user_scram_credentials.RESPONSE_ENCODERS,
+        module='kbroker.protocol.messages.describe_user_scram_credentials',
+        request_class='DescribeUserScramCredentialsRequest', response_class='DescribeUserScramCredentialsResponse',
     ),
     51: ApiSpec(
         api_key=51, name='AlterUserScramCredentials', min_version=0, max_version=0, flexible_min=0,
         listeners=('broker', 'controller'), latest_version_unstable=False,
-        request_class=_alter_user_scram_credentials.AlterUserScramCredentialsRequest, response_class=_alter_user_scram_credentials.AlterUserScramCredentialsResponse,
-        request_decoders=_alter_user_scram_credentials.REQUEST_DECODERS, request_encoders=_alter_user_scram_credentials.REQUEST_ENCODERS,
-        response_decoders=_alter_user_scram_credentials.RESPONSE_DECODERS, response_encoders=_alter_user_scram_credentials.RESPONSE_ENCODERS,
+        module='kbroker.protocol.messages.alter_user_scram_credentials',
+        request_class='AlterUserScramCredentialsRequest', response_class='AlterUserScramCredentialsResponse',
     ),
     52: ApiSpec(
         api_key=52, name='Vote', min_version=0, max_version=2, flexible_min=0,
         listeners=('controller',), latest_version_unstable=False,
-        request_class=_vote.VoteRequest, response_class=_vote.VoteResponse,
-        request_decoders=_vote.REQUEST_DECODERS, request_encoders=_vote.REQUEST_ENCODERS,
-        response_decoders=_vote.RESPONSE_DECODERS, response_encoders=_vote.RESPONSE_ENCODERS,
+        module='kbroker.protocol.messages.vote',
+        request_class='VoteRequest', response_class='VoteResponse',
     ),
     53: ApiSpec(
         api_key=53, name='BeginQuorumEpoch', min_version=0, max_version=1, flexible_min=1,
         listeners=('controller',), latest_version_unstable=False,
-        request_class=_begin_quorum_epoch.BeginQuorumEpochRequest, response_class=_begin_quorum_epoch.BeginQuorumEpochResponse,
-        request_decoders=_begin_quorum_epoch.REQUEST_DECODERS, request_encoders=_begin_quorum_epoch.REQUEST_ENCODERS,
-        response_decoders=_begin_quorum_epoch.RESPONSE_DECODERS, response_encoders=_begin_quorum_epoch.RESPONSE_ENCODERS,
+        module='kbroker.protocol.messages.begin_quorum_epoch',
+        request_class='BeginQuorumEpochRequest', response_class='BeginQuorumEpochResponse',
     ),
     54: ApiSpec(
         api_key=54, name='EndQuorumEpoch', min_version=0, max_version=1, flexible_min=1,
         listeners=('controller',), latest_version_unstable=False,
-        request_class=_end_quorum_epoch.EndQuorumEpochRequest, response_class=_end_quorum_epoch.EndQuorumEpochResponse,
-        request_decoders=_end_quorum_epoch.REQUEST_DECODERS, request_encoders=_end_quorum_epoch.REQUEST_ENCODERS,
-        response_decoders=_end_quorum_epoch.RESPONSE_DECODERS, response_encoders=_end_quorum_epoch.RESPONSE_ENCODERS,
+        module='kbroker.protocol.messages.end_quorum_epoch',
+        request_class='EndQuorumEpochRequest', response_class='EndQuorumEpochResponse',
     ),
     55: ApiSpec(
         api_key=55, name='DescribeQuorum', min_version=0, max_version=2, flexible_min=0,
         listeners=('broker', 'controller'), latest_version_unstable=False,
-        request_class=_describe_quorum.DescribeQuorumRequest, response_class=_describe_quorum.DescribeQuorumResponse,
-        request_decoders=_describe_quorum.REQUEST_DECODERS, request_encoders=_describe_quorum.REQUEST_ENCODERS,
-        response_decoders=_describe_quorum.RESPONSE_DECODERS, response_encoders=_describe_quorum.RESPONSE_ENCODERS,
+        module='kbroker.protocol.messages.describe_quorum',
+        request_class='DescribeQuorumRequest', response_class='DescribeQuorumResponse',
     ),
     56: ApiSpec(
         api_key=56, name='AlterPartition', min_version=2, max_version=3, flexible_min=0,
         listeners=('controller',), latest_version_unstable=False,
-        request_class=_alter_partition.AlterPartitionRequest, response_class=_alter_partition.AlterPartitionResponse,
-        request_decoders=_alter_partition.REQUEST_DECODERS, request_encoders=_alter_partition.REQUEST_ENCODERS,
-        response_decoders=_alter_partition.RESPONSE_DECODERS, response_encoders=_alter_partition.RESPONSE_ENCODERS,
+        module='kbroker.protocol.messages.alter_partition',
+        request_class='AlterPartitionRequest', response_class='AlterPartitionResponse',
     ),
     57: ApiSpec(
         api_key=57, name='UpdateFeatures', min_version=0, max_version=2, flexible_min=0,
         listeners=('broker', 'controller'), latest_version_unstable=False,
-        request_class=_update_features.UpdateFeaturesRequest, response_class=_update_features.UpdateFeaturesResponse,
-        request_decoders=_update_features.REQUEST_DECODERS, request_encoders=_update_features.REQUEST_ENCODERS,
-        response_decoders=_update_features.RESPONSE_DECODERS, response_encoders=_update_features.RESPONSE_ENCODERS,
+        module='kbroker.protocol.messages.update_features',
+        request_class='UpdateFeaturesRequest', response_class='UpdateFeaturesResponse',
     ),
     58: ApiSpec(
         api_key=58, name='Envelope', min_version=0, max_version=0, flexible_min=0,
         listeners=('controller',), latest_version_unstable=False,
-        request_class=_envelope.EnvelopeRequest, response_class=_envelope.EnvelopeResponse,
-        request_decoders=_envelope.REQUEST_DECODERS, request_encoders=_envelope.REQUEST_ENCODERS,
-        response_decoders=_envelope.RESPONSE_DECODERS, response_encoders=_envelope.RESPONSE_ENCODERS,
+        module='kbroker.protocol.messages.envelope',
+        request_class='EnvelopeRequest', response_class='EnvelopeResponse',
     ),
     59: ApiSpec(
         api_key=59, name='FetchSnapshot', min_version=0, max_version=1, flexible_min=0,
         listeners=('controller',), latest_version_unstable=False,
-        request_class=_fetch_snapshot.FetchSnapshotRequest, response_class=_fetch_snapshot.FetchSnapshotResponse,
-        request_decoders=_fetch_snapshot.REQUEST_DECODERS, request_encoders=_fetch_snapshot.REQUEST_ENCODERS,
-        response_decoders=_fetch_snapshot.RESPONSE_DECODERS, response_encoders=_fetch_snapshot.RESPONSE_ENCODERS,
+        module='kbroker.protocol.messages.fetch_snapshot',
+        request_class='FetchSnapshotRequest', response_class='FetchSnapshotResponse',
     ),
     60: ApiSpec(
         api_key=60, name='DescribeCluster', min_version=0, max_version=2, flexible_min=0,
         listeners=('broker', 'controller'), latest_version_unstable=False,
-        request_class=_describe_cluster.DescribeClusterRequest, response_class=_describe_cluster.DescribeClusterResponse,
-        request_decoders=_describe_cluster.REQUEST_DECODERS, request_encoders=_describe_cluster.REQUEST_ENCODERS,
-        response_decoders=_describe_cluster.RESPONSE_DECODERS, response_encoders=_describe_cluster.RESPONSE_ENCODERS,
+        module='kbroker.protocol.messages.describe_cluster',
+        request_class='DescribeClusterRequest', response_class='DescribeClusterResponse',
     ),
     61: ApiSpec(
         api_key=61, name='DescribeProducers', min_version=0, max_version=0, flexible_min=0,
         listeners=('broker',), latest_version_unstable=False,
-        request_class=_describe_producers.DescribeProducersRequest, response_class=_describe_producers.DescribeProducersResponse,
-        request_decoders=_describe_producers.REQUEST_DECODERS, request_encoders=_describe_producers.REQUEST_ENCODERS,
-        response_decoders=_describe_producers.RESPONSE_DECODERS, response_encoders=_describe_producers.RESPONSE_ENCODERS,
+        module='kbroker.protocol.messages.describe_producers',
+        request_class='DescribeProducersRequest', response_class='DescribeProducersResponse',
     ),
     62: ApiSpec(
         api_key=62, name='BrokerRegistration', min_version=0, max_version=4, flexible_min=0,
         listeners=('controller',), latest_version_unstable=False,
-        request_class=_broker_registration.BrokerRegistrationRequest, response_class=_broker_registration.BrokerRegistrationResponse,
-        request_decoders=_broker_registration.REQUEST_DECODERS, request_encoders=_broker_registration.REQUEST_ENCODERS,
-        response_decoders=_broker_registration.RESPONSE_DECODERS, response_encoders=_broker_registration.RESPONSE_ENCODERS,
+        module='kbroker.protocol.messages.broker_registration',
+        request_class='BrokerRegistrationRequest', response_class='BrokerRegistrationResponse',
     ),
     63: ApiSpec(
         api_key=63, name='BrokerHeartbeat', min_version=0, max_version=2, flexible_min=0,
         listeners=('controller',), latest_version_unstable=False,
-        request_class=_broker_heartbeat.BrokerHeartbeatRequest, response_class=_broker_heartbeat.BrokerHeartbeatResponse,
-        request_decoders=_broker_heartbeat.REQUEST_DECODERS, request_encoders=_broker_heartbeat.REQUEST_ENCODERS,
-        response_decoders=_broker_heartbeat.RESPONSE_DECODERS, response_encoders=_broker_heartbeat.RESPONSE_ENCODERS,
+        module='kbroker.protocol.messages.broker_heartbeat',
+        request_class='BrokerHeartbeatRequest', response_class='BrokerHeartbeatResponse',
     ),
     64: ApiSpec(
         api_key=64, name='UnregisterBroker', min_version=0, max_version=0, flexible_min=0,
         listeners=('broker', 'controller'), latest_version_unstable=False,
-        request_class=_unregister_broker.UnregisterBrokerRequest, response_class=_unregister_broker.UnregisterBrokerResponse,
-        request_decoders=_unregister_broker.REQUEST_DECODERS, request_encoders=_unregister_broker.REQUEST_ENCODERS,
-        response_decoders=_unregister_broker.RESPONSE_DECODERS, response_encoders=_unregister_broker.RESPONSE_ENCODERS,
+        module='kbroker.protocol.messages.unregister_broker',
+        request_class='UnregisterBrokerRequest', response_class='UnregisterBrokerResponse',
     ),
     65: ApiSpec(
         api_key=65, name='DescribeTransactions', min_version=0, max_version=0, flexible_min=0,
         listeners=('broker',), latest_version_unstable=False,
-        request_class=_describe_transactions.DescribeTransactionsRequest, response_class=_describe_transactions.DescribeTransactionsResponse,
-        request_decoders=_describe_transactions.REQUEST_DECODERS, request_encoders=_describe_transactions.REQUEST_ENCODERS,
-        response_decoders=_describe_transactions.RESPONSE_DECODERS, response_encoders=_describe_transactions.RESPONSE_ENCODERS,
+        module='kbroker.protocol.messages.describe_transactions',
+        request_class='DescribeTransactionsRequest', response_class='DescribeTransactionsResponse',
     ),
     66: ApiSpec(
         api_key=66, name='ListTransactions', min_version=0, max_version=2, flexible_min=0,
         listeners=('broker',), latest_version_unstable=False,
-        request_class=_list_transactions.ListTransactionsRequest, response_class=_list_transactions.ListTransactionsResponse,
-        request_decoders=_list_transactions.REQUEST_DECODERS, request_encoders=_list_transactions.REQUEST_ENCODERS,
-        response_decoders=_list_transactions.RESPONSE_DECODERS, response_encoders=_list_transactions.RESPONSE_ENCODERS,
+        module='kbroker.protocol.messages.list_transactions',
+        request_class='ListTransactionsRequest', response_class='ListTransactionsResponse',
     ),
     67: ApiSpec(
         api_key=67, name='AllocateProducerIds', min_version=0, max_version=0, flexible_min=0,
         listeners=('controller',), latest_version_unstable=False,
-        request_class=_allocate_producer_ids.AllocateProducerIdsRequest, response_class=_allocate_producer_ids.AllocateProducerIdsResponse,
-        request_decoders=_allocate_producer_ids.REQUEST_DECODERS, request_encoders=_allocate_producer_ids.REQUEST_ENCODERS,
-        response_decoders=_allocate_producer_ids.RESPONSE_DECODERS, response_encoders=_allocate_producer_ids.RESPONSE_ENCODERS,
+        module='kbroker.protocol.messages.allocate_producer_ids',
+        request_class='AllocateProducerIdsRequest', response_class='AllocateProducerIdsResponse',
     ),
     68: ApiSpec(
         api_key=68, name='ConsumerGroupHeartbeat', min_version=0, max_version=1, flexible_min=0,
         listeners=('broker',), latest_version_unstable=False,
-        request_class=_consumer_group_heartbeat.ConsumerGroupHeartbeatRequest, response_class=_consumer_group_heartbeat.ConsumerGroupHeartbeatResponse,
-        request_decoders=_consumer_group_heartbeat.REQUEST_DECODERS, request_encoders=_consumer_group_heartbeat.REQUEST_ENCODERS,
-        response_decoders=_consumer_group_heartbeat.RESPONSE_DECODERS, response_encoders=_consumer_group_heartbeat.RESPONSE_ENCODERS,
+        module='kbroker.protocol.messages.consumer_group_heartbeat',
+        request_class='ConsumerGroupHeartbeatRequest', response_class='ConsumerGroupHeartbeatResponse',
     ),
     69: ApiSpec(
         api_key=69, name='ConsumerGroupDescribe', min_version=0, max_version=1, flexible_min=0,
         listeners=('broker',), latest_version_unstable=False,
-        request_class=_consumer_group_describe.ConsumerGroupDescribeRequest, response_class=_consumer_group_describe.ConsumerGroupDescribeResponse,
-        request_decoders=_consumer_group_describe.REQUEST_DECODERS, request_encoders=_consumer_group_describe.REQUEST_ENCODERS,
-        response_decoders=_consumer_group_describe.RESPONSE_DECODERS, response_encoders=_consumer_group_describe.RESPONSE_ENCODERS,
+        module='kbroker.protocol.messages.consumer_group_describe',
+        request_class='ConsumerGroupDescribeRequest', response_class='ConsumerGroupDescribeResponse',
     ),
     70: ApiSpec(
         api_key=70, name='ControllerRegistration', min_version=0, max_version=0, flexible_min=0,
         listeners=('controller',), latest_version_unstable=False,
-        request_class=_controller_registration.ControllerRegistrationRequest, response_class=_controller_registration.ControllerRegistrationResponse,
-        request_decoders=_controller_registration.REQUEST_DECODERS, request_encoders=_controller_registration.REQUEST_ENCODERS,
-        response_decoders=_controller_registration.RESPONSE_DECODERS, response_encoders=_controller_registration.RESPONSE_ENCODERS,
+        module='kbroker.protocol.messages.controller_registration',
+        request_class='ControllerRegistrationRequest', response_class='ControllerRegistrationResponse',
     ),
     71: ApiSpec(
         api_key=71, name='GetTelemetrySubscriptions', min_version=0, max_version=0, flexible_min=0,
         listeners=('broker',), latest_version_unstable=False,
-        request_class=_get_telemetry_subscriptions.GetTelemetrySubscriptionsRequest, response_class=_get_telemetry_subscriptions.GetTelemetrySubscriptionsResponse,
-        request_decoders=_get_telemetry_subscriptions.REQUEST_DECODERS, request_encoders=_get_telemetry_subscriptions.REQUEST_ENCODERS,
-        response_decoders=_get_telemetry_subscriptions.RESPONSE_DECODERS, response_encoders=_get_telemetry_subscriptions.RESPONSE_ENCODERS,
+        module='kbroker.protocol.messages.get_telemetry_subscriptions',
+        request_class='GetTelemetrySubscriptionsRequest', response_class='GetTelemetrySubscriptionsResponse',
     ),
     72: ApiSpec(
         api_key=72, name='PushTelemetry', min_version=0, max_version=0, flexible_min=0,
         listeners=('broker',), latest_version_unstable=False,
-        request_class=_push_telemetry.PushTelemetryRequest, response_class=_push_telemetry.PushTelemetryResponse,
-        request_decoders=_push_telemetry.REQUEST_DECODERS, request_encoders=_push_telemetry.REQUEST_ENCODERS,
-        response_decoders=_push_telemetry.RESPONSE_DECODERS, response_encoders=_push_telemetry.RESPONSE_ENCODERS,
+        module='kbroker.protocol.messages.push_telemetry',
+        request_class='PushTelemetryRequest', response_class='PushTelemetryResponse',
     ),
     73: ApiSpec(
         api_key=73, name='AssignReplicasToDirs', min_version=0, max_version=0, flexible_min=0,
         listeners=('controller',), latest_version_unstable=False,
-        request_class=_assign_replicas_to_dirs.AssignReplicasToDirsRequest, response_class=_assign_replicas_to_dirs.AssignReplicasToDirsResponse,
-        request_decoders=_assign_replicas_to_dirs.REQUEST_DECODERS, request_encoders=_assign_replicas_to_dirs.REQUEST_ENCODERS,
-        response_decoders=_assign_replicas_to_dirs.RESPONSE_DECODERS, response_encoders=_assign_replicas_to_dirs.RESPONSE_ENCODERS,
+        module='kbroker.protocol.messages.assign_replicas_to_dirs',
+        request_class='AssignReplicasToDirsRequest', response_class='AssignReplicasToDirsResponse',
     ),
     74: ApiSpec(
         api_key=74, name='ListConfigResources', min_version=0, max_version=1, flexible_min=0,
         listeners=('broker',), latest_version_unstable=False,
-        request_class=_list_config_resources.ListConfigResourcesRequest, response_class=_list_config_resources.ListConfigResourcesResponse,
-        request_decoders=_list_config_resources.REQUEST_DECODERS, request_encoders=_list_config_resources.REQUEST_ENCODERS,
-        response_decoders=_list_config_resources.RESPONSE_DECODERS, response_encoders=_list_config_resources.RESPONSE_ENCODERS,
+        module='kbroker.protocol.messages.list_config_resources',
+        request_class='ListConfigResourcesRequest', response_class='ListConfigResourcesResponse',
     ),
     75: ApiSpec(
         api_key=75, name='DescribeTopicPartitions', min_version=0, max_version=0, flexible_min=0,
         listeners=('broker',), latest_version_unstable=False,
-        request_class=_describe_topic_partitions.DescribeTopicPartitionsRequest, response_class=_describe_topic_partitions.DescribeTopicPartitionsResponse,
-        request_decoders=_describe_topic_partitions.REQUEST_DECODERS, request_encoders=_describe_topic_partitions.REQUEST_ENCODERS,
-        response_decoders=_describe_topic_partitions.RESPONSE_DECODERS, response_encoders=_describe_topic_partitions.RESPONSE_ENCODERS,
+        module='kbroker.protocol.messages.describe_topic_partitions',
+        request_class='DescribeTopicPartitionsRequest', response_class='DescribeTopicPartitionsResponse',
     ),
     76: ApiSpec(
         api_key=76, name='ShareGroupHeartbeat', min_version=1, max_version=1, flexible_min=0,
         listeners=('broker',), latest_version_unstable=False,
-        request_class=_share_group_heartbeat.ShareGroupHeartbeatRequest, response_class=_share_group_heartbeat.ShareGroupHeartbeatResponse,
-        request_decoders=_share_group_heartbeat.REQUEST_DECODERS, request_encoders=_share_group_heartbeat.REQUEST_ENCODERS,
-        response_decoders=_share_group_heartbeat.RESPONSE_DECODERS, response_encoders=_share_group_heartbeat.RESPONSE_ENCODERS,
+        module='kbroker.protocol.messages.share_group_heartbeat',
+        request_class='ShareGroupHeartbeatRequest', response_class='ShareGroupHeartbeatResponse',
     ),
     77: ApiSpec(
         api_key=77, name='ShareGroupDescribe', min_version=1, max_version=1, flexible_min=0,
         listeners=('broker',), latest_version_unstable=False,
-        request_class=_share_group_describe.ShareGroupDescribeRequest, response_class=_share_group_describe.ShareGroupDescribeResponse,
-        request_decoders=_share_group_describe.REQUEST_DECODERS, request_encoders=_share_group_describe.REQUEST_ENCODERS,
-        response_decoders=_share_group_describe.RESPONSE_DECODERS, response_encoders=_share_group_describe.RESPONSE_ENCODERS,
+        module='kbroker.protocol.messages.share_group_describe',
+        request_class='ShareGroupDescribeRequest', response_class='ShareGroupDescribeResponse',
     ),
     78: ApiSpec(
         api_key=78, name='ShareFetch', min_version=1, max_version=2, flexible_min=0,
         listeners=('broker',), latest_version_unstable=False,
-        request_class=_share_fetch.ShareFetchRequest, response_class=_share_fetch.ShareFetchResponse,
-        request_decoders=_share_fetch.REQUEST_DECODERS, request_encoders=_share_fetch.REQUEST_ENCODERS,
-        response_decoders=_share_fetch.RESPONSE_DECODERS, response_encoders=_share_fetch.RESPONSE_ENCODERS,
+        module='kbroker.protocol.messages.share_fetch',
+        request_class='ShareFetchRequest', response_class='ShareFetchResponse',
     ),
     79: ApiSpec(
         api_key=79, name='ShareAcknowledge', min_version=1, max_version=2, flexible_min=0,
         listeners=('broker',), latest_version_unstable=False,
-        request_class=_share_acknowledge.ShareAcknowledgeRequest, response_class=_share_acknowledge.ShareAcknowledgeResponse,
-        request_decoders=_share_acknowledge.REQUEST_DECODERS, request_encoders=_share_acknowledge.REQUEST_ENCODERS,
-        response_decoders=_share_acknowledge.RESPONSE_DECODERS, response_encoders=_share_acknowledge.RESPONSE_ENCODERS,
+        module='kbroker.protocol.messages.share_acknowledge',
+        request_class='ShareAcknowledgeRequest', response_class='ShareAcknowledgeResponse',
     ),
     80: ApiSpec(
         api_key=80, name='AddRaftVoter', min_version=0, max_version=1, flexible_min=0,
         listeners=('controller', 'broker'), latest_version_unstable=False,
-        request_class=_add_raft_voter.AddRaftVoterRequest, response_class=_add_raft_voter.AddRaftVoterResponse,
-        request_decoders=_add_raft_voter.REQUEST_DECODERS, request_encoders=_add_raft_voter.REQUEST_ENCODERS,
-        response_decoders=_add_raft_voter.RESPONSE_DECODERS, response_encoders=_add_raft_voter.RESPONSE_ENCODERS,
+        module='kbroker.protocol.messages.add_raft_voter',
+        request_class='AddRaftVoterRequest', response_class='AddRaftVoterResponse',
     ),
     81: ApiSpec(
         api_key=81, name='RemoveRaftVoter', min_version=0, max_version=0, flexible_min=0,
         listeners=('controller', 'broker'), latest_version_unstable=False,
-        request_class=_remove_raft_voter.RemoveRaftVoterRequest, response_class=_remove_raft_voter.RemoveRaftVoterResponse,
-        request_decoders=_remove_raft_voter.REQUEST_DECODERS, request_encoders=_remove_raft_voter.REQUEST_ENCODERS,
-        response_decoders=_remove_raft_voter.RESPONSE_DECODERS, response_encoders=_remove_raft_voter.RESPONSE_ENCODERS,
+        module='kbroker.protocol.messages.remove_raft_voter',
+        request_class='RemoveRaftVoterRequest', response_class='RemoveRaftVoterResponse',
     ),
     82: ApiSpec(
         api_key=82, name='UpdateRaftVoter', min_version=0, max_version=0, flexible_min=0,
         listeners=('controller',), latest_version_unstable=False,
-        request_class=_update_raft_voter.UpdateRaftVoterRequest, response_class=_update_raft_voter.UpdateRaftVoterResponse,
-        request_decoders=_update_raft_voter.REQUEST_DECODERS, request_encoders=_update_raft_voter.REQUEST_ENCODERS,
-        response_decoders=_update_raft_voter.RESPONSE_DECODERS, response_encoders=_update_raft_voter.RESPONSE_ENCODERS,
+        module='kbroker.protocol.messages.update_raft_voter',
+        request_class='UpdateRaftVoterRequest', response_class='UpdateRaftVoterResponse',
     ),
     83: ApiSpec(
         api_key=83, name='InitializeShareGroupState', min_version=0, max_version=0, flexible_min=0,
         listeners=('broker',), latest_version_unstable=False,
-        request_class=_initialize_share_group_state.InitializeShareGroupStateRequest, response_class=_initialize_share_group_state.InitializeShareGroupStateResponse,
-        request_decoders=_initialize_share_group_state.REQUEST_DECODERS, request_encoders=_initialize_share_group_state.REQUEST_ENCODERS,
-        response_decoders=_initialize_share_group_state.RESPONSE_DECODERS, response_encoders=_initialize_share_group_state.RESPONSE_ENCODERS,
+        module='kbroker.protocol.messages.initialize_share_group_state',
+        request_class='InitializeShareGroupStateRequest', response_class='InitializeShareGroupStateResponse',
     ),
     84: ApiSpec(
         api_key=84, name='ReadShareGroupState', min_version=0, max_version=0, flexible_min=0,
         listeners=('broker',), latest_version_unstable=False,
-        request_class=_read_share_group_state.ReadShareGroupStateRequest, response_class=_read_share_group_state.ReadShareGroupStateResponse,
-        request_decoders=_read_share_group_state.REQUEST_DECODERS, request_encoders=_read_share_group_state.REQUEST_ENCODERS,
-        response_decoders=_read_share_group_state.RESPONSE_DECODERS, response_encoders=_read_share_group_state.RESPONSE_ENCODERS,
+        module='kbroker.protocol.messages.read_share_group_state',
+        request_class='ReadShareGroupStateRequest', response_class='ReadShareGroupStateResponse',
     ),
     85: ApiSpec(
         api_key=85, name='WriteShareGroupState', min_version=0, max_version=1, flexible_min=0,
         listeners=('broker',), latest_version_unstable=False,
-        request_class=_write_share_group_state.WriteShareGroupStateRequest, response_class=_write_share_group_state.WriteShareGroupStateResponse,
-        request_decoders=_write_share_group_state.REQUEST_DECODERS, request_encoders=_write_share_group_state.REQUEST_ENCODERS,
-        response_decoders=_write_share_group_state.RESPONSE_DECODERS, response_encoders=_write_share_group_state.RESPONSE_ENCODERS,
+        module='kbroker.protocol.messages.write_share_group_state',
+        request_class='WriteShareGroupStateRequest', response_class='WriteShareGroupStateResponse',
     ),
     86: ApiSpec(
         api_key=86, name='DeleteShareGroupState', min_version=0, max_version=0, flexible_min=0,
         listeners=('broker',), latest_version_unstable=False,
-        request_class=_delete_share_group_state.DeleteShareGroupStateRequest, response_class=_delete_share_group_state.DeleteShareGroupStateResponse,
-        request_decoders=_delete_share_group_state.REQUEST_DECODERS, request_encoders=_delete_share_group_state.REQUEST_ENCODERS,
-        response_decoders=_delete_share_group_state.RESPONSE_DECODERS, response_encoders=_delete_share_group_state.RESPONSE_ENCODERS,
+        module='kbroker.protocol.messages.delete_share_group_state',
+        request_class='DeleteShareGroupStateRequest', response_class='DeleteShareGroupStateResponse',
     ),
     87: ApiSpec(
         api_key=87, name='ReadShareGroupStateSummary', min_version=0, max_version=1, flexible_min=0,
         listeners=('broker',), latest_version_unstable=False,
-        request_class=_read_share_group_state_summary.ReadShareGroupStateSummaryRequest, response_class=_read_share_group_state_summary.ReadShareGroupStateSummaryResponse,
-        request_decoders=_read_share_group_state_summary.REQUEST_DECODERS, request_encoders=_read_share_group_state_summary.REQUEST_ENCODERS,
-        response_decoders=_read_share_group_state_summary.RESPONSE_DECODERS, response_encoders=_read_share_group_state_summary.RESPONSE_ENCODERS,
+        module='kbroker.protocol.messages.read_share_group_state_summary',
+        request_class='ReadShareGroupStateSummaryRequest', response_class='ReadShareGroupStateSummaryResponse',
     ),
     88: ApiSpec(
         api_key=88, name='StreamsGroupHeartbeat', min_version=0, max_version=0, flexible_min=0,
         listeners=('broker',), latest_version_unstable=False,
-        request_class=_streams_group_heartbeat.StreamsGroupHeartbeatRequest, response_class=_streams_group_heartbeat.StreamsGroupHeartbeatResponse,
-        request_decoders=_streams_group_heartbeat.REQUEST_DECODERS, request_encoders=_streams_group_heartbeat.REQUEST_ENCODERS,
-        response_decoders=_streams_group_heartbeat.RESPONSE_DECODERS, response_encoders=_streams_group_heartbeat.RESPONSE_ENCODERS,
+        module='kbroker.protocol.messages.streams_group_heartbeat',
+        request_class='StreamsGroupHeartbeatRequest', response_class='StreamsGroupHeartbeatResponse',
     ),
     89: ApiSpec(
         api_key=89, name='StreamsGroupDescribe', min_version=0, max_version=0, flexible_min=0,
         listeners=('broker',), latest_version_unstable=False,
-        request_class=_streams_group_describe.StreamsGroupDescribeRequest, response_class=_streams_group_describe.StreamsGroupDescribeResponse,
-        request_decoders=_streams_group_describe.REQUEST_DECODERS, request_encoders=_streams_group_describe.REQUEST_ENCODERS,
-        response_decoders=_streams_group_describe.RESPONSE_DECODERS, response_encoders=_streams_group_describe.RESPONSE_ENCODERS,
+        module='kbroker.protocol.messages.streams_group_describe',
+        request_class='StreamsGroupDescribeRequest', response_class='StreamsGroupDescribeResponse',
     ),
     90: ApiSpec(
         api_key=90, name='DescribeShareGroupOffsets', min_version=0, max_version=1, flexible_min=0,
         listeners=('broker',), latest_version_unstable=False,
-        request_class=_describe_share_group_offsets.DescribeShareGroupOffsetsRequest, response_class=_describe_share_group_offsets.DescribeShareGroupOffsetsResponse,
-        request_decoders=_describe_share_group_offsets.REQUEST_DECODERS, request_encoders=_describe_share_group_offsets.REQUEST_ENCODERS,
-        response_decoders=_describe_share_group_offsets.RESPONSE_DECODERS, response_encoders=_describe_share_group_offsets.RESPONSE_ENCODERS,
+        module='kbroker.protocol.messages.describe_share_group_offsets',
+        request_class='DescribeShareGroupOffsetsRequest', response_class='DescribeShareGroupOffsetsResponse',
     ),
     91: ApiSpec(
         api_key=91, name='AlterShareGroupOffsets', min_version=0, max_version=0, flexible_min=0,
         listeners=('broker',), latest_version_unstable=False,
-        request_class=_alter_share_group_offsets.AlterShareGroupOffsetsRequest, response_class=_alter_share_group_offsets.AlterShareGroupOffsetsResponse,
-        request_decoders=_alter_share_group_offsets.REQUEST_DECODERS, request_encoders=_alter_share_group_offsets.REQUEST_ENCODERS,
-        response_decoders=_alter_share_group_offsets.RESPONSE_DECODERS, response_encoders=_alter_share_group_offsets.RESPONSE_ENCODERS,
+        module='kbroker.protocol.messages.alter_share_group_offsets',
+        request_class='AlterShareGroupOffsetsRequest', response_class='AlterShareGroupOffsetsResponse',
     ),
     92: ApiSpec(
         api_key=92, name='DeleteShareGroupOffsets', min_version=0, max_version=0, flexible_min=0,
         listeners=('broker',), latest_version_unstable=False,
-        request_class=_delete_share_group_offsets.DeleteShareGroupOffsetsRequest, response_class=_delete_share_group_offsets.DeleteShareGroupOffsetsResponse,
-        request_decoders=_delete_share_group_offsets.REQUEST_DECODERS, request_encoders=_delete_share_group_offsets.REQUEST_ENCODERS,
-        response_decoders=_delete_share_group_offsets.RESPONSE_DECODERS, response_encoders=_delete_share_group_offsets.RESPONSE_ENCODERS,
+        module='kbroker.protocol.messages.delete_share_group_offsets',
+        request_class='DeleteShareGroupOffsetsRequest', response_class='DeleteShareGroupOffsetsResponse',
     ),
 }
 
