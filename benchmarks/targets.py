@@ -1,0 +1,95 @@
+"""The two brokers under test, started fresh, pinned to core 0, stopped after each repetition."""
+
+from __future__ import annotations
+
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Protocol
+
+ROOT = Path(__file__).resolve().parent.parent
+BROKER_CPU = "0"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def wait_for_port(port: int, timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=0.2):
+                return
+        except OSError:
+            time.sleep(0.02)
+    raise TimeoutError(f"nothing listens on 127.0.0.1:{port} after {timeout}s")
+
+
+class Target(Protocol):
+    name: str
+    bootstrap: str
+    pid: int
+
+    def start(self, workdir: Path) -> None: ...
+    def stop(self) -> None: ...
+
+
+class KBrokerTarget:
+    """kbroker as a user runs it: `python -m kbroker serve` with overrides, pinned with taskset."""
+
+    name = "kbroker"
+
+    def __init__(self) -> None:
+        self.bootstrap, self.pid = "", 0
+        self._proc: subprocess.Popen[bytes] | None = None
+
+    def start(self, workdir: Path) -> None:
+        port = free_port()
+        self._log = open(workdir / "kbroker.log", "wb")  # noqa: SIM115 - closed in stop()
+        self._proc = subprocess.Popen(
+            ["taskset", "-c", BROKER_CPU, sys.executable, "-m", "kbroker", "serve",
+             "--override", f"listeners=PLAINTEXT://127.0.0.1:{port}",
+             "--override", f"log.dirs={workdir / 'data'}",
+             "--override", "num.partitions=1"],
+            stdout=self._log, stderr=subprocess.STDOUT, cwd=ROOT)
+        self.pid = self._proc.pid  # taskset execs the broker, so this is the broker's pid
+        wait_for_port(port, 60)
+        self.bootstrap = f"127.0.0.1:{port}"
+
+    def stop(self) -> None:
+        if self._proc is not None:
+            self._proc.terminate()
+            try:
+                self._proc.wait(60)
+            except subprocess.TimeoutExpired:
+                self._proc.kill()
+                self._proc.wait()
+            self._log.close()
+
+
+class KafkaTarget:
+    """The reference Apache Kafka 4.3 (KRaft, combined) from benchmarks/reference/kafka.sh."""
+
+    name = "kafka"
+
+    def __init__(self) -> None:
+        self.bootstrap, self.pid, self._dir = "", 0, Path()
+
+    def start(self, workdir: Path) -> None:
+        self._dir = workdir / "kafka"
+        out = subprocess.run(["bash", str(ROOT / "benchmarks/reference/kafka.sh"), "start", "--dir", str(self._dir),
+                              "--override", "num.partitions=1"],
+                             capture_output=True, text=True, timeout=180, check=True)
+        self.bootstrap = out.stdout.strip().splitlines()[-1].split("=", 1)[1]
+        self.pid = int((self._dir / "kafka.pid").read_text().strip())
+        # Pin every JVM thread to the broker core, like kbroker's single process.
+        subprocess.run(["taskset", "-a", "-cp", BROKER_CPU, str(self.pid)], capture_output=True, check=True)
+
+    def stop(self) -> None:
+        subprocess.run(["bash", str(ROOT / "benchmarks/reference/kafka.sh"), "stop", "--dir", str(self._dir)],
+                       capture_output=True, timeout=120)
