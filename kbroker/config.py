@@ -1,0 +1,448 @@
+"""Broker configuration: a loaded, validated, typed server.properties (`KafkaConfig`).
+
+Owns `KafkaConfig`, the `.properties` file parser, listener parsing (`Endpoint`), the checks that span
+several keys, and the mapping from broker keys to topic-level defaults (`topic_defaults`). The key
+table itself (`CONFIG_DEFS`: types, defaults, validators) lives in `kbroker.config_defs`; its names are
+re-exported here so `from kbroker.config import CONFIG_DEFS, ConfigError, ...` keeps working. Must not
+import kbroker.net or kbroker.api.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import re
+import socket
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from kbroker.config_defs import (
+    CONFIG_DEFS,
+    DEFAULT_CONFIG,
+    INT_MAX,
+    LONG_MAX,
+    STATIC_BROKER_CONFIG,
+    ConfigDef,
+    ConfigError,
+    Validator,
+    at_least,
+    between,
+    one_of,
+)
+
+__all__ = [
+    "CONFIG_DEFS",
+    "DEFAULT_CONFIG",
+    "INT_MAX",
+    "LONG_MAX",
+    "STATIC_BROKER_CONFIG",
+    "ConfigDef",
+    "ConfigError",
+    "Endpoint",
+    "KafkaConfig",
+    "Validator",
+    "at_least",
+    "between",
+    "format_value",
+    "one_of",
+    "parse_endpoints",
+    "parse_properties",
+]
+
+log = logging.getLogger(__name__)
+
+
+# --- parsing -------------------------------------------------------------------------------
+
+_TRUE = {"true"}
+_FALSE = {"false"}
+
+
+def _parse_value(d: ConfigDef, raw: str) -> Any:
+    """Turn the text of a property into Kafka's typed value (ConfigDef.parseType)."""
+    text = raw.strip()
+    name = d.name
+    if d.type in ("int", "long", "short"):
+        if text == "" and d.default is None:
+            return None
+        try:
+            value = int(text)
+        except ValueError:
+            raise ConfigError(
+                f"Invalid value {raw} for configuration {name}: Not a number of type {d.type.upper()}"
+            ) from None
+        limit = {"int": INT_MAX, "long": LONG_MAX, "short": 2**15 - 1}[d.type]
+        if not -limit - 1 <= value <= limit:
+            raise ConfigError(
+                f"Invalid value {raw} for configuration {name}: Not a number of type {d.type.upper()}"
+            )
+        return value
+    if d.type == "double":
+        try:
+            return float(text)
+        except ValueError:
+            raise ConfigError(
+                f"Invalid value {raw} for configuration {name}: Not a number of type DOUBLE"
+            ) from None
+    if d.type == "boolean":
+        if text.lower() in _TRUE:
+            return True
+        if text.lower() in _FALSE:
+            return False
+        raise ConfigError(
+            f"Invalid value {raw} for configuration {name}: Expected value to be either true or false"
+        )
+    if d.type == "list":
+        return [item.strip() for item in text.split(",") if item.strip()]
+    return text
+
+
+_UNICODE_ESCAPE = re.compile(r"\\u([0-9a-fA-F]{4})")
+_SIMPLE_ESCAPES = {"t": "\t", "n": "\n", "r": "\r", "f": "\f"}
+
+
+def _unescape(text: str) -> str:
+    out: list[str] = []
+    i = 0
+    while i < len(text):
+        c = text[i]
+        if c == "\\" and i + 1 < len(text):
+            nxt = text[i + 1]
+            if nxt == "u" and _UNICODE_ESCAPE.match(text, i):
+                out.append(chr(int(text[i + 2 : i + 6], 16)))
+                i += 6
+                continue
+            out.append(_SIMPLE_ESCAPES.get(nxt, nxt))
+            i += 2
+            continue
+        out.append(c)
+        i += 1
+    return "".join(out)
+
+
+def parse_properties(text: str) -> dict[str, str]:
+    """Parse java.util.Properties text: comments (# !), `=`/`:`/space separators, `\\` continuations."""
+    result: dict[str, str] = {}
+    logical: list[str] = []
+    lines = text.splitlines()
+    i = 0
+    while i < len(lines):
+        line = lines[i].lstrip()
+        i += 1
+        if not logical and (not line or line[0] in "#!"):
+            continue
+        # A line ending in an odd number of backslashes continues on the next line.
+        trailing = len(line) - len(line.rstrip("\\"))
+        if trailing % 2 == 1:
+            logical.append(line[:-1])
+            if i < len(lines):
+                continue
+        else:
+            logical.append(line)
+        entry = "".join(logical)
+        logical = []
+        m = re.match(r"((?:\\.|[^=:\s\\])*)\s*[=:]?\s*(.*)$", entry)
+        if m is None:
+            continue
+        key = _unescape(m.group(1))
+        if key:
+            result[key] = _unescape(m.group(2))
+    return result
+
+
+# --- typed helpers -------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    name: str
+    host: str
+    port: int
+    security_protocol: str
+
+    def __str__(self) -> str:
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"{self.name}://{host}:{self.port}"
+
+
+_LISTENER = re.compile(r"^([A-Za-z0-9_.-]+)://(\[[0-9A-Fa-f:.]+\]|[^:\[\]]*):(-?\d+)$")
+
+
+def parse_endpoints(name: str, items: list[str], protocol_map: dict[str, str]) -> list[Endpoint]:
+    endpoints: list[Endpoint] = []
+    seen: set[str] = set()
+    for item in items:
+        m = _LISTENER.match(item.strip())
+        if m is None:
+            raise ConfigError(
+                f"Invalid value {item} for configuration {name}: listener must be NAME://HOST:PORT"
+            )
+        listener, host, port = m.group(1).upper(), m.group(2).strip("[]"), int(m.group(3))
+        if not 0 <= port <= 65535:
+            raise ConfigError(f"Invalid value {item} for configuration {name}: port {port} is out of range")
+        if listener in seen:
+            raise ConfigError(
+                f"Invalid value {item} for configuration {name}: listener {listener} appears twice"
+            )
+        seen.add(listener)
+        protocol = protocol_map.get(listener)
+        if protocol is None:
+            raise ConfigError(
+                f"Invalid value {item} for configuration {name}: no security protocol defined for "
+                f"listener {listener} in listener.security.protocol.map"
+            )
+        endpoints.append(Endpoint(listener, host, port, protocol))
+    return endpoints
+
+
+class KafkaConfig:
+    """A validated broker configuration. `config[key]` is the typed value (None when unset, no default)."""
+
+    def __init__(self, props: Mapping[str, str] | None = None) -> None:
+        props = dict(props or {})
+        self.originals: dict[str, str] = props
+        self._values: dict[str, Any] = {}
+        self._sources: dict[str, str] = {}
+        self.unknown_keys: list[str] = sorted(k for k in props if k not in CONFIG_DEFS)
+        self._listeners: list[Endpoint] | None = None
+        self._advertised: list[Endpoint] | None = None
+        for name, d in CONFIG_DEFS.items():
+            if name in props:
+                value = _parse_value(d, props[name])
+                self._sources[name] = STATIC_BROKER_CONFIG
+            else:
+                value = d.default
+                self._sources[name] = DEFAULT_CONFIG
+            if d.validator is not None:
+                d.validator(name, value)
+            self._values[name] = value
+        self._validate_together()
+
+    # -- loading --
+
+    @classmethod
+    def load(cls, path: Path | None = None, overrides: Mapping[str, str] | None = None) -> KafkaConfig:
+        """Read a server.properties file (if any), apply `--override`s, validate, warn about unknown keys."""
+        props: dict[str, str] = {}
+        if path is not None:
+            try:
+                text = Path(path).read_text(encoding="utf-8")
+            except OSError as e:
+                raise ConfigError(f"Cannot read config file {path}: {e.strerror or e}") from None
+            props.update(parse_properties(text))
+        props.update(overrides or {})
+        config = cls(props)
+        voters = [v for v in config["controller.quorum.voters"] if not v.startswith(f"{config.node_id}@")]
+        if voters:
+            log.warning(
+                "controller.quorum.voters lists other nodes (%s): kbroker runs a single node and ignores them",
+                ",".join(voters),
+            )
+        if config.unknown_keys:
+            # Kafka logs the same warning (AbstractConfig.logUnused) and carries on.
+            log.warning("These configurations '%s' were supplied but are not used.", config.unknown_keys)
+        return config
+
+    # -- access --
+
+    def __getitem__(self, key: str) -> Any:
+        return self._values[key]
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._values
+
+    def get(self, key: str, default: Any = None) -> Any:
+        return self._values.get(key, default)
+
+    def source(self, key: str) -> str:
+        return self._sources[key]
+
+    def items(self) -> list[tuple[str, Any]]:
+        return list(self._values.items())
+
+    def value_as_string(self, key: str) -> str | None:
+        """The value as Kafka shows it in DescribeConfigs (lists comma-joined, booleans lower-case)."""
+        return format_value(self._values[key])
+
+    # -- typed helpers --
+
+    @property
+    def node_id(self) -> int:
+        return int(self._values["node.id"])
+
+    @property
+    def log_dirs(self) -> list[Path]:
+        dirs = self._values["log.dirs"] or [self._values["log.dir"]]
+        return [Path(d).expanduser().absolute() for d in dirs]
+
+    @property
+    def security_protocol_map(self) -> dict[str, str]:
+        result: dict[str, str] = {}
+        for item in self._values["listener.security.protocol.map"]:
+            listener, _, protocol = item.partition(":")
+            result[listener.strip().upper()] = protocol.strip().upper()
+        return result
+
+    @property
+    def controller_listener_names(self) -> set[str]:
+        raw = self._values["controller.listener.names"] or ""
+        return {n.strip().upper() for n in raw.split(",") if n.strip()}
+
+    @property
+    def listeners(self) -> list[Endpoint]:
+        """The broker listeners kbroker binds. Listeners named in controller.listener.names (Kafka's
+        KRaft sample config has `CONTROLLER://:9093`) are not bound: kbroker has no controller RPCs."""
+        if self._listeners is None:
+            controller = self.controller_listener_names
+            self._listeners = [
+                e
+                for e in parse_endpoints("listeners", self._values["listeners"], self.security_protocol_map)
+                if e.name not in controller
+            ]
+        return list(self._listeners)
+
+    @property
+    def advertised_listeners(self) -> list[Endpoint]:
+        """advertised.listeners, defaulting to listeners; an empty host advertises this host's name.
+
+        Computed once (Metadata asks for it on every request, and the host name lookup may be slow).
+        """
+        if self._advertised is None:
+            raw = self._values["advertised.listeners"]
+            if raw is None:
+                endpoints = self.listeners
+            else:
+                controller = self.controller_listener_names
+                endpoints = [
+                    e
+                    for e in parse_endpoints("advertised.listeners", raw, self.security_protocol_map)
+                    if e.name not in controller
+                ]
+            self._advertised = [
+                Endpoint(e.name, e.host or socket.getfqdn(), e.port, e.security_protocol) for e in endpoints
+            ]
+        return list(self._advertised)
+
+    def set_bound_ports(self, bound: list[Endpoint]) -> None:
+        """After binding: a listener configured with port 0 reports (and advertises) the port it got."""
+        ports = {e.name: e.port for e in bound}
+
+        def resolve(e: Endpoint) -> Endpoint:
+            return dataclasses.replace(e, port=ports[e.name]) if e.port == 0 and e.name in ports else e
+
+        self._listeners = [resolve(e) for e in self.listeners]
+        self._advertised = [resolve(e) for e in self.advertised_listeners]
+
+    @property
+    def log_retention_ms(self) -> int:
+        """log.retention.ms, else minutes, else hours (Kafka's precedence); a negative value means forever."""
+        ms = self._values["log.retention.ms"]
+        if ms is not None:
+            return -1 if ms < 0 else int(ms)
+        minutes = self._values["log.retention.minutes"]
+        if minutes is not None:
+            return -1 if minutes < 0 else int(minutes) * 60_000
+        hours = self._values["log.retention.hours"]
+        return -1 if hours < 0 else int(hours) * 3_600_000
+
+    @property
+    def log_roll_ms(self) -> int:
+        ms = self._values["log.roll.ms"]
+        return int(ms) if ms is not None else int(self._values["log.roll.hours"]) * 3_600_000
+
+    @property
+    def log_roll_jitter_ms(self) -> int:
+        ms = self._values["log.roll.jitter.ms"]
+        return int(ms) if ms is not None else int(self._values["log.roll.jitter.hours"]) * 3_600_000
+
+    @property
+    def log_flush_interval_ms(self) -> int:
+        ms = self._values["log.flush.interval.ms"]
+        return int(ms) if ms is not None else int(self._values["log.flush.scheduler.interval.ms"])
+
+    def topic_defaults(self) -> dict[str, str]:
+        """Topic config name -> its broker-derived default, through the synonym table of
+        `kbroker.log.config.TOPIC_CONFIGS` (first broker key set wins; hours/minutes scaled to ms)."""
+        from kbroker.log.config import TOPIC_CONFIGS
+
+        result: dict[str, str] = {}
+        for d in TOPIC_CONFIGS:
+            if d.internal:
+                continue
+            for key, multiplier in d.synonyms:
+                value = self._values.get(key)
+                if value is None:
+                    continue
+                if multiplier != 1 and isinstance(value, int) and value >= 0:
+                    value *= multiplier
+                rendered = format_value(value)
+                if rendered is not None:
+                    result[d.name] = rendered
+                break
+        return result
+
+    def broker_props(self) -> dict[str, str]:
+        """Every broker key that has a value, rendered as text (what `LogConfig.from_props` reads)."""
+        return {k: v for k, v in ((k, format_value(val)) for k, val in self._values.items()) if v is not None}
+
+    # -- validation across keys --
+
+    def _validate_together(self) -> None:
+        if self.originals.get("broker.id") is not None:
+            broker_id = self._values["broker.id"]
+            if "node.id" not in self.originals:
+                self._values["node.id"] = broker_id
+                self._sources["node.id"] = STATIC_BROKER_CONFIG
+            elif broker_id != self._values["node.id"]:
+                raise ConfigError(
+                    f"If broker.id is set, its value must be equal to node.id: broker.id={broker_id}, "
+                    f"node.id={self._values['node.id']}"
+                )
+        if "log.dirs" in self.originals and not self._values["log.dirs"]:
+            raise ConfigError("Invalid value for configuration log.dirs: it must name at least one directory")
+        listeners = self.listeners
+        if not listeners:
+            raise ConfigError("Invalid value for configuration listeners: at least one listener is required")
+        for e in listeners:
+            if e.security_protocol != "PLAINTEXT":
+                raise ConfigError(
+                    f"Invalid value {e} for configuration listeners: kbroker supports only PLAINTEXT listeners "
+                    f"(security protocol {e.security_protocol} is not implemented)"
+                )
+        for e in self.advertised_listeners:
+            if e.host in ("0.0.0.0", "::"):
+                raise ConfigError(
+                    f"Invalid value {e} for configuration advertised.listeners: "
+                    "advertised.listeners cannot use the nonroutable meta-address 0.0.0.0. "
+                    "Use a routable IP address."
+                )
+        names = {e.name for e in listeners}
+        for e in self.advertised_listeners:
+            if e.name not in names:
+                raise ConfigError(
+                    f"Invalid value {e} for configuration advertised.listeners: listener {e.name} "
+                    "is not in listeners"
+                )
+        lo, hi = (self._values["group.min.session.timeout.ms"], self._values["group.max.session.timeout.ms"])
+        if lo > hi:
+            raise ConfigError("group.max.session.timeout.ms must be at least group.min.session.timeout.ms")
+        if (
+            self._values["queued.max.request.bytes"] not in (-1,)
+            and self._values["queued.max.request.bytes"] < 1
+        ):
+            raise ConfigError(
+                f"Invalid value {self._values['queued.max.request.bytes']} for configuration "
+                "queued.max.request.bytes: must be -1 (no bound) or positive"
+            )
+
+
+def format_value(value: Any) -> str | None:
+    if value is None:
+        return None
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, list):
+        return ",".join(str(v) for v in value)
+    return str(value)

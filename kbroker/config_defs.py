@@ -1,0 +1,271 @@
+"""The broker config table: every Kafka server.properties key kbroker reads, with its type, default and validator.
+
+Owns `CONFIG_DEFS` (also what DescribeConfigs lists for the BROKER resource), `ConfigDef`, the
+validators (`at_least`, `between`, `one_of`), `ConfigError` and the config-source names. Pure data:
+imports nothing from kbroker. `kbroker.config` builds `KafkaConfig` on this table and re-exports it.
+
+Defaults are Kafka 4.3's, except where docs/configuration.md says otherwise (kbroker's out-of-the-box
+single node: node.id=1, listeners on 127.0.0.1:9092, data in ./data).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+INT_MAX = 2**31 - 1
+LONG_MAX = 2**63 - 1
+
+DEFAULT_CONFIG = "DEFAULT_CONFIG"
+STATIC_BROKER_CONFIG = "STATIC_BROKER_CONFIG"
+
+
+class ConfigError(ValueError):
+    """An invalid configuration value; the message is Kafka's wording, fit to show a user as is."""
+
+
+Validator = Callable[[str, Any], None]
+
+
+def at_least(minimum: float) -> Validator:
+    def check(name: str, value: Any) -> None:
+        if value is not None and value < minimum:
+            raise ConfigError(
+                f"Invalid value {value} for configuration {name}: Value must be at least {minimum}"
+            )
+
+    return check
+
+
+def between(low: float, high: float) -> Validator:
+    def check(name: str, value: Any) -> None:
+        if value is not None and not low <= value <= high:
+            raise ConfigError(
+                f"Invalid value {value} for configuration {name}: Value must be no less than {low} "
+                f"and no more than {high}"
+            )
+
+    return check
+
+
+def one_of(*allowed: str, case_insensitive: bool = False) -> Validator:
+    folded = {a.lower() if case_insensitive else a for a in allowed}
+
+    def check(name: str, value: Any) -> None:
+        values = value if isinstance(value, list) else [value]
+        for v in values:
+            if v is None:
+                continue
+            if (v.lower() if case_insensitive else v) not in folded:
+                raise ConfigError(
+                    f"Invalid value {v} for configuration {name}: String must be one of: {', '.join(allowed)}"
+                )
+
+    return check
+
+
+@dataclass(frozen=True)
+class ConfigDef:
+    """One broker key: Kafka's type name (int, long, double, boolean, string, list, password, class)."""
+
+    name: str
+    type: str
+    default: Any
+    doc: str = ""
+    dynamic_update: bool = False
+    sensitive: bool = False
+    validator: Validator | None = None
+
+
+def _defs(*defs: ConfigDef) -> dict[str, ConfigDef]:
+    return {d.name: d for d in defs}
+
+
+_COMPRESSION = ("uncompressed", "zstd", "lz4", "snappy", "gzip", "producer")
+
+# fmt: off
+CONFIG_DEFS: dict[str, ConfigDef] = _defs(
+    # --- node and listeners (KRaft combined mode, single node) ---
+    ConfigDef("node.id", "int", 1, "The node id. Kafka requires it; kbroker defaults to 1.",
+              validator=at_least(0)),
+    ConfigDef("broker.id", "int", -1, "Legacy alias of node.id; must equal node.id when both are set."),
+    ConfigDef("process.roles", "list", ["broker", "controller"], "Accepted for compatibility (single node).",
+              validator=one_of("broker", "controller")),
+    ConfigDef("controller.quorum.voters", "list", [], "Accepted; kbroker is its own single-node quorum."),
+    ConfigDef("controller.quorum.bootstrap.servers", "list", [], "Accepted; ignored (single node)."),
+    ConfigDef("controller.listener.names", "string", None,
+              "Accepted; kbroker has no separate controller listener."),
+    ConfigDef("listeners", "list", ["PLAINTEXT://127.0.0.1:9092"], "Where the broker listens."),
+    ConfigDef("advertised.listeners", "list", None, "What Metadata tells clients (default: listeners).",
+              dynamic_update=True),
+    ConfigDef("listener.security.protocol.map", "list",
+              ["PLAINTEXT:PLAINTEXT", "SSL:SSL", "SASL_PLAINTEXT:SASL_PLAINTEXT", "SASL_SSL:SASL_SSL"],
+              "Listener name to security protocol.", dynamic_update=True),
+    ConfigDef("inter.broker.listener.name", "string", None, "Accepted; single node."),
+    ConfigDef("metadata.log.dir", "string", None, "Accepted; metadata lives in the first log dir."),
+    # --- sockets and request queue ---
+    ConfigDef("socket.request.max.bytes", "int", 104857600, "Largest request frame accepted.",
+              validator=at_least(1)),
+    ConfigDef("socket.send.buffer.bytes", "int", 102400, "SO_SNDBUF (-1: OS default)."),
+    ConfigDef("socket.receive.buffer.bytes", "int", 102400, "SO_RCVBUF (-1: OS default)."),
+    ConfigDef("socket.listen.backlog.size", "int", 50, "listen() backlog.", validator=at_least(1)),
+    ConfigDef("queued.max.requests", "int", 500, "Requests being received or not yet handled, broker-wide.",
+              validator=at_least(1)),
+    ConfigDef("queued.max.request.bytes", "long", -1,
+              "Bytes of requests being received or not yet handled (-1: no bound)."),
+    ConfigDef("max.connections", "int", INT_MAX, "Connections accepted at once.", dynamic_update=True,
+              validator=at_least(0)),
+    ConfigDef("max.connections.per.ip", "int", INT_MAX, "Connections accepted at once from one address.",
+              dynamic_update=True, validator=at_least(0)),
+    ConfigDef("connections.max.idle.ms", "long", 600000, "Idle connections are closed after this."),
+    ConfigDef("num.network.threads", "int", 3, "Accepted; kbroker has one event loop.", dynamic_update=True,
+              validator=at_least(1)),
+    ConfigDef("num.io.threads", "int", 8, "Accepted; kbroker has one event loop.", dynamic_update=True,
+              validator=at_least(1)),
+    ConfigDef("background.threads", "int", 10, "Accepted; ignored.", dynamic_update=True,
+              validator=at_least(1)),
+    ConfigDef("num.recovery.threads.per.data.dir", "int", 2, "Accepted; recovery is sequential.",
+              dynamic_update=True, validator=at_least(1)),
+    # --- logs ---
+    ConfigDef("log.dirs", "list", None, "Data directories (default: log.dir)."),
+    ConfigDef("log.dir", "string", "./data", "Data directory when log.dirs is not set."),
+    ConfigDef("num.partitions", "int", 1, "Partitions of auto-created topics.", validator=at_least(1)),
+    ConfigDef("default.replication.factor", "int", 1, "Replication factor of auto-created topics."),
+    ConfigDef("auto.create.topics.enable", "boolean", True, "Create topics on Metadata requests."),
+    ConfigDef("delete.topic.enable", "boolean", True, "Allow DeleteTopics."),
+    ConfigDef("message.max.bytes", "int", 1048588, "Largest record batch.", dynamic_update=True,
+              validator=at_least(0)),
+    ConfigDef("log.segment.bytes", "int", 1073741824, "Segment size.", dynamic_update=True,
+              validator=at_least(1048576)),
+    ConfigDef("log.roll.ms", "long", None, "Segment age before rolling (wins over log.roll.hours).",
+              dynamic_update=True, validator=at_least(1)),
+    ConfigDef("log.roll.hours", "int", 168, "Segment age before rolling, in hours.", validator=at_least(1)),
+    ConfigDef("log.roll.jitter.ms", "long", None, "Random jitter on segment rolling.", dynamic_update=True,
+              validator=at_least(0)),
+    ConfigDef("log.roll.jitter.hours", "int", 0, "Random jitter on segment rolling, in hours.",
+              validator=at_least(0)),
+    ConfigDef("log.retention.ms", "long", None, "Retention time (wins over minutes and hours; -1: forever).",
+              dynamic_update=True),
+    ConfigDef("log.retention.minutes", "int", None, "Retention time in minutes (wins over hours)."),
+    ConfigDef("log.retention.hours", "int", 168, "Retention time in hours."),
+    ConfigDef("log.retention.bytes", "long", -1, "Retention size per partition (-1: unbounded).",
+              dynamic_update=True),
+    ConfigDef("log.retention.check.interval.ms", "long", 300000, "How often retention runs.",
+              validator=at_least(1)),
+    ConfigDef("log.initial.task.delay.ms", "long", 30000, "Delay before the first retention check.",
+              validator=at_least(0)),
+    ConfigDef("log.segment.delete.delay.ms", "long", 60000, "Delay before a deleted segment's files go.",
+              dynamic_update=True, validator=at_least(0)),
+    ConfigDef("log.flush.interval.messages", "long", LONG_MAX, "fsync after this many messages.",
+              dynamic_update=True, validator=at_least(1)),
+    ConfigDef("log.flush.interval.ms", "long", None, "fsync after this long (default: scheduler interval).",
+              dynamic_update=True, validator=at_least(0)),
+    ConfigDef("log.flush.scheduler.interval.ms", "long", LONG_MAX,
+              "How often dirty logs are checked for flush."),
+    ConfigDef("log.flush.offset.checkpoint.interval.ms", "int", 60000, "Recovery-point checkpoint interval.",
+              validator=at_least(0)),
+    ConfigDef("log.flush.start.offset.checkpoint.interval.ms", "int", 60000,
+              "Log-start-offset checkpoint interval.", validator=at_least(0)),
+    ConfigDef("log.index.interval.bytes", "int", 4096, "Bytes between offset index entries.",
+              dynamic_update=True, validator=at_least(0)),
+    ConfigDef("log.index.size.max.bytes", "int", 10485760, "Largest offset/time index file.",
+              dynamic_update=True, validator=at_least(4)),
+    ConfigDef("log.preallocate", "boolean", False, "Preallocate segment files.", dynamic_update=True),
+    ConfigDef("log.cleanup.policy", "list", ["delete"], "delete and/or compact.", dynamic_update=True,
+              validator=one_of("delete", "compact")),
+    ConfigDef("log.cleaner.enable", "boolean", True, "Run the log cleaner (compaction)."),
+    ConfigDef("log.cleaner.threads", "int", 1, "Cleaner threads.", dynamic_update=True,
+              validator=at_least(0)),
+    ConfigDef("log.cleaner.backoff.ms", "long", 15000, "Cleaner sleep when idle.", dynamic_update=True,
+              validator=at_least(0)),
+    ConfigDef("log.cleaner.min.cleanable.ratio", "double", 0.5, "Dirty ratio that triggers cleaning.",
+              dynamic_update=True, validator=between(0, 1)),
+    ConfigDef("log.cleaner.delete.retention.ms", "long", 86400000, "Tombstone retention.",
+              dynamic_update=True, validator=at_least(0)),
+    ConfigDef("log.cleaner.min.compaction.lag.ms", "long", 0, "Minimum age before compaction.",
+              dynamic_update=True, validator=at_least(0)),
+    ConfigDef("log.cleaner.max.compaction.lag.ms", "long", LONG_MAX, "Maximum age before compaction.",
+              dynamic_update=True, validator=at_least(1)),
+    ConfigDef("compression.type", "string", "producer", "Final compression of appended batches.",
+              dynamic_update=True, validator=one_of(*_COMPRESSION, case_insensitive=True)),
+    ConfigDef("compression.gzip.level", "int", -1, "gzip level (KIP-390).", dynamic_update=True),
+    ConfigDef("compression.lz4.level", "int", 9, "lz4 level (KIP-390).", dynamic_update=True,
+              validator=between(1, 17)),
+    ConfigDef("compression.zstd.level", "int", 3, "zstd level (KIP-390).", dynamic_update=True,
+              validator=between(-131072, 22)),
+    ConfigDef("log.message.timestamp.type", "string", "CreateTime", "CreateTime or LogAppendTime.",
+              dynamic_update=True, validator=one_of("CreateTime", "LogAppendTime")),
+    ConfigDef("log.message.timestamp.before.max.ms", "long", LONG_MAX,
+              "How far in the past a timestamp may be.", dynamic_update=True, validator=at_least(0)),
+    # Kafka 4.0 changed this default to one hour (KIP-1030).
+    ConfigDef("log.message.timestamp.after.max.ms", "long", 3600000,
+              "How far in the future a timestamp may be.", dynamic_update=True, validator=at_least(0)),
+    ConfigDef("min.insync.replicas", "int", 1, "Replicas that must acknowledge acks=all.",
+              dynamic_update=True, validator=at_least(1)),
+    ConfigDef("unclean.leader.election.enable", "boolean", False, "Accepted; single node.",
+              dynamic_update=True),
+    ConfigDef("auto.leader.rebalance.enable", "boolean", True, "Accepted; single node."),
+    ConfigDef("replica.lag.time.max.ms", "long", 30000, "Accepted; single node."),
+    # --- fetch ---
+    ConfigDef("fetch.max.bytes", "int", 57671680, "Largest Fetch response.", validator=at_least(1024)),
+    ConfigDef("max.incremental.fetch.session.cache.slots", "int", 1000,
+              "Incremental fetch sessions (KIP-227).", validator=at_least(0)),
+    # --- internal topics, groups, transactions ---
+    ConfigDef("offsets.topic.num.partitions", "int", 50, "Partitions of __consumer_offsets.",
+              validator=at_least(1)),
+    ConfigDef("offsets.topic.replication.factor", "short", 3,
+              "Replication of __consumer_offsets (capped to 1).", validator=at_least(1)),
+    ConfigDef("offsets.topic.segment.bytes", "int", 104857600, "Segment size of __consumer_offsets.",
+              validator=at_least(1)),
+    ConfigDef("offsets.topic.compression.codec", "int", 0, "Compression of offset commits.",
+              validator=at_least(0)),
+    ConfigDef("offsets.retention.minutes", "int", 10080,
+              "Committed offsets of empty groups are kept this long.", validator=at_least(1)),
+    ConfigDef("offsets.retention.check.interval.ms", "long", 600000, "How often expired offsets are removed.",
+              validator=at_least(1)),
+    ConfigDef("offsets.commit.timeout.ms", "int", 5000, "Offset commit timeout.", validator=at_least(1)),
+    ConfigDef("offsets.load.buffer.size", "int", 5242880, "Read size when loading offsets.",
+              validator=at_least(1)),
+    ConfigDef("group.initial.rebalance.delay.ms", "int", 3000, "Delay of the first classic rebalance."),
+    ConfigDef("group.min.session.timeout.ms", "int", 6000, "Smallest classic session timeout."),
+    ConfigDef("group.max.session.timeout.ms", "int", 1800000, "Largest classic session timeout."),
+    ConfigDef("group.max.size", "int", INT_MAX, "Largest classic group.", validator=at_least(1)),
+    ConfigDef("group.coordinator.rebalance.protocols", "list", ["classic", "consumer", "streams"],
+              "Enabled group protocols.", validator=one_of("classic", "consumer", "share", "streams")),
+    ConfigDef("group.coordinator.threads", "int", 4, "Accepted; one event loop.", validator=at_least(1)),
+    ConfigDef("group.consumer.session.timeout.ms", "int", 45000, "KIP-848 session timeout.",
+              validator=at_least(1)),
+    ConfigDef("group.consumer.min.session.timeout.ms", "int", 45000, "KIP-848 smallest session timeout.",
+              validator=at_least(1)),
+    ConfigDef("group.consumer.max.session.timeout.ms", "int", 60000, "KIP-848 largest session timeout.",
+              validator=at_least(1)),
+    ConfigDef("group.consumer.heartbeat.interval.ms", "int", 5000, "KIP-848 heartbeat interval.",
+              validator=at_least(1)),
+    ConfigDef("group.consumer.min.heartbeat.interval.ms", "int", 5000, "KIP-848 smallest heartbeat interval.",
+              validator=at_least(1)),
+    ConfigDef("group.consumer.max.heartbeat.interval.ms", "int", 15000, "KIP-848 largest heartbeat interval.",
+              validator=at_least(1)),
+    ConfigDef("group.consumer.max.size", "int", INT_MAX, "Largest KIP-848 group.", validator=at_least(1)),
+    ConfigDef("group.consumer.assignors", "list", ["uniform", "range"], "KIP-848 server-side assignors."),
+    ConfigDef("transaction.state.log.num.partitions", "int", 50, "Partitions of __transaction_state.",
+              validator=at_least(1)),
+    ConfigDef("transaction.state.log.replication.factor", "short", 3, "Replication of __transaction_state.",
+              validator=at_least(1)),
+    ConfigDef("transaction.state.log.min.isr", "int", 2, "min.insync.replicas of __transaction_state.",
+              validator=at_least(1)),
+    ConfigDef("transaction.state.log.segment.bytes", "int", 104857600, "Segment size of __transaction_state.",
+              validator=at_least(1)),
+    ConfigDef("transaction.max.timeout.ms", "int", 900000, "Largest transaction timeout.",
+              validator=at_least(1)),
+    ConfigDef("transactional.id.expiration.ms", "int", 604800000, "Idle transactional ids expire.",
+              validator=at_least(1)),
+    ConfigDef("producer.id.expiration.ms", "int", 86400000, "Idle producer ids expire.", dynamic_update=True,
+              validator=at_least(1)),
+    # --- kbroker-specific ---
+    ConfigDef("kbroker.sendfile.enable", "boolean", True,
+              "kbroker only: send Fetch data with os.sendfile (false: read and write)."),
+    ConfigDef("kbroker.shutdown.timeout.ms", "long", 30000,
+              "kbroker only: how long a clean shutdown waits for in-flight requests.", validator=at_least(0)),
+)
+# fmt: on

@@ -1,0 +1,391 @@
+"""One client connection: request framing, dispatch, and in-order responses.
+
+Framing: a 4-byte big-endian size, then exactly that many bytes, each read into its own exact-size
+buffer (`get_buffer` hands out a memoryview of the part still to fill, so a read never spans two
+frames). A negative size or one above `socket.request.max.bytes` closes the connection before any
+allocation, as Kafka's NetworkReceive does (InvalidReceiveException).
+
+Ordering: every request gets a slot in a FIFO. A synchronous handler result fills its slot at once;
+an awaitable fills it from a done-callback (no task per request). Slots are written from the head
+only, so responses leave in request order however the handlers complete; several requests may be in
+flight (pipelining). Reading pauses when too many responses are pending on this connection, when the
+client does not read its responses (transport write buffer above its high-water mark), or when the
+broker-wide request bound (`RequestQueueBound`) is exhausted.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import logging
+import mmap
+import socket
+import struct
+import time
+from collections import deque
+from functools import partial
+from typing import TYPE_CHECKING, Any, cast
+
+from kbroker.api.context import NO_RESPONSE, CloseConnection
+from kbroker.net.writer import ResponseWriter
+
+if TYPE_CHECKING:
+    from kbroker.net.server import KafkaServer
+
+log = logging.getLogger(__name__)
+
+_SIZE = struct.Struct(">i")
+_API_VERSIONS_KEY = 18
+# Responses pending on one connection before it stops reading (clients send at most
+# max.in.flight.requests.per.connection, 5 by default, so this only bites misbehaving ones).
+MAX_PENDING_PER_CONNECTION = 64
+_ids = itertools.count()
+# Frames at least this large are read into anonymous mmaps instead of bytearrays: bytearray(n)
+# zero-fills (touches every page at once) while an mmap's pages become resident only as bytes arrive,
+# so a client that announces 100 MB and sends 10 bytes costs 10 bytes of RSS, not 100 MB.
+MMAP_FRAME_THRESHOLD = 512 * 1024
+
+
+def new_frame_buffer(size: int) -> bytearray | mmap.mmap:
+    """An exact-size, writable buffer for one request frame."""
+    if size >= MMAP_FRAME_THRESHOLD:
+        return mmap.mmap(-1, size)
+    return bytearray(size)
+
+
+class _Slot:
+    """One request's place in the response order."""
+
+    __slots__ = ("parts", "done", "close")
+
+    def __init__(self) -> None:
+        self.parts: list[Any] | None = None
+        self.done = False
+        self.close = False
+
+
+class KafkaConnection(asyncio.BufferedProtocol):
+    """asyncio protocol for one Kafka client connection."""
+
+    def __init__(self, server: KafkaServer, listener_name: str) -> None:
+        self._server = server
+        self._listener_name = listener_name
+        self._loop = server.loop
+        self._max_request = server.max_request_bytes
+        self.transport: asyncio.Transport | None = None
+        self.ctx: Any = None
+        self.connection_id = ""
+        self._size_buf = bytearray(4)
+        self._size_view = memoryview(self._size_buf)
+        self._frame: bytearray | mmap.mmap | None = None
+        self._view = self._size_view
+        self._filled = 0
+        self._frame_size = -1  # size of the frame being read (or waiting for the bound)
+        self._holding = 0  # bytes held in the broker-wide bound for the frame being read
+        self._queue: deque[_Slot] = deque()
+        self._writer: ResponseWriter | None = None
+        self._pause_reasons: set[str] = set()
+        self._reading_paused = False
+        self._closed = False
+        self._closing_when_idle = False
+        self._close_after_write = False
+        self.closed_future: asyncio.Future[None] = self._loop.create_future()
+        self.last_active = time.monotonic()
+
+    # -- asyncio callbacks --
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        # uvloop's TCPTransport does not subclass asyncio.Transport, hence a cast, not an isinstance check.
+        self.transport = transport = cast(asyncio.Transport, transport)
+        sock = transport.get_extra_info("socket")
+        peer = transport.get_extra_info("peername") or ("", 0)
+        local = transport.get_extra_info("sockname") or ("", 0)
+        if sock is not None:
+            try:
+                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+                # Kafka's Acceptor enables keepalive too: dead peers are eventually noticed.
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1)
+            except OSError:
+                pass
+            self._server.apply_socket_buffers(sock)
+        self.connection_id = f"{local[0]}:{local[1]}-{peer[0]}:{peer[1]}-{next(_ids)}"
+        self.ctx = self._server.new_context(self._listener_name, (peer[0], peer[1]), self.connection_id)
+        self._writer = ResponseWriter(
+            self._loop, transport, self._server.use_sendfile, self._on_writer_idle, self._on_writer_error
+        )
+        if not self._server.register(self, peer[0]):
+            self._closed = True
+            transport.abort()
+            return
+        log.debug("Accepted connection %s", self.connection_id)
+
+    def connection_lost(self, exc: BaseException | None) -> None:
+        self._closed = True
+        if self._writer is not None:
+            self._writer.close()
+        if self._holding:
+            self._server.bound.release(self._holding)
+            self._holding = 0
+        self._server.bound.forget(self)
+        self._queue.clear()
+        self._server.unregister(self)
+        if not self.closed_future.done():
+            self.closed_future.set_result(None)
+
+    def get_buffer(self, sizehint: int) -> memoryview:
+        if self._frame_size >= 0 and self._frame is None:
+            # Waiting for the broker-wide bound, yet the loop still reads: take the memory anyway.
+            self._allocate_frame(force=True)
+        return self._view[self._filled :]
+
+    def buffer_updated(self, nbytes: int) -> None:
+        self.last_active = time.monotonic()
+        self._filled += nbytes
+        if self._filled < len(self._view):
+            return
+        if self._frame is None:
+            self._on_size(_SIZE.unpack(self._size_buf)[0])
+        else:
+            frame = self._view
+            self._frame = None
+            self._view = self._size_view
+            self._filled = 0
+            self._frame_size = -1
+            self._on_frame(frame)
+
+    def eof_received(self) -> bool:
+        # Closing after a half-close is what Kafka does too; pending responses are flushed first.
+        if self._queue or self._writing:
+            self._closing_when_idle = True
+            self._pause("eof")
+            return True
+        return False
+
+    def pause_writing(self) -> None:
+        self._pause("write")
+
+    def resume_writing(self) -> None:
+        # Unpause first: if the writer refills the buffer (the next chunk of a file region) the
+        # transport calls pause_writing again from inside writer.resume_writing, re-adding the reason.
+        self._unpause("write")
+        assert self._writer is not None
+        self._writer.resume_writing()
+
+    # -- framing --
+
+    def _on_size(self, size: int) -> None:
+        if size <= 0 or size > self._max_request:
+            # Kafka: InvalidReceiveException ("Invalid receive (size = N larger than M)"): close.
+            log.warning(
+                "Closing connection %s: invalid request size %d (socket.request.max.bytes=%d)",
+                self.connection_id,
+                size,
+                self._max_request,
+            )
+            self.abort()
+            return
+        self._frame_size = size
+        self._allocate_frame(force=False)
+
+    def _allocate_frame(self, force: bool) -> None:
+        size = self._frame_size
+        if not self._server.bound.try_acquire(size, force=force):
+            self._view = self._size_view[4:]  # nothing to read into until the bound frees up
+            self._filled = 0
+            self._pause("memory")
+            self._server.bound.wait(self)
+            return
+        self._holding = size
+        self._frame = new_frame_buffer(size)
+        self._view = memoryview(self._frame)
+        self._filled = 0
+        if "memory" in self._pause_reasons:
+            self._unpause("memory")
+
+    def on_bound_available(self) -> bool:
+        """Called by the bound when memory was released; True if this connection took its share."""
+        if self._closed or self._frame_size < 0 or self._frame is not None:
+            return True
+        if not self._server.bound.try_acquire(self._frame_size, force=False):
+            return False
+        self._holding = self._frame_size
+        self._frame = new_frame_buffer(self._frame_size)
+        self._view = memoryview(self._frame)
+        self._filled = 0
+        self._unpause("memory")
+        return True
+
+    # -- dispatch --
+
+    def _on_frame(self, frame: memoryview) -> None:
+        holding, self._holding = self._holding, 0
+        server = self._server
+        codec = server.codec
+        slot = _Slot()
+        self._queue.append(slot)
+        if len(self._queue) >= MAX_PENDING_PER_CONNECTION:
+            self._pause("pending")
+        try:
+            try:
+                header, body = codec.decode_request_frame(frame)
+            except codec.UnsupportedVersionError as e:
+                header = e.header
+                result = server.dispatcher.handle_unsupported(self.ctx, header)
+                # Kafka answers an unsupported ApiVersions with a v0 body (KIP-511); anything else
+                # that the dispatcher chose to answer is encoded at the version the client asked.
+                version = 0 if header.api_key == _API_VERSIONS_KEY else header.api_version
+                self._on_result(slot, header, version, result)
+                return
+            except codec.ProtocolError as e:
+                log.warning("Closing connection %s: malformed request: %s", self.connection_id, e)
+                self._finish(slot, None, close=True)
+                return
+            self.ctx.client_id = header.client_id
+            result = server.dispatcher.handle(self.ctx, header, body)
+            self._on_result(slot, header, header.api_version, result)
+        except CloseConnection:
+            self._finish(slot, None, close=True)
+        except Exception:
+            log.exception("Closing connection %s: error while handling a request", self.connection_id)
+            self._finish(slot, None, close=True)
+        finally:
+            server.bound.release(holding)
+
+    def _on_result(self, slot: _Slot, header: Any, version: int, result: Any) -> None:
+        if result is None:
+            # handle_unsupported answers None for "close, as Kafka does".
+            self._finish(slot, None, close=True)
+        elif result is NO_RESPONSE:
+            self._finish(slot, None)
+        elif asyncio.isfuture(result) or asyncio.iscoroutine(result):
+            fut = asyncio.ensure_future(result, loop=self._loop)
+            fut.add_done_callback(partial(self._on_awaited, slot, header, version))
+        else:
+            self._finish(slot, self._encode(header, version, result))
+
+    def _on_awaited(self, slot: _Slot, header: Any, version: int, fut: asyncio.Future[Any]) -> None:
+        if self._closed:
+            return
+        try:
+            result = fut.result()
+        except CloseConnection:
+            self._finish(slot, None, close=True)
+            return
+        except BaseException:
+            log.exception("Closing connection %s: error while completing a request", self.connection_id)
+            self._finish(slot, None, close=True)
+            return
+        if result is NO_RESPONSE:
+            self._finish(slot, None)
+            return
+        try:
+            parts = self._encode(header, version, result)
+        except Exception:
+            log.exception("Closing connection %s: cannot encode a response", self.connection_id)
+            self._finish(slot, None, close=True)
+            return
+        self._finish(slot, parts)
+
+    def _encode(self, header: Any, version: int, body: Any) -> list[Any]:
+        return list(
+            self._server.codec.encode_response_frame(header.api_key, version, header.correlation_id, body)
+        )
+
+    def _finish(self, slot: _Slot, parts: list[Any] | None, close: bool = False) -> None:
+        slot.parts = parts
+        slot.close = close
+        slot.done = True
+        if close:
+            self._pause("closing")  # nothing after a fatal request is read
+        if self._queue and self._queue[0] is slot:
+            self._flush()
+
+    def _flush(self) -> None:
+        """Write every completed response at the head of the queue, in order, in one batch.
+
+        Consecutive ready responses (say the fast ones queued behind a slow Fetch) go to the writer as
+        one list of parts: one `writelines`, so one send for all of them.
+        """
+        writer = self._writer
+        if self._closed or writer is None or writer.busy:
+            return
+        q = self._queue
+        batch: list[Any] = []
+        close = False
+        while q and q[0].done:
+            slot = q.popleft()
+            if slot.close:
+                close = True
+                break
+            if slot.parts:
+                batch.extend(slot.parts)
+        if batch and not writer.write(batch):
+            # A file region is being sent; _on_writer_idle continues (and closes, if asked to).
+            self._close_after_write = close
+            return
+        if close:
+            self.close()
+            return
+        if len(q) < MAX_PENDING_PER_CONNECTION:
+            self._unpause("pending")
+        if not q and self._closing_when_idle:
+            self.close()
+
+    def _on_writer_idle(self) -> None:
+        if self._close_after_write:
+            self.close()
+            return
+        self._flush()
+
+    def _on_writer_error(self, exc: BaseException) -> None:
+        log.warning("Closing connection %s: cannot send a file region: %s", self.connection_id, exc)
+        self.abort()
+
+    # -- reading flow control --
+
+    def _pause(self, reason: str) -> None:
+        self._pause_reasons.add(reason)
+        if not self._reading_paused and self.transport is not None and not self._closed:
+            self._reading_paused = True
+            self.transport.pause_reading()
+
+    def _unpause(self, reason: str) -> None:
+        self._pause_reasons.discard(reason)
+        if (
+            self._reading_paused
+            and not self._pause_reasons
+            and self.transport is not None
+            and not self._closed
+        ):
+            self._reading_paused = False
+            self.transport.resume_reading()
+
+    # -- closing --
+
+    @property
+    def _writing(self) -> bool:
+        """A file region (and what follows it) is still being sent."""
+        return self._writer is not None and self._writer.busy
+
+    @property
+    def idle(self) -> bool:
+        return not self._queue and not self._writing and self._frame is None and self._filled == 0
+
+    def close_when_idle(self) -> None:
+        """Stop reading; close once every pending response is written (clean shutdown)."""
+        self._closing_when_idle = True
+        self._pause("shutdown")
+        if not self._queue and not self._writing:
+            self.close()
+
+    def close(self) -> None:
+        """Close after the transport has flushed what it already holds."""
+        if self.transport is not None and not self.transport.is_closing():
+            if self._writer is not None and self._writer.busy:
+                self.abort()
+                return
+            self.transport.close()
+
+    def abort(self) -> None:
+        if self.transport is not None:
+            self.transport.abort()
