@@ -1,0 +1,84 @@
+"""ApiVersions (key 18): the version ranges we serve and the cluster's finalized features.
+
+Advertises exactly the discovered handler modules' ranges (see dispatcher.py). Features: we
+support and finalize only `metadata.version` (Kafka 4.3's production level). `transaction.version`
+and `group.version` are deliberately absent: a Kafka 4.x producer reads finalized
+`transaction.version >= 2` to switch to transactions V2 (Produce v12, EndTxn v5, KIP-890 part 2),
+and a consumer with `group.protocol=consumer` needs `group.version >= 1`; advertising either
+without implementing it breaks those clients (franz-go#1017).
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from kbroker.api.context import BrokerServices, RequestContext
+from kbroker.protocol.errors import ErrorCode
+from kbroker.protocol.messages.api_versions import ApiVersionsRequest, ApiVersionsResponse
+
+API_KEY = 18
+MIN_VERSION = 0
+MAX_VERSION = 4
+VERSION_NOTES = (
+    "Finalized features: metadata.version only (transaction.version and group.version are not advertised "
+    "until transactions V2 and KIP-848 exist). Unknown versions get a v0 UNSUPPORTED_VERSION answer (KIP-511)."
+)
+
+# MetadataVersion of Apache Kafka 4.3: MINIMUM_VERSION 3.3-IV3 (level 7), LATEST_PRODUCTION 4.3-IV0
+# (level 30).
+METADATA_VERSION_FEATURE = "metadata.version"
+METADATA_VERSION_MIN = 7
+METADATA_VERSION_LEVEL = 30
+# The finalized-features epoch is the metadata log offset in Kafka; our metadata image has no log,
+# and the value only has to be >= 0 (valid) and not go backwards.
+FINALIZED_FEATURES_EPOCH = 1
+
+# KIP-511: client software name and version must match this (ApiVersionsRequest.isValid).
+_SOFTWARE_RE = re.compile(r"[a-zA-Z0-9](?:[a-zA-Z0-9\-.]*[a-zA-Z0-9])?")
+
+
+def _api_keys(services: BrokerServices) -> list[Any]:
+    return [
+        ApiVersionsResponse.ApiVersion(api_key=k, min_version=lo, max_version=hi)
+        for k, (lo, hi) in sorted(services.api_ranges.items())
+    ]
+
+
+def unsupported_version_response(services: BrokerServices) -> ApiVersionsResponse:
+    """The v0 body Kafka sends for an ApiVersions version it does not know (KIP-511)."""
+    return ApiVersionsResponse(error_code=ErrorCode.UNSUPPORTED_VERSION, api_keys=_api_keys(services))
+
+
+def error_response(request: Any, version: int, error: ErrorCode) -> ApiVersionsResponse:
+    return ApiVersionsResponse(error_code=error)
+
+
+def handle(
+    services: BrokerServices, ctx: RequestContext, header: Any, request: ApiVersionsRequest
+) -> ApiVersionsResponse:
+    version = header.api_version
+    if version >= 3:
+        name = request.client_software_name
+        sw_version = request.client_software_version
+        if not (_SOFTWARE_RE.fullmatch(name or "") and _SOFTWARE_RE.fullmatch(sw_version or "")):
+            # Kafka answers INVALID_REQUEST (with no api keys) and keeps the connection.
+            return ApiVersionsResponse(error_code=ErrorCode.INVALID_REQUEST)
+        ctx.client_software_name = name
+        ctx.client_software_version = sw_version
+    response = ApiVersionsResponse(error_code=ErrorCode.NONE, api_keys=_api_keys(services), throttle_time_ms=0)
+    if version >= 3:
+        response.supported_features = [
+            ApiVersionsResponse.SupportedFeatureKey(
+                name=METADATA_VERSION_FEATURE, min_version=METADATA_VERSION_MIN, max_version=METADATA_VERSION_LEVEL
+            )
+        ]
+        response.finalized_features_epoch = FINALIZED_FEATURES_EPOCH
+        response.finalized_features = [
+            ApiVersionsResponse.FinalizedFeatureKey(
+                name=METADATA_VERSION_FEATURE,
+                max_version_level=METADATA_VERSION_LEVEL,
+                min_version_level=METADATA_VERSION_LEVEL,
+            )
+        ]
+    return response

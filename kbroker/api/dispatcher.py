@@ -1,0 +1,183 @@
+"""The API dispatcher: routes a decoded request to the handler module for its API key.
+
+Owns handler discovery (every module of the `kbroker.api` package that defines `API_KEY` is a
+handler, so helpers never edit a shared list), the ranges ApiVersions advertises, the version gate,
+and Kafka's answers to requests it cannot serve (ApiVersions: a v0 UNSUPPORTED_VERSION body listing
+our ranges, KIP-511; anything else: close the connection).
+
+A handler module defines `API_KEY`, `MIN_VERSION`, `MAX_VERSION` (accepted and advertised), an
+optional `ADVERTISED_MIN_VERSION` (Produce advertises 0 but refuses 0-2, KAFKA-18659), an optional
+`error_response(request, version, error) -> response` used when the handler raises, and
+`handle(services, ctx, header, request)`.
+"""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+import logging
+import pkgutil
+from collections.abc import Awaitable
+from dataclasses import dataclass
+from types import ModuleType
+from typing import Any
+
+from kbroker.api.context import NO_RESPONSE, BrokerServices, CloseConnection, RequestContext
+from kbroker.protocol.errors import ErrorCode, KafkaError
+
+log = logging.getLogger(__name__)
+
+API_VERSIONS_KEY = 18
+
+
+@dataclass(frozen=True)
+class HandlerSpec:
+    api_key: int
+    min_version: int
+    max_version: int
+    advertised_min_version: int
+    module: ModuleType
+
+    @property
+    def name(self) -> str:
+        return self.module.__name__.rsplit(".", 1)[-1]
+
+
+def discover_handlers(package: str = "kbroker.api") -> dict[int, HandlerSpec]:
+    """Import every module of `package` and keep those that define `API_KEY`."""
+    pkg = importlib.import_module(package)
+    specs: dict[int, HandlerSpec] = {}
+    for info in sorted(pkgutil.iter_modules(pkg.__path__), key=lambda i: i.name):
+        if info.name.startswith("_") or info.ispkg:
+            continue
+        module = importlib.import_module(f"{package}.{info.name}")
+        key = getattr(module, "API_KEY", None)
+        if key is None:
+            continue
+        if key in specs:
+            raise RuntimeError(f"API key {key} handled by both {specs[key].module.__name__} and {module.__name__}")
+        lo, hi = int(module.MIN_VERSION), int(module.MAX_VERSION)
+        adv = int(getattr(module, "ADVERTISED_MIN_VERSION", lo))
+        specs[int(key)] = HandlerSpec(int(key), lo, hi, adv, module)
+    return specs
+
+
+class ApiDispatcher:
+    """`handle(ctx, header, body)` -> response | awaitable of a response | NO_RESPONSE."""
+
+    def __init__(self, services: BrokerServices, package: str = "kbroker.api") -> None:
+        self.services = services
+        self.handlers = discover_handlers(package)
+        # The ApiVersions handler reads the advertised ranges from the services.
+        services.api_ranges = self.advertised_ranges()
+
+    def advertised_ranges(self) -> dict[int, tuple[int, int]]:
+        return {k: (s.advertised_min_version, s.max_version) for k, s in sorted(self.handlers.items())}
+
+    def handle(self, ctx: RequestContext, header: Any, body: Any) -> Any:
+        key = header.api_key
+        version = header.api_version
+        spec = self.handlers.get(key)
+        if spec is None or not spec.min_version <= version <= spec.max_version:
+            return self.handle_unsupported(ctx, header)
+        try:
+            result = spec.module.handle(self.services, ctx, header, body)
+        except CloseConnection:
+            raise
+        except Exception as exc:
+            return self._error_response(spec, header, body, exc)
+        if result is NO_RESPONSE or not inspect.isawaitable(result):
+            return result
+        return self._guard(spec, header, body, result)
+
+    async def _guard(self, spec: HandlerSpec, header: Any, body: Any, awaitable: Awaitable[Any]) -> Any:
+        try:
+            return await awaitable
+        except CloseConnection:
+            raise
+        except Exception as exc:
+            return self._error_response(spec, header, body, exc)
+
+    def _error_response(self, spec: HandlerSpec, header: Any, body: Any, exc: Exception) -> Any:
+        """Kafka answers a handler failure with the API's error response (`getErrorResponse`)."""
+        if isinstance(exc, KafkaError):
+            error = exc.error_code
+        else:
+            error = ErrorCode.UNKNOWN_SERVER_ERROR
+            log.exception(
+                "error handling %s v%d (correlation id %d)",
+                spec.name,
+                header.api_version,
+                header.correlation_id,
+            )
+        build = getattr(spec.module, "error_response", None)
+        if build is None:
+            raise CloseConnection(f"{spec.name} failed: {exc!r}") from exc
+        return build(body, header.api_version, error)
+
+    def handle_unsupported(self, ctx: RequestContext, header: Any) -> Any:
+        """A request for a key/version we do not serve.
+
+        ApiVersions: Kafka answers with a v0-encoded body carrying UNSUPPORTED_VERSION and the full
+        list of our ranges, so that a newer client can retry with a version we know (KIP-511). The
+        network layer encodes this response at version 0. Any other API: close the connection, as
+        Kafka's SocketServer does for a request it cannot parse.
+        """
+        if header.api_key == API_VERSIONS_KEY and API_VERSIONS_KEY in self.handlers:
+            module = self.handlers[API_VERSIONS_KEY].module
+            return module.unsupported_version_response(self.services)
+        raise CloseConnection(
+            f"unsupported request api_key={header.api_key} version={header.api_version}"
+        )
+
+
+def render_version_table(handlers: dict[int, HandlerSpec] | None = None) -> str:
+    """The Markdown table of advertised versions that docs/compatibility.md embeds."""
+    from kbroker.protocol.messages import API_SPECS
+
+    handlers = discover_handlers() if handlers is None else handlers
+    lines = [
+        "| Key | API | Advertised | Kafka 4.3 | Notes |",
+        "|----:|-----|-----------:|----------:|-------|",
+    ]
+    for key, spec in sorted(handlers.items()):
+        api = API_SPECS.get(key)
+        name = api.name if api is not None else spec.name
+        kafka = f"{api.min_version}-{api.max_version}" if api is not None else "?"
+        advertised = f"{spec.advertised_min_version}-{spec.max_version}"
+        note = getattr(spec.module, "VERSION_NOTES", "") or _first_sentence(spec.module.__doc__)
+        if spec.advertised_min_version != spec.min_version:
+            note = f"(accepts {spec.min_version}-{spec.max_version}) {note}".strip()
+        lines.append(f"| {key} | {name} | {advertised} | {kafka} | {note.replace('|', '/')} |")
+    return "\n".join(lines) + "\n"
+
+
+
+def _first_sentence(doc: str | None) -> str:
+    text = " ".join((doc or "").split())
+    end = text.find(". ")
+    return text if end < 0 else text[: end + 1]
+
+
+TABLE_START = "<!-- api-versions-table:start -->"
+TABLE_END = "<!-- api-versions-table:end -->"
+
+
+def embed_version_table(page: str, table: str) -> str:
+    """`page` with the text between the table markers replaced by `table`."""
+    head, _, rest = page.partition(TABLE_START)
+    _, _, tail = rest.partition(TABLE_END)
+    return f"{head}{TABLE_START}\n{table}{TABLE_END}{tail}"
+
+
+if __name__ == "__main__":
+    # `python -m kbroker.api.dispatcher` prints the table; `--write docs/compatibility.md` updates the page.
+    import sys
+    from pathlib import Path
+
+    _table = render_version_table()
+    if len(sys.argv) == 3 and sys.argv[1] == "--write":
+        _page = Path(sys.argv[2])
+        _page.write_text(embed_version_table(_page.read_text(encoding="utf-8"), _table), encoding="utf-8")
+    else:
+        print(_table, end="")

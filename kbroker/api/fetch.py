@@ -1,0 +1,164 @@
+"""Fetch (key 1): consumer fetches with long polling, KIP-74 limits and incremental sessions.
+
+Versions 4-17 (Kafka 4.0 removed 0-3). v13+ name topics by id (KIP-516): ids are resolved through
+the metadata image, an unknown id answers UNKNOWN_TOPIC_ID, and a session never mixes name- and
+id-based requests (FETCH_SESSION_TOPIC_ID_ERROR). v15 moves the replica id into the tagged
+ReplicaState (KIP-903), v16 adds leader hints (KIP-951, only sent with NOT_LEADER_OR_FOLLOWER,
+which a single node never returns), v17 a replica directory id (KIP-853, followers only). v18
+(KIP-1166, the follower-side high watermark) is not advertised: it only matters to followers.
+
+Records are returned as FileRegions of the segment files; the network layer sends them with
+sendfile. A response never contains a partition that was not asked for (or, in an incremental
+session, that is not in the session): Java's consumer treats that as an IllegalStateException.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Hashable
+from typing import Any
+
+from kbroker.api.context import BrokerServices, RequestContext
+from kbroker.protocol.errors import ErrorCode
+from kbroker.protocol.messages.fetch import FetchRequest, FetchResponse
+from kbroker.replica.delayed import FetchParams
+from kbroker.replica.fetch_session import FetchPartitionRequest, PartitionResult
+
+API_KEY = 1
+MIN_VERSION = 4
+MAX_VERSION = 17
+VERSION_NOTES = (
+    "0-3 removed in Kafka 4.0. v13+ fetch by topic id (KIP-516), v15 ReplicaState (KIP-903), v16 leader "
+    "hints (KIP-951), v17 directory id (KIP-853). v18 (follower high watermark, KIP-1166) is follower-only."
+)
+
+ZERO_UUID = uuid.UUID(int=0)
+_EMPTY = b""
+
+
+def _fetch_data(services: BrokerServices, request: FetchRequest, version: int) -> list[FetchPartitionRequest]:
+    store = services.metadata
+    out: list[FetchPartitionRequest] = []
+    for t in request.topics:
+        if version >= 13:
+            topic_id = t.topic_id
+            info = store.topic_by_id(topic_id)
+            name = "" if info is None else info.name
+            for p in t.partitions:
+                out.append(
+                    FetchPartitionRequest(
+                        (topic_id, p.partition), name, topic_id, p.partition, p.fetch_offset,
+                        p.partition_max_bytes, p.log_start_offset, p.current_leader_epoch,
+                        p.last_fetched_epoch,
+                    )
+                )
+        else:
+            name = t.topic
+            for p in t.partitions:
+                out.append(
+                    FetchPartitionRequest(
+                        (name, p.partition), name, ZERO_UUID, p.partition, p.fetch_offset,
+                        p.partition_max_bytes, p.log_start_offset,
+                        p.current_leader_epoch if version >= 9 else -1,
+                        p.last_fetched_epoch if version >= 12 else -1,
+                    )
+                )
+    return out
+
+
+def _forgotten(request: FetchRequest, version: int) -> list[Hashable]:
+    if version < 7:
+        return []
+    keys: list[Hashable] = []
+    for f in request.forgotten_topics_data:
+        ident: Any = f.topic_id if version >= 13 else f.topic
+        keys.extend((ident, p) for p in f.partitions)
+    return keys
+
+
+def _partition_data(req: FetchPartitionRequest, r: PartitionResult, version: int, isolation: int) -> Any:
+    # null for read_uncommitted reads; a (possibly empty) list for read_committed reads and for the
+    # partitions rejected before reading, as Kafka's FetchResponse carries them.
+    aborted = None
+    if r.aborted_transactions is not None:
+        aborted = [
+            FetchResponse.AbortedTransaction(producer_id=pid, first_offset=first)
+            for pid, first in r.aborted_transactions
+        ]
+    return FetchResponse.PartitionData(
+        partition_index=req.partition,
+        error_code=r.error,
+        high_watermark=r.high_watermark,
+        last_stable_offset=r.last_stable_offset,
+        log_start_offset=r.log_start_offset,
+        aborted_transactions=aborted,
+        preferred_read_replica=-1,
+        records=r.records if r.records is not None else _EMPTY,
+    )
+
+
+def _build_response(
+    version: int,
+    session_id: int,
+    parts: list[tuple[FetchPartitionRequest, PartitionResult]],
+    isolation: int,
+    error: ErrorCode = ErrorCode.NONE,
+) -> FetchResponse:
+    topics: list[Any] = []
+    current: Any = None
+    current_ident: Any = None
+    for req, result in parts:
+        ident = req.topic_id if version >= 13 else req.topic
+        if current is None or ident != current_ident:
+            # Consecutive partitions of one topic share an entry, as Kafka's FetchResponse.of does.
+            current = FetchResponse.FetchableTopicResponse(partitions=[])
+            if version >= 13:
+                current.topic_id = req.topic_id
+            else:
+                current.topic = req.topic
+            current_ident = ident
+            topics.append(current)
+        current.partitions.append(_partition_data(req, result, version, isolation))
+    return FetchResponse(throttle_time_ms=0, error_code=error, session_id=session_id, responses=topics)
+
+
+def error_response(request: FetchRequest, version: int, error: ErrorCode) -> FetchResponse:
+    return FetchResponse(throttle_time_ms=0, error_code=error, session_id=0, responses=[])
+
+
+def handle(services: BrokerServices, ctx: RequestContext, header: Any, request: FetchRequest) -> Any:
+    version = header.api_version
+    rm = services.replica_manager
+    isolation = 1 if request.isolation_level == 1 else 0
+    replica_id = request.replica_state.replica_id if version >= 15 else request.replica_id
+    fetch_data = _fetch_data(services, request, version)
+    context = rm.fetch_manager.new_context(
+        version,
+        request.session_id if version >= 7 else 0,
+        request.session_epoch if version >= 7 else -1,
+        fetch_data,
+        _forgotten(request, version),
+        is_follower=replica_id >= 0,
+    )
+    if context.error != ErrorCode.NONE:
+        return _build_response(version, 0, [], isolation, context.error)
+    params = FetchParams(
+        replica_id=replica_id,
+        max_wait_ms=request.max_wait_ms,
+        min_bytes=request.min_bytes,
+        max_bytes=request.max_bytes,
+        isolation_level=isolation,
+    )
+    outcome = rm.fetch_messages(params, context.partitions_to_read())
+
+    def respond(results: dict[Hashable, PartitionResult]) -> FetchResponse:
+        session_id, parts = context.update_and_generate_response(results)
+        return _build_response(version, session_id, parts, isolation)
+
+    if isinstance(outcome, dict):
+        return respond(outcome)
+
+    async def delayed() -> FetchResponse:
+        return respond(await outcome)
+
+    return delayed()

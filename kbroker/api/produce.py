@@ -1,0 +1,160 @@
+"""Produce (key 0): per-partition validation, append through the replica manager, the response.
+
+Versions: 0 is *advertised* but 0-2 are refused by closing the connection (Kafka 4.0 removed them;
+KAFKA-18659: librdkafka < 2.11.1 stops compressing when the advertised minimum is 3, so Kafka
+keeps 0 in ApiVersions). The codec rejects v0-2 frames and the dispatcher closes the connection.
+Max 11: v12 is v11 plus transactions V2's implicit AddPartitionsToTxn, v13 replaces names by topic
+ids (KIP-516).
+
+Kafka's request-level checks (`KafkaApis.handleProduceRequest` + `ProduceRequest.validateRecords`):
+each partition must carry exactly one magic-2 batch (INVALID_RECORD otherwise), zstd needs v7+
+(UNSUPPORTED_COMPRESSION_TYPE), internal topics are refused to clients (INVALID_TOPIC_EXCEPTION,
+from ReplicaManager), unknown partitions get UNKNOWN_TOPIC_OR_PARTITION, and the request may
+partly succeed. acks=0: no response at all; if any partition failed the connection is closed so
+the producer refreshes its metadata. Transactional batches without a transactional id fail the
+whole request with TRANSACTIONAL_ID_AUTHORIZATION_FAILED (as Kafka); with one they are refused
+with INVALID_TXN_STATE until the transaction coordinator exists (no AddPartitionsToTxn can have
+happened; Kafka's verification would answer NOT_ENOUGH_REPLICAS while its coordinator is away).
+"""
+
+from __future__ import annotations
+
+import struct
+from typing import Any
+
+from kbroker.api.context import NO_RESPONSE, BrokerServices, CloseConnection, RequestContext
+from kbroker.protocol.errors import ErrorCode
+from kbroker.protocol.messages.produce import ProduceRequest, ProduceResponse
+from kbroker.replica.replica_manager import ProducePartitionResult
+
+API_KEY = 0
+MIN_VERSION = 3
+VERSION_NOTES = (
+    "0-2 advertised but refused by closing the connection (removed in Kafka 4.0; KAFKA-18659: librdkafka "
+    "< 2.11.1 stops compressing if the minimum is 3). Max 11: v12 needs transactions V2 (KIP-890), "
+    "v13 topic ids in Produce (KIP-516)."
+)
+MAX_VERSION = 11
+ADVERTISED_MIN_VERSION = 0
+
+# Kafka's AdminUtils.ADMIN_CLIENT_ID: the only client id allowed to write internal topics.
+ADMIN_CLIENT_ID = "__admin_client"
+
+_LOG_OVERHEAD = 12
+_BATCH_HEADER = 61
+_MAGIC_AT = 16
+_ATTRIBUTES_AT = 21
+_LENGTH = struct.Struct(">i")
+_ATTRIBUTES = struct.Struct(">h")
+_COMPRESSION_ZSTD = 4
+_TRANSACTIONAL_FLAG = 0x10
+
+
+def _precheck(records: Any, version: int) -> ErrorCode:
+    """The header-only checks Kafka does before the log sees the batch (no record is touched)."""
+    if records is None or len(records) < _LOG_OVERHEAD:
+        return ErrorCode.INVALID_RECORD  # "must have at least one record batch"
+    mv = memoryview(records)
+    (batch_length,) = _LENGTH.unpack_from(mv, 8)
+    size = batch_length + _LOG_OVERHEAD
+    if len(mv) < _BATCH_HEADER or batch_length < _BATCH_HEADER - _LOG_OVERHEAD or size > len(mv):
+        return ErrorCode.CORRUPT_MESSAGE
+    if mv[_MAGIC_AT] != 2:
+        return ErrorCode.INVALID_RECORD
+    if size != len(mv):
+        # A second batch (or trailing bytes that could be one): v3+ allows exactly one.
+        return ErrorCode.INVALID_RECORD
+    (attributes,) = _ATTRIBUTES.unpack_from(mv, _ATTRIBUTES_AT)
+    if attributes & 0x07 == _COMPRESSION_ZSTD and version < 7:
+        return ErrorCode.UNSUPPORTED_COMPRESSION_TYPE
+    if attributes & _TRANSACTIONAL_FLAG:
+        return ErrorCode.INVALID_TXN_STATE
+    return ErrorCode.NONE
+
+
+def _response(request: ProduceRequest, results: dict[tuple[str, int], ProducePartitionResult], version: int) -> ProduceResponse:
+    topics = []
+    for td in request.topic_data:
+        parts = []
+        for pd in td.partition_data:
+            r = results.get((td.name, pd.index))
+            if r is None:  # duplicate entry in the request: answered once, as Kafka's map does
+                continue
+            p = ProduceResponse.PartitionProduceResponse(
+                index=pd.index,
+                error_code=r.error,
+                base_offset=r.base_offset,
+                log_append_time_ms=r.log_append_time_ms,
+                log_start_offset=r.log_start_offset,
+            )
+            if version >= 8:
+                if r.record_errors:
+                    p.record_errors = [
+                        ProduceResponse.BatchIndexAndErrorMessage(batch_index=i, batch_index_error_message=m)
+                        for i, m in r.record_errors
+                    ]
+                p.error_message = r.error_message
+            parts.append(p)
+        topics.append(ProduceResponse.TopicProduceResponse(name=td.name, partition_responses=parts))
+    return ProduceResponse(responses=topics, throttle_time_ms=0)
+
+
+def error_response(request: ProduceRequest, version: int, error: ErrorCode) -> ProduceResponse:
+    results = {
+        (td.name, pd.index): ProducePartitionResult(error)
+        for td in request.topic_data
+        for pd in td.partition_data
+    }
+    return _response(request, results, version)
+
+
+def handle(
+    services: BrokerServices, ctx: RequestContext, header: Any, request: ProduceRequest
+) -> Any:
+    version = header.api_version
+    acks = request.acks
+    results: dict[tuple[str, int], ProducePartitionResult] = {}
+    entries: dict[tuple[str, int], Any] = {}
+    for td in request.topic_data:
+        for pd in td.partition_data:
+            key = (td.name, pd.index)
+            if key in results or key in entries:
+                continue
+            error = _precheck(pd.records, version)
+            if error != ErrorCode.NONE:
+                results[key] = ProducePartitionResult(error)
+            else:
+                entries[key] = pd.records
+    if request.transactional_id is None and any(
+        r.error == ErrorCode.INVALID_TXN_STATE for r in results.values()
+    ):
+        # Transactional records without a transactional id: Kafka fails the whole request with
+        # TRANSACTIONAL_ID_AUTHORIZATION_FAILED before looking at any partition.
+        if acks == 0:
+            raise CloseConnection("transactional records without a transactional id")
+        return error_response(request, version, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+    internal_allowed = ctx.client_id == ADMIN_CLIENT_ID
+    outcome = services.replica_manager.append_records(
+        timeout_ms=request.timeout_ms,
+        required_acks=acks,
+        internal_topics_allowed=internal_allowed,
+        entries=entries,
+    )
+    if acks == 0:
+        # No response is expected; an error can only be signalled by closing the connection.
+        assert isinstance(outcome, dict)
+        if any(r.error != ErrorCode.NONE for r in results.values()) or any(
+            r.error != ErrorCode.NONE for r in outcome.values()
+        ):
+            raise CloseConnection("error during produce request with acks=0")
+        return NO_RESPONSE
+    if isinstance(outcome, dict):
+        results.update(outcome)
+        return _response(request, results, version)
+
+    async def delayed() -> ProduceResponse:
+        results.update(await outcome)
+        return _response(request, results, version)
+
+    return delayed()
+

@@ -1,0 +1,331 @@
+"""The replica manager: hosted partitions, appends (acks 0/1/-1), fetches (long polling), fetch
+sessions, and the purgatories that hold delayed requests (Kafka's `ReplicaManager`).
+
+Appends are synchronous calls into the storage layer on the event loop (the log is synchronous
+by design); what waits is only the *response*: acks=-1 goes through the produce purgatory and is
+completed when the high watermark passes the appended offsets (at once on a single replica, but
+through the same path replication will use); a fetch that finds fewer than `min_bytes` waits in
+the fetch purgatory and is woken by appends to any partition it reads.
+
+Must not import net/ or api/.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+import uuid
+from collections.abc import Callable, Hashable
+from dataclasses import dataclass
+from typing import Any
+
+from kbroker.log.config import LogConfig
+from kbroker.protocol.errors import ErrorCode, KafkaError
+from kbroker.replica.delayed import DelayedFetch, DelayedProduce, FetchParams
+from kbroker.replica.fetch_session import (
+    FetchManager,
+    FetchPartitionRequest,
+    FetchSessionCache,
+    PartitionResult,
+)
+from kbroker.replica.partition import Partition
+from kbroker.replica.purgatory import DelayedOperationPurgatory
+
+log = logging.getLogger(__name__)
+
+# Topics Kafka refuses to ordinary producers (Topic.isInternal).
+INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state", "__share_group_state"})
+
+
+# Append failures Kafka answers with log_start_offset -1 (ReplicaManager.appendToLocalLog).
+_NO_LOG_START_ERRORS = frozenset({
+    ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.MESSAGE_TOO_LARGE,
+    ErrorCode.RECORD_LIST_TOO_LARGE, ErrorCode.CORRUPT_MESSAGE, ErrorCode.KAFKA_STORAGE_ERROR,
+    ErrorCode.INVALID_TOPIC_EXCEPTION,
+})
+
+
+@dataclass(slots=True)
+class ProducePartitionResult:
+    """One partition's produce outcome (Kafka's PartitionResponse)."""
+
+    error: ErrorCode
+    base_offset: int = -1
+    log_append_time_ms: int = -1
+    log_start_offset: int = -1
+    record_errors: list[tuple[int, str | None]] | None = None
+    error_message: str | None = None
+
+
+def _wall_ms() -> int:
+    return int(time.time() * 1000)
+
+
+def _config(config: Any, key: str, default: Any) -> Any:
+    try:
+        value = config[key]
+    except (KeyError, TypeError):
+        return default
+    return default if value is None else value
+
+
+class ReplicaManager:
+    """All partitions this broker hosts, and the produce/fetch paths over them."""
+
+    def __init__(
+        self, config: Any, log_manager: Any, metadata: Any, time_ms: Callable[[], int] = _wall_ms
+    ) -> None:
+        self.config = config
+        self.log_manager = log_manager
+        self.metadata = metadata
+        self.time_ms = time_ms
+        self.node_id = int(_config(config, "node.id", 1))
+        self._partitions: dict[tuple[str, int], Partition] = {}
+        self.produce_purgatory = DelayedOperationPurgatory("Produce")
+        self.fetch_purgatory = DelayedOperationPurgatory("Fetch")
+        slots = int(_config(config, "max.incremental.fetch.session.cache.slots", 1000))
+        self.fetch_manager = FetchManager(FetchSessionCache(slots, time_ms))
+
+    # -- lifecycle -------------------------------------------------------------------------------
+
+    def startup(self) -> None:
+        """Host every partition of every topic in the metadata image."""
+        for info in self.metadata.topics():
+            self.add_partitions(info, range(info.num_partitions))
+
+    def shutdown(self) -> None:
+        self.produce_purgatory.shutdown()
+        self.fetch_purgatory.shutdown()
+
+    # -- partitions ------------------------------------------------------------------------------
+
+    def get_partition(self, topic: str, partition: int) -> Partition | None:
+        return self._partitions.get((topic, partition))
+
+    def partitions(self) -> list[Partition]:
+        return list(self._partitions.values())
+
+    def add_partitions(self, info: Any, partitions: range) -> list[Partition]:
+        """Open (or create) the logs of `partitions` of topic `info` and host them."""
+        added = []
+        for p in partitions:
+            key = (info.name, p)
+            if key in self._partitions:
+                continue
+            plog = self.log_manager.get_or_create_log(
+                info.name, p, config=self.log_config(info.configs), topic_id=info.topic_id
+            )
+            part = Partition(info.name, p, info.topic_id, plog, leader_epoch=0, local_id=self.node_id)
+            # Becoming leader (Kafka's makeLeader) recomputes the high watermark from the ISR: after
+            # a crash the checkpointed value can lag the log, and on one replica HW = LEO.
+            part.maybe_increment_high_watermark()
+            self._partitions[key] = part
+            added.append(part)
+        return added
+
+    def log_config(self, overrides: dict[str, str]) -> LogConfig:
+        """The LogConfig for a topic: its overrides, then dynamic and static broker synonyms."""
+        broker_props = getattr(self.config, "broker_props", None)
+        props: dict[str, str] = dict(broker_props()) if callable(broker_props) else {}
+        props.update(self.metadata.broker_configs)
+        return LogConfig.from_props(props, overrides)
+
+    def remove_topic(self, name: str) -> None:
+        """Stop hosting every partition of `name` and delete its logs (Kafka's stopPartitions)."""
+        keys = [k for k in self._partitions if k[0] == name]
+        for key in keys:
+            self._partitions.pop(key)
+            self.log_manager.delete_log(name, key[1])
+        # Waiting operations on those partitions complete now with their errors.
+        for key in keys:
+            self.fetch_purgatory.check_and_complete(key)
+            self.produce_purgatory.check_and_complete(key)
+
+    # -- produce ---------------------------------------------------------------------------------
+
+    def append_records(
+        self,
+        timeout_ms: int,
+        required_acks: int,
+        internal_topics_allowed: bool,
+        entries: dict[tuple[str, int], Any],
+    ) -> dict[tuple[str, int], ProducePartitionResult] | asyncio.Future[dict[tuple[str, int], ProducePartitionResult]]:
+        """Append one batch per partition. Returns the results, or (acks=-1 still waiting) a future."""
+        if required_acks not in (0, 1, -1):
+            return {k: ProducePartitionResult(ErrorCode.INVALID_REQUIRED_ACKS) for k in entries}
+        results: dict[tuple[str, int], ProducePartitionResult] = {}
+        waiting: dict[tuple[str, int], int] = {}
+        for key, records in entries.items():
+            result, next_offset = self._append_to_local_log(key, records, required_acks, internal_topics_allowed)
+            results[key] = result
+            if result.error == ErrorCode.NONE:
+                waiting[key] = next_offset
+                # New data: wake the fetches waiting on this partition.
+                self.fetch_purgatory.check_and_complete(key)
+        if required_acks != -1 or not waiting:
+            return results
+        # The common single-replica case: the high watermark already passed every batch, so the
+        # delayed operation would complete at once. Answer without creating it (no future, no timer).
+        if all(
+            (p := self._partitions.get(key)) is not None and p.high_watermark >= required
+            for key, required in waiting.items()
+        ):
+            return results
+        op = DelayedProduce(timeout_ms, self, results, waiting)
+        if self.produce_purgatory.try_complete_else_watch(op, list(waiting)):
+            return results
+        return op.future
+
+    def _append_to_local_log(
+        self, key: tuple[str, int], records: Any, required_acks: int, internal_topics_allowed: bool
+    ) -> tuple[ProducePartitionResult, int]:
+        topic = key[0]
+        # Kafka's order: a partition missing from the metadata is UNKNOWN_TOPIC_OR_PARTITION
+        # (KafkaApis) before the internal-topic check (ReplicaManager.appendToLocalLog).
+        partition = self._partitions.get(key)
+        if partition is None:
+            return ProducePartitionResult(self.missing_partition_error(topic, key[1])), -1
+        if topic in INTERNAL_TOPICS and not internal_topics_allowed:
+            log.debug("refused a client write to internal topic %s", topic)
+            return ProducePartitionResult(ErrorCode.INVALID_TOPIC_EXCEPTION), -1
+        try:
+            info = partition.append_records_to_leader(records, required_acks)
+        except KafkaError as exc:
+            record_errors = getattr(exc, "record_errors", None)
+            # Kafka only fills error_message for record validation failures
+            # (RecordValidationException: INVALID_RECORD / INVALID_TIMESTAMP), never for CRC,
+            # sequence or size errors.
+            custom = exc.error_code in (ErrorCode.INVALID_RECORD, ErrorCode.INVALID_TIMESTAMP)
+            return ProducePartitionResult(
+                exc.error_code,
+                # Kafka reports the log start offset with every failure except the ones its
+                # ReplicaManager lists (CRC, size, storage...), so that a producer can tell an
+                # OUT_OF_ORDER_SEQUENCE_NUMBER caused by retention from a real gap (KIP-360).
+                log_start_offset=-1 if exc.error_code in _NO_LOG_START_ERRORS else partition.log_start_offset,
+                record_errors=list(record_errors) if record_errors else None,
+                error_message=str(exc) if custom and exc.args else None,
+            ), -1
+        except OSError as exc:
+            log.error("storage error appending to %s-%d: %s", topic, key[1], exc)
+            return ProducePartitionResult(ErrorCode.KAFKA_STORAGE_ERROR), -1
+        first = getattr(info, "first_offset", None)
+        last = getattr(info, "last_offset", first)
+        log_append_time = getattr(info, "log_append_time", -1)
+        log_start = getattr(info, "log_start_offset", partition.log_start_offset)
+        # A duplicate batch (idempotent retry) returns the original offsets: the HW is past them.
+        return ProducePartitionResult(
+            ErrorCode.NONE,
+            base_offset=int(first if first is not None else -1),
+            log_append_time_ms=int(log_append_time if log_append_time is not None else -1),
+            log_start_offset=int(log_start),
+        ), int(last) + 1 if last is not None else partition.log_end_offset
+
+    def on_high_watermark_moved(self, key: tuple[str, int]) -> None:
+        """Complete what waited for this partition's high watermark (acks=all produces, fetches)."""
+        self.produce_purgatory.check_and_complete(key)
+        self.fetch_purgatory.check_and_complete(key)
+
+    # -- fetch -----------------------------------------------------------------------------------
+
+    def fetch_messages(
+        self, params: FetchParams, requests: list[FetchPartitionRequest]
+    ) -> dict[Hashable, PartitionResult] | asyncio.Future[dict[Hashable, PartitionResult]]:
+        """Read now; if fewer than `min_bytes` are available and the client will wait, wait."""
+        results, total = self.read_from_local_log(params, requests)
+        if (
+            params.max_wait_ms <= 0
+            or not requests
+            or total >= params.min_bytes
+            or any(r.error != ErrorCode.NONE for r in results.values())
+        ):
+            return results
+        op = DelayedFetch(self, params, requests)
+        keys = [(r.topic, r.partition) for r in requests if r.topic]
+        if self.fetch_purgatory.try_complete_else_watch(op, keys):
+            return op.future.result()
+        return op.future
+
+    def read_from_local_log(
+        self, params: FetchParams, requests: list[FetchPartitionRequest]
+    ) -> tuple[dict[Hashable, PartitionResult], int]:
+        """Read every partition in order within the response limit (KIP-74 first-batch rule)."""
+        limit = params.max_bytes
+        min_one = True
+        total = 0
+        out: dict[Hashable, PartitionResult] = {}
+        for req in requests:
+            result = self._read_partition(req, params.isolation_level, min(req.max_bytes, limit), min_one)
+            out[req.key] = result
+            if result.records_size > 0:
+                total += result.records_size
+                limit = max(0, limit - result.records_size)
+                min_one = False  # only the first non-empty partition may exceed the limits
+        return out, total
+
+    def _read_partition(
+        self, req: FetchPartitionRequest, isolation: int, max_bytes: int, min_one: bool
+    ) -> PartitionResult:
+        # Partitions Kafka rejects before reading (KafkaApis: unknown to the metadata cache) carry an
+        # empty aborted-transactions list; errors from the read itself carry null.
+        if not req.topic:
+            return PartitionResult(ErrorCode.UNKNOWN_TOPIC_ID, aborted_transactions=[])
+        partition = self._partitions.get((req.topic, req.partition))
+        if partition is None:
+            return PartitionResult(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, aborted_transactions=[])
+        if req.topic_id.int and req.topic_id != partition.topic_id:
+            # A fetch by id for an id that was replaced (topic recreated): Kafka's INCONSISTENT_TOPIC_ID.
+            return PartitionResult(ErrorCode.INCONSISTENT_TOPIC_ID)
+        epoch_error = partition.check_leader_epoch(req.current_leader_epoch)
+        if epoch_error != ErrorCode.NONE:
+            return PartitionResult(epoch_error)
+        # Errors carry -1 for the offsets, as Kafka's LogReadResult for an exception does
+        # (OFFSET_OUT_OF_RANGE included: the client resets its position with ListOffsets).
+        try:
+            if req.fetch_offset < partition.log_start_offset or req.fetch_offset > partition.log_end_offset:
+                return PartitionResult(ErrorCode.OFFSET_OUT_OF_RANGE)
+            if req.fetch_offset >= partition.fetchable_end(isolation) or (max_bytes <= 0 and not min_one):
+                return PartitionResult(
+                    ErrorCode.NONE,
+                    high_watermark=partition.high_watermark,
+                    last_stable_offset=partition.last_stable_offset,
+                    log_start_offset=partition.log_start_offset,
+                    aborted_transactions=[] if isolation == 1 else None,
+                )
+            info = partition.read(req.fetch_offset, max_bytes, isolation, min_one)
+        except KafkaError as exc:
+            return PartitionResult(exc.error_code)
+        except OSError as exc:
+            log.error("storage error reading %s-%d: %s", req.topic, req.partition, exc)
+            return PartitionResult(ErrorCode.KAFKA_STORAGE_ERROR)
+        return PartitionResult(
+            ErrorCode.NONE,
+            high_watermark=info.high_watermark,
+            last_stable_offset=info.last_stable_offset,
+            log_start_offset=info.log_start_offset,
+            records=info.records,
+            records_size=info.size,
+            aborted_transactions=info.aborted_transactions,
+        )
+
+    def readable_bytes(self, partition: Partition, req: FetchPartitionRequest, isolation: int) -> int:
+        """Bytes a fetch at `req` would get now (used by DelayedFetch for min_bytes > 1)."""
+        try:
+            return partition.read(req.fetch_offset, req.max_bytes, isolation, False).size
+        except (KafkaError, OSError):
+            return 0
+
+    def missing_partition_error(self, topic: str, partition: int) -> ErrorCode:
+        """Why a partition is not served here: absent from the metadata image (Kafka's
+        UNKNOWN_TOPIC_OR_PARTITION, also for an index past the partition count) or in the image but
+        not hosted by this broker (NOT_LEADER_OR_FOLLOWER)."""
+        info = self.metadata.topic(topic)
+        if info is not None and 0 <= partition < info.num_partitions:
+            return ErrorCode.NOT_LEADER_OR_FOLLOWER
+        return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+
+    # -- helpers for the api layer ------------------------------------------------------------------
+
+    def topic_name_for_id(self, topic_id: uuid.UUID) -> str | None:
+        info = self.metadata.topic_by_id(topic_id)
+        return None if info is None else info.name
