@@ -1,0 +1,49 @@
+"""CreatePartitions (API key 37, v0-3): grow topics through the TopicManager, one result per topic.
+
+As in Kafka's `ControllerApis.createPartitions`, a topic named twice is answered once (ahead of the
+others) with INVALID_REQUEST "Duplicate topic name." and not grown.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kbroker.cluster.topics import error_fields
+from kbroker.protocol.errors import ErrorCode
+from kbroker.protocol.messages.create_partitions import CreatePartitionsRequest, CreatePartitionsResponse
+
+API_KEY = 37
+MIN_VERSION = 0
+MAX_VERSION = 3
+
+Result = CreatePartitionsResponse.CreatePartitionsTopicResult
+
+
+def handle(services: Any, ctx: Any, header: Any, request: CreatePartitionsRequest) -> CreatePartitionsResponse:
+    tm = services.topic_manager
+    counts: dict[str, int] = {}
+    for t in request.topics:
+        counts[t.name] = counts.get(t.name, 0) + 1
+    # Kafka answers the duplicates first, then the topics the controller handled.
+    results: list[Any] = [
+        Result(name=name, error_code=int(ErrorCode.INVALID_REQUEST), error_message="Duplicate topic name.")
+        for name, n in counts.items() if n > 1
+    ]
+    for t in request.topics:
+        if counts[t.name] > 1:
+            continue
+        assignments = None if t.assignments is None else [list(a.broker_ids) for a in t.assignments]
+        try:
+            tm.create_partitions(t.name, t.count, validate_only=request.validate_only, assignments=assignments)
+        except Exception as e:  # noqa: BLE001 - every failure becomes this topic's error
+            code, message = error_fields(e)
+            results.append(Result(name=t.name, error_code=code, error_message=message))
+        else:
+            results.append(Result(name=t.name, error_code=0, error_message=None))
+    return CreatePartitionsResponse(throttle_time_ms=0, results=results)
+
+
+def error_response(request: CreatePartitionsRequest, version: int, error: Any) -> CreatePartitionsResponse:
+    return CreatePartitionsResponse(throttle_time_ms=0, results=[
+        Result(name=t.name, error_code=int(error), error_message=error.message or None) for t in request.topics
+    ])

@@ -1,0 +1,77 @@
+"""CreateTopics (API key 19, v2-7): create topics through the TopicManager, one result per topic.
+
+Kafka's `ControllerApis.createTopics` shape: a name sent twice is answered once, at the end, with
+INVALID_REQUEST "Duplicate topic name." and not created; every other topic gets its own error code
+and message. From v5 a successful (or validate-only) result carries the partition count, replication
+factor and every config of the topic (KIP-525); v7 adds the topic id.
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+from kbroker.cluster.topics import error_fields
+from kbroker.protocol.messages.create_topics import CreateTopicsRequest, CreateTopicsResponse
+
+API_KEY = 19
+MIN_VERSION = 2
+MAX_VERSION = 7
+
+_ZERO_UUID = uuid.UUID(int=0)
+Result = CreateTopicsResponse.CreatableTopicResult
+ResultConfig = CreateTopicsResponse.CreatableTopicConfigs
+
+
+def handle(services: Any, ctx: Any, header: Any, request: CreateTopicsRequest) -> CreateTopicsResponse:
+    tm = services.topic_manager
+    seen: set[str] = set()
+    duplicates: list[str] = []
+    for t in request.topics:
+        if t.name in seen and t.name not in duplicates:
+            duplicates.append(t.name)
+        seen.add(t.name)
+    results: list[Any] = []
+    for t in request.topics:
+        if t.name in duplicates:
+            continue
+        configs = {c.name: c.value for c in t.configs}
+        assignments = {a.partition_index: list(a.broker_ids) for a in t.assignments}
+        try:
+            info = tm.create_topic(
+                t.name,
+                num_partitions=t.num_partitions,
+                replication_factor=t.replication_factor,
+                configs=configs,
+                validate_only=request.validate_only,
+                assignments=assignments or None,
+            )
+        except Exception as e:  # noqa: BLE001 - every failure becomes this topic's error
+            code, message = error_fields(e)
+            results.append(Result(name=t.name, topic_id=_ZERO_UUID, error_code=code, error_message=message,
+                                  num_partitions=-1, replication_factor=-1, configs=[]))
+            continue
+        # KIP-525: Kafka describes the new topic's configs from its overrides and the broker's
+        # synonyms, sorted by name, sensitive values hidden.
+        entries = [
+            ResultConfig(name=e.name, value=e.value, read_only=e.read_only, config_source=e.source,
+                         is_sensitive=e.sensitive)
+            for e in tm.describe_configs_for_overrides(info.configs, for_creation=True)
+        ]
+        results.append(Result(name=t.name, topic_id=info.topic_id, error_code=0, error_message=None,
+                              topic_config_error_code=0, num_partitions=info.num_partitions,
+                              replication_factor=info.replication_factor, configs=entries))
+    for name in duplicates:
+        results.append(Result(name=name, topic_id=_ZERO_UUID, error_code=42,
+                              error_message="Duplicate topic name.", num_partitions=-1,
+                              replication_factor=-1, configs=[]))
+    return CreateTopicsResponse(throttle_time_ms=0, topics=results)
+
+
+def error_response(request: CreateTopicsRequest, version: int, error: Any) -> CreateTopicsResponse:
+    """Kafka's `CreateTopicsRequest.getErrorResponse`: every topic gets the error."""
+    return CreateTopicsResponse(throttle_time_ms=0, topics=[
+        Result(name=t.name, topic_id=_ZERO_UUID, error_code=int(error), error_message=error.message or None,
+               num_partitions=-1, replication_factor=-1, configs=[])
+        for t in request.topics
+    ])

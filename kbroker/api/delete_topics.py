@@ -1,0 +1,117 @@
+"""DeleteTopics (API key 20, v1-6): delete topics by name (v1-5) or by name or topic id (v6).
+
+Follows Kafka's `ControllerApis.deleteTopics` checks for v6 rows: neither name nor id, both, a
+duplicated name or id, and a name whose id another row already names are INVALID_REQUEST with
+Kafka's messages; unknown names answer UNKNOWN_TOPIC_OR_PARTITION, unknown ids UNKNOWN_TOPIC_ID.
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+from kbroker.cluster.topics import error_fields
+from kbroker.protocol.errors import ErrorCode
+from kbroker.protocol.messages.delete_topics import DeleteTopicsRequest, DeleteTopicsResponse
+
+API_KEY = 20
+MIN_VERSION = 1
+MAX_VERSION = 6
+
+_ZERO_UUID = uuid.UUID(int=0)
+Result = DeleteTopicsResponse.DeletableTopicResult
+
+
+def _row(name: str | None, topic_id: uuid.UUID, code: int, message: str | None) -> Any:
+    return Result(name=name, topic_id=topic_id, error_code=code, error_message=message)
+
+
+def handle(services: Any, ctx: Any, header: Any, request: DeleteTopicsRequest) -> DeleteTopicsResponse:
+    tm = services.topic_manager
+    version = header.api_version
+    if not tm.deletion_enabled():
+        # Kafka's ControllerApis refuses the whole request: INVALID_REQUEST before v3, which lacked
+        # TOPIC_DELETION_DISABLED.
+        refusal = ErrorCode.INVALID_REQUEST if version < 3 else ErrorCode.TOPIC_DELETION_DISABLED
+        return error_response(request, version, refusal)
+    invalid = int(ErrorCode.INVALID_REQUEST)
+    responses: list[Any] = []
+    if version < 6:
+        rows: list[tuple[str | None, uuid.UUID]] = [(n, _ZERO_UUID) for n in request.topic_names]
+    else:
+        rows = [(t.name, t.topic_id or _ZERO_UUID) for t in request.topics]
+
+    names: list[str] = []
+    ids: list[uuid.UUID] = []
+    dup_names: list[str] = []
+    dup_ids: list[uuid.UUID] = []
+    for name, tid in rows:
+        if name is None and tid == _ZERO_UUID:
+            responses.append(_row(None, tid, invalid, "Neither topic name nor id were specified."))
+        elif name is not None and tid != _ZERO_UUID:
+            responses.append(_row(name, tid, invalid, "You may not specify both topic name and topic id."))
+        elif name is not None:
+            if name in names:
+                if name not in dup_names:
+                    dup_names.append(name)
+            else:
+                names.append(name)
+        else:
+            if tid in ids:
+                if tid not in dup_ids:
+                    dup_ids.append(tid)
+            else:
+                ids.append(tid)
+    for name in dup_names:
+        names.remove(name)
+        responses.append(_row(name, _ZERO_UUID, invalid, "Duplicate topic name."))
+    for tid in dup_ids:
+        ids.remove(tid)
+        responses.append(_row(None, tid, invalid, "Duplicate topic id."))
+
+    targets: list[tuple[str, uuid.UUID]] = []
+    by_id_names: set[str] = set()
+    for tid in ids:
+        info = services.metadata.topic_by_id(tid)
+        if info is None:
+            code = int(ErrorCode.UNKNOWN_TOPIC_ID)
+            responses.append(_row(None, tid, code, "This server does not host this topic ID."))
+        else:
+            targets.append((info.name, tid))
+            by_id_names.add(info.name)
+    for name in names:
+        if name in by_id_names:
+            responses.append(_row(name, _ZERO_UUID, invalid,
+                                  "The provided topic name maps to an ID that was already supplied."))
+            continue
+        info = services.metadata.topic(name)
+        if info is None:
+            code = int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+            responses.append(_row(name, _ZERO_UUID, code, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION.message))
+            continue
+        targets.append((name, info.topic_id))
+
+    deleted: list[str] = []
+    for name, tid in targets:
+        try:
+            tm.delete_topic(name)
+        except Exception as e:  # noqa: BLE001 - every failure becomes this topic's error
+            code, message = error_fields(e)
+            responses.append(_row(name, tid, code, message))
+        else:
+            responses.append(_row(name, tid, 0, None))
+            deleted.append(name)
+    coordinator = services.extras.get("group_coordinator")
+    if coordinator is not None and deleted:
+        # Committed offsets of a deleted topic go with it, as in Kafka (GroupCoordinator.onPartitionsDeleted).
+        coordinator.on_topics_deleted(deleted)
+    return DeleteTopicsResponse(throttle_time_ms=0, responses=responses)
+
+
+def error_response(request: DeleteTopicsRequest, version: int, error: Any) -> DeleteTopicsResponse:
+    """Kafka's `DeleteTopicsRequest.getErrorResponse`: every named topic (or id) gets the error."""
+    if version < 6:
+        rows = [_row(n, _ZERO_UUID, int(error), error.message or None) for n in request.topic_names]
+    else:
+        rows = [_row(t.name, t.topic_id or _ZERO_UUID, int(error), error.message or None) for t in request.topics]
+    return DeleteTopicsResponse(throttle_time_ms=0, responses=rows)

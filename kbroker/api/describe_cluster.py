@@ -1,0 +1,60 @@
+"""DescribeCluster (API key 60, v0-2): the cluster id, this node as the only broker and as the "controller".
+
+KRaft brokers report a random live broker as the controller id, since clients cannot reach the
+controllers (KIP-590); on one node that is us. Asking a broker for CONTROLLER endpoints (v1+
+endpoint_type=2) gets UNSUPPORTED_ENDPOINT_TYPE, as from Kafka's broker listeners.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kbroker.api.metadata import AUTHORIZED_OPERATIONS_OMITTED, CLUSTER_AUTHORIZED_OPERATIONS
+from kbroker.protocol.errors import ErrorCode
+from kbroker.protocol.messages.describe_cluster import DescribeClusterRequest, DescribeClusterResponse
+
+API_KEY = 60
+MIN_VERSION = 0
+MAX_VERSION = 2
+
+BROKER_ENDPOINT = 1
+
+
+def handle(services: Any, ctx: Any, header: Any, request: DescribeClusterRequest) -> DescribeClusterResponse:
+    endpoint_type = request.endpoint_type if header.api_version >= 1 else BROKER_ENDPOINT
+    if endpoint_type != BROKER_ENDPOINT:
+        return DescribeClusterResponse(
+            throttle_time_ms=0,
+            error_code=int(ErrorCode.UNSUPPORTED_ENDPOINT_TYPE),
+            error_message="The request was sent to an endpoint of type BROKER, but we wanted an "
+                          "endpoint of type CONTROLLER",
+            endpoint_type=endpoint_type,
+            cluster_id=services.cluster_id,
+            controller_id=-1,
+            brokers=[],
+        )
+    endpoints = list(services.config.advertised_listeners)
+    chosen = [e for e in endpoints if e.name == ctx.listener_name] or endpoints[:1]
+    rack = services.config.get("broker.rack") if hasattr(services.config, "get") else None
+    brokers = [
+        DescribeClusterResponse.DescribeClusterBroker(broker_id=services.node_id, host=e.host, port=e.port,
+                                                      rack=rack, is_fenced=False)
+        for e in chosen[:1]
+    ]
+    ops = CLUSTER_AUTHORIZED_OPERATIONS if request.include_cluster_authorized_operations \
+        else AUTHORIZED_OPERATIONS_OMITTED
+    return DescribeClusterResponse(
+        throttle_time_ms=0,
+        error_code=0,
+        error_message=None,
+        endpoint_type=BROKER_ENDPOINT,
+        cluster_id=services.cluster_id,
+        controller_id=services.node_id,
+        brokers=brokers,
+        cluster_authorized_operations=ops,
+    )
+
+
+def error_response(request: DescribeClusterRequest, version: int, error: Any) -> DescribeClusterResponse:
+    return DescribeClusterResponse(throttle_time_ms=0, error_code=int(error), error_message=error.message or None,
+                                   cluster_id="", controller_id=-1, brokers=[])

@@ -1,0 +1,479 @@
+"""Config resolution for topics and the broker, on a single node (Kafka's `ConfigurationControlManager`
+and `ConfigHelper` rolled into one).
+
+Owns topic-config validation (Kafka's `LogConfig.validate` wording), the levels a broker key is set at
+(dynamic, dynamic default, static, default) and the synonym lists DescribeConfigs shows, the description
+of a topic's configs (value, source, synonyms), Incremental/legacy AlterConfigs on topics, and dynamic
+broker configs; and handing a topic's effective `LogConfig` to its live logs. `TopicManager`
+(kbroker.cluster.topics) holds one `ConfigurationControlManager` and delegates its config methods to it.
+
+Persists through `MetadataStore`; must not import net/, api/ or the broker wiring (the broker config
+object is handed in).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from enum import IntEnum
+from typing import Any, NamedTuple
+
+from kbroker.cluster.metadata import MetadataStore, TopicInfo
+from kbroker.log.config import (
+    TOPIC_CONFIGS,
+    TOPIC_CONFIGS_BY_NAME,
+    ConfigType,
+    LogConfig,
+    TopicConfigDef,
+)
+from kbroker.protocol.errors import ErrorCode, KafkaError
+
+__all__ = [
+    "AlterConfigOp",
+    "ConfigEntry",
+    "ConfigSource",
+    "ConfigSynonym",
+    "ConfigurationControlManager",
+    "config_defs",
+    "parse_broker_value",
+    "render",
+]
+
+
+class ConfigSource(IntEnum):
+    """DescribeConfigs `config_source` ids (Kafka's `DescribeConfigsResponse.ConfigSource`)."""
+
+    UNKNOWN = 0
+    DYNAMIC_TOPIC_CONFIG = 1
+    DYNAMIC_BROKER_CONFIG = 2
+    DYNAMIC_DEFAULT_BROKER_CONFIG = 3
+    STATIC_BROKER_CONFIG = 4
+    DEFAULT_CONFIG = 5
+    DYNAMIC_BROKER_LOGGER_CONFIG = 6
+
+
+class AlterConfigOp(IntEnum):
+    """IncrementalAlterConfigs `config_operation` ids (KIP-339)."""
+
+    SET = 0
+    DELETE = 1
+    APPEND = 2
+    SUBTRACT = 3
+
+
+class ConfigSynonym(NamedTuple):
+    name: str
+    value: str | None
+    source: int
+
+
+class ConfigEntry(NamedTuple):
+    """One described config. The first seven fields are the contract's tuple."""
+
+    name: str
+    value: str | None
+    source: int
+    is_default: bool
+    read_only: bool
+    sensitive: bool
+    synonyms: list[ConfigSynonym]
+    config_type: int = ConfigType.UNKNOWN
+    documentation: str | None = None
+
+
+def _err(code: ErrorCode, message: str | None = None) -> KafkaError:
+    return KafkaError(message, error_code=code)
+
+
+_TYPE_NAMES = {ConfigType.INT: "INT", ConfigType.LONG: "LONG", ConfigType.SHORT: "SHORT"}
+_INT_BOUNDS = {ConfigType.INT: 2**31, ConfigType.LONG: 2**63, ConfigType.SHORT: 2**15}
+_CLEANUP_POLICIES = ("compact", "delete")
+
+
+def _parse_problem(defn: TopicConfigDef, value: str) -> str | None:
+    """Kafka's `ConfigDef.parseType` wording for a value that does not parse (ranges are the log layer's)."""
+    text = value.strip()
+    if defn.type in _TYPE_NAMES:
+        try:
+            number = int(text)
+        except ValueError:
+            return f"Not a number of type {_TYPE_NAMES[defn.type]}"
+        bound = _INT_BOUNDS[defn.type]
+        return None if -bound <= number < bound else f"Not a number of type {_TYPE_NAMES[defn.type]}"
+    if defn.type == ConfigType.DOUBLE:
+        try:
+            float(text)
+        except ValueError:
+            return "Not a number of type DOUBLE"
+    if defn.type == ConfigType.BOOLEAN and text.lower() not in ("true", "false"):
+        return "Expected value to be either true or false"
+    return None
+
+
+def _bad_list_item(defn: TopicConfigDef, value: str) -> str | None:
+    """Kafka's ValidList reports the first offending element as the invalid value."""
+    if defn.name == "cleanup.policy":
+        for item in (x.strip() for x in value.split(",")):
+            if item and item not in _CLEANUP_POLICIES:
+                return item
+    return None
+
+
+def render(value: Any) -> str | None:
+    """A typed broker-config value as Kafka renders it in DescribeConfigs."""
+    if value is None:
+        return None
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, list | tuple):
+        return ",".join(str(v) for v in value)
+    return str(value)
+
+
+# Marks cluster-wide dynamic defaults (resource name "") in the image's one `broker_configs` map;
+# per-broker dynamic configs are stored under their plain key. Config names never contain '<' or '/'.
+_DYNAMIC_DEFAULT_PREFIX = "<default>/"
+
+
+class ConfigurationControlManager:
+    """Resolves, validates, describes and alters topic and dynamic broker configs, keeping live logs in step."""
+
+    def __init__(self, config: Any, metadata: MetadataStore, replica_manager: Any) -> None:
+        self.config = config
+        self.metadata = metadata
+        self.replica_manager = replica_manager
+
+    # -- broker config access ----------------------------------------------------------------
+
+    def _static(self, key: str) -> tuple[str | None, int]:
+        """(value, source) of a broker key from the static config: STATIC_BROKER_CONFIG or DEFAULT_CONFIG."""
+        try:
+            value = self.config[key]
+            source = self.config.source(key)
+        except (KeyError, AttributeError, TypeError):
+            return None, ConfigSource.UNKNOWN
+        return render(value), ConfigSource[source] if isinstance(source, str) else int(source)
+
+    def dynamic_broker_configs(self, default: bool, stored: Mapping[str, str] | None = None) -> dict[str, str]:
+        """Dynamic broker overrides: per-broker (`default=False`) or cluster-wide defaults.
+
+        Both live in the image's one `broker_configs` map; cluster-wide defaults (resource name "")
+        carry the `<default>/` prefix so the two levels keep Kafka's precedence and sources.
+        """
+        out: dict[str, str] = {}
+        for key, value in (self.metadata.broker_configs if stored is None else stored).items():
+            if key.startswith(_DYNAMIC_DEFAULT_PREFIX) == default:
+                out[key[len(_DYNAMIC_DEFAULT_PREFIX):] if default else key] = value
+        return out
+
+    def broker_levels(self, key: str, stored: Mapping[str, str] | None = None) -> list[ConfigSynonym]:
+        """Every level that sets `key`, highest precedence first (dynamic, dynamic default, static, default)."""
+        levels: list[ConfigSynonym] = []
+        per_broker = self.dynamic_broker_configs(False, stored)
+        if key in per_broker:
+            levels.append(ConfigSynonym(key, per_broker[key], ConfigSource.DYNAMIC_BROKER_CONFIG))
+        defaults = self.dynamic_broker_configs(True, stored)
+        if key in defaults:
+            levels.append(ConfigSynonym(key, defaults[key], ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG))
+        value, source = self._static(key)
+        if source == ConfigSource.UNKNOWN:
+            value, source = self._config_default(key)
+        elif source == ConfigSource.STATIC_BROKER_CONFIG:
+            levels.append(ConfigSynonym(key, value, ConfigSource.STATIC_BROKER_CONFIG))
+            # Kafka lists the default under the static value when the key has one.
+            value, source = self._config_default(key)
+        if source == ConfigSource.DEFAULT_CONFIG and value is not None:
+            levels.append(ConfigSynonym(key, value, ConfigSource.DEFAULT_CONFIG))
+        return levels
+
+    def _config_default(self, key: str) -> tuple[str | None, int]:
+        d = config_defs(self.config).get(key)
+        if d is not None:
+            return render(getattr(d, "default", None)), ConfigSource.DEFAULT_CONFIG
+        # A broker key the broker config does not define (log.local.retention.*, tiered storage):
+        # its default is the topic config's, when the two share a unit.
+        for defn in TOPIC_CONFIGS:
+            if (key, 1) in defn.synonyms:
+                return defn.default_string(), ConfigSource.DEFAULT_CONFIG
+        return None, ConfigSource.UNKNOWN
+
+    def config_synonyms(self, keys: Sequence[str], primary: str, *, per_broker: bool = True) -> list[ConfigSynonym]:
+        """Kafka's `ConfigHelper.configSynonyms`: every level of every key of a synonym family.
+
+        Level-major (dynamic, dynamic default, static, default; keys in precedence order inside a
+        level), then everything before the first entry named `primary` is dropped: so a family whose
+        primary key (`log.retention.ms` for retention.ms) is set nowhere lists no synonyms at all,
+        exactly as Kafka answers. The cluster-default resource keeps only dynamic-default entries.
+        """
+        levels = [self.broker_levels(k) for k in keys]
+        out = [s for source in (ConfigSource.DYNAMIC_BROKER_CONFIG, ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG,
+                                ConfigSource.STATIC_BROKER_CONFIG, ConfigSource.DEFAULT_CONFIG)
+               for lv in levels for s in lv if s.source == source]
+        while out and out[0].name != primary:
+            out.pop(0)
+        if not per_broker:
+            out = [s for s in out if s.source == ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG]
+        return out
+
+    def broker_props(self, stored: Mapping[str, str] | None = None) -> dict[str, str]:
+        """The broker keys that topic configs fall back to, as set at any non-default level."""
+        props: dict[str, str] = {}
+        for defn in TOPIC_CONFIGS:
+            for key, _ in defn.synonyms:
+                for level in self.broker_levels(key, stored):
+                    if level.source != ConfigSource.DEFAULT_CONFIG and level.value is not None:
+                        props[key] = level.value
+                        break
+        return props
+
+    def log_config(self, overrides: Mapping[str, str]) -> LogConfig:
+        """The `LogConfig` a topic with these overrides runs with (broker synonyms, then Kafka defaults)."""
+        return LogConfig.from_props(self.broker_props(), overrides)
+
+    def config_for_topic(self, name: str) -> LogConfig | None:
+        """The LogConfig a new log of topic `name` opens with (LogManager's `config_for_topic` hook)."""
+        info = self.metadata.topic(name)
+        return None if info is None else self.log_config(info.configs)
+
+    # -- validation ------------------------------------------------------------------------------
+
+    def validate_topic_configs(self, configs: Mapping[str, str | None]) -> dict[str, str]:
+        """Kafka's `LogConfig.validate` for a topic's full override set; INVALID_CONFIG on failure."""
+        nulls = [k for k, v in configs.items() if v is None]
+        if nulls:
+            raise _err(ErrorCode.INVALID_CONFIG, f"Null value not supported for topic configs: {','.join(nulls)}")
+        clean = {k: str(v) for k, v in configs.items()}
+        for name, value in clean.items():
+            defn = TOPIC_CONFIGS_BY_NAME.get(name)
+            if defn is None:
+                raise _err(ErrorCode.INVALID_CONFIG, f"Unknown topic config name: {name}")
+            problem = _parse_problem(defn, value)
+            if problem:
+                raise _err(ErrorCode.INVALID_CONFIG, f"Invalid value {value} for configuration {name}: {problem}")
+            item = _bad_list_item(defn, value)
+            if item is not None:
+                raise _err(ErrorCode.INVALID_CONFIG, f"Invalid value {item} for configuration {name}: "
+                           f"String must be one of: {', '.join(_CLEANUP_POLICIES)}")
+        try:
+            cfg = self.log_config(clean)
+        except ValueError as e:
+            raise _err(ErrorCode.INVALID_CONFIG, str(e)) from None
+        if cfg.min_compaction_lag_ms > cfg.max_compaction_lag_ms:
+            raise _err(
+                ErrorCode.INVALID_CONFIG,
+                f"conflict topic config setting min.compaction.lag.ms ({cfg.min_compaction_lag_ms}) > "
+                f"max.compaction.lag.ms ({cfg.max_compaction_lag_ms})",
+            )
+        if cfg.remote_storage_enable:
+            # No tiered storage here: Kafka answers the same when remote.log.storage.system.enable=false.
+            raise _err(
+                ErrorCode.INVALID_CONFIG,
+                "Tiered Storage functionality is disabled in the broker. Topic cannot be configured "
+                "with remote log storage.",
+            )
+        return clean
+
+    # -- topic configs ------------------------------------------------------------------------------
+
+    def _existing_for_config(self, name: str) -> TopicInfo:
+        info = self.metadata.topic(name)
+        if info is None:
+            raise _err(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"The topic '{name}' does not exist.")
+        return info
+
+    def incremental_alter_topic_configs(
+        self, name: str, ops: Iterable[tuple[str, int, str | None]], validate_only: bool = False
+    ) -> TopicInfo:
+        """IncrementalAlterConfigs (KIP-339) on a topic: SET, DELETE, APPEND, SUBTRACT."""
+        info = self._existing_for_config(name)
+        new = dict(info.configs)
+        for key, op, value in ops:
+            try:
+                op = AlterConfigOp(op)
+            except ValueError:
+                raise _err(ErrorCode.INVALID_REQUEST, f"Unknown alter configs op type {op}") from None
+            if op == AlterConfigOp.SET:
+                new[key] = value  # type: ignore[assignment]  # None is refused by validation below
+            elif op == AlterConfigOp.DELETE:
+                new.pop(key, None)
+            else:
+                defn = TOPIC_CONFIGS_BY_NAME.get(key)
+                if defn is None:
+                    raise _err(ErrorCode.INVALID_CONFIG, f"Unknown topic config name: {key}")
+                if defn.type != ConfigType.LIST:
+                    raise _err(ErrorCode.INVALID_CONFIG,
+                               f"Can't {op.name} to key {key} because its type is not LIST.")
+                current = new.get(key)
+                if current is None:
+                    current = self.log_config({}).to_props().get(key, "")
+                items = [x.strip() for x in current.split(",") if x.strip()]
+                given = [x.strip() for x in (value or "").split(",") if x.strip()]
+                if op == AlterConfigOp.APPEND:
+                    items += [x for x in given if x not in items]
+                else:
+                    items = [x for x in items if x not in given]
+                new[key] = ",".join(items)
+        return self._replace_topic_configs(info, new, validate_only)
+
+    def alter_topic_configs(self, name: str, configs: Mapping[str, str | None],
+                            validate_only: bool = False) -> TopicInfo:
+        """Legacy AlterConfigs on a topic: the given set replaces every override."""
+        return self._replace_topic_configs(self._existing_for_config(name), dict(configs), validate_only)
+
+    def _replace_topic_configs(self, info: TopicInfo, new: Mapping[str, str | None],
+                               validate_only: bool) -> TopicInfo:
+        clean = self.validate_topic_configs(new)
+        updated = TopicInfo(info.name, info.topic_id, info.num_partitions, info.replication_factor,
+                            clean, info.is_internal)
+        if validate_only:
+            return updated
+        self.metadata.put_topic(updated)
+        self.apply_log_config(updated)
+        return updated
+
+    def apply_log_config(self, info: TopicInfo) -> None:
+        """Hand the topic's new effective config to every live log of the topic."""
+        cfg = self.log_config(info.configs)
+        for p in range(info.num_partitions):
+            partition = self.replica_manager.get_partition(info.name, p)
+            log = getattr(partition, "log", None) if partition is not None else None
+            if log is not None and getattr(log, "config", None) != cfg:
+                log.update_config(cfg)
+
+    def describe_configs_for_overrides(
+        self, overrides: Mapping[str, str], keys: Iterable[str] | None = None,
+        include_synonyms: bool = False, include_documentation: bool = False, *, for_creation: bool = False,
+    ) -> list[ConfigEntry]:
+        """The description of a topic with these overrides (also for validate-only CreateTopics).
+
+        `for_creation`: the source as CreateTopics v5+ reports it (KIP-525). Kafka's controller
+        resolves it differently from DescribeConfigs: the first level (dynamic, dynamic default,
+        static) at which any synonym key is set, without DescribeConfigs' primary-key rule, so
+        `log.retention.hours` set statically makes retention.ms STATIC_BROKER_CONFIG there.
+        """
+        wanted = set(keys) if keys is not None else None
+        values = self.log_config(overrides).to_props()
+        entries = []
+        for defn in sorted(TOPIC_CONFIGS, key=lambda d: d.name):
+            if defn.internal or (wanted is not None and defn.name not in wanted):
+                continue
+            entry = self._topic_entry(defn, overrides, values, include_synonyms, include_documentation)
+            if for_creation and defn.name not in overrides:
+                entry = entry._replace(source=self._creation_source(defn))
+            entries.append(entry)
+        return entries
+
+    def _creation_source(self, defn: TopicConfigDef) -> int:
+        levels = [s.source for key, _ in defn.synonyms for s in self.broker_levels(key)]
+        for source in (ConfigSource.DYNAMIC_BROKER_CONFIG, ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG,
+                       ConfigSource.STATIC_BROKER_CONFIG):
+            if source in levels:
+                return int(source)
+        return int(ConfigSource.DEFAULT_CONFIG)
+
+    def _topic_entry(self, defn: TopicConfigDef, overrides: Mapping[str, str], values: Mapping[str, str],
+                     include_synonyms: bool, include_documentation: bool) -> ConfigEntry:
+        synonyms: list[ConfigSynonym] = []
+        if defn.name in overrides:
+            synonyms.append(ConfigSynonym(defn.name, overrides[defn.name], ConfigSource.DYNAMIC_TOPIC_CONFIG))
+        keys = [key for key, _ in defn.synonyms]
+        if keys:
+            synonyms.extend(self.config_synonyms(keys, keys[0]))
+        source = synonyms[0].source if synonyms else ConfigSource.DEFAULT_CONFIG
+        value = values.get(defn.name, defn.default_string())
+        if defn.sensitive:
+            value = None
+            synonyms = [s._replace(value=None) for s in synonyms]
+        return ConfigEntry(
+            name=defn.name,
+            value=value,
+            source=int(source),
+            is_default=source == ConfigSource.DEFAULT_CONFIG,
+            read_only=False,
+            sensitive=defn.sensitive,
+            synonyms=synonyms if include_synonyms else [],
+            config_type=defn.type,
+            documentation=(defn.doc or None) if include_documentation else None,
+        )
+
+    # -- dynamic broker configs -----------------------------------------------------------------------
+
+    def alter_broker_configs(self, default: bool, changes: Mapping[str, str | None],
+                             validate_only: bool = False) -> None:
+        """Set (value) or delete (None) dynamic broker configs at one level, then re-apply topic configs.
+
+        As Kafka's broker-side validation: a known key that is not dynamically updatable, or a value
+        that does not parse or validate, refuses the whole resource with INVALID_REQUEST; a key
+        the broker does not know is stored as a custom config.
+        """
+        defs = config_defs(self.config)
+        not_dynamic = sorted(k for k in changes if k in defs and not getattr(defs[k], "dynamic_update", False))
+        if not_dynamic:
+            # Kafka renders the offending keys as a Java collection: "[a, b]".
+            raise _err(ErrorCode.INVALID_REQUEST,
+                       f"Cannot update these configs dynamically: [{', '.join(not_dynamic)}]")
+        for key, value in changes.items():
+            if value is None or key not in defs:
+                continue
+            defn = defs[key]
+            try:
+                typed = parse_broker_value(getattr(defn, "type", "string"), value)
+                validator = getattr(defn, "validator", None)
+                if validator is not None:
+                    validator(key, typed)
+            except ValueError as e:
+                message = str(e)
+                if not message.startswith("Invalid value"):
+                    message = f"Invalid value {value} for configuration {key}: {message}"
+                raise _err(ErrorCode.INVALID_REQUEST, message) from None
+        stored = dict(self.metadata.broker_configs)
+        prefix = _DYNAMIC_DEFAULT_PREFIX if default else ""
+        for key, value in changes.items():
+            if value is None:
+                stored.pop(prefix + key, None)
+            else:
+                stored[prefix + key] = str(value)
+        # Topic configs fall back to these keys: refuse a value no topic's LogConfig would accept.
+        try:
+            LogConfig.from_props(self.broker_props(stored), {})
+        except ValueError as e:
+            raise _err(ErrorCode.INVALID_REQUEST, str(e)) from None
+        if validate_only:
+            return
+        self.metadata.set_broker_configs(stored)
+        for info in self.metadata.topics():
+            self.apply_log_config(info)
+
+
+def parse_broker_value(config_type: str, raw: str) -> Any:
+    """Kafka's `ConfigDef.parseType` for a dynamic broker value; ValueError with Kafka's wording."""
+    text = raw.strip()
+    if config_type in ("int", "long", "short"):
+        try:
+            return int(text)
+        except ValueError:
+            raise ValueError(f"Not a number of type {config_type.upper()}") from None
+    if config_type == "double":
+        try:
+            return float(text)
+        except ValueError:
+            raise ValueError("Not a number of type DOUBLE") from None
+    if config_type == "boolean":
+        if text.lower() not in ("true", "false"):
+            raise ValueError("Expected value to be either true or false")
+        return text.lower() == "true"
+    if config_type == "list":
+        return [x.strip() for x in text.split(",") if x.strip()]
+    return text if config_type != "password" else raw
+
+
+def config_defs(config: Any) -> Mapping[str, Any]:
+    """The broker's `CONFIG_DEFS` table, found through the config object (wiring lives above us)."""
+    for attr in ("CONFIG_DEFS", "defs", "config_defs"):
+        defs = getattr(config, attr, None)
+        if isinstance(defs, Mapping):
+            return defs
+    import sys
+
+    module = sys.modules.get(type(config).__module__)
+    defs = getattr(module, "CONFIG_DEFS", None)
+    return defs if isinstance(defs, Mapping) else {}
