@@ -1,0 +1,29 @@
+"""DeleteGroups (key 42): delete empty groups and their committed offsets (tombstones in the log).
+
+Versions 0-2. GROUP_ID_NOT_FOUND for unknown groups, NON_EMPTY_GROUP while the group has members.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kbroker.api._groups import coordinator
+from kbroker.api.context import BrokerServices, RequestContext
+from kbroker.protocol.errors import ErrorCode
+from kbroker.protocol.messages.delete_groups import DeleteGroupsRequest, DeleteGroupsResponse
+
+API_KEY = 42
+MIN_VERSION = 0
+MAX_VERSION = 2
+
+R = DeleteGroupsResponse
+
+
+def error_response(request: DeleteGroupsRequest, version: int, error: ErrorCode) -> DeleteGroupsResponse:
+    return R(results=[R.DeletableGroupResult(group_id=g, error_code=error) for g in request.groups_names])
+
+
+def handle(services: BrokerServices, ctx: RequestContext, header: Any, request: DeleteGroupsRequest) -> DeleteGroupsResponse:
+    names = list(request.groups_names)
+    errors = coordinator(services).delete_groups(names)
+    return R(results=[R.DeletableGroupResult(group_id=g, error_code=e) for g, e in zip(names, errors, strict=True)])

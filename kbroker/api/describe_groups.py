@@ -1,0 +1,49 @@
+"""DescribeGroups (key 15): state, protocol and members of classic groups.
+
+Versions 0-5 (v6 answers GROUP_ID_NOT_FOUND for unknown groups; before it, as here, an unknown group
+is described as Dead). Member metadata and assignments are only given for a Stable group, as Kafka.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kbroker.api._groups import coordinator
+from kbroker.api.context import BrokerServices, RequestContext
+from kbroker.protocol.errors import ErrorCode
+from kbroker.protocol.messages.describe_groups import DescribeGroupsRequest, DescribeGroupsResponse
+
+API_KEY = 15
+MIN_VERSION = 0
+MAX_VERSION = 5
+
+R = DescribeGroupsResponse
+# No authorizer: GROUP resource operations READ(3), DELETE(6), DESCRIBE(8) are all allowed.
+GROUP_AUTHORIZED_OPERATIONS = sum(1 << op for op in (3, 6, 8))
+AUTHORIZED_OPERATIONS_OMITTED = -2147483648
+
+
+def error_response(request: DescribeGroupsRequest, version: int, error: ErrorCode) -> DescribeGroupsResponse:
+    return R(groups=[R.DescribedGroup(error_code=error, group_id=g) for g in request.groups])
+
+
+def handle(services: BrokerServices, ctx: RequestContext, header: Any,
+           request: DescribeGroupsRequest) -> DescribeGroupsResponse:
+    coord = coordinator(services)
+    ops = GROUP_AUTHORIZED_OPERATIONS if request.include_authorized_operations else AUTHORIZED_OPERATIONS_OMITTED
+    groups = []
+    for gid in request.groups:
+        error, d = coord.describe_group(gid)
+        if error != ErrorCode.NONE:
+            groups.append(R.DescribedGroup(error_code=error, group_id=gid))
+            continue
+        groups.append(R.DescribedGroup(
+            error_code=ErrorCode.NONE, group_id=gid, group_state=d.state, protocol_type=d.protocol_type,
+            protocol_data=d.protocol_data, authorized_operations=ops,
+            members=[
+                R.DescribedGroupMember(member_id=m, group_instance_id=i, client_id=c, client_host=h,
+                                       member_metadata=meta, member_assignment=assignment)
+                for m, i, c, h, meta, assignment in d.members
+            ],
+        ))
+    return R(groups=groups)

@@ -1,0 +1,27 @@
+"""Heartbeat (key 12): keeps a classic member's session alive; REBALANCE_IN_PROGRESS asks it to rejoin.
+
+Versions 0-4 (v3 adds the group instance id).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kbroker.api._groups import coordinator
+from kbroker.api.context import BrokerServices, RequestContext
+from kbroker.protocol.errors import ErrorCode
+from kbroker.protocol.messages.heartbeat import HeartbeatRequest, HeartbeatResponse
+
+API_KEY = 12
+MIN_VERSION = 0
+MAX_VERSION = 4
+
+
+def error_response(request: HeartbeatRequest, version: int, error: ErrorCode) -> HeartbeatResponse:
+    return HeartbeatResponse(error_code=error)
+
+
+def handle(services: BrokerServices, ctx: RequestContext, header: Any, request: HeartbeatRequest) -> HeartbeatResponse:
+    instance_id = request.group_instance_id if header.api_version >= 3 else None
+    error = coordinator(services).heartbeat(request.group_id, request.generation_id, request.member_id, instance_id)
+    return HeartbeatResponse(error_code=error)

@@ -1,0 +1,35 @@
+"""ListGroups (key 16): every group this broker coordinates, filtered by state (v4+) and type (v5+).
+
+Versions 0-5. Filters are case-insensitive; every group here is of type "classic" (KIP-848 groups do
+not exist yet). While a `__consumer_offsets` partition is still loading the answer carries
+COORDINATOR_LOAD_IN_PROGRESS with the groups already loaded.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kbroker.api._groups import coordinator, runtime
+from kbroker.api.context import BrokerServices, RequestContext
+from kbroker.protocol.errors import ErrorCode
+from kbroker.protocol.messages.list_groups import ListGroupsRequest, ListGroupsResponse
+
+API_KEY = 16
+MIN_VERSION = 0
+MAX_VERSION = 5
+
+
+def error_response(request: ListGroupsRequest, version: int, error: ErrorCode) -> ListGroupsResponse:
+    return ListGroupsResponse(error_code=error)
+
+
+def handle(services: BrokerServices, ctx: RequestContext, header: Any, request: ListGroupsRequest) -> ListGroupsResponse:
+    version = header.api_version
+    states = list(request.states_filter) if version >= 4 else []
+    types = list(request.types_filter) if version >= 5 else []
+    listed = coordinator(services).list_groups(states, types)
+    error = ErrorCode.COORDINATOR_LOAD_IN_PROGRESS if runtime(services).loading else ErrorCode.NONE
+    return ListGroupsResponse(error_code=error, groups=[
+        ListGroupsResponse.ListedGroup(group_id=g, protocol_type=pt, group_state=state, group_type=gtype)
+        for g, pt, state, gtype in listed
+    ])

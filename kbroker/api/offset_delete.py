@@ -1,0 +1,48 @@
+"""OffsetDelete (key 47): delete committed offsets of a group (kafka-consumer-groups --delete-offsets).
+
+Version 0. GROUP_ID_NOT_FOUND for an unknown group, NON_EMPTY_GROUP for an active non-consumer group,
+GROUP_SUBSCRIBED_TO_TOPIC per partition of a topic an active consumer group still subscribes to.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kbroker.api._groups import coordinator
+from kbroker.api.context import BrokerServices, RequestContext
+from kbroker.protocol.errors import ErrorCode
+from kbroker.protocol.messages.offset_delete import OffsetDeleteRequest, OffsetDeleteResponse
+
+API_KEY = 47
+MIN_VERSION = 0
+MAX_VERSION = 0
+
+R = OffsetDeleteResponse
+
+
+def error_response(request: OffsetDeleteRequest, version: int, error: ErrorCode) -> OffsetDeleteResponse:
+    return R(error_code=error)
+
+
+def handle(services: BrokerServices, ctx: RequestContext, header: Any, request: OffsetDeleteRequest) -> OffsetDeleteResponse:
+    errors: dict[tuple[str, int], ErrorCode] = {}
+    known: list[tuple[str, int]] = []
+    for t in request.topics:
+        exists = services.metadata.topic(t.name) is not None
+        for p in t.partitions:
+            if exists:
+                known.append((t.name, p.partition_index))
+            else:
+                errors[(t.name, p.partition_index)] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+    error, results = coordinator(services).delete_offsets(request.group_id, known)
+    if error != ErrorCode.NONE:
+        return R(error_code=error)
+    errors.update(zip(known, results, strict=True))
+    return R(error_code=ErrorCode.NONE, topics=[
+        R.OffsetDeleteResponseTopic(name=t.name, partitions=[
+            R.OffsetDeleteResponsePartition(partition_index=p.partition_index,
+                                            error_code=errors[(t.name, p.partition_index)])
+            for p in t.partitions
+        ])
+        for t in request.topics
+    ])

@@ -1,0 +1,283 @@
+"""Broker wiring: builds every layer from a `KafkaConfig`, runs the periodic log tasks, shuts down cleanly.
+
+Owns `Broker` (startup order: storage -> metadata image -> replica manager -> topic manager ->
+dispatcher -> network; shutdown in reverse after in-flight requests finish) and `run_broker` (the event
+loop, uvloop when installed, and SIGTERM/SIGINT handling) used by `kbroker serve`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import fcntl
+import logging
+import os
+import signal
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import kbroker
+from kbroker.config import KafkaConfig
+from kbroker.coord import GroupCoordinatorRuntime
+from kbroker.net import KafkaServer
+
+log = logging.getLogger(__name__)
+
+METADATA_FILE = "__kbroker_metadata.json"
+
+
+def wall_clock_ms() -> int:
+    return int(time.time() * 1000)
+
+
+class StartupError(Exception):
+    """The broker cannot start (a port in use, an unusable data directory): shown as one line, exit 1."""
+
+
+class Broker:
+    """One kbroker node: storage, metadata image, replica manager, topic manager, APIs, network."""
+
+    def __init__(self, config: KafkaConfig, time_ms: Callable[[], int] = wall_clock_ms) -> None:
+        self.config = config
+        self.time_ms = time_ms
+        self.log_manager: Any = None
+        self.metadata: Any = None
+        self.replica_manager: Any = None
+        self.topic_manager: Any = None
+        self.services: Any = None
+        self.group_coordinator: GroupCoordinatorRuntime | None = None
+        self.dispatcher: Any = None
+        self.server: KafkaServer | None = None
+        self.cluster_id = ""
+        self._timers: dict[str, asyncio.TimerHandle] = {}
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._stopped = False
+        self._lock_fds: list[int] = []
+
+    # -- startup --
+
+    async def start(self) -> None:
+        from kbroker.api.context import BrokerServices
+        from kbroker.api.dispatcher import ApiDispatcher
+        from kbroker.cluster.metadata import MetadataStore
+        from kbroker.cluster.topics import TopicManager
+        from kbroker.log import KafkaStorageError, LogConfig, LogManager
+        from kbroker.log.manager import InconsistentMetaPropertiesError
+        from kbroker.replica import ReplicaManager
+
+        self._loop = asyncio.get_running_loop()
+        config = self.config
+        log_dirs = config.log_dirs
+        try:
+            for d in log_dirs:
+                d.mkdir(parents=True, exist_ok=True)
+        except OSError as e:
+            raise StartupError(f"Cannot create log directory {e.filename}: {e.strerror}") from None
+        self._lock_log_dirs(log_dirs)
+        self.metadata = MetadataStore(log_dirs[0] / METADATA_FILE)
+        self.metadata.load()
+        try:
+            default_log_config = LogConfig.from_props(config.broker_props())
+        except ValueError as e:
+            raise StartupError(str(e)) from None
+        self.log_manager = LogManager(
+            log_dirs,
+            default_log_config,
+            node_id=config.node_id,
+            time_ms=self.time_ms,
+            config_for_topic=self._config_for_topic,
+        )
+        self.replica_manager = ReplicaManager(config, self.log_manager, self.metadata, self.time_ms)
+        self.topic_manager = TopicManager(config, self.metadata, self.replica_manager)
+        # Formats empty log dirs (meta.properties with a new cluster id, as `kafka-storage.sh format`
+        # would), then recovers every partition log found on disk.
+        try:
+            self.log_manager.startup()
+        except (InconsistentMetaPropertiesError, KafkaStorageError) as e:
+            raise StartupError(str(e)) from None
+        self.cluster_id = self.log_manager.cluster_id
+        self.services = BrokerServices(
+            config=config,
+            log_manager=self.log_manager,
+            metadata=self.metadata,
+            replica_manager=self.replica_manager,
+            topic_manager=self.topic_manager,
+            cluster_id=self.cluster_id,
+            node_id=config.node_id,
+            time_ms=self.time_ms,
+        )
+        self.replica_manager.startup()
+        # Logs reopened at startup get their topic overrides plus the persisted dynamic broker configs.
+        self.topic_manager.apply_log_configs()
+        # The group coordinator starts loading __consumer_offsets now, not at the first group request,
+        # so groups answer COORDINATOR_LOAD_IN_PROGRESS only while their partition loads.
+        self.group_coordinator = GroupCoordinatorRuntime(
+            config, self.replica_manager, self.topic_manager, self.metadata, self.time_ms
+        )
+        self.services.extras["group_coordinator"] = self.group_coordinator
+        self.group_coordinator.startup()
+        self.dispatcher = ApiDispatcher(self.services)
+        self.server = KafkaServer(config, self.dispatcher)
+        try:
+            bound = await self.server.start()
+        except OSError as e:
+            raise StartupError(
+                f"Cannot listen on {','.join(config['listeners'])}: {e.strerror or e}"
+            ) from None
+        config.set_bound_ports(bound)
+        self._schedule_periodic_tasks()
+
+    def _config_for_topic(self, topic: str) -> Any:
+        """The LogConfig of an existing topic's logs at startup: its overrides from the metadata image."""
+        if self.topic_manager is None:
+            return None
+        return self.topic_manager.config_for_topic(topic)
+
+    def _lock_log_dirs(self, log_dirs: list[Path]) -> None:
+        """Take `.lock` in every log dir, as Kafka does, so two brokers never share a data directory."""
+        for d in log_dirs:
+            fd = os.open(d / ".lock", os.O_RDWR | os.O_CREAT, 0o644)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError:
+                os.close(fd)
+                raise StartupError(
+                    f"Failed to acquire lock on file .lock in {d}. A Kafka instance in another process or "
+                    "thread is using this directory."
+                ) from None
+            self._lock_fds.append(fd)
+
+    def _schedule_periodic_tasks(self) -> None:
+        c = self.config
+        lm = self.log_manager
+        # Kafka's LogManager.startup schedules these on its scheduler with the same keys.
+        self._every(
+            c["log.initial.task.delay.ms"],
+            c["log.retention.check.interval.ms"],
+            "log-retention",
+            lambda: lm.cleanup_logs(self.time_ms()),
+        )
+        self._every(
+            c["log.initial.task.delay.ms"],
+            c["log.flush.scheduler.interval.ms"],
+            "log-flusher",
+            lambda: lm.flush_dirty_logs(self.time_ms()),
+        )
+        # Recovery points, log start offsets and high watermarks are written together by checkpoint().
+        interval = min(
+            c["log.flush.offset.checkpoint.interval.ms"], c["log.flush.start.offset.checkpoint.interval.ms"]
+        )
+        self._every(c["log.initial.task.delay.ms"], interval, "offset-checkpoint", lm.checkpoint)
+
+    def _every(self, delay_ms: int, interval_ms: int, name: str, task: Callable[[], Any]) -> None:
+        """Run `task` after `delay_ms`, then every `interval_ms` (a timer on the loop, not a Task)."""
+        if interval_ms <= 0 or interval_ms >= 2**62:
+            return  # Long.MAX: the task is off, as with Kafka's default log.flush.scheduler.interval.ms
+        loop = self._loop
+        assert loop is not None
+
+        def run() -> None:
+            if self._stopped:
+                return
+            try:
+                task()
+            except Exception:
+                log.exception("Periodic task %s failed", name)
+            self._timers[name] = loop.call_later(interval_ms / 1000, run)
+
+        # Like Kafka's scheduler: first run after log.initial.task.delay.ms, then every interval.
+        self._timers[name] = loop.call_later(delay_ms / 1000, run)
+
+    # -- shutdown --
+
+    async def shutdown(self) -> None:
+        """Stop accepting, finish in-flight requests, then flush and checkpoint every log."""
+        if self._stopped:
+            return
+        self._stopped = True
+        for t in self._timers.values():
+            t.cancel()
+        self._timers.clear()
+        if self.group_coordinator is not None:
+            # Answers JoinGroup/SyncGroup requests still waiting with NOT_COORDINATOR, so the
+            # in-flight requests the server waits for below can finish at once.
+            self.group_coordinator.shutdown()
+        if self.server is not None:
+            await self.server.stop(self.config["kbroker.shutdown.timeout.ms"] / 1000)
+        if self.replica_manager is not None:
+            self.replica_manager.shutdown()
+        if self.log_manager is not None and self.log_manager.started:
+            self.log_manager.shutdown()
+        for fd in self._lock_fds:
+            os.close(fd)
+        self._lock_fds.clear()
+
+
+def _new_event_loop() -> asyncio.AbstractEventLoop:
+    if os.environ.get("KBROKER_EVENT_LOOP", "uvloop") != "asyncio":
+        try:
+            import uvloop
+
+            return uvloop.new_event_loop()
+        except ImportError:
+            pass
+    return asyncio.new_event_loop()
+
+
+async def _serve(config: KafkaConfig, config_file: str | None) -> int:
+    loop = asyncio.get_running_loop()
+    stop = asyncio.Event()
+    signals_seen = 0
+
+    def on_signal(signame: str) -> None:
+        nonlocal signals_seen
+        signals_seen += 1
+        if signals_seen == 1:
+            log.info("Received %s: shutting down (send it again to exit at once)", signame)
+            stop.set()
+        else:
+            log.warning("Received %s again: exiting without a clean shutdown", signame)
+            os._exit(1)
+
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, on_signal, sig.name)
+
+    broker = Broker(config)
+    log.info(
+        "Starting kbroker %s (%s) on the %s event loop",
+        kbroker.__version__,
+        config_file or "no config file: built-in defaults",
+        "uvloop" if type(loop).__module__.startswith("uvloop") else "asyncio",
+    )
+    try:
+        await broker.start()
+    except StartupError as e:
+        log.error("%s", e)
+        print(f"kbroker: error: {e}", file=sys.stderr)
+        await broker.shutdown()
+        return 1
+    assert broker.server is not None
+    listening = ", ".join(str(e) for e in broker.server.bound_endpoints)
+    data = ", ".join(str(d) for d in config.log_dirs)
+    log.info(
+        "kbroker started: node %d, cluster %s, listening on %s, data in %s. "
+        "Stop it with Ctrl-C or `kill -TERM %d`.",
+        config.node_id,
+        broker.cluster_id,
+        listening,
+        data,
+        os.getpid(),
+    )
+    await stop.wait()
+    started = time.monotonic()
+    await broker.shutdown()
+    log.info("kbroker shut down cleanly in %.1fs", time.monotonic() - started)
+    return 0
+
+
+def run_broker(config: KafkaConfig, config_file: str | None = None) -> int:
+    """Run a broker until SIGTERM/SIGINT; the process exit code."""
+    with asyncio.Runner(loop_factory=_new_event_loop) as runner:
+        return runner.run(_serve(config, config_file))

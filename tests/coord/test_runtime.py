@@ -1,0 +1,72 @@
+"""The runtime on a real event loop: keyed loop timers, the periodic offset expiry, and shutdown
+answering waiting JoinGroup requests with NOT_COORDINATOR."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+from kbroker.coord.group_admin import CommitRequestPartition as CP
+from kbroker.coord.runtime import LoopScheduler
+from kbroker.protocol.errors import ErrorCode
+from tests.coord.stack import Stack
+from tests.coord.support import Box, subscription
+
+
+def test_loop_scheduler_replaces_and_cancels() -> None:
+    async def run() -> list[str]:
+        fired: list[str] = []
+        s = LoopScheduler(asyncio.get_running_loop())
+        s.schedule("a", 10, lambda: fired.append("a1"))
+        s.schedule("a", 20, lambda: fired.append("a2"))  # replaces a1
+        s.schedule("b", 5, lambda: fired.append("b"))
+        s.schedule("c", 5, lambda: fired.append("c"))
+        s.cancel("c")
+        def boom() -> None:
+            raise ZeroDivisionError
+
+        s.schedule("boom", 1, boom)  # a failing timer is logged, the others still run
+        await asyncio.sleep(0.06)
+        assert len(s) == 0
+        return fired
+
+    assert asyncio.run(run()) == ["b", "a2"]
+
+
+def test_shutdown_answers_waiting_joins(tmp_path: Path) -> None:
+    async def run() -> None:
+        stack = Stack(tmp_path, **{"group.initial.rebalance.delay.ms": "60000"})
+        stack.start()
+        assert stack.runtime.ensure_topic() == ErrorCode.NONE
+        first, second = Box(), Box()
+        coord = stack.coordinator
+        coord.join_group("g", "", None, "consumer", [("range", subscription("t"))], 10000, 30000, "c", "/h",
+                         True, first)
+        coord.join_group("g", first.result.member_id, None, "consumer", [("range", subscription("t"))], 10000,
+                         30000, "c", "/h", True, second)
+        assert not second.done  # waiting for the initial rebalance delay
+        stack.shutdown()
+        assert second.result.error == ErrorCode.NOT_COORDINATOR
+        assert coord.heartbeat("g", 0, first.result.member_id, None) == ErrorCode.NOT_COORDINATOR
+        assert stack.runtime.scheduler is not None and len(stack.runtime.scheduler) == 0
+
+    asyncio.run(run())
+
+
+def test_periodic_offset_expiry(tmp_path: Path) -> None:
+    async def run() -> None:
+        stack = Stack(tmp_path, **{"offsets.retention.check.interval.ms": "20", "offsets.retention.minutes": "1"})
+        clock = [1_000_000]
+        stack.runtime.time_ms = lambda: clock[0]
+        stack.start()
+        assert stack.runtime.ensure_topic() == ErrorCode.NONE
+        coord = stack.coordinator
+        assert coord.commit_offsets("s", -1, "", None, -1, [CP("t", 0, 1)]) == [ErrorCode.NONE]
+        await asyncio.sleep(0.05)
+        assert coord.fetch_offsets("s", [("t", 0)])[1][0].offset == 1
+        clock[0] += 60_000
+        await asyncio.sleep(0.05)
+        assert coord.fetch_offsets("s", [("t", 0)])[1][0].offset == -1 and "s" not in coord.groups
+        stack.shutdown()
+
+    asyncio.run(run())
