@@ -23,7 +23,7 @@ $(STAMP): pyproject.toml | $(PY)
 	touch $@
 
 $(TEST_STAMP): pyproject.toml $(STAMP)
-	$(PIP) install -q -e '.[test,dev]'
+	$(PIP) install -q -e '.[test,dev,spark]'
 	touch $@
 
 setup: $(STAMP)

@@ -14,6 +14,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import kbroker
+from kbroker.spark.submit import add_cli as _add_spark_cli  # imports no pyspark: spark is optional
 
 LOG_FORMAT = "[%(asctime)s] %(levelname)s %(message)s (%(name)s)"
 
@@ -73,8 +74,8 @@ def _add_serve(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
     p.set_defaults(func=_cmd_serve)
 
 
-# Each entry adds one subcommand to the parser; `kbroker spark submit` will register here.
-SUBCOMMANDS: list[Callable[[argparse._SubParsersAction], None]] = [_add_serve]  # type: ignore[type-arg]
+# Each entry adds one subcommand to the parser.
+SUBCOMMANDS: list[Callable[[argparse._SubParsersAction], None]] = [_add_serve, _add_spark_cli]  # type: ignore[type-arg]
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -1,0 +1,264 @@
+"""`kbroker spark submit JOB [job options]`: run a PySpark job against kbroker with spark-submit.
+
+Owns finding spark-submit (the one inside the installed pyspark), putting Spark's Kafka connector
+on the classpath, and pointing the job at the broker (127.0.0.1:9092 unless --bootstrap says
+otherwise). The equivalent plain command, for people who prefer it:
+
+    spark-submit --packages org.apache.spark:spark-sql-kafka-0-10_2.13:4.2.0 path/to/job.py
+
+Connector resolution is deterministic and offline-friendly: Maven resolves the connector's runtime
+dependencies once into `<cache>/jars` (a stamp names the coordinate), jars that pyspark already ships
+are left out, and the job gets them with `--jars`; later runs need no network at all. Without Maven,
+`--packages` is used with Ivy's cache under `<cache>/ivy` (`spark.jars.ivy`). The cache is
+`$KBROKER_SPARK_CACHE`, else `.cache/spark` in a source checkout, else `~/.cache/kbroker/spark`.
+
+`kbroker spark generate clickstream ...` produces the sample data of the worked pipelines, and
+`kbroker spark jars` prints the resolved connector jars (`spark-submit --jars "$(kbroker spark jars)"`).
+Importing this module does not import pyspark (the broker's CLI imports it).
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from collections.abc import Sequence
+from pathlib import Path
+
+from kbroker.spark import BOOTSTRAP_CONF, BOOTSTRAP_ENV, CONNECTOR_PACKAGE, DEFAULT_BOOTSTRAP
+
+PACKAGE_DIR = Path(__file__).resolve().parent
+JOBS_DIR = PACKAGE_DIR / "jobs"
+# Built-in jobs, by name: `kbroker spark submit clickstream --input clicks ...`.
+BUILTIN_JOBS = {
+    "pipeline": JOBS_DIR / "pipeline.py",
+    "clickstream": JOBS_DIR / "clickstream.py",
+    "backfill": JOBS_DIR / "backfill.py",
+}
+
+_POM = """<project xmlns="http://maven.apache.org/POM/4.0.0">
+  <modelVersion>4.0.0</modelVersion>
+  <groupId>dev.kbroker</groupId>
+  <artifactId>kbroker-spark-connector</artifactId>
+  <version>0</version>
+  <packaging>pom</packaging>
+  <dependencies>
+    <dependency>
+      <groupId>{group}</groupId>
+      <artifactId>{artifact}</artifactId>
+      <version>{version}</version>
+    </dependency>
+  </dependencies>
+</project>
+"""
+
+
+class SparkSetupError(RuntimeError):
+    """pyspark or the Kafka connector is missing and cannot be resolved."""
+
+
+def cache_dir() -> Path:
+    env = os.environ.get("KBROKER_SPARK_CACHE")
+    if env:
+        return Path(env)
+    checkout = PACKAGE_DIR.parent.parent
+    if (checkout / "pyproject.toml").is_file():
+        return checkout / ".cache" / "spark"
+    return Path.home() / ".cache" / "kbroker" / "spark"
+
+
+def spark_home() -> Path:
+    """The installed pyspark (it carries bin/spark-submit and jars/)."""
+    spec = importlib.util.find_spec("pyspark")
+    if spec is None or spec.origin is None:
+        raise SparkSetupError("pyspark is not installed: pip install 'kbroker[spark]' (pyspark==4.2.0)")
+    return Path(spec.origin).parent
+
+
+def _artifact_id(jar_name: str) -> str:
+    # "kafka-clients-3.9.2.jar" -> "kafka-clients"; versions carry no '-' in this dependency tree.
+    return jar_name[: -len(".jar")].rsplit("-", 1)[0]
+
+
+def connector_jars(*, refresh: bool = False) -> list[Path] | None:
+    """The connector and its runtime dependencies not already in pyspark, resolved with Maven.
+
+    Returns None when Maven is not available (the caller falls back to --packages).
+    """
+    target = cache_dir() / "jars"
+    stamp = cache_dir() / "jars.stamp"
+    if not refresh and stamp.is_file() and stamp.read_text().strip() == CONNECTOR_PACKAGE:
+        jars = sorted(target.glob("*.jar"))
+        if jars:
+            return jars
+    mvn = shutil.which("mvn")
+    if mvn is None:
+        return None
+    group, artifact, version = CONNECTOR_PACKAGE.split(":")
+    cache_dir().mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=cache_dir(), prefix="resolve-") as tmp:
+        pom = Path(tmp) / "pom.xml"
+        pom.write_text(_POM.format(group=group, artifact=artifact, version=version))
+        out = Path(tmp) / "jars"
+        cmd = [mvn, "-q", "-B", "-f", str(pom), "dependency:copy-dependencies",
+               f"-DoutputDirectory={out}", "-DincludeScope=runtime"]
+        if os.environ.get("KBROKER_M2_REPO"):
+            cmd.append(f"-Dmaven.repo.local={os.environ['KBROKER_M2_REPO']}")
+        proc = subprocess.run(cmd, capture_output=True, text=True)
+        if proc.returncode != 0:
+            raise SparkSetupError(f"Maven could not resolve {CONNECTOR_PACKAGE}:\n{proc.stdout[-3000:]}")
+        # Spark's own jars win: a second scala-library or hadoop-client on the classpath only
+        # causes trouble, and --packages leaves them out the same way.
+        shipped = {_artifact_id(p.name) for p in (spark_home() / "jars").glob("*.jar")}
+        if target.exists():
+            shutil.rmtree(target)
+        target.mkdir(parents=True)
+        for jar in sorted(out.glob("*.jar")):
+            if _artifact_id(jar.name) not in shipped:
+                shutil.copy2(jar, target / jar.name)
+    stamp.write_text(CONNECTOR_PACKAGE + "\n")
+    return sorted(target.glob("*.jar"))
+
+
+def resolve_job(job: str) -> Path:
+    if job in BUILTIN_JOBS:
+        return BUILTIN_JOBS[job]
+    path = Path(job)
+    if not path.is_file():
+        raise SparkSetupError(
+            f"no such job {job!r}: give a .py file or one of {', '.join(sorted(BUILTIN_JOBS))}"
+        )
+    return path.resolve()
+
+
+def build_command(
+    job: str,
+    job_args: Sequence[str],
+    *,
+    bootstrap: str = DEFAULT_BOOTSTRAP,
+    master: str = "local[2]",
+    conf: Sequence[str] = (),
+    spark_args: Sequence[str] = (),
+    use_packages: bool = False,
+) -> tuple[list[str], dict[str, str]]:
+    """The spark-submit argv and environment for one job."""
+    home = spark_home()
+    cmd = [str(home / "bin" / "spark-submit"), "--master", master]
+    jars = None if use_packages else connector_jars()
+    if jars:
+        cmd += ["--jars", ",".join(str(j) for j in jars)]
+    else:
+        cmd += ["--packages", CONNECTOR_PACKAGE, "--conf", f"spark.jars.ivy={cache_dir() / 'ivy'}"]
+    python = sys.executable
+    cmd += [
+        "--conf", f"{BOOTSTRAP_CONF}={bootstrap}",
+        "--conf", f"spark.pyspark.python={python}",
+        "--conf", f"spark.pyspark.driver.python={python}",
+    ]
+    for item in conf:
+        cmd += ["--conf", item]
+    cmd += list(spark_args)
+    cmd.append(str(resolve_job(job)))
+    cmd += list(job_args)
+    env = dict(os.environ)
+    env["SPARK_HOME"] = str(home)
+    env["PYSPARK_PYTHON"] = python
+    env[BOOTSTRAP_ENV] = bootstrap
+    # Jobs import kbroker.spark on the driver; executors run no Python code of ours (built-in
+    # Spark SQL functions only), so nothing needs shipping with --py-files in local or cluster mode.
+    root = str(PACKAGE_DIR.parent.parent)
+    env["PYTHONPATH"] = root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+    return cmd, env
+
+
+def _cmd_submit(args: argparse.Namespace) -> int:
+    job_args = list(args.job_args)
+    if job_args[:1] == ["--"]:
+        job_args = job_args[1:]
+    try:
+        cmd, env = build_command(
+            args.job, job_args, bootstrap=args.bootstrap, master=args.master, conf=args.conf or [],
+            spark_args=args.spark_arg or [], use_packages=args.packages,
+        )
+    except SparkSetupError as e:
+        print(f"kbroker spark: error: {e}", file=sys.stderr)
+        return 1
+    if args.print_command:
+        print(" ".join(cmd))
+        return 0
+    return subprocess.call(cmd, env=env)
+
+
+def _cmd_jars(args: argparse.Namespace) -> int:
+    try:
+        jars = connector_jars(refresh=args.refresh)
+    except SparkSetupError as e:
+        print(f"kbroker spark: error: {e}", file=sys.stderr)
+        return 1
+    if jars is None:
+        print("kbroker spark: error: Maven (mvn) is not on PATH; use --packages "
+              f"{CONNECTOR_PACKAGE} instead", file=sys.stderr)
+        return 1
+    print(",".join(str(j) for j in jars))
+    return 0
+
+
+def _cmd_generate(args: argparse.Namespace) -> int:
+    from kbroker.spark import generators
+
+    return generators.main([args.dataset, "--bootstrap", args.bootstrap, *args.gen_args])
+
+
+def add_cli(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    """Register `kbroker spark {submit,generate,jars}` on the kbroker CLI's subparsers."""
+    spark = subparsers.add_parser(
+        "spark", help="run PySpark jobs against kbroker (spark-submit with the Kafka connector)",
+        description="Run PySpark jobs that read kbroker topics through Spark's Kafka source.",
+    )
+    sub = spark.add_subparsers(dest="spark_command", metavar="SPARK_COMMAND")
+    sub.required = True
+
+    p = sub.add_parser(
+        "submit", help="spark-submit a job with the Kafka connector",
+        description=(
+            "spark-submit JOB (a .py file, or a built-in job: " + ", ".join(sorted(BUILTIN_JOBS)) +
+            ") with Spark's Kafka connector on the classpath. Everything after JOB goes to the job."
+        ),
+    )
+    p.add_argument("--bootstrap", default=os.environ.get(BOOTSTRAP_ENV, DEFAULT_BOOTSTRAP),
+                   help="broker address the job uses by default (default: %(default)s)")
+    p.add_argument("--master", default="local[2]", help="Spark master (default: %(default)s)")
+    p.add_argument("--conf", action="append", metavar="KEY=VALUE", help="Spark conf (repeatable)")
+    p.add_argument("--spark-arg", action="append", metavar="ARG",
+                   help="extra spark-submit argument, e.g. --spark-arg=--driver-memory=2g (repeatable)")
+    p.add_argument("--packages", action="store_true",
+                   help=f"resolve {CONNECTOR_PACKAGE} with Ivy (--packages) instead of Maven")
+    p.add_argument("--print-command", action="store_true", help="print the spark-submit command, do not run")
+    p.add_argument("job", metavar="JOB")
+    p.add_argument("job_args", nargs=argparse.REMAINDER, metavar="...")
+    p.set_defaults(func=_cmd_submit)
+
+    g = sub.add_parser("generate", help="produce sample data for the worked pipelines (confluent-kafka)")
+    g.add_argument("--bootstrap", default=os.environ.get(BOOTSTRAP_ENV, DEFAULT_BOOTSTRAP))
+    g.add_argument("dataset", choices=["clickstream"])
+    g.add_argument("gen_args", nargs=argparse.REMAINDER, metavar="...")
+    g.set_defaults(func=_cmd_generate)
+
+    j = sub.add_parser("jars", help="resolve the Kafka connector with Maven and print its jars (comma-separated)")
+    j.add_argument("--refresh", action="store_true", help="resolve again even if cached")
+    j.set_defaults(func=_cmd_jars)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="kbroker")
+    add_cli(parser.add_subparsers(dest="command", metavar="COMMAND"))
+    args = parser.parse_args(["spark", *(sys.argv[1:] if argv is None else argv)])
+    return int(args.func(args))
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
