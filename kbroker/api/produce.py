@@ -19,12 +19,13 @@ happened; Kafka's verification would answer NOT_ENOUGH_REPLICAS while its coordi
 
 from __future__ import annotations
 
-import struct
 from typing import Any
 
 from kbroker.api.context import NO_RESPONSE, BrokerServices, CloseConnection, RequestContext
+from kbroker.protocol.compression import CompressionType
 from kbroker.protocol.errors import ErrorCode
 from kbroker.protocol.messages.produce import ProduceRequest, ProduceResponse
+from kbroker.protocol.records import LOG_OVERHEAD, MAGIC_V2, RECORD_BATCH_OVERHEAD, RecordBatch
 from kbroker.replica.replica_manager import ProducePartitionResult
 
 API_KEY = 0
@@ -40,34 +41,25 @@ ADVERTISED_MIN_VERSION = 0
 # Kafka's AdminUtils.ADMIN_CLIENT_ID: the only client id allowed to write internal topics.
 ADMIN_CLIENT_ID = "__admin_client"
 
-_LOG_OVERHEAD = 12
-_BATCH_HEADER = 61
-_MAGIC_AT = 16
-_ATTRIBUTES_AT = 21
-_LENGTH = struct.Struct(">i")
-_ATTRIBUTES = struct.Struct(">h")
-_COMPRESSION_ZSTD = 4
-_TRANSACTIONAL_FLAG = 0x10
-
 
 def _precheck(records: Any, version: int) -> ErrorCode:
     """The header-only checks Kafka does before the log sees the batch (no record is touched)."""
-    if records is None or len(records) < _LOG_OVERHEAD:
+    if records is None or len(records) < LOG_OVERHEAD:
         return ErrorCode.INVALID_RECORD  # "must have at least one record batch"
-    mv = memoryview(records)
-    (batch_length,) = _LENGTH.unpack_from(mv, 8)
-    size = batch_length + _LOG_OVERHEAD
-    if len(mv) < _BATCH_HEADER or batch_length < _BATCH_HEADER - _LOG_OVERHEAD or size > len(mv):
+    batch = RecordBatch(memoryview(records))
+    n = len(batch.buf)
+    batch_length = batch.batch_length
+    size = batch_length + LOG_OVERHEAD
+    if n < RECORD_BATCH_OVERHEAD or batch_length < RECORD_BATCH_OVERHEAD - LOG_OVERHEAD or size > n:
         return ErrorCode.CORRUPT_MESSAGE
-    if mv[_MAGIC_AT] != 2:
+    if batch.magic != MAGIC_V2:
         return ErrorCode.INVALID_RECORD
-    if size != len(mv):
+    if size != n:
         # A second batch (or trailing bytes that could be one): v3+ allows exactly one.
         return ErrorCode.INVALID_RECORD
-    (attributes,) = _ATTRIBUTES.unpack_from(mv, _ATTRIBUTES_AT)
-    if attributes & 0x07 == _COMPRESSION_ZSTD and version < 7:
+    if batch.compression_type == CompressionType.ZSTD and version < 7:
         return ErrorCode.UNSUPPORTED_COMPRESSION_TYPE
-    if attributes & _TRANSACTIONAL_FLAG:
+    if batch.is_transactional:
         return ErrorCode.INVALID_TXN_STATE
     return ErrorCode.NONE
 

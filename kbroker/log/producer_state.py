@@ -21,13 +21,12 @@ from pathlib import Path
 
 import crc32c
 
-from kbroker.log.batch_header import NO_SEQUENCE, BatchHeader
 from kbroker.log.errors import InvalidProducerEpochError, KafkaStorageError, OutOfOrderSequenceError
+from kbroker.protocol.record_format import NO_PRODUCER_EPOCH, NO_SEQUENCE, BatchHeader
 
 __all__ = ["BatchMetadata", "ProducerStateEntry", "ProducerStateManager", "NUM_BATCHES_TO_RETAIN"]
 
 NUM_BATCHES_TO_RETAIN = 5
-NO_PRODUCER_EPOCH = -1
 SNAPSHOT_SUFFIX = ".snapshot"
 SNAPSHOT_VERSION = 1
 _SNAP_HEAD = struct.Struct(">hIi")  # version, crc, entry count

@@ -17,9 +17,17 @@ import random
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-from kbroker.log.batch_header import HEADER, HEADER_SIZE, LOG_OVERHEAD, PREFIX, PREFIX_SIZE, BatchHeader
 from kbroker.log.errors import KafkaStorageError
 from kbroker.log.indexes import IndexCorruptError, OffsetIndex, TimeIndex
+from kbroker.protocol.record_format import (
+    HEADER,
+    LOG_OVERHEAD,
+    MAGIC_V2,
+    PREFIX,
+    PREFIX_SIZE,
+    RECORD_BATCH_OVERHEAD,
+    BatchHeader,
+)
 from kbroker.protocol.records import RecordBatch
 
 __all__ = ["LogSegment", "segment_file_name", "DELETED_SUFFIX", "INT32_MAX"]
@@ -28,7 +36,6 @@ DELETED_SUFFIX = ".deleted"
 INT32_MAX = 2147483647
 _READ_CHUNK = 8192
 _RECOVERY_CHUNK = 1 << 20
-MAGIC_V2 = 2
 
 
 def segment_file_name(base_offset: int, suffix: str) -> str:
@@ -198,19 +205,19 @@ class LogSegment:
         fd, pos, buf, buf_start = self.fd, start_pos, b"", start_pos
         unpack = HEADER.unpack_from
         want = _READ_CHUNK
-        while pos + HEADER_SIZE <= end:
+        while pos + RECORD_BATCH_OVERHEAD <= end:
             off = pos - buf_start
-            if off + HEADER_SIZE > len(buf):
+            if off + RECORD_BATCH_OVERHEAD > len(buf):
                 buf, buf_start, off = os.pread(fd, want, pos), pos, 0
-                if len(buf) < HEADER_SIZE:
+                if len(buf) < RECORD_BATCH_OVERHEAD:
                     return
             h = BatchHeader._make(unpack(buf, off))
-            if h.batch_length < HEADER_SIZE - LOG_OVERHEAD:
+            if h.batch_length < RECORD_BATCH_OVERHEAD - LOG_OVERHEAD:
                 return
             yield pos, h
             size = h.batch_length + LOG_OVERHEAD
             # Small batches: one chunk holds many headers. Big ones: read just the next header.
-            want = _READ_CHUNK if size < _READ_CHUNK // 2 else HEADER_SIZE
+            want = _READ_CHUNK if size < _READ_CHUNK // 2 else RECORD_BATCH_OVERHEAD
             pos += size
 
     def translate_offset(self, offset: int, start_pos: int = 0) -> tuple[int, int, int] | None:
@@ -310,15 +317,15 @@ class LogSegment:
         pos, expected_next = 0, self.base_offset
         interval = self.index_interval_bytes
         buf, buf_start = b"", 0
-        while pos + HEADER_SIZE <= size:
+        while pos + RECORD_BATCH_OVERHEAD <= size:
             off = pos - buf_start
-            if off + HEADER_SIZE > len(buf):
+            if off + RECORD_BATCH_OVERHEAD > len(buf):
                 buf, buf_start, off = os.pread(self.fd, _RECOVERY_CHUNK, pos), pos, 0
-                if len(buf) < HEADER_SIZE:
+                if len(buf) < RECORD_BATCH_OVERHEAD:
                     break
             h = BatchHeader._make(HEADER.unpack_from(buf, off))
             bsize = h.batch_length + LOG_OVERHEAD
-            if (h.batch_length < HEADER_SIZE - LOG_OVERHEAD or pos + bsize > size or h.magic != MAGIC_V2
+            if (h.batch_length < RECORD_BATCH_OVERHEAD - LOG_OVERHEAD or pos + bsize > size or h.magic != MAGIC_V2
                     or h.base_offset < expected_next or h.last_offset_delta < 0
                     or not self.can_convert_to_relative_offset(h.last_offset)):
                 break

@@ -16,7 +16,6 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from kbroker.log.batch_header import BatchHeader
 from kbroker.log.config import LogConfig
 from kbroker.log.errors import KafkaStorageError, LogOfflineError, OffsetOutOfRangeError
 from kbroker.log.leader_epoch import LEADER_EPOCH_CHECKPOINT, LeaderEpochFileCache
@@ -32,7 +31,7 @@ from kbroker.log.results import (
 )
 from kbroker.log.segment import LogSegment
 from kbroker.log.validator import split_batches, validate_and_assign_offsets
-from kbroker.protocol.records import RecordBatch
+from kbroker.protocol.records import BatchHeader, RecordBatch
 from kbroker.protocol.regions import FileRegion
 
 __all__ = ["FetchDataInfo", "LogAppendInfo", "UnifiedLog", "EARLIEST_TIMESTAMP", "LATEST_TIMESTAMP",
@@ -166,7 +165,7 @@ class UnifiedLog:
         for pos, size in split_batches(records):
             batch = RecordBatch(records[pos:pos + size])
             batch.ensure_valid()
-            h = BatchHeader._make(batch.header())
+            h = batch.header()
             if h.base_offset < expected:
                 raise OffsetOutOfRangeError(f"batch base offset {h.base_offset} is below the expected {expected}")
             expected = h.next_offset

@@ -11,19 +11,10 @@ header's base and max timestamps (a deliberate divergence: Kafka checks every re
 
 from __future__ import annotations
 
-import struct
 from dataclasses import dataclass, field
 
 from crc32c import crc32c
 
-from kbroker.log.batch_header import (
-    COMPRESSION_MASK,
-    CONTROL_MASK,
-    HEADER,
-    LOG_OVERHEAD,
-    TRANSACTIONAL_MASK,
-    BatchHeader,
-)
 from kbroker.log.config import LogConfig
 from kbroker.log.errors import (
     CorruptRecordError,
@@ -33,16 +24,27 @@ from kbroker.log.errors import (
     RecordTooLargeError,
 )
 from kbroker.protocol.compression import CompressionType
+from kbroker.protocol.record_format import (
+    ATTRIBUTES_OFFSET,
+    BASE_OFFSET_OFFSET,
+    COMPRESSION_CODEC_MASK,
+    CONTROL_FLAG_MASK,
+    HEADER,
+    INT32,
+    INT64,
+    LENGTH_OFFSET,
+    LOG_OVERHEAD,
+    MAGIC_V2,
+    NO_TIMESTAMP,
+    PARTITION_LEADER_EPOCH_OFFSET,
+    RECORD_BATCH_OVERHEAD,
+    TRANSACTIONAL_FLAG_MASK,
+    BatchHeader,
+)
 from kbroker.protocol.records import RecordBatch, TimestampType, recompress_batch
 
 __all__ = ["ValidationResult", "validate_and_assign_offsets", "target_compression"]
 
-_MIN_BATCH = 61
-NO_TIMESTAMP = -1
-MAGIC_V2 = 2
-_CRC_START = 21  # the CRC-32C covers attributes .. end of batch
-_OFFSET = struct.Struct(">q")
-_EPOCH = struct.Struct(">i")
 
 
 @dataclass
@@ -76,10 +78,10 @@ def split_batches(records: memoryview) -> list[tuple[int, int]]:
     out = []
     pos, n = 0, len(records)
     while pos + LOG_OVERHEAD <= n:
-        length = int.from_bytes(records[pos + 8:pos + 12], "big", signed=True)
+        (length,) = INT32.unpack_from(records, pos + LENGTH_OFFSET)
         size = length + LOG_OVERHEAD
-        if size < _MIN_BATCH:
-            raise CorruptRecordError(f"Record batch size {size} is less than the minimum batch size {_MIN_BATCH}")
+        if size < RECORD_BATCH_OVERHEAD:
+            raise CorruptRecordError(f"Record batch size {size} is less than the minimum batch size {RECORD_BATCH_OVERHEAD}")
         if pos + size > n:
             break
         out.append((pos, size))
@@ -115,15 +117,15 @@ def validate_and_assign_offsets(records: memoryview, next_offset: int, leader_ep
          count) = HEADER.unpack_from(view, 0)
         if magic != MAGIC_V2:
             raise CorruptRecordError(f"Produce requests must carry record batches with magic 2, not {magic}")
-        if crc32c(view[_CRC_START:]) != crc:
-            raise CorruptRecordError(f"Record batch is corrupt (stored crc = {crc}, computed crc = {crc32c(view[_CRC_START:])})")
+        if crc32c(view[ATTRIBUTES_OFFSET:]) != crc:
+            raise CorruptRecordError(f"Record batch is corrupt (stored crc = {crc}, computed crc = {crc32c(view[ATTRIBUTES_OFFSET:])})")
         if delta < 0 or count <= 0 or count != delta + 1:
             raise InvalidRecordError(f"Inconsistent batch offset range ({delta + 1}) and record count ({count})")
         if pid >= 0 and base_seq < 0:
             raise InvalidRecordError(f"Invalid sequence number {base_seq} for a batch of producer {pid}")
-        if from_client and attrs & CONTROL_MASK:
+        if from_client and attrs & CONTROL_FLAG_MASK:
             raise InvalidRecordError("Clients are not allowed to write control records")
-        if attrs & TRANSACTIONAL_MASK and pid < 0:
+        if attrs & TRANSACTIONAL_FLAG_MASK and pid < 0:
             raise InvalidRecordError("Transactional batch without a producer id")
         if not log_append:
             if (base_ts != NO_TIMESTAMP and not lo_ts <= base_ts <= hi_ts) or (
@@ -131,13 +133,13 @@ def validate_and_assign_offsets(records: memoryview, next_offset: int, leader_ep
                 bad = base_ts if not lo_ts <= base_ts <= hi_ts else max_ts
                 raise InvalidTimestampError(
                     f"Timestamp {bad} of message is out of range. The timestamp should be within [{lo_ts}, {hi_ts}]")
-        if target is not None and attrs & COMPRESSION_MASK != target:
+        if target is not None and attrs & COMPRESSION_CODEC_MASK != target:
             buf = recompress_batch(RecordBatch(view), target)
             view = memoryview(buf)
             result.recompressed = True
         rebuilt.append(view)
-        _OFFSET.pack_into(view, 0, next_offset)
-        _EPOCH.pack_into(view, 12, leader_epoch)
+        INT64.pack_into(view, BASE_OFFSET_OFFSET, next_offset)
+        INT32.pack_into(view, PARTITION_LEADER_EPOCH_OFFSET, leader_epoch)
         if log_append or result.recompressed:
             if log_append:
                 RecordBatch(view).set_max_timestamp(TimestampType.LOG_APPEND_TIME, now_ms)

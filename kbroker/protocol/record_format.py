@@ -1,10 +1,14 @@
-"""Records inside a v2 batch (Kafka's ``DefaultRecord``) and the record-format errors and enums.
+"""The v2 batch header layout, records inside a batch (``DefaultRecord``), record-format errors and enums.
 
-Owns the per-record bytes: decoding (:class:`Record`), a lean validation walk
+Owns the one definition of the 61-byte RecordBatch v2 header: field offsets, attribute masks, the
+precompiled :data:`HEADER`/:data:`PREFIX` structs and :class:`BatchHeader` (all 13 fields from a
+single ``unpack_from``, with Kafka's derived values such as ``last_sequence``); the storage engine
+scans segment files with these, and ``protocol.records`` builds its batch view on them. Also owns
+the per-record bytes: decoding (:class:`Record`), a lean validation walk
 (:func:`summarize_records`), encoding (:func:`encode_record`), control-record keys and
-end-transaction marker values, and producer-sequence arithmetic. ``protocol.records`` (the batch
-view) builds on this module and re-exports its public names; import them from there.
-Sans-IO; imports only ``protocol.varint`` and ``protocol.errors``.
+end-transaction marker values, and producer-sequence arithmetic. ``protocol.records`` re-exports
+the public names; import them from there. Sans-IO; imports only ``protocol.varint`` and
+``protocol.errors``.
 
 Record layout: length varint, attributes int8 (unused), timestampDelta varlong, offsetDelta varint,
 keyLength varint (-1 = null), key, valueLength varint, value, headersCount varint, then per header
@@ -23,6 +27,48 @@ from kbroker.protocol.varint import VarintError, encode_varint, encode_varlong, 
 
 NO_SEQUENCE = -1
 NO_TIMESTAMP = -1
+NO_PRODUCER_ID = -1
+NO_PRODUCER_EPOCH = -1
+NO_PARTITION_LEADER_EPOCH = -1
+MAGIC_V2 = 2
+
+# --- RecordBatch v2 header (Kafka's DefaultRecordBatch; layout drawn in protocol.records) ------
+LOG_OVERHEAD = 12  # baseOffset int64 + batchLength int32
+RECORD_BATCH_OVERHEAD = 61  # the whole header; records start here
+BASE_OFFSET_OFFSET = 0
+LENGTH_OFFSET = 8
+PARTITION_LEADER_EPOCH_OFFSET = 12
+MAGIC_OFFSET = 16
+CRC_OFFSET = 17
+ATTRIBUTES_OFFSET = 21  # the CRC-32C covers attributes .. end of batch
+LAST_OFFSET_DELTA_OFFSET = 23
+BASE_TIMESTAMP_OFFSET = 27
+MAX_TIMESTAMP_OFFSET = 35
+PRODUCER_ID_OFFSET = 43
+PRODUCER_EPOCH_OFFSET = 51
+BASE_SEQUENCE_OFFSET = 53
+RECORDS_COUNT_OFFSET = 57
+RECORDS_OFFSET = 61
+
+COMPRESSION_CODEC_MASK = 0x07
+TIMESTAMP_TYPE_MASK = 0x08
+TRANSACTIONAL_FLAG_MASK = 0x10
+CONTROL_FLAG_MASK = 0x20
+DELETE_HORIZON_FLAG_MASK = 0x40
+
+# baseOffset, batchLength, partitionLeaderEpoch, magic, crc, attributes, lastOffsetDelta,
+# baseTimestamp, maxTimestamp, producerId, producerEpoch, baseSequence, recordsCount
+HEADER = struct.Struct(">qiibIhiqqqhii")
+# baseOffset .. lastOffsetDelta: all an offset -> position scan needs, 27 bytes instead of 61.
+PREFIX = struct.Struct(">qiibIhi")
+PREFIX_SIZE = PREFIX.size
+INT64 = struct.Struct(">q")
+INT32 = struct.Struct(">i")
+UINT32 = struct.Struct(">I")
+INT16 = struct.Struct(">h")
+INT8 = struct.Struct(">b")
+assert HEADER.size == RECORD_BATCH_OVERHEAD and PREFIX_SIZE == LAST_OFFSET_DELTA_OFFSET + 4
+
 _CONTROL_KEY = struct.Struct(">hh")
 _END_TXN_VALUE = struct.Struct(">hi")
 
@@ -70,6 +116,67 @@ def increment_sequence(sequence: int, increment: int) -> int:
     if sequence > 0x7FFFFFFF - increment:
         return increment - (0x7FFFFFFF - sequence) - 1
     return sequence + increment
+
+
+class BatchHeader(NamedTuple):
+    """The 13 header fields of one batch in wire order (``HEADER.unpack_from`` -> ``_make``)."""
+
+    base_offset: int
+    batch_length: int
+    partition_leader_epoch: int
+    magic: int
+    crc: int
+    attributes: int
+    last_offset_delta: int
+    base_timestamp: int
+    max_timestamp: int
+    producer_id: int
+    producer_epoch: int
+    base_sequence: int
+    records_count: int
+
+    @property
+    def size(self) -> int:
+        return self.batch_length + LOG_OVERHEAD
+
+    @property
+    def last_offset(self) -> int:
+        return self.base_offset + self.last_offset_delta
+
+    @property
+    def next_offset(self) -> int:
+        return self.base_offset + self.last_offset_delta + 1
+
+    @property
+    def last_sequence(self) -> int:
+        if self.base_sequence == NO_SEQUENCE:
+            return NO_SEQUENCE
+        # increment_sequence inlined (producer-state replay calls this per batch): sequences wrap
+        # from Int32.MAX to 0 like DefaultRecordBatch.incrementSequence.
+        s = self.base_sequence + self.last_offset_delta
+        return s - 2147483648 if s > 2147483647 else s
+
+    @property
+    def is_transactional(self) -> bool:
+        return bool(self.attributes & TRANSACTIONAL_FLAG_MASK)
+
+    @property
+    def is_control(self) -> bool:
+        return bool(self.attributes & CONTROL_FLAG_MASK)
+
+    @property
+    def log_append_time(self) -> bool:
+        return bool(self.attributes & TIMESTAMP_TYPE_MASK)
+
+
+# tuple.__new__ is what BatchHeader._make calls, minus a Python-level frame and a length check that
+# HEADER's 13 fields make redundant: about half of _make's cost, per batch.
+_new_header = tuple.__new__
+
+
+def parse_header(buf: Buffer, pos: int = 0) -> BatchHeader:
+    """The header of the batch at ``pos`` in one unpack (no length or CRC check)."""
+    return _new_header(BatchHeader, HEADER.unpack_from(buf, pos))
 
 
 class Record:

@@ -21,7 +21,6 @@ and stamps the leader epoch without recomputing it.
 
 from __future__ import annotations
 
-import struct
 import time
 from collections.abc import Iterator, Sequence
 
@@ -37,8 +36,40 @@ from kbroker.protocol.compression import (
 )
 from kbroker.protocol.errors import ErrorCode
 from kbroker.protocol.record_format import (
+    ATTRIBUTES_OFFSET,
+    BASE_OFFSET_OFFSET,
+    BASE_SEQUENCE_OFFSET,
+    BASE_TIMESTAMP_OFFSET,
+    COMPRESSION_CODEC_MASK,
+    CONTROL_FLAG_MASK,
+    CRC_OFFSET,
+    DELETE_HORIZON_FLAG_MASK,
+    HEADER,
+    INT8,
+    INT16,
+    INT32,
+    INT64,
+    LAST_OFFSET_DELTA_OFFSET,
+    LENGTH_OFFSET,
+    LOG_OVERHEAD,
+    MAGIC_OFFSET,
+    MAGIC_V2,
+    MAX_TIMESTAMP_OFFSET,
+    NO_PARTITION_LEADER_EPOCH,
+    NO_PRODUCER_EPOCH,
+    NO_PRODUCER_ID,
     NO_SEQUENCE,
     NO_TIMESTAMP,
+    PARTITION_LEADER_EPOCH_OFFSET,
+    PRODUCER_EPOCH_OFFSET,
+    PRODUCER_ID_OFFSET,
+    RECORD_BATCH_OVERHEAD,
+    RECORDS_COUNT_OFFSET,
+    RECORDS_OFFSET,
+    TIMESTAMP_TYPE_MASK,
+    TRANSACTIONAL_FLAG_MASK,
+    UINT32,
+    BatchHeader,
     Buffer,
     ControlRecordType,
     CorruptRecordError,
@@ -54,6 +85,7 @@ from kbroker.protocol.record_format import (
     increment_sequence,
     parse_control_record_type,
     parse_end_txn_marker,
+    parse_header,
     parse_records,
     summarize_records,
 )
@@ -61,6 +93,7 @@ from kbroker.protocol.record_format import (
 __all__ = [
     "LOG_OVERHEAD",
     "RECORD_BATCH_OVERHEAD",
+    "BatchHeader",
     "ControlRecordType",
     "CorruptRecordError",
     "InvalidRecordError",
@@ -83,46 +116,6 @@ __all__ = [
     "parse_end_txn_marker",
     "recompress_batch",
 ]
-
-LOG_OVERHEAD = 12  # baseOffset(8) + batchLength(4)
-RECORD_BATCH_OVERHEAD = 61
-MAGIC_V2 = 2
-NO_PRODUCER_ID = -1
-NO_PRODUCER_EPOCH = -1
-NO_PARTITION_LEADER_EPOCH = -1
-
-# Field offsets inside a batch.
-BASE_OFFSET_OFFSET = 0
-LENGTH_OFFSET = 8
-PARTITION_LEADER_EPOCH_OFFSET = 12
-MAGIC_OFFSET = 16
-CRC_OFFSET = 17
-ATTRIBUTES_OFFSET = 21
-LAST_OFFSET_DELTA_OFFSET = 23
-BASE_TIMESTAMP_OFFSET = 27
-MAX_TIMESTAMP_OFFSET = 35
-PRODUCER_ID_OFFSET = 43
-PRODUCER_EPOCH_OFFSET = 51
-BASE_SEQUENCE_OFFSET = 53
-RECORDS_COUNT_OFFSET = 57
-RECORDS_OFFSET = 61
-
-COMPRESSION_CODEC_MASK = 0x07
-TIMESTAMP_TYPE_MASK = 0x08
-TRANSACTIONAL_FLAG_MASK = 0x10
-CONTROL_FLAG_MASK = 0x20
-DELETE_HORIZON_FLAG_MASK = 0x40
-
-_HEADER = struct.Struct(">qiibIhiqqqhii")
-_LOG_HEADER = struct.Struct(">qi")
-_I64 = struct.Struct(">q")
-_I32 = struct.Struct(">i")
-_U32 = struct.Struct(">I")
-_I16 = struct.Struct(">h")
-_I8 = struct.Struct(">b")
-
-assert _HEADER.size == RECORD_BATCH_OVERHEAD
-
 
 def compute_attributes(
     compression: int,
@@ -158,59 +151,59 @@ class RecordBatch:
     # --- header fields ---------------------------------------------------------------------
     @property
     def base_offset(self) -> int:
-        return _I64.unpack_from(self.buf, 0)[0]
+        return INT64.unpack_from(self.buf, 0)[0]
 
     @property
     def batch_length(self) -> int:
-        return _I32.unpack_from(self.buf, LENGTH_OFFSET)[0]
+        return INT32.unpack_from(self.buf, LENGTH_OFFSET)[0]
 
     @property
     def partition_leader_epoch(self) -> int:
-        return _I32.unpack_from(self.buf, PARTITION_LEADER_EPOCH_OFFSET)[0]
+        return INT32.unpack_from(self.buf, PARTITION_LEADER_EPOCH_OFFSET)[0]
 
     @property
     def magic(self) -> int:
-        return _I8.unpack_from(self.buf, MAGIC_OFFSET)[0]
+        return INT8.unpack_from(self.buf, MAGIC_OFFSET)[0]
 
     @property
     def crc(self) -> int:
-        return _U32.unpack_from(self.buf, CRC_OFFSET)[0]
+        return UINT32.unpack_from(self.buf, CRC_OFFSET)[0]
 
     @property
     def attributes(self) -> int:
-        return _I16.unpack_from(self.buf, ATTRIBUTES_OFFSET)[0]
+        return INT16.unpack_from(self.buf, ATTRIBUTES_OFFSET)[0]
 
     @property
     def last_offset_delta(self) -> int:
-        return _I32.unpack_from(self.buf, LAST_OFFSET_DELTA_OFFSET)[0]
+        return INT32.unpack_from(self.buf, LAST_OFFSET_DELTA_OFFSET)[0]
 
     @property
     def base_timestamp(self) -> int:
-        return _I64.unpack_from(self.buf, BASE_TIMESTAMP_OFFSET)[0]
+        return INT64.unpack_from(self.buf, BASE_TIMESTAMP_OFFSET)[0]
 
     @property
     def max_timestamp(self) -> int:
-        return _I64.unpack_from(self.buf, MAX_TIMESTAMP_OFFSET)[0]
+        return INT64.unpack_from(self.buf, MAX_TIMESTAMP_OFFSET)[0]
 
     @property
     def producer_id(self) -> int:
-        return _I64.unpack_from(self.buf, PRODUCER_ID_OFFSET)[0]
+        return INT64.unpack_from(self.buf, PRODUCER_ID_OFFSET)[0]
 
     @property
     def producer_epoch(self) -> int:
-        return _I16.unpack_from(self.buf, PRODUCER_EPOCH_OFFSET)[0]
+        return INT16.unpack_from(self.buf, PRODUCER_EPOCH_OFFSET)[0]
 
     @property
     def base_sequence(self) -> int:
-        return _I32.unpack_from(self.buf, BASE_SEQUENCE_OFFSET)[0]
+        return INT32.unpack_from(self.buf, BASE_SEQUENCE_OFFSET)[0]
 
     @property
     def records_count(self) -> int:
-        return _I32.unpack_from(self.buf, RECORDS_COUNT_OFFSET)[0]
+        return INT32.unpack_from(self.buf, RECORDS_COUNT_OFFSET)[0]
 
-    def header(self) -> tuple[int, int, int, int, int, int, int, int, int, int, int, int, int]:
+    def header(self) -> BatchHeader:
         """All 13 header fields in one unpack (base_offset .. records_count)."""
-        return _HEADER.unpack_from(self.buf, 0)  # type: ignore[return-value]
+        return parse_header(self.buf)
 
     # --- derived ---------------------------------------------------------------------------
     @property
@@ -311,10 +304,10 @@ class RecordBatch:
 
     # --- in-place patching -----------------------------------------------------------------
     def set_base_offset(self, offset: int) -> None:
-        _I64.pack_into(self.buf, BASE_OFFSET_OFFSET, offset)
+        INT64.pack_into(self.buf, BASE_OFFSET_OFFSET, offset)
 
     def set_partition_leader_epoch(self, epoch: int) -> None:
-        _I32.pack_into(self.buf, PARTITION_LEADER_EPOCH_OFFSET, epoch)
+        INT32.pack_into(self.buf, PARTITION_LEADER_EPOCH_OFFSET, epoch)
 
     def set_max_timestamp(self, timestamp_type: TimestampType, max_timestamp: int) -> None:
         """Set the timestamp type bit and maxTimestamp, recomputing the CRC (skipped if unchanged)."""
@@ -323,9 +316,9 @@ class RecordBatch:
         attrs = self.attributes & ~TIMESTAMP_TYPE_MASK
         if timestamp_type == TimestampType.LOG_APPEND_TIME:
             attrs |= TIMESTAMP_TYPE_MASK
-        _I16.pack_into(self.buf, ATTRIBUTES_OFFSET, attrs)
-        _I64.pack_into(self.buf, MAX_TIMESTAMP_OFFSET, max_timestamp)
-        _U32.pack_into(self.buf, CRC_OFFSET, self.compute_crc())
+        INT16.pack_into(self.buf, ATTRIBUTES_OFFSET, attrs)
+        INT64.pack_into(self.buf, MAX_TIMESTAMP_OFFSET, max_timestamp)
+        UINT32.pack_into(self.buf, CRC_OFFSET, self.compute_crc())
 
     # --- records ---------------------------------------------------------------------------
     def records_bytes(self) -> memoryview:
@@ -344,7 +337,7 @@ class RecordBatch:
 
     def iter_records(self, max_size: int = DEFAULT_MAX_DECOMPRESSED_SIZE) -> Iterator[Record]:
         (base_offset, _len, _ple, magic, _crc, attrs, _lod, base_ts, max_ts, _pid, _pe, base_seq, count) = (
-            self.header()
+            HEADER.unpack_from(self.buf, 0)
         )
         if magic != MAGIC_V2:
             raise InvalidRecordError(
@@ -366,7 +359,7 @@ class RecordBatch:
         Reads only lengths, timestamp/offset deltas and key lengths: no per-record objects. Raises
         InvalidRecordError on malformed records (but does not parse headers or values).
         """
-        (_bo, _len, _ple, magic, _crc, attrs, _lod, base_ts, max_ts, _pid, _pe, _seq, count) = self.header()
+        (_bo, _len, _ple, magic, _crc, attrs, _lod, base_ts, max_ts, _pid, _pe, _seq, count) = HEADER.unpack_from(self.buf, 0)
         if magic != MAGIC_V2:
             raise InvalidRecordError(
                 f"unsupported record batch magic {magic}", error_code=ErrorCode.CORRUPT_MESSAGE
@@ -391,7 +384,7 @@ def batch_size_at(buf: Buffer, pos: int) -> int:
     """Total size (batchLength + 12) of the batch starting at ``pos``; raise on truncation."""
     if pos + LOG_OVERHEAD > len(buf):
         raise CorruptRecordError(f"truncated batch header at position {pos}")
-    length = _I32.unpack_from(buf, pos + LENGTH_OFFSET)[0]
+    length = INT32.unpack_from(buf, pos + LENGTH_OFFSET)[0]
     if length < RECORD_BATCH_OVERHEAD - LOG_OVERHEAD:
         raise CorruptRecordError(
             f"record batch size {length + LOG_OVERHEAD} at position {pos} is below the minimum"
@@ -424,9 +417,9 @@ def _assemble(section: Buffer, fields: tuple[int, ...]) -> bytearray:
     baseTimestamp, maxTimestamp, producerId, producerEpoch, baseSequence, recordsCount)."""
     base_offset, ple, *rest = fields
     out = bytearray(RECORD_BATCH_OVERHEAD + len(section))
-    _HEADER.pack_into(out, 0, base_offset, len(out) - LOG_OVERHEAD, ple, MAGIC_V2, 0, *rest)
+    HEADER.pack_into(out, 0, base_offset, len(out) - LOG_OVERHEAD, ple, MAGIC_V2, 0, *rest)
     out[RECORDS_OFFSET:] = section
-    _U32.pack_into(out, CRC_OFFSET, crc32c.crc32c(memoryview(out)[ATTRIBUTES_OFFSET:]))
+    UINT32.pack_into(out, CRC_OFFSET, crc32c.crc32c(memoryview(out)[ATTRIBUTES_OFFSET:]))
     return out
 
 
@@ -498,7 +491,7 @@ def recompress_batch(
     library's default (see compression.compress).
     """
     (base_offset, _len, ple, _magic, _crc, attrs, lod, base_ts, max_ts, pid, pe, base_seq, count) = (
-        batch.header()
+        HEADER.unpack_from(batch.buf, 0)
     )
     raw = batch.uncompressed_records(max_size)
     section = raw if target == CompressionType.NONE else compress(target, raw, compression_level)
