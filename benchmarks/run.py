@@ -41,6 +41,8 @@ from tests.support.java import java_command  # noqa: E402
 RESULTS = ROOT / "benchmarks" / "results"
 LOAD_CPU = "1"
 PY = sys.executable
+# py-spy comes with the dev extra into the same virtualenv, which need not be on PATH.
+PY_SPY = str(Path(PY).with_name("py-spy")) if Path(PY).with_name("py-spy").exists() else "py-spy"
 
 
 def pinned(cmd: list[str]) -> list[str]:
@@ -122,7 +124,7 @@ class Profiler:
         if self.enabled:
             for fmt, ext in (("flamegraph", "svg"), ("raw", "txt")):
                 self.procs.append(subprocess.Popen(
-                    ["py-spy", "record", "--pid", str(self.pid), "--rate", "200", "--format", fmt,
+                    [PY_SPY, "record", "--pid", str(self.pid), "--rate", "200", "--format", fmt,
                      "--output", str(RESULTS / f"profile-{self.name}.{ext}"), "--nonblocking"],
                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
             time.sleep(1.0)

@@ -88,6 +88,10 @@ class Broker:
             node_id=config.node_id,
             time_ms=self.time_ms,
             config_for_topic=self._config_for_topic,
+            # Segment-roll fsyncs run on a worker thread (os.fsync releases the GIL), never on the
+            # event loop that serves every connection; the recovery point moves when they finish.
+            background_executor=self._run_in_background,
+            producer_id_expiration_ms=config["producer.id.expiration.ms"],
         )
         self.replica_manager = ReplicaManager(config, self.log_manager, self.metadata, self.time_ms)
         self.topic_manager = TopicManager(config, self.metadata, self.replica_manager)
@@ -128,6 +132,13 @@ class Broker:
             ) from None
         config.set_bound_ports(bound)
         self._schedule_periodic_tasks()
+
+    def _run_in_background(self, job: Callable[[], None]) -> None:
+        loop = self._loop
+        if loop is None or loop.is_closed():
+            job()  # shutting down: flush inline
+            return
+        loop.run_in_executor(None, job).add_done_callback(_log_background_failure)
 
     def _config_for_topic(self, topic: str) -> Any:
         """The LogConfig of an existing topic's logs at startup: its overrides from the metadata image."""
@@ -213,6 +224,13 @@ class Broker:
         for fd in self._lock_fds:
             os.close(fd)
         self._lock_fds.clear()
+
+
+def _log_background_failure(fut: asyncio.Future[None]) -> None:
+    exc = None if fut.cancelled() else fut.exception()
+    if exc is not None:
+        # The log has already marked itself offline (KafkaStorageError); say so where operators look.
+        log.error("Background log flush failed: %s", exc)
 
 
 def _new_event_loop() -> asyncio.AbstractEventLoop:
