@@ -261,6 +261,7 @@ def main() -> int:
     ap.add_argument("--only", default="P1,P2,P3,P4,P5")
     ap.add_argument("--profile", action="store_true", help="py-spy flame graphs of kbroker under P1 and P3")
     ap.add_argument("--skip-ceiling", action="store_true")
+    ap.add_argument("--name", default="latest", help="results file stem (latest.json, latest.png)")
     a = ap.parse_args()
     scale = ({"p1": 50_000, "p2": 100_000, "p3": 50_000, "p4_seconds": 3} if a.quick else
              {"p1": 1_000_000, "p2": 2_000_000, "p3": 1_048_576, "p4_seconds": 15})
@@ -289,10 +290,10 @@ def main() -> int:
     for path, r in dict(result.get("physical_ceiling_mib_s") or {}).items():  # type: ignore[call-overload]
         print(f"physical ceiling {path:10} median {r['median_mib_s']:.0f} MiB/s (best {r['best_mib_s']:.0f})")
     stamp = time.strftime("%Y%m%d-%H%M%S")
-    for name in (f"run-{stamp}.json", "latest.json"):
+    for name in (f"run-{stamp}.json", f"{a.name}.json"):
         (RESULTS / name).write_text(json.dumps(result, indent=2))
-    chart(table, RESULTS / "latest.png")
-    print(f"results: {RESULTS / 'latest.json'}  chart: {RESULTS / 'latest.png'}")
+    chart(table, RESULTS / f"{a.name}.png")
+    print(f"results: {RESULTS / (a.name + '.json')}  chart: {RESULTS / (a.name + '.png')}")
     return 0
 
 

@@ -180,7 +180,9 @@ class Broker:
         interval = min(
             c["log.flush.offset.checkpoint.interval.ms"], c["log.flush.start.offset.checkpoint.interval.ms"]
         )
-        self._every(c["log.initial.task.delay.ms"], interval, "offset-checkpoint", lm.checkpoint)
+        # The offsets are read on the loop; the file writes and fsyncs run on the background executor.
+        self._every(c["log.initial.task.delay.ms"], interval, "offset-checkpoint",
+                    lambda: lm.checkpoint(background=True))
 
     def _every(self, delay_ms: int, interval_ms: int, name: str, task: Callable[[], Any]) -> None:
         """Run `task` after `delay_ms`, then every `interval_ms` (a timer on the loop, not a Task)."""

@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import threading
 import time
 import uuid
 from collections.abc import Callable
@@ -77,6 +78,11 @@ class LogManager:
         self.background_executor = background_executor
         self.producer_id_expiration_ms = producer_id_expiration_ms  # broker config producer.id.expiration.ms
         self._logs: dict[tuple[str, int], UnifiedLog] = {}
+        # Checkpoint writes may run on the background executor: a lock serialises them, and the
+        # sequence numbers keep an older snapshot from overwriting a newer one written meanwhile.
+        self._checkpoint_lock = threading.Lock()
+        self._checkpoint_seq = 0
+        self._checkpoint_written = 0
         self._log_dir_of: dict[tuple[str, int], Path] = {}
         self.directory_ids: dict[Path, uuid.UUID] = {}
         self.had_clean_shutdown: dict[Path, bool] = {}
@@ -248,16 +254,45 @@ class LogManager:
         self._checkpoint_dir(d)
 
     # --- periodic work -------------------------------------------------------------------------
-    def checkpoint(self) -> None:
-        for d in self.log_dirs:
-            self._checkpoint_dir(d)
+    def checkpoint(self, *, background: bool = False) -> None:
+        """Write the three offset checkpoints of every log dir.
+
+        The offsets are read now, on the caller's thread; with ``background`` and a
+        ``background_executor`` the file writes and their fsyncs run there, so the periodic
+        checkpoint never stalls the event loop.
+        """
+        self._checkpoint_dirs(self.log_dirs, background=background)
 
     def _checkpoint_dir(self, d: Path) -> None:
+        self._checkpoint_dirs([d], background=False)
+
+    def _checkpoint_dirs(self, dirs: list[Path], *, background: bool) -> None:
+        snapshot = [(d, self._offsets_of_dir(d)) for d in dirs]
+        with self._checkpoint_lock:
+            self._checkpoint_seq += 1
+            seq = self._checkpoint_seq
+
+        def write() -> None:
+            with self._checkpoint_lock:
+                if seq < self._checkpoint_written:
+                    return  # a newer snapshot is already on disk
+                for d, offsets in snapshot:
+                    for name, values in offsets.items():
+                        write_offset_checkpoint(d / name, values)
+                self._checkpoint_written = seq
+
+        if background and self.background_executor is not None:
+            self.background_executor(write)
+        else:
+            write()
+
+    def _offsets_of_dir(self, d: Path) -> dict[str, dict[tuple[str, int], int]]:
         logs = {tp: log for tp, log in self._logs.items() if self._log_dir_of.get(tp) == d}
-        write_offset_checkpoint(d / RECOVERY_POINT_CHECKPOINT, {tp: lg.recovery_point for tp, lg in logs.items()})
-        write_offset_checkpoint(d / LOG_START_OFFSET_CHECKPOINT,
-                                {tp: lg.log_start_offset for tp, lg in logs.items() if lg.log_start_offset > 0})
-        write_offset_checkpoint(d / REPLICATION_OFFSET_CHECKPOINT, {tp: lg.high_watermark for tp, lg in logs.items()})
+        return {
+            RECOVERY_POINT_CHECKPOINT: {tp: lg.recovery_point for tp, lg in logs.items()},
+            LOG_START_OFFSET_CHECKPOINT: {tp: lg.log_start_offset for tp, lg in logs.items() if lg.log_start_offset > 0},
+            REPLICATION_OFFSET_CHECKPOINT: {tp: lg.high_watermark for tp, lg in logs.items()},
+        }
 
     def cleanup_logs(self, now_ms: int | None = None) -> int:
         """One retention pass (log.retention.check.interval.ms); returns the number of segments deleted."""

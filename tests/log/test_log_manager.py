@@ -145,3 +145,30 @@ def test_roll_fsync_runs_on_the_background_executor(tmp_path: Path) -> None:
         job()  # type: ignore[operator]
     assert log.recovery_point == log.active_segment.base_offset
     m.shutdown()
+
+
+def test_background_checkpoint_writes_a_snapshot_and_never_overwrites_a_newer_one(tmp_path: Path) -> None:
+    jobs: list[object] = []
+    m = LogManager([tmp_path / "logs"], small_config(), node_id=1, time_ms=FakeClock(), background_executor=jobs.append)
+    m.startup()
+    log = m.get_or_create_log("t", 0, small_config())
+    for _ in range(3):
+        log.append_as_leader(memoryview(make_batch(1, 100)), 0)
+    log.update_high_watermark(3)
+    hw_file = tmp_path / "logs" / "replication-offset-checkpoint"
+
+    def hw_on_disk() -> str:
+        return [line for line in hw_file.read_text().splitlines() if line.startswith("t ")][0]
+
+    jobs.clear()
+    m.checkpoint(background=True)  # offsets read now (hw 3); the write waits for the executor
+    stale = jobs.pop()
+    assert not jobs
+    log.append_as_leader(memoryview(make_batch(1, 100)), 0)
+    log.update_high_watermark(4)
+    m.checkpoint(background=True)
+    jobs.pop()()  # type: ignore[operator]  # the newer snapshot lands first
+    assert hw_on_disk() == "t 0 4"
+    stale()  # type: ignore[operator]  # the older one, run late, must not go back to 3
+    assert hw_on_disk() == "t 0 4"
+    m.shutdown()
