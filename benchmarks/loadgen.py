@@ -62,7 +62,13 @@ def e2e(bootstrap: str, topic: str, rate: int, seconds: float, size: int) -> dic
     from confluent_kafka import OFFSET_END, Consumer, Producer, TopicPartition
 
     lat: list[float] = []
+    warm = [0]
+    # The first seconds warm both sides up (a JVM's JIT, a fresh topic's first fetches): the
+    # records are sent and consumed at the same rate but not measured.
+    warmup_s = 3.0
+    measure_from = time.time() + 3600.0  # set when the measured part starts
     total = int(rate * seconds)
+    warmup_n = int(rate * warmup_s)
     done = threading.Event()
     ready = threading.Event()
 
@@ -84,7 +90,10 @@ def e2e(bootstrap: str, topic: str, rate: int, seconds: float, size: int) -> dic
             if m is None or m.error() or not m.value():
                 continue
             (sent,) = struct.unpack_from(">d", m.value(), 0)
-            lat.append(time.time() - sent)
+            if sent >= measure_from:
+                lat.append(time.time() - sent)
+            else:
+                warm[0] += 1
         c.close()
 
     t = threading.Thread(target=reader, daemon=True)
@@ -94,7 +103,9 @@ def e2e(bootstrap: str, topic: str, rate: int, seconds: float, size: int) -> dic
     pad = b"x" * max(0, size - 8)
     interval = 1.0 / rate
     start = time.monotonic()
-    for i in range(total):
+    for i in range(warmup_n + total):
+        if i == warmup_n:
+            measure_from = time.time()
         target = start + i * interval
         now = time.monotonic()
         if target > now:
