@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import random
 import uuid
+from abc import ABC, abstractmethod
 from collections import OrderedDict
 from collections.abc import Callable, Hashable, Iterable
 from dataclasses import dataclass
@@ -182,19 +183,20 @@ class FetchSessionCache:
         return True
 
 
-class FetchContext:
+class FetchContext(ABC):
     """How one Fetch request relates to sessions; see the subclasses."""
 
     error: ErrorCode = ErrorCode.NONE
 
+    @abstractmethod
     def partitions_to_read(self) -> list[FetchPartitionRequest]:
-        raise NotImplementedError
+        """The partitions this request reads."""
 
+    @abstractmethod
     def update_and_generate_response(
         self, results: dict[Hashable, PartitionResult]
     ) -> tuple[int, list[tuple[FetchPartitionRequest, PartitionResult]]]:
         """(session id for the response, partitions to send in order)."""
-        raise NotImplementedError
 
 
 class SessionErrorContext(FetchContext):

@@ -15,13 +15,14 @@ from __future__ import annotations
 
 import asyncio
 import functools
+from abc import ABC, abstractmethod
 from collections.abc import Hashable, Iterable
 from typing import Any, Generic, TypeVar
 
 T = TypeVar("T")
 
 
-class DelayedOperation(Generic[T]):
+class DelayedOperation(ABC, Generic[T]):
     """One waiting request. Subclasses implement `try_complete`, `on_complete`, `on_expiration`.
 
     `try_complete` checks the condition and calls `force_complete()` when it holds (Kafka's
@@ -42,13 +43,13 @@ class DelayedOperation(Generic[T]):
 
     # -- subclass API ----------------------------------------------------------------------------
 
+    @abstractmethod
     def try_complete(self) -> bool:
         """Complete the operation if its condition holds; return whether it completed."""
-        raise NotImplementedError
 
+    @abstractmethod
     def on_complete(self) -> T:
         """Compute the operation's result (called exactly once)."""
-        raise NotImplementedError
 
     def on_expiration(self) -> None:
         """Hook run before `on_complete` when the timeout passed (metrics, logging)."""
