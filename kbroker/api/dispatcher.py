@@ -13,15 +13,18 @@ optional `ADVERTISED_MIN_VERSION` (Produce advertises 0 but refuses 0-2, KAFKA-1
 
 from __future__ import annotations
 
+import asyncio
 import importlib
 import inspect
 import logging
 import pkgutil
 from collections.abc import Awaitable
 from dataclasses import dataclass
+from functools import partial
 from types import ModuleType
 from typing import Any
 
+from kbroker.api._futures import chain_future, identity
 from kbroker.api.context import NO_RESPONSE, BrokerServices, CloseConnection, RequestContext
 from kbroker.protocol.errors import ErrorCode, KafkaError
 
@@ -88,6 +91,10 @@ class ApiDispatcher:
             return self._error_response(spec, header, body, exc)
         if result is NO_RESPONSE or not inspect.isawaitable(result):
             return result
+        if asyncio.isfuture(result):
+            # Delayed produce/fetch and waiting JoinGroup/SyncGroup hand back a loop future: chain the
+            # error mapping onto it with a callback instead of a coroutine, so no Task per request.
+            return chain_future(result, identity, partial(self._error_response, spec, header, body))
         return self._guard(spec, header, body, result)
 
     async def _guard(self, spec: HandlerSpec, header: Any, body: Any, awaitable: Awaitable[Any]) -> Any:

@@ -18,6 +18,7 @@ import uuid
 from collections.abc import Hashable
 from typing import Any
 
+from kbroker.api._futures import chain_future
 from kbroker.api.context import BrokerServices, RequestContext
 from kbroker.protocol.errors import ErrorCode
 from kbroker.protocol.messages.fetch import FetchRequest, FetchResponse
@@ -158,7 +159,5 @@ def handle(services: BrokerServices, ctx: RequestContext, header: Any, request: 
     if isinstance(outcome, dict):
         return respond(outcome)
 
-    async def delayed() -> FetchResponse:
-        return respond(await outcome)
-
-    return delayed()
+    # The purgatory completes `outcome`; the response is built in its done-callback (no Task).
+    return chain_future(outcome, respond)

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from kbroker.api._futures import chain_future
 from kbroker.api.context import NO_RESPONSE, BrokerServices, CloseConnection, RequestContext
 from kbroker.protocol.compression import CompressionType
 from kbroker.protocol.errors import ErrorCode
@@ -144,9 +145,10 @@ def handle(
         results.update(outcome)
         return _response(request, results, version)
 
-    async def delayed() -> ProduceResponse:
-        results.update(await outcome)
+    def respond(delayed: dict[Any, Any]) -> ProduceResponse:
+        results.update(delayed)
         return _response(request, results, version)
 
-    return delayed()
+    # The purgatory completes `outcome`; the response is built in its done-callback (no Task).
+    return chain_future(outcome, respond)
 
