@@ -1,10 +1,14 @@
 """FindCoordinator (key 10): which broker coordinates a group (and, later, a transactional id).
 
-Versions 0-4 (v4 batches keys, KIP-699; v5 adds TRANSACTION_ABORTABLE, v6 share groups). A GROUP key
+Versions 0-6 (v4 batches keys, KIP-699; v5 only allows the TRANSACTION_ABORTABLE error, KIP-890, which
+needs transactions and so never occurs here; v6 adds the SHARE key type, KIP-932). A GROUP key
 maps to partition `abs(hashCode(group)) % partitions` of `__consumer_offsets`, created here on first
 use as Kafka does; this node leads every partition, so it is always the answer. A TRANSACTION key gets
 COORDINATOR_NOT_AVAILABLE until a transaction coordinator is registered in
-`services.extras["transaction_coordinator"]`. librdkafka only enables LZ4 when this API is advertised.
+`services.extras["transaction_coordinator"]`. A SHARE key answers INVALID_REQUEST below v6 and
+COORDINATOR_NOT_AVAILABLE from v6 (no share coordinator: share groups are not implemented), as Kafka
+4.3's KafkaApis does when share groups are not enabled. librdkafka only enables LZ4 when this API is
+advertised.
 """
 
 from __future__ import annotations
@@ -18,11 +22,13 @@ from kbroker.protocol.messages.find_coordinator import FindCoordinatorRequest, F
 
 API_KEY = 10
 MIN_VERSION = 0
-MAX_VERSION = 4
-VERSION_NOTES = "GROUP keys (creates __consumer_offsets on first use); TRANSACTION keys answer COORDINATOR_NOT_AVAILABLE until transactions exist. v5-6 not advertised."
+MAX_VERSION = 6
+VERSION_NOTES = ("GROUP keys (creates __consumer_offsets on first use); TRANSACTION keys answer COORDINATOR_NOT_AVAILABLE "
+                 "until transactions exist; SHARE keys (v6) COORDINATOR_NOT_AVAILABLE (no share groups).")
 
 GROUP_KEY_TYPE = 0
 TRANSACTION_KEY_TYPE = 1
+SHARE_KEY_TYPE = 2
 
 
 def _message(error: ErrorCode) -> str | None:
@@ -39,7 +45,8 @@ def error_response(request: FindCoordinatorRequest, version: int, error: ErrorCo
     return FindCoordinatorResponse(error_code=error, error_message=_message(error), node_id=-1, host="", port=-1)
 
 
-def _lookup(services: BrokerServices, ctx: RequestContext, key_type: int) -> tuple[ErrorCode, int, str, int]:
+def _lookup(services: BrokerServices, ctx: RequestContext, key_type: int,
+            version: int) -> tuple[ErrorCode, int, str, int]:
     if key_type == GROUP_KEY_TYPE:
         error = runtime(services).ensure_topic()
     elif key_type == TRANSACTION_KEY_TYPE:
@@ -49,6 +56,10 @@ def _lookup(services: BrokerServices, ctx: RequestContext, key_type: int) -> tup
             error = ErrorCode.COORDINATOR_NOT_AVAILABLE
         else:
             error = ensure() if callable(ensure) else ErrorCode.NONE
+    elif key_type == SHARE_KEY_TYPE:
+        # Kafka refuses the SHARE type below v6 and, with no share coordinator, answers
+        # COORDINATOR_NOT_AVAILABLE from v6 on (KafkaApis.getCoordinator).
+        error = ErrorCode.COORDINATOR_NOT_AVAILABLE if version >= 6 else ErrorCode.INVALID_REQUEST
     else:
         error = ErrorCode.INVALID_REQUEST
     if error != ErrorCode.NONE:
@@ -66,11 +77,11 @@ def handle(services: BrokerServices, ctx: RequestContext, header: Any,
     if version >= 4:
         coordinators = []
         for key in request.coordinator_keys:
-            error, node, host, port = _lookup(services, ctx, request.key_type)
+            error, node, host, port = _lookup(services, ctx, request.key_type, version)
             coordinators.append(FindCoordinatorResponse.Coordinator(
                 key=key, node_id=node, host=host, port=port, error_code=error, error_message=_message(error)))
         return FindCoordinatorResponse(coordinators=coordinators)
     key_type = request.key_type if version >= 1 else GROUP_KEY_TYPE
-    error, node, host, port = _lookup(services, ctx, key_type)
+    error, node, host, port = _lookup(services, ctx, key_type, version)
     return FindCoordinatorResponse(error_code=error, error_message=_message(error), node_id=node, host=host,
                                    port=port)
