@@ -8,6 +8,7 @@ loop, uvloop when installed, and SIGTERM/SIGINT handling) used by `kbroker serve
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import fcntl
 import logging
 import os
@@ -55,6 +56,8 @@ class Broker:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._stopped = False
         self._lock_fds: list[int] = []
+        self.log_cleaner: Any = None
+        self._clean_future: asyncio.Future[Any] | None = None
 
     # -- startup --
 
@@ -102,6 +105,7 @@ class Broker:
         except (InconsistentMetaPropertiesError, KafkaStorageError) as e:
             raise StartupError(str(e)) from None
         self.cluster_id = self.log_manager.cluster_id
+        self._start_log_cleaner()
         self.services = BrokerServices(
             config=config,
             log_manager=self.log_manager,
@@ -139,6 +143,80 @@ class Broker:
             job()  # shutting down: flush inline
             return
         loop.run_in_executor(None, job).add_done_callback(_log_background_failure)
+
+    # -- log cleaner (compaction) --
+
+    def _start_log_cleaner(self) -> None:
+        from kbroker.log.cleaner_manager import LogCleaner
+
+        c = self.config
+        self.log_cleaner = LogCleaner(
+            self.log_manager,
+            enabled=bool(c["log.cleaner.enable"]),
+            dedupe_buffer_size=int(c["log.cleaner.dedupe.buffer.size"]),
+            threads=int(c["log.cleaner.threads"]),
+            time_ms=self.time_ms,
+        )
+        self.log_manager.cleaner = self.log_cleaner
+
+    def _maybe_clean(self) -> None:
+        """Start one cleaning round on the background executor if none is running (Kafka's
+        CleanerThread.doWork; log.cleaner.threads > 1 still cleans one log at a time here).
+
+        Choosing the log and snapshotting its segments happen here, on the loop. The worker reads
+        inactive segments and writes `.cleaned` files; it hands the segment swap and the checkpoint
+        update back to the loop (`_run_on_loop`), so appends, fetches and retention never see a
+        half-replaced segment list.
+        """
+        loop = self._loop
+        if self._stopped or loop is None or self.log_cleaner is None:
+            return
+        if self._clean_future is not None and not self._clean_future.done():
+            return
+        job = self.log_cleaner.next_job(self._run_on_loop, self.time_ms())
+        if job is None:
+            return
+        fut = loop.run_in_executor(None, job)
+        self._clean_future = fut
+
+        def done(f: asyncio.Future[Any]) -> None:
+            if f.cancelled():
+                return
+            if f.exception() is not None:
+                # The partition is now skipped (LogCleaner.uncleanable); the others go on.
+                log.error("Log cleaner round failed: %s", f.exception())
+            elif f.result() is not None:
+                loop.call_soon(self._maybe_clean)  # more may be dirty: go on without waiting a backoff
+
+        fut.add_done_callback(done)
+
+    def _run_on_loop(self, fn: Callable[[], Any]) -> Any:
+        """Run `fn` on the event loop from a worker thread and wait for its result."""
+        from kbroker.log.cleaner import CleanAborted
+
+        loop = self._loop
+        if loop is None or loop.is_closed():
+            raise CleanAborted("the event loop is gone")
+        cf: concurrent.futures.Future[Any] = concurrent.futures.Future()
+
+        def run() -> None:
+            if not cf.set_running_or_notify_cancel():
+                return
+            try:
+                cf.set_result(fn())
+            except BaseException as e:  # handed to the waiting worker
+                cf.set_exception(e)
+
+        try:
+            loop.call_soon_threadsafe(run)
+        except RuntimeError as e:  # closed meanwhile
+            raise CleanAborted("the event loop is gone") from e
+        while True:
+            try:
+                return cf.result(timeout=1.0)
+            except concurrent.futures.TimeoutError:
+                if loop.is_closed() and cf.cancel():
+                    raise CleanAborted("the event loop is gone") from None
 
     def _config_for_topic(self, topic: str) -> Any:
         """The LogConfig of an existing topic's logs at startup: its overrides from the metadata image."""
@@ -183,6 +261,9 @@ class Broker:
         # The offsets are read on the loop; the file writes and fsyncs run on the background executor.
         self._every(c["log.initial.task.delay.ms"], interval, "offset-checkpoint",
                     lambda: lm.checkpoint(background=True))
+        # Kafka's cleaner thread sleeps log.cleaner.backoff.ms when no log needs cleaning.
+        backoff = int(c.get("log.cleaner.backoff.ms", 15000))
+        self._every(backoff, max(1, backoff), "log-cleaner", self._maybe_clean)
 
     def _every(self, delay_ms: int, interval_ms: int, name: str, task: Callable[[], Any]) -> None:
         """Run `task` after `delay_ms`, then every `interval_ms` (a timer on the loop, not a Task)."""
@@ -221,6 +302,14 @@ class Broker:
             await self.server.stop(self.config["kbroker.shutdown.timeout.ms"] / 1000)
         if self.replica_manager is not None:
             self.replica_manager.shutdown()
+        if self.log_cleaner is not None:
+            # Stop a running clean at its next batch and wait: the logs must not close under it.
+            self.log_cleaner.shutdown()
+            if self._clean_future is not None:
+                try:
+                    await self._clean_future
+                except Exception:
+                    log.exception("Log cleaner failed while stopping")
         if self.log_manager is not None and self.log_manager.started:
             self.log_manager.shutdown()
         for fd in self._lock_fds:

@@ -177,6 +177,8 @@ CONFIG_DEFS: dict[str, ConfigDef] = _defs(
     ConfigDef("log.cleaner.enable", "boolean", True, "Run the log cleaner (compaction)."),
     ConfigDef("log.cleaner.threads", "int", 1, "Cleaner threads.", dynamic_update=True,
               validator=at_least(0)),
+    ConfigDef("log.cleaner.dedupe.buffer.size", "long", 134217728,
+              "Memory of the cleaner's offset map (all cleaner threads).", dynamic_update=True),
     ConfigDef("log.cleaner.backoff.ms", "long", 15000, "Cleaner sleep when idle.", dynamic_update=True,
               validator=at_least(0)),
     ConfigDef("log.cleaner.min.cleanable.ratio", "double", 0.5, "Dirty ratio that triggers cleaning.",

@@ -2,12 +2,14 @@
 
 ``LogManager`` (every partition under ``log.dirs``, checkpoints, retention, clean shutdown) ->
 ``UnifiedLog`` (one partition: appends, reads returning ``FileRegion``s, offsets, producer state,
-leader epochs) -> ``LogSegment`` (``.log`` + ``OffsetIndex`` + ``TimeIndex``). See docs/storage.md.
+leader epochs) -> ``LogSegment`` (``.log`` + ``OffsetIndex`` + ``TimeIndex``); ``LogCleaner``
+compacts ``cleanup.policy=compact`` logs (``cleaner_manager``/``cleaner``). See docs/storage.md.
 
 Plain synchronous code: must not import asyncio, sockets, or any kbroker package other than
 ``kbroker.protocol`` (record batches, compression, error codes, file regions).
 """
 
+from kbroker.log.cleaner_manager import LogCleaner
 from kbroker.log.config import TOPIC_CONFIGS, TOPIC_CONFIGS_BY_NAME, LogConfig, TopicConfigDef
 from kbroker.log.errors import (
     CorruptRecordError,
@@ -37,6 +39,6 @@ __all__ = [
     "TOPIC_CONFIGS", "TOPIC_CONFIGS_BY_NAME", "LogConfig", "TopicConfigDef", "CorruptRecordError",
     "InvalidProducerEpochError", "InvalidRecordError", "InvalidTimestampError", "KafkaStorageError",
     "LogOfflineError", "OffsetOutOfRangeError", "OutOfOrderSequenceError", "RecordBatchTooLargeError",
-    "RecordTooLargeError", "UnknownProducerIdError", "LogManager", "EARLIEST_LOCAL_TIMESTAMP",
+    "RecordTooLargeError", "UnknownProducerIdError", "LogManager", "LogCleaner", "EARLIEST_LOCAL_TIMESTAMP",
     "EARLIEST_TIMESTAMP", "LATEST_TIMESTAMP", "MAX_TIMESTAMP", "FetchDataInfo", "LogAppendInfo", "UnifiedLog",
 ]

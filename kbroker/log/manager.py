@@ -19,6 +19,7 @@ import time
 import uuid
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from kbroker.log.checkpoints import (
     CheckpointError,
@@ -87,6 +88,7 @@ class LogManager:
         self.directory_ids: dict[Path, uuid.UUID] = {}
         self.had_clean_shutdown: dict[Path, bool] = {}
         self.started = False
+        self.cleaner: Any = None  # the LogCleaner, told when a partition is deleted
 
     # --- startup -------------------------------------------------------------------------------
     def _check_or_format(self, d: Path) -> None:
@@ -251,6 +253,8 @@ class LogManager:
             raise KafkaStorageError(f"cannot rename {log.dir} for deletion: {e}") from e
         log.dir = target
         log.delete()
+        if self.cleaner is not None:
+            self.cleaner.forget(topic, partition, d)
         self._checkpoint_dir(d)
 
     # --- periodic work -------------------------------------------------------------------------

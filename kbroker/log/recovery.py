@@ -1,7 +1,8 @@
 """Loading a partition directory at startup and recovering it after an unclean shutdown.
 
-Owns Kafka's ``LogLoader`` steps: remove leftovers of interrupted operations (``.deleted``, ``.tmp``,
-``.cleaned``, ``.swap`` files, indexes without a ``.log``), open the segments in base-offset order,
+Owns Kafka's ``LogLoader`` steps: complete or discard a log cleaner swap cut short by a crash
+(``.cleaned``/``.swap`` files), remove leftovers of interrupted operations (``.deleted``, ``.tmp``
+files, indexes without a ``.log``), open the segments in base-offset order,
 rebuild missing or insane indexes, and - when the broker did not shut down cleanly - rescan every
 segment from the one holding the recovery point: each batch is CRC-checked, the first torn or
 corrupt batch and everything after it (including later segments) is truncated away, indexes are
@@ -12,10 +13,12 @@ offset, epoch cache and producer state (latest snapshot + header replay) are mad
 from __future__ import annotations
 
 import os
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from kbroker.log.errors import KafkaStorageError
 from kbroker.log.segment import LogSegment, segment_file_name
+from kbroker.protocol.record_format import HEADER, LOG_OVERHEAD, RECORD_BATCH_OVERHEAD, BatchHeader
 from kbroker.protocol.records import RecordBatch
 
 if TYPE_CHECKING:
@@ -30,10 +33,66 @@ def _is_segment_name(name: str, suffix: str) -> bool:
     return name.endswith(suffix) and len(name) == 20 + len(suffix) and name[:20].isdigit()
 
 
+def _next_offset_of_file(path: str | os.PathLike[str], base: int) -> int:
+    """The offset after the last complete batch of a raw ``.log`` file (``base`` when it has none)."""
+    nxt = base
+    with open(path, "rb", buffering=0) as f:
+        fd, size, pos = f.fileno(), os.fstat(f.fileno()).st_size, 0
+        while pos + RECORD_BATCH_OVERHEAD <= size:
+            h = BatchHeader._make(HEADER.unpack_from(os.pread(fd, RECORD_BATCH_OVERHEAD, pos)))
+            bsize = h.batch_length + LOG_OVERHEAD
+            if h.batch_length < RECORD_BATCH_OVERHEAD - LOG_OVERHEAD or pos + bsize > size:
+                break
+            nxt = h.next_offset
+            pos += bsize
+    return nxt
+
+
+def _complete_interrupted_swaps(d: os.PathLike[str]) -> None:
+    """Finish or undo a log cleaner swap cut short by a crash, as Kafka's LogLoader does.
+
+    ``.cleaned`` files are an unfinished clean: deleted, and any ``.swap`` file at or above the
+    lowest of their offsets is deleted too (the renaming to ``.swap`` had not completed, KAFKA-6264).
+    A remaining ``.swap`` segment is complete and fsynced: the segments it replaces (base offsets in
+    [its base offset, its next offset)) are deleted and it takes its live name. Index ``.swap``
+    files are dropped; the indexes are rebuilt from the ``.log``.
+    """
+    d = Path(d)
+    names = os.listdir(d)
+    min_cleaned = None
+    for name in names:
+        if name.endswith(".cleaned"):
+            if name[:20].isdigit():
+                off = int(name[:20])
+                min_cleaned = off if min_cleaned is None else min(min_cleaned, off)
+            os.unlink(d / name)
+    swaps = []
+    for name in names:
+        if not name.endswith(".swap") or not name[:20].isdigit():
+            continue
+        if (min_cleaned is not None and int(name[:20]) >= min_cleaned) or not name.endswith(".log.swap"):
+            os.unlink(d / name)
+        else:
+            swaps.append(name)
+    if not swaps:
+        return
+    lo = min(int(n[:20]) for n in swaps)
+    # At least base + 1: an emptied swap segment still replaces the old files of its own name.
+    hi = max(max(_next_offset_of_file(d / n, int(n[:20])), int(n[:20]) + 1) for n in swaps)
+    for name in os.listdir(d):
+        if name.endswith(".swap") or not name[:20].isdigit() or name.endswith(".snapshot"):
+            continue
+        if lo <= int(name[:20]) < hi:
+            os.unlink(d / name)  # compacted away, but not yet renamed .deleted before the crash
+    for name in swaps:
+        os.replace(d / name, d / name[:-len(".swap")])
+
+
 def load_log(log: UnifiedLog, had_clean_shutdown: bool) -> None:
     d = log.dir
     c = log.config
     try:
+        _complete_interrupted_swaps(d)
         names = os.listdir(d)
         for name in names:
             if name.endswith(_LEFTOVER_SUFFIXES):

@@ -47,19 +47,22 @@ class LogSegment:
 
     def __init__(self, directory: Path, base_offset: int, *, index_interval_bytes: int = 4096,
                  max_index_size: int = 10485760, roll_jitter_ms: int = 0, created_ms: int = 0,
-                 active: bool = False) -> None:
+                 active: bool = False, file_suffix: str = "") -> None:
         self.dir = Path(directory)
         self.base_offset = base_offset
         self.index_interval_bytes = index_interval_bytes
         self.roll_jitter_ms = roll_jitter_ms
         self.created_ms = created_ms
-        self.log_path = self.dir / segment_file_name(base_offset, ".log")
+        # ``file_suffix`` is "" for live segments; the log cleaner writes ``.cleaned`` segments.
+        self.log_path = self.dir / (segment_file_name(base_offset, ".log") + file_suffix)
         # Unbuffered binary file: FileRegions hold it, os.pwrite/os.pread/os.sendfile use its fd.
         self.file = open(self.log_path, "r+b" if self.log_path.exists() else "w+b", buffering=0)  # noqa: SIM115
         self.fd = self.file.fileno()
         self.size = os.fstat(self.fd).st_size
-        self.offset_index = OffsetIndex(self.dir / segment_file_name(base_offset, ".index"), base_offset, max_index_size)
-        self.time_index = TimeIndex(self.dir / segment_file_name(base_offset, ".timeindex"), base_offset, max_index_size)
+        self.offset_index = OffsetIndex(self.dir / (segment_file_name(base_offset, ".index") + file_suffix),
+                                        base_offset, max_index_size)
+        self.time_index = TimeIndex(self.dir / (segment_file_name(base_offset, ".timeindex") + file_suffix),
+                                    base_offset, max_index_size)
         self.bytes_since_last_index_entry = 0
         self._max_timestamp: int | None = None  # loaded lazily, like Kafka's maxTimestampAndOffsetSoFar
         self._offset_of_max_timestamp = -1
@@ -390,6 +393,27 @@ class LogSegment:
         self.offset_index.close()
         self.time_index.close()
         self.file.close()
+
+    def change_file_suffixes(self, old_suffix: str, new_suffix: str) -> None:
+        """Rename the three files from ``old_suffix`` to ``new_suffix`` (Kafka's changeFileSuffixes; the
+        cleaner's ``.cleaned`` -> ``.swap`` -> "" steps). Open descriptors and mappings follow the rename."""
+
+        def renamed(p: Path) -> Path:
+            base = p.name[:len(p.name) - len(old_suffix)] if old_suffix and p.name.endswith(old_suffix) else p.name
+            return p.with_name(base + new_suffix)
+
+        target = renamed(self.log_path)
+        os.replace(self.log_path, target)
+        self.log_path = target
+        self.offset_index.rename_to(renamed(self.offset_index.path))
+        self.time_index.rename_to(renamed(self.time_index.path))
+
+    def set_last_modified(self, ms: int) -> None:
+        """Keep the replaced segment's mtime (retention falls back to it when there are no timestamps)."""
+        try:
+            os.utime(self.log_path, ns=(ms * 1_000_000, ms * 1_000_000))
+        except OSError:
+            pass
 
     def rename_to_deleted(self) -> list[Path]:
         """Rename the files with the ``.deleted`` suffix (Kafka's asynchronous delete); returns the new paths."""

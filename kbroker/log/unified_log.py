@@ -3,9 +3,10 @@
 Owns Kafka's ``UnifiedLog``/``LocalLog`` behaviour for local storage: leader and follower appends
 (validation, offset assignment, rolling, indexes, leader epochs, idempotence), reads by offset that
 return ``FileRegion``s (never copies; a read never spans segments, like Kafka), reads by timestamp,
-the log start offset (DeleteRecords), the high watermark, truncation, time/size retention with
-Kafka's ``.deleted`` renaming and ``file.delete.delay.ms``, flushing and the recovery point.
-Loading and crash recovery live in ``kbroker.log.recovery``.
+the log start offset and the high watermark, truncation, flushing and the recovery point.
+DeleteRecords and time/size retention (``.deleted`` renaming, ``file.delete.delay.ms``) live in
+``kbroker.log.retention``, loading and crash recovery in ``kbroker.log.recovery``, compaction in
+``kbroker.log.cleaner``.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from kbroker.log.results import (
     FetchDataInfo,
     LogAppendInfo,
 )
+from kbroker.log.retention import LogRetention
 from kbroker.log.segment import LogSegment
 from kbroker.log.validator import split_batches, validate_and_assign_offsets
 from kbroker.protocol.records import BatchHeader, RecordBatch
@@ -41,7 +43,7 @@ def _wall_clock_ms() -> int:
     return int(time.time() * 1000)
 
 
-class UnifiedLog:
+class UnifiedLog(LogRetention):
     def __init__(self, directory: Path, config: LogConfig, *, topic: str | None = None, partition: int | None = None,
                  log_start_offset: int = 0, recovery_point: int = 0, high_watermark: int = 0,
                  had_clean_shutdown: bool = True, time_ms: Callable[[], int] | None = None) -> None:
@@ -132,7 +134,8 @@ class UnifiedLog:
             records = memoryview(records)
         if records.readonly:  # offsets are patched in place; the Produce path passes a bytearray view
             records = memoryview(bytearray(records))
-        vr = validate_and_assign_offsets(records, self.log_end_offset, leader_epoch, self.config, now)
+        vr = validate_and_assign_offsets(records, self.log_end_offset, leader_epoch, self.config, now,
+                                         topic_partition=f"{self.topic}-{self.partition}")
         if not vr.headers:
             return LogAppendInfo(log_start_offset=self.log_start_offset)
         updated, dup = self.producer_state.prepare(vr.headers)
@@ -354,103 +357,7 @@ class UnifiedLog:
     def update_high_watermark(self, offset: int) -> None:
         self.high_watermark = min(max(offset, self.log_start_offset), self.log_end_offset)
 
-    # --- removal -------------------------------------------------------------------------------
-    def delete_records_before(self, offset: int) -> int:
-        """DeleteRecords: raise the log start offset (<= high watermark); drop fully covered segments."""
-        self._check_online()
-        if offset == -1:  # DeleteRecordsRequest.HIGH_WATERMARK: delete up to the high watermark
-            offset = self.high_watermark
-        if offset < 0 or offset > self.high_watermark:
-            raise OffsetOutOfRangeError(f"Cannot increment the log start offset to {offset} of partition "
-                                        f"{self.topic}-{self.partition} since it is larger than the high watermark {self.high_watermark}")
-        if offset > self.log_start_offset:
-            self._set_log_start_offset(offset)
-            self._delete_segments(self._deletable(lambda seg, nxt: nxt is not None and nxt <= self.log_start_offset))
-        return self.log_start_offset
-
-    def _set_log_start_offset(self, offset: int) -> None:
-        self.log_start_offset = offset
-        self.leader_epoch_cache.truncate_from_start(offset)
-        self.producer_state.delete_snapshots_before(self.segments[0].base_offset)
-        if self.recovery_point < offset:
-            self.recovery_point = offset
-
-    def _deletable(self, predicate: Callable[[LogSegment, int | None], bool]) -> list[LogSegment]:
-        """Oldest segments satisfying ``predicate`` below the high watermark (Kafka's deletableSegments)."""
-        out = []
-        for i, seg in enumerate(self.segments):
-            nxt = self._bases[i + 1] if i + 1 < len(self._bases) else None
-            upper = nxt if nxt is not None else self.log_end_offset
-            if nxt is None and seg.size == 0:
-                break
-            if self.high_watermark >= upper and predicate(seg, nxt):
-                out.append(seg)
-            else:
-                break
-        return out
-
-    def _delete_segments(self, segs: list[LogSegment]) -> int:
-        if not segs:
-            return 0
-        if len(segs) == len(self.segments):
-            self.roll()  # never delete the active segment's data in place: roll first, as Kafka does
-        now = self._time()
-        for seg in segs:
-            i = self.segments.index(seg)
-            del self.segments[i]
-            del self._bases[i]
-            try:
-                paths = seg.rename_to_deleted()
-            except OSError as e:
-                raise KafkaStorageError(f"cannot delete segment {seg.log_path}: {e}") from e
-            self._pending_deletes.append((now + self.config.file_delete_delay_ms, paths, seg))
-        if self.segments[0].base_offset > self.log_start_offset:
-            self._set_log_start_offset(self.segments[0].base_offset)
-        else:
-            self.producer_state.delete_snapshots_before(self.segments[0].base_offset)
-        self.delete_pending_files(now)
-        return len(segs)
-
-    def delete_old_segments(self, now_ms: int | None = None) -> int:
-        """Retention: segments past retention.ms, beyond retention.bytes, or below the log start offset."""
-        self._check_online()
-        now = self._time() if now_ms is None else now_ms
-        c = self.config
-        n = self._delete_segments(self._deletable(lambda seg, nxt: nxt is not None and nxt <= self.log_start_offset))
-        if not c.delete:
-            return n
-        if c.retention_ms >= 0:
-            n += self._delete_segments(self._deletable(lambda seg, nxt: now - seg.largest_timestamp() > c.retention_ms))
-        if c.retention_bytes >= 0:
-            diff = self.size_in_bytes - c.retention_bytes
-
-            def over(seg: LogSegment, nxt: int | None) -> bool:
-                nonlocal diff
-                if diff - seg.size >= 0:
-                    diff -= seg.size
-                    return True
-                return False
-
-            n += self._delete_segments(self._deletable(over))
-        return n
-
-    def delete_pending_files(self, now_ms: int, force: bool = False) -> None:
-        """Unlink ``.deleted`` files whose delay has passed. Open file objects are not closed here:
-        a FileRegion still being sent keeps its file readable (POSIX unlink semantics)."""
-        keep = []
-        for due, paths, seg in self._pending_deletes:
-            if force or due <= now_ms:
-                for p in paths:
-                    try:
-                        os.unlink(p)
-                    except FileNotFoundError:
-                        pass
-                    except OSError as e:
-                        raise KafkaStorageError(f"cannot delete {p}: {e}") from e
-            else:
-                keep.append((due, paths, seg))
-        self._pending_deletes = keep
-
+    # --- truncation ----------------------------------------------------------------------------
     def truncate_to(self, offset: int) -> None:
         """Remove everything at or after ``offset`` (whole batches); the log end offset becomes ``offset``."""
         self._check_online()

@@ -6,7 +6,8 @@ offset range vs record count, control batches from clients, sequence presence, C
 partition leader epoch (both outside the CRC, so the bytes are otherwise untouched), LogAppendTime
 (``set_max_timestamp``, which recomputes the CRC) and recompression when ``compression.type`` names
 a codec different from the batch's. Records are never iterated: timestamps are checked on the
-header's base and max timestamps (a deliberate divergence: Kafka checks every record).
+header's base and max timestamps (a deliberate divergence: Kafka checks every record). Compacted
+topics are the exception: their records are walked (lengths only) to refuse keyless records.
 """
 
 from __future__ import annotations
@@ -89,8 +90,19 @@ def split_batches(records: memoryview) -> list[tuple[int, int]]:
     return out
 
 
+def _check_keys_for_compaction(view: memoryview, topic_partition: str) -> None:
+    """Kafka's LogValidator.validateKey: a compacted topic refuses records without a key
+    (INVALID_RECORD with a per-record error). Only compacted topics pay for this records walk."""
+    index = RecordBatch(view).summarize_records().null_key_index
+    if index >= 0:
+        msg = f"Compacted topic cannot accept message without key in topic partition {topic_partition}."
+        err = InvalidRecordError(msg)
+        err.record_errors = [(index, msg)]  # type: ignore[attr-defined]  # read by the replica manager
+        raise err
+
+
 def validate_and_assign_offsets(records: memoryview, next_offset: int, leader_epoch: int, config: LogConfig,
-                                now_ms: int, *, from_client: bool = True) -> ValidationResult:
+                                now_ms: int, *, from_client: bool = True, topic_partition: str = "") -> ValidationResult:
     """Validate ``records`` (writable, one or more v2 batches) and assign offsets from ``next_offset``.
 
     The hot path unpacks each header once into locals and checks the CRC with one crc32c call; only
@@ -99,6 +111,7 @@ def validate_and_assign_offsets(records: memoryview, next_offset: int, leader_ep
     spans = split_batches(records)
     target = target_compression(config)
     log_append = config.log_append_time
+    compacted = config.compact
     max_bytes = config.max_message_bytes
     lo_ts, hi_ts = now_ms - config.message_timestamp_before_max_ms, now_ms + config.message_timestamp_after_max_ms
     rebuilt: list[memoryview | bytearray] = []
@@ -133,6 +146,8 @@ def validate_and_assign_offsets(records: memoryview, next_offset: int, leader_ep
                 bad = base_ts if not lo_ts <= base_ts <= hi_ts else max_ts
                 raise InvalidTimestampError(
                     f"Timestamp {bad} of message is out of range. The timestamp should be within [{lo_ts}, {hi_ts}]")
+        if compacted and not attrs & CONTROL_FLAG_MASK:
+            _check_keys_for_compaction(view, topic_partition)
         if target is not None and attrs & COMPRESSION_CODEC_MASK != target:
             buf = recompress_batch(RecordBatch(view), target)
             view = memoryview(buf)
