@@ -428,6 +428,7 @@ class KafkaConfig:
         lo, hi = (self._values["group.min.session.timeout.ms"], self._values["group.max.session.timeout.ms"])
         if lo > hi:
             raise ConfigError("group.max.session.timeout.ms must be at least group.min.session.timeout.ms")
+        _validate_consumer_group_keys(self._values)
         if (
             self._values["queued.max.request.bytes"] not in (-1,)
             and self._values["queued.max.request.bytes"] < 1
@@ -446,3 +447,22 @@ def format_value(value: Any) -> str | None:
     if isinstance(value, list):
         return ",".join(str(v) for v in value)
     return str(value)
+
+
+def _validate_consumer_group_keys(v: dict[str, Any]) -> None:
+    """KIP-848 keys, checked as Kafka's GroupCoordinatorConfig does: each value within its min/max,
+    and the heartbeat interval below the session timeout."""
+    for name in ("session.timeout.ms", "heartbeat.interval.ms"):
+        value = v[f"group.consumer.{name}"]
+        lo, hi = v[f"group.consumer.min.{name}"], v[f"group.consumer.max.{name}"]
+        if not lo <= value <= hi:
+            raise ConfigError(f"group.consumer.{name} must be between group.consumer.min.{name} ({lo}) "
+                              f"and group.consumer.max.{name} ({hi}), got {value}")
+    if v["group.consumer.heartbeat.interval.ms"] >= v["group.consumer.session.timeout.ms"]:
+        raise ConfigError("group.consumer.heartbeat.interval.ms must be less than "
+                          "group.consumer.session.timeout.ms")
+    unknown = [a for a in v["group.consumer.assignors"]
+               if a.rsplit(".", 1)[-1].lower().removesuffix("assignor") not in ("uniform", "range")]
+    if unknown:
+        raise ConfigError(f"Invalid value {unknown} for configuration group.consumer.assignors: kbroker has "
+                          "the uniform and range assignors only")

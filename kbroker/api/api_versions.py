@@ -1,11 +1,12 @@
 """ApiVersions (key 18): the version ranges we serve and the cluster's finalized features.
 
 Advertises exactly the discovered handler modules' ranges (see dispatcher.py). Features: we
-support and finalize only `metadata.version` (Kafka 4.3's production level). `transaction.version`
-and `group.version` are deliberately absent: a Kafka 4.x producer reads finalized
-`transaction.version >= 2` to switch to transactions V2 (Produce v12, EndTxn v5, KIP-890 part 2),
-and a consumer with `group.protocol=consumer` needs `group.version >= 1`; advertising either
-without implementing it breaks those clients (franz-go#1017).
+support and finalize `metadata.version` (Kafka 4.3's production level) and `group.version`
+(supported 0-1, finalized 1: the KIP-848 consumer protocol, ConsumerGroupHeartbeat/Describe, is on,
+as in Kafka 4.x). `transaction.version` is deliberately absent: a Kafka 4.x producer reads finalized
+`transaction.version >= 2` to switch to transactions V2 (Produce v12, EndTxn v5, KIP-890 part 2);
+advertising it without implementing it breaks those clients (franz-go#1017). KAFKA-17011: before
+ApiVersions v4, a supported feature whose minimum is 0 is left out (older clients reject it).
 """
 
 from __future__ import annotations
@@ -21,8 +22,8 @@ API_KEY = 18
 MIN_VERSION = 0
 MAX_VERSION = 4
 VERSION_NOTES = (
-    "Finalized features: metadata.version only (transaction.version and group.version are not advertised "
-    "until transactions V2 and KIP-848 exist). Unknown versions get a v0 UNSUPPORTED_VERSION answer (KIP-511)."
+    "Finalized features: metadata.version and group.version=1 (KIP-848); transaction.version is not advertised "
+    "until transactions V2 exist. Unknown versions get a v0 UNSUPPORTED_VERSION answer (KIP-511)."
 )
 
 # MetadataVersion of Apache Kafka 4.3: MINIMUM_VERSION 3.3-IV3 (level 7), LATEST_PRODUCTION 4.3-IV0
@@ -30,6 +31,10 @@ VERSION_NOTES = (
 METADATA_VERSION_FEATURE = "metadata.version"
 METADATA_VERSION_MIN = 7
 METADATA_VERSION_LEVEL = 30
+# GroupVersion of Apache Kafka 4.3: GV_1 (the consumer rebalance protocol) is the production level.
+GROUP_VERSION_FEATURE = "group.version"
+GROUP_VERSION_MIN = 0
+GROUP_VERSION_LEVEL = 1
 # The finalized-features epoch is the metadata log offset in Kafka; our metadata image has no log,
 # and the value only has to be >= 0 (valid) and not go backwards.
 FINALIZED_FEATURES_EPOCH = 1
@@ -68,17 +73,16 @@ def handle(
         ctx.client_software_version = sw_version
     response = ApiVersionsResponse(error_code=ErrorCode.NONE, api_keys=_api_keys(services), throttle_time_ms=0)
     if version >= 3:
+        supported = [(METADATA_VERSION_FEATURE, METADATA_VERSION_MIN, METADATA_VERSION_LEVEL),
+                     (GROUP_VERSION_FEATURE, GROUP_VERSION_MIN, GROUP_VERSION_LEVEL)]
         response.supported_features = [
-            ApiVersionsResponse.SupportedFeatureKey(
-                name=METADATA_VERSION_FEATURE, min_version=METADATA_VERSION_MIN, max_version=METADATA_VERSION_LEVEL
-            )
+            ApiVersionsResponse.SupportedFeatureKey(name=name, min_version=lo, max_version=hi)
+            for name, lo, hi in supported if version >= 4 or lo > 0
         ]
         response.finalized_features_epoch = FINALIZED_FEATURES_EPOCH
         response.finalized_features = [
-            ApiVersionsResponse.FinalizedFeatureKey(
-                name=METADATA_VERSION_FEATURE,
-                max_version_level=METADATA_VERSION_LEVEL,
-                min_version_level=METADATA_VERSION_LEVEL,
-            )
+            ApiVersionsResponse.FinalizedFeatureKey(name=name, max_version_level=level, min_version_level=level)
+            for name, level in ((METADATA_VERSION_FEATURE, METADATA_VERSION_LEVEL),
+                                (GROUP_VERSION_FEATURE, GROUP_VERSION_LEVEL))
         ]
     return response

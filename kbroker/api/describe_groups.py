@@ -1,7 +1,9 @@
 """DescribeGroups (key 15): state, protocol and members of classic groups.
 
-Versions 0-5 (v6 answers GROUP_ID_NOT_FOUND for unknown groups; before it, as here, an unknown group
-is described as Dead). Member metadata and assignments are only given for a Stable group, as Kafka.
+Versions 0-6. Before v6 an unknown group, or a KIP-848 consumer group, is described as Dead with no
+error; v6 answers GROUP_ID_NOT_FOUND (state Dead) with Kafka 4.3's messages "Group X not found." and
+"Group X is not a classic group.". Member metadata and assignments are only given for a Stable group,
+as Kafka.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ from kbroker.protocol.messages.describe_groups import DescribeGroupsRequest, Des
 
 API_KEY = 15
 MIN_VERSION = 0
-MAX_VERSION = 5
+MAX_VERSION = 6
 
 R = DescribeGroupsResponse
 # No authorizer: GROUP resource operations READ(3), DELETE(6), DESCRIBE(8) are all allowed.
@@ -32,7 +34,14 @@ def handle(services: BrokerServices, ctx: RequestContext, header: Any,
     coord = coordinator(services)
     ops = GROUP_AUTHORIZED_OPERATIONS if request.include_authorized_operations else AUTHORIZED_OPERATIONS_OMITTED
     groups = []
+    version = header.api_version
     for gid in request.groups:
+        if version >= 6 and coord.group_status(gid) == ErrorCode.NONE and gid not in coord.groups:
+            message = f"Group {gid} is not a classic group." if gid in coord.consumer_groups else \
+                f"Group {gid} not found."
+            groups.append(R.DescribedGroup(error_code=ErrorCode.GROUP_ID_NOT_FOUND, error_message=message,
+                                           group_id=gid, group_state="Dead"))
+            continue
         error, d = coord.describe_group(gid)
         if error != ErrorCode.NONE:
             groups.append(R.DescribedGroup(error_code=error, group_id=gid))

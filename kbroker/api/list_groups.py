@@ -1,7 +1,7 @@
 """ListGroups (key 16): every group this broker coordinates, filtered by state (v4+) and type (v5+).
 
-Versions 0-5. Filters are case-insensitive; every group here is of type "classic" (KIP-848 groups do
-not exist yet). While a `__consumer_offsets` partition is still loading the answer carries
+Versions 0-5. Filters are case-insensitive; classic groups are of type "classic", KIP-848 groups of
+type "consumer" (protocol type "consumer", states Empty / Assigning / Reconciling / Stable). While a `__consumer_offsets` partition is still loading the answer carries
 COORDINATOR_LOAD_IN_PROGRESS with the groups already loaded.
 """
 

@@ -1,9 +1,10 @@
 """OffsetCommit (key 8): store committed offsets of a group in `__consumer_offsets`.
 
-Versions 2-8 (v9 is KIP-848's member epoch, v10 topic ids). Members are checked against the
-group's generation (ILLEGAL_GENERATION / UNKNOWN_MEMBER_ID / FENCED_INSTANCE_ID /
-REBALANCE_IN_PROGRESS); generation -1 with no member commits for a "simple" group while it has no
-members. v2-4 retention times become an expire timestamp (OffsetCommitValue v1), as in Kafka.
+Versions 2-10. Classic members are checked against the group's generation (ILLEGAL_GENERATION /
+UNKNOWN_MEMBER_ID / FENCED_INSTANCE_ID / REBALANCE_IN_PROGRESS); generation -1 with no member commits
+for a "simple" group while it has no members. v9 is KIP-848's: for a consumer group the field is the
+member epoch (UNKNOWN_MEMBER_ID, STALE_MEMBER_EPOCH; a consumer-protocol member must use v9+); v10
+names topics by id (UNKNOWN_TOPIC_ID when the id is unknown). v2-4 retention times become an expire timestamp (OffsetCommitValue v1), as in Kafka.
 A commit counts as a heartbeat of the member. Unknown topics get UNKNOWN_TOPIC_OR_PARTITION.
 """
 
@@ -19,14 +20,14 @@ from kbroker.protocol.messages.offset_commit import OffsetCommitRequest, OffsetC
 
 API_KEY = 8
 MIN_VERSION = 2
-MAX_VERSION = 8
+MAX_VERSION = 10
 
 R = OffsetCommitResponse
 
 
 def error_response(request: OffsetCommitRequest, version: int, error: ErrorCode) -> OffsetCommitResponse:
     return R(topics=[
-        R.OffsetCommitResponseTopic(name=t.name, partitions=[
+        R.OffsetCommitResponseTopic(name=t.name, topic_id=t.topic_id, partitions=[
             R.OffsetCommitResponsePartition(partition_index=p.partition_index, error_code=error) for p in t.partitions
         ])
         for t in request.topics
@@ -35,16 +36,23 @@ def error_response(request: OffsetCommitRequest, version: int, error: ErrorCode)
 
 def handle(services: BrokerServices, ctx: RequestContext, header: Any, request: OffsetCommitRequest) -> OffsetCommitResponse:
     version = header.api_version
-    errors: dict[tuple[str, int], ErrorCode] = {}
+    errors: dict[tuple[int, int], ErrorCode] = {}
     valid: list[CommitRequestPartition] = []
-    for t in request.topics:
-        info = services.metadata.topic(t.name)
+    keys: list[tuple[int, int]] = []
+    for i, t in enumerate(request.topics):
+        if version >= 10:
+            info = services.metadata.topic_by_id(t.topic_id)
+            missing = ErrorCode.UNKNOWN_TOPIC_ID
+        else:
+            info = services.metadata.topic(t.name)
+            missing = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
         for p in t.partitions:
             if info is None or not 0 <= p.partition_index < info.num_partitions:
-                errors[(t.name, p.partition_index)] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                errors[(i, p.partition_index)] = missing if info is None else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
                 continue
+            keys.append((i, p.partition_index))
             valid.append(CommitRequestPartition(
-                t.name, p.partition_index, p.committed_offset,
+                info.name, p.partition_index, p.committed_offset,
                 p.committed_leader_epoch if version >= 6 else -1, p.committed_metadata,
             ))
     if valid:
@@ -55,14 +63,15 @@ def handle(services: BrokerServices, ctx: RequestContext, header: Any, request: 
             request.group_instance_id if version >= 7 else None,
             request.retention_time_ms if version <= 4 else -1,
             valid,
+            api_version=version,
         )
-        for cp, error in zip(valid, results, strict=True):
-            errors[(cp.topic, cp.partition)] = error
+        for key, error in zip(keys, results, strict=True):
+            errors[key] = error
     return R(topics=[
-        R.OffsetCommitResponseTopic(name=t.name, partitions=[
+        R.OffsetCommitResponseTopic(name=t.name, topic_id=t.topic_id, partitions=[
             R.OffsetCommitResponsePartition(partition_index=p.partition_index,
-                                            error_code=errors[(t.name, p.partition_index)])
+                                            error_code=errors[(i, p.partition_index)])
             for p in t.partitions
         ])
-        for t in request.topics
+        for i, t in enumerate(request.topics)
     ])

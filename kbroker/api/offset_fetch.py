@@ -1,13 +1,17 @@
 """OffsetFetch (key 9): committed offsets of one group (v1-7) or several (v8), all or requested partitions.
 
-Versions 1-8 (v9 is KIP-848's member epoch, v10 topic ids). Partitions without a commit answer
-offset -1. `require_stable` (v7+) only matters for pending transactional commits, which do not exist
+Versions 1-10. v9 adds KIP-848's member id and epoch: a consumer group member must be at its current
+epoch (UNKNOWN_MEMBER_ID / STALE_MEMBER_EPOCH as the group's error); an admin fetch (no member id,
+epoch -1) is always allowed. v10 names topics by id (an unknown id answers UNKNOWN_TOPIC_ID in its
+partitions; committed offsets of topics that no longer exist are left out of an all-topics fetch).
+Partitions without a commit answer offset -1. `require_stable` (v7+) only matters for pending transactional commits, which do not exist
 yet. In v1 a group-level error (COORDINATOR_LOAD_IN_PROGRESS, NOT_COORDINATOR) is reported in every
 requested partition, as the version has no top-level error.
 """
 
 from __future__ import annotations
 
+import uuid
 from typing import Any
 
 from kbroker.api._groups import coordinator
@@ -18,7 +22,7 @@ from kbroker.protocol.messages.offset_fetch import OffsetFetchRequest, OffsetFet
 
 API_KEY = 9
 MIN_VERSION = 1
-MAX_VERSION = 8
+MAX_VERSION = 10
 
 R = OffsetFetchResponse
 
@@ -42,6 +46,30 @@ def _requested(topics: list[Any] | None) -> list[tuple[str, int]] | None:
     return [(t.name, p) for t in topics for p in t.partition_indexes]
 
 
+def _requested_by_id(services: BrokerServices,
+                     topics: list[Any] | None) -> tuple[list[tuple[str, int]] | None, dict[str, Any]]:
+    """v10: requested partitions by topic name, and the requested topics whose id is unknown (keyed
+    by a placeholder name that cannot be a topic's)."""
+    if topics is None:
+        return None, {}
+    out: list[tuple[str, int]] = []
+    unknown: dict[str, Any] = {}
+    for t in topics:
+        info = services.metadata.topic_by_id(t.topic_id)
+        if info is None:
+            unknown[f"\0{t.topic_id}"] = t
+        else:
+            out += [(info.name, p) for p in t.partition_indexes]
+    return out, unknown
+
+
+def _topic_id(services: BrokerServices, name: str, unknown: dict[str, Any]) -> Any:
+    if name in unknown:
+        return unknown[name].topic_id
+    info = services.metadata.topic(name)
+    return info.topic_id if info is not None else uuid.UUID(int=0)
+
+
 def _by_topic(fetched: list[FetchedOffset]) -> dict[str, list[FetchedOffset]]:
     out: dict[str, list[FetchedOffset]] = {}
     for f in fetched:
@@ -55,9 +83,19 @@ def handle(services: BrokerServices, ctx: RequestContext, header: Any, request: 
     if version >= 8:
         groups = []
         for g in request.groups:
-            error, fetched = coord.fetch_offsets(g.group_id, _requested(g.topics))
+            member_id, epoch = (g.member_id, g.member_epoch) if version >= 9 else (None, -1)
+            unknown_ids: dict[str, Any] = {}
+            if version >= 10:
+                requested, unknown_ids = _requested_by_id(services, g.topics)
+            else:
+                requested = _requested(g.topics)
+            error, fetched = coord.fetch_offsets(g.group_id, requested, member_id, epoch)
+            if error == ErrorCode.NONE and version >= 10:
+                fetched = [f for f in fetched if services.metadata.topic(f.topic) is not None]
+                fetched += [FetchedOffset(key, p, error=ErrorCode.UNKNOWN_TOPIC_ID)
+                            for key, t in unknown_ids.items() for p in t.partition_indexes]
             groups.append(R.OffsetFetchResponseGroup(group_id=g.group_id, error_code=error, topics=[
-                R.OffsetFetchResponseTopics(name=name, partitions=[
+                R.OffsetFetchResponseTopics(name=name, topic_id=_topic_id(services, name, unknown_ids), partitions=[
                     R.OffsetFetchResponsePartitions(partition_index=f.partition, committed_offset=f.offset,
                                                     committed_leader_epoch=f.leader_epoch, metadata=f.metadata,
                                                     error_code=f.error)

@@ -35,6 +35,11 @@ class CoordinatorConfig:
     new_member_join_timeout_ms: int = 300000
     offsets_retention_ms: int = 7 * 24 * 3600 * 1000
     offset_metadata_max_bytes: int = 4096
+    # KIP-848 consumer groups (group.consumer.*)
+    consumer_session_timeout_ms: int = 45000
+    consumer_heartbeat_interval_ms: int = 5000
+    consumer_max_size: int = 2**31 - 1
+    consumer_assignors: tuple[str, ...] = ("uniform", "range")
 
 
 def map_append_error(error: ErrorCode, for_commit: bool = False) -> ErrorCode:

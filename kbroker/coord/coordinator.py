@@ -1,11 +1,13 @@
-"""The classic group coordinator: JoinGroup / SyncGroup / Heartbeat / LeaveGroup and session expiry.
+"""The group coordinator: the classic protocol's JoinGroup / Heartbeat and session expiry.
 
 Kafka's `GroupMetadataManager` (classic half). Requests that wait (JoinGroup until every member
 rejoined, SyncGroup until the leader sent the assignment) are answered through the callback passed
 in; delayed work (initial rebalance delay, join and sync timeouts, member session expiry) runs on the
 injected `Scheduler`, so this module stays free of asyncio and is driven by a fake clock in tests.
-Offset commits and group admin live in `kbroker.coord.group_admin`, writing and loading group state in
-`kbroker.coord.persistence` (mixins of the same class); the injected dependencies in `kbroker.coord.config`.
+SyncGroup and LeaveGroup live in `kbroker.coord.classic_sync`, the KIP-848 consumer protocol in
+`kbroker.coord.consumer_coordinator`, offset commits and group admin in `kbroker.coord.group_admin`,
+writing and loading group state in `kbroker.coord.persistence` (mixins of the same class); the injected
+dependencies in `kbroker.coord.config`.
 
 Writes go through the injected `RecordWriter` (the runtime appends them to the group's
 `__consumer_offsets` partition); the in-memory state follows only writes that succeeded.
@@ -19,7 +21,9 @@ import logging
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
+from kbroker.coord.classic_sync import ClassicSyncMixin
 from kbroker.coord.config import (
     CoordinatorConfig,
     RecordWriter,
@@ -29,6 +33,9 @@ from kbroker.coord.config import (
     map_append_error,
     sync_key,
 )
+from kbroker.coord.consumer_coordinator import ConsumerGroupMixin
+from kbroker.coord.consumer_group import ConsumerGroup
+from kbroker.coord.consumer_persistence import ConsumerPersistenceMixin
 from kbroker.coord.group import (
     NO_GENERATION,
     UNKNOWN_MEMBER_ID,
@@ -47,11 +54,13 @@ log = logging.getLogger(__name__)
 S = GroupState
 
 
-class GroupCoordinator(GroupAdminMixin, GroupPersistenceMixin):
-    """Every classic group of the `__consumer_offsets` partitions this broker leads."""
+class GroupCoordinator(ClassicSyncMixin, ConsumerGroupMixin, ConsumerPersistenceMixin, GroupAdminMixin,
+                       GroupPersistenceMixin):
+    """Every group (classic and consumer) of the `__consumer_offsets` partitions this broker leads."""
 
     def __init__(self, config: CoordinatorConfig, scheduler: Scheduler, writer: RecordWriter,
-                 time_ms: Callable[[], int], group_status: Callable[[str], ErrorCode] | None = None) -> None:
+                 time_ms: Callable[[], int], group_status: Callable[[str], ErrorCode] | None = None,
+                 topics: Any = None) -> None:
         self.config = config
         self.scheduler = scheduler
         self.writer = writer
@@ -60,7 +69,12 @@ class GroupCoordinator(GroupAdminMixin, GroupPersistenceMixin):
         # NOT_COORDINATOR / COORDINATOR_LOAD_IN_PROGRESS.
         self.group_status = group_status or (lambda _g: ErrorCode.NONE)
         self.groups: dict[str, ClassicGroup] = {}
+        self.consumer_groups: dict[str, ConsumerGroup] = {}
+        # The consumer-group records last written to the log, per group (what a change is diffed with).
+        self.consumer_written: dict[str, dict[bytes, bytes]] = {}
         self.offsets = OffsetStore()
+        # The topics image (`topic(name)`, `topic_by_id(id)`, `topics()`): what consumer groups subscribe to.
+        self.topics = topics
 
     # -- JoinGroup -----------------------------------------------------------------------------------
 
@@ -81,6 +95,19 @@ class GroupCoordinator(GroupAdminMixin, GroupPersistenceMixin):
         if error != ErrorCode.NONE:
             respond(JoinResult(error, member_id))
             return
+        consumer_group = self.consumer_groups.get(group_id)
+        if consumer_group is not None:
+            if not consumer_group.is_empty():
+                # No mixed groups: Kafka 4.3 would take a classic consumer into the consumer group
+                # (online migration); this is its answer to a join it cannot take.
+                respond(JoinResult(ErrorCode.INCONSISTENT_GROUP_PROTOCOL, UNKNOWN_MEMBER_ID))
+                return
+            # An empty consumer group becomes a classic group, keeping its committed offsets.
+            write_error = self._delete_consumer_group_records(group_id)
+            if write_error != ErrorCode.NONE:
+                respond(JoinResult(map_append_error(write_error), member_id))
+                return
+            del self.consumer_groups[group_id]
         group = self.groups.get(group_id)
         unknown = member_id == UNKNOWN_MEMBER_ID
         created = False
@@ -395,119 +422,6 @@ class GroupCoordinator(GroupAdminMixin, GroupPersistenceMixin):
         if group.state == S.PREPARING_REBALANCE:
             return ErrorCode.REBALANCE_IN_PROGRESS
         return ErrorCode.NONE
-
-    # -- SyncGroup -----------------------------------------------------------------------------------
-
-    def sync_group(self, group_id: str, generation_id: int, member_id: str, group_instance_id: str | None,
-                   protocol_type: str | None, protocol_name: str | None, assignments: dict[str, bytes],
-                   respond: Callable[[SyncResult], None]) -> None:
-        error = self.group_status(group_id)
-        group = self.groups.get(group_id)
-        if error == ErrorCode.NONE:
-            error = self._validate_sync(group, generation_id, member_id, group_instance_id, protocol_type,
-                                        protocol_name)
-        if error != ErrorCode.NONE or group is None:
-            respond(SyncResult(error))
-            return
-        member = group.member(member_id)
-        if group.state == S.PREPARING_REBALANCE:
-            respond(SyncResult(ErrorCode.REBALANCE_IN_PROGRESS))
-        elif group.state == S.COMPLETING_REBALANCE:
-            if member.await_sync is not None:
-                member.await_sync(SyncResult(ErrorCode.REBALANCE_IN_PROGRESS))
-            member.await_sync = respond
-            self._schedule_heartbeat(group, member_id, member.session_timeout_ms)
-            group.pending_sync_members.discard(member_id)
-            if group.is_leader(member_id):
-                self._on_leader_assignment(group, assignments)
-        elif group.state == S.STABLE:
-            self._schedule_heartbeat(group, member_id, member.session_timeout_ms)
-            group.pending_sync_members.discard(member_id)
-            if not group.pending_sync_members:
-                self.scheduler.cancel(sync_key(group_id))
-            respond(SyncResult(ErrorCode.NONE, group.protocol_type, group.protocol_name, member.assignment))
-        else:
-            respond(SyncResult(ErrorCode.UNKNOWN_MEMBER_ID))
-
-    @staticmethod
-    def _validate_sync(group: ClassicGroup | None, generation_id: int, member_id: str, instance_id: str | None,
-                       protocol_type: str | None, protocol_name: str | None) -> ErrorCode:
-        if group is None:
-            return ErrorCode.UNKNOWN_MEMBER_ID
-        if group.state == S.DEAD:
-            return ErrorCode.COORDINATOR_NOT_AVAILABLE
-        try:
-            group.validate_member(member_id, instance_id)
-        except KafkaError as e:
-            return e.error_code
-        if generation_id != group.generation_id:
-            return ErrorCode.ILLEGAL_GENERATION
-        if protocol_type is not None and protocol_type != group.protocol_type:
-            return ErrorCode.INCONSISTENT_GROUP_PROTOCOL
-        if protocol_name is not None and protocol_name != group.protocol_name:
-            return ErrorCode.INCONSISTENT_GROUP_PROTOCOL
-        return ErrorCode.NONE
-
-    def _on_leader_assignment(self, group: ClassicGroup, assignments: dict[str, bytes]) -> None:
-        for member in group.members.values():
-            member.assignment = bytes(assignments.get(member.member_id, b""))
-        error = self._store_group(group)
-        if group.state != S.COMPLETING_REBALANCE:
-            return
-        if error != ErrorCode.NONE:
-            self._reset_and_propagate_assignment_with_error(group, map_append_error(error))
-            self._maybe_prepare_rebalance_or_complete_join(group, "failed to store the group assignment")
-            return
-        for member in group.members.values():
-            callback, member.await_sync = member.await_sync, None
-            if callback is not None:
-                callback(SyncResult(ErrorCode.NONE, group.protocol_type, group.protocol_name, member.assignment))
-        group.transition_to(S.STABLE, self.time_ms())
-        if not group.pending_sync_members:
-            self.scheduler.cancel(sync_key(group.group_id))
-
-    def _reset_and_propagate_assignment_with_error(self, group: ClassicGroup, error: ErrorCode) -> None:
-        for member in group.members.values():
-            member.assignment = b""
-            callback, member.await_sync = member.await_sync, None
-            if callback is not None:
-                callback(SyncResult(error))
-
-    # -- LeaveGroup ----------------------------------------------------------------------------------
-
-    def leave_group(self, group_id: str, members: list[tuple[str, str | None]]) -> tuple[ErrorCode, list[ErrorCode]]:
-        """(group-level error, one error per leaving member identity)."""
-        error = self.group_status(group_id)
-        if error != ErrorCode.NONE:
-            return error, []
-        group = self.groups.get(group_id)
-        if group is None:
-            return ErrorCode.NONE, [ErrorCode.UNKNOWN_MEMBER_ID] * len(members)
-        if group.state == S.DEAD:
-            return ErrorCode.COORDINATOR_NOT_AVAILABLE, []
-        results = []
-        for member_id, instance_id in members:
-            if member_id == UNKNOWN_MEMBER_ID and instance_id is not None:
-                found = group.static_member_id(instance_id)
-                if found is None:
-                    results.append(ErrorCode.UNKNOWN_MEMBER_ID)
-                    continue
-                member_id = found
-            if member_id in group.pending_members:
-                group.pending_members.discard(member_id)
-                self.scheduler.cancel(heartbeat_key(group_id, member_id))
-                self._maybe_complete_join_phase(group)
-                results.append(ErrorCode.NONE)
-                continue
-            try:
-                group.validate_member(member_id, instance_id)
-            except KafkaError as e:
-                results.append(e.error_code)
-                continue
-            self._remove_member_and_update_group(group, group.member(member_id), "the consumer left the group")
-            results.append(ErrorCode.NONE)
-        return ErrorCode.NONE, results
-
 
 @dataclass(slots=True)
 class _JoinArgs:

@@ -16,6 +16,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from kbroker.coord.config import heartbeat_key, map_append_error
+from kbroker.coord.consumer_group import ConsumerGroup
+from kbroker.coord.consumer_records import ConsumerGroupRecordKey
 from kbroker.coord.group import ClassicGroup, ClassicGroupMember, GroupState
 from kbroker.coord.offsets import OffsetStore
 from kbroker.coord.records import (
@@ -75,7 +77,14 @@ class GroupAdminMixin:
         time_ms: Callable[[], int]
         group_status: Callable[[str], ErrorCode]
         groups: dict[str, ClassicGroup]
+        consumer_groups: dict[str, ConsumerGroup]
         offsets: OffsetStore
+
+        def validate_consumer_offset_commit(self, group: ConsumerGroup, member_id: str, member_epoch: int,
+                                            api_version: int, partitions: list[tuple[str, int]]) -> list[ErrorCode]: ...
+        def validate_offset_fetch(self, group_id: str, member_id: str | None, member_epoch: int) -> ErrorCode: ...
+        def _delete_consumer_group_records(self, group_id: str) -> ErrorCode: ...
+        def replay_consumer_record(self, key: ConsumerGroupRecordKey, value: Any) -> None: ...
 
         def _schedule_heartbeat(self, group: ClassicGroup, member_id: str, timeout_ms: int) -> None: ...
         def _load_group(self, group_id: str, value: Any) -> None: ...
@@ -83,11 +92,19 @@ class GroupAdminMixin:
     # -- OffsetCommit ---------------------------------------------------------------------------------
 
     def commit_offsets(self, group_id: str, generation_id: int, member_id: str, group_instance_id: str | None,
-                       retention_ms: int, partitions: list[CommitRequestPartition]) -> list[ErrorCode]:
+                       retention_ms: int, partitions: list[CommitRequestPartition],
+                       api_version: int = 8) -> list[ErrorCode]:
         """One error per partition, in request order."""
         error = self.group_status(group_id)
         if error != ErrorCode.NONE:
             return [error] * len(partitions)
+        consumer_group = self.consumer_groups.get(group_id)
+        if consumer_group is not None:
+            checked = self.validate_consumer_offset_commit(consumer_group, member_id, generation_id, api_version,
+                                                           [(p.topic, p.partition) for p in partitions])
+            allowed = [p for p, e in zip(partitions, checked, strict=True) if e == ErrorCode.NONE]
+            written = iter(self._write_offsets(group_id, retention_ms, allowed) if allowed else [])
+            return [next(written) if e == ErrorCode.NONE else e for e in checked]
         group = self.groups.get(group_id)
         created = False
         if group is None:
@@ -104,6 +121,13 @@ class GroupAdminMixin:
         if member is not None and generation_id >= 0:
             # Kafka: an offset commit counts as a heartbeat for a classic group member.
             self._schedule_heartbeat(group, member_id, member.session_timeout_ms)
+        results = self._write_offsets(group_id, retention_ms, partitions)
+        if created and not self.offsets.has_offsets(group_id):
+            del self.groups[group_id]
+        return results
+
+    def _write_offsets(self, group_id: str, retention_ms: int,
+                       partitions: list[CommitRequestPartition]) -> list[ErrorCode]:
         now = self.time_ms()
         expire = now + retention_ms if retention_ms >= 0 else -1
         results: list[ErrorCode] = []
@@ -127,16 +151,17 @@ class GroupAdminMixin:
                 values = []
         for p, value in values:
             self.offsets.replay(group_id, p.topic, p.partition, value)
-        if created and not self.offsets.has_offsets(group_id):
-            del self.groups[group_id]
         return results
 
     # -- OffsetFetch ----------------------------------------------------------------------------------
 
-    def fetch_offsets(self, group_id: str,
-                      partitions: list[tuple[str, int]] | None) -> tuple[ErrorCode, list[FetchedOffset]]:
-        """All committed offsets (`partitions` None) or the requested ones (-1 when none)."""
+    def fetch_offsets(self, group_id: str, partitions: list[tuple[str, int]] | None,
+                      member_id: str | None = None, member_epoch: int = -1) -> tuple[ErrorCode, list[FetchedOffset]]:
+        """All committed offsets (`partitions` None) or the requested ones (-1 when none). A consumer
+        group member (OffsetFetch v9+) must be at its current epoch."""
         error = self.group_status(group_id)
+        if error == ErrorCode.NONE:
+            error = self.validate_offset_fetch(group_id, member_id, member_epoch)
         if error != ErrorCode.NONE:
             return error, []
         group = self.groups.get(group_id)
@@ -159,16 +184,19 @@ class GroupAdminMixin:
         error = self.group_status(group_id)
         if error != ErrorCode.NONE:
             return error, []
-        group = self.groups.get(group_id)
-        if group is None or group.state == S.DEAD:
-            return ErrorCode.GROUP_ID_NOT_FOUND, []
-        if group.state != S.EMPTY and group.protocol_type != "consumer":
-            return ErrorCode.NON_EMPTY_GROUP, []
+        group: ClassicGroup | ConsumerGroup | None = self.consumer_groups.get(group_id)
+        if group is None:
+            group = self.groups.get(group_id)
+            if group is None or group.state == S.DEAD:
+                return ErrorCode.GROUP_ID_NOT_FOUND, []
+            if group.state != S.EMPTY and group.protocol_type != "consumer":
+                return ErrorCode.NON_EMPTY_GROUP, []
         results: list[ErrorCode] = []
         records: list[tuple[bytes, bytes | None]] = []
         deleted = []
+        active = not group.is_empty() if isinstance(group, ConsumerGroup) else group.state != S.EMPTY
         for t, p in partitions:
-            if group.state != S.EMPTY and group.is_subscribed_to_topic(t):
+            if active and group.is_subscribed_to_topic(t):
                 results.append(ErrorCode.GROUP_SUBSCRIBED_TO_TOPIC)
                 continue
             results.append(ErrorCode.NONE)
@@ -204,22 +232,33 @@ class GroupAdminMixin:
         (case-insensitive, as Kafka's ListGroups v4/v5)."""
         wanted_states = {s.lower() for s in states}
         wanted_types = {t.lower() for t in types}
-        if wanted_types and "classic" not in wanted_types:
-            return []
-        out = []
-        for gid, group in sorted(self.groups.items()):
-            if self.group_status(gid) != ErrorCode.NONE or group.state == S.DEAD:
-                continue
-            if wanted_states and str(group.state).lower() not in wanted_states:
-                continue
-            out.append((gid, group.protocol_type or "", str(group.state), "classic"))
-        return out
+        listed: list[tuple[str, str, str, str]] = []
+        if not wanted_types or "classic" in wanted_types:
+            listed += [(gid, g.protocol_type or "", str(g.state), "classic") for gid, g in self.groups.items()
+                       if g.state != S.DEAD]
+        if not wanted_types or "consumer" in wanted_types:
+            listed += [(gid, "consumer", str(g.state), "consumer") for gid, g in self.consumer_groups.items()]
+        return sorted(entry for entry in listed if self.group_status(entry[0]) == ErrorCode.NONE
+                      and (not wanted_states or entry[2].lower() in wanted_states))
 
     def delete_groups(self, group_ids: list[str]) -> list[ErrorCode]:
         results: list[ErrorCode] = []
         for gid in group_ids:
             error = self.group_status(gid)
             if error != ErrorCode.NONE:
+                results.append(error)
+                continue
+            consumer_group = self.consumer_groups.get(gid)
+            if consumer_group is not None:
+                if not consumer_group.is_empty():
+                    results.append(ErrorCode.NON_EMPTY_GROUP)
+                    continue
+                error = self._delete_consumer_group_records(gid)
+                if error == ErrorCode.NONE:
+                    error = self._delete_group(ClassicGroup(gid, state_timestamp_ms=self.time_ms()))
+                if error == ErrorCode.NONE:
+                    consumer_group.dead = True
+                    del self.consumer_groups[gid]
                 results.append(error)
                 continue
             group = self.groups.get(gid)
@@ -246,7 +285,7 @@ class GroupAdminMixin:
         for member_id in list(group.pending_members):
             self.scheduler.cancel(heartbeat_key(gid, member_id))
         group.transition_to(S.DEAD, self.time_ms())
-        del self.groups[gid]
+        self.groups.pop(gid, None)
         return ErrorCode.NONE
 
     # -- offset expiry --------------------------------------------------------------------------------
@@ -258,6 +297,9 @@ class GroupAdminMixin:
         removed = 0
         for gid in sorted(set(self.groups) | set(self.offsets.groups())):
             if self.group_status(gid) != ErrorCode.NONE:
+                continue
+            consumer_group = self.consumer_groups.get(gid)
+            if consumer_group is not None and not consumer_group.is_empty():
                 continue
             group = self.groups.get(gid)
             if group is not None and group.state != S.EMPTY:
@@ -279,6 +321,10 @@ class GroupAdminMixin:
             if group is not None and group.is_empty() and not group.pending_members \
                     and not self.offsets.has_offsets(gid):
                 self._delete_group(group)
+            elif consumer_group is not None and not self.offsets.has_offsets(gid) \
+                    and self._delete_consumer_group_records(gid) == ErrorCode.NONE \
+                    and self._delete_group(ClassicGroup(gid)) == ErrorCode.NONE:
+                del self.consumer_groups[gid]
         return removed
 
     def remove_offsets_of_topics(self, topics: set[str]) -> int:
@@ -309,8 +355,10 @@ class GroupAdminMixin:
         if isinstance(k, OffsetCommitKey):
             v = None if value is None else decode_offset_commit_value(value)
             self.offsets.replay(k.group, k.topic, k.partition, v)
-            if v is not None and k.group not in self.groups:
+            if v is not None and k.group not in self.groups and k.group not in self.consumer_groups:
                 self.groups[k.group] = ClassicGroup(k.group)
+        elif isinstance(k, ConsumerGroupRecordKey):
+            self.replay_consumer_record(k, value)
         elif isinstance(k, GroupMetadataKey):
             self._load_group(k.group, None if value is None else decode_group_metadata_value(value))
             if value is None and self.offsets.has_offsets(k.group):

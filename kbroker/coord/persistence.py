@@ -33,6 +33,7 @@ class GroupPersistenceMixin:
         groups: dict[str, ClassicGroup]
 
         def _schedule_heartbeat(self, group: ClassicGroup, member_id: str, timeout_ms: int) -> None: ...
+        def finish_consumer_load(self, group_ids: list[str]) -> None: ...
 
     def _store_group(self, group: ClassicGroup) -> ErrorCode:
         value = GroupMetadataValue(
@@ -87,6 +88,7 @@ class GroupPersistenceMixin:
 
     def start_member_sessions(self, group_ids: list[str]) -> None:
         """After loading: members of loaded groups must heartbeat within their session timeout."""
+        self.finish_consumer_load(group_ids)
         for gid in group_ids:
             group = self.groups.get(gid)
             if group is None:

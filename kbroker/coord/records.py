@@ -5,6 +5,7 @@ Every key and value is an int16 version followed by the struct of that version (
 
 - 0 / 1: `OffsetCommitKey` {group, topic, partition}. Kafka writes 1.
 - 2: `GroupMetadataKey` {group}.
+- 3-8: KIP-848 consumer-group records (`kbroker.coord.consumer_records`).
 
 Values (a tombstone is a null value):
 
@@ -23,6 +24,7 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass, field
 
+from kbroker.coord.consumer_records import CONSUMER_RECORD_TYPES, ConsumerGroupRecordKey, decode_consumer_key
 from kbroker.protocol.types import (
     read_bytes,
     read_compact_nullable_string,
@@ -111,9 +113,9 @@ def encode_group_metadata_key(group: str) -> bytes:
     return bytes(out)
 
 
-def decode_key(data: bytes | memoryview) -> OffsetCommitKey | GroupMetadataKey | None:
+def decode_key(data: bytes | memoryview) -> OffsetCommitKey | GroupMetadataKey | ConsumerGroupRecordKey | None:
     """The key of a `__consumer_offsets` record; None for record types this coordinator ignores
-    (KIP-848 consumer-group records, share and streams records: types 3 and up)."""
+    (share and streams records: types 9 and up)."""
     buf = memoryview(data)
     try:
         (version,) = _I16.unpack_from(buf, 0)
@@ -125,6 +127,8 @@ def decode_key(data: bytes | memoryview) -> OffsetCommitKey | GroupMetadataKey |
         if version == GROUP_METADATA_KEY_VERSION:
             group, _ = read_string(buf, 2)
             return GroupMetadataKey(group)
+        if version in CONSUMER_RECORD_TYPES:
+            return decode_consumer_key(version, buf)
     except Exception as exc:
         raise CoordinatorRecordError(f"cannot parse __consumer_offsets key: {exc}") from exc
     return None

@@ -98,7 +98,27 @@ def coordinator_config(config: Any) -> CoordinatorConfig:
         max_size=int(_setting(config, "group.max.size", 2**31 - 1)),
         offsets_retention_ms=int(_setting(config, "offsets.retention.minutes", 10080)) * 60_000,
         offset_metadata_max_bytes=int(_setting(config, "offset.metadata.max.bytes", 4096)),
+        consumer_session_timeout_ms=int(_setting(config, "group.consumer.session.timeout.ms", 45000)),
+        consumer_heartbeat_interval_ms=int(_setting(config, "group.consumer.heartbeat.interval.ms", 5000)),
+        consumer_max_size=int(_setting(config, "group.consumer.max.size", 2**31 - 1)),
+        consumer_assignors=_assignor_names(_setting(config, "group.consumer.assignors", ["uniform", "range"])),
     )
+
+
+def _assignor_names(value: Any) -> tuple[str, ...]:
+    """`group.consumer.assignors` takes short names or Kafka's class names
+    (org.apache.kafka.coordinator.group.assignor.UniformAssignor -> uniform)."""
+    items = value.split(",") if isinstance(value, str) else list(value)
+    names = []
+    for item in items:
+        name = str(item).strip()
+        if not name:
+            continue
+        short = name.rsplit(".", 1)[-1]
+        if short.endswith("Assignor"):
+            short = short[: -len("Assignor")]
+        names.append(short.lower())
+    return tuple(names) or ("uniform", "range")
 
 
 class GroupCoordinatorRuntime:
@@ -124,7 +144,7 @@ class GroupCoordinatorRuntime:
         loop = asyncio.get_running_loop()
         self.scheduler = LoopScheduler(loop)
         self.coordinator = GroupCoordinator(coordinator_config(self.config), self.scheduler, self._write,
-                                            self.time_ms, self.group_status)
+                                            self.time_ms, self.group_status, topics=self.metadata)
         self.active = True
         info = self.metadata.topic(GROUP_METADATA_TOPIC)
         if info is not None:
@@ -238,7 +258,7 @@ class GroupCoordinatorRuntime:
     @staticmethod
     def load_log(log_: Any, coordinator: GroupCoordinator, chunk: int = 5 * 1024 * 1024) -> set[str]:
         """Replay every record of one partition log into `coordinator`; the group ids seen."""
-        from kbroker.coord.records import GroupMetadataKey, OffsetCommitKey, decode_key
+        from kbroker.coord.records import decode_key
 
         seen: set[str] = set()
         offset = int(log_.log_start_offset)
@@ -265,7 +285,7 @@ class GroupCoordinatorRuntime:
                     coordinator.replay_record(record.key, record.value)
                     if record.key is not None:
                         k = decode_key(record.key)
-                        if isinstance(k, (OffsetCommitKey, GroupMetadataKey)):
+                        if k is not None:
                             seen.add(k.group)
             if next_offset <= offset:
                 break

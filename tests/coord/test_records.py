@@ -57,8 +57,9 @@ def test_group_metadata_key_v2() -> None:
 
 
 def test_keys_of_other_record_types_are_ignored() -> None:
-    # Type 3+ are KIP-848 consumer-group records: not ours to replay.
-    assert decode_key(struct.pack(">h", 3) + s16("grp")) is None
+    # Types 3-8 are KIP-848 consumer-group records (tests/coord/test_consumer_group_records.py);
+    # 9+ are share and streams group records: not ours to replay.
+    assert decode_key(struct.pack(">h", 9) + s16("grp")) is None
 
 
 def test_offset_commit_value_v3() -> None:

@@ -1,0 +1,67 @@
+"""ConsumerGroupDescribe (key 69): state, epochs, assignor and members of KIP-848 consumer groups.
+
+Versions 0-1 (v1 adds the member type, KIP-1099: 1 for a consumer-protocol member). An unknown group
+or a classic group answers GROUP_ID_NOT_FOUND with Kafka's messages. Each member shows its current
+assignment and its target assignment, by topic id and name.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kbroker.api._groups import coordinator
+from kbroker.api.context import BrokerServices, RequestContext
+from kbroker.coord.assignors import Assignment
+from kbroker.coord.consumer_coordinator import CONSUMER_MEMBER_TYPE
+from kbroker.protocol.errors import ErrorCode
+from kbroker.protocol.messages.consumer_group_describe import (
+    ConsumerGroupDescribeRequest,
+    ConsumerGroupDescribeResponse,
+)
+
+API_KEY = 69
+MIN_VERSION = 0
+MAX_VERSION = 1
+
+R = ConsumerGroupDescribeResponse
+# No authorizer: GROUP resource operations READ(3), DELETE(6), DESCRIBE(8) are all allowed.
+GROUP_AUTHORIZED_OPERATIONS = sum(1 << op for op in (3, 6, 8))
+AUTHORIZED_OPERATIONS_OMITTED = -2147483648
+
+
+def error_response(request: ConsumerGroupDescribeRequest, version: int, error: ErrorCode) -> R:
+    return R(groups=[R.DescribedGroup(group_id=g, error_code=error) for g in request.group_ids])
+
+
+def handle(services: BrokerServices, ctx: RequestContext, header: Any, request: ConsumerGroupDescribeRequest) -> R:
+    coord = coordinator(services)
+
+    def assignment(a: Assignment) -> Any:
+        return R.Assignment(topic_partitions=[
+            R.TopicPartitions(topic_id=tid, topic_name=coord.topic_name(tid) or "", partitions=sorted(ps))
+            for tid, ps in sorted(a.items(), key=lambda kv: str(kv[0])) if ps
+        ])
+
+    ops = GROUP_AUTHORIZED_OPERATIONS if request.include_authorized_operations else AUTHORIZED_OPERATIONS_OMITTED
+    groups = []
+    for gid in request.group_ids:
+        error, message, group = coord.consumer_group_describe(gid)
+        if group is None:
+            groups.append(R.DescribedGroup(group_id=gid, error_code=error, error_message=message))
+            continue
+        groups.append(R.DescribedGroup(
+            group_id=gid, error_code=ErrorCode.NONE, group_state=str(group.state), group_epoch=group.group_epoch,
+            assignment_epoch=group.target_assignment_epoch, assignor_name=coord.preferred_assignor(group),
+            authorized_operations=ops,
+            members=[
+                R.Member(member_id=m.member_id, instance_id=m.instance_id, rack_id=m.rack_id,
+                         member_epoch=m.member_epoch, client_id=m.client_id, client_host=m.client_host,
+                         subscribed_topic_names=list(m.subscribed_topic_names),
+                         subscribed_topic_regex=m.subscribed_topic_regex,
+                         assignment=assignment(m.assigned),
+                         target_assignment=assignment(group.target_assignment.get(m.member_id, {})),
+                         member_type=CONSUMER_MEMBER_TYPE)
+                for m in group.members.values()
+            ],
+        ))
+    return R(groups=groups)

@@ -1,0 +1,471 @@
+"""The KIP-848 consumer rebalance protocol: ConsumerGroupHeartbeat and ConsumerGroupDescribe.
+
+Kafka's `GroupMetadataManager` (consumer half). One heartbeat does everything synchronously: it checks
+the request and the member's epoch, applies the member's subscription, refreshes the metadata of the
+subscribed topics, bumps the group epoch and computes a new target assignment when something changed
+(server-side assignor `uniform` or `range`), then reconciles the member towards its target
+(`kbroker.coord.consumer_group.reconcile`). Nothing waits: members learn about new assignments in
+their next heartbeat (every `group.consumer.heartbeat.interval.ms`).
+
+Timers on the injected `Scheduler`: the member session (`group.consumer.session.timeout.ms`, renewed
+by every heartbeat) and the rebalance timeout (the member's `RebalanceTimeoutMs`, started when it is
+asked to revoke partitions); either one expiring fences the member (removed, its partitions freed,
+a new group epoch). A mixin of `kbroker.coord.coordinator.GroupCoordinator`.
+
+Every change is written to `__consumer_offsets` as Kafka's consumer-group records
+(`kbroker.coord.consumer_persistence`) before the heartbeat is answered, so a restarted broker knows
+the members, their epochs and assignments.
+
+Must not import asyncio, kbroker.net or kbroker.api.
+"""
+
+from __future__ import annotations
+
+import base64
+import logging
+import re
+import uuid
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from kbroker.coord.assignors import Assignment, MemberSpec, assignor
+from kbroker.coord.config import map_append_error
+from kbroker.coord.consumer_group import (
+    LEAVE_GROUP_MEMBER_EPOCH,
+    LEAVE_GROUP_STATIC_MEMBER_EPOCH,
+    ConsumerGroup,
+    ConsumerGroupMember,
+    MemberState,
+    copy_assignment,
+    reconcile,
+)
+from kbroker.coord.records import encode_group_metadata_key
+from kbroker.protocol.errors import ErrorCode
+
+if TYPE_CHECKING:
+    from kbroker.coord.config import CoordinatorConfig, RecordWriter, Scheduler
+    from kbroker.coord.group import ClassicGroup
+    from kbroker.coord.offsets import OffsetStore
+
+log = logging.getLogger(__name__)
+
+CONSUMER_MEMBER_TYPE = 1  # ConsumerGroupDescribe v1 MemberType (KIP-1099): 0 classic, 1 consumer
+
+
+@dataclass(slots=True)
+class HeartbeatRequestData:
+    group_id: str
+    member_id: str
+    member_epoch: int
+    instance_id: str | None = None
+    rack_id: str | None = None
+    rebalance_timeout_ms: int = -1
+    subscribed_topic_names: list[str] | None = None
+    subscribed_topic_regex: str | None = None
+    server_assignor: str | None = None
+    owned: Assignment | None = None
+    client_id: str = ""
+    client_host: str = ""
+    api_version: int = 1
+
+
+@dataclass(slots=True)
+class HeartbeatResult:
+    error: ErrorCode
+    message: str | None = None
+    member_id: str | None = None
+    member_epoch: int = 0
+    heartbeat_interval_ms: int = 0
+    assignment: Assignment | None = None
+
+
+class _Reject(Exception):
+    def __init__(self, error: ErrorCode, message: str | None = None) -> None:
+        super().__init__(message)
+        self.error = error
+        self.message = message
+
+
+def session_key(group_id: str, member_id: str) -> str:
+    return f"consumer-session-{group_id}-{member_id}"
+
+
+def rebalance_key(group_id: str, member_id: str) -> str:
+    return f"consumer-rebalance-{group_id}-{member_id}"
+
+
+class ConsumerGroupMixin:
+    if TYPE_CHECKING:
+        config: CoordinatorConfig
+        scheduler: Scheduler
+        writer: RecordWriter
+        time_ms: Callable[[], int]
+        group_status: Callable[[str], ErrorCode]
+        groups: dict[str, ClassicGroup]
+        consumer_groups: dict[str, ConsumerGroup]
+        offsets: OffsetStore
+        topics: Any
+
+        def _persist_consumer_group(self, group: ConsumerGroup) -> ErrorCode: ...
+
+    # -- ConsumerGroupHeartbeat ----------------------------------------------------------------------
+
+    def consumer_group_heartbeat(self, req: HeartbeatRequestData) -> HeartbeatResult:
+        error = self.group_status(req.group_id)
+        if error != ErrorCode.NONE:
+            return HeartbeatResult(error)
+        try:
+            self._validate_heartbeat(req)
+            if req.member_epoch in (LEAVE_GROUP_MEMBER_EPOCH, LEAVE_GROUP_STATIC_MEMBER_EPOCH):
+                return self._consumer_leave(req)
+            return self._consumer_heartbeat(req)
+        except _Reject as r:
+            return HeartbeatResult(r.error, r.message)
+
+    def _validate_heartbeat(self, req: HeartbeatRequestData) -> None:
+        bad = ErrorCode.INVALID_REQUEST
+        if not req.group_id:
+            raise _Reject(bad, "GroupId can't be empty.")
+        if req.instance_id is not None and not req.instance_id:
+            raise _Reject(bad, "InstanceId can't be empty.")
+        if req.rack_id is not None and not req.rack_id:
+            raise _Reject(bad, "RackId can't be empty.")
+        if req.api_version >= 1 and not req.member_id:
+            # KIP-1082: from v1 the consumer generates its member id.
+            raise _Reject(bad, "MemberId can't be empty.")
+        if req.member_epoch == 0:
+            if req.rebalance_timeout_ms == -1:
+                raise _Reject(bad, "RebalanceTimeoutMs must be provided in first request.")
+            if req.owned is None or any(req.owned.values()):
+                raise _Reject(bad, "TopicPartitions must be empty when (re-)joining.")
+            if req.subscribed_topic_names is None and req.subscribed_topic_regex is None:
+                raise _Reject(bad, "SubscribedTopicNames or SubscribedTopicRegex must be set in first request.")
+        elif req.member_epoch == LEAVE_GROUP_STATIC_MEMBER_EPOCH:
+            if req.instance_id is None:
+                raise _Reject(bad, "InstanceId can't be null.")
+        elif req.member_epoch < LEAVE_GROUP_STATIC_MEMBER_EPOCH:
+            raise _Reject(bad, f"MemberEpoch is invalid: {req.member_epoch}.")
+        elif not req.member_id:
+            raise _Reject(bad, "MemberId can't be empty.")
+        if req.server_assignor is not None and req.server_assignor not in self.config.consumer_assignors:
+            raise _Reject(ErrorCode.UNSUPPORTED_ASSIGNOR,
+                          f"ServerAssignor {req.server_assignor} is not supported. Supported assignors: "
+                          f"{', '.join(self.config.consumer_assignors)}.")
+        if req.subscribed_topic_regex is not None:
+            try:
+                re.compile(req.subscribed_topic_regex)
+            except re.error as exc:
+                raise _Reject(ErrorCode.INVALID_REGULAR_EXPRESSION,
+                              f"SubscribedTopicRegex `{req.subscribed_topic_regex}` is not a valid regular "
+                              f"expression: {exc}.") from None
+
+    def _consumer_group_for(self, group_id: str, create: bool) -> ConsumerGroup:
+        """Kafka's getOrMaybeCreateConsumerGroup (messages included)."""
+        group = self.consumer_groups.get(group_id)
+        if group is not None:
+            return group
+        classic = self.groups.get(group_id)
+        if classic is None and not create:
+            raise _Reject(ErrorCode.GROUP_ID_NOT_FOUND, f"Consumer group {group_id} not found.")
+        if classic is not None:
+            if not create or not classic.is_empty() or classic.pending_members:
+                # No online migration (group.consumer.migration.policy): Kafka's answer when the
+                # policy does not allow upgrading a non-empty classic group.
+                raise _Reject(ErrorCode.GROUP_ID_NOT_FOUND, f"Group {group_id} is not a consumer group")
+            # An empty classic group (committed offsets only) becomes a consumer group; its offsets
+            # stay. The classic group's metadata record is tombstoned, as Kafka does on conversion.
+            if classic.protocol_type is not None:
+                self.writer(group_id, [(encode_group_metadata_key(group_id), None)])
+            del self.groups[group_id]
+        group = self.consumer_groups[group_id] = ConsumerGroup(group_id, state_timestamp_ms=self.time_ms())
+        return group
+
+    def _consumer_heartbeat(self, req: HeartbeatRequestData) -> HeartbeatResult:
+        group = self._consumer_group_for(req.group_id, create=req.member_epoch == 0)
+        member, bump = self._member_for(group, req)
+        before = copy_assignment(member.assigned)
+        # Subscription and member attributes; a subscription change calls for a new assignment.
+        if req.subscribed_topic_names is not None and \
+                sorted(req.subscribed_topic_names) != sorted(member.subscribed_topic_names):
+            member.subscribed_topic_names = sorted(set(req.subscribed_topic_names))
+            bump = True
+        # librdkafka's full heartbeat carries "" for "no regex": compare normalised values, or every
+        # full heartbeat would look like a subscription change and bump the group epoch.
+        regex = req.subscribed_topic_regex or None
+        if req.subscribed_topic_regex is not None and regex != member.subscribed_topic_regex:
+            member.subscribed_topic_regex = regex
+            bump = True
+        if req.server_assignor is not None and req.server_assignor != member.server_assignor:
+            member.server_assignor = req.server_assignor
+            bump = True
+        if req.rebalance_timeout_ms != -1:
+            member.rebalance_timeout_ms = req.rebalance_timeout_ms
+        if req.rack_id is not None:
+            member.rack_id = req.rack_id
+        member.client_id, member.client_host = req.client_id, req.client_host
+        if self._refresh_subscribed_metadata(group) or bump:
+            group.group_epoch += 1
+            group.state_timestamp_ms = self.time_ms()
+        if group.target_assignment_epoch < group.group_epoch:
+            self._compute_target_assignment(group)
+        was_unrevoked = member.state == MemberState.UNREVOKED_PARTITIONS
+        reconcile(group, member, req.owned)
+        self._schedule_session(group, member)
+        if member.state == MemberState.UNREVOKED_PARTITIONS:
+            if not was_unrevoked:
+                self._schedule_rebalance_timeout(group, member)
+        else:
+            self.scheduler.cancel(rebalance_key(group.group_id, member.member_id))
+        error = self._persist_consumer_group(group)
+        if error != ErrorCode.NONE:
+            return HeartbeatResult(map_append_error(error))
+        # Kafka sends the assignment on a join, on a full request (a client that lost track sends
+        # every field) and when the member's assigned partitions changed; otherwise none.
+        full = req.rebalance_timeout_ms != -1 and req.owned is not None and \
+            (req.subscribed_topic_names is not None or req.subscribed_topic_regex is not None)
+        send = req.member_epoch == 0 or full or member.assigned != before
+        return HeartbeatResult(ErrorCode.NONE, None, member.member_id, member.member_epoch,
+                               self.config.consumer_heartbeat_interval_ms,
+                               copy_assignment(member.assigned) if send else None)
+
+    def _member_for(self, group: ConsumerGroup, req: HeartbeatRequestData) -> tuple[ConsumerGroupMember, bool]:
+        """The member the heartbeat is for (created on join) and whether it is new to the group."""
+        member = group.members.get(req.member_id) if req.member_id else None
+        if req.member_epoch == 0:
+            if req.instance_id is not None:
+                previous_id = group.static_members.get(req.instance_id)
+                previous = group.members.get(previous_id) if previous_id is not None else None
+                if previous is not None and (previous.member_id != req.member_id
+                                             or previous.member_epoch == LEAVE_GROUP_STATIC_MEMBER_EPOCH):
+                    if previous.member_epoch != LEAVE_GROUP_STATIC_MEMBER_EPOCH:
+                        raise _Reject(ErrorCode.UNRELEASED_INSTANCE_ID,
+                                      f"Static member {previous.member_id} with instance id {req.instance_id} "
+                                      f"is not released yet.")
+                    # KIP-345: a restarted static member takes over its assignment and epoch.
+                    self._cancel_member_timers(group, previous.member_id)
+                    replaced = group.replace_static_member(previous, req.member_id or _new_member_id())
+                    replaced.member_epoch = replaced.previous_member_epoch
+                    return replaced, False
+            if member is not None:
+                # The member says it owns nothing (it was fenced, or lost its join response): it
+                # restarts from an empty assignment and gets its target partitions back.
+                group.set_member_assignment(member, {}, {})
+                member.previous_member_epoch, member.member_epoch = member.member_epoch, 0
+                member.state = MemberState.STABLE
+                return member, False
+            if len(group.members) >= self.config.consumer_max_size:
+                raise _Reject(ErrorCode.GROUP_MAX_SIZE_REACHED,
+                              f"The consumer group has reached its maximum capacity of "
+                              f"{self.config.consumer_max_size} members.")
+            member = ConsumerGroupMember(req.member_id or _new_member_id(), req.instance_id)
+            group.add_member(member)
+            return member, True
+        if member is None:
+            raise _Reject(ErrorCode.UNKNOWN_MEMBER_ID,
+                          f"Member {req.member_id} is not a member of group {req.group_id}.")
+        if req.instance_id is not None and member.instance_id != req.instance_id:
+            raise _Reject(ErrorCode.FENCED_INSTANCE_ID,
+                          f"Static member {req.member_id} with instance id {req.instance_id} was fenced.")
+        if req.member_epoch != member.member_epoch:
+            # A member whose previous response was lost may retry with its previous epoch, as long
+            # as it owns nothing beyond what it is assigned now (Kafka's throwIfMemberEpochIsInvalid).
+            if not (req.member_epoch == member.previous_member_epoch and req.owned is not None and all(
+                    ps <= member.assigned.get(t, set()) for t, ps in req.owned.items())):
+                raise _Reject(ErrorCode.FENCED_MEMBER_EPOCH,
+                              f"The consumer group member has a greater member epoch ({req.member_epoch}) "
+                              f"than the one known by the group coordinator ({member.member_epoch})."
+                              if req.member_epoch > member.member_epoch else
+                              f"The consumer group member has a smaller member epoch ({req.member_epoch}) "
+                              f"than the one known by the group coordinator ({member.member_epoch}).")
+        return member, False
+
+    def _consumer_leave(self, req: HeartbeatRequestData) -> HeartbeatResult:
+        group = self.consumer_groups.get(req.group_id)
+        if group is None:
+            raise _Reject(ErrorCode.GROUP_ID_NOT_FOUND, f"Group {req.group_id} not found.")
+        member = group.members.get(req.member_id)
+        if member is None and req.instance_id is not None:
+            found = group.static_members.get(req.instance_id)
+            member = group.members.get(found) if found is not None else None
+        if member is None:
+            raise _Reject(ErrorCode.UNKNOWN_MEMBER_ID,
+                          f"Member {req.member_id} is not a member of group {req.group_id}.")
+        if req.member_epoch == LEAVE_GROUP_STATIC_MEMBER_EPOCH:
+            if member.instance_id != req.instance_id:
+                raise _Reject(ErrorCode.FENCED_INSTANCE_ID,
+                              f"Static member with instance id {req.instance_id} was fenced.")
+            # A static member leaving temporarily keeps its partitions until its session expires.
+            if member.member_epoch != LEAVE_GROUP_STATIC_MEMBER_EPOCH:
+                member.previous_member_epoch = member.member_epoch
+            member.member_epoch = LEAVE_GROUP_STATIC_MEMBER_EPOCH
+            self.scheduler.cancel(rebalance_key(group.group_id, member.member_id))
+            self._schedule_session(group, member)
+            error = self._persist_consumer_group(group)
+            if error != ErrorCode.NONE:
+                return HeartbeatResult(map_append_error(error))
+            return HeartbeatResult(ErrorCode.NONE, None, member.member_id, LEAVE_GROUP_STATIC_MEMBER_EPOCH)
+        error = self._fence_member(group, member, "the member left the group")
+        if error != ErrorCode.NONE:
+            return HeartbeatResult(map_append_error(error))
+        return HeartbeatResult(ErrorCode.NONE, None, req.member_id, LEAVE_GROUP_MEMBER_EPOCH)
+
+    # -- target assignment ----------------------------------------------------------------------------
+
+    def _member_topics(self, member: ConsumerGroupMember, group: ConsumerGroup) -> set[str]:
+        names = set(member.subscribed_topic_names)
+        if member.subscribed_topic_regex:
+            pattern = re.compile(member.subscribed_topic_regex)
+            names |= {t for t in self._topic_names() if pattern.fullmatch(t)}
+        return names
+
+    def _topic_names(self) -> list[str]:
+        if self.topics is None:
+            return []
+        return [t.name for t in self.topics.topics() if not t.is_internal and not t.name.startswith("__")]
+
+    def _refresh_subscribed_metadata(self, group: ConsumerGroup) -> bool:
+        """Re-read the subscribed topics' ids and partition counts; True when they changed."""
+        names: set[str] = set()
+        for m in group.members.values():
+            names |= self._member_topics(m, group)
+        image: dict[str, tuple[uuid.UUID, int]] = {}
+        if self.topics is not None:
+            for name in names:
+                info = self.topics.topic(name)
+                if info is not None:
+                    image[name] = (info.topic_id, int(info.num_partitions))
+        if image == group.subscribed_metadata:
+            return False
+        group.subscribed_metadata = image
+        return True
+
+    def preferred_assignor(self, group: ConsumerGroup) -> str:
+        """The assignor most members asked for (ties: the configured order), else the first configured."""
+        votes = Counter(m.server_assignor for m in group.members.values() if m.server_assignor)
+        if not votes:
+            return self.config.consumer_assignors[0]
+        order = {name: i for i, name in enumerate(self.config.consumer_assignors)}
+        return min(votes, key=lambda n: (-votes[n], order.get(n, len(order))))
+
+    def _compute_target_assignment(self, group: ConsumerGroup) -> None:
+        partitions = {tid: n for tid, n in group.subscribed_metadata.values()}
+        specs = {}
+        for mid, m in group.members.items():
+            ids = {group.subscribed_metadata[t][0] for t in self._member_topics(m, group)
+                   if t in group.subscribed_metadata}
+            specs[mid] = MemberSpec(ids, group.target_assignment.get(mid, {}), m.instance_id)
+        result = assignor(self.preferred_assignor(group))(specs, partitions)
+        group.target_assignment = {mid: result.get(mid, {}) for mid in group.members}
+        group.target_assignment_epoch = group.group_epoch
+        group.target_assignment_timestamp_ms = self.time_ms()
+        log.info("Computed target assignment of consumer group %s at epoch %d with %s",
+                 group.group_id, group.group_epoch, self.preferred_assignor(group))
+
+    # -- timers and fencing ---------------------------------------------------------------------------
+
+    def _schedule_session(self, group: ConsumerGroup, member: ConsumerGroupMember) -> None:
+        gid, mid = group.group_id, member.member_id
+        self.scheduler.schedule(session_key(gid, mid), self.config.consumer_session_timeout_ms,
+                                lambda: self._on_session_expired(gid, mid))
+
+    def _schedule_rebalance_timeout(self, group: ConsumerGroup, member: ConsumerGroupMember) -> None:
+        gid, mid, epoch = group.group_id, member.member_id, member.member_epoch
+        self.scheduler.schedule(rebalance_key(gid, mid), member.rebalance_timeout_ms,
+                                lambda: self._on_rebalance_timeout(gid, mid, epoch))
+
+    def _on_session_expired(self, group_id: str, member_id: str) -> None:
+        group = self.consumer_groups.get(group_id)
+        member = group.members.get(member_id) if group is not None else None
+        if group is not None and member is not None:
+            self._fence_member(group, member, "its session timeout expired")
+
+    def _on_rebalance_timeout(self, group_id: str, member_id: str, epoch: int) -> None:
+        group = self.consumer_groups.get(group_id)
+        member = group.members.get(member_id) if group is not None else None
+        if group is not None and member is not None and member.member_epoch == epoch \
+                and member.state == MemberState.UNREVOKED_PARTITIONS:
+            self._fence_member(group, member, "it did not revoke its partitions within the rebalance timeout")
+
+    def _cancel_member_timers(self, group: ConsumerGroup, member_id: str) -> None:
+        self.scheduler.cancel(session_key(group.group_id, member_id))
+        self.scheduler.cancel(rebalance_key(group.group_id, member_id))
+
+    def _fence_member(self, group: ConsumerGroup, member: ConsumerGroupMember, reason: str) -> ErrorCode:
+        """Remove the member, free its partitions and compute a new target for the others."""
+        log.info("Member %s of consumer group %s removed: %s", member.member_id, group.group_id, reason)
+        group.remove_member(member.member_id)
+        self._cancel_member_timers(group, member.member_id)
+        group.group_epoch += 1
+        group.state_timestamp_ms = self.time_ms()
+        self._refresh_subscribed_metadata(group)
+        self._compute_target_assignment(group)
+        error = self._persist_consumer_group(group)
+        if error != ErrorCode.NONE:
+            log.warning("Failed to write consumer group %s after removing %s: %s", group.group_id,
+                        member.member_id, error.name)
+        return error
+
+    # -- ConsumerGroupDescribe ------------------------------------------------------------------------
+
+    def consumer_group_describe(self, group_id: str) -> tuple[ErrorCode, str | None, ConsumerGroup | None]:
+        error = self.group_status(group_id)
+        if error != ErrorCode.NONE:
+            return error, None, None
+        group = self.consumer_groups.get(group_id)
+        if group is not None:
+            return ErrorCode.NONE, None, group
+        if group_id in self.groups:
+            return ErrorCode.GROUP_ID_NOT_FOUND, f"Group {group_id} is not a consumer group.", None
+        return ErrorCode.GROUP_ID_NOT_FOUND, f"Group {group_id} not found.", None
+
+    def topic_name(self, topic_id: uuid.UUID) -> str | None:
+        if self.topics is None:
+            return None
+        info = self.topics.topic_by_id(topic_id)
+        return None if info is None else str(info.name)
+
+    # -- offsets of consumer groups -------------------------------------------------------------------
+
+    def validate_consumer_offset_commit(self, group: ConsumerGroup, member_id: str, member_epoch: int,
+                                        api_version: int, partitions: list[tuple[str, int]]) -> list[ErrorCode]:
+        """Kafka's ConsumerGroup.validateOffsetCommit, one error per partition. The member's current
+        epoch is valid for every partition; an older epoch only for partitions the member was
+        assigned at or before that epoch (KIP-1251 assignment epochs: a commit sent just before a
+        heartbeat bumped the epoch is not a zombie's)."""
+        if member_epoch < 0 and not group.members:
+            return [ErrorCode.NONE] * len(partitions)  # an admin / simple commit to an empty group
+        member = group.members.get(member_id)
+        error = ErrorCode.NONE
+        if member is None:
+            error = ErrorCode.UNKNOWN_MEMBER_ID
+        elif api_version < 9:
+            error = ErrorCode.UNSUPPORTED_VERSION
+        elif member_epoch > member.member_epoch:
+            error = ErrorCode.STALE_MEMBER_EPOCH
+        if error != ErrorCode.NONE or member is None or member_epoch == member.member_epoch:
+            return [error] * len(partitions)
+        out = []
+        for topic, partition in partitions:
+            info = self.topics.topic(topic) if self.topics is not None else None
+            assigned_at = None if info is None else member.assignment_epochs.get((info.topic_id, partition))
+            ok = assigned_at is not None and assigned_at <= member_epoch
+            out.append(ErrorCode.NONE if ok else ErrorCode.STALE_MEMBER_EPOCH)
+        return out
+
+    def validate_offset_fetch(self, group_id: str, member_id: str | None, member_epoch: int) -> ErrorCode:
+        group = self.consumer_groups.get(group_id)
+        if group is None or (member_epoch < 0 and member_id is None):
+            return ErrorCode.NONE
+        member = group.members.get(member_id or "")
+        if member is None:
+            return ErrorCode.UNKNOWN_MEMBER_ID
+        if member_epoch != member.member_epoch:
+            return ErrorCode.STALE_MEMBER_EPOCH
+        return ErrorCode.NONE
+
+
+def _new_member_id() -> str:
+    # Kafka's Uuid.randomUuid().toString(): url-safe base64 without padding.
+    return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")

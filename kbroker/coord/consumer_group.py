@@ -1,0 +1,234 @@
+"""The KIP-848 consumer group: members, epochs, target assignment and incremental reconciliation.
+
+Kafka's `ConsumerGroup`, `ConsumerGroupMember`, `MemberState` and `CurrentAssignmentBuilder`. Data and
+the rules that only look at one group; the heartbeat protocol that drives them is
+`kbroker.coord.consumer_coordinator`.
+
+Epochs: the *group epoch* goes up on every change that calls for a new assignment (a member joins,
+leaves or is fenced, a subscription changes, a subscribed topic gains partitions or appears); the
+*target assignment epoch* is the group epoch the current target assignment was computed for; each
+member's *member epoch* reaches the target epoch once it has been given its target partitions.
+
+Reconciliation (per member, on each heartbeat), member states::
+
+    STABLE --new target--> UNREVOKED_PARTITIONS  (must give up partitions; keeps its epoch)
+       ^                       | ack (partitions no longer owned)
+       |                       v
+       +-- all free ---- UNRELEASED_PARTITIONS  (at the target epoch, waits for partitions others
+                                                 still hold)
+
+A partition is handed to its new owner only once no other member holds it, assigned or pending
+revocation: the previous owner must have acknowledged the revocation first.
+
+Group states: Empty (no members), Assigning (group epoch ahead of the target), Reconciling (some
+member not at the target epoch or not STABLE), Stable, Dead (deleted).
+
+Pure: no asyncio, no I/O. Must not import kbroker.net or kbroker.api.
+"""
+
+from __future__ import annotations
+
+import enum
+import uuid
+from dataclasses import dataclass, field
+
+from kbroker.coord.assignors import Assignment
+
+LEAVE_GROUP_MEMBER_EPOCH = -1
+LEAVE_GROUP_STATIC_MEMBER_EPOCH = -2
+
+
+class MemberState(enum.Enum):
+    STABLE = "stable"
+    UNREVOKED_PARTITIONS = "unrevoked_partitions"
+    UNRELEASED_PARTITIONS = "unreleased_partitions"
+    UNKNOWN = "unknown"
+
+
+class ConsumerGroupState(enum.Enum):
+    EMPTY = "Empty"
+    ASSIGNING = "Assigning"
+    RECONCILING = "Reconciling"
+    STABLE = "Stable"
+    DEAD = "Dead"
+
+    def __str__(self) -> str:
+        return self.value
+
+
+def copy_assignment(a: Assignment) -> Assignment:
+    return {t: set(ps) for t, ps in a.items() if ps}
+
+
+def assignment_size(a: Assignment) -> int:
+    return sum(len(ps) for ps in a.values())
+
+
+@dataclass(slots=True)
+class ConsumerGroupMember:
+    member_id: str
+    instance_id: str | None = None
+    rack_id: str | None = None
+    client_id: str = ""
+    client_host: str = ""
+    rebalance_timeout_ms: int = 300000
+    subscribed_topic_names: list[str] = field(default_factory=list)
+    subscribed_topic_regex: str | None = None
+    server_assignor: str | None = None
+    member_epoch: int = 0
+    previous_member_epoch: int = 0
+    state: MemberState = MemberState.STABLE
+    assigned: Assignment = field(default_factory=dict)
+    pending_revocation: Assignment = field(default_factory=dict)
+    # KIP-1251: the member epoch at which each assigned partition was given to the member (a commit
+    # with an older member epoch is still valid for partitions assigned at or before it).
+    assignment_epochs: dict[tuple[uuid.UUID, int], int] = field(default_factory=dict)
+
+    def owns(self, tid: uuid.UUID, p: int) -> bool:
+        return p in self.assigned.get(tid, ()) or p in self.pending_revocation.get(tid, ())
+
+
+@dataclass(slots=True)
+class ConsumerGroup:
+    group_id: str
+    group_epoch: int = 0
+    target_assignment_epoch: int = 0
+    target_assignment_timestamp_ms: int = 0
+    members: dict[str, ConsumerGroupMember] = field(default_factory=dict)
+    target_assignment: dict[str, Assignment] = field(default_factory=dict)
+    # group.instance.id -> member id (KIP-345 static membership)
+    static_members: dict[str, str] = field(default_factory=dict)
+    # (topic id, partition) -> member holding it (assigned or pending revocation): Kafka's
+    # currentPartitionEpoch map.
+    partition_owner: dict[tuple[uuid.UUID, int], str] = field(default_factory=dict)
+    # subscribed topic name -> (topic id, partition count) the target assignment was computed from
+    subscribed_metadata: dict[str, tuple[uuid.UUID, int]] = field(default_factory=dict)
+    state_timestamp_ms: int = -1
+    dead: bool = False
+
+    @property
+    def state(self) -> ConsumerGroupState:
+        if self.dead:
+            return ConsumerGroupState.DEAD
+        if not self.members:
+            return ConsumerGroupState.EMPTY
+        if self.group_epoch > self.target_assignment_epoch:
+            return ConsumerGroupState.ASSIGNING
+        for m in self.members.values():
+            if m.member_epoch != self.target_assignment_epoch or m.state != MemberState.STABLE:
+                return ConsumerGroupState.RECONCILING
+        return ConsumerGroupState.STABLE
+
+    def is_empty(self) -> bool:
+        return not self.members
+
+    def subscribed_topic_names(self) -> set[str]:
+        return {t for m in self.members.values() for t in m.subscribed_topic_names}
+
+    def subscribed_regexes(self) -> set[str]:
+        return {m.subscribed_topic_regex for m in self.members.values() if m.subscribed_topic_regex}
+
+    def is_subscribed_to_topic(self, topic: str) -> bool:
+        return topic in self.subscribed_metadata or topic in self.subscribed_topic_names()
+
+    def add_member(self, member: ConsumerGroupMember) -> None:
+        self.members[member.member_id] = member
+        if member.instance_id is not None:
+            self.static_members[member.instance_id] = member.member_id
+
+    def remove_member(self, member_id: str) -> ConsumerGroupMember | None:
+        member = self.members.pop(member_id, None)
+        if member is None:
+            return None
+        self._release(member)
+        self.target_assignment.pop(member_id, None)
+        if member.instance_id is not None and self.static_members.get(member.instance_id) == member_id:
+            del self.static_members[member.instance_id]
+        return member
+
+    def _release(self, member: ConsumerGroupMember) -> None:
+        for a in (member.assigned, member.pending_revocation):
+            for tid, ps in a.items():
+                for p in ps:
+                    if self.partition_owner.get((tid, p)) == member.member_id:
+                        del self.partition_owner[(tid, p)]
+
+    def set_member_assignment(self, member: ConsumerGroupMember, assigned: Assignment, pending: Assignment,
+                              new_epoch: int | None = None) -> None:
+        """Partitions newly assigned get `new_epoch` (default: the member's epoch) as assignment epoch."""
+        self._release(member)
+        member.assigned = copy_assignment(assigned)
+        member.pending_revocation = copy_assignment(pending)
+        epoch = member.member_epoch if new_epoch is None else new_epoch
+        member.assignment_epochs = {
+            (tid, p): member.assignment_epochs.get((tid, p), epoch)
+            for a in (member.assigned, member.pending_revocation) for tid, ps in a.items() for p in ps
+        }
+        for a in (member.assigned, member.pending_revocation):
+            for tid, ps in a.items():
+                for p in ps:
+                    self.partition_owner[(tid, p)] = member.member_id
+
+    def replace_static_member(self, old: ConsumerGroupMember, new_member_id: str) -> ConsumerGroupMember:
+        """A static member restarted: the new member id takes over the old one's assignment."""
+        assigned, pending = old.assigned, old.pending_revocation
+        self.remove_member(old.member_id)
+        target = self.target_assignment.get(old.member_id)
+        old.member_id = new_member_id
+        self.add_member(old)
+        self.set_member_assignment(old, assigned, pending)
+        self.target_assignment[new_member_id] = target if target is not None else copy_assignment(assigned)
+        return old
+
+
+def reconcile(group: ConsumerGroup, member: ConsumerGroupMember, owned: Assignment | None) -> None:
+    """Kafka's CurrentAssignmentBuilder: move `member` towards its target assignment.
+
+    `owned` is what the member said it owns in this heartbeat (None: not sent, so unchanged)."""
+    target_epoch = group.target_assignment_epoch
+    target = group.target_assignment.get(member.member_id, {})
+    if member.state == MemberState.UNREVOKED_PARTITIONS:
+        if owned is None or _owns_any(owned, member.pending_revocation):
+            # Still waiting for the revocation; a newer target is looked at once it is acknowledged.
+            return
+        group.set_member_assignment(member, member.assigned, {})
+        _compute_next(group, member, target_epoch, target, owned)
+        return
+    if member.state == MemberState.UNRELEASED_PARTITIONS or member.member_epoch != target_epoch:
+        _compute_next(group, member, target_epoch, target, owned)
+
+
+def _owns_any(owned: Assignment, partitions: Assignment) -> bool:
+    return any(p in owned.get(tid, ()) for tid, ps in partitions.items() for p in ps)
+
+
+def _compute_next(group: ConsumerGroup, member: ConsumerGroupMember, target_epoch: int, target: Assignment,
+                  owned: Assignment | None) -> None:
+    new_assigned: Assignment = {}
+    revoke: Assignment = {}
+    unreleased = False
+    for tid in set(member.assigned) | set(target):
+        current = member.assigned.get(tid, set())
+        wanted = target.get(tid, set())
+        keep = current & wanted
+        gone = current - wanted
+        for p in sorted(wanted - current):
+            holder = group.partition_owner.get((tid, p))
+            if holder is None or holder == member.member_id:
+                keep.add(p)
+            else:
+                unreleased = True
+        if keep:
+            new_assigned[tid] = keep
+        if gone:
+            revoke[tid] = gone
+    if revoke and (owned is None or _owns_any(owned, revoke)):
+        # The member keeps its epoch and must acknowledge the revocation before it moves on.
+        group.set_member_assignment(member, new_assigned, revoke, member.member_epoch)
+        member.state = MemberState.UNREVOKED_PARTITIONS
+        return
+    group.set_member_assignment(member, new_assigned, {}, target_epoch)
+    if member.member_epoch != target_epoch:
+        member.previous_member_epoch = member.member_epoch
+        member.member_epoch = target_epoch
+    member.state = MemberState.UNRELEASED_PARTITIONS if unreleased else MemberState.STABLE
