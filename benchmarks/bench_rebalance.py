@@ -38,49 +38,9 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from benchmarks.run import PY, RESULTS, create_topic, pinned  # noqa: E402
-from benchmarks.targets import BROKER_CPU, KafkaTarget, KBrokerTarget, Target, free_port, wait_for_port  # noqa: E402
+from benchmarks.targets import BROKER_CPU, KafkaTarget, KBrokerTarget, Target  # noqa: E402
 
 Samples = dict[str, dict[str, list[float]]]  # assignor -> metric -> samples (ms)
-
-
-class KBrokerWithGroups(KBrokerTarget):
-    """KBrokerTarget.start with extra broker overrides (the group settings under test)."""
-
-    def __init__(self, overrides: dict[str, str]) -> None:
-        super().__init__()
-        self.overrides = overrides
-
-    def start(self, workdir: Path) -> None:
-        port = free_port()
-        self._log = open(workdir / "kbroker.log", "wb")  # noqa: SIM115 - closed in stop()
-        extra = [a for k, v in self.overrides.items() for a in ("--override", f"{k}={v}")]
-        self._proc = subprocess.Popen(
-            ["taskset", "-c", BROKER_CPU, sys.executable, "-m", "kbroker", "serve",
-             "--override", f"listeners=PLAINTEXT://127.0.0.1:{port}",
-             "--override", f"log.dirs={workdir / 'data'}",
-             "--override", "num.partitions=1", *extra],
-            stdout=self._log, stderr=subprocess.STDOUT, cwd=ROOT)
-        self.pid = self._proc.pid
-        wait_for_port(port, 60)
-        self.bootstrap = f"127.0.0.1:{port}"
-
-
-class KafkaWithGroups(KafkaTarget):
-    """KafkaTarget.start with extra broker overrides (kafka.sh appends them, so they win)."""
-
-    def __init__(self, overrides: dict[str, str]) -> None:
-        super().__init__()
-        self.overrides = overrides
-
-    def start(self, workdir: Path) -> None:
-        self._dir = workdir / "kafka"
-        extra = [a for k, v in self.overrides.items() for a in ("--override", f"{k}={v}")]
-        out = subprocess.run(["bash", str(ROOT / "benchmarks/reference/kafka.sh"), "start", "--dir", str(self._dir),
-                              "--override", "num.partitions=1", *extra],
-                             capture_output=True, text=True, timeout=180, check=True)
-        self.bootstrap = out.stdout.strip().splitlines()[-1].split("=", 1)[1]
-        self.pid = int((self._dir / "kafka.pid").read_text().strip())
-        subprocess.run(["taskset", "-a", "-cp", BROKER_CPU, str(self.pid)], capture_output=True, check=True)
 
 
 def broker_overrides(delay_ms: int, protocol: str, heartbeat_ms: int) -> dict[str, str]:
@@ -183,7 +143,7 @@ def main(argv: list[str] | None = None) -> int:
     a = ap.parse_args(argv)
     if a.assignors is None:
         a.assignors = "range,cooperative-sticky" if a.group_protocol == "classic" else "uniform,range"
-    makers: dict[str, Callable[[dict[str, str]], Target]] = {"kbroker": KBrokerWithGroups, "kafka": KafkaWithGroups}
+    makers: dict[str, Callable[[dict[str, str]], Target]] = {"kbroker": KBrokerTarget, "kafka": KafkaTarget}
     brokers = [b for b in a.brokers.split(",") if b]
     load_before = os.getloadavg()
     started = time.monotonic()

@@ -39,13 +39,18 @@ class Target(Protocol):
     def stop(self) -> None: ...
 
 
+def _override_args(overrides: dict[str, str]) -> list[str]:
+    return [a for k, v in overrides.items() for a in ("--override", f"{k}={v}")]
+
+
 class KBrokerTarget:
     """kbroker as a user runs it: `python -m kbroker serve` with overrides, pinned with taskset."""
 
     name = "kbroker"
 
-    def __init__(self) -> None:
+    def __init__(self, overrides: dict[str, str] | None = None) -> None:
         self.bootstrap, self.pid = "", 0
+        self.overrides = dict(overrides or {})
         self._proc: subprocess.Popen[bytes] | None = None
 
     def start(self, workdir: Path) -> None:
@@ -55,7 +60,7 @@ class KBrokerTarget:
             ["taskset", "-c", BROKER_CPU, sys.executable, "-m", "kbroker", "serve",
              "--override", f"listeners=PLAINTEXT://127.0.0.1:{port}",
              "--override", f"log.dirs={workdir / 'data'}",
-             "--override", "num.partitions=1"],
+             "--override", "num.partitions=1", *_override_args(self.overrides)],
             stdout=self._log, stderr=subprocess.STDOUT, cwd=ROOT)
         self.pid = self._proc.pid  # taskset execs the broker, so this is the broker's pid
         wait_for_port(port, 60)
@@ -77,13 +82,14 @@ class KafkaTarget:
 
     name = "kafka"
 
-    def __init__(self) -> None:
+    def __init__(self, overrides: dict[str, str] | None = None) -> None:
         self.bootstrap, self.pid, self._dir = "", 0, Path()
+        self.overrides = dict(overrides or {})  # kafka.sh appends them, so they win
 
     def start(self, workdir: Path) -> None:
         self._dir = workdir / "kafka"
         out = subprocess.run(["bash", str(ROOT / "benchmarks/reference/kafka.sh"), "start", "--dir", str(self._dir),
-                              "--override", "num.partitions=1"],
+                              "--override", "num.partitions=1", *_override_args(self.overrides)],
                              capture_output=True, text=True, timeout=180, check=True)
         self.bootstrap = out.stdout.strip().splitlines()[-1].split("=", 1)[1]
         self.pid = int((self._dir / "kafka.pid").read_text().strip())
