@@ -204,30 +204,32 @@ def _owns_any(owned: Assignment, partitions: Assignment) -> bool:
 
 def _compute_next(group: ConsumerGroup, member: ConsumerGroupMember, target_epoch: int, target: Assignment,
                   owned: Assignment | None) -> None:
-    new_assigned: Assignment = {}
+    kept: Assignment = {}  # current and target: stays with the member whatever happens
+    gained: Assignment = {}  # target only, and free: given once nothing is left to revoke
     revoke: Assignment = {}
     unreleased = False
     for tid in set(member.assigned) | set(target):
         current = member.assigned.get(tid, set())
         wanted = target.get(tid, set())
-        keep = current & wanted
-        gone = current - wanted
+        if current & wanted:
+            kept[tid] = current & wanted
+        if current - wanted:
+            revoke[tid] = current - wanted
         for p in sorted(wanted - current):
             holder = group.partition_owner.get((tid, p))
             if holder is None or holder == member.member_id:
-                keep.add(p)
+                gained.setdefault(tid, set()).add(p)
             else:
                 unreleased = True
-        if keep:
-            new_assigned[tid] = keep
-        if gone:
-            revoke[tid] = gone
     if revoke and (owned is None or _owns_any(owned, revoke)):
-        # The member keeps its epoch and must acknowledge the revocation before it moves on.
-        group.set_member_assignment(member, new_assigned, revoke, member.member_epoch)
+        # As Kafka's CurrentAssignmentBuilder: the member keeps its epoch and only the partitions it
+        # keeps; new ones wait until it has acknowledged the revocation (next heartbeat).
+        group.set_member_assignment(member, kept, revoke, member.member_epoch)
         member.state = MemberState.UNREVOKED_PARTITIONS
         return
-    group.set_member_assignment(member, new_assigned, {}, target_epoch)
+    for tid, ps in gained.items():
+        kept.setdefault(tid, set()).update(ps)
+    group.set_member_assignment(member, kept, {}, target_epoch)
     if member.member_epoch != target_epoch:
         member.previous_member_epoch = member.member_epoch
         member.member_epoch = target_epoch

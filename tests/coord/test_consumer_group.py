@@ -8,7 +8,13 @@ from typing import Any
 
 from kbroker.coord.assignors import Assignment
 from kbroker.coord.consumer_coordinator import HeartbeatRequestData, HeartbeatResult
-from kbroker.coord.consumer_group import ConsumerGroupState, MemberState
+from kbroker.coord.consumer_group import (
+    ConsumerGroup,
+    ConsumerGroupMember,
+    ConsumerGroupState,
+    MemberState,
+    reconcile,
+)
 from kbroker.coord.coordinator import CoordinatorConfig, GroupCoordinator
 from kbroker.coord.group_admin import CommitRequestPartition
 from kbroker.protocol.errors import ErrorCode
@@ -356,3 +362,23 @@ def test_commit_with_the_previous_epoch_is_valid_for_partitions_held_since_then(
     assert h.coord.commit_offsets("g", 1, "b", None, -1, [CommitRequestPartition("orders", min(gone), 1)],
                                   api_version=10) == [E.STALE_MEMBER_EPOCH]
     assert h.coord.commit_offsets("g", 3, "a", None, -1, parts, api_version=10) == [E.STALE_MEMBER_EPOCH] * 3
+
+
+def test_new_partitions_wait_until_the_revocation_is_acknowledged() -> None:
+    # Kafka's CurrentAssignmentBuilder: while a member must revoke, it is given only the partitions it
+    # keeps (at its old epoch); free partitions its new target adds come with the target epoch, once
+    # the revocation is acknowledged.
+    tid = uuid.UUID(int=7)
+    group = ConsumerGroup("g", group_epoch=2, target_assignment_epoch=2)
+    a = ConsumerGroupMember("a", member_epoch=1)
+    group.add_member(a)
+    group.set_member_assignment(a, {tid: {0, 1, 2}}, {})
+    group.target_assignment = {"a": {tid: {1, 2, 3}}}
+    reconcile(group, a, {tid: {0, 1, 2}})
+    assert (a.state, a.member_epoch) == (MemberState.UNREVOKED_PARTITIONS, 1)
+    assert a.assigned == {tid: {1, 2}} and a.pending_revocation == {tid: {0}}
+    assert (tid, 3) not in group.partition_owner
+    reconcile(group, a, {tid: {1, 2}})
+    assert (a.state, a.member_epoch) == (MemberState.STABLE, 2)
+    assert a.assigned == {tid: {1, 2, 3}} and a.pending_revocation == {}
+    assert a.assignment_epochs == {(tid, 1): 1, (tid, 2): 1, (tid, 3): 2}
