@@ -12,7 +12,7 @@ from typing import Any
 from kbroker.api._groups import coordinator
 from kbroker.api.context import BrokerServices, RequestContext
 from kbroker.coord.assignors import Assignment
-from kbroker.coord.consumer_coordinator import CONSUMER_MEMBER_TYPE
+from kbroker.coord.consumer_coordinator import CLASSIC_MEMBER_TYPE, CONSUMER_MEMBER_TYPE
 from kbroker.protocol.errors import ErrorCode
 from kbroker.protocol.messages.consumer_group_describe import (
     ConsumerGroupDescribeRequest,
@@ -60,7 +60,7 @@ def handle(services: BrokerServices, ctx: RequestContext, header: Any, request: 
                          subscribed_topic_regex=m.subscribed_topic_regex,
                          assignment=assignment(m.assigned),
                          target_assignment=assignment(group.target_assignment.get(m.member_id, {})),
-                         member_type=CONSUMER_MEMBER_TYPE)
+                         member_type=CLASSIC_MEMBER_TYPE if m.classic is not None else CONSUMER_MEMBER_TYPE)
                 for m in group.members.values()
             ],
         ))

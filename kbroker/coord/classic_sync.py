@@ -19,6 +19,7 @@ from kbroker.protocol.errors import ErrorCode, KafkaError
 
 if TYPE_CHECKING:
     from kbroker.coord.config import CoordinatorConfig, Scheduler
+    from kbroker.coord.consumer_group import ConsumerGroup
 
 S = GroupState
 
@@ -30,7 +31,13 @@ class ClassicSyncMixin:
         time_ms: Callable[[], int]
         group_status: Callable[[str], ErrorCode]
         groups: dict[str, ClassicGroup]
+        consumer_groups: dict[str, ConsumerGroup]
 
+        def classic_sync_to_consumer_group(self, group: ConsumerGroup, generation_id: int, member_id: str,
+                                           instance_id: str | None, protocol_type: str | None,
+                                           protocol_name: str | None) -> SyncResult: ...
+        def classic_leave_consumer_group(self, group: ConsumerGroup, member_id: str,
+                                         instance_id: str | None) -> ErrorCode: ...
         def _schedule_heartbeat(self, group: ClassicGroup, member_id: str, timeout_ms: int) -> None: ...
         def _store_group(self, group: ClassicGroup) -> ErrorCode: ...
         def _maybe_prepare_rebalance_or_complete_join(self, group: ClassicGroup, reason: str) -> None: ...
@@ -45,6 +52,11 @@ class ClassicSyncMixin:
                    respond: Callable[[SyncResult], None]) -> None:
         error = self.group_status(group_id)
         group = self.groups.get(group_id)
+        consumer_group = self.consumer_groups.get(group_id) if group is None else None
+        if error == ErrorCode.NONE and consumer_group is not None:
+            respond(self.classic_sync_to_consumer_group(consumer_group, generation_id, member_id, group_instance_id,
+                                                        protocol_type, protocol_name))
+            return
         if error == ErrorCode.NONE:
             error = self._validate_sync(group, generation_id, member_id, group_instance_id, protocol_type,
                                         protocol_name)
@@ -123,6 +135,9 @@ class ClassicSyncMixin:
         if error != ErrorCode.NONE:
             return error, []
         group = self.groups.get(group_id)
+        consumer_group = self.consumer_groups.get(group_id) if group is None else None
+        if consumer_group is not None:
+            return ErrorCode.NONE, [self.classic_leave_consumer_group(consumer_group, mid, iid) for mid, iid in members]
         if group is None:
             return ErrorCode.NONE, [ErrorCode.UNKNOWN_MEMBER_ID] * len(members)
         if group.state == S.DEAD:

@@ -40,6 +40,17 @@ class CoordinatorConfig:
     consumer_heartbeat_interval_ms: int = 5000
     consumer_max_size: int = 2**31 - 1
     consumer_assignors: tuple[str, ...] = ("uniform", "range")
+    # group.consumer.migration.policy: disabled / upgrade / downgrade / bidirectional (Kafka's
+    # ConsumerGroupMigrationPolicy): which online conversions of non-empty groups are allowed.
+    consumer_migration_policy: str = "bidirectional"
+
+    @property
+    def upgrade_enabled(self) -> bool:
+        return self.consumer_migration_policy in ("upgrade", "bidirectional")
+
+    @property
+    def downgrade_enabled(self) -> bool:
+        return self.consumer_migration_policy in ("downgrade", "bidirectional")
 
 
 def map_append_error(error: ErrorCode, for_commit: bool = False) -> ErrorCode:

@@ -51,7 +51,10 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-CONSUMER_MEMBER_TYPE = 1  # ConsumerGroupDescribe v1 MemberType (KIP-1099): 0 classic, 1 consumer
+# ConsumerGroupDescribe v1 MemberType (KIP-1099): 0 classic (a classic member inside a consumer
+# group, online migration), 1 consumer.
+CLASSIC_MEMBER_TYPE = 0
+CONSUMER_MEMBER_TYPE = 1
 
 
 @dataclass(slots=True)
@@ -109,6 +112,10 @@ class ConsumerGroupMixin:
         topics: Any
 
         def _persist_consumer_group(self, group: ConsumerGroup) -> ErrorCode: ...
+        def _upgrade_classic_group(self, classic: ClassicGroup) -> ConsumerGroup: ...
+        def _should_downgrade(self, group: ConsumerGroup, removed: ConsumerGroupMember) -> bool: ...
+        def _downgrade_to_classic_group(self, group: ConsumerGroup) -> ErrorCode: ...
+        def _cancel_classic_timers(self, group: ConsumerGroup, member_id: str) -> None: ...
 
     # -- ConsumerGroupHeartbeat ----------------------------------------------------------------------
 
@@ -170,9 +177,9 @@ class ConsumerGroupMixin:
         if classic is None and not create:
             raise _Reject(ErrorCode.GROUP_ID_NOT_FOUND, f"Consumer group {group_id} not found.")
         if classic is not None:
-            if not create or not classic.is_empty() or classic.pending_members:
-                # No online migration (group.consumer.migration.policy): Kafka's answer when the
-                # policy does not allow upgrading a non-empty classic group.
+            if create and not classic.is_empty():
+                return self._upgrade_classic_group(classic)  # online upgrade (kbroker.coord.migration)
+            if not create or classic.pending_members:
                 raise _Reject(ErrorCode.GROUP_ID_NOT_FOUND, f"Group {group_id} is not a consumer group")
             # An empty classic group (committed offsets only) becomes a consumer group; its offsets
             # stay. The classic group's metadata record is tombstoned, as Kafka does on conversion.
@@ -367,7 +374,10 @@ class ConsumerGroupMixin:
 
     def _schedule_session(self, group: ConsumerGroup, member: ConsumerGroupMember) -> None:
         gid, mid = group.group_id, member.member_id
-        self.scheduler.schedule(session_key(gid, mid), self.config.consumer_session_timeout_ms,
+        # A classic member keeps the session timeout of its JoinGroup.
+        timeout = self.config.consumer_session_timeout_ms if member.classic is None \
+            else member.classic.session_timeout_ms
+        self.scheduler.schedule(session_key(gid, mid), timeout,
                                 lambda: self._on_session_expired(gid, mid))
 
     def _schedule_rebalance_timeout(self, group: ConsumerGroup, member: ConsumerGroupMember) -> None:
@@ -396,7 +406,9 @@ class ConsumerGroupMixin:
         """Remove the member, free its partitions and compute a new target for the others."""
         log.info("Member %s of consumer group %s removed: %s", member.member_id, group.group_id, reason)
         group.remove_member(member.member_id)
-        self._cancel_member_timers(group, member.member_id)
+        self._cancel_classic_timers(group, member.member_id)
+        if self._should_downgrade(group, member):
+            return self._downgrade_to_classic_group(group)  # the last consumer-protocol member left
         group.group_epoch += 1
         group.state_timestamp_ms = self.time_ms()
         self._refresh_subscribed_metadata(group)
@@ -440,6 +452,10 @@ class ConsumerGroupMixin:
         error = ErrorCode.NONE
         if member is None:
             error = ErrorCode.UNKNOWN_MEMBER_ID
+        elif member.classic is not None:
+            # A classic member commits with its generation, the member epoch (any version).
+            error = ErrorCode.NONE if member_epoch == member.member_epoch else ErrorCode.ILLEGAL_GENERATION
+            return [error] * len(partitions)
         elif api_version < 9:
             error = ErrorCode.UNSUPPORTED_VERSION
         elif member_epoch > member.member_epoch:
@@ -461,6 +477,8 @@ class ConsumerGroupMixin:
         member = group.members.get(member_id or "")
         if member is None:
             return ErrorCode.UNKNOWN_MEMBER_ID
+        if member.classic is not None:
+            return ErrorCode.NONE
         if member_epoch != member.member_epoch:
             return ErrorCode.STALE_MEMBER_EPOCH
         return ErrorCode.NONE

@@ -65,6 +65,16 @@ def assignment_size(a: Assignment) -> int:
 
 
 @dataclass(slots=True)
+class ClassicMemberMetadata:
+    """What a member using the classic protocol inside a consumer group brings along (Kafka's
+    ConsumerGroupMemberMetadataValue.ClassicMemberMetadata): its session timeout and the
+    (name, ConsumerProtocolSubscription) protocols of its last JoinGroup."""
+
+    session_timeout_ms: int
+    supported_protocols: list[tuple[str, bytes]]
+
+
+@dataclass(slots=True)
 class ConsumerGroupMember:
     member_id: str
     instance_id: str | None = None
@@ -83,6 +93,10 @@ class ConsumerGroupMember:
     # KIP-1251: the member epoch at which each assigned partition was given to the member (a commit
     # with an older member epoch is still valid for partitions assigned at or before it).
     assignment_epochs: dict[tuple[uuid.UUID, int], int] = field(default_factory=dict)
+    # Set for a member that talks the classic protocol (JoinGroup/SyncGroup/Heartbeat); None for a
+    # ConsumerGroupHeartbeat member. `awaiting_rejoin`: it was told REBALANCE_IN_PROGRESS.
+    classic: ClassicMemberMetadata | None = None
+    awaiting_rejoin: bool = False
 
     def owns(self, tid: uuid.UUID, p: int) -> bool:
         return p in self.assigned.get(tid, ()) or p in self.pending_revocation.get(tid, ())

@@ -8,7 +8,9 @@ arrays, tagged fields). Record types (Kafka's group-coordinator `*Key.json` / `*
 - 4 `ConsumerGroupPartitionMetadata` {group}: no longer written since Kafka 4.1 (KIP-1101 replaced it
   by a metadata hash); read and ignored.
 - 5 `ConsumerGroupMemberMetadata` {group, member} -> {InstanceId?, RackId?, ClientId, ClientHost,
-  SubscribedTopicNames, SubscribedTopicRegex?, RebalanceTimeoutMs, ServerAssignor?}
+  SubscribedTopicNames, SubscribedTopicRegex?, RebalanceTimeoutMs, ServerAssignor?,
+  ClassicMemberMetadata? (tag 0: SessionTimeoutMs, SupportedProtocols[Name, Metadata]) for a member
+  using the classic protocol}
 - 6 `ConsumerGroupTargetAssignmentMetadata` {group} -> {AssignmentEpoch, AssignmentTimestamp (tag 0)}
 - 7 `ConsumerGroupTargetAssignmentMember` {group, member} -> {TopicPartitions[TopicId, Partitions]}
 - 8 `ConsumerGroupCurrentMemberAssignment` {group, member} -> {MemberEpoch, PreviousMemberEpoch, State,
@@ -24,7 +26,12 @@ import uuid
 from dataclasses import dataclass
 
 from kbroker.coord.assignors import Assignment
-from kbroker.coord.consumer_group import ConsumerGroup, ConsumerGroupMember, MemberState
+from kbroker.coord.consumer_group import (
+    ClassicMemberMetadata,
+    ConsumerGroup,
+    ConsumerGroupMember,
+    MemberState,
+)
 from kbroker.protocol.types import (
     read_compact_nullable_string,
     read_compact_string,
@@ -146,8 +153,41 @@ def member_metadata_value(m: ConsumerGroupMember) -> bytes:
     write_compact_nullable_string(out, m.subscribed_topic_regex)
     out += _I32.pack(m.rebalance_timeout_ms)
     write_compact_nullable_string(out, m.server_assignor)
-    out += b"\x00"
+    if m.classic is None:
+        out += b"\x00"
+        return bytes(out)
+    # ClassicMemberMetadata (tag 0), a nullable struct: presence byte 1, SessionTimeoutMs,
+    # SupportedProtocols[Name, Metadata] (the bytes Kafka 4.3.1 writes for a classic member).
+    tag = bytearray(b"\x01" + _I32.pack(m.classic.session_timeout_ms))
+    write_uvarint(tag, len(m.classic.supported_protocols) + 1)
+    for name, meta in m.classic.supported_protocols:
+        write_compact_string(tag, name)
+        write_uvarint(tag, len(meta) + 1)
+        tag += meta
+        tag += b"\x00"
+    tag += b"\x00"
+    out += b"\x01\x00"
+    write_uvarint(out, len(tag))
+    out += tag
     return bytes(out)
+
+
+def _read_classic(raw: bytes) -> ClassicMemberMetadata | None:
+    """Tag 0 of a member record: a presence byte (1: present; Kafka writes a lone 0 for a member
+    using the consumer protocol), then the struct."""
+    if len(raw) < 5 or raw[0] != 1:
+        return None
+    buf = memoryview(raw)
+    (session_timeout_ms,) = _I32.unpack_from(buf, 1)
+    n, pos = read_unsigned_varint(buf, 5)
+    protocols = []
+    for _ in range(max(n - 1, 0)):
+        name, pos = read_compact_string(buf, pos)
+        size, pos = read_unsigned_varint(buf, pos)
+        meta = bytes(buf[pos : pos + size - 1])
+        pos = read_tag_section(buf, pos + size - 1, {})
+        protocols.append((name, meta))
+    return ClassicMemberMetadata(session_timeout_ms, protocols)
 
 
 def target_metadata_value(group: ConsumerGroup) -> bytes:
@@ -223,6 +263,9 @@ def replay(groups: dict[str, ConsumerGroup], key: ConsumerGroupRecordKey, value:
             member.subscribed_topic_regex, pos = read_compact_nullable_string(buf, pos)
             (member.rebalance_timeout_ms,) = _I32.unpack_from(buf, pos)
             member.server_assignor, pos = read_compact_nullable_string(buf, pos + 4)
+            tags: dict[int, bytes] = {}
+            read_tag_section(buf, pos, tags)
+            member.classic = _read_classic(tags[0]) if tags.get(0) else None
         elif rt == CURRENT_MEMBER_ASSIGNMENT:
             member.member_epoch, member.previous_member_epoch = struct.unpack_from(">ii", buf, pos)
             (state,) = _I8.unpack_from(buf, pos + 8)

@@ -5,7 +5,8 @@ rejoined, SyncGroup until the leader sent the assignment) are answered through t
 in; delayed work (initial rebalance delay, join and sync timeouts, member session expiry) runs on the
 injected `Scheduler`, so this module stays free of asyncio and is driven by a fake clock in tests.
 SyncGroup and LeaveGroup live in `kbroker.coord.classic_sync`, the KIP-848 consumer protocol in
-`kbroker.coord.consumer_coordinator`, offset commits and group admin in `kbroker.coord.group_admin`,
+`kbroker.coord.consumer_coordinator`, online migration between the two in `kbroker.coord.migration`,
+offset commits and group admin in `kbroker.coord.group_admin`,
 writing and loading group state in `kbroker.coord.persistence` (mixins of the same class); the injected
 dependencies in `kbroker.coord.config`.
 
@@ -46,6 +47,7 @@ from kbroker.coord.group import (
     SyncResult,
 )
 from kbroker.coord.group_admin import GroupAdminMixin
+from kbroker.coord.migration import MigrationMixin
 from kbroker.coord.offsets import OffsetStore
 from kbroker.coord.persistence import GroupPersistenceMixin
 from kbroker.protocol.errors import ErrorCode, KafkaError
@@ -54,8 +56,8 @@ log = logging.getLogger(__name__)
 S = GroupState
 
 
-class GroupCoordinator(ClassicSyncMixin, ConsumerGroupMixin, ConsumerPersistenceMixin, GroupAdminMixin,
-                       GroupPersistenceMixin):
+class GroupCoordinator(ClassicSyncMixin, ConsumerGroupMixin, MigrationMixin, ConsumerPersistenceMixin,
+                       GroupAdminMixin, GroupPersistenceMixin):
     """Every group (classic and consumer) of the `__consumer_offsets` partitions this broker leads."""
 
     def __init__(self, config: CoordinatorConfig, scheduler: Scheduler, writer: RecordWriter,
@@ -98,9 +100,14 @@ class GroupCoordinator(ClassicSyncMixin, ConsumerGroupMixin, ConsumerPersistence
         consumer_group = self.consumer_groups.get(group_id)
         if consumer_group is not None:
             if not consumer_group.is_empty():
-                # No mixed groups: Kafka 4.3 would take a classic consumer into the consumer group
-                # (online migration); this is its answer to a join it cannot take.
-                respond(JoinResult(ErrorCode.INCONSISTENT_GROUP_PROTOCOL, UNKNOWN_MEMBER_ID))
+                if self.config.consumer_migration_policy == "disabled":
+                    # No mixed groups: Kafka's answer to a join it cannot take.
+                    respond(JoinResult(ErrorCode.INCONSISTENT_GROUP_PROTOCOL, UNKNOWN_MEMBER_ID))
+                    return
+                # A classic member inside a consumer group (kbroker.coord.migration): answered at once.
+                respond(self.classic_join_to_consumer_group(
+                    consumer_group, member_id, group_instance_id, protocol_type, protocols, session_timeout_ms,
+                    rebalance_timeout_ms, client_id, client_host, require_known_member_id))
                 return
             # An empty consumer group becomes a classic group, keeping its committed offsets.
             write_error = self._delete_consumer_group_records(group_id)
@@ -406,6 +413,10 @@ class GroupCoordinator(ClassicSyncMixin, ConsumerGroupMixin, ConsumerPersistence
             return error
         group = self.groups.get(group_id)
         if group is None:
+            consumer_group = self.consumer_groups.get(group_id)
+            if consumer_group is not None:
+                return self.classic_heartbeat_to_consumer_group(consumer_group, generation_id, member_id,
+                                                                group_instance_id)
             return ErrorCode.UNKNOWN_MEMBER_ID
         if group.state == S.DEAD:
             return ErrorCode.COORDINATOR_NOT_AVAILABLE

@@ -102,6 +102,7 @@ def coordinator_config(config: Any) -> CoordinatorConfig:
         consumer_heartbeat_interval_ms=int(_setting(config, "group.consumer.heartbeat.interval.ms", 5000)),
         consumer_max_size=int(_setting(config, "group.consumer.max.size", 2**31 - 1)),
         consumer_assignors=_assignor_names(_setting(config, "group.consumer.assignors", ["uniform", "range"])),
+        consumer_migration_policy=str(_setting(config, "group.consumer.migration.policy", "bidirectional")).lower(),
     )
 
 

@@ -303,7 +303,9 @@ def test_offset_commit_and_fetch_member_epoch_checks() -> None:
 
 
 def test_empty_classic_group_converts_and_non_empty_does_not() -> None:
-    h = H()
+    # group.consumer.migration.policy=disabled: only empty groups change type (online migration is
+    # tests/coord/test_group_migration.py).
+    h = H(consumer_migration_policy="disabled")
     # A "simple" classic group with committed offsets only.
     assert h.coord.commit_offsets("g", -1, "", None, -1, [CommitRequestPartition("orders", 0, 7)]) == [E.NONE]
     assert "g" in h.coord.groups

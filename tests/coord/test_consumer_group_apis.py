@@ -157,9 +157,32 @@ def test_heartbeat_describe_commit_fetch(tmp_path: Path) -> None:
             group_id="g", session_timeout_ms=10000, rebalance_timeout_ms=10000, member_id="",
             protocol_type="consumer", protocols=[JoinGroupRequest.JoinGroupRequestProtocol(
                 name="range", metadata=subscription("orders"))]))
-        assert join.error_code == E.INCONSISTENT_GROUP_PROTOCOL
+        # A classic member may join the consumer group (online migration): KIP-394's first step.
+        assert join.error_code == E.MEMBER_ID_REQUIRED
 
         left = await s.call(68, 1, HB(group_id="g", member_id="m1", member_epoch=-1))
         assert (left.error_code, left.member_epoch) == (0, -1)
+
+    run(tmp_path, body)
+
+
+def test_describe_reports_classic_members_of_a_mixed_group_as_classic(tmp_path: Path) -> None:
+    # KIP-1099's MemberType: 0 for a classic-protocol member inside a consumer group (online
+    # migration), 1 for a consumer-protocol member.
+    async def body(s: Stack) -> None:
+        joined = await s.call(68, 1, _join("m1", group="mixed"))
+        assert joined.error_code == 0
+        protocols = [JoinGroupRequest.JoinGroupRequestProtocol(name="range", metadata=subscription("orders"))]
+        first = await s.call(11, 9, JoinGroupRequest(
+            group_id="mixed", session_timeout_ms=10000, rebalance_timeout_ms=10000, member_id="",
+            protocol_type="consumer", protocols=protocols))
+        assert first.error_code == E.MEMBER_ID_REQUIRED
+        second = await s.call(11, 9, JoinGroupRequest(
+            group_id="mixed", session_timeout_ms=10000, rebalance_timeout_ms=10000, member_id=first.member_id,
+            protocol_type="consumer", protocols=protocols))
+        assert second.error_code == 0
+        d = await s.call(69, 1, ConsumerGroupDescribeRequest(group_ids=["mixed"]))
+        types = {m.member_id: m.member_type for m in d.groups[0].members}
+        assert types == {"m1": 1, first.member_id: 0}
 
     run(tmp_path, body)

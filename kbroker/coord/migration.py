@@ -1,0 +1,416 @@
+"""Online migration between the classic and the consumer group protocols (KIP-848 upgrade/downgrade).
+
+Kafka's `GroupMetadataManager` conversion paths, under `group.consumer.migration.policy`:
+
+- upgrade: a ConsumerGroupHeartbeat joining a non-empty classic group of protocol type `consumer`
+  converts it to a consumer group. Every classic member becomes a consumer-group member carrying
+  its classic metadata (session timeout, supported protocols), its subscription (from its
+  ConsumerProtocolSubscription) and its current assignment (from its ConsumerProtocolAssignment);
+  member epochs, group epoch and target epoch are the classic generation. Requests waiting in
+  JoinGroup/SyncGroup are answered REBALANCE_IN_PROGRESS: those members rejoin the consumer group.
+- classic members inside a consumer group: JoinGroup is answered at once with the member epoch as
+  generation (the rejoin is how a classic member acknowledges a revocation: its subscription's owned
+  partitions), SyncGroup with the member's assignment, Heartbeat with REBALANCE_IN_PROGRESS while the
+  member must revoke, lags behind the group epoch or can take freed partitions; LeaveGroup removes it.
+  Its session timeout is its own; it is fenced if it does not rejoin or sync within its rebalance
+  timeout.
+- downgrade: when the last consumer-protocol member leaves (or is fenced) and classic members
+  remain, the group is converted back to a classic group at the same generation and a rebalance
+  starts (the members see REBALANCE_IN_PROGRESS and rejoin the classic group).
+
+A mixin of `kbroker.coord.coordinator.GroupCoordinator`. Must not import asyncio, kbroker.net or
+kbroker.api.
+"""
+
+from __future__ import annotations
+
+import logging
+import struct
+import uuid
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from kbroker.coord.assignors import Assignment
+from kbroker.coord.config import heartbeat_key, map_append_error
+from kbroker.coord.consumer_coordinator import _Reject, rebalance_key
+from kbroker.coord.consumer_group import (
+    ClassicMemberMetadata,
+    ConsumerGroup,
+    ConsumerGroupMember,
+    MemberState,
+    copy_assignment,
+    reconcile,
+)
+from kbroker.coord.group import (
+    CONSUMER_PROTOCOL_TYPE,
+    UNKNOWN_MEMBER_ID,
+    ClassicGroup,
+    ClassicGroupMember,
+    GroupState,
+    JoinResult,
+    SyncResult,
+)
+from kbroker.coord.records import encode_group_metadata_key
+from kbroker.protocol.errors import ErrorCode
+
+if TYPE_CHECKING:
+    from kbroker.coord.config import CoordinatorConfig, RecordWriter, Scheduler
+
+log = logging.getLogger(__name__)
+
+_I16 = struct.Struct(">h")
+_I32 = struct.Struct(">i")
+
+
+def sync_timeout_key(group_id: str, member_id: str) -> str:
+    return f"classic-sync-{group_id}-{member_id}"
+
+
+def join_timeout_key(group_id: str, member_id: str) -> str:
+    return f"classic-join-{group_id}-{member_id}"
+
+
+# -- ConsumerProtocolSubscription / ConsumerProtocolAssignment ----------------------------------------
+
+
+def _read_str(buf: bytes, pos: int) -> tuple[str, int]:
+    (n,) = _I16.unpack_from(buf, pos)
+    return buf[pos + 2 : pos + 2 + n].decode(), pos + 2 + n
+
+
+def decode_subscription(metadata: bytes) -> tuple[list[str], dict[str, set[int]]]:
+    """(topics, owned partitions by topic name) of a ConsumerProtocolSubscription v0-v3.
+    Raises ValueError when the bytes are not one."""
+    try:
+        (version,) = _I16.unpack_from(metadata, 0)
+        if version < 0:
+            raise ValueError("negative version")
+        (n,) = _I32.unpack_from(metadata, 2)
+        pos, topics = 6, []
+        for _ in range(n):
+            name, pos = _read_str(metadata, pos)
+            topics.append(name)
+        (user_data,) = _I32.unpack_from(metadata, pos)
+        pos += 4 + max(user_data, 0)
+        owned: dict[str, set[int]] = {}
+        if version >= 1 and pos < len(metadata):
+            (n,) = _I32.unpack_from(metadata, pos)
+            pos += 4
+            for _ in range(n):
+                name, pos = _read_str(metadata, pos)
+                (count,) = _I32.unpack_from(metadata, pos)
+                owned[name] = set(struct.unpack_from(f">{count}i", metadata, pos + 4))
+                pos += 4 + 4 * count
+        return topics, owned
+    except (struct.error, UnicodeDecodeError) as exc:
+        raise ValueError(str(exc)) from None
+
+
+def decode_assignment(data: bytes) -> dict[str, set[int]]:
+    """Partitions by topic name of a ConsumerProtocolAssignment (empty when absent or unreadable)."""
+    try:
+        if len(data) < 6:
+            return {}
+        (n,) = _I32.unpack_from(data, 2)
+        pos, out = 6, {}
+        for _ in range(n):
+            name, pos = _read_str(data, pos)
+            (count,) = _I32.unpack_from(data, pos)
+            out[name] = set(struct.unpack_from(f">{count}i", data, pos + 4))
+            pos += 4 + 4 * count
+        return out
+    except (struct.error, UnicodeDecodeError):
+        return {}
+
+
+def encode_assignment(partitions: dict[str, set[int]]) -> bytes:
+    """ConsumerProtocolAssignment v0 (the layout every version shares), no user data."""
+    out = bytearray(_I16.pack(0))
+    out += _I32.pack(len(partitions))
+    for name in sorted(partitions):
+        raw = name.encode()
+        ps = sorted(partitions[name])
+        out += _I16.pack(len(raw)) + raw + _I32.pack(len(ps)) + struct.pack(f">{len(ps)}i", *ps)
+    out += _I32.pack(-1)
+    return bytes(out)
+
+
+class MigrationMixin:
+    if TYPE_CHECKING:
+        config: CoordinatorConfig
+        scheduler: Scheduler
+        writer: RecordWriter
+        time_ms: Callable[[], int]
+        groups: dict[str, ClassicGroup]
+        consumer_groups: dict[str, ConsumerGroup]
+        topics: Any
+
+        def _persist_consumer_group(self, group: ConsumerGroup) -> ErrorCode: ...
+        def _delete_consumer_group_records(self, group_id: str) -> ErrorCode: ...
+        def _store_group(self, group: ClassicGroup) -> ErrorCode: ...
+        def _prepare_rebalance(self, group: ClassicGroup, reason: str) -> None: ...
+        def _schedule_heartbeat(self, group: ClassicGroup, member_id: str, timeout_ms: int) -> None: ...
+        def _schedule_session(self, group: ConsumerGroup, member: ConsumerGroupMember) -> None: ...
+        def _schedule_rebalance_timeout(self, group: ConsumerGroup, member: ConsumerGroupMember) -> None: ...
+        def _cancel_member_timers(self, group: ConsumerGroup, member_id: str) -> None: ...
+        def _refresh_subscribed_metadata(self, group: ConsumerGroup) -> bool: ...
+        def _compute_target_assignment(self, group: ConsumerGroup) -> None: ...
+        def _fence_member(self, group: ConsumerGroup, member: ConsumerGroupMember, reason: str) -> ErrorCode: ...
+        def topic_name(self, topic_id: uuid.UUID) -> str | None: ...
+
+    # -- topic names <-> ids -------------------------------------------------------------------------
+
+    def _by_id(self, partitions: dict[str, set[int]]) -> Assignment:
+        out: Assignment = {}
+        for name, ps in partitions.items():
+            info = self.topics.topic(name) if self.topics is not None else None
+            if info is not None and ps:
+                out[info.topic_id] = {p for p in ps if p < int(info.num_partitions)}
+        return out
+
+    def _by_name(self, a: Assignment) -> dict[str, set[int]]:
+        out: dict[str, set[int]] = {}
+        for tid, ps in a.items():
+            name = self.topic_name(tid)
+            if name is not None and ps:
+                out[name] = set(ps)
+        return out
+
+    # -- upgrade ---------------------------------------------------------------------------------------
+
+    def _upgrade_classic_group(self, classic: ClassicGroup) -> ConsumerGroup:
+        """Convert a non-empty classic group for a joining consumer-protocol member (or refuse with
+        Kafka's GROUP_ID_NOT_FOUND)."""
+        gid = classic.group_id
+        refuse = _Reject(ErrorCode.GROUP_ID_NOT_FOUND, f"Group {gid} is not a consumer group")
+        if not self.config.upgrade_enabled or classic.state == GroupState.DEAD \
+                or classic.protocol_type != CONSUMER_PROTOCOL_TYPE:
+            raise refuse
+        if len(classic.members) >= self.config.consumer_max_size:
+            raise _Reject(ErrorCode.GROUP_MAX_SIZE_REACHED,
+                          f"The consumer group has reached its maximum capacity of "
+                          f"{self.config.consumer_max_size} members.")
+        group = ConsumerGroup(gid, group_epoch=classic.generation_id,
+                              target_assignment_epoch=classic.generation_id,
+                              target_assignment_timestamp_ms=self.time_ms(), state_timestamp_ms=self.time_ms())
+        for cm in classic.members.values():
+            try:
+                topics, _owned = decode_subscription(cm.metadata(classic.protocol_name) if classic.protocol_name
+                                                     else cm.protocols[0][1])
+            except (ValueError, IndexError):
+                raise refuse from None
+            member = ConsumerGroupMember(cm.member_id, cm.group_instance_id, None, cm.client_id, cm.client_host,
+                                         cm.rebalance_timeout_ms, sorted(set(topics)))
+            member.classic = ClassicMemberMetadata(cm.session_timeout_ms, list(cm.protocols))
+            member.member_epoch = member.previous_member_epoch = classic.generation_id
+            group.add_member(member)
+            assigned = self._by_id(decode_assignment(cm.assignment))
+            # A partition claimed twice (a stale assignment) stays with its first claimant.
+            assigned = {t: {p for p in ps if (t, p) not in group.partition_owner} for t, ps in assigned.items()}
+            group.set_member_assignment(member, assigned, {})
+            group.target_assignment[member.member_id] = copy_assignment(member.assigned)
+        self._refresh_subscribed_metadata(group)
+        error = self.writer(gid, [(encode_group_metadata_key(gid), None)])
+        if error != ErrorCode.NONE:
+            raise _Reject(map_append_error(error))
+        # The classic group's timers and waiting requests go: its members rejoin the consumer group.
+        for cm in list(classic.members.values()):
+            self.scheduler.cancel(heartbeat_key(gid, cm.member_id))
+            join_cb, cm.await_join = cm.await_join, None
+            sync_cb, cm.await_sync = cm.await_sync, None
+            if join_cb is not None:
+                join_cb(JoinResult(ErrorCode.REBALANCE_IN_PROGRESS, cm.member_id))
+            if sync_cb is not None:
+                sync_cb(SyncResult(ErrorCode.REBALANCE_IN_PROGRESS))
+        for pending in classic.pending_members:
+            self.scheduler.cancel(heartbeat_key(gid, pending))
+        for key in (f"join-{gid}", f"sync-{gid}"):
+            self.scheduler.cancel(key)
+        del self.groups[gid]
+        self.consumer_groups[gid] = group
+        for member in group.members.values():
+            self._schedule_session(group, member)
+        log.info("Classic group %s converted to a consumer group at epoch %d (online upgrade)", gid,
+                 group.group_epoch)
+        return group
+
+    # -- classic members in a consumer group ---------------------------------------------------------
+
+    def classic_join_to_consumer_group(
+        self, group: ConsumerGroup, member_id: str, instance_id: str | None, protocol_type: str,
+        protocols: list[tuple[str, bytes]], session_timeout_ms: int, rebalance_timeout_ms: int,
+        client_id: str, client_host: str, require_known_member_id: bool,
+    ) -> JoinResult:
+        gid = group.group_id
+        if protocol_type != CONSUMER_PROTOCOL_TYPE or not protocols:
+            return JoinResult(ErrorCode.INCONSISTENT_GROUP_PROTOCOL, member_id)
+        try:
+            topics, owned_names = decode_subscription(protocols[0][1])
+        except ValueError:
+            return JoinResult(ErrorCode.INCONSISTENT_GROUP_PROTOCOL, member_id)
+        member = group.members.get(member_id) if member_id else None
+        bump = False
+        if member is None and instance_id is not None:
+            previous_id = group.static_members.get(instance_id)
+            previous = group.members.get(previous_id) if previous_id is not None else None
+            if previous is not None and previous.classic is not None:
+                # KIP-345: a restarted static member takes over its place under a new member id.
+                self._cancel_classic_timers(group, previous.member_id)
+                member = group.replace_static_member(previous, member_id or f"{client_id}-{uuid.uuid4()}")
+        if member is None:
+            if member_id == UNKNOWN_MEMBER_ID and require_known_member_id and instance_id is None:
+                return JoinResult(ErrorCode.MEMBER_ID_REQUIRED, f"{client_id}-{uuid.uuid4()}")
+            if len(group.members) >= self.config.consumer_max_size:
+                return JoinResult(ErrorCode.GROUP_MAX_SIZE_REACHED, member_id)
+            member = ConsumerGroupMember(member_id or f"{client_id}-{uuid.uuid4()}", instance_id)
+            group.add_member(member)
+            bump = True
+        elif member.classic is None:
+            return JoinResult(ErrorCode.UNKNOWN_MEMBER_ID, member_id)
+        elif member.instance_id != instance_id:
+            return JoinResult(ErrorCode.FENCED_INSTANCE_ID, member_id)
+        names = sorted(set(topics))
+        if names != member.subscribed_topic_names:
+            member.subscribed_topic_names = names
+            bump = True
+        member.classic = ClassicMemberMetadata(session_timeout_ms, list(protocols))
+        member.rebalance_timeout_ms = rebalance_timeout_ms
+        member.client_id, member.client_host = client_id, client_host
+        member.awaiting_rejoin = False
+        self.scheduler.cancel(join_timeout_key(gid, member.member_id))
+        if self._refresh_subscribed_metadata(group) or bump:
+            group.group_epoch += 1
+            group.state_timestamp_ms = self.time_ms()
+        if group.target_assignment_epoch < group.group_epoch:
+            self._compute_target_assignment(group)
+        was_unrevoked = member.state == MemberState.UNREVOKED_PARTITIONS
+        # The rejoin is the classic member's acknowledgement: it owns what its subscription says.
+        reconcile(group, member, self._by_id(owned_names))
+        if member.state == MemberState.UNREVOKED_PARTITIONS:
+            if not was_unrevoked:
+                self._schedule_rebalance_timeout(group, member)
+        else:
+            self.scheduler.cancel(rebalance_key(gid, member.member_id))
+        error = self._persist_consumer_group(group)
+        if error != ErrorCode.NONE:
+            return JoinResult(map_append_error(error), member.member_id)
+        self._schedule_session(group, member)
+        mid = member.member_id
+        self.scheduler.schedule(sync_timeout_key(gid, mid), rebalance_timeout_ms,
+                                lambda: self._on_classic_timeout(gid, mid, "it did not send SyncGroup in time"))
+        return JoinResult(ErrorCode.NONE, mid, member.member_epoch, CONSUMER_PROTOCOL_TYPE, protocols[0][0], "")
+
+    def _classic_member(self, group: ConsumerGroup, member_id: str,
+                        instance_id: str | None) -> tuple[ErrorCode, ConsumerGroupMember | None]:
+        if instance_id is not None:
+            found = group.static_members.get(instance_id)
+            if found is None:
+                return ErrorCode.UNKNOWN_MEMBER_ID, None
+            if found != member_id:
+                return ErrorCode.FENCED_INSTANCE_ID, None
+        member = group.members.get(member_id)
+        if member is None or member.classic is None:
+            return ErrorCode.UNKNOWN_MEMBER_ID, None
+        return ErrorCode.NONE, member
+
+    def classic_sync_to_consumer_group(self, group: ConsumerGroup, generation_id: int, member_id: str,
+                                       instance_id: str | None, protocol_type: str | None,
+                                       protocol_name: str | None) -> SyncResult:
+        error, member = self._classic_member(group, member_id, instance_id)
+        if member is None or member.classic is None:
+            return SyncResult(error)
+        if generation_id != member.member_epoch:
+            return SyncResult(ErrorCode.ILLEGAL_GENERATION)
+        names = [n for n, _ in member.classic.supported_protocols]
+        if (protocol_type is not None and protocol_type != CONSUMER_PROTOCOL_TYPE) or \
+                (protocol_name is not None and protocol_name not in names):
+            return SyncResult(ErrorCode.INCONSISTENT_GROUP_PROTOCOL)
+        self.scheduler.cancel(sync_timeout_key(group.group_id, member_id))
+        self._schedule_session(group, member)
+        return SyncResult(ErrorCode.NONE, CONSUMER_PROTOCOL_TYPE, protocol_name or names[0],
+                          encode_assignment(self._by_name(member.assigned)))
+
+    def classic_heartbeat_to_consumer_group(self, group: ConsumerGroup, generation_id: int, member_id: str,
+                                            instance_id: str | None) -> ErrorCode:
+        error, member = self._classic_member(group, member_id, instance_id)
+        if member is None:
+            return error
+        if generation_id != member.member_epoch:
+            return ErrorCode.ILLEGAL_GENERATION
+        self._schedule_session(group, member)
+        if member.member_epoch < group.group_epoch or member.state == MemberState.UNREVOKED_PARTITIONS or \
+                (member.state == MemberState.UNRELEASED_PARTITIONS and self._unreleased_now_free(group, member)):
+            if not member.awaiting_rejoin:
+                # Kafka's join timeout: a member told to rejoin that does not is fenced.
+                member.awaiting_rejoin = True
+                gid = group.group_id
+                self.scheduler.schedule(join_timeout_key(gid, member_id), member.rebalance_timeout_ms,
+                                        lambda: self._on_classic_timeout(gid, member_id, "it did not rejoin in time"))
+            return ErrorCode.REBALANCE_IN_PROGRESS
+        return ErrorCode.NONE
+
+    @staticmethod
+    def _unreleased_now_free(group: ConsumerGroup, member: ConsumerGroupMember) -> bool:
+        target = group.target_assignment.get(member.member_id, {})
+        return any(group.partition_owner.get((tid, p)) is None
+                   for tid, ps in target.items() for p in ps if p not in member.assigned.get(tid, ()))
+
+    def classic_leave_consumer_group(self, group: ConsumerGroup, member_id: str,
+                                     instance_id: str | None) -> ErrorCode:
+        if member_id == UNKNOWN_MEMBER_ID and instance_id is not None:
+            member_id = group.static_members.get(instance_id, "")
+        error, member = self._classic_member(group, member_id, instance_id)
+        if member is None:
+            return error
+        self._fence_member(group, member, "the classic member left the group")
+        return ErrorCode.NONE
+
+    def _on_classic_timeout(self, group_id: str, member_id: str, reason: str) -> None:
+        group = self.consumer_groups.get(group_id)
+        member = group.members.get(member_id) if group is not None else None
+        if group is not None and member is not None and member.classic is not None:
+            self._fence_member(group, member, reason)
+
+    def _cancel_classic_timers(self, group: ConsumerGroup, member_id: str) -> None:
+        self._cancel_member_timers(group, member_id)
+        self.scheduler.cancel(sync_timeout_key(group.group_id, member_id))
+        self.scheduler.cancel(join_timeout_key(group.group_id, member_id))
+
+    # -- downgrade -------------------------------------------------------------------------------------
+
+    def _should_downgrade(self, group: ConsumerGroup, removed: ConsumerGroupMember) -> bool:
+        return (removed.classic is None and self.config.downgrade_enabled and bool(group.members)
+                and all(m.classic is not None for m in group.members.values())
+                and len(group.members) <= self.config.max_size)
+
+    def _downgrade_to_classic_group(self, group: ConsumerGroup) -> ErrorCode:
+        """The last consumer-protocol member is gone: the classic members make a classic group again,
+        at the group epoch as generation, which rebalances at once."""
+        gid = group.group_id
+        classic = ClassicGroup(gid, state=GroupState.STABLE, state_timestamp_ms=self.time_ms(),
+                               protocol_type=CONSUMER_PROTOCOL_TYPE, generation_id=group.group_epoch)
+        for m in group.members.values():
+            assert m.classic is not None
+            cm = ClassicGroupMember(m.member_id, m.instance_id, m.client_id, m.client_host, m.rebalance_timeout_ms,
+                                    m.classic.session_timeout_ms, CONSUMER_PROTOCOL_TYPE,
+                                    list(m.classic.supported_protocols))
+            cm.assignment = encode_assignment(self._by_name(m.assigned))
+            classic.add(cm)
+        classic.protocol_name = classic.select_protocol()
+        error = self._delete_consumer_group_records(gid)
+        if error != ErrorCode.NONE:
+            return error
+        for m in group.members.values():
+            self._cancel_classic_timers(group, m.member_id)
+        del self.consumer_groups[gid]
+        self.groups[gid] = classic
+        error = self._store_group(classic)
+        for cm in classic.members.values():
+            self._schedule_heartbeat(classic, cm.member_id, cm.session_timeout_ms)
+        log.info("Consumer group %s converted to a classic group at generation %d (online downgrade)", gid,
+                 classic.generation_id)
+        self._prepare_rebalance(classic, "the group was downgraded to the classic protocol")
+        return error
+
+
+__all__ = ["MigrationMixin", "decode_subscription", "encode_assignment", "decode_assignment"]
