@@ -2,6 +2,8 @@
 
 - `kbroker`: a started broker with default settings (function scope), stopped cleanly afterwards;
   its stderr is printed when the test fails.
+- `producers` / `members`: lists a consumer-group test appends its background producers and
+  VerifiableConsumer members to, stopped at teardown (tests/support/groups_verifiable.py).
 - `kbroker_factory(**overrides)`: start brokers with config overrides; keyword names use `_` for `.`
   (`kbroker_factory(num_partitions=3)`) or pass a dict: `kbroker_factory({"num.partitions": "3"})`.
 """
@@ -15,6 +17,7 @@ from typing import Any
 import pytest
 
 from tests.support.broker import KBroker
+from tests.support.groups_verifiable import BackgroundProducer, VerifiableMember
 
 
 def _override_key(key: str) -> str:
@@ -64,3 +67,23 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
     report = outcome.get_result()  # type: ignore[attr-defined]
     if report.when == "call":
         item.rep_call = report  # type: ignore[attr-defined]
+
+
+@pytest.fixture
+def producers() -> Iterator[list[BackgroundProducer]]:
+    """Background producers a group test started; halted at teardown even when the test failed."""
+    started: list[BackgroundProducer] = []
+    yield started
+    for p in started:
+        p.halt()
+
+
+@pytest.fixture
+def members() -> Iterator[list[VerifiableMember]]:
+    """VerifiableConsumer members a group test started; killed at teardown if still alive."""
+    started: list[VerifiableMember] = []
+    yield started
+    for m in started:
+        if m.alive():
+            m.proc.kill()
+            m.proc.wait(30)

@@ -20,17 +20,18 @@ one is killed (-9: only session expiry removes it). The checks read the members'
 
 from __future__ import annotations
 
-import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 import pytest
-from confluent_kafka import KafkaException, Producer
+from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from tests.support.broker import KBroker
 from tests.support.groups_verifiable import (
+    FAST_GROUP_OVERRIDES,
+    SESSION_TIMEOUT_MS,
+    BackgroundProducer,
     Ownership,
     VerifiableMember,
     consumption,
@@ -44,76 +45,12 @@ from tests.support.java import java_unavailable_reason
 pytestmark = [pytest.mark.interop, pytest.mark.java]
 
 PARTITIONS = 6
-SESSION_TIMEOUT_MS = 3000
-# A new group rebalances at once: the delay would only slow each join down, it changes no check here.
-BROKER_OVERRIDES = {
-    "group.initial.rebalance.delay.ms": "0",
-    "offsets.topic.num.partitions": "5",
-    "group.min.session.timeout.ms": "1000",
-    # KIP-848 members take their session timeout and heartbeat interval from the broker.
-    "group.consumer.session.timeout.ms": str(SESSION_TIMEOUT_MS),
-    "group.consumer.min.session.timeout.ms": "1000",
-    "group.consumer.heartbeat.interval.ms": "500",
-    "group.consumer.min.heartbeat.interval.ms": "500",
-}
-
-
 @pytest.fixture
 def broker(kbroker_factory: Callable[..., KBroker]) -> KBroker:
     reason = java_unavailable_reason()
     if reason:
         pytest.skip(reason)
-    return kbroker_factory(BROKER_OVERRIDES)
-
-
-class BackgroundProducer:
-    """confluent-kafka producing small records round-robin over the partitions until stopped; the
-    acknowledged (partition, offset) pairs are what the group must consume."""
-
-    def __init__(self, bootstrap: str, topic: str, per_tick: int = 12, tick: float = 0.1) -> None:
-        self.topic = topic
-        self.per_tick = per_tick
-        self.tick = tick
-        self.acked: set[tuple[int, int]] = set()
-        self.errors: list[Any] = []
-        self.producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5, "acks": "all"})
-        self._stop = threading.Event()
-        self._n = 0
-        self._thread = threading.Thread(target=self._run, name="background-producer", daemon=True)
-
-    def _delivered(self, err: Any, msg: Any) -> None:
-        if err is not None:
-            self.errors.append(err)
-        else:
-            self.acked.add((int(msg.partition()), int(msg.offset())))
-
-    def produce_batch(self) -> None:
-        for _ in range(self.per_tick):
-            self.producer.produce(self.topic, value=f"r{self._n}".encode(), partition=self._n % PARTITIONS,
-                                  on_delivery=self._delivered)
-            self._n += 1
-        self.producer.poll(0)
-
-    def _run(self) -> None:
-        while not self._stop.is_set():
-            self.produce_batch()
-            self._stop.wait(self.tick)
-
-    def start(self) -> BackgroundProducer:
-        self._thread.start()
-        return self
-
-    def halt(self) -> None:
-        """Stop producing (idempotent; also what a failing test's cleanup calls)."""
-        self._stop.set()
-        if self._thread.is_alive():
-            self._thread.join(10)
-
-    def stop(self) -> None:
-        """Stop producing and wait until every record sent so far is acknowledged."""
-        self.halt()
-        assert self.producer.flush(30) == 0
-        assert not self.errors, self.errors
+    return kbroker_factory(FAST_GROUP_OVERRIDES)
 
 
 def broker_assignments(admin: AdminClient, group: str) -> tuple[str, dict[str, set[int]]]:
@@ -159,24 +96,6 @@ def handover_ms(intervals: list[Ownership], gone: str, gone_at_ms: int) -> int:
     starts = [o.start_ms for o in intervals if o.member != gone and o.partition in held and o.start_ms >= gone_at_ms]
     assert starts, f"nobody took over {gone}'s partitions {sorted(held)}"
     return min(starts) - gone_at_ms
-
-
-@pytest.fixture
-def producers() -> Iterator[list[BackgroundProducer]]:
-    started: list[BackgroundProducer] = []
-    yield started
-    for p in started:
-        p.halt()
-
-
-@pytest.fixture
-def members() -> Iterator[list[VerifiableMember]]:
-    started: list[VerifiableMember] = []
-    yield started
-    for m in started:
-        if m.alive():
-            m.proc.kill()
-            m.proc.wait(30)
 
 
 SCENARIOS = [

@@ -15,15 +15,17 @@ consumed, and a record is consumed twice only where its first consumer never com
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from tests.interop.test_groups_java import BackgroundProducer
 from tests.support.broker import KBroker
 from tests.support.groups_verifiable import (
+    FAST_GROUP_OVERRIDES,
+    SESSION_TIMEOUT_MS,
+    BackgroundProducer,
     VerifiableMember,
     consumption,
     overlapping_ownership,
@@ -36,42 +38,12 @@ from tests.support.java import java_unavailable_reason
 pytestmark = [pytest.mark.interop, pytest.mark.java]
 
 PARTITIONS = 6
-SESSION_TIMEOUT_MS = 3000
-BROKER_OVERRIDES = {
-    "group.initial.rebalance.delay.ms": "0",
-    "offsets.topic.num.partitions": "5",
-    "group.min.session.timeout.ms": "1000",
-    "group.consumer.session.timeout.ms": str(SESSION_TIMEOUT_MS),
-    "group.consumer.min.session.timeout.ms": "1000",
-    "group.consumer.heartbeat.interval.ms": "500",
-    "group.consumer.min.heartbeat.interval.ms": "500",
-}
-
-
 @pytest.fixture
 def broker(kbroker_factory: Callable[..., KBroker]) -> KBroker:
     reason = java_unavailable_reason()
     if reason:
         pytest.skip(reason)
-    return kbroker_factory(BROKER_OVERRIDES)
-
-
-@pytest.fixture
-def producers() -> Iterator[list[BackgroundProducer]]:
-    started: list[BackgroundProducer] = []
-    yield started
-    for p in started:
-        p.halt()
-
-
-@pytest.fixture
-def members() -> Iterator[list[VerifiableMember]]:
-    started: list[VerifiableMember] = []
-    yield started
-    for m in started:
-        if m.alive():
-            m.proc.kill()
-            m.proc.wait(30)
+    return kbroker_factory(FAST_GROUP_OVERRIDES)
 
 
 def partitioned(live: list[VerifiableMember], everyone: list[VerifiableMember], timeout: float = 60.0) -> None:

@@ -5,7 +5,8 @@ Owns: starting `org.apache.kafka.tools.VerifiableConsumer` JVMs, collecting the 
 prints (partitions_assigned / partitions_revoked / records_consumed / offsets_committed /
 shutdown_complete) with the time they were read, stopping them cleanly (SIGTERM: the JVM's shutdown
 hook closes the consumer, which leaves the group) or killing them (SIGKILL), and reconstructing from
-the events who owned which partition when. It starts no broker (tests/support/broker.py does).
+the events who owned which partition when; plus the background producer and broker settings the
+Java group tests share. It starts no broker (tests/support/broker.py does).
 
 Events carry the JVM's `System.currentTimeMillis()`; every process runs on this machine, so the
 timestamps of different members share one clock and ownership intervals can be compared across
@@ -24,6 +25,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from confluent_kafka import Producer
 
 from tests.support.java import DEFAULT_JVM_OPTS, start_java_main
 
@@ -262,3 +265,71 @@ def consumption(members: Sequence[VerifiableMember]) -> Consumption:
             else:
                 result.failed_commits.append((name, e))
     return result
+
+
+# Broker settings of the Java group tests (test_groups_java.py, test_groups_migration.py): both
+# protocols' session timeouts at SESSION_TIMEOUT_MS, a 500 ms KIP-848 heartbeat.
+SESSION_TIMEOUT_MS = 3000
+# A new group rebalances at once: the delay would only slow each join down, it changes no check here.
+FAST_GROUP_OVERRIDES = {
+    "group.initial.rebalance.delay.ms": "0",
+    "offsets.topic.num.partitions": "5",
+    "group.min.session.timeout.ms": "1000",
+    # KIP-848 members take their session timeout and heartbeat interval from the broker.
+    "group.consumer.session.timeout.ms": str(SESSION_TIMEOUT_MS),
+    "group.consumer.min.session.timeout.ms": "1000",
+    "group.consumer.heartbeat.interval.ms": "500",
+    "group.consumer.min.heartbeat.interval.ms": "500",
+}
+
+
+class BackgroundProducer:
+    """confluent-kafka producing small records round-robin over the partitions until stopped; the
+    acknowledged (partition, offset) pairs are what the group must consume."""
+
+    def __init__(self, bootstrap: str, topic: str, partitions: int = 6, per_tick: int = 12,
+                 tick: float = 0.1) -> None:
+        self.topic = topic
+        self.partitions = partitions
+        self.per_tick = per_tick
+        self.tick = tick
+        self.acked: set[tuple[int, int]] = set()
+        self.errors: list[Any] = []
+        self.producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5, "acks": "all"})
+        self._stop = threading.Event()
+        self._n = 0
+        self._thread = threading.Thread(target=self._run, name="background-producer", daemon=True)
+
+    def _delivered(self, err: Any, msg: Any) -> None:
+        if err is not None:
+            self.errors.append(err)
+        else:
+            self.acked.add((int(msg.partition()), int(msg.offset())))
+
+    def produce_batch(self) -> None:
+        for _ in range(self.per_tick):
+            self.producer.produce(self.topic, value=f"r{self._n}".encode(), partition=self._n % self.partitions,
+                                  on_delivery=self._delivered)
+            self._n += 1
+        self.producer.poll(0)
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            self.produce_batch()
+            self._stop.wait(self.tick)
+
+    def start(self) -> BackgroundProducer:
+        self._thread.start()
+        return self
+
+    def halt(self) -> None:
+        """Stop producing (idempotent; also what a failing test's cleanup calls)."""
+        self._stop.set()
+        if self._thread.is_alive():
+            self._thread.join(10)
+
+    def stop(self) -> None:
+        """Stop producing and wait until every record sent so far is acknowledged."""
+        self.halt()
+        assert self.producer.flush(30) == 0
+        assert not self.errors, self.errors
