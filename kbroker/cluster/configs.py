@@ -1,14 +1,15 @@
-"""Config resolution for topics and the broker, on a single node (Kafka's `ConfigurationControlManager`
-and `ConfigHelper` rolled into one).
+"""Config resolution for topics and the broker (Kafka's `ConfigHelper`, with the validation rules of its
+controller-side `ConfigurationControlManager`).
 
 Owns topic-config validation (Kafka's `LogConfig.validate` wording), the levels a broker key is set at
 (dynamic, dynamic default, static, default) and the synonym lists DescribeConfigs shows, the description
-of a topic's configs (value, source, synonyms), Incremental/legacy AlterConfigs on topics, and dynamic
-broker configs; and handing a topic's effective `LogConfig` to its live logs. `TopicManager`
-(kbroker.cluster.topics) holds one `ConfigurationControlManager` and delegates its config methods to it.
+of a topic's configs (value, source, synonyms), and the new override sets Incremental/legacy
+AlterConfigs and dynamic broker config changes produce. It writes nothing: the controller
+(kbroker.controller.configuration_control) turns those sets into `ConfigRecord`s, and the
+`DynamicConfigPublisher` hands changed configs to the live logs.
 
-Persists through `MetadataStore`; must not import net/, api/ or the broker wiring (the broker config
-object is handed in).
+Reads the metadata image through `MetadataCache`; must not import net/, api/, replica/ or the broker
+wiring (the broker config object is handed in).
 """
 
 from __future__ import annotations
@@ -17,7 +18,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from enum import IntEnum
 from typing import Any, NamedTuple
 
-from kbroker.cluster.metadata import MetadataStore, TopicInfo
+from kbroker.metadata.cache import MetadataCache
+from kbroker.metadata.views import DYNAMIC_DEFAULT_PREFIX as _DYNAMIC_DEFAULT_PREFIX
 from kbroker.log.config import (
     TOPIC_CONFIGS,
     TOPIC_CONFIGS_BY_NAME,
@@ -129,18 +131,18 @@ def render(value: Any) -> str | None:
     return str(value)
 
 
-# Marks cluster-wide dynamic defaults (resource name "") in the image's one `broker_configs` map;
-# per-broker dynamic configs are stored under their plain key. Config names never contain '<' or '/'.
-_DYNAMIC_DEFAULT_PREFIX = "<default>/"
+class ConfigHelper:
+    """Resolves, validates and describes topic and dynamic broker configs (Kafka's `ConfigHelper` and
+    the validation half of its `ConfigurationControlManager`).
 
+    Reads the current metadata image through the `MetadataCache`; computes new override sets for the
+    controller (`incremental_topic_configs`, `altered_broker_configs`) without writing anything:
+    the controller turns them into records.
+    """
 
-class ConfigurationControlManager:
-    """Resolves, validates, describes and alters topic and dynamic broker configs, keeping live logs in step."""
-
-    def __init__(self, config: Any, metadata: MetadataStore, replica_manager: Any) -> None:
+    def __init__(self, config: Any, metadata: MetadataCache) -> None:
         self.config = config
         self.metadata = metadata
-        self.replica_manager = replica_manager
 
     # -- broker config access ----------------------------------------------------------------
 
@@ -274,25 +276,19 @@ class ConfigurationControlManager:
 
     # -- topic configs ------------------------------------------------------------------------------
 
-    def _existing_for_config(self, name: str) -> TopicInfo:
-        info = self.metadata.topic(name)
-        if info is None:
-            raise _err(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"The topic '{name}' does not exist.")
-        return info
-
-    def incremental_alter_topic_configs(
-        self, name: str, ops: Iterable[tuple[str, int, str | None]], validate_only: bool = False
-    ) -> TopicInfo:
-        """IncrementalAlterConfigs (KIP-339) on a topic: SET, DELETE, APPEND, SUBTRACT."""
-        info = self._existing_for_config(name)
-        new = dict(info.configs)
+    def incremental_topic_configs(
+        self, current: Mapping[str, str], ops: Iterable[tuple[str, int, str | None]]
+    ) -> dict[str, str]:
+        """IncrementalAlterConfigs (KIP-339) on a topic's overrides: SET, DELETE, APPEND, SUBTRACT;
+        the validated new override set."""
+        new: dict[str, str | None] = dict(current)
         for key, op, value in ops:
             try:
                 op = AlterConfigOp(op)
             except ValueError:
                 raise _err(ErrorCode.INVALID_REQUEST, f"Unknown alter configs op type {op}") from None
             if op == AlterConfigOp.SET:
-                new[key] = value  # type: ignore[assignment]  # None is refused by validation below
+                new[key] = value  # None is refused by validation below
             elif op == AlterConfigOp.DELETE:
                 new.pop(key, None)
             else:
@@ -302,42 +298,17 @@ class ConfigurationControlManager:
                 if defn.type != ConfigType.LIST:
                     raise _err(ErrorCode.INVALID_CONFIG,
                                f"Can't {op.name} to key {key} because its type is not LIST.")
-                current = new.get(key)
-                if current is None:
-                    current = self.log_config({}).to_props().get(key, "")
-                items = [x.strip() for x in current.split(",") if x.strip()]
+                existing = new.get(key)
+                if existing is None:
+                    existing = self.log_config({}).to_props().get(key, "")
+                items = [x.strip() for x in existing.split(",") if x.strip()]
                 given = [x.strip() for x in (value or "").split(",") if x.strip()]
                 if op == AlterConfigOp.APPEND:
                     items += [x for x in given if x not in items]
                 else:
                     items = [x for x in items if x not in given]
                 new[key] = ",".join(items)
-        return self._replace_topic_configs(info, new, validate_only)
-
-    def alter_topic_configs(self, name: str, configs: Mapping[str, str | None],
-                            validate_only: bool = False) -> TopicInfo:
-        """Legacy AlterConfigs on a topic: the given set replaces every override."""
-        return self._replace_topic_configs(self._existing_for_config(name), dict(configs), validate_only)
-
-    def _replace_topic_configs(self, info: TopicInfo, new: Mapping[str, str | None],
-                               validate_only: bool) -> TopicInfo:
-        clean = self.validate_topic_configs(new)
-        updated = TopicInfo(info.name, info.topic_id, info.num_partitions, info.replication_factor,
-                            clean, info.is_internal)
-        if validate_only:
-            return updated
-        self.metadata.put_topic(updated)
-        self.apply_log_config(updated)
-        return updated
-
-    def apply_log_config(self, info: TopicInfo) -> None:
-        """Hand the topic's new effective config to every live log of the topic."""
-        cfg = self.log_config(info.configs)
-        for p in range(info.num_partitions):
-            partition = self.replica_manager.get_partition(info.name, p)
-            log = getattr(partition, "log", None) if partition is not None else None
-            if log is not None and getattr(log, "config", None) != cfg:
-                log.update_config(cfg)
+        return self.validate_topic_configs(new)
 
     def describe_configs_for_overrides(
         self, overrides: Mapping[str, str], keys: Iterable[str] | None = None,
@@ -397,9 +368,9 @@ class ConfigurationControlManager:
 
     # -- dynamic broker configs -----------------------------------------------------------------------
 
-    def alter_broker_configs(self, default: bool, changes: Mapping[str, str | None],
-                             validate_only: bool = False) -> None:
-        """Set (value) or delete (None) dynamic broker configs at one level, then re-apply topic configs.
+    def altered_broker_configs(self, default: bool, changes: Mapping[str, str | None],
+                               stored: Mapping[str, str]) -> dict[str, str]:
+        """The dynamic broker configs after setting (value) or deleting (None) `changes` at one level.
 
         As Kafka's broker-side validation: a known key that is not dynamically updatable, or a value
         that does not parse or validate, refuses the whole resource with INVALID_REQUEST; a key
@@ -425,23 +396,21 @@ class ConfigurationControlManager:
                 if not message.startswith("Invalid value"):
                     message = f"Invalid value {value} for configuration {key}: {message}"
                 raise _err(ErrorCode.INVALID_REQUEST, message) from None
-        stored = dict(self.metadata.broker_configs)
+        new = dict(stored)
         prefix = _DYNAMIC_DEFAULT_PREFIX if default else ""
         for key, value in changes.items():
             if value is None:
-                stored.pop(prefix + key, None)
+                new.pop(prefix + key, None)
             else:
-                stored[prefix + key] = str(value)
+                new[prefix + key] = str(value)
         # Topic configs fall back to these keys: refuse a value no topic's LogConfig would accept.
         try:
-            LogConfig.from_props(self.broker_props(stored), {})
+            LogConfig.from_props(self.broker_props(new), {})
         except ValueError as e:
             raise _err(ErrorCode.INVALID_REQUEST, str(e)) from None
-        if validate_only:
-            return
-        self.metadata.set_broker_configs(stored)
-        for info in self.metadata.topics():
-            self.apply_log_config(info)
+        return new
+
+
 
 
 def parse_broker_value(config_type: str, raw: str) -> Any:

@@ -1,0 +1,18 @@
+"""The controller: the one writer of cluster metadata (Kafka's `QuorumController`, for one node today).
+
+Owns the `Controller` interface the admin APIs call (create/delete topics, partitions, configs,
+producer-id blocks, broker registration) and its single-node implementation `LocalController`, which
+validates each request with the control managers (`replication_control`, `configuration_control`,
+`producer_id_control`, `cluster_control`), turns it into Kafka's metadata records, appends them to
+the local `__cluster_metadata` log (`metadata_log`), makes them durable, and only then hands them
+to the broker's `MetadataLoader`, which builds the next `MetadataImage` and tells the publishers
+(replica manager, coordinators, configs). Nothing else writes metadata. The KRaft quorum (issue 13)
+slots in behind the same interface.
+
+Must not import net/, api/, replica/ or coord/: the controller knows records and images, not the
+services that react to them.
+"""
+
+from kbroker.controller.controller import Controller, ProducerIdsBlock
+
+__all__ = ["Controller", "ProducerIdsBlock"]

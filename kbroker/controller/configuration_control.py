@@ -1,0 +1,80 @@
+"""Topic and dynamic broker configs on the controller: Kafka's `ConfigurationControlManager`.
+
+The validation and the new value sets come from `kbroker.cluster.configs.ConfigHelper` (the same rules
+the broker describes configs with); this module turns the difference between the current and the new
+set into `ConfigRecord`s: one per key set, one with a null value per key removed, as Kafka's
+controller writes them. Cluster-wide broker defaults are resource name "", a broker's own settings
+its node id.
+
+Pure: reads the image it is given, returns a `ControllerResult`, writes nothing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping
+
+from kbroker.cluster.configs import ConfigHelper
+from kbroker.controller.result import ControllerResult
+from kbroker.protocol.metadata_records import ConfigRecord, MetadataRecord
+from kbroker.metadata.views import (
+    BROKER_RESOURCE,
+    DYNAMIC_DEFAULT_PREFIX,
+    TOPIC_RESOURCE,
+    MetadataView,
+    TopicInfo,
+)
+from kbroker.protocol.errors import ErrorCode, KafkaError
+
+
+def config_diff(resource_type: int, resource_name: str, old: Mapping[str, str],
+                new: Mapping[str, str]) -> list[MetadataRecord]:
+    records: list[MetadataRecord] = []
+    for key in sorted(set(old) | set(new)):
+        value = new.get(key)
+        if old.get(key) != value:
+            records.append(ConfigRecord(resource_type=resource_type, resource_name=resource_name,
+                                        name=key, value=value))
+    return records
+
+
+class ConfigurationControlManager:
+    """Alters topic and broker configs as records."""
+
+    def __init__(self, view: Callable[[], MetadataView], helper: ConfigHelper, *, node_id: int) -> None:
+        self._view = view
+        self.helper = helper
+        self.node_id = node_id
+
+    def _topic(self, name: str) -> TopicInfo:
+        info = self._view().topic(name)
+        if info is None:
+            raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"The topic '{name}' does not exist.")
+        return info
+
+    def _topic_result(self, info: TopicInfo, new: dict[str, str]) -> ControllerResult[TopicInfo]:
+        updated = TopicInfo(info.name, info.topic_id, info.num_partitions, info.replication_factor,
+                            new, info.is_internal)
+        return ControllerResult(updated, config_diff(TOPIC_RESOURCE, info.name, info.configs, new))
+
+    def incremental_alter_topic_configs(
+        self, name: str, ops: Iterable[tuple[str, int, str | None]]
+    ) -> ControllerResult[TopicInfo]:
+        info = self._topic(name)
+        return self._topic_result(info, self.helper.incremental_topic_configs(info.configs, ops))
+
+    def alter_topic_configs(self, name: str, configs: Mapping[str, str | None]) -> ControllerResult[TopicInfo]:
+        info = self._topic(name)
+        return self._topic_result(info, self.helper.validate_topic_configs(configs))
+
+    def alter_broker_configs(self, default: bool, changes: Mapping[str, str | None]) -> ControllerResult[None]:
+        stored = self._view().broker_configs
+        new = self.helper.altered_broker_configs(default, changes, stored)
+        prefix = DYNAMIC_DEFAULT_PREFIX if default else ""
+
+        def level(m: Mapping[str, str]) -> dict[str, str]:
+            if default:
+                return {k[len(prefix):]: v for k, v in m.items() if k.startswith(prefix)}
+            return {k: v for k, v in m.items() if not k.startswith(DYNAMIC_DEFAULT_PREFIX)}
+
+        name = "" if default else str(self.node_id)
+        return ControllerResult(None, config_diff(BROKER_RESOURCE, name, level(stored), level(new)))

@@ -1,0 +1,85 @@
+"""The `Controller` interface: what the admin APIs ask of the metadata owner.
+
+Kafka's `Controller` (QuorumController implements it): every method that changes metadata answers
+only once the records it produced are durable in `__cluster_metadata` and applied to the image the
+brokers serve, so a client that gets a success back and then asks any API sees the change. Errors are
+`KafkaError`s carrying Kafka's code and message; the API layer turns them into per-resource results.
+Methods are per resource (one topic, one config resource): the API handlers loop over a request's
+resources as Kafka's `ControllerApis` does, and each resource's records commit on their own (Kafka's
+CreateTopics is not atomic across topics either).
+"""
+
+from __future__ import annotations
+
+import uuid
+from abc import ABC, abstractmethod
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+
+from kbroker.metadata.views import TopicInfo
+
+
+@dataclass(frozen=True, slots=True)
+class ProducerIdsBlock:
+    """A block of producer ids handed to one broker (Kafka's `ProducerIdsBlock`)."""
+
+    assigned_broker_id: int
+    first_producer_id: int
+    size: int
+
+    @property
+    def next_block_first_id(self) -> int:
+        return self.first_producer_id + self.size
+
+
+class Controller(ABC):
+    """The metadata owner: validates admin requests and commits their records."""
+
+    @abstractmethod
+    async def create_topic(
+        self,
+        name: str,
+        num_partitions: int = -1,
+        replication_factor: int = -1,
+        configs: Mapping[str, str | None] | None = None,
+        validate_only: bool = False,
+        assignments: Mapping[int, Sequence[int]] | None = None,
+    ) -> TopicInfo:
+        """Create a topic (validate only: check and describe it, write nothing)."""
+
+    @abstractmethod
+    async def delete_topic(self, name: str) -> TopicInfo:
+        """Delete a topic by name; UNKNOWN_TOPIC_OR_PARTITION when it does not exist."""
+
+    @abstractmethod
+    async def delete_topic_by_id(self, topic_id: uuid.UUID) -> TopicInfo:
+        """Delete a topic by id; UNKNOWN_TOPIC_ID when it does not exist."""
+
+    @abstractmethod
+    async def create_partitions(
+        self, name: str, new_total: int, validate_only: bool = False,
+        assignments: Sequence[Sequence[int]] | None = None,
+    ) -> TopicInfo:
+        """Grow a topic to `new_total` partitions."""
+
+    @abstractmethod
+    async def incremental_alter_topic_configs(
+        self, name: str, ops: Iterable[tuple[str, int, str | None]], validate_only: bool = False
+    ) -> TopicInfo:
+        """IncrementalAlterConfigs (KIP-339) on one topic."""
+
+    @abstractmethod
+    async def alter_topic_configs(
+        self, name: str, configs: Mapping[str, str | None], validate_only: bool = False
+    ) -> TopicInfo:
+        """Legacy AlterConfigs on one topic: the given set replaces every override."""
+
+    @abstractmethod
+    async def alter_broker_configs(
+        self, default: bool, changes: Mapping[str, str | None], validate_only: bool = False
+    ) -> None:
+        """Set (value) or delete (None) dynamic broker configs, per broker or cluster-wide (`default`)."""
+
+    @abstractmethod
+    async def allocate_producer_ids(self, broker_id: int, broker_epoch: int) -> ProducerIdsBlock:
+        """The next block of producer ids for a broker (AllocateProducerIds)."""

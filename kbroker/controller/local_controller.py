@@ -1,0 +1,198 @@
+"""`LocalController`: the controller of a single node, over its own `__cluster_metadata` log.
+
+Each operation runs the control manager's checks against the image the brokers serve, appends the
+resulting records as one batch, fsyncs it (the record is committed: a single voter's high watermark
+is its flushed end), and hands the batch to the `MetadataLoader`, which builds the next image and
+tells the publishers (metadata cache, replica manager, configs, group coordinator) before the
+request is answered. Commits are synchronous inside the operation, so the controller's view and the
+brokers' image never differ; the Raft controller (issue 13) keeps an uncommitted view of its own and
+answers when the quorum's high watermark passes the batch, behind the same `Controller` interface.
+
+At start (`load`) it replays the whole log into the loader. On an empty log it writes the bootstrap
+records (`metadata.version` and `group.version` feature levels, as `kafka-storage format` does), and
+first migrates a legacy `__kbroker_metadata.json` if one is there (`legacy_migration`).
+After the network is up the broker registers (`register_broker`): `RegisterBrokerRecord` + `UnfenceBrokerRecord`
+with a new broker epoch (the registration's offset) and incarnation id.
+
+A failed append (a full or failed disk) raises `KafkaStorageError` before anything is applied: the
+request gets KAFKA_STORAGE_ERROR and the image is unchanged.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from pathlib import Path
+
+from kbroker.cluster.configs import ConfigHelper
+from kbroker.controller.configuration_control import ConfigurationControlManager
+from kbroker.controller.controller import Controller, ProducerIdsBlock
+from kbroker.controller.legacy_migration import read_legacy_records, retire
+from kbroker.controller.metadata_log import ClusterMetadataLog
+from kbroker.controller.producer_id_control import ProducerIdControlManager
+from kbroker.controller.replication_control import ReplicationControlManager
+from kbroker.controller.result import ControllerResult
+from kbroker.metadata.cache import MetadataCache
+from kbroker.metadata.loader import MetadataLoader
+from kbroker.metadata.views import TopicInfo
+from kbroker.protocol.metadata_records import (
+    FeatureLevelRecord,
+    MetadataRecord,
+    RegisterBrokerRecord,
+    UnfenceBrokerRecord,
+)
+
+log = logging.getLogger(__name__)
+
+# Apache Kafka 4.3's production levels (MetadataVersion.LATEST_PRODUCTION = 4.3-IV0, GroupVersion.GV_1).
+METADATA_VERSION_LEVEL = 30
+GROUP_VERSION_LEVEL = 1
+# SecurityProtocol ids as BrokerEndpoint.SecurityProtocol stores them.
+SECURITY_PROTOCOL_IDS = {"PLAINTEXT": 0, "SSL": 1, "SASL_PLAINTEXT": 2, "SASL_SSL": 3}
+
+
+def bootstrap_records() -> list[MetadataRecord]:
+    return [FeatureLevelRecord(name="metadata.version", feature_level=METADATA_VERSION_LEVEL),
+            FeatureLevelRecord(name="group.version", feature_level=GROUP_VERSION_LEVEL)]
+
+
+class LocalController(Controller):
+    """Validates, commits and publishes metadata changes of one node."""
+
+    def __init__(
+        self,
+        *,
+        node_id: int,
+        metadata_log: ClusterMetadataLog,
+        loader: MetadataLoader,
+        cache: MetadataCache,
+        config_helper: ConfigHelper,
+        default_num_partitions: Callable[[], int],
+        default_replication_factor: Callable[[], int],
+        delete_topic_enable: Callable[[], bool],
+    ) -> None:
+        self.node_id = node_id
+        self.metadata_log = metadata_log
+        self.loader = loader
+        self.cache = cache
+        self.broker_epoch = -1
+
+        def view():  # type: ignore[no-untyped-def]
+            return cache.view
+
+        self.replication = ReplicationControlManager(
+            view, config_helper.validate_topic_configs, node_id=node_id,
+            default_num_partitions=default_num_partitions,
+            default_replication_factor=default_replication_factor,
+            delete_topic_enable=delete_topic_enable,
+        )
+        self.configuration = ConfigurationControlManager(view, config_helper, node_id=node_id)
+        self.producer_ids = ProducerIdControlManager(view)
+
+    # -- start-up ------------------------------------------------------------------------------------
+
+    def load(self, legacy_metadata_file: Path | None = None) -> None:
+        """Replay the log into the loader; bootstrap (and migrate a legacy JSON image) when it is empty."""
+        replayed = 0
+        for last_offset, records in self.metadata_log.read_all():
+            self.loader.handle_commit(last_offset, records)
+            replayed += len(records)
+        if self.metadata_log.end_offset > 0:
+            log.info("Loaded %d metadata records from %s", replayed, self.metadata_log.directory)
+            return
+        records = bootstrap_records()
+        migrated = legacy_metadata_file is not None and legacy_metadata_file.exists()
+        if migrated:
+            assert legacy_metadata_file is not None
+            records += read_legacy_records(legacy_metadata_file, self.node_id)
+        self._commit(records)
+        if migrated:
+            assert legacy_metadata_file is not None
+            target = retire(legacy_metadata_file)
+            log.info("Migrated %d topics from %s into %s; the old file is now %s",
+                     len(self.cache.topics()), legacy_metadata_file, self.metadata_log.directory, target)
+
+    def register_broker(self, listeners: Sequence[tuple[str, str, int, str]], rack: str | None) -> int:
+        """Register this node (fenced), then unfence it: the new broker epoch.
+
+        `listeners`: (name, host, port, security protocol) of each bound listener.
+        """
+        self.broker_epoch = self.metadata_log.end_offset
+        endpoints = [RegisterBrokerRecord.BrokerEndpoint(name=n, host=h, port=p,
+                                                         security_protocol=SECURITY_PROTOCOL_IDS.get(sp, 0))
+                     for n, h, p, sp in listeners]
+        features = [RegisterBrokerRecord.BrokerFeature(name="metadata.version", min_supported_version=7,
+                                                       max_supported_version=METADATA_VERSION_LEVEL),
+                    RegisterBrokerRecord.BrokerFeature(name="group.version", min_supported_version=0,
+                                                       max_supported_version=GROUP_VERSION_LEVEL)]
+        self._commit([
+            RegisterBrokerRecord(broker_id=self.node_id, incarnation_id=uuid.uuid4(), broker_epoch=self.broker_epoch,
+                                 end_points=endpoints, features=features, rack=rack, fenced=True),
+            UnfenceBrokerRecord(id=self.node_id, epoch=self.broker_epoch),
+        ])
+        return self.broker_epoch
+
+    # -- commit --------------------------------------------------------------------------------------
+
+    def _commit(self, records: list[MetadataRecord]) -> None:
+        if not records:
+            return
+        last_offset = self.metadata_log.append(records)
+        self.loader.handle_commit(last_offset, records)
+
+    def _apply(self, result: ControllerResult[TopicInfo], validate_only: bool) -> TopicInfo:
+        if not validate_only:
+            self._commit(result.records)
+        return result.response
+
+    # -- Controller ----------------------------------------------------------------------------------
+
+    async def create_topic(
+        self,
+        name: str,
+        num_partitions: int = -1,
+        replication_factor: int = -1,
+        configs: Mapping[str, str | None] | None = None,
+        validate_only: bool = False,
+        assignments: Mapping[int, Sequence[int]] | None = None,
+    ) -> TopicInfo:
+        result = self.replication.create_topic(name, num_partitions, replication_factor, configs, assignments)
+        return self._apply(result, validate_only)
+
+    async def delete_topic(self, name: str) -> TopicInfo:
+        return self._apply(self.replication.delete_topic(name), False)
+
+    async def delete_topic_by_id(self, topic_id: uuid.UUID) -> TopicInfo:
+        return self._apply(self.replication.delete_topic_by_id(topic_id), False)
+
+    async def create_partitions(
+        self, name: str, new_total: int, validate_only: bool = False,
+        assignments: Sequence[Sequence[int]] | None = None,
+    ) -> TopicInfo:
+        return self._apply(self.replication.create_partitions(name, new_total, assignments), validate_only)
+
+    async def incremental_alter_topic_configs(
+        self, name: str, ops: Iterable[tuple[str, int, str | None]], validate_only: bool = False
+    ) -> TopicInfo:
+        return self._apply(self.configuration.incremental_alter_topic_configs(name, ops), validate_only)
+
+    async def alter_topic_configs(
+        self, name: str, configs: Mapping[str, str | None], validate_only: bool = False
+    ) -> TopicInfo:
+        return self._apply(self.configuration.alter_topic_configs(name, configs), validate_only)
+
+    async def alter_broker_configs(
+        self, default: bool, changes: Mapping[str, str | None], validate_only: bool = False
+    ) -> None:
+        result = self.configuration.alter_broker_configs(default, changes)
+        if not validate_only:
+            self._commit(result.records)
+
+    async def allocate_producer_ids(self, broker_id: int, broker_epoch: int) -> ProducerIdsBlock:
+        result = self.producer_ids.generate_next_producer_id(broker_id, broker_epoch)
+        self._commit(result.records)
+        return result.response
+
+    def close(self) -> None:
+        self.metadata_log.close()

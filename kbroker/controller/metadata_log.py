@@ -1,0 +1,94 @@
+"""`__cluster_metadata-0` on one node: Kafka's metadata log, as a `UnifiedLog` of metadata record batches.
+
+Format (what `kafka-dump-log --cluster-metadata-decoder` reads): RecordBatch v2, each record with a
+null key and as value one metadata record framed by Kafka's `MetadataRecordSerde` (frame version,
+record type, record version, body). The batch's partition leader epoch is the quorum epoch; a
+single-node quorum is in epoch 1 (the epoch Kafka's lone voter elects itself in). One batch per
+controller operation, so an operation's records become durable together, as Kafka's atomic
+`ControllerResult`s do.
+
+The directory lives under `metadata.log.dir` (default: the first of `log.dirs`) and is not one of the
+`LogManager`'s partitions: Kafka's LogManager skips it too. Never deleted by retention (Kafka trims the
+metadata log only behind snapshots, which come with the Raft quorum, issue 13).
+
+Synchronous, no asyncio: appends and `flush` (fsync) run where the controller calls them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
+
+from kbroker.log.config import LogConfig
+from kbroker.log.unified_log import UnifiedLog
+from kbroker.protocol.metadata_records import MetadataRecord
+from kbroker.protocol.metadata_records.serde import decode_metadata_record, encode_metadata_record
+from kbroker.protocol.records import RecordBatch, SimpleRecord, batch_size_at, build_batch
+
+CLUSTER_METADATA_TOPIC = "__cluster_metadata"
+CLUSTER_METADATA_DIR = f"{CLUSTER_METADATA_TOPIC}-0"
+# The epoch a single voter elects itself in (Kafka's KafkaRaftClient starts at epoch 0 and the first
+# election bumps it to 1).
+SINGLE_NODE_QUORUM_EPOCH = 1
+
+_READ_CHUNK = 4 * 1024 * 1024
+
+
+def _metadata_log_config() -> LogConfig:
+    # Kafka's metadata log: 1 GiB segments (metadata.log.segment.bytes), no time or size retention.
+    return LogConfig.from_props({}, {"retention.ms": "-1", "retention.bytes": "-1",
+                                     "segment.bytes": str(1 << 30)})
+
+
+class ClusterMetadataLog:
+    """Append batches of metadata records; replay them from the start."""
+
+    def __init__(self, metadata_log_dir: Path, time_ms: Callable[[], int]) -> None:
+        self.directory = Path(metadata_log_dir) / CLUSTER_METADATA_DIR
+        self.time_ms = time_ms
+        # Recovery from offset 0 on every start: the metadata log is small, and a torn tail after a
+        # crash must be cut before the first replay.
+        self.log = UnifiedLog(self.directory, _metadata_log_config(), topic=CLUSTER_METADATA_TOPIC,
+                              partition=0, had_clean_shutdown=False, time_ms=time_ms)
+
+    @property
+    def end_offset(self) -> int:
+        return int(self.log.log_end_offset)
+
+    def append(self, records: Sequence[MetadataRecord]) -> int:
+        """Append one batch and fsync it; the offset of its last record (the commit offset)."""
+        now = self.time_ms()
+        batch = build_batch([SimpleRecord(encode_metadata_record(r), None, now) for r in records], now_ms=now)
+        info = self.log.append_as_leader(memoryview(bytearray(batch)), SINGLE_NODE_QUORUM_EPOCH, now_ms=now)
+        self.log.flush()
+        self.log.update_high_watermark(self.log.log_end_offset)
+        return int(info.last_offset)
+
+    def read_all(self) -> Iterator[tuple[int, list[MetadataRecord]]]:
+        """(last offset, records) of every data batch, in log order."""
+        offset = int(self.log.log_start_offset)
+        end = self.end_offset
+        while offset < end:
+            info = self.log.read(offset, _READ_CHUNK, max_offset=end, min_one_message=True)
+            if info.region is None or info.region.size == 0:
+                return
+            buf = memoryview(info.region.read_bytes())
+            pos = 0
+            next_offset = offset
+            while pos + 12 <= len(buf):
+                size = batch_size_at(buf, pos)
+                if pos + size > len(buf):
+                    break
+                batch = RecordBatch(buf[pos : pos + size])
+                pos += size
+                next_offset = batch.next_offset
+                if batch.is_control:
+                    continue
+                records = [decode_metadata_record(r.value) for r in batch.iter_records() if r.value is not None]
+                yield next_offset - 1, records
+            if next_offset <= offset:
+                return
+            offset = next_offset
+
+    def close(self) -> None:
+        self.log.close()
