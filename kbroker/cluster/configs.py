@@ -8,16 +8,18 @@ broker configs; and handing a topic's effective `LogConfig` to its live logs. `T
 (kbroker.cluster.topics) holds one `ConfigurationControlManager` and delegates its config methods to it.
 
 Persists through `MetadataStore`; must not import net/, api/ or the broker wiring (the broker config
-object is handed in).
+object is handed in: its type is imported for the type checker only). The broker config table
+(`kbroker.config_defs.CONFIG_DEFS`) is pure data and imported directly.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from enum import IntEnum
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from kbroker.cluster.metadata import MetadataStore, TopicInfo
+from kbroker.config_defs import CONFIG_DEFS
 from kbroker.log.config import (
     TOPIC_CONFIGS,
     TOPIC_CONFIGS_BY_NAME,
@@ -27,13 +29,16 @@ from kbroker.log.config import (
 )
 from kbroker.protocol.errors import ErrorCode, KafkaError
 
+if TYPE_CHECKING:
+    from kbroker.config import KafkaConfig
+    from kbroker.replica.replica_manager import ReplicaManager
+
 __all__ = [
     "AlterConfigOp",
     "ConfigEntry",
     "ConfigSource",
     "ConfigSynonym",
     "ConfigurationControlManager",
-    "config_defs",
     "parse_broker_value",
     "render",
 ]
@@ -137,7 +142,7 @@ _DYNAMIC_DEFAULT_PREFIX = "<default>/"
 class ConfigurationControlManager:
     """Resolves, validates, describes and alters topic and dynamic broker configs, keeping live logs in step."""
 
-    def __init__(self, config: Any, metadata: MetadataStore, replica_manager: Any) -> None:
+    def __init__(self, config: KafkaConfig, metadata: MetadataStore, replica_manager: ReplicaManager) -> None:
         self.config = config
         self.metadata = metadata
         self.replica_manager = replica_manager
@@ -146,12 +151,9 @@ class ConfigurationControlManager:
 
     def _static(self, key: str) -> tuple[str | None, int]:
         """(value, source) of a broker key from the static config: STATIC_BROKER_CONFIG or DEFAULT_CONFIG."""
-        try:
-            value = self.config[key]
-            source = self.config.source(key)
-        except (KeyError, AttributeError, TypeError):
+        if key not in self.config:  # a key the broker config does not define (log.local.retention.*)
             return None, ConfigSource.UNKNOWN
-        return render(value), ConfigSource[source] if isinstance(source, str) else int(source)
+        return render(self.config[key]), ConfigSource[self.config.source(key)]
 
     def dynamic_broker_configs(self, default: bool, stored: Mapping[str, str] | None = None) -> dict[str, str]:
         """Dynamic broker overrides: per-broker (`default=False`) or cluster-wide defaults.
@@ -186,9 +188,9 @@ class ConfigurationControlManager:
         return levels
 
     def _config_default(self, key: str) -> tuple[str | None, int]:
-        d = config_defs(self.config).get(key)
+        d = CONFIG_DEFS.get(key)
         if d is not None:
-            return render(getattr(d, "default", None)), ConfigSource.DEFAULT_CONFIG
+            return render(d.default), ConfigSource.DEFAULT_CONFIG
         # A broker key the broker config does not define (log.local.retention.*, tiered storage):
         # its default is the topic config's, when the two share a unit.
         for defn in TOPIC_CONFIGS:
@@ -335,9 +337,8 @@ class ConfigurationControlManager:
         cfg = self.log_config(info.configs)
         for p in range(info.num_partitions):
             partition = self.replica_manager.get_partition(info.name, p)
-            log = getattr(partition, "log", None) if partition is not None else None
-            if log is not None and getattr(log, "config", None) != cfg:
-                log.update_config(cfg)
+            if partition is not None and partition.log.config != cfg:
+                partition.log.update_config(cfg)
 
     def describe_configs_for_overrides(
         self, overrides: Mapping[str, str], keys: Iterable[str] | None = None,
@@ -405,8 +406,8 @@ class ConfigurationControlManager:
         that does not parse or validate, refuses the whole resource with INVALID_REQUEST; a key
         the broker does not know is stored as a custom config.
         """
-        defs = config_defs(self.config)
-        not_dynamic = sorted(k for k in changes if k in defs and not getattr(defs[k], "dynamic_update", False))
+        defs = CONFIG_DEFS
+        not_dynamic = sorted(k for k in changes if k in defs and not defs[k].dynamic_update)
         if not_dynamic:
             # Kafka renders the offending keys as a Java collection: "[a, b]".
             raise _err(ErrorCode.INVALID_REQUEST,
@@ -416,10 +417,9 @@ class ConfigurationControlManager:
                 continue
             defn = defs[key]
             try:
-                typed = parse_broker_value(getattr(defn, "type", "string"), value)
-                validator = getattr(defn, "validator", None)
-                if validator is not None:
-                    validator(key, typed)
+                typed = parse_broker_value(defn.type, value)
+                if defn.validator is not None:
+                    defn.validator(key, typed)
             except ValueError as e:
                 message = str(e)
                 if not message.startswith("Invalid value"):
@@ -464,16 +464,3 @@ def parse_broker_value(config_type: str, raw: str) -> Any:
     if config_type == "list":
         return [x.strip() for x in text.split(",") if x.strip()]
     return text if config_type != "password" else raw
-
-
-def config_defs(config: Any) -> Mapping[str, Any]:
-    """The broker's `CONFIG_DEFS` table, found through the config object (wiring lives above us)."""
-    for attr in ("CONFIG_DEFS", "defs", "config_defs"):
-        defs = getattr(config, attr, None)
-        if isinstance(defs, Mapping):
-            return defs
-    import sys
-
-    module = sys.modules.get(type(config).__module__)
-    defs = getattr(module, "CONFIG_DEFS", None)
-    return defs if isinstance(defs, Mapping) else {}
