@@ -1,7 +1,8 @@
 """Broker wiring: builds every layer from a `KafkaConfig`, runs the periodic log tasks, shuts down cleanly.
 
-Owns `Broker` (startup order: storage -> metadata image -> replica manager -> topic manager ->
-dispatcher -> network; shutdown in reverse after in-flight requests finish) and `run_broker` (the event
+Owns `Broker` (startup: lock the log dirs, `kbroker.services.build_services` (storage, metadata image,
+replica manager, topic manager, group coordinator), dispatcher, network; shutdown in reverse after
+in-flight requests finish) and `run_broker` (the event
 loop, uvloop when installed, and SIGTERM/SIGINT handling) used by `kbroker serve`.
 """
 
@@ -17,20 +18,24 @@ import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import kbroker
+from kbroker.clock import Clock, wall_clock_ms
 from kbroker.config import KafkaConfig
-from kbroker.coord import GroupCoordinatorRuntime
 from kbroker.net import KafkaServer
 
+if TYPE_CHECKING:
+    from kbroker.api.context import BrokerServices
+    from kbroker.api.dispatcher import ApiDispatcher
+    from kbroker.cluster.metadata import MetadataStore
+    from kbroker.cluster.topics import TopicManager
+    from kbroker.coord.runtime import GroupCoordinatorRuntime
+    from kbroker.log.cleaner_manager import LogCleaner
+    from kbroker.log.manager import LogManager
+    from kbroker.replica.replica_manager import ReplicaManager
+
 log = logging.getLogger(__name__)
-
-METADATA_FILE = "__kbroker_metadata.json"
-
-
-def wall_clock_ms() -> int:
-    return int(time.time() * 1000)
 
 
 class StartupError(Exception):
@@ -40,35 +45,32 @@ class StartupError(Exception):
 class Broker:
     """One kbroker node: storage, metadata image, replica manager, topic manager, APIs, network."""
 
-    def __init__(self, config: KafkaConfig, time_ms: Callable[[], int] = wall_clock_ms) -> None:
+    def __init__(self, config: KafkaConfig, time_ms: Clock = wall_clock_ms) -> None:
         self.config = config
         self.time_ms = time_ms
-        self.log_manager: Any = None
-        self.metadata: Any = None
-        self.replica_manager: Any = None
-        self.topic_manager: Any = None
-        self.services: Any = None
+        self.services: BrokerServices | None = None
+        self.log_manager: LogManager | None = None
+        self.metadata: MetadataStore | None = None
+        self.replica_manager: ReplicaManager | None = None
+        self.topic_manager: TopicManager | None = None
         self.group_coordinator: GroupCoordinatorRuntime | None = None
-        self.dispatcher: Any = None
+        self.dispatcher: ApiDispatcher | None = None
         self.server: KafkaServer | None = None
         self.cluster_id = ""
         self._timers: dict[str, asyncio.TimerHandle] = {}
         self._loop: asyncio.AbstractEventLoop | None = None
         self._stopped = False
         self._lock_fds: list[int] = []
-        self.log_cleaner: Any = None
+        self.log_cleaner: LogCleaner | None = None
         self._clean_future: asyncio.Future[Any] | None = None
 
     # -- startup --
 
     async def start(self) -> None:
-        from kbroker.api.context import BrokerServices
         from kbroker.api.dispatcher import ApiDispatcher
-        from kbroker.cluster.metadata import MetadataStore
-        from kbroker.cluster.topics import TopicManager
-        from kbroker.log import KafkaStorageError, LogConfig, LogManager
+        from kbroker.log import KafkaStorageError
         from kbroker.log.manager import InconsistentMetaPropertiesError
-        from kbroker.replica import ReplicaManager
+        from kbroker.services import build_services
 
         self._loop = asyncio.get_running_loop()
         config = self.config
@@ -79,54 +81,24 @@ class Broker:
         except OSError as e:
             raise StartupError(f"Cannot create log directory {e.filename}: {e.strerror}") from None
         self._lock_log_dirs(log_dirs)
-        self.metadata = MetadataStore(log_dirs[0] / METADATA_FILE)
-        self.metadata.load()
         try:
-            default_log_config = LogConfig.from_props(config.broker_props())
-        except ValueError as e:
-            raise StartupError(str(e)) from None
-        self.log_manager = LogManager(
-            log_dirs,
-            default_log_config,
-            node_id=config.node_id,
-            time_ms=self.time_ms,
-            config_for_topic=self._config_for_topic,
             # Segment-roll fsyncs run on a worker thread (os.fsync releases the GIL), never on the
             # event loop that serves every connection; the recovery point moves when they finish.
-            background_executor=self._run_in_background,
-            producer_id_expiration_ms=config["producer.id.expiration.ms"],
-        )
-        self.replica_manager = ReplicaManager(config, self.log_manager, self.metadata, self.time_ms)
-        self.topic_manager = TopicManager(config, self.metadata, self.replica_manager)
-        # Formats empty log dirs (meta.properties with a new cluster id, as `kafka-storage.sh format`
-        # would), then recovers every partition log found on disk.
-        try:
-            self.log_manager.startup()
-        except (InconsistentMetaPropertiesError, KafkaStorageError) as e:
+            services = build_services(config, time_ms=self.time_ms, background_executor=self._run_in_background)
+        except (ValueError, InconsistentMetaPropertiesError, KafkaStorageError) as e:
             raise StartupError(str(e)) from None
-        self.cluster_id = self.log_manager.cluster_id
-        self._start_log_cleaner()
-        self.services = BrokerServices(
-            config=config,
-            log_manager=self.log_manager,
-            metadata=self.metadata,
-            replica_manager=self.replica_manager,
-            topic_manager=self.topic_manager,
-            cluster_id=self.cluster_id,
-            node_id=config.node_id,
-            time_ms=self.time_ms,
-        )
-        self.replica_manager.startup()
-        # Logs reopened at startup get their topic overrides plus the persisted dynamic broker configs.
-        self.topic_manager.apply_log_configs()
+        self.services = services
+        self.log_manager = services.log_manager
+        self.metadata = services.metadata
+        self.replica_manager = services.replica_manager
+        self.topic_manager = services.topic_manager
+        self.log_cleaner = services.log_manager.cleaner
+        self.cluster_id = services.cluster_id
         # The group coordinator starts loading __consumer_offsets now, not at the first group request,
         # so groups answer COORDINATOR_LOAD_IN_PROGRESS only while their partition loads.
-        self.group_coordinator = GroupCoordinatorRuntime(
-            config, self.replica_manager, self.topic_manager, self.metadata, self.time_ms
-        )
-        self.services.extras["group_coordinator"] = self.group_coordinator
+        self.group_coordinator = services.group_coordinator
         self.group_coordinator.startup()
-        self.dispatcher = ApiDispatcher(self.services)
+        self.dispatcher = ApiDispatcher(services)
         self.server = KafkaServer(config, self.dispatcher)
         try:
             bound = await self.server.start()
@@ -145,19 +117,6 @@ class Broker:
         loop.run_in_executor(None, job).add_done_callback(_log_background_failure)
 
     # -- log cleaner (compaction) --
-
-    def _start_log_cleaner(self) -> None:
-        from kbroker.log.cleaner_manager import LogCleaner
-
-        c = self.config
-        self.log_cleaner = LogCleaner(
-            self.log_manager,
-            enabled=bool(c["log.cleaner.enable"]),
-            dedupe_buffer_size=int(c["log.cleaner.dedupe.buffer.size"]),
-            threads=int(c["log.cleaner.threads"]),
-            time_ms=self.time_ms,
-        )
-        self.log_manager.cleaner = self.log_cleaner
 
     def _maybe_clean(self) -> None:
         """Start one cleaning round on the background executor if none is running (Kafka's
@@ -218,12 +177,6 @@ class Broker:
                 if loop.is_closed() and cf.cancel():
                     raise CleanAborted("the event loop is gone") from None
 
-    def _config_for_topic(self, topic: str) -> Any:
-        """The LogConfig of an existing topic's logs at startup: its overrides from the metadata image."""
-        if self.topic_manager is None:
-            return None
-        return self.topic_manager.config_for_topic(topic)
-
     def _lock_log_dirs(self, log_dirs: list[Path]) -> None:
         """Take `.lock` in every log dir, as Kafka does, so two brokers never share a data directory."""
         for d in log_dirs:
@@ -241,6 +194,7 @@ class Broker:
     def _schedule_periodic_tasks(self) -> None:
         c = self.config
         lm = self.log_manager
+        assert lm is not None
         # Kafka's LogManager.startup schedules these on its scheduler with the same keys.
         self._every(
             c["log.initial.task.delay.ms"],

@@ -1,7 +1,7 @@
 """Shared helpers of the group API handlers (not a handler: the dispatcher skips `_` modules).
 
-Owns how a handler finds the group coordinator: `services.extras["group_coordinator"]`, put there by
-the broker wiring; built here on first use when the wiring has not done so (the same object either way).
+Owns how a handler finds the group coordinator: the `group_coordinator` service, built by
+`kbroker.services.build_services` and started by the broker (or the test stack) before any request.
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import asyncio
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-from kbroker.api.context import BrokerServices
+from kbroker.api.context import BrokerServices, RequestContext
 from kbroker.coord.coordinator import GroupCoordinator
 from kbroker.coord.runtime import GroupCoordinatorRuntime
 
@@ -18,13 +18,7 @@ T = TypeVar("T")
 
 
 def runtime(services: BrokerServices) -> GroupCoordinatorRuntime:
-    rt = services.extras.get("group_coordinator")
-    if rt is None:
-        rt = GroupCoordinatorRuntime(services.config, services.replica_manager, services.topic_manager,
-                                     services.metadata, services.time_ms)
-        services.extras["group_coordinator"] = rt
-        rt.startup()
-    return rt  # type: ignore[no-any-return]
+    return services.group_coordinator
 
 
 def coordinator(services: BrokerServices) -> GroupCoordinator:
@@ -45,7 +39,6 @@ def callback_future(convert: Callable[[T], Any]) -> tuple[asyncio.Future[Any], C
     return future, respond
 
 
-def client_host(ctx: Any) -> str:
-    peer = getattr(ctx, "peer", None)
-    host = peer[0] if peer else ""
+def client_host(ctx: RequestContext) -> str:
+    host = ctx.peer[0]
     return f"/{host}" if host else ""

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from kbroker.api.context import BrokerServices
 from kbroker.api.describe_configs import TOPIC, check_broker_resource
 from kbroker.api.incremental_alter_configs import run_per_resource
 from kbroker.protocol.messages.alter_configs import AlterConfigsRequest, AlterConfigsResponse
@@ -20,7 +21,7 @@ MAX_VERSION = 2
 Result = AlterConfigsResponse.AlterConfigsResourceResponse
 
 
-def handle(services: Any, ctx: Any, header: Any, request: AlterConfigsRequest) -> AlterConfigsResponse:
+def handle(services: BrokerServices, ctx: Any, header: Any, request: AlterConfigsRequest) -> AlterConfigsResponse:
     tm = services.topic_manager
 
     def apply(r: Any) -> None:

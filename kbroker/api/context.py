@@ -3,13 +3,26 @@
 Owns `RequestContext` (who sent a request, on which listener), `BrokerServices` (the domain objects
 the broker wiring hands to the handlers), the `NO_RESPONSE` sentinel and `CloseConnection`.
 Imports nothing from net/: the network layer fills the context, handlers only read it.
+
+`BrokerServices` names every service with its real type, but imports those types only for the type
+checker: net/ imports this module, and must not pull the domain packages (or the broker config, which
+lives in the wiring layer above) in with it. One builder fills it: `kbroker.services.build_services`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING
+
+from kbroker.clock import Clock, wall_clock_ms
+
+if TYPE_CHECKING:
+    from kbroker.cluster.metadata import MetadataStore
+    from kbroker.cluster.topics import TopicManager
+    from kbroker.config import KafkaConfig
+    from kbroker.coord.runtime import GroupCoordinatorRuntime
+    from kbroker.log.manager import LogManager
+    from kbroker.replica.replica_manager import ReplicaManager
 
 
 class CloseConnection(Exception):
@@ -80,30 +93,19 @@ class RequestContext:
         )
 
 
-def _wall_clock_ms() -> int:
-    import time
-
-    return int(time.time() * 1000)
-
-
 @dataclass
 class BrokerServices:
-    """What the handlers may call. Built once by `kbroker.broker.Broker`.
+    """What the handlers may call: one field per service, each with its type. Built once, by
+    `kbroker.services.build_services` (the broker and the in-process test stacks alike)."""
 
-    Fields are typed `Any` where the owning module lives above or beside the api layer's import
-    horizon (config in the wiring layer, the topic manager in cluster/), to keep imports downward.
-    """
-
-    config: Any
-    log_manager: Any
-    metadata: Any
-    replica_manager: Any
-    topic_manager: Any
+    config: KafkaConfig
+    log_manager: LogManager
+    metadata: MetadataStore
+    replica_manager: ReplicaManager
+    topic_manager: TopicManager
+    group_coordinator: GroupCoordinatorRuntime
     cluster_id: str
     node_id: int
-    time_ms: Callable[[], int] = field(default=_wall_clock_ms)
+    time_ms: Clock = field(default=wall_clock_ms)
     # Filled by the dispatcher: api key -> (advertised min, max) for ApiVersions.
     api_ranges: dict[int, tuple[int, int]] = field(default_factory=dict)
-    # Extra services added later (group coordinator, transaction coordinator) without changing the
-    # constructor signature every helper depends on.
-    extras: dict[str, Any] = field(default_factory=dict)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from kbroker.api.context import BrokerServices
 from kbroker.cluster.topics import error_fields
 from kbroker.protocol.errors import ErrorCode
 from kbroker.protocol.messages.create_partitions import CreatePartitionsRequest, CreatePartitionsResponse
@@ -19,7 +20,7 @@ MAX_VERSION = 3
 Result = CreatePartitionsResponse.CreatePartitionsTopicResult
 
 
-def handle(services: Any, ctx: Any, header: Any, request: CreatePartitionsRequest) -> CreatePartitionsResponse:
+def handle(services: BrokerServices, ctx: Any, header: Any, request: CreatePartitionsRequest) -> CreatePartitionsResponse:
     tm = services.topic_manager
     counts: dict[str, int] = {}
     for t in request.topics:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
+from kbroker.api.context import BrokerServices
 from kbroker.cluster.topics import error_fields
 from kbroker.protocol.messages.create_topics import CreateTopicsRequest, CreateTopicsResponse
 
@@ -23,7 +24,7 @@ Result = CreateTopicsResponse.CreatableTopicResult
 ResultConfig = CreateTopicsResponse.CreatableTopicConfigs
 
 
-def handle(services: Any, ctx: Any, header: Any, request: CreateTopicsRequest) -> CreateTopicsResponse:
+def handle(services: BrokerServices, ctx: Any, header: Any, request: CreateTopicsRequest) -> CreateTopicsResponse:
     tm = services.topic_manager
     seen: set[str] = set()
     duplicates: list[str] = []

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from kbroker.api.context import BrokerServices
 from kbroker.cluster.topics import error_fields
 from kbroker.protocol.errors import ErrorCode, KafkaError
 from kbroker.protocol.messages.delete_records import DeleteRecordsRequest, DeleteRecordsResponse
@@ -24,7 +25,7 @@ TopicResult = DeleteRecordsResponse.DeleteRecordsTopicResult
 PartitionResult = DeleteRecordsResponse.DeleteRecordsPartitionResult
 
 
-def _delete(services: Any, topic: str, index: int, offset: int) -> int:
+def _delete(services: BrokerServices, topic: str, index: int, offset: int) -> int:
     partition = services.replica_manager.get_partition(topic, index)
     if partition is None:
         raise KafkaError(error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
@@ -36,7 +37,7 @@ def _delete(services: Any, topic: str, index: int, offset: int) -> int:
     if target < 0:
         raise KafkaError(f"The offset {target} for partition {topic}-{index} is not valid",
                          error_code=ErrorCode.OFFSET_OUT_OF_RANGE)
-    if not getattr(log.config, "delete", True):
+    if not log.config.delete:
         raise KafkaError(f"Records of partition {topic}-{index} can not be deleted due to the configured policy",
                          error_code=ErrorCode.POLICY_VIOLATION)
     if target > hw:
@@ -46,7 +47,7 @@ def _delete(services: Any, topic: str, index: int, offset: int) -> int:
     return int(partition.log_start_offset)
 
 
-def handle(services: Any, ctx: Any, header: Any, request: DeleteRecordsRequest) -> DeleteRecordsResponse:
+def handle(services: BrokerServices, ctx: Any, header: Any, request: DeleteRecordsRequest) -> DeleteRecordsResponse:
     topics = []
     for t in request.topics:
         results = []

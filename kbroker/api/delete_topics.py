@@ -10,6 +10,7 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
+from kbroker.api.context import BrokerServices
 from kbroker.cluster.topics import error_fields
 from kbroker.protocol.errors import ErrorCode
 from kbroker.protocol.messages.delete_topics import DeleteTopicsRequest, DeleteTopicsResponse
@@ -26,7 +27,7 @@ def _row(name: str | None, topic_id: uuid.UUID, code: int, message: str | None) 
     return Result(name=name, topic_id=topic_id, error_code=code, error_message=message)
 
 
-def handle(services: Any, ctx: Any, header: Any, request: DeleteTopicsRequest) -> DeleteTopicsResponse:
+def handle(services: BrokerServices, ctx: Any, header: Any, request: DeleteTopicsRequest) -> DeleteTopicsResponse:
     tm = services.topic_manager
     version = header.api_version
     if not tm.deletion_enabled():
@@ -101,10 +102,9 @@ def handle(services: Any, ctx: Any, header: Any, request: DeleteTopicsRequest) -
         else:
             responses.append(_row(name, tid, 0, None))
             deleted.append(name)
-    coordinator = services.extras.get("group_coordinator")
-    if coordinator is not None and deleted:
+    if deleted:
         # Committed offsets of a deleted topic go with it, as in Kafka (GroupCoordinator.onPartitionsDeleted).
-        coordinator.on_topics_deleted(deleted)
+        services.group_coordinator.on_topics_deleted(deleted)
     return DeleteTopicsResponse(throttle_time_ms=0, responses=responses)
 
 

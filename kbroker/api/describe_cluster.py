@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from kbroker.api.context import BrokerServices
 from kbroker.api.metadata import AUTHORIZED_OPERATIONS_OMITTED, CLUSTER_AUTHORIZED_OPERATIONS
 from kbroker.protocol.errors import ErrorCode
 from kbroker.protocol.messages.describe_cluster import DescribeClusterRequest, DescribeClusterResponse
@@ -20,7 +21,7 @@ MAX_VERSION = 2
 BROKER_ENDPOINT = 1
 
 
-def handle(services: Any, ctx: Any, header: Any, request: DescribeClusterRequest) -> DescribeClusterResponse:
+def handle(services: BrokerServices, ctx: Any, header: Any, request: DescribeClusterRequest) -> DescribeClusterResponse:
     endpoint_type = request.endpoint_type if header.api_version >= 1 else BROKER_ENDPOINT
     if endpoint_type != BROKER_ENDPOINT:
         return DescribeClusterResponse(
@@ -35,7 +36,7 @@ def handle(services: Any, ctx: Any, header: Any, request: DescribeClusterRequest
         )
     endpoints = list(services.config.advertised_listeners)
     chosen = [e for e in endpoints if e.name == ctx.listener_name] or endpoints[:1]
-    rack = services.config.get("broker.rack") if hasattr(services.config, "get") else None
+    rack = services.config.get("broker.rack")  # not in CONFIG_DEFS yet: always null
     brokers = [
         DescribeClusterResponse.DescribeClusterBroker(broker_id=services.node_id, host=e.host, port=e.port,
                                                       rack=rack, is_fenced=False)

@@ -16,13 +16,14 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+from kbroker.api.context import BrokerServices
 from kbroker.cluster.topics import (
     ConfigEntry,
     ConfigSource,
-    config_defs,
     error_fields,
     validate_topic_name,
 )
+from kbroker.config_defs import CONFIG_DEFS
 from kbroker.protocol.errors import ErrorCode, KafkaError
 from kbroker.protocol.messages.describe_configs import DescribeConfigsRequest, DescribeConfigsResponse
 
@@ -51,11 +52,11 @@ _CONFIG_TYPES = {"boolean": 1, "string": 2, "int": 3, "short": 4, "long": 5, "do
                  "class": 8, "password": 9}
 
 
-def broker_config_entries(services: Any, resource_name: str, keys: set[str] | None,
+def broker_config_entries(services: BrokerServices, resource_name: str, keys: set[str] | None,
                           include_synonyms: bool, include_documentation: bool) -> list[ConfigEntry]:
     """Kafka's `createBrokerConfigEntry` for our node (`resource_name` = node id) or the cluster default ("")."""
     tm = services.topic_manager
-    defs = config_defs(services.config)
+    defs = CONFIG_DEFS
     per_broker = resource_name != ""
     dynamic_default = tm.dynamic_broker_configs(default=True)
     if per_broker:
@@ -69,7 +70,7 @@ def broker_config_entries(services: Any, resource_name: str, keys: set[str] | No
             continue
         d = defs.get(name)
         synonyms = tm.config_synonyms(_synonym_keys(name), name, per_broker=per_broker)
-        sensitive = bool(getattr(d, "sensitive", False))
+        sensitive = d is not None and d.sensitive  # d is None for a custom dynamic key
         source = synonyms[0].source if synonyms else ConfigSource.DEFAULT_CONFIG
         if per_broker:
             own = tm.broker_levels(name)
@@ -84,11 +85,11 @@ def broker_config_entries(services: Any, resource_name: str, keys: set[str] | No
             value=value,
             source=int(source),
             is_default=source == ConfigSource.DEFAULT_CONFIG,
-            read_only=not bool(getattr(d, "dynamic_update", False)),
+            read_only=d is None or not d.dynamic_update,
             sensitive=sensitive,
             synonyms=synonyms if include_synonyms else [],
-            config_type=_CONFIG_TYPES.get(str(getattr(d, "type", "")), 0),
-            documentation=(getattr(d, "doc", None) or None) if include_documentation else None,
+            config_type=0 if d is None else _CONFIG_TYPES.get(d.type, 0),
+            documentation=(d.doc or None) if d is not None and include_documentation else None,
         ))
     return entries
 
@@ -133,7 +134,7 @@ def logger_entries(keys: set[str] | None) -> list[ConfigEntry]:
     ]
 
 
-def check_broker_resource(services: Any, name: str) -> None:
+def check_broker_resource(services: BrokerServices, name: str) -> None:
     """A BROKER resource must name our node id, or be "" (the cluster-wide default)."""
     if name == "":
         return
@@ -147,7 +148,7 @@ def check_broker_resource(services: Any, name: str) -> None:
                          f"but received {name}", error_code=ErrorCode.INVALID_REQUEST)
 
 
-def _describe(services: Any, resource: Any, include_synonyms: bool, include_documentation: bool) -> list[ConfigEntry]:
+def _describe(services: BrokerServices, resource: Any, include_synonyms: bool, include_documentation: bool) -> list[ConfigEntry]:
     keys = set(resource.configuration_keys) if resource.configuration_keys is not None else None
     if resource.resource_type == TOPIC:
         validate_topic_name(resource.resource_name)
@@ -172,7 +173,7 @@ _INVALID_REQUEST_MESSAGE = ("This most likely occurs because of a request being 
                             "or the message was sent to an incompatible broker. See the broker logs for more details.")
 
 
-def handle(services: Any, ctx: Any, header: Any, request: DescribeConfigsRequest) -> DescribeConfigsResponse:
+def handle(services: BrokerServices, ctx: Any, header: Any, request: DescribeConfigsRequest) -> DescribeConfigsResponse:
     if any(r.resource_type not in _KNOWN_RESOURCE_TYPES for r in request.resources):
         return DescribeConfigsResponse(throttle_time_ms=0, results=[
             Result(error_code=int(ErrorCode.INVALID_REQUEST), error_message=_INVALID_REQUEST_MESSAGE,

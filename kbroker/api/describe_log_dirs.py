@@ -12,6 +12,7 @@ import os
 from pathlib import Path
 from typing import Any
 
+from kbroker.api.context import BrokerServices
 from kbroker.protocol.errors import ErrorCode
 from kbroker.protocol.messages.describe_log_dirs import DescribeLogDirsRequest, DescribeLogDirsResponse
 
@@ -24,45 +25,26 @@ TopicResult = DescribeLogDirsResponse.DescribeLogDirsTopic
 PartitionResult = DescribeLogDirsResponse.DescribeLogDirsPartition
 
 
-def _log_dir_of(log: Any) -> Path | None:
-    """The `log.dirs` entry a partition's log lives in (the parent of `<topic>-<partition>/`)."""
-    for attr in ("parent_dir", "log_dir"):
-        value = getattr(log, attr, None)
-        if value is not None:
-            return Path(value).absolute()
-    d = getattr(log, "dir", None)
-    return Path(d).absolute().parent if d is not None else None
-
-
-def _size_of(log: Any) -> int:
-    size = getattr(log, "size_in_bytes", None)
-    if size is None:
-        size = getattr(log, "size", None)
-    if callable(size):
-        size = size()
-    return int(size or 0)
-
-
-def handle(services: Any, ctx: Any, header: Any, request: DescribeLogDirsRequest) -> DescribeLogDirsResponse:
+def handle(services: BrokerServices, ctx: Any, header: Any, request: DescribeLogDirsRequest) -> DescribeLogDirsResponse:
     wanted: dict[str, set[int]] | None = None
     if request.topics is not None:
         wanted = {}
         for t in request.topics:
             wanted.setdefault(t.topic, set()).update(t.partitions)
     dirs = [Path(d).absolute() for d in services.config.log_dirs]
-    offline_dirs = {Path(d).absolute() for d in getattr(services.log_manager, "offline_dirs", ()) or ()}
+    offline_dirs = {Path(d).absolute() for d in services.log_manager.offline_dirs}
     by_dir: dict[Path, dict[str, list[Any]]] = {d: {} for d in dirs}
     for partition in services.replica_manager.partitions():
         if wanted is not None and partition.partition not in wanted.get(partition.topic, ()):
             continue
         if partition.is_offline:
             continue
-        parent = _log_dir_of(partition.log)
+        parent = partition.log.parent_dir.absolute()
         if parent not in by_dir:
             continue
         lag = max(0, partition.high_watermark - partition.log_end_offset)
         by_dir[parent].setdefault(partition.topic, []).append(
-            PartitionResult(partition_index=partition.partition, partition_size=_size_of(partition.log),
+            PartitionResult(partition_index=partition.partition, partition_size=partition.log.size_in_bytes,
                             offset_lag=lag, is_future_key=False))
     results = []
     for d in dirs:

@@ -14,6 +14,7 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
+from kbroker.api.context import BrokerServices
 from kbroker.api.metadata import TOPIC_AUTHORIZED_OPERATIONS
 from kbroker.cluster.topics import validate_topic_name
 from kbroker.protocol.errors import ErrorCode, KafkaError
@@ -35,7 +36,7 @@ TopicResult = Resp.DescribeTopicPartitionsResponseTopic
 PartitionResult = Resp.DescribeTopicPartitionsResponsePartition
 
 
-def _partition(services: Any, topic: str, index: int) -> Any:
+def _partition(services: BrokerServices, topic: str, index: int) -> Any:
     node = services.node_id
     partition = services.replica_manager.get_partition(topic, index)
     if partition is None:
@@ -66,7 +67,7 @@ def _missing(name: str) -> Any:
                        topic_authorized_operations=TOPIC_AUTHORIZED_OPERATIONS)
 
 
-def handle(services: Any, ctx: Any, header: Any,
+def handle(services: BrokerServices, ctx: Any, header: Any,
            request: DescribeTopicPartitionsRequest) -> DescribeTopicPartitionsResponse:
     metadata = services.metadata
     fetch_all = not request.topics

@@ -4,8 +4,7 @@ Versions 0-6 (v4 batches keys, KIP-699; v5 only allows the TRANSACTION_ABORTABLE
 needs transactions and so never occurs here; v6 adds the SHARE key type, KIP-932). A GROUP key
 maps to partition `abs(hashCode(group)) % partitions` of `__consumer_offsets`, created here on first
 use as Kafka does; this node leads every partition, so it is always the answer. A TRANSACTION key gets
-COORDINATOR_NOT_AVAILABLE until a transaction coordinator is registered in
-`services.extras["transaction_coordinator"]`. A SHARE key answers INVALID_REQUEST below v6 and
+COORDINATOR_NOT_AVAILABLE until the transaction coordinator exists. A SHARE key answers INVALID_REQUEST below v6 and
 COORDINATOR_NOT_AVAILABLE from v6 (no share coordinator: share groups are not implemented), as Kafka
 4.3's KafkaApis does when share groups are not enabled. librdkafka only enables LZ4 when this API is
 advertised.
@@ -50,12 +49,8 @@ def _lookup(services: BrokerServices, ctx: RequestContext, key_type: int,
     if key_type == GROUP_KEY_TYPE:
         error = runtime(services).ensure_topic()
     elif key_type == TRANSACTION_KEY_TYPE:
-        txn = services.extras.get("transaction_coordinator")
-        ensure = getattr(txn, "ensure_topic", None)
-        if txn is None:
-            error = ErrorCode.COORDINATOR_NOT_AVAILABLE
-        else:
-            error = ensure() if callable(ensure) else ErrorCode.NONE
+        # No transaction coordinator yet (the transactions issue adds it as a typed service).
+        error = ErrorCode.COORDINATOR_NOT_AVAILABLE
     elif key_type == SHARE_KEY_TYPE:
         # Kafka refuses the SHARE type below v6 and, with no share coordinator, answers
         # COORDINATOR_NOT_AVAILABLE from v6 on (KafkaApis.getCoordinator).

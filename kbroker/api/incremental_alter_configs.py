@@ -13,6 +13,7 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
+from kbroker.api.context import BrokerServices
 from kbroker.api.describe_configs import (
     BROKER,
     BROKER_LOGGER,
@@ -23,7 +24,8 @@ from kbroker.api.describe_configs import (
     broker_loggers,
     check_broker_resource,
 )
-from kbroker.cluster.topics import AlterConfigOp, config_defs, error_fields
+from kbroker.cluster.topics import AlterConfigOp, error_fields
+from kbroker.config_defs import CONFIG_DEFS
 from kbroker.protocol.errors import ErrorCode, KafkaError
 from kbroker.protocol.messages.incremental_alter_configs import (
     IncrementalAlterConfigsRequest,
@@ -64,10 +66,10 @@ def run_per_resource(resources: list[Any], apply: Callable[[Any], None], result_
     return results
 
 
-def _broker_changes(services: Any, default: bool, ops: list[tuple[str, int, str | None]]) -> dict[str, str | None]:
+def _broker_changes(services: BrokerServices, default: bool, ops: list[tuple[str, int, str | None]]) -> dict[str, str | None]:
     tm = services.topic_manager
     current = tm.dynamic_broker_configs(default)
-    defs = config_defs(services.config)
+    defs = CONFIG_DEFS
     changes: dict[str, str | None] = {}
     for key, op, value in ops:
         try:
@@ -82,7 +84,7 @@ def _broker_changes(services: Any, default: bool, ops: list[tuple[str, int, str 
             changes[key] = None
         else:
             d = defs.get(key)
-            if d is None or getattr(d, "type", "") != "list":
+            if d is None or d.type != "list":
                 raise KafkaError(f"Config value append is not allowed for config key: {key}",
                                  error_code=ErrorCode.INVALID_CONFIG)
             base = current.get(key)
@@ -127,7 +129,7 @@ def _alter_loggers(ops: list[tuple[str, int, str | None]], validate_only: bool) 
             logger.setLevel(level)
 
 
-def handle(services: Any, ctx: Any, header: Any,
+def handle(services: BrokerServices, ctx: Any, header: Any,
            request: IncrementalAlterConfigsRequest) -> IncrementalAlterConfigsResponse:
     tm = services.topic_manager
 

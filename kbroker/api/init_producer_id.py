@@ -5,9 +5,9 @@ coordinator "blindly accepts" the request: a fresh producer id with epoch 0, wha
 v3+ client sent back (TransactionCoordinator.handleInitProducerId). Ids come from blocks
 reserved in the persisted metadata image, so no id is reused after a restart.
 
-A transactional id needs the transaction coordinator. When one is registered in
-`services.extras["transaction_coordinator"]` the request is delegated to it; until then the
-answer is TRANSACTIONAL_ID_AUTHORIZATION_FAILED, which every client treats as fatal
+A transactional id needs the transaction coordinator, which does not exist yet (the transactions
+issue adds it as a typed field of `BrokerServices`); until then the answer is
+TRANSACTIONAL_ID_AUTHORIZATION_FAILED, which every client treats as fatal
 (a retriable code such as COORDINATOR_NOT_AVAILABLE would make producers spin until
 max.block.ms). Documented in docs/compatibility.md.
 """
@@ -37,9 +37,6 @@ def handle(
     services: BrokerServices, ctx: RequestContext, header: Any, request: InitProducerIdRequest
 ) -> Any:
     if request.transactional_id is not None:
-        coordinator = services.extras.get("transaction_coordinator")
-        if coordinator is not None:
-            return coordinator.handle_init_producer_id(ctx, header, request)
         return error_response(request, header.api_version, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
     if header.api_version >= 3 and (request.producer_id == -1) != (request.producer_epoch == -1):
         # KafkaApis: a producer id without an epoch (or the reverse) is malformed.

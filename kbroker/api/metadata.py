@@ -107,7 +107,7 @@ def _error_topic(name: str | None, error: ErrorCode, version: int, topic_id: uui
 
 def error_response(request: Any, version: int, error: ErrorCode) -> MetadataResponse:
     topics = [
-        _error_topic(t.name, error, version, getattr(t, "topic_id", None)) for t in (request.topics or [])
+        _error_topic(t.name, error, version, t.topic_id) for t in (request.topics or [])
     ]
     resp = MetadataResponse(brokers=[], topics=topics, controller_id=-1, cluster_id=None)
     if version >= 13:
@@ -127,8 +127,8 @@ def handle(
     # v0: an empty list means "all topics"; v1+: null means all, empty means none.
     all_topics = requested is None or (version == 0 and not requested)
     if all_topics or requested is None:
-        for info in sorted(store.topics(), key=lambda t: t.name):
-            topics_out.append(_topic_metadata(services, info, version, include_ops))
+        for listed in sorted(store.topics(), key=lambda t: t.name):
+            topics_out.append(_topic_metadata(services, listed, version, include_ops))
     else:
         allow_auto = bool(services.config["auto.create.topics.enable"]) and (
             version < 4 or bool(request.allow_auto_topic_creation)
@@ -136,14 +136,14 @@ def handle(
         seen: set[str] = set()
         for t in requested:
             name = t.name
-            topic_id = getattr(t, "topic_id", ZERO_UUID) if version >= 10 else ZERO_UUID
+            topic_id = t.topic_id if version >= 10 else ZERO_UUID
             if name is None:
                 # v12+: lookup by topic id (Kafka answers UNKNOWN_TOPIC_ID for an id it lacks).
-                info = store.topic_by_id(topic_id) if topic_id != ZERO_UUID else None
-                if info is None:
+                by_id = store.topic_by_id(topic_id) if topic_id != ZERO_UUID else None
+                if by_id is None:
                     topics_out.append(_error_topic(None, ErrorCode.UNKNOWN_TOPIC_ID, version, topic_id))
                 else:
-                    topics_out.append(_topic_metadata(services, info, version, include_ops))
+                    topics_out.append(_topic_metadata(services, by_id, version, include_ops))
                 continue
             if name in seen:
                 continue

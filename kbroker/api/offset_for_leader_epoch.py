@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from kbroker.api.context import BrokerServices
 from kbroker.cluster.topics import error_fields
 from kbroker.protocol.errors import ErrorCode
 from kbroker.protocol.messages.offset_for_leader_epoch import (
@@ -28,7 +29,7 @@ TopicResult = OffsetForLeaderEpochResponse.OffsetForLeaderTopicResult
 EpochEndOffset = OffsetForLeaderEpochResponse.EpochEndOffset
 
 
-def _end_offset(services: Any, topic: str, p: Any) -> Any:
+def _end_offset(services: BrokerServices, topic: str, p: Any) -> Any:
     result = EpochEndOffset(error_code=0, partition=p.partition, leader_epoch=UNDEFINED_EPOCH,
                             end_offset=UNDEFINED_OFFSET)
     partition = services.replica_manager.get_partition(topic, p.partition)
@@ -53,16 +54,13 @@ def _end_offset(services: Any, topic: str, p: Any) -> Any:
     # Kafka's leader records its epoch's start offset when it takes leadership
     # (`maybeAssignEpochStartOffset`), so the current epoch is known even before the first append
     # in it: answer (leader epoch, LEO) where the cache has not seen that epoch yet.
-    latest = getattr(getattr(partition.log, "leader_epoch_cache", None), "latest_epoch", None)
-    if callable(latest):
-        latest = latest()
-    if (p.leader_epoch == partition.leader_epoch and isinstance(latest, int) and latest < partition.leader_epoch
-            and result.end_offset < 0):
+    latest = partition.log.leader_epoch_cache.latest_epoch
+    if p.leader_epoch == partition.leader_epoch and latest < partition.leader_epoch and result.end_offset < 0:
         result.leader_epoch, result.end_offset = partition.leader_epoch, partition.log_end_offset
     return result
 
 
-def handle(services: Any, ctx: Any, header: Any,
+def handle(services: BrokerServices, ctx: Any, header: Any,
            request: OffsetForLeaderEpochRequest) -> OffsetForLeaderEpochResponse:
     topics = [
         TopicResult(topic=t.topic, partitions=[_end_offset(services, t.topic, p) for p in t.partitions])

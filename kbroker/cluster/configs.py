@@ -9,17 +9,19 @@ AlterConfigs and dynamic broker config changes produce. It writes nothing: the c
 `DynamicConfigPublisher` hands changed configs to the live logs.
 
 Reads the metadata image through `MetadataCache`; must not import net/, api/, replica/ or the broker
-wiring (the broker config object is handed in).
+wiring (the broker config object is handed in: its type is imported for the type checker only).
+The broker config table (`kbroker.config_defs.CONFIG_DEFS`) is pure data and imported directly.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from enum import IntEnum
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from kbroker.metadata.cache import MetadataCache
 from kbroker.metadata.views import DYNAMIC_DEFAULT_PREFIX as _DYNAMIC_DEFAULT_PREFIX
+from kbroker.config_defs import CONFIG_DEFS
 from kbroker.log.config import (
     TOPIC_CONFIGS,
     TOPIC_CONFIGS_BY_NAME,
@@ -29,13 +31,15 @@ from kbroker.log.config import (
 )
 from kbroker.protocol.errors import ErrorCode, KafkaError
 
+if TYPE_CHECKING:
+    from kbroker.config import KafkaConfig
+
 __all__ = [
     "AlterConfigOp",
     "ConfigEntry",
     "ConfigSource",
     "ConfigSynonym",
     "ConfigurationControlManager",
-    "config_defs",
     "parse_broker_value",
     "render",
 ]
@@ -140,7 +144,7 @@ class ConfigHelper:
     the controller turns them into records.
     """
 
-    def __init__(self, config: Any, metadata: MetadataCache) -> None:
+    def __init__(self, config: KafkaConfig, metadata: MetadataCache) -> None:
         self.config = config
         self.metadata = metadata
 
@@ -148,12 +152,9 @@ class ConfigHelper:
 
     def _static(self, key: str) -> tuple[str | None, int]:
         """(value, source) of a broker key from the static config: STATIC_BROKER_CONFIG or DEFAULT_CONFIG."""
-        try:
-            value = self.config[key]
-            source = self.config.source(key)
-        except (KeyError, AttributeError, TypeError):
+        if key not in self.config:  # a key the broker config does not define (log.local.retention.*)
             return None, ConfigSource.UNKNOWN
-        return render(value), ConfigSource[source] if isinstance(source, str) else int(source)
+        return render(self.config[key]), ConfigSource[self.config.source(key)]
 
     def dynamic_broker_configs(self, default: bool, stored: Mapping[str, str] | None = None) -> dict[str, str]:
         """Dynamic broker overrides: per-broker (`default=False`) or cluster-wide defaults.
@@ -188,9 +189,9 @@ class ConfigHelper:
         return levels
 
     def _config_default(self, key: str) -> tuple[str | None, int]:
-        d = config_defs(self.config).get(key)
+        d = CONFIG_DEFS.get(key)
         if d is not None:
-            return render(getattr(d, "default", None)), ConfigSource.DEFAULT_CONFIG
+            return render(d.default), ConfigSource.DEFAULT_CONFIG
         # A broker key the broker config does not define (log.local.retention.*, tiered storage):
         # its default is the topic config's, when the two share a unit.
         for defn in TOPIC_CONFIGS:
@@ -376,8 +377,8 @@ class ConfigHelper:
         that does not parse or validate, refuses the whole resource with INVALID_REQUEST; a key
         the broker does not know is stored as a custom config.
         """
-        defs = config_defs(self.config)
-        not_dynamic = sorted(k for k in changes if k in defs and not getattr(defs[k], "dynamic_update", False))
+        defs = CONFIG_DEFS
+        not_dynamic = sorted(k for k in changes if k in defs and not defs[k].dynamic_update)
         if not_dynamic:
             # Kafka renders the offending keys as a Java collection: "[a, b]".
             raise _err(ErrorCode.INVALID_REQUEST,
@@ -387,10 +388,9 @@ class ConfigHelper:
                 continue
             defn = defs[key]
             try:
-                typed = parse_broker_value(getattr(defn, "type", "string"), value)
-                validator = getattr(defn, "validator", None)
-                if validator is not None:
-                    validator(key, typed)
+                typed = parse_broker_value(defn.type, value)
+                if defn.validator is not None:
+                    defn.validator(key, typed)
             except ValueError as e:
                 message = str(e)
                 if not message.startswith("Invalid value"):
@@ -433,16 +433,3 @@ def parse_broker_value(config_type: str, raw: str) -> Any:
     if config_type == "list":
         return [x.strip() for x in text.split(",") if x.strip()]
     return text if config_type != "password" else raw
-
-
-def config_defs(config: Any) -> Mapping[str, Any]:
-    """The broker's `CONFIG_DEFS` table, found through the config object (wiring lives above us)."""
-    for attr in ("CONFIG_DEFS", "defs", "config_defs"):
-        defs = getattr(config, attr, None)
-        if isinstance(defs, Mapping):
-            return defs
-    import sys
-
-    module = sys.modules.get(type(config).__module__)
-    defs = getattr(module, "CONFIG_DEFS", None)
-    return defs if isinstance(defs, Mapping) else {}

@@ -9,7 +9,9 @@ imports from it. Every error is a `KafkaError` carrying Kafka's error code and, 
 Kafka's error message.
 
 Persists through `MetadataStore` and creates/removes partitions through the `ReplicaManager`; must
-not import net/, api/ or the broker wiring (the broker config object is handed in).
+not import net/, api/ or the broker wiring (the broker config object is handed in: its type is
+imported for the type checker only). Which topics are internal is Kafka's `Topic.isInternal`
+(`kbroker.protocol.topic`).
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from __future__ import annotations
 import re
 import uuid
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING
 
 from kbroker.cluster.configs import (
     AlterConfigOp,
@@ -26,30 +28,29 @@ from kbroker.cluster.configs import (
     ConfigSynonym,
     ConfigurationControlManager,
     _err,
-    config_defs,
     parse_broker_value,
     render,
 )
 from kbroker.cluster.metadata import MetadataStore, TopicInfo
 from kbroker.log.config import LogConfig
 from kbroker.protocol.errors import ErrorCode, KafkaError
+from kbroker.protocol.topic import CLUSTER_METADATA_TOPIC_NAME, is_internal
+
+if TYPE_CHECKING:
+    from kbroker.config import KafkaConfig
+    from kbroker.replica.replica_manager import ReplicaManager
 
 __all__ = [
     "AlterConfigOp",
     "ConfigEntry",
     "ConfigSource",
     "ConfigSynonym",
-    "INTERNAL_TOPICS",
     "TopicManager",
-    "config_defs",
     "parse_broker_value",
     "render",
     "validate_topic_name",
 ]
 
-# Kafka's `Topic.isInternal`: the two topics its coordinators own.
-INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
-CLUSTER_METADATA_TOPIC = "__cluster_metadata"
 MAX_TOPIC_NAME_LENGTH = 249
 _LEGAL_TOPIC_NAME = re.compile(r"[a-zA-Z0-9._-]+")
 
@@ -86,7 +87,7 @@ def _new_topic_id() -> uuid.UUID:
 class TopicManager:
     """Creates, deletes, grows and configures topics, keeping the metadata image and the logs in step."""
 
-    def __init__(self, config: Any, metadata: MetadataStore, replica_manager: Any,
+    def __init__(self, config: KafkaConfig, metadata: MetadataStore, replica_manager: ReplicaManager,
                  *, node_id: int | None = None) -> None:
         self.config = config
         self.metadata = metadata
@@ -215,7 +216,7 @@ class TopicManager:
         `default.replication.factor`). With `validate_only` nothing is persisted.
         """
         validate_topic_name(name)
-        if name == CLUSTER_METADATA_TOPIC:
+        if name == CLUSTER_METADATA_TOPIC_NAME:
             raise _err(ErrorCode.INVALID_REQUEST, f"Creation of internal topic {name} is prohibited.")
         self._check_name_free(name)
         clean = self.validate_topic_configs(configs or {})
@@ -242,9 +243,9 @@ class TopicManager:
                 raise _err(ErrorCode.INVALID_PARTITIONS,
                            "Number of partitions was set to an invalid non-positive value.")
             if num_partitions == -1:
-                num_partitions = int(self._setting("num.partitions", 1))
+                num_partitions = int(self.config["num.partitions"])
             if replication_factor == -1:
-                replication_factor = int(self._setting("default.replication.factor", 1))
+                replication_factor = int(self.config["default.replication.factor"])
             self._placement(num_partitions, replication_factor)
         info = TopicInfo(
             name=name,
@@ -252,7 +253,7 @@ class TopicManager:
             num_partitions=num_partitions,
             replication_factor=replication_factor,
             configs=clean,
-            is_internal=name in INTERNAL_TOPICS,
+            is_internal=is_internal(name),
         )
         if validate_only:
             return info
@@ -274,13 +275,6 @@ class TopicManager:
             pass
         self.metadata.remove_topic(name)
 
-    def _setting(self, key: str, fallback: Any) -> Any:
-        try:
-            value = self.config[key]
-        except (KeyError, TypeError):
-            return fallback
-        return fallback if value is None else value
-
     def topic(self, name: str) -> TopicInfo:
         info = self.metadata.topic(name)
         if info is None:
@@ -288,7 +282,7 @@ class TopicManager:
         return info
 
     def deletion_enabled(self) -> bool:
-        return bool(self._setting("delete.topic.enable", True))
+        return bool(self.config["delete.topic.enable"])
 
     def delete_topic(self, name: str) -> TopicInfo:
         """Delete a topic and its logs; UNKNOWN_TOPIC_OR_PARTITION when it does not exist."""

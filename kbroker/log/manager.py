@@ -15,12 +15,12 @@ import json
 import os
 import shutil
 import threading
-import time
 import uuid
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from kbroker.clock import wall_clock_ms
 from kbroker.log.checkpoints import (
     CheckpointError,
     atomic_write,
@@ -73,7 +73,7 @@ class LogManager:
         self.default_config = default_config
         self.node_id = node_id
         self.cluster_id = cluster_id
-        self._time = time_ms or (lambda: int(time.time() * 1000))
+        self._time = time_ms or wall_clock_ms
         self._config_for_topic = config_for_topic
         # e.g. ``lambda fn: loop.run_in_executor(None, fn)``: segment-roll fsyncs run there.
         self.background_executor = background_executor

@@ -13,10 +13,10 @@ from __future__ import annotations
 
 import bisect
 import os
-import time
 from collections.abc import Callable
 from pathlib import Path
 
+from kbroker.clock import wall_clock_ms
 from kbroker.log.config import LogConfig
 from kbroker.log.errors import KafkaStorageError, LogOfflineError, OffsetOutOfRangeError
 from kbroker.log.leader_epoch import LEADER_EPOCH_CHECKPOINT, LeaderEpochFileCache
@@ -39,10 +39,6 @@ from kbroker.protocol.regions import FileRegion
 __all__ = ["FetchDataInfo", "LogAppendInfo", "UnifiedLog", "EARLIEST_TIMESTAMP", "LATEST_TIMESTAMP",
            "MAX_TIMESTAMP", "EARLIEST_LOCAL_TIMESTAMP", "LATEST_TIERED_TIMESTAMP"]
 
-def _wall_clock_ms() -> int:
-    return int(time.time() * 1000)
-
-
 class UnifiedLog(LogRetention):
     def __init__(self, directory: Path, config: LogConfig, *, topic: str | None = None, partition: int | None = None,
                  log_start_offset: int = 0, recovery_point: int = 0, high_watermark: int = 0,
@@ -53,7 +49,7 @@ class UnifiedLog(LogRetention):
             topic, partition = name, int(num)
         self.topic, self.partition = topic, partition
         self.config = config
-        self._time = time_ms or _wall_clock_ms
+        self._time = time_ms or wall_clock_ms
         self.segments: list[LogSegment] = []
         self._bases: list[int] = []
         self.log_start_offset = log_start_offset

@@ -97,7 +97,7 @@ def _check_keys_for_compaction(view: memoryview, topic_partition: str) -> None:
     if index >= 0:
         msg = f"Compacted topic cannot accept message without key in topic partition {topic_partition}."
         err = InvalidRecordError(msg)
-        err.record_errors = [(index, msg)]  # type: ignore[attr-defined]  # read by the replica manager
+        err.record_errors = [(index, msg)]  # read by the replica manager
         raise err
 
 

@@ -370,6 +370,9 @@ class KafkaError(Exception):
     """
 
     error_code: ErrorCode = ErrorCode.UNKNOWN_SERVER_ERROR
+    # (batch index, message) of the records that failed validation (Kafka's RecordValidationException
+    # recordErrors), answered in ProduceResponse v8+.
+    record_errors: list[tuple[int, str | None]] | None = None
 
     def __init__(self, message: str | None = None, *, error_code: ErrorCode | None = None) -> None:
         if error_code is not None:

@@ -21,11 +21,11 @@ and stamps the leader epoch without recomputing it.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterator, Sequence
 
 import crc32c
 
+from kbroker.clock import wall_clock_ms
 from kbroker.protocol.compression import (
     DEFAULT_MAX_DECOMPRESSED_SIZE,
     CompressionError,
@@ -440,7 +440,7 @@ def build_batch(
     """Build one v2 batch as a producer would (offset deltas 0..n-1, timestamps relative to the first)."""
     if not records:
         raise ValueError("a record batch needs at least one record")
-    now = int(time.time() * 1000) if now_ms is None else now_ms
+    now = wall_clock_ms() if now_ms is None else now_ms
     stamps = [now if r.timestamp < 0 else r.timestamp for r in records]
     base_ts = stamps[0]
     max_ts = max(stamps)

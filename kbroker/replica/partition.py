@@ -12,10 +12,12 @@ from __future__ import annotations
 
 import uuid
 from dataclasses import dataclass
-from typing import Any
 
 from kbroker.log.errors import KafkaStorageError
+from kbroker.log.results import LogAppendInfo
+from kbroker.log.unified_log import UnifiedLog
 from kbroker.protocol.errors import ErrorCode, KafkaError
+from kbroker.protocol.regions import FileRegion
 
 # FetchRequest isolation levels.
 READ_UNCOMMITTED = 0
@@ -26,19 +28,12 @@ READ_COMMITTED = 1
 class ReadInfo:
     """What a read returned: record parts (FileRegions) and their total size."""
 
-    records: Any  # None, a FileRegion, or a list of parts
+    records: FileRegion | None
     size: int
     high_watermark: int
     last_stable_offset: int
     log_start_offset: int
     aborted_transactions: list[tuple[int, int]] | None = None
-
-
-def _attr(obj: Any, *names: str, default: Any = None) -> Any:
-    for name in names:
-        if hasattr(obj, name):
-            return getattr(obj, name)
-    return default
 
 
 class Partition:
@@ -47,7 +42,7 @@ class Partition:
     __slots__ = ("topic", "partition", "topic_id", "log", "leader_epoch", "local_id", "replicas", "isr",
                  "follower_end_offsets", "key")
 
-    def __init__(self, topic: str, partition: int, topic_id: uuid.UUID, log: Any, leader_epoch: int = 0,
+    def __init__(self, topic: str, partition: int, topic_id: uuid.UUID, log: UnifiedLog, leader_epoch: int = 0,
                  local_id: int = 1, replicas: tuple[int, ...] = ()) -> None:
         self.topic = topic
         self.partition = partition
@@ -68,24 +63,23 @@ class Partition:
 
     @property
     def is_offline(self) -> bool:
-        return bool(_attr(self.log, "is_offline", "offline", default=False))
+        return self.log.offline
 
     @property
     def high_watermark(self) -> int:
-        return int(self.log.high_watermark)
+        return self.log.high_watermark
 
     @property
     def log_end_offset(self) -> int:
-        return int(self.log.log_end_offset)
+        return self.log.log_end_offset
 
     @property
     def log_start_offset(self) -> int:
-        return int(self.log.log_start_offset)
+        return self.log.log_start_offset
 
     @property
     def last_stable_offset(self) -> int:
-        lso = _attr(self.log, "last_stable_offset", default=None)
-        return self.high_watermark if lso is None else int(lso)
+        return self.log.last_stable_offset
 
     def fetchable_end(self, isolation_level: int) -> int:
         """The exclusive upper bound a consumer may read: HW, or the LSO for read_committed."""
@@ -93,8 +87,7 @@ class Partition:
 
     @property
     def min_insync_replicas(self) -> int:
-        cfg = _attr(self.log, "config", default=None)
-        return int(_attr(cfg, "min_insync_replicas", default=1) or 1)
+        return self.log.config.min_insync_replicas
 
     @property
     def isr_size(self) -> int:
@@ -129,7 +122,7 @@ class Partition:
             return ErrorCode.FENCED_LEADER_EPOCH
         return ErrorCode.UNKNOWN_LEADER_EPOCH
 
-    def append_records_to_leader(self, records: Any, required_acks: int) -> Any:
+    def append_records_to_leader(self, records: memoryview, required_acks: int) -> LogAppendInfo:
         """Append one validated batch; returns the log's LogAppendInfo."""
         if self.is_offline:
             raise KafkaStorageError(f"the log of {self.topic}-{self.partition} is offline")

@@ -7,21 +7,25 @@ completed when the high watermark passes the appended offsets (at once on a sing
 through the same path replication will use); a fetch that finds fewer than `min_bytes` waits in
 the fetch purgatory and is woken by appends to any partition it reads.
 
-Must not import net/ or api/.
+Must not import net/ or api/. The broker config and the metadata image live above this package:
+their types are imported for the type checker only. Which topics are internal is Kafka's
+`Topic.isInternal` (`kbroker.protocol.topic`); a new log's config comes from the LogManager's
+`config_for_topic` hook (the one resolver, `ConfigurationControlManager.log_config`).
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-import time
 import uuid
-from collections.abc import Callable, Hashable
+from collections.abc import Hashable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING
 
-from kbroker.log.config import LogConfig
+from kbroker.clock import Clock, wall_clock_ms
+from kbroker.log.manager import LogManager
 from kbroker.protocol.errors import ErrorCode, KafkaError
+from kbroker.protocol.topic import is_internal
 from kbroker.replica.delayed import DelayedFetch, DelayedProduce, FetchParams
 from kbroker.replica.fetch_session import (
     FetchManager,
@@ -32,11 +36,11 @@ from kbroker.replica.fetch_session import (
 from kbroker.replica.partition import Partition
 from kbroker.replica.purgatory import DelayedOperationPurgatory
 
+if TYPE_CHECKING:
+    from kbroker.cluster.metadata import MetadataStore, TopicInfo
+    from kbroker.config import KafkaConfig
+
 log = logging.getLogger(__name__)
-
-# Topics Kafka refuses to ordinary producers (Topic.isInternal).
-INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state", "__share_group_state"})
-
 
 # Append failures Kafka answers with log_start_offset -1 (ReplicaManager.appendToLocalLog).
 _NO_LOG_START_ERRORS = frozenset({
@@ -58,33 +62,21 @@ class ProducePartitionResult:
     error_message: str | None = None
 
 
-def _wall_ms() -> int:
-    return int(time.time() * 1000)
-
-
-def _config(config: Any, key: str, default: Any) -> Any:
-    try:
-        value = config[key]
-    except (KeyError, TypeError):
-        return default
-    return default if value is None else value
-
-
 class ReplicaManager:
     """All partitions this broker hosts, and the produce/fetch paths over them."""
 
     def __init__(
-        self, config: Any, log_manager: Any, metadata: Any, time_ms: Callable[[], int] = _wall_ms
+        self, config: KafkaConfig, log_manager: LogManager, metadata: MetadataStore, time_ms: Clock = wall_clock_ms
     ) -> None:
         self.config = config
         self.log_manager = log_manager
         self.metadata = metadata
         self.time_ms = time_ms
-        self.node_id = int(_config(config, "node.id", 1))
+        self.node_id = config.node_id
         self._partitions: dict[tuple[str, int], Partition] = {}
         self.produce_purgatory = DelayedOperationPurgatory("Produce")
         self.fetch_purgatory = DelayedOperationPurgatory("Fetch")
-        slots = int(_config(config, "max.incremental.fetch.session.cache.slots", 1000))
+        slots = int(config["max.incremental.fetch.session.cache.slots"])
         self.fetch_manager = FetchManager(FetchSessionCache(slots, time_ms))
 
     # -- lifecycle -------------------------------------------------------------------------------
@@ -106,16 +98,17 @@ class ReplicaManager:
     def partitions(self) -> list[Partition]:
         return list(self._partitions.values())
 
-    def add_partitions(self, info: Any, partitions: range) -> list[Partition]:
-        """Open (or create) the logs of `partitions` of topic `info` and host them."""
+    def add_partitions(self, info: TopicInfo, partitions: range) -> list[Partition]:
+        """Open (or create) the logs of `partitions` of topic `info` and host them.
+
+        The topic must already be in the metadata image: a new log takes its config from there.
+        """
         added = []
         for p in partitions:
             key = (info.name, p)
             if key in self._partitions:
                 continue
-            plog = self.log_manager.get_or_create_log(
-                info.name, p, config=self.log_config(info.configs), topic_id=info.topic_id
-            )
+            plog = self.log_manager.get_or_create_log(info.name, p, topic_id=info.topic_id)
             part = Partition(info.name, p, info.topic_id, plog, leader_epoch=0, local_id=self.node_id)
             # Becoming leader (Kafka's makeLeader) recomputes the high watermark from the ISR: after
             # a crash the checkpointed value can lag the log, and on one replica HW = LEO.
@@ -123,13 +116,6 @@ class ReplicaManager:
             self._partitions[key] = part
             added.append(part)
         return added
-
-    def log_config(self, overrides: dict[str, str]) -> LogConfig:
-        """The LogConfig for a topic: its overrides, then dynamic and static broker synonyms."""
-        broker_props = getattr(self.config, "broker_props", None)
-        props: dict[str, str] = dict(broker_props()) if callable(broker_props) else {}
-        props.update(self.metadata.broker_configs)
-        return LogConfig.from_props(props, overrides)
 
     def remove_topic(self, name: str) -> None:
         """Stop hosting every partition of `name` and delete its logs (Kafka's stopPartitions)."""
@@ -149,7 +135,7 @@ class ReplicaManager:
         timeout_ms: int,
         required_acks: int,
         internal_topics_allowed: bool,
-        entries: dict[tuple[str, int], Any],
+        entries: Mapping[tuple[str, int], memoryview],
     ) -> dict[tuple[str, int], ProducePartitionResult] | asyncio.Future[dict[tuple[str, int], ProducePartitionResult]]:
         """Append one batch per partition. Returns the results, or (acks=-1 still waiting) a future."""
         if required_acks not in (0, 1, -1):
@@ -178,7 +164,7 @@ class ReplicaManager:
         return op.future
 
     def _append_to_local_log(
-        self, key: tuple[str, int], records: Any, required_acks: int, internal_topics_allowed: bool
+        self, key: tuple[str, int], records: memoryview, required_acks: int, internal_topics_allowed: bool
     ) -> tuple[ProducePartitionResult, int]:
         topic = key[0]
         # Kafka's order: a partition missing from the metadata is UNKNOWN_TOPIC_OR_PARTITION
@@ -186,13 +172,13 @@ class ReplicaManager:
         partition = self._partitions.get(key)
         if partition is None:
             return ProducePartitionResult(self.missing_partition_error(topic, key[1])), -1
-        if topic in INTERNAL_TOPICS and not internal_topics_allowed:
+        if is_internal(topic) and not internal_topics_allowed:
             log.debug("refused a client write to internal topic %s", topic)
             return ProducePartitionResult(ErrorCode.INVALID_TOPIC_EXCEPTION), -1
         try:
             info = partition.append_records_to_leader(records, required_acks)
         except KafkaError as exc:
-            record_errors = getattr(exc, "record_errors", None)
+            record_errors = exc.record_errors
             # Kafka only fills error_message for record validation failures
             # (RecordValidationException: INVALID_RECORD / INVALID_TIMESTAMP), never for CRC,
             # sequence or size errors.
@@ -209,17 +195,14 @@ class ReplicaManager:
         except OSError as exc:
             log.error("storage error appending to %s-%d: %s", topic, key[1], exc)
             return ProducePartitionResult(ErrorCode.KAFKA_STORAGE_ERROR), -1
-        first = getattr(info, "first_offset", None)
-        last = getattr(info, "last_offset", first)
-        log_append_time = getattr(info, "log_append_time", -1)
-        log_start = getattr(info, "log_start_offset", partition.log_start_offset)
         # A duplicate batch (idempotent retry) returns the original offsets: the HW is past them.
+        # An empty append (no batches) reports first/last offset -1: it waits for nothing new.
         return ProducePartitionResult(
             ErrorCode.NONE,
-            base_offset=int(first if first is not None else -1),
-            log_append_time_ms=int(log_append_time if log_append_time is not None else -1),
-            log_start_offset=int(log_start),
-        ), int(last) + 1 if last is not None else partition.log_end_offset
+            base_offset=info.first_offset,
+            log_append_time_ms=info.log_append_time,
+            log_start_offset=info.log_start_offset,
+        ), info.last_offset + 1 if info.last_offset >= 0 else partition.log_end_offset
 
     def on_high_watermark_moved(self, key: tuple[str, int]) -> None:
         """Complete what waited for this partition's high watermark (acks=all produces, fetches)."""

@@ -15,13 +15,10 @@ from typing import Any
 
 import pytest
 
-from kbroker.api.context import BrokerServices, RequestContext
+from kbroker.api.context import RequestContext
 from kbroker.api.dispatcher import ApiDispatcher
-from kbroker.cluster.metadata import MetadataStore
-from kbroker.cluster.topics import TopicManager
 from kbroker.config import KafkaConfig
-from kbroker.log.config import TOPIC_CONFIGS, LogConfig
-from kbroker.log.manager import LogManager
+from kbroker.log.config import TOPIC_CONFIGS
 from kbroker.protocol import (
     RequestHeader,
     decode_request_frame,
@@ -41,7 +38,7 @@ from kbroker.protocol.messages import describe_topic_partitions as dtp
 from kbroker.protocol.messages import incremental_alter_configs as iac
 from kbroker.protocol.messages import offset_for_leader_epoch as ofle
 from kbroker.protocol.records import SimpleRecord, build_batch
-from kbroker.replica import ReplicaManager
+from kbroker.services import build_services, shutdown_services
 
 ZERO = uuid.UUID(int=0)
 
@@ -51,19 +48,11 @@ class Stack:
         props = {"log.dirs": str(tmp / "data"), "node.id": "1", "listeners": "PLAINTEXT://127.0.0.1:9092"}
         props.update(overrides)
         self.config = KafkaConfig(props)
-        holder: list[TopicManager] = []
-        self.log_manager = LogManager(self.config.log_dirs, LogConfig.from_props(self.config.broker_props()),
-                                      node_id=1, config_for_topic=lambda t: holder[0].config_for_topic(t))
-        self.log_manager.startup()
-        self.metadata = MetadataStore(self.config.log_dirs[0] / "__kbroker_metadata.json")
-        self.metadata.load()
-        self.replica_manager = ReplicaManager(self.config, self.log_manager, self.metadata)
-        self.topic_manager = TopicManager(self.config, self.metadata, self.replica_manager)
-        holder.append(self.topic_manager)
-        self.replica_manager.startup()
-        self.services = BrokerServices(config=self.config, log_manager=self.log_manager, metadata=self.metadata,
-                                       replica_manager=self.replica_manager, topic_manager=self.topic_manager,
-                                       cluster_id="test-cluster", node_id=1)
+        self.services = build_services(self.config)
+        self.log_manager = self.services.log_manager
+        self.metadata = self.services.metadata
+        self.replica_manager = self.services.replica_manager
+        self.topic_manager = self.services.topic_manager
         self.dispatcher = ApiDispatcher(self.services)
         self.correlation = 0
 
@@ -86,8 +75,7 @@ class Stack:
         p.append_records_to_leader(memoryview(bytearray(batch)), required_acks=1)
 
     def shutdown(self) -> None:
-        self.replica_manager.shutdown()
-        self.log_manager.shutdown()
+        shutdown_services(self.services)
 
 
 @pytest.fixture
@@ -229,7 +217,8 @@ def test_incremental_alter_configs_every_version(stack: Stack, version: int) -> 
 def test_describe_cluster_and_log_dirs(stack: Stack) -> None:
     for version in range(0, 3):
         resp = stack.call(60, version, dc.DescribeClusterRequest(include_cluster_authorized_operations=True))
-        assert (resp.error_code, resp.cluster_id, resp.controller_id) == (0, "test-cluster", 1)
+        assert (resp.error_code, resp.cluster_id, resp.controller_id) == (0, stack.log_manager.cluster_id, 1)
+        assert resp.cluster_id  # the id the log dirs were formatted with (meta.properties)
         assert [(b.broker_id, b.host, b.port) for b in resp.brokers] == [(1, "127.0.0.1", 9092)]
         assert resp.cluster_authorized_operations > 0
     resp = stack.call(60, 1, dc.DescribeClusterRequest(endpoint_type=2))

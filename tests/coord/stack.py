@@ -8,13 +8,9 @@ import inspect
 from pathlib import Path
 from typing import Any
 
-from kbroker.api.context import BrokerServices, RequestContext
+from kbroker.api.context import RequestContext
 from kbroker.api.dispatcher import ApiDispatcher
-from kbroker.cluster.metadata import MetadataStore
-from kbroker.cluster.topics import TopicManager
 from kbroker.config import KafkaConfig
-from kbroker.coord.runtime import GroupCoordinatorRuntime
-from kbroker.log import LogConfig, LogManager
 from kbroker.protocol import (
     decode_request_frame,
     decode_response_frame,
@@ -22,7 +18,7 @@ from kbroker.protocol import (
     encode_response_frame,
 )
 from kbroker.protocol.headers import RequestHeader
-from kbroker.replica import ReplicaManager
+from kbroker.services import build_services, shutdown_services
 
 
 class Stack:
@@ -31,22 +27,12 @@ class Stack:
                  "offsets.topic.num.partitions": "3", "group.initial.rebalance.delay.ms": "0"}
         props.update(overrides)
         self.config = KafkaConfig(props)
-        holder: list[TopicManager] = []
-        self.log_manager = LogManager(self.config.log_dirs, LogConfig.from_props(self.config.broker_props()),
-                                      node_id=1, config_for_topic=lambda t: holder[0].config_for_topic(t))
-        self.metadata = MetadataStore(self.config.log_dirs[0] / "__kbroker_metadata.json")
-        self.metadata.load()
-        self.replica_manager = ReplicaManager(self.config, self.log_manager, self.metadata)
-        self.topic_manager = TopicManager(self.config, self.metadata, self.replica_manager)
-        holder.append(self.topic_manager)
-        self.log_manager.startup()
-        self.replica_manager.startup()
-        self.runtime = GroupCoordinatorRuntime(self.config, self.replica_manager, self.topic_manager,
-                                               self.metadata, self.replica_manager.time_ms)
-        self.services = BrokerServices(config=self.config, log_manager=self.log_manager, metadata=self.metadata,
-                                       replica_manager=self.replica_manager, topic_manager=self.topic_manager,
-                                       cluster_id="test-cluster", node_id=1)
-        self.services.extras["group_coordinator"] = self.runtime
+        self.services = build_services(self.config)
+        self.log_manager = self.services.log_manager
+        self.metadata = self.services.metadata
+        self.replica_manager = self.services.replica_manager
+        self.topic_manager = self.services.topic_manager
+        self.runtime = self.services.group_coordinator
         self.dispatcher = ApiDispatcher(self.services)
         self.correlation = 0
 
@@ -81,6 +67,4 @@ class Stack:
         return decoded
 
     def shutdown(self) -> None:
-        self.runtime.shutdown()
-        self.replica_manager.shutdown()
-        self.log_manager.shutdown()
+        shutdown_services(self.services)

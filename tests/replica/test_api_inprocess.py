@@ -17,12 +17,9 @@ from typing import Any
 import pytest
 
 import kbroker.protocol as protocol
-from kbroker.api.context import NO_RESPONSE, BrokerServices, CloseConnection, RequestContext
+from kbroker.api.context import NO_RESPONSE, CloseConnection, RequestContext
 from kbroker.api.dispatcher import ApiDispatcher
-from kbroker.cluster.metadata import MetadataStore
-from kbroker.cluster.topics import TopicManager
 from kbroker.config import KafkaConfig
-from kbroker.log import LogConfig, LogManager
 from kbroker.protocol.errors import ErrorCode
 from kbroker.protocol.messages.api_versions import ApiVersionsRequest
 from kbroker.protocol.messages.fetch import FetchRequest
@@ -31,7 +28,7 @@ from kbroker.protocol.messages.list_offsets import ListOffsetsRequest
 from kbroker.protocol.messages.metadata import MetadataRequest
 from kbroker.protocol.messages.produce import ProduceRequest
 from kbroker.protocol.records import RecordBatch, SimpleRecord, build_batch
-from kbroker.replica.replica_manager import ReplicaManager
+from kbroker.services import build_services, shutdown_services
 
 
 class Api:
@@ -39,15 +36,11 @@ class Api:
         self.root = root
         self.props = props
         self.config = KafkaConfig({"log.dirs": str(root / "logs"), **props})
-        self.lm = LogManager([root / "logs"], LogConfig(), node_id=self.config.node_id)
-        self.lm.startup()
-        self.md = MetadataStore(root / "logs" / "__kbroker_metadata.json")
-        self.md.load()
-        self.rm = ReplicaManager(self.config, self.lm, self.md)
-        self.tm = TopicManager(self.config, self.md, self.rm)
-        self.services = BrokerServices(self.config, self.lm, self.md, self.rm, self.tm, "test-cluster",
-                                       self.config.node_id)
-        self.rm.startup()
+        self.services = build_services(self.config)
+        self.lm = self.services.log_manager
+        self.md = self.services.metadata
+        self.rm = self.services.replica_manager
+        self.tm = self.services.topic_manager
         self.dispatcher = ApiDispatcher(self.services)
         self.ctx = RequestContext(listener_name="PLAINTEXT")
         self.correlation = 0
@@ -75,8 +68,7 @@ class Api:
         return resp
 
     def close(self) -> None:
-        self.rm.shutdown()
-        self.lm.shutdown()
+        shutdown_services(self.services)
         self.loop.close()
 
 
@@ -140,7 +132,8 @@ def test_metadata_autocreate_and_listing(api: Api, version: int) -> None:
     if version >= 10:
         assert topic.topic_id == api.md.topic("auto").topic_id
     if version >= 2:
-        assert resp.cluster_id == "test-cluster"
+        # The cluster id the log dirs were formatted with (meta.properties).
+        assert resp.cluster_id == api.lm.cluster_id == api.services.cluster_id and resp.cluster_id
     all_req = MetadataRequest(topics=[] if version == 0 else None)
     assert [t.name for t in api.call(3, version, all_req).topics] == ["auto"]
 

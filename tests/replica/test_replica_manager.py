@@ -249,7 +249,7 @@ def test_restart_keeps_partitions(env: Env) -> None:
     env.create_topic("t", 2)
     env.rm.append_records(1000, 1, False, {("t", 1): batch(4)})
     env.close()
-    again = Env(env.root, env.config)
+    again = Env(env.root, env.props)
     try:
         part = again.rm.get_partition("t", 1)
         assert part is not None and part.log_end_offset == 4
