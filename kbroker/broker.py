@@ -28,8 +28,7 @@ from kbroker.net import KafkaServer
 if TYPE_CHECKING:
     from kbroker.api.context import BrokerServices
     from kbroker.api.dispatcher import ApiDispatcher
-    from kbroker.cluster.metadata import MetadataStore
-    from kbroker.cluster.topics import TopicManager
+    from kbroker.metadata.cache import MetadataCache
     from kbroker.coord.runtime import GroupCoordinatorRuntime
     from kbroker.log.cleaner_manager import LogCleaner
     from kbroker.log.manager import LogManager
@@ -43,16 +42,15 @@ class StartupError(Exception):
 
 
 class Broker:
-    """One kbroker node: storage, metadata image, replica manager, topic manager, APIs, network."""
+    """One kbroker node: storage, metadata image and controller, replica manager, coordinators, APIs, network."""
 
     def __init__(self, config: KafkaConfig, time_ms: Clock = wall_clock_ms) -> None:
         self.config = config
         self.time_ms = time_ms
         self.services: BrokerServices | None = None
         self.log_manager: LogManager | None = None
-        self.metadata: MetadataStore | None = None
+        self.metadata: MetadataCache | None = None
         self.replica_manager: ReplicaManager | None = None
-        self.topic_manager: TopicManager | None = None
         self.group_coordinator: GroupCoordinatorRuntime | None = None
         self.dispatcher: ApiDispatcher | None = None
         self.server: KafkaServer | None = None
@@ -91,7 +89,6 @@ class Broker:
         self.log_manager = services.log_manager
         self.metadata = services.metadata
         self.replica_manager = services.replica_manager
-        self.topic_manager = services.topic_manager
         self.log_cleaner = services.log_manager.cleaner
         self.cluster_id = services.cluster_id
         # The group coordinator starts loading __consumer_offsets now, not at the first group request,
@@ -107,6 +104,14 @@ class Broker:
                 f"Cannot listen on {','.join(config['listeners'])}: {e.strerror or e}"
             ) from None
         config.set_bound_ports(bound)
+        # Register with the controller now that the listeners are bound (RegisterBrokerRecord +
+        # UnfenceBrokerRecord, a new broker epoch), as Kafka's BrokerLifecycleManager does.
+        epoch = services.controller.register_broker(
+            [(e.name, e.host, e.port, config.security_protocol_map.get(e.name, e.name))
+             for e in config.advertised_listeners],
+            None,  # broker.rack: not read yet (issue 19)
+        )
+        services.producer_id_manager.broker_epoch = epoch
         self._schedule_periodic_tasks()
 
     def _run_in_background(self, job: Callable[[], None]) -> None:

@@ -278,6 +278,12 @@ class KafkaConfig:
         return [Path(d).expanduser().absolute() for d in dirs]
 
     @property
+    def metadata_log_dir(self) -> Path:
+        """Kafka's `metadata.log.dir`: where `__cluster_metadata-0` lives (default: the first log dir)."""
+        value = self._values.get("metadata.log.dir")
+        return Path(value).expanduser().absolute() if value else self.log_dirs[0]
+
+    @property
     def security_protocol_map(self) -> dict[str, str]:
         result: dict[str, str] = {}
         for item in self._values["listener.security.protocol.map"]:

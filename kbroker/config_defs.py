@@ -103,7 +103,7 @@ CONFIG_DEFS: dict[str, ConfigDef] = _defs(
               ["PLAINTEXT:PLAINTEXT", "SSL:SSL", "SASL_PLAINTEXT:SASL_PLAINTEXT", "SASL_SSL:SASL_SSL"],
               "Listener name to security protocol.", dynamic_update=True),
     ConfigDef("inter.broker.listener.name", "string", None, "Accepted; single node."),
-    ConfigDef("metadata.log.dir", "string", None, "Accepted; metadata lives in the first log dir."),
+    ConfigDef("metadata.log.dir", "string", None, "Where __cluster_metadata-0 lives; default: the first of log.dirs."),
     # --- sockets and request queue ---
     ConfigDef("socket.request.max.bytes", "int", 104857600, "Largest request frame accepted.",
               validator=at_least(1)),

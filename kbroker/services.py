@@ -1,8 +1,9 @@
 """The one place the broker's services are built and wired: `build_services(config) -> BrokerServices`.
 
-Owns the construction order (metadata image -> LogManager -> ReplicaManager -> TopicManager ->
-storage start-up and recovery -> hosted partitions -> topic log configs -> group coordinator) and the
-hooks between the services (a new log asks the topic manager for its config). `kbroker.broker.Broker`
+Owns the construction order (metadata cache and config helper -> LogManager -> ReplicaManager ->
+storage start-up and recovery -> group coordinator -> metadata loader with its publishers ->
+controller, whose replay of `__cluster_metadata` hosts the partitions) and the hooks between the
+services (a new log asks the config helper for its config). `kbroker.broker.Broker`
 and the in-process test stacks both call it, so a test runs exactly the wiring a broker runs.
 
 It sits in the wiring layer, beside broker.py and config.py, because it imports every domain package
@@ -18,17 +19,20 @@ from collections.abc import Callable
 
 from kbroker.api.context import BrokerServices
 from kbroker.clock import Clock, wall_clock_ms
-from kbroker.cluster.metadata import MetadataStore
-from kbroker.cluster.topics import TopicManager
+from kbroker.cluster.config_publisher import DynamicConfigPublisher
+from kbroker.cluster.configs import ConfigHelper
 from kbroker.config import KafkaConfig
+from kbroker.controller.legacy_migration import LEGACY_METADATA_FILE
+from kbroker.controller.local_controller import LocalController
+from kbroker.controller.metadata_log import ClusterMetadataLog
 from kbroker.coord.runtime import GroupCoordinatorRuntime
 from kbroker.log.cleaner_manager import LogCleaner
 from kbroker.log.config import LogConfig
 from kbroker.log.manager import LogManager
+from kbroker.metadata.cache import MetadataCache
+from kbroker.metadata.loader import MetadataLoader
+from kbroker.replica.producer_id_manager import ProducerIdManager
 from kbroker.replica.replica_manager import ReplicaManager
-
-# The single-node metadata image in the first log dir (the controller issue replaces it).
-METADATA_FILE = "__kbroker_metadata.json"
 
 
 def build_services(
@@ -37,34 +41,32 @@ def build_services(
     time_ms: Clock = wall_clock_ms,
     background_executor: Callable[[Callable[[], None]], object] | None = None,
 ) -> BrokerServices:
-    """Build every service from `config`, recover the logs on disk and host their partitions.
+    """Build every service from `config`, recover the logs on disk, replay the metadata log and host
+    the partitions the image assigns to this node.
 
-    Raises ValueError for a broker config that gives no valid log config, and the storage layer's
-    `InconsistentMetaPropertiesError` / `KafkaStorageError` for unusable log dirs (the broker turns
-    them into a one-line start-up error).
+    Raises ValueError for a broker config that gives no valid log config, the storage layer's
+    `InconsistentMetaPropertiesError` / `KafkaStorageError` for unusable log dirs, and
+    `LegacyMetadataError` for an unreadable legacy metadata file (the broker turns each into a
+    one-line start-up error).
     """
     log_dirs = config.log_dirs
-    metadata = MetadataStore(log_dirs[0] / METADATA_FILE)
-    metadata.load()
-    topic_manager: TopicManager | None = None
-
-    def config_for_topic(topic: str) -> LogConfig | None:
-        # A log opened at start-up or created for a new partition: its topic's overrides over the
-        # broker's static and dynamic configs (the one resolver, ConfigurationControlManager.log_config).
-        return None if topic_manager is None else topic_manager.config_for_topic(topic)
+    node_id = config.node_id
+    cache = MetadataCache(node_id)
+    config_helper = ConfigHelper(config, cache)
 
     log_manager = LogManager(
         log_dirs,
         # Logs of a topic missing from the image (strays) open with the static broker config.
         LogConfig.from_props(config.broker_props()),
-        node_id=config.node_id,
+        node_id=node_id,
         time_ms=time_ms,
-        config_for_topic=config_for_topic,
+        # A log opened at start-up or created for a new partition: its topic's overrides over the
+        # broker's static and dynamic configs (the one resolver, ConfigHelper.log_config).
+        config_for_topic=config_helper.config_for_topic,
         background_executor=background_executor,
         producer_id_expiration_ms=config["producer.id.expiration.ms"],
     )
-    replica_manager = ReplicaManager(config, log_manager, metadata, time_ms)
-    topic_manager = TopicManager(config, metadata, replica_manager)
+    replica_manager = ReplicaManager(config, log_manager, cache, time_ms)
     # Formats empty log dirs (meta.properties with a new cluster id, as `kafka-storage.sh format`
     # would), then recovers every partition log found on disk.
     log_manager.startup()
@@ -78,19 +80,38 @@ def build_services(
         threads=int(config["log.cleaner.threads"]),
         time_ms=time_ms,
     )
-    replica_manager.startup()
-    # Logs reopened at start-up get their topic overrides plus the persisted dynamic broker configs.
-    topic_manager.apply_log_configs()
-    group_coordinator = GroupCoordinatorRuntime(config, replica_manager, topic_manager, metadata, time_ms)
+    # The metadata flow: controller -> __cluster_metadata -> loader -> image -> publishers, in this
+    # order (the cache first, so every later publisher and every request sees the new image).
+    loader = MetadataLoader()
+    loader.install_publisher(cache)
+    loader.install_publisher(replica_manager)
+    loader.install_publisher(DynamicConfigPublisher(config_helper, replica_manager))
+    controller = LocalController(
+        node_id=node_id,
+        metadata_log=ClusterMetadataLog(config.metadata_log_dir, time_ms),
+        loader=loader,
+        cache=cache,
+        config_helper=config_helper,
+        default_num_partitions=lambda: int(config["num.partitions"]),
+        default_replication_factor=lambda: int(config["default.replication.factor"]),
+        delete_topic_enable=lambda: bool(config["delete.topic.enable"]),
+    )
+    group_coordinator = GroupCoordinatorRuntime(config, replica_manager, controller, cache, time_ms)
+    loader.install_publisher(group_coordinator)
+    # Replays __cluster_metadata (bootstrapping it, and migrating a legacy JSON image, on first start):
+    # the replica manager hosts every local partition as the image is applied.
+    controller.load(log_dirs[0] / LEGACY_METADATA_FILE)
     return BrokerServices(
         config=config,
         log_manager=log_manager,
-        metadata=metadata,
+        metadata=cache,
+        configs=config_helper,
+        controller=controller,
+        producer_id_manager=ProducerIdManager(controller, node_id),
         replica_manager=replica_manager,
-        topic_manager=topic_manager,
         group_coordinator=group_coordinator,
         cluster_id=log_manager.cluster_id,
-        node_id=config.node_id,
+        node_id=node_id,
         time_ms=time_ms,
     )
 
@@ -99,5 +120,6 @@ def shutdown_services(services: BrokerServices) -> None:
     """Stop what `build_services` started, in reverse (the broker adds its network and cleaner steps)."""
     services.group_coordinator.shutdown()
     services.replica_manager.shutdown()
+    services.controller.close()
     if services.log_manager.started:
         services.log_manager.shutdown()

@@ -21,21 +21,21 @@ MAX_VERSION = 2
 Result = AlterConfigsResponse.AlterConfigsResourceResponse
 
 
-def handle(services: BrokerServices, ctx: Any, header: Any, request: AlterConfigsRequest) -> AlterConfigsResponse:
-    tm = services.topic_manager
+async def handle(services: BrokerServices, ctx: Any, header: Any, request: AlterConfigsRequest) -> AlterConfigsResponse:
+    controller = services.controller
 
-    def apply(r: Any) -> None:
+    async def apply(r: Any) -> None:
         configs = {c.name: c.value for c in r.configs}
         if r.resource_type == TOPIC:
-            tm.alter_topic_configs(r.resource_name, configs, validate_only=request.validate_only)
+            await controller.alter_topic_configs(r.resource_name, configs, validate_only=request.validate_only)
         else:
             check_broker_resource(services, r.resource_name)
             default = r.resource_name == ""
-            changes: dict[str, str | None] = {k: None for k in tm.dynamic_broker_configs(default)}
+            changes: dict[str, str | None] = {k: None for k in services.configs.dynamic_broker_configs(default)}
             changes.update(configs)
-            tm.alter_broker_configs(default, changes, validate_only=request.validate_only)
+            await controller.alter_broker_configs(default, changes, validate_only=request.validate_only)
 
-    results = run_per_resource(list(request.resources), apply, Result)
+    results = await run_per_resource(list(request.resources), apply, Result)
     return AlterConfigsResponse(throttle_time_ms=0, responses=results)
 
 

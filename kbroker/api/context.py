@@ -17,11 +17,13 @@ from typing import TYPE_CHECKING
 from kbroker.clock import Clock, wall_clock_ms
 
 if TYPE_CHECKING:
-    from kbroker.cluster.metadata import MetadataStore
-    from kbroker.cluster.topics import TopicManager
+    from kbroker.cluster.configs import ConfigHelper
     from kbroker.config import KafkaConfig
+    from kbroker.controller.controller import Controller
     from kbroker.coord.runtime import GroupCoordinatorRuntime
     from kbroker.log.manager import LogManager
+    from kbroker.metadata.cache import MetadataCache
+    from kbroker.replica.producer_id_manager import ProducerIdManager
     from kbroker.replica.replica_manager import ReplicaManager
 
 
@@ -100,9 +102,12 @@ class BrokerServices:
 
     config: KafkaConfig
     log_manager: LogManager
-    metadata: MetadataStore
+    # The current metadata image (read side); every change goes through `controller`.
+    metadata: MetadataCache
+    configs: ConfigHelper
+    controller: Controller
+    producer_id_manager: ProducerIdManager
     replica_manager: ReplicaManager
-    topic_manager: TopicManager
     group_coordinator: GroupCoordinatorRuntime
     cluster_id: str
     node_id: int

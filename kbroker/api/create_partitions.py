@@ -1,4 +1,4 @@
-"""CreatePartitions (API key 37, v0-3): grow topics through the TopicManager, one result per topic.
+"""CreatePartitions (API key 37, v0-3): grow topics through the controller, one result per topic.
 
 As in Kafka's `ControllerApis.createPartitions`, a topic named twice is answered once (ahead of the
 others) with INVALID_REQUEST "Duplicate topic name." and not grown.
@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from kbroker.api.context import BrokerServices
-from kbroker.cluster.topics import error_fields
+from kbroker.protocol.errors import error_fields
 from kbroker.protocol.errors import ErrorCode
 from kbroker.protocol.messages.create_partitions import CreatePartitionsRequest, CreatePartitionsResponse
 
@@ -20,8 +20,8 @@ MAX_VERSION = 3
 Result = CreatePartitionsResponse.CreatePartitionsTopicResult
 
 
-def handle(services: BrokerServices, ctx: Any, header: Any, request: CreatePartitionsRequest) -> CreatePartitionsResponse:
-    tm = services.topic_manager
+async def handle(services: BrokerServices, ctx: Any, header: Any, request: CreatePartitionsRequest) -> CreatePartitionsResponse:
+    controller = services.controller
     counts: dict[str, int] = {}
     for t in request.topics:
         counts[t.name] = counts.get(t.name, 0) + 1
@@ -35,7 +35,7 @@ def handle(services: BrokerServices, ctx: Any, header: Any, request: CreateParti
             continue
         assignments = None if t.assignments is None else [list(a.broker_ids) for a in t.assignments]
         try:
-            tm.create_partitions(t.name, t.count, validate_only=request.validate_only, assignments=assignments)
+            await controller.create_partitions(t.name, t.count, validate_only=request.validate_only, assignments=assignments)
         except Exception as e:  # noqa: BLE001 - every failure becomes this topic's error
             code, message = error_fields(e)
             results.append(Result(name=t.name, error_code=code, error_message=message))

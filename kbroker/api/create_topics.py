@@ -1,4 +1,4 @@
-"""CreateTopics (API key 19, v2-7): create topics through the TopicManager, one result per topic.
+"""CreateTopics (API key 19, v2-7): create topics through the controller, one result per topic.
 
 Kafka's `ControllerApis.createTopics` shape: a name sent twice is answered once, at the end, with
 INVALID_REQUEST "Duplicate topic name." and not created; every other topic gets its own error code
@@ -12,7 +12,7 @@ import uuid
 from typing import Any
 
 from kbroker.api.context import BrokerServices
-from kbroker.cluster.topics import error_fields
+from kbroker.protocol.errors import error_fields
 from kbroker.protocol.messages.create_topics import CreateTopicsRequest, CreateTopicsResponse
 
 API_KEY = 19
@@ -24,8 +24,8 @@ Result = CreateTopicsResponse.CreatableTopicResult
 ResultConfig = CreateTopicsResponse.CreatableTopicConfigs
 
 
-def handle(services: BrokerServices, ctx: Any, header: Any, request: CreateTopicsRequest) -> CreateTopicsResponse:
-    tm = services.topic_manager
+async def handle(services: BrokerServices, ctx: Any, header: Any, request: CreateTopicsRequest) -> CreateTopicsResponse:
+    controller = services.controller
     seen: set[str] = set()
     duplicates: list[str] = []
     for t in request.topics:
@@ -39,7 +39,7 @@ def handle(services: BrokerServices, ctx: Any, header: Any, request: CreateTopic
         configs = {c.name: c.value for c in t.configs}
         assignments = {a.partition_index: list(a.broker_ids) for a in t.assignments}
         try:
-            info = tm.create_topic(
+            info = await controller.create_topic(
                 t.name,
                 num_partitions=t.num_partitions,
                 replication_factor=t.replication_factor,
@@ -57,7 +57,7 @@ def handle(services: BrokerServices, ctx: Any, header: Any, request: CreateTopic
         entries = [
             ResultConfig(name=e.name, value=e.value, read_only=e.read_only, config_source=e.source,
                          is_sensitive=e.sensitive)
-            for e in tm.describe_configs_for_overrides(info.configs, for_creation=True)
+            for e in services.configs.describe_configs_for_overrides(info.configs, for_creation=True)
         ]
         results.append(Result(name=t.name, topic_id=info.topic_id, error_code=0, error_message=None,
                               topic_config_error_code=0, num_partitions=info.num_partitions,

@@ -11,7 +11,7 @@ import uuid
 from typing import Any
 
 from kbroker.api.context import BrokerServices
-from kbroker.cluster.topics import error_fields
+from kbroker.protocol.errors import error_fields
 from kbroker.protocol.errors import ErrorCode
 from kbroker.protocol.messages.delete_topics import DeleteTopicsRequest, DeleteTopicsResponse
 
@@ -27,10 +27,9 @@ def _row(name: str | None, topic_id: uuid.UUID, code: int, message: str | None) 
     return Result(name=name, topic_id=topic_id, error_code=code, error_message=message)
 
 
-def handle(services: BrokerServices, ctx: Any, header: Any, request: DeleteTopicsRequest) -> DeleteTopicsResponse:
-    tm = services.topic_manager
+async def handle(services: BrokerServices, ctx: Any, header: Any, request: DeleteTopicsRequest) -> DeleteTopicsResponse:
     version = header.api_version
-    if not tm.deletion_enabled():
+    if not services.config["delete.topic.enable"]:
         # Kafka's ControllerApis refuses the whole request: INVALID_REQUEST before v3, which lacked
         # TOPIC_DELETION_DISABLED.
         refusal = ErrorCode.INVALID_REQUEST if version < 3 else ErrorCode.TOPIC_DELETION_DISABLED
@@ -92,19 +91,14 @@ def handle(services: BrokerServices, ctx: Any, header: Any, request: DeleteTopic
             continue
         targets.append((name, info.topic_id))
 
-    deleted: list[str] = []
     for name, tid in targets:
         try:
-            tm.delete_topic(name)
+            await services.controller.delete_topic(name)
         except Exception as e:  # noqa: BLE001 - every failure becomes this topic's error
             code, message = error_fields(e)
             responses.append(_row(name, tid, code, message))
         else:
             responses.append(_row(name, tid, 0, None))
-            deleted.append(name)
-    if deleted:
-        # Committed offsets of a deleted topic go with it, as in Kafka (GroupCoordinator.onPartitionsDeleted).
-        services.group_coordinator.on_topics_deleted(deleted)
     return DeleteTopicsResponse(throttle_time_ms=0, responses=responses)
 
 

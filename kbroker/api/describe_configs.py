@@ -5,7 +5,7 @@ topic's override (DYNAMIC_TOPIC_CONFIG), else the broker's synonym keys at the d
 dynamic-default or static level, else Kafka's default. A broker resource named by our node id lists
 every broker key; the empty name (cluster-wide default) lists only the dynamic defaults, as Kafka's
 `ConfigHelper.describeConfigs` does. Synonym lists follow Kafka's `configSynonyms` (see
-`TopicManager.config_synonyms`). A BROKER_LOGGER resource lists the process's Python loggers ("root"
+`ConfigHelper.config_synonyms`). A BROKER_LOGGER resource lists the process's Python loggers ("root"
 and each named one) with their effective level in log4j's names. Sensitive values are null;
 synonyms and documentation (v3+) only when asked for. Every answer here was compared with Kafka
 4.3.1's (tests/interop/test_admin_differential.py).
@@ -17,14 +17,10 @@ import logging
 from typing import Any
 
 from kbroker.api.context import BrokerServices
-from kbroker.cluster.topics import (
-    ConfigEntry,
-    ConfigSource,
-    error_fields,
-    validate_topic_name,
-)
+from kbroker.cluster.configs import ConfigEntry, ConfigSource
+from kbroker.controller.replication_control import validate_topic_name
 from kbroker.config_defs import CONFIG_DEFS
-from kbroker.protocol.errors import ErrorCode, KafkaError
+from kbroker.protocol.errors import ErrorCode, KafkaError, error_fields
 from kbroker.protocol.messages.describe_configs import DescribeConfigsRequest, DescribeConfigsResponse
 
 API_KEY = 32
@@ -55,7 +51,7 @@ _CONFIG_TYPES = {"boolean": 1, "string": 2, "int": 3, "short": 4, "long": 5, "do
 def broker_config_entries(services: BrokerServices, resource_name: str, keys: set[str] | None,
                           include_synonyms: bool, include_documentation: bool) -> list[ConfigEntry]:
     """Kafka's `createBrokerConfigEntry` for our node (`resource_name` = node id) or the cluster default ("")."""
-    tm = services.topic_manager
+    tm = services.configs
     defs = CONFIG_DEFS
     per_broker = resource_name != ""
     dynamic_default = tm.dynamic_broker_configs(default=True)
@@ -152,7 +148,7 @@ def _describe(services: BrokerServices, resource: Any, include_synonyms: bool, i
     keys = set(resource.configuration_keys) if resource.configuration_keys is not None else None
     if resource.resource_type == TOPIC:
         validate_topic_name(resource.resource_name)
-        tm = services.topic_manager
+        tm = services.configs
         if services.metadata.topic(resource.resource_name) is None:
             raise KafkaError(error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
         return list(tm.describe_topic_configs(resource.resource_name, keys, include_synonyms, include_documentation))

@@ -16,7 +16,7 @@ from typing import Any
 
 from kbroker.api.context import BrokerServices
 from kbroker.api.metadata import TOPIC_AUTHORIZED_OPERATIONS
-from kbroker.cluster.topics import validate_topic_name
+from kbroker.controller.replication_control import validate_topic_name
 from kbroker.protocol.errors import ErrorCode, KafkaError
 from kbroker.protocol.messages.describe_topic_partitions import (
     DescribeTopicPartitionsRequest,

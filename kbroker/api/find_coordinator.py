@@ -12,6 +12,7 @@ advertised.
 
 from __future__ import annotations
 
+from collections.abc import Awaitable
 from typing import Any
 
 from kbroker.api._groups import runtime
@@ -47,7 +48,7 @@ def error_response(request: FindCoordinatorRequest, version: int, error: ErrorCo
 def _lookup(services: BrokerServices, ctx: RequestContext, key_type: int,
             version: int) -> tuple[ErrorCode, int, str, int]:
     if key_type == GROUP_KEY_TYPE:
-        error = runtime(services).ensure_topic()
+        error = runtime(services).offsets_topic_status()
     elif key_type == TRANSACTION_KEY_TYPE:
         # No transaction coordinator yet (the transactions issue adds it as a typed service).
         error = ErrorCode.COORDINATOR_NOT_AVAILABLE
@@ -67,7 +68,22 @@ def _lookup(services: BrokerServices, ctx: RequestContext, key_type: int,
 
 
 def handle(services: BrokerServices, ctx: RequestContext, header: Any,
-           request: FindCoordinatorRequest) -> FindCoordinatorResponse:
+           request: FindCoordinatorRequest) -> FindCoordinatorResponse | Awaitable[FindCoordinatorResponse]:
+    key_type = request.key_type if header.api_version >= 1 else GROUP_KEY_TYPE
+    if key_type == GROUP_KEY_TYPE and runtime(services).offsets_topic_status() == ErrorCode.COORDINATOR_NOT_AVAILABLE:
+        # First group request: create __consumer_offsets through the controller, then answer.
+        return _after_creating_offsets_topic(services, ctx, header, request)
+    return _answer(services, ctx, header, request)
+
+
+async def _after_creating_offsets_topic(services: BrokerServices, ctx: RequestContext, header: Any,
+                                        request: FindCoordinatorRequest) -> FindCoordinatorResponse:
+    await runtime(services).create_offsets_topic()
+    return _answer(services, ctx, header, request)
+
+
+def _answer(services: BrokerServices, ctx: RequestContext, header: Any,
+            request: FindCoordinatorRequest) -> FindCoordinatorResponse:
     version = header.api_version
     if version >= 4:
         coordinators = []

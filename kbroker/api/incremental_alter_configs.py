@@ -10,7 +10,7 @@ checks and messages. A resource named twice, or a key named twice within a resou
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from kbroker.api.context import BrokerServices
@@ -24,7 +24,8 @@ from kbroker.api.describe_configs import (
     broker_loggers,
     check_broker_resource,
 )
-from kbroker.cluster.topics import AlterConfigOp, error_fields
+from kbroker.cluster.configs import AlterConfigOp
+from kbroker.protocol.errors import error_fields
 from kbroker.config_defs import CONFIG_DEFS
 from kbroker.protocol.errors import ErrorCode, KafkaError
 from kbroker.protocol.messages.incremental_alter_configs import (
@@ -39,8 +40,8 @@ MAX_VERSION = 1
 Result = IncrementalAlterConfigsResponse.AlterConfigsResourceResponse
 
 
-def run_per_resource(resources: list[Any], apply: Callable[[Any], None], result_cls: Any,
-                     types: tuple[int, ...] = (TOPIC, BROKER)) -> list[Any]:
+async def run_per_resource(resources: list[Any], apply: Callable[[Any], Awaitable[None]], result_cls: Any,
+                           types: tuple[int, ...] = (TOPIC, BROKER)) -> list[Any]:
     """Apply each resource, answering duplicates and failures per resource (shared with AlterConfigs)."""
     counts: dict[tuple[int, str], int] = {}
     for r in resources:
@@ -58,7 +59,7 @@ def run_per_resource(resources: list[Any], apply: Callable[[Any], None], result_
             if r.resource_type not in types:
                 raise KafkaError(f"Unsupported resource type: {r.resource_type}",
                                  error_code=ErrorCode.INVALID_REQUEST)
-            apply(r)
+            await apply(r)
         except Exception as e:  # noqa: BLE001 - every failure becomes this resource's error
             code, message = error_fields(e)
         results.append(result_cls(error_code=code, error_message=message, resource_type=r.resource_type,
@@ -67,8 +68,7 @@ def run_per_resource(resources: list[Any], apply: Callable[[Any], None], result_
 
 
 def _broker_changes(services: BrokerServices, default: bool, ops: list[tuple[str, int, str | None]]) -> dict[str, str | None]:
-    tm = services.topic_manager
-    current = tm.dynamic_broker_configs(default)
+    current = services.configs.dynamic_broker_configs(default)
     defs = CONFIG_DEFS
     changes: dict[str, str | None] = {}
     for key, op, value in ops:
@@ -129,24 +129,25 @@ def _alter_loggers(ops: list[tuple[str, int, str | None]], validate_only: bool) 
             logger.setLevel(level)
 
 
-def handle(services: BrokerServices, ctx: Any, header: Any,
+async def handle(services: BrokerServices, ctx: Any, header: Any,
            request: IncrementalAlterConfigsRequest) -> IncrementalAlterConfigsResponse:
-    tm = services.topic_manager
+    controller = services.controller
 
-    def apply(r: Any) -> None:
+    async def apply(r: Any) -> None:
         ops = [(c.name, c.config_operation, c.value) for c in r.configs]
         if r.resource_type == TOPIC:
-            tm.incremental_alter_topic_configs(r.resource_name, ops, validate_only=request.validate_only)
+            await controller.incremental_alter_topic_configs(r.resource_name, ops,
+                                                             validate_only=request.validate_only)
         elif r.resource_type == BROKER_LOGGER:
             check_broker_resource(services, r.resource_name or str(services.node_id))
             _alter_loggers(ops, request.validate_only)
         else:
             check_broker_resource(services, r.resource_name)
             default = r.resource_name == ""
-            tm.alter_broker_configs(default, _broker_changes(services, default, ops),
-                                    validate_only=request.validate_only)
+            await controller.alter_broker_configs(default, _broker_changes(services, default, ops),
+                                                  validate_only=request.validate_only)
 
-    results = run_per_resource(list(request.resources), apply, Result, (TOPIC, BROKER, BROKER_LOGGER))
+    results = await run_per_resource(list(request.resources), apply, Result, (TOPIC, BROKER, BROKER_LOGGER))
     return IncrementalAlterConfigsResponse(throttle_time_ms=0, responses=results)
 
 

@@ -3,7 +3,7 @@
 Versions 0-5 (v6 adds two-phase commit, KIP-939). Without a transactional id Kafka's transaction
 coordinator "blindly accepts" the request: a fresh producer id with epoch 0, whatever id/epoch a
 v3+ client sent back (TransactionCoordinator.handleInitProducerId). Ids come from blocks
-reserved in the persisted metadata image, so no id is reused after a restart.
+the controller hands out as `ProducerIdsRecord`s (`ProducerIdManager`), so no id is reused after a restart.
 
 A transactional id needs the transaction coordinator, which does not exist yet (the transactions
 issue adds it as a typed field of `BrokerServices`); until then the answer is
@@ -41,5 +41,9 @@ def handle(
     if header.api_version >= 3 and (request.producer_id == -1) != (request.producer_epoch == -1):
         # KafkaApis: a producer id without an epoch (or the reverse) is malformed.
         return error_response(request, header.api_version, ErrorCode.INVALID_REQUEST)
-    producer_id = services.metadata.allocate_producer_id()
+    return _fresh_producer_id(services)
+
+
+async def _fresh_producer_id(services: BrokerServices) -> InitProducerIdResponse:
+    producer_id = await services.producer_id_manager.generate_producer_id()
     return InitProducerIdResponse(throttle_time_ms=0, error_code=ErrorCode.NONE, producer_id=producer_id, producer_epoch=0)

@@ -12,6 +12,7 @@ the response already carries the new topic's partitions (a state Kafka's clients
 from __future__ import annotations
 
 import uuid
+from collections.abc import Awaitable
 from typing import Any
 
 from kbroker.api.context import BrokerServices, RequestContext
@@ -117,7 +118,35 @@ def error_response(request: Any, version: int, error: ErrorCode) -> MetadataResp
 
 def handle(
     services: BrokerServices, ctx: RequestContext, header: Any, request: MetadataRequest
-) -> MetadataResponse:
+) -> MetadataResponse | Awaitable[MetadataResponse]:
+    version = header.api_version
+    requested = request.topics
+    if requested and not (version == 0 and not requested):
+        allow_auto = bool(services.config["auto.create.topics.enable"]) and (
+            version < 4 or bool(request.allow_auto_topic_creation)
+        )
+        missing = [t.name for t in requested if t.name is not None and services.metadata.topic(t.name) is None]
+        if allow_auto and missing:
+            return _create_then_answer(services, ctx, header, request, list(dict.fromkeys(missing)))
+    return _answer(services, ctx, header, request, {})
+
+
+async def _create_then_answer(services: BrokerServices, ctx: RequestContext, header: Any,
+                              request: MetadataRequest, missing: list[str]) -> MetadataResponse:
+    """Kafka's auto topic creation: the missing topics are created through the controller (with the
+    broker's defaults) before the answer; a topic whose creation failed gets that error."""
+    errors: dict[str, ErrorCode] = {}
+    for name in missing:
+        try:
+            await services.controller.create_topic(name)
+        except KafkaError as exc:
+            if exc.error_code != ErrorCode.TOPIC_ALREADY_EXISTS:  # raced with another creation
+                errors[name] = exc.error_code
+    return _answer(services, ctx, header, request, errors)
+
+
+def _answer(services: BrokerServices, ctx: RequestContext, header: Any, request: MetadataRequest,
+            creation_errors: dict[str, ErrorCode]) -> MetadataResponse:
     version = header.api_version
     store = services.metadata
     include_ops = bool(version >= 8 and request.include_topic_authorized_operations)
@@ -130,9 +159,6 @@ def handle(
         for listed in sorted(store.topics(), key=lambda t: t.name):
             topics_out.append(_topic_metadata(services, listed, version, include_ops))
     else:
-        allow_auto = bool(services.config["auto.create.topics.enable"]) and (
-            version < 4 or bool(request.allow_auto_topic_creation)
-        )
         seen: set[str] = set()
         for t in requested:
             name = t.name
@@ -149,16 +175,9 @@ def handle(
                 continue
             seen.add(name)
             info = store.topic(name)
-            if info is None and allow_auto:
-                try:
-                    info = services.topic_manager.create_topic(name)
-                except KafkaError as exc:
-                    error = exc.error_code
-                    if error == ErrorCode.TOPIC_ALREADY_EXISTS:  # raced with another creation
-                        info = store.topic(name)
-                    else:
-                        topics_out.append(_error_topic(name, error, version))
-                        continue
+            if name in creation_errors:
+                topics_out.append(_error_topic(name, creation_errors[name], version))
+                continue
             if info is None:
                 topics_out.append(_error_topic(name, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, version))
                 continue

@@ -311,6 +311,16 @@ class ConfigHelper:
                 new[key] = ",".join(items)
         return self.validate_topic_configs(new)
 
+    def describe_topic_configs(
+        self, name: str, keys: Iterable[str] | None = None,
+        include_synonyms: bool = False, include_documentation: bool = False,
+    ) -> list[ConfigEntry]:
+        """Every config of topic `name` with its effective value and source (Kafka's `createTopicConfigEntry`)."""
+        info = self.metadata.topic(name)
+        if info is None:
+            raise _err(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+        return self.describe_configs_for_overrides(info.configs, keys, include_synonyms, include_documentation)
+
     def describe_configs_for_overrides(
         self, overrides: Mapping[str, str], keys: Iterable[str] | None = None,
         include_synonyms: bool = False, include_documentation: bool = False, *, for_creation: bool = False,

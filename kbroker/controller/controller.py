@@ -81,5 +81,13 @@ class Controller(ABC):
         """Set (value) or delete (None) dynamic broker configs, per broker or cluster-wide (`default`)."""
 
     @abstractmethod
+    def register_broker(self, listeners: Sequence[tuple[str, str, int, str]], rack: str | None) -> int:
+        """Register this node's broker (BrokerRegistration) and unfence it; the new broker epoch."""
+
+    @abstractmethod
+    def close(self) -> None:
+        """Release the metadata log."""
+
+    @abstractmethod
     async def allocate_producer_ids(self, broker_id: int, broker_epoch: int) -> ProducerIdsBlock:
         """The next block of producer ids for a broker (AllocateProducerIds)."""

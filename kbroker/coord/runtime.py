@@ -17,7 +17,10 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
+from kbroker.controller.controller import Controller
 from kbroker.coord.config import CoordinatorConfig
+from kbroker.metadata.delta import MetadataDelta
+from kbroker.metadata.image import MetadataImage
 from kbroker.coord.coordinator import GroupCoordinator
 from kbroker.protocol.errors import ErrorCode, KafkaError
 from kbroker.protocol.records import RecordBatch, SimpleRecord, batch_size_at, build_batch
@@ -125,11 +128,13 @@ def _assignor_names(value: Any) -> tuple[str, ...]:
 class GroupCoordinatorRuntime:
     """The broker's group coordinator service (what the group API handlers call)."""
 
-    def __init__(self, config: Any, replica_manager: Any, topic_manager: Any, metadata: Any,
+    name = "GroupCoordinator"
+
+    def __init__(self, config: Any, replica_manager: Any, controller: Controller, metadata: Any,
                  time_ms: Callable[[], int]) -> None:
         self.config = config
         self.replica_manager = replica_manager
-        self.topic_manager = topic_manager
+        self.controller = controller
         self.metadata = metadata
         self.time_ms = time_ms
         self.loading: set[int] = set()
@@ -177,8 +182,14 @@ class GroupCoordinatorRuntime:
         if self.scheduler is not None:
             self.scheduler.cancel_all()
 
+    def on_metadata_update(self, delta: MetadataDelta, image: MetadataImage) -> None:
+        """Metadata publisher: committed offsets of deleted topics are removed, as Kafka does
+        (GroupCoordinator.onPartitionsDeleted)."""
+        topics = delta.topics_delta
+        if topics is not None and topics.deleted_topic_ids:
+            self.on_topics_deleted(sorted(set(topics.deleted_topic_ids.values())))
+
     def on_topics_deleted(self, names: list[str]) -> None:
-        """Hook for topic deletion: committed offsets of deleted topics are removed, as Kafka does."""
         if self.active and self.coordinator is not None:
             self.coordinator.remove_offsets_of_topics(set(names))
 
@@ -203,8 +214,14 @@ class GroupCoordinatorRuntime:
             return ErrorCode.NOT_COORDINATOR
         return ErrorCode.NONE
 
-    def ensure_topic(self) -> ErrorCode:
-        """Create `__consumer_offsets` on first use, as Kafka's FindCoordinator does."""
+    def offsets_topic_status(self) -> ErrorCode:
+        """NONE once `__consumer_offsets` exists, COORDINATOR_NOT_AVAILABLE before."""
+        if self.metadata.topic(GROUP_METADATA_TOPIC) is not None:
+            return ErrorCode.NONE
+        return ErrorCode.COORDINATOR_NOT_AVAILABLE
+
+    async def create_offsets_topic(self) -> ErrorCode:
+        """Create `__consumer_offsets` on first use through the controller, as Kafka's FindCoordinator does."""
         if self.metadata.topic(GROUP_METADATA_TOPIC) is not None:
             return ErrorCode.NONE
         partitions = int(_setting(self.config, "offsets.topic.num.partitions", 50))
@@ -215,8 +232,8 @@ class GroupCoordinatorRuntime:
         }
         try:
             # offsets.topic.replication.factor is capped at the single node we have (docs/consumer-groups.md).
-            self.topic_manager.create_topic(GROUP_METADATA_TOPIC, num_partitions=partitions,
-                                            replication_factor=1, configs=configs)
+            await self.controller.create_topic(GROUP_METADATA_TOPIC, num_partitions=partitions,
+                                               replication_factor=1, configs=configs)
         except KafkaError as exc:
             if exc.error_code == ErrorCode.TOPIC_ALREADY_EXISTS:
                 return ErrorCode.NONE

@@ -12,12 +12,12 @@ import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from types import MappingProxyType
-from typing import TYPE_CHECKING, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 if TYPE_CHECKING:
     from kbroker.protocol.metadata_records import PartitionChangeRecord, PartitionRecord
 
-_EMPTY_MAP: Mapping = MappingProxyType({})  # type: ignore[type-arg]
+_EMPTY_MAP: Mapping[Any, Any] = MappingProxyType({})
 
 # PartitionChangeRecord's "no change" markers (Kafka's `LeaderConstants.NO_LEADER_CHANGE` and
 # `LeaderRecoveryState.NO_CHANGE`).
@@ -88,8 +88,8 @@ class TopicImage:
 
 @dataclass(frozen=True, slots=True)
 class TopicsImage:
-    topics_by_id: Mapping[uuid.UUID, TopicImage] = _EMPTY_MAP
-    topics_by_name: Mapping[str, TopicImage] = _EMPTY_MAP
+    topics_by_id: Mapping[uuid.UUID, TopicImage] = field(default_factory=lambda: _EMPTY_MAP)
+    topics_by_name: Mapping[str, TopicImage] = field(default_factory=lambda: _EMPTY_MAP)
 
     def get_topic(self, name: str) -> TopicImage | None:
         return self.topics_by_name.get(name)
@@ -121,14 +121,14 @@ class BrokerRegistration:
 
 @dataclass(frozen=True, slots=True)
 class ClusterImage:
-    brokers: Mapping[int, BrokerRegistration] = _EMPTY_MAP
+    brokers: Mapping[int, BrokerRegistration] = field(default_factory=lambda: _EMPTY_MAP)
 
 
 @dataclass(frozen=True, slots=True)
 class ConfigurationsImage:
     """Config overrides by resource: (ConfigResource type, name) -> key -> value."""
 
-    data: Mapping[tuple[int, str], Mapping[str, str]] = _EMPTY_MAP
+    data: Mapping[tuple[int, str], Mapping[str, str]] = field(default_factory=lambda: _EMPTY_MAP)
 
     def config_map(self, resource_type: int, resource_name: str) -> Mapping[str, str]:
         return self.data.get((resource_type, resource_name), _EMPTY_MAP)
@@ -136,7 +136,7 @@ class ConfigurationsImage:
 
 @dataclass(frozen=True, slots=True)
 class FeaturesImage:
-    finalized_versions: Mapping[str, int] = _EMPTY_MAP
+    finalized_versions: Mapping[str, int] = field(default_factory=lambda: _EMPTY_MAP)
 
     @property
     def metadata_version(self) -> int:

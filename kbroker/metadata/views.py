@@ -16,10 +16,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from kbroker.metadata.image import MetadataImage
-
-# Kafka's `Topic.isInternal` (4.3: the coordinators' topics).
-INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state", "__share_group_state"})
-CLUSTER_METADATA_TOPIC = "__cluster_metadata"
+from kbroker.protocol.topic import CLUSTER_METADATA_TOPIC_NAME as CLUSTER_METADATA_TOPIC
+from kbroker.protocol.topic import INTERNAL_TOPICS
 
 # ConfigResource.Type as metadata records store it (ConfigRecord.ResourceType).
 TOPIC_RESOURCE = 2

@@ -378,3 +378,15 @@ class KafkaError(Exception):
         if error_code is not None:
             self.error_code = error_code
         super().__init__(message if message is not None else self.error_code.message)
+
+
+def error_fields(exc: BaseException) -> tuple[int, str | None]:
+    """(error code, error message) for a per-resource result, as Kafka's `ApiError.fromThrowable` gives them.
+
+    An error raised without a message of its own (e.g. an unknown topic in CreatePartitions) goes out
+    with a null message, as Kafka's exceptions created without one do; clients then show their own.
+    """
+    if isinstance(exc, KafkaError):
+        message = str(exc)
+        return int(exc.error_code), (None if not message or message == exc.error_code.message else message)
+    return int(ErrorCode.UNKNOWN_SERVER_ERROR), (str(exc) or None)

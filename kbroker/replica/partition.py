@@ -39,8 +39,8 @@ class ReadInfo:
 class Partition:
     """A topic-partition this broker leads."""
 
-    __slots__ = ("topic", "partition", "topic_id", "log", "leader_epoch", "local_id", "replicas", "isr",
-                 "follower_end_offsets", "key")
+    __slots__ = ("topic", "partition", "topic_id", "log", "leader_epoch", "partition_epoch", "local_id",
+                 "replicas", "isr", "follower_end_offsets", "key")
 
     def __init__(self, topic: str, partition: int, topic_id: uuid.UUID, log: UnifiedLog, leader_epoch: int = 0,
                  local_id: int = 1, replicas: tuple[int, ...] = ()) -> None:
@@ -55,6 +55,7 @@ class Partition:
         # Log end offsets of the remote replicas, as their fetches report them (replication).
         self.follower_end_offsets: dict[int, int] = {r: 0 for r in self.replicas if r != local_id}
         self.key = (topic, partition)
+        self.partition_epoch = 0
 
     def __repr__(self) -> str:
         return f"Partition({self.topic}-{self.partition}, epoch={self.leader_epoch})"
@@ -92,6 +93,18 @@ class Partition:
     @property
     def isr_size(self) -> int:
         return len(self.isr)
+
+    def make_leader(self, leader_epoch: int, partition_epoch: int, replicas: tuple[int, ...],
+                    isr: tuple[int, ...]) -> None:
+        """Kafka's `Partition.makeLeader`: take the registration's epochs, replicas and ISR. Produces
+        from now on are stamped with `leader_epoch`, which the log's epoch cache records at the
+        first offset written in it."""
+        self.leader_epoch = leader_epoch
+        self.partition_epoch = partition_epoch
+        self.replicas = tuple(replicas) or (self.local_id,)
+        self.isr = set(isr) or {self.local_id}
+        self.follower_end_offsets = {r: self.follower_end_offsets.get(r, 0)
+                                     for r in self.replicas if r != self.local_id}
 
     def maybe_increment_high_watermark(self) -> bool:
         """HW = the smallest log end offset in the ISR (just the LEO on a single replica).

@@ -23,7 +23,9 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from kbroker.clock import Clock, wall_clock_ms
+from kbroker.log.errors import KafkaStorageError
 from kbroker.log.manager import LogManager
+from kbroker.log.unified_log import UnifiedLog
 from kbroker.protocol.errors import ErrorCode, KafkaError
 from kbroker.protocol.topic import is_internal
 from kbroker.replica.delayed import DelayedFetch, DelayedProduce, FetchParams
@@ -37,7 +39,9 @@ from kbroker.replica.partition import Partition
 from kbroker.replica.purgatory import DelayedOperationPurgatory
 
 if TYPE_CHECKING:
-    from kbroker.cluster.metadata import MetadataStore, TopicInfo
+    from kbroker.metadata.cache import MetadataCache
+    from kbroker.metadata.delta import LocalPartitionChange, MetadataDelta
+    from kbroker.metadata.image import MetadataImage
     from kbroker.config import KafkaConfig
 
 log = logging.getLogger(__name__)
@@ -66,7 +70,7 @@ class ReplicaManager:
     """All partitions this broker hosts, and the produce/fetch paths over them."""
 
     def __init__(
-        self, config: KafkaConfig, log_manager: LogManager, metadata: MetadataStore, time_ms: Clock = wall_clock_ms
+        self, config: KafkaConfig, log_manager: LogManager, metadata: MetadataCache, time_ms: Clock = wall_clock_ms
     ) -> None:
         self.config = config
         self.log_manager = log_manager
@@ -74,6 +78,8 @@ class ReplicaManager:
         self.time_ms = time_ms
         self.node_id = config.node_id
         self._partitions: dict[tuple[str, int], Partition] = {}
+        # Partitions this broker follows: (topic, partition) -> leader id.
+        self.followers: dict[tuple[str, int], int] = {}
         self.produce_purgatory = DelayedOperationPurgatory("Produce")
         self.fetch_purgatory = DelayedOperationPurgatory("Fetch")
         slots = int(config["max.incremental.fetch.session.cache.slots"])
@@ -81,10 +87,7 @@ class ReplicaManager:
 
     # -- lifecycle -------------------------------------------------------------------------------
 
-    def startup(self) -> None:
-        """Host every partition of every topic in the metadata image."""
-        for info in self.metadata.topics():
-            self.add_partitions(info, range(info.num_partitions))
+    name = "ReplicaManager"
 
     def shutdown(self) -> None:
         self.produce_purgatory.shutdown()
@@ -93,40 +96,80 @@ class ReplicaManager:
     # -- partitions ------------------------------------------------------------------------------
 
     def get_partition(self, topic: str, partition: int) -> Partition | None:
+        """The partition if this broker leads it (the produce and consumer-fetch paths serve only
+        leaders; a follower's partition is in `followers`)."""
         return self._partitions.get((topic, partition))
 
     def partitions(self) -> list[Partition]:
         return list(self._partitions.values())
 
-    def add_partitions(self, info: TopicInfo, partitions: range) -> list[Partition]:
-        """Open (or create) the logs of `partitions` of topic `info` and host them.
+    # -- metadata publisher (Kafka's ReplicaManager.applyDelta) -------------------------------------
 
-        The topic must already be in the metadata image: a new log takes its config from there.
+    def on_metadata_update(self, delta: MetadataDelta, image: MetadataImage) -> None:
+        self.apply_delta(delta, image)
+
+    def apply_delta(self, delta: MetadataDelta, image: MetadataImage) -> None:
+        """Become leader, become follower or stop (and delete) each local partition the delta touches.
+
+        Kafka's `ReplicaManager.applyDelta`: deletes first (a topic deleted and re-created in one delta
+        gets a fresh log), then leaders with the image's leader epoch, then followers. A log that
+        cannot be created (a failed or full disk) leaves that partition unhosted and logs why; the
+        other partitions carry on.
         """
-        added = []
-        for p in partitions:
-            key = (info.name, p)
-            if key in self._partitions:
-                continue
-            plog = self.log_manager.get_or_create_log(info.name, p, topic_id=info.topic_id)
-            part = Partition(info.name, p, info.topic_id, plog, leader_epoch=0, local_id=self.node_id)
-            # Becoming leader (Kafka's makeLeader) recomputes the high watermark from the ISR: after
-            # a crash the checkpointed value can lag the log, and on one replica HW = LEO.
-            part.maybe_increment_high_watermark()
-            self._partitions[key] = part
-            added.append(part)
-        return added
+        topics = delta.topics_delta
+        if topics is None:
+            return
+        changes = topics.local_changes(self.node_id)
+        for name, _topic_id, p in changes.deletes:
+            self._stop_partition(name, p, delete=True)
+        for change in changes.leaders:
+            self._make_leader(change)
+        for change in changes.followers:
+            self._make_follower(change)
 
-    def remove_topic(self, name: str) -> None:
-        """Stop hosting every partition of `name` and delete its logs (Kafka's stopPartitions)."""
-        keys = [k for k in self._partitions if k[0] == name]
-        for key in keys:
-            self._partitions.pop(key)
-            self.log_manager.delete_log(name, key[1])
-        # Waiting operations on those partitions complete now with their errors.
-        for key in keys:
-            self.fetch_purgatory.check_and_complete(key)
-            self.produce_purgatory.check_and_complete(key)
+    def _host_log(self, change: LocalPartitionChange) -> UnifiedLog | None:
+        try:
+            return self.log_manager.get_or_create_log(change.topic, change.partition, topic_id=change.topic_id)
+        except (KafkaStorageError, OSError) as e:
+            log.error("Cannot host %s-%d: %s", change.topic, change.partition, e)
+            return None
+
+    def _make_leader(self, change: LocalPartitionChange) -> None:
+        key = (change.topic, change.partition)
+        reg = change.registration
+        self.followers.pop(key, None)
+        part = self._partitions.get(key)
+        if part is None:
+            plog = self._host_log(change)
+            if plog is None:
+                return
+            part = Partition(change.topic, change.partition, change.topic_id, plog,
+                             leader_epoch=reg.leader_epoch, local_id=self.node_id, replicas=reg.replicas)
+            self._partitions[key] = part
+        part.make_leader(reg.leader_epoch, reg.partition_epoch, reg.replicas, reg.isr)
+        # Becoming leader (Kafka's makeLeader) recomputes the high watermark from the ISR: after
+        # a crash the checkpointed value can lag the log, and on one replica HW = LEO.
+        part.maybe_increment_high_watermark()
+
+    def _make_follower(self, change: LocalPartitionChange) -> None:
+        """Kafka's makeFollower: stop serving as leader, keep (or create) the log. The replica fetcher
+        that copies from the leader comes with replication (issue 12); a single node never gets here."""
+        key = (change.topic, change.partition)
+        if key in self._partitions:
+            self._stop_partition(change.topic, change.partition, delete=False)
+        if self._host_log(change) is not None:
+            self.followers[key] = change.registration.leader
+
+    def _stop_partition(self, topic: str, partition: int, *, delete: bool) -> None:
+        """Kafka's stopPartitions: stop hosting; with `delete`, remove the log too."""
+        key = (topic, partition)
+        self._partitions.pop(key, None)
+        self.followers.pop(key, None)
+        if delete:
+            self.log_manager.delete_log(topic, partition)
+        # Waiting operations on the partition complete now with their errors.
+        self.fetch_purgatory.check_and_complete(key)
+        self.produce_purgatory.check_and_complete(key)
 
     # -- produce ---------------------------------------------------------------------------------
 

@@ -1,0 +1,45 @@
+"""`DynamicConfigPublisher`: changed topic and broker configs reach the live logs (Kafka's
+`DynamicConfigPublisher` with its `TopicConfigHandler` and dynamic broker config reload).
+
+Told of every new image after the replica manager (so partitions created by the same delta exist):
+a topic whose overrides changed, or every hosted topic when a dynamic broker config changed, gets
+its effective `LogConfig` (overrides, then dynamic and static broker synonyms, then Kafka's defaults)
+handed to each hosted log whose config differs. Newly created partitions open with the right config
+already (the log manager asks `ConfigHelper.config_for_topic`), so they are skipped here.
+
+Must not import net/ or api/.
+"""
+
+from __future__ import annotations
+
+from kbroker.cluster.configs import ConfigHelper
+from kbroker.metadata.delta import MetadataDelta
+from kbroker.metadata.image import MetadataImage
+from kbroker.metadata.views import TopicInfo
+from kbroker.replica.replica_manager import ReplicaManager
+
+
+class DynamicConfigPublisher:
+    name = "DynamicConfigPublisher"
+
+    def __init__(self, helper: ConfigHelper, replica_manager: ReplicaManager) -> None:
+        self.helper = helper
+        self.replica_manager = replica_manager
+
+    def on_metadata_update(self, delta: MetadataDelta, image: MetadataImage) -> None:
+        if delta.broker_configs_changed():
+            names = [t.name for t in self.helper.metadata.topics()]
+        else:
+            names = sorted(delta.changed_topic_configs())
+        for name in names:
+            info = self.helper.metadata.topic(name)
+            if info is not None:
+                self.apply_log_config(info)
+
+    def apply_log_config(self, info: TopicInfo) -> None:
+        """Hand the topic's effective config to every live log of the topic."""
+        cfg = self.helper.log_config(info.configs)
+        for p in range(info.num_partitions):
+            partition = self.replica_manager.get_partition(info.name, p)
+            if partition is not None and partition.log.config != cfg:
+                partition.log.update_config(cfg)
