@@ -71,15 +71,20 @@ def sample(cls: type, version: int, flexible: bool, rnd: random.Random | None) -
         if in_range(info.nullable_versions, version) and rnd.random() < 0.3:
             setattr(obj, info.name, None)
             continue
-        def one() -> Any:
-            if info.struct is not None:
-                return sample(info.struct, version, flexible, rnd)
-            return _scalar(rnd, info.type.removeprefix("[]"))
-        value = [one() for _ in range(rnd.randint(0, 3))] if info.type.startswith("[]") else one()
+        if info.type.startswith("[]"):
+            value: Any = [_element(info, version, flexible, rnd) for _ in range(rnd.randint(0, 3))]
+        else:
+            value = _element(info, version, flexible, rnd)
         setattr(obj, info.name, value)
     if flexible and rnd.random() < 0.3:
         obj.unknown_tagged_fields = {1000 + rnd.randint(0, 5): rnd.randbytes(rnd.randint(0, 4))}
     return obj
+
+
+def _element(info: FieldInfo, version: int, flexible: bool, rnd: random.Random) -> Any:
+    if info.struct is not None:
+        return sample(info.struct, version, flexible, rnd)
+    return _scalar(rnd, info.type.removeprefix("[]"))
 
 
 def _flexible(module: Any, prefix: str, version: int) -> bool:
