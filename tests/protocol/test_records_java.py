@@ -103,11 +103,11 @@ def _lines() -> list[tuple[str, Any]]:
                 record = sample(module.CLASS, v, _flexible(module, "", v), rnd)
                 out.append((f"metadata\t{encode_metadata_record(record, v).hex()}", (record, v)))
     for coordinator, by_type in sorted(COORDINATOR_RECORDS.items()):
-        for record_type, spec in sorted(by_type.items()):
+        for record_type, cspec in sorted(by_type.items()):
             module = coordinator_module(coordinator, record_type)
-            for v in range(spec.value_min_version, spec.value_max_version + 1):
+            for v in range(cspec.value_min_version, cspec.value_max_version + 1):
                 for seed in SEEDS:
-                    rnd = random.Random(f"{coordinator}-{spec.name}-{v}-{seed}") if seed else None
+                    rnd = random.Random(f"{coordinator}-{cspec.name}-{v}-{seed}") if seed else None
                     key = sample(module.KEY_CLASS, 0, False, rnd)
                     value = sample(module.VALUE_CLASS, v, _flexible(module, "VALUE_", v), rnd)
                     line = f"{coordinator}\t{encode_coordinator_key(key).hex()}\t{encode_coordinator_value(value, v).hex()}"
