@@ -28,10 +28,10 @@ from kbroker.net import KafkaServer
 if TYPE_CHECKING:
     from kbroker.api.context import BrokerServices
     from kbroker.api.dispatcher import ApiDispatcher
-    from kbroker.metadata.cache import MetadataCache
     from kbroker.coord.runtime import GroupCoordinatorRuntime
     from kbroker.log.cleaner_manager import LogCleaner
     from kbroker.log.manager import LogManager
+    from kbroker.metadata.cache import MetadataCache
     from kbroker.replica.replica_manager import ReplicaManager
 
 log = logging.getLogger(__name__)

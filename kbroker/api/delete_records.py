@@ -11,8 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from kbroker.api.context import BrokerServices
-from kbroker.protocol.errors import error_fields
-from kbroker.protocol.errors import ErrorCode, KafkaError
+from kbroker.protocol.errors import ErrorCode, KafkaError, error_fields
 from kbroker.protocol.messages.delete_records import DeleteRecordsRequest, DeleteRecordsResponse
 
 API_KEY = 21

@@ -11,8 +11,7 @@ import uuid
 from typing import Any
 
 from kbroker.api.context import BrokerServices
-from kbroker.protocol.errors import error_fields
-from kbroker.protocol.errors import ErrorCode
+from kbroker.protocol.errors import ErrorCode, error_fields
 from kbroker.protocol.messages.delete_topics import DeleteTopicsRequest, DeleteTopicsResponse
 
 API_KEY = 20

@@ -18,8 +18,8 @@ from typing import Any
 
 from kbroker.api.context import BrokerServices
 from kbroker.cluster.configs import ConfigEntry, ConfigSource
-from kbroker.controller.replication_control import validate_topic_name
 from kbroker.config_defs import CONFIG_DEFS
+from kbroker.controller.replication_control import validate_topic_name
 from kbroker.protocol.errors import ErrorCode, KafkaError, error_fields
 from kbroker.protocol.messages.describe_configs import DescribeConfigsRequest, DescribeConfigsResponse
 

@@ -25,9 +25,8 @@ from kbroker.api.describe_configs import (
     check_broker_resource,
 )
 from kbroker.cluster.configs import AlterConfigOp
-from kbroker.protocol.errors import error_fields
 from kbroker.config_defs import CONFIG_DEFS
-from kbroker.protocol.errors import ErrorCode, KafkaError
+from kbroker.protocol.errors import ErrorCode, KafkaError, error_fields
 from kbroker.protocol.messages.incremental_alter_configs import (
     IncrementalAlterConfigsRequest,
     IncrementalAlterConfigsResponse,

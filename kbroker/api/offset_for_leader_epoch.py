@@ -11,8 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from kbroker.api.context import BrokerServices
-from kbroker.protocol.errors import error_fields
-from kbroker.protocol.errors import ErrorCode
+from kbroker.protocol.errors import ErrorCode, error_fields
 from kbroker.protocol.messages.offset_for_leader_epoch import (
     OffsetForLeaderEpochRequest,
     OffsetForLeaderEpochResponse,

@@ -19,8 +19,6 @@ from collections.abc import Iterable, Mapping, Sequence
 from enum import IntEnum
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from kbroker.metadata.cache import MetadataCache
-from kbroker.metadata.views import DYNAMIC_DEFAULT_PREFIX as _DYNAMIC_DEFAULT_PREFIX
 from kbroker.config_defs import CONFIG_DEFS
 from kbroker.log.config import (
     TOPIC_CONFIGS,
@@ -29,6 +27,8 @@ from kbroker.log.config import (
     LogConfig,
     TopicConfigDef,
 )
+from kbroker.metadata.cache import MetadataCache
+from kbroker.metadata.views import DYNAMIC_DEFAULT_PREFIX as _DYNAMIC_DEFAULT_PREFIX
 from kbroker.protocol.errors import ErrorCode, KafkaError
 
 if TYPE_CHECKING:
@@ -39,7 +39,7 @@ __all__ = [
     "ConfigEntry",
     "ConfigSource",
     "ConfigSynonym",
-    "ConfigurationControlManager",
+    "ConfigHelper",
     "parse_broker_value",
     "render",
 ]

@@ -14,8 +14,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping
 
 from kbroker.cluster.configs import ConfigHelper
-from kbroker.controller.result import ControllerResult
-from kbroker.protocol.metadata_records import ConfigRecord, MetadataRecord
+from kbroker.controller.result import ControllerResult, MetadataRecord
 from kbroker.metadata.views import (
     BROKER_RESOURCE,
     DYNAMIC_DEFAULT_PREFIX,
@@ -24,6 +23,7 @@ from kbroker.metadata.views import (
     TopicInfo,
 )
 from kbroker.protocol.errors import ErrorCode, KafkaError
+from kbroker.protocol.metadata_records import ConfigRecord
 
 
 def config_diff(resource_type: int, resource_name: str, old: Mapping[str, str],
@@ -48,7 +48,7 @@ class ConfigurationControlManager:
     def _topic(self, name: str) -> TopicInfo:
         info = self._view().topic(name)
         if info is None:
-            raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"The topic '{name}' does not exist.")
+            raise KafkaError(f"The topic '{name}' does not exist.", error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
         return info
 
     def _topic_result(self, info: TopicInfo, new: dict[str, str]) -> ControllerResult[TopicInfo]:

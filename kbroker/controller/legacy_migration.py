@@ -16,8 +16,9 @@ import uuid
 from pathlib import Path
 
 from kbroker.controller.replication_control import partition_records
+from kbroker.controller.result import MetadataRecord
 from kbroker.metadata.views import BROKER_RESOURCE, DYNAMIC_DEFAULT_PREFIX, TOPIC_RESOURCE
-from kbroker.protocol.metadata_records import ConfigRecord, MetadataRecord, ProducerIdsRecord, TopicRecord
+from kbroker.protocol.metadata_records import ConfigRecord, ProducerIdsRecord, TopicRecord
 
 LEGACY_METADATA_FILE = "__kbroker_metadata.json"
 MIGRATED_SUFFIX = ".migrated"

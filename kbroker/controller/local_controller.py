@@ -32,13 +32,12 @@ from kbroker.controller.legacy_migration import read_legacy_records, retire
 from kbroker.controller.metadata_log import ClusterMetadataLog
 from kbroker.controller.producer_id_control import ProducerIdControlManager
 from kbroker.controller.replication_control import ReplicationControlManager
-from kbroker.controller.result import ControllerResult
+from kbroker.controller.result import ControllerResult, MetadataRecord
 from kbroker.metadata.cache import MetadataCache
 from kbroker.metadata.loader import MetadataLoader
 from kbroker.metadata.views import TopicInfo
 from kbroker.protocol.metadata_records import (
     FeatureLevelRecord,
-    MetadataRecord,
     RegisterBrokerRecord,
     UnfenceBrokerRecord,
 )

@@ -19,9 +19,9 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
+from kbroker.controller.result import MetadataRecord
 from kbroker.log.config import LogConfig
 from kbroker.log.unified_log import UnifiedLog
-from kbroker.protocol.metadata_records import MetadataRecord
 from kbroker.protocol.metadata_records.serde import decode_metadata_record, encode_metadata_record
 from kbroker.protocol.records import RecordBatch, SimpleRecord, batch_size_at, build_batch
 

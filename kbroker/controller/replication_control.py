@@ -17,29 +17,24 @@ import re
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 
-from kbroker.controller.result import ControllerResult
+from kbroker.controller.result import ControllerResult, MetadataRecord
+from kbroker.metadata.views import TOPIC_RESOURCE, MetadataView, TopicInfo
+from kbroker.protocol.errors import ErrorCode, KafkaError
 from kbroker.protocol.metadata_records import (
     ConfigRecord,
-    MetadataRecord,
     PartitionRecord,
     RemoveTopicRecord,
     TopicRecord,
 )
-from kbroker.metadata.views import (
-    CLUSTER_METADATA_TOPIC,
-    INTERNAL_TOPICS,
-    TOPIC_RESOURCE,
-    MetadataView,
-    TopicInfo,
-)
-from kbroker.protocol.errors import ErrorCode, KafkaError
+from kbroker.protocol.topic import CLUSTER_METADATA_TOPIC_NAME as CLUSTER_METADATA_TOPIC
+from kbroker.protocol.topic import INTERNAL_TOPICS
 
 MAX_TOPIC_NAME_LENGTH = 249
 _LEGAL_TOPIC_NAME = re.compile(r"[a-zA-Z0-9._-]+")
 
 
 def _err(code: ErrorCode, message: str | None = None) -> KafkaError:
-    return KafkaError(code, message) if message is not None else KafkaError(code)
+    return KafkaError(message, error_code=code)
 
 
 def validate_topic_name(name: str | None) -> None:

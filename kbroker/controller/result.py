@@ -8,9 +8,11 @@ answers with `response`.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Generic, TypeVar
+from typing import Generic, TypeAlias, TypeVar
 
-from kbroker.protocol.metadata_records import MetadataRecord
+# Any generated metadata record (kbroker.protocol.metadata_records): the generated classes share no
+# base class; the serde finds each one's spec by its type.
+MetadataRecord: TypeAlias = object
 
 T = TypeVar("T")
 

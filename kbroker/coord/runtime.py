@@ -19,9 +19,9 @@ from typing import Any
 
 from kbroker.controller.controller import Controller
 from kbroker.coord.config import CoordinatorConfig
+from kbroker.coord.coordinator import GroupCoordinator
 from kbroker.metadata.delta import MetadataDelta
 from kbroker.metadata.image import MetadataImage
-from kbroker.coord.coordinator import GroupCoordinator
 from kbroker.protocol.errors import ErrorCode, KafkaError
 from kbroker.protocol.records import RecordBatch, SimpleRecord, batch_size_at, build_batch
 

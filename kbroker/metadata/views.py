@@ -16,7 +16,6 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from kbroker.metadata.image import MetadataImage
-from kbroker.protocol.topic import CLUSTER_METADATA_TOPIC_NAME as CLUSTER_METADATA_TOPIC
 from kbroker.protocol.topic import INTERNAL_TOPICS
 
 # ConfigResource.Type as metadata records store it (ConfigRecord.ResourceType).

@@ -39,10 +39,10 @@ from kbroker.replica.partition import Partition
 from kbroker.replica.purgatory import DelayedOperationPurgatory
 
 if TYPE_CHECKING:
+    from kbroker.config import KafkaConfig
     from kbroker.metadata.cache import MetadataCache
     from kbroker.metadata.delta import LocalPartitionChange, MetadataDelta
     from kbroker.metadata.image import MetadataImage
-    from kbroker.config import KafkaConfig
 
 log = logging.getLogger(__name__)
 

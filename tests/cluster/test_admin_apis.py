@@ -8,6 +8,7 @@ shown to round-trip, and the answers are Kafka's.
 
 from __future__ import annotations
 
+import inspect
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -39,6 +40,7 @@ from kbroker.protocol.messages import incremental_alter_configs as iac
 from kbroker.protocol.messages import offset_for_leader_epoch as ofle
 from kbroker.protocol.records import SimpleRecord, build_batch
 from kbroker.services import build_services, shutdown_services
+from tests.support.sync import run_now
 
 ZERO = uuid.UUID(int=0)
 
@@ -52,7 +54,6 @@ class Stack:
         self.log_manager = self.services.log_manager
         self.metadata = self.services.metadata
         self.replica_manager = self.services.replica_manager
-        self.topic_manager = self.services.topic_manager
         self.dispatcher = ApiDispatcher(self.services)
         self.correlation = 0
 
@@ -62,6 +63,8 @@ class Stack:
                                                    correlation_id=self.correlation, client_id="t"), request)
         header, body = decode_request_frame(memoryview(frame)[4:])
         response = self.dispatcher.handle(RequestContext(listener_name="PLAINTEXT"), header, body)
+        if inspect.iscoroutine(response):  # admin APIs await the controller, which commits at once
+            response = run_now(response)
         parts = encode_response_frame(api_key, version, self.correlation, response)
         data = b"".join(bytes(p) for p in parts)
         cid, decoded = decode_response_frame(api_key, version, memoryview(data)[4:])
@@ -211,7 +214,7 @@ def test_incremental_alter_configs_every_version(stack: Stack, version: int) -> 
     codes = [r.error_code for r in resp.responses]
     assert codes == [0, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, 0, ErrorCode.INVALID_REQUEST, ErrorCode.INVALID_REQUEST]
     assert stack.replica_manager.get_partition("i", 0).log.config.retention_ms == 777  # type: ignore[union-attr]
-    assert stack.topic_manager.dynamic_broker_configs(False) == {"log.retention.ms": "5555"}
+    assert stack.services.configs.dynamic_broker_configs(False) == {"log.retention.ms": "5555"}
 
 
 def test_describe_cluster_and_log_dirs(stack: Stack) -> None:
@@ -327,14 +330,14 @@ def test_broker_loggers(stack: Stack) -> None:
     levels = {c.name: (c.value, c.config_source) for c in resp.results[0].configs}
     assert levels["root"][1] == 6 and levels["root"][0] in ("FATAL", "ERROR", "WARN", "INFO", "DEBUG", "TRACE")
     res, cfg = iac.IncrementalAlterConfigsRequest.AlterConfigsResource, iac.IncrementalAlterConfigsRequest.AlterableConfig
-    logger = logging.getLogger("kbroker.cluster.topics")
+    logger = logging.getLogger("kbroker.controller.local_controller")
     try:
         resp = stack.call(44, 1, iac.IncrementalAlterConfigsRequest(resources=[
             res(resource_type=8, resource_name="1", configs=[
-                cfg(name="kbroker.cluster.topics", config_operation=0, value="DEBUG")])]))
+                cfg(name="kbroker.controller.local_controller", config_operation=0, value="DEBUG")])]))
         assert resp.responses[0].error_code == 0 and logger.level == logging.DEBUG
         for configs, code in [
-            ([cfg(name="kbroker.cluster.topics", config_operation=0, value="LOUD")], ErrorCode.INVALID_CONFIG),
+            ([cfg(name="kbroker.controller.local_controller", config_operation=0, value="LOUD")], ErrorCode.INVALID_CONFIG),
             ([cfg(name="no.such.logger", config_operation=0, value="INFO")], ErrorCode.INVALID_CONFIG),
             ([cfg(name="root", config_operation=1, value=None)], ErrorCode.INVALID_REQUEST),
             ([cfg(name="root", config_operation=2, value="INFO")], ErrorCode.INVALID_REQUEST),
@@ -344,7 +347,7 @@ def test_broker_loggers(stack: Stack) -> None:
             assert resp.responses[0].error_code == code, configs
         resp = stack.call(44, 1, iac.IncrementalAlterConfigsRequest(resources=[
             res(resource_type=8, resource_name="1", configs=[
-                cfg(name="kbroker.cluster.topics", config_operation=1, value=None)])]))
+                cfg(name="kbroker.controller.local_controller", config_operation=1, value=None)])]))
         assert resp.responses[0].error_code == 0 and logger.level == logging.NOTSET
     finally:
         logger.setLevel(logging.NOTSET)

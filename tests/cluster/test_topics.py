@@ -1,8 +1,10 @@
-"""TopicManager unit tests: Kafka's topic-name rules, defaults, config validation and description,
-create-partitions growth, and config changes handed to the live logs.
+"""Topic administration through the controller: Kafka's topic-name rules, defaults, config validation
+and description, create-partitions growth, and config changes handed to the live logs.
 
-The replica manager is a small recording double (the real one needs the storage layer; the interop
-tests drive the whole stack), the config and metadata image are the real ones.
+The stack is the real metadata flow (LocalController -> __cluster_metadata -> MetadataLoader ->
+MetadataCache and publishers, with the real ConfigHelper) over a temp dir; the replica manager is a
+small recording publisher (the real one needs the storage layer; tests/replica and the interop tests
+drive the whole stack).
 """
 
 from __future__ import annotations
@@ -12,11 +14,21 @@ from pathlib import Path
 
 import pytest
 
-from kbroker.cluster.metadata import MetadataStore, TopicInfo
-from kbroker.cluster.topics import AlterConfigOp, ConfigSource, TopicManager, validate_topic_name
+from kbroker.clock import wall_clock_ms
+from kbroker.cluster.config_publisher import DynamicConfigPublisher
+from kbroker.cluster.configs import AlterConfigOp, ConfigHelper, ConfigSource
 from kbroker.config import KafkaConfig
+from kbroker.controller.local_controller import LocalController
+from kbroker.controller.metadata_log import ClusterMetadataLog
+from kbroker.controller.replication_control import validate_topic_name
 from kbroker.log.config import LogConfig
+from kbroker.metadata.cache import MetadataCache
+from kbroker.metadata.delta import MetadataDelta
+from kbroker.metadata.image import MetadataImage
+from kbroker.metadata.loader import MetadataLoader
+from kbroker.metadata.views import TopicInfo
 from kbroker.protocol.errors import ErrorCode, KafkaError
+from tests.support.sync import SyncAdmin
 
 
 class FakeLog:
@@ -35,41 +47,62 @@ class FakePartition:
 
 
 class FakeReplicaManager:
-    """Records add_partitions/remove_topic and hosts a FakeLog per partition."""
+    """A metadata publisher that hosts a FakeLog per local leader partition, as ReplicaManager.apply_delta
+    hosts real logs; `fail_next_add` makes the next log creation fail (a failed disk)."""
 
-    def __init__(self, tm_ref: list[TopicManager]) -> None:
+    name = "FakeReplicaManager"
+
+    def __init__(self, helper: ConfigHelper) -> None:
+        self.helper = helper
         self.partitions: dict[tuple[str, int], FakePartition] = {}
-        self.tm_ref = tm_ref
+        self.offline: set[tuple[str, int]] = set()
         self.fail_next_add = False
 
-    def add_partitions(self, info: TopicInfo, partitions: range) -> None:
-        if self.fail_next_add:
-            self.fail_next_add = False
-            raise KafkaError("disk gone", error_code=ErrorCode.KAFKA_STORAGE_ERROR)
-        for p in partitions:
-            self.partitions[(info.name, p)] = FakePartition(FakeLog(self.tm_ref[0].log_config(info.configs)))
-
-    def remove_topic(self, name: str) -> None:
-        for key in [k for k in self.partitions if k[0] == name]:
-            del self.partitions[key]
+    def on_metadata_update(self, delta: MetadataDelta, image: MetadataImage) -> None:
+        if delta.topics_delta is None:
+            return
+        changes = delta.topics_delta.local_changes(1)
+        for name, _tid, p in changes.deletes:
+            self.partitions.pop((name, p), None)
+        for c in changes.leaders:
+            key = (c.topic, c.partition)
+            if key in self.partitions:
+                continue
+            if self.fail_next_add:
+                self.fail_next_add = False
+                self.offline.add(key)
+                continue
+            cfg = self.helper.config_for_topic(c.topic)
+            assert cfg is not None
+            self.partitions[key] = FakePartition(FakeLog(cfg))
 
     def get_partition(self, topic: str, p: int) -> FakePartition | None:
         return self.partitions.get((topic, p))
 
 
-def make(tmp_path: Path, **overrides: str) -> tuple[TopicManager, MetadataStore, FakeReplicaManager]:
+def make(tmp_path: Path, **overrides: str) -> tuple[SyncAdmin, MetadataCache, FakeReplicaManager]:
+    """A controller stack over `tmp_path`; called again on the same path it replays what is there."""
     props = {"log.dirs": str(tmp_path / "data")}
     props.update(overrides)
     config = KafkaConfig(props)
-    metadata = MetadataStore(tmp_path / "meta.json")
-    ref: list[TopicManager] = []
-    rm = FakeReplicaManager(ref)
-    tm = TopicManager(config, metadata, rm)
-    ref.append(tm)
-    return tm, metadata, rm
+    cache = MetadataCache(config.node_id)
+    helper = ConfigHelper(config, cache)
+    rm = FakeReplicaManager(helper)
+    loader = MetadataLoader()
+    loader.install_publisher(cache)
+    loader.install_publisher(rm)
+    loader.install_publisher(DynamicConfigPublisher(helper, rm))  # type: ignore[arg-type]
+    controller = LocalController(
+        node_id=config.node_id, metadata_log=ClusterMetadataLog(tmp_path / "meta", wall_clock_ms), loader=loader,
+        cache=cache, config_helper=helper, default_num_partitions=lambda: int(config["num.partitions"]),
+        default_replication_factor=lambda: int(config["default.replication.factor"]),
+        delete_topic_enable=lambda: bool(config["delete.topic.enable"]),
+    )
+    controller.load()
+    return SyncAdmin(controller, helper), cache, rm
 
 
-def _t(metadata: MetadataStore, name: str) -> TopicInfo:
+def _t(metadata: MetadataCache, name: str) -> TopicInfo:
     info = metadata.topic(name)
     assert info is not None, name
     return info
@@ -195,14 +228,18 @@ def test_validate_only_creates_nothing(tmp_path: Path) -> None:
     tm.create_topic("v")  # the name is still free
 
 
-def test_failed_partition_creation_rolls_back(tmp_path: Path) -> None:
+def test_failed_log_creation_leaves_the_partition_offline(tmp_path: Path) -> None:
+    """Kafka's behaviour: the topic is committed by the controller; a broker that cannot create a log
+    (a failed disk) leaves that partition offline and hosts the others. (Before the controller,
+    kbroker undid the whole creation.)"""
     tm, metadata, rm = make(tmp_path)
     rm.fail_next_add = True
+    tm.create_topic("t", 2)
+    assert _t(metadata, "t").num_partitions == 2
+    assert rm.offline == {("t", 0)} and sorted(rm.partitions) == [("t", 1)]
     with pytest.raises(KafkaError) as e:
         tm.create_topic("t", 2)
-    assert code_of(e) == ErrorCode.KAFKA_STORAGE_ERROR
-    assert metadata.topic("t") is None
-    tm.create_topic("t", 2)
+    assert code_of(e) == ErrorCode.TOPIC_ALREADY_EXISTS
 
 
 # -- configs at creation ----------------------------------------------------------------------------------
@@ -398,9 +435,8 @@ def test_dynamic_broker_config_reaches_topics_without_override(tmp_path: Path) -
     assert tm.dynamic_broker_configs(False) == {"log.retention.ms": "9000"}
     tm.alter_broker_configs(False, {"log.retention.ms": None})
     assert rm.partitions[("plain", 0)].log.config.retention_ms == 7000
-    # Persisted in the image: a new manager over the same file sees the same levels.
-    again = MetadataStore(metadata.path)
-    again.load()
+    # Persisted in __cluster_metadata: a new stack replaying the same log sees the same levels.
+    _, again, _ = make(tmp_path)
     assert again.broker_configs == metadata.broker_configs
     # Kafka's refusals, checked against the reference broker: INVALID_REQUEST, keys as a Java list.
     with pytest.raises(KafkaError) as e:
@@ -419,8 +455,7 @@ def test_dynamic_broker_config_reaches_topics_without_override(tmp_path: Path) -
 def test_metadata_image_survives_reload(tmp_path: Path) -> None:
     tm, metadata, _ = make(tmp_path)
     info = tm.create_topic("p", 3, 1, {"retention.ms": "5"})
-    again = MetadataStore(metadata.path)
-    again.load()
+    _, again, _ = make(tmp_path)
     loaded = again.topic("p")
     assert loaded is not None and loaded.topic_id == info.topic_id and loaded.configs == {"retention.ms": "5"}
     assert isinstance(loaded.topic_id, uuid.UUID)

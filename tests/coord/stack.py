@@ -31,7 +31,6 @@ class Stack:
         self.log_manager = self.services.log_manager
         self.metadata = self.services.metadata
         self.replica_manager = self.services.replica_manager
-        self.topic_manager = self.services.topic_manager
         self.runtime = self.services.group_coordinator
         self.dispatcher = ApiDispatcher(self.services)
         self.correlation = 0

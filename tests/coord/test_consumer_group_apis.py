@@ -20,6 +20,7 @@ from kbroker.protocol.messages.offset_commit import OffsetCommitRequest
 from kbroker.protocol.messages.offset_fetch import OffsetFetchRequest
 from tests.coord.stack import Stack
 from tests.coord.support import subscription
+from tests.support.sync import run_now
 
 E = ErrorCode
 HB = ConsumerGroupHeartbeatRequest
@@ -29,7 +30,7 @@ def run(tmp_path: Path, body) -> None:  # type: ignore[no-untyped-def]
     async def main() -> None:
         stack = Stack(tmp_path)
         stack.start()
-        stack.topic_manager.create_topic("orders", num_partitions=4)
+        run_now(stack.services.controller.create_topic("orders", num_partitions=4))
         try:
             await stack.call(10, 0, FindCoordinatorRequest(key="g"))
             await stack.wait_loaded()

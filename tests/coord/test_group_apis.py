@@ -19,6 +19,7 @@ from kbroker.protocol.messages.offset_fetch import OffsetFetchRequest
 from kbroker.protocol.messages.sync_group import SyncGroupRequest
 from tests.coord.stack import Stack
 from tests.coord.support import subscription
+from tests.support.sync import run_now
 
 E = ErrorCode
 SUB = subscription("orders")
@@ -43,7 +44,7 @@ def run(tmp_path: Path, body) -> None:  # type: ignore[no-untyped-def]
     async def main() -> None:
         stack = Stack(tmp_path)
         stack.start()
-        stack.topic_manager.create_topic("orders", num_partitions=2)
+        run_now(stack.services.controller.create_topic("orders", num_partitions=2))
         try:
             await body(stack)
         finally:
@@ -153,7 +154,7 @@ def test_groups_answer_load_in_progress_then_serve(tmp_path: Path) -> None:
     async def first() -> None:
         s = Stack(tmp_path)
         s.start()
-        s.runtime.ensure_topic()
+        run_now(s.runtime.create_offsets_topic())
         s.shutdown()
 
     asyncio.run(first())

@@ -13,6 +13,7 @@ from kbroker.coord.runtime import GROUP_METADATA_TOPIC, java_string_hashcode, pa
 from kbroker.protocol.errors import ErrorCode
 from tests.coord.stack import Stack
 from tests.coord.support import Box, Harness, subscription
+from tests.support.sync import run_now
 
 E = ErrorCode
 S = GroupState
@@ -31,7 +32,7 @@ def test_java_string_hashcode_and_partition() -> None:
 
 
 async def _populate(stack: Stack) -> tuple[str, str]:
-    assert stack.runtime.ensure_topic() == E.NONE
+    assert run_now(stack.runtime.create_offsets_topic()) == E.NONE
     coord = stack.coordinator
     # A simple group (generation -1) with offsets and metadata.
     assert coord.commit_offsets("simple", -1, "", None, -1, [CP("t", 0, 10, 3, "meta"), CP("t", 1, 20)]) == \
@@ -100,7 +101,7 @@ def test_records_go_to_the_group_partition(tmp_path: Path) -> None:
     async def run() -> None:
         stack = Stack(tmp_path)
         stack.start()
-        assert stack.runtime.ensure_topic() == E.NONE
+        assert run_now(stack.runtime.create_offsets_topic()) == E.NONE
         info = stack.metadata.topic(GROUP_METADATA_TOPIC)
         assert info is not None and info.is_internal and info.num_partitions == 3 and info.configs["cleanup.policy"] == "compact"
         stack.coordinator.commit_offsets("group-x", -1, "", None, -1, [CP("t", 0, 5)])

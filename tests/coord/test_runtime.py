@@ -11,6 +11,7 @@ from kbroker.coord.runtime import LoopScheduler
 from kbroker.protocol.errors import ErrorCode
 from tests.coord.stack import Stack
 from tests.coord.support import Box, subscription
+from tests.support.sync import run_now
 
 
 def test_loop_scheduler_replaces_and_cancels() -> None:
@@ -37,7 +38,7 @@ def test_shutdown_answers_waiting_joins(tmp_path: Path) -> None:
     async def run() -> None:
         stack = Stack(tmp_path, **{"group.initial.rebalance.delay.ms": "60000"})
         stack.start()
-        assert stack.runtime.ensure_topic() == ErrorCode.NONE
+        assert run_now(stack.runtime.create_offsets_topic()) == ErrorCode.NONE
         first, second = Box(), Box()
         coord = stack.coordinator
         coord.join_group("g", "", None, "consumer", [("range", subscription("t"))], 10000, 30000, "c", "/h",
@@ -59,7 +60,7 @@ def test_periodic_offset_expiry(tmp_path: Path) -> None:
         clock = [1_000_000]
         stack.runtime.time_ms = lambda: clock[0]
         stack.start()
-        assert stack.runtime.ensure_topic() == ErrorCode.NONE
+        assert run_now(stack.runtime.create_offsets_topic()) == ErrorCode.NONE
         coord = stack.coordinator
         assert coord.commit_offsets("s", -1, "", None, -1, [CP("t", 0, 1)]) == [ErrorCode.NONE]
         await asyncio.sleep(0.05)

@@ -3,15 +3,15 @@ by the broker's own builder (`kbroker.services.build_services`)."""
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from kbroker.cluster.metadata import TopicInfo
 from kbroker.config import KafkaConfig
+from kbroker.metadata.views import TopicInfo
 from kbroker.services import build_services, shutdown_services
+from tests.support.sync import run_now
 
 
 class Env:
@@ -24,12 +24,9 @@ class Env:
         self.metadata = self.services.metadata
         self.rm = self.services.replica_manager
 
-    def create_topic(self, name: str, partitions: int = 1, configs: dict[str, str] | None = None,
-                     internal: bool = False) -> TopicInfo:
-        info = TopicInfo(name, uuid.uuid4(), partitions, 1, dict(configs or {}), internal)
-        self.metadata.put_topic(info)
-        self.rm.add_partitions(info, range(partitions))
-        return info
+    def create_topic(self, name: str, partitions: int = 1, configs: dict[str, str] | None = None) -> TopicInfo:
+        """Through the controller, as CreateTopics does (internal topics included)."""
+        return run_now(self.services.controller.create_topic(name, partitions, 1, configs or {}))
 
     def close(self) -> None:
         shutdown_services(self.services)

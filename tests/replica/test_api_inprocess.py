@@ -29,6 +29,7 @@ from kbroker.protocol.messages.metadata import MetadataRequest
 from kbroker.protocol.messages.produce import ProduceRequest
 from kbroker.protocol.records import RecordBatch, SimpleRecord, build_batch
 from kbroker.services import build_services, shutdown_services
+from tests.support.sync import SyncAdmin
 
 
 class Api:
@@ -40,7 +41,7 @@ class Api:
         self.lm = self.services.log_manager
         self.md = self.services.metadata
         self.rm = self.services.replica_manager
-        self.tm = self.services.topic_manager
+        self.tm = SyncAdmin(self.services.controller, self.services.configs)
         self.dispatcher = ApiDispatcher(self.services)
         self.ctx = RequestContext(listener_name="PLAINTEXT")
         self.correlation = 0

@@ -5,11 +5,14 @@ from __future__ import annotations
 import asyncio
 import uuid
 
+from kbroker.metadata.delta import MetadataDelta
 from kbroker.protocol.errors import ErrorCode
+from kbroker.protocol.metadata_records import PartitionChangeRecord
 from kbroker.protocol.records import SimpleRecord, build_batch
 from kbroker.replica.delayed import FetchParams
 from kbroker.replica.fetch_session import FetchPartitionRequest
 from tests.replica.conftest import Env
+from tests.support.sync import run_now
 
 Z = uuid.UUID(int=0)
 
@@ -85,7 +88,7 @@ def test_acks_all_times_out_with_request_timed_out(env: Env) -> None:
 
 def test_partial_failure_and_error_codes(env: Env) -> None:
     env.create_topic("good")
-    env.create_topic("__consumer_offsets", 1, internal=True)
+    env.create_topic("__consumer_offsets", 1)
     env.create_topic("small", 1, {"max.message.bytes": "200"})
     corrupt = bytearray(batch(1))
     corrupt[-1] ^= 0xFF  # breaks the CRC
@@ -225,7 +228,7 @@ def test_remove_topic_completes_waiting_fetch(env: Env) -> None:
 
     async def main() -> None:
         out = env.rm.fetch_messages(FetchParams(max_wait_ms=5000, min_bytes=1), [freq("t", 0, 0)])
-        env.rm.remove_topic("t")
+        run_now(env.services.controller.delete_topic("t"))
         res = await asyncio.wait_for(out, 2)
         assert res[("t", 0)].error == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
 
@@ -265,6 +268,11 @@ def test_high_watermark_recomputed_when_partition_is_hosted_again(env: Env) -> N
     log = env.rm.get_partition("t", 0).log
     log.high_watermark = 0  # what a stale replication-offset-checkpoint gives after kill -9
     info = env.metadata.topic("t")
+    assert info is not None
+    # Re-state the partition (an unchanged PartitionChangeRecord): the replica manager hosts it anew.
+    image = env.metadata.image
+    delta = MetadataDelta(image)
+    delta.replay(PartitionChangeRecord(topic_id=info.topic_id, partition_id=0))
     env.rm._partitions.clear()
-    env.rm.add_partitions(info, range(1))
+    env.rm.apply_delta(delta, delta.apply(image.provenance))
     assert env.rm.get_partition("t", 0).high_watermark == 3
