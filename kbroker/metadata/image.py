@@ -1,0 +1,472 @@
+"""The immutable cluster metadata image (Kafka's ``MetadataImage`` and its parts).
+
+An image is what the metadata log says after replaying it up to some offset (``MetadataProvenance``):
+topics with their partitions (``TopicsImage``), brokers and controllers (``ClusterImage``), dynamic
+configs (``ConfigurationsImage``), finalized features (``FeaturesImage``) and the next producer-id block
+(``ProducerIdsImage``). Images are never changed: a ``MetadataDelta`` (delta.py) replays records on top
+of one and ``apply()`` builds the next image, sharing every unchanged part with the old one.
+
+Every class is a frozen dataclass; collections are tuples and read-only mappings
+(``types.MappingProxyType``), so a publisher may keep an image without copying it.
+
+Kafka's semantics kept here:
+- ``PartitionRegistration.merge(PartitionChangeRecord)``: a null array field means "no change", leader
+  -2 means "no change" (any other value, even the same leader, bumps the leader epoch), leader recovery
+  state -1 means "no change"; every merge bumps the partition epoch. New replicas keep the directory of
+  a replica they already had and get ``DirectoryId.UNASSIGNED`` otherwise (KIP-858).
+- A ``PartitionRecord`` without directories (v0) has ``DirectoryId.MIGRATING`` for every replica.
+- A ``ConfigResource`` of type BROKER with name ``""`` holds the cluster-wide broker defaults.
+
+Imports only the standard library and ``kbroker.protocol`` record classes (for type hints). Must not
+import net/, api/, replica/, coord/, cluster/, log/, asyncio: it is sans-IO.
+"""
+
+from __future__ import annotations
+
+import enum
+import uuid
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field, replace
+from types import MappingProxyType
+from typing import TYPE_CHECKING, ClassVar, NamedTuple
+
+if TYPE_CHECKING:
+    from kbroker.protocol.metadata_records.partition_change_record import PartitionChangeRecord
+    from kbroker.protocol.metadata_records.partition_record import PartitionRecord
+    from kbroker.protocol.metadata_records.register_broker_record import RegisterBrokerRecord
+    from kbroker.protocol.metadata_records.register_controller_record import RegisterControllerRecord
+
+NO_LEADER = -1
+NO_LEADER_CHANGE = -2
+
+
+def frozen_map(d: Mapping | None = None) -> Mapping:  # type: ignore[type-arg]
+    """A read-only view of a fresh dict (the image owns it; nobody else holds the dict)."""
+    return MappingProxyType(dict(d or {}))
+
+
+_EMPTY_MAP: Mapping = MappingProxyType({})  # type: ignore[type-arg]
+
+
+class DirectoryId:
+    """Kafka's reserved log-directory ids (KIP-858)."""
+
+    MIGRATING = uuid.UUID(int=0)  # replica placed before directories were tracked
+    UNASSIGNED = uuid.UUID(int=1)  # not yet placed on a directory
+    LOST = uuid.UUID(int=2)  # its directory went offline
+
+
+class LeaderRecoveryState(enum.IntEnum):
+    """Kafka's LeaderRecoveryState (KIP-704); -1 in a PartitionChangeRecord is "no change"."""
+
+    RECOVERED = 0
+    RECOVERING = 1
+
+    @classmethod
+    def of(cls, value: int) -> LeaderRecoveryState:
+        try:
+            return cls(value)
+        except ValueError:
+            raise ValueError(f"unknown leader recovery state {value}") from None
+
+    def change_to(self, value: int) -> LeaderRecoveryState:
+        return self if value == -1 else LeaderRecoveryState.of(value)
+
+
+class ConfigResourceType(enum.IntEnum):
+    """Kafka's ConfigResource.Type ids (as in ConfigRecord.ResourceType)."""
+
+    UNKNOWN = 0
+    TOPIC = 2
+    BROKER = 4
+    BROKER_LOGGER = 8
+    CLIENT_METRICS = 16
+    GROUP = 32
+
+
+class ConfigResource(NamedTuple):
+    type: ConfigResourceType
+    name: str
+
+
+class TopicPartition(NamedTuple):
+    topic: str
+    partition: int
+
+
+class TopicIdPartition(NamedTuple):
+    topic_id: uuid.UUID
+    partition: int
+
+
+# -- topics ------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionRegistration:
+    """One partition's assignment and leadership (Kafka's PartitionRegistration)."""
+
+    replicas: tuple[int, ...]
+    isr: tuple[int, ...]
+    leader: int
+    leader_epoch: int
+    partition_epoch: int
+    leader_recovery_state: LeaderRecoveryState = LeaderRecoveryState.RECOVERED
+    removing_replicas: tuple[int, ...] = ()
+    adding_replicas: tuple[int, ...] = ()
+    directories: tuple[uuid.UUID, ...] = ()
+    elr: tuple[int, ...] = ()
+    last_known_elr: tuple[int, ...] = ()
+
+    @classmethod
+    def from_record(cls, record: PartitionRecord) -> PartitionRegistration:
+        replicas = tuple(record.replicas)
+        directories = tuple(record.directories) or (DirectoryId.MIGRATING,) * len(replicas)
+        return cls(
+            replicas=replicas,
+            isr=tuple(record.isr),
+            leader=record.leader,
+            leader_epoch=record.leader_epoch,
+            partition_epoch=record.partition_epoch,
+            leader_recovery_state=LeaderRecoveryState.of(record.leader_recovery_state),
+            removing_replicas=tuple(record.removing_replicas),
+            adding_replicas=tuple(record.adding_replicas),
+            directories=directories,
+            elr=tuple(record.eligible_leader_replicas or ()),
+            last_known_elr=tuple(record.last_known_elr or ()),
+        )
+
+    def merge(self, record: PartitionChangeRecord) -> PartitionRegistration:
+        """This partition after ``record`` (Kafka's ``PartitionRegistration.merge``)."""
+        replicas = self.replicas if record.replicas is None else tuple(record.replicas)
+        if record.directories is not None:
+            directories = tuple(record.directories)
+        elif record.replicas is not None:
+            placed = dict(zip(self.replicas, self.directories, strict=False))
+            directories = tuple(placed.get(r, DirectoryId.UNASSIGNED) for r in replicas)
+        else:
+            directories = self.directories
+        if record.leader == NO_LEADER_CHANGE:
+            leader, leader_epoch = self.leader, self.leader_epoch
+        else:
+            leader, leader_epoch = record.leader, self.leader_epoch + 1
+        return PartitionRegistration(
+            replicas=replicas,
+            isr=self.isr if record.isr is None else tuple(record.isr),
+            leader=leader,
+            leader_epoch=leader_epoch,
+            partition_epoch=self.partition_epoch + 1,
+            leader_recovery_state=self.leader_recovery_state.change_to(record.leader_recovery_state),
+            removing_replicas=(
+                self.removing_replicas if record.removing_replicas is None else tuple(record.removing_replicas)
+            ),
+            adding_replicas=self.adding_replicas if record.adding_replicas is None else tuple(record.adding_replicas),
+            directories=directories,
+            elr=self.elr if record.eligible_leader_replicas is None else tuple(record.eligible_leader_replicas),
+            last_known_elr=self.last_known_elr if record.last_known_elr is None else tuple(record.last_known_elr),
+        )
+
+    def has_leader(self) -> bool:
+        return self.leader != NO_LEADER
+
+    def is_reassigning(self) -> bool:
+        return bool(self.removing_replicas or self.adding_replicas)
+
+    def directory(self, replica: int) -> uuid.UUID | None:
+        """The log directory of ``replica`` (None when it is not a replica or directories are unknown)."""
+        for r, d in zip(self.replicas, self.directories, strict=False):
+            if r == replica:
+                return d
+        return None
+
+
+@dataclass(frozen=True, slots=True)
+class TopicImage:
+    name: str
+    id: uuid.UUID
+    partitions: Mapping[int, PartitionRegistration] = field(default_factory=lambda: _EMPTY_MAP)
+
+    def partition(self, index: int) -> PartitionRegistration | None:
+        return self.partitions.get(index)
+
+
+@dataclass(frozen=True, slots=True)
+class TopicsImage:
+    topics_by_id: Mapping[uuid.UUID, TopicImage] = field(default_factory=lambda: _EMPTY_MAP)
+    topics_by_name: Mapping[str, TopicImage] = field(default_factory=lambda: _EMPTY_MAP)
+
+    EMPTY: ClassVar[TopicsImage]
+
+    def get_topic(self, key: str | uuid.UUID) -> TopicImage | None:
+        if isinstance(key, uuid.UUID):
+            return self.topics_by_id.get(key)
+        return self.topics_by_name.get(key)
+
+    def get_partition(self, topic_id: uuid.UUID, partition: int) -> PartitionRegistration | None:
+        topic = self.topics_by_id.get(topic_id)
+        return None if topic is None else topic.partitions.get(partition)
+
+    def is_empty(self) -> bool:
+        return not self.topics_by_id
+
+    def __iter__(self) -> Iterator[TopicImage]:
+        return iter(self.topics_by_id.values())
+
+    def __len__(self) -> int:
+        return len(self.topics_by_id)
+
+
+TopicsImage.EMPTY = TopicsImage()
+
+
+# -- cluster -------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Endpoint:
+    """A listener of a broker or controller (Kafka's Endpoint); security_protocol is Kafka's id."""
+
+    listener_name: str
+    security_protocol: int
+    host: str
+    port: int
+
+
+@dataclass(frozen=True, slots=True)
+class VersionRange:
+    min: int
+    max: int
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerRegistration:
+    """A registered broker (Kafka's BrokerRegistration)."""
+
+    id: int
+    epoch: int
+    incarnation_id: uuid.UUID
+    listeners: Mapping[str, Endpoint] = field(default_factory=lambda: _EMPTY_MAP)
+    supported_features: Mapping[str, VersionRange] = field(default_factory=lambda: _EMPTY_MAP)
+    rack: str | None = None
+    fenced: bool = True
+    in_controlled_shutdown: bool = False
+    is_migrating_zk_broker: bool = False
+    directories: tuple[uuid.UUID, ...] = ()
+
+    @classmethod
+    def from_record(cls, record: RegisterBrokerRecord) -> BrokerRegistration:
+        return cls(
+            id=record.broker_id,
+            epoch=record.broker_epoch,
+            incarnation_id=record.incarnation_id,
+            listeners=frozen_map(
+                {e.name: Endpoint(e.name, e.security_protocol, e.host, e.port) for e in record.end_points}
+            ),
+            supported_features=frozen_map(
+                {f.name: VersionRange(f.min_supported_version, f.max_supported_version) for f in record.features}
+            ),
+            rack=record.rack,
+            fenced=record.fenced,
+            in_controlled_shutdown=record.in_controlled_shutdown,
+            is_migrating_zk_broker=record.is_migrating_zk_broker,
+            directories=tuple(sorted(record.log_dirs)),
+        )
+
+    def endpoint(self, listener_name: str) -> Endpoint | None:
+        return self.listeners.get(listener_name)
+
+    def clone_with(
+        self,
+        fenced: bool | None = None,
+        in_controlled_shutdown: bool | None = None,
+        directories: tuple[uuid.UUID, ...] | None = None,
+    ) -> BrokerRegistration:
+        return replace(
+            self,
+            fenced=self.fenced if fenced is None else fenced,
+            in_controlled_shutdown=(
+                self.in_controlled_shutdown if in_controlled_shutdown is None else in_controlled_shutdown
+            ),
+            directories=self.directories if directories is None else tuple(sorted(directories)),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class ControllerRegistration:
+    """A registered KRaft controller (Kafka's ControllerRegistration)."""
+
+    id: int
+    incarnation_id: uuid.UUID
+    zk_migration_ready: bool
+    listeners: Mapping[str, Endpoint] = field(default_factory=lambda: _EMPTY_MAP)
+    supported_features: Mapping[str, VersionRange] = field(default_factory=lambda: _EMPTY_MAP)
+
+    @classmethod
+    def from_record(cls, record: RegisterControllerRecord) -> ControllerRegistration:
+        return cls(
+            id=record.controller_id,
+            incarnation_id=record.incarnation_id,
+            zk_migration_ready=record.zk_migration_ready,
+            listeners=frozen_map(
+                {e.name: Endpoint(e.name, e.security_protocol, e.host, e.port) for e in record.end_points}
+            ),
+            supported_features=frozen_map(
+                {f.name: VersionRange(f.min_supported_version, f.max_supported_version) for f in record.features}
+            ),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterImage:
+    brokers: Mapping[int, BrokerRegistration] = field(default_factory=lambda: _EMPTY_MAP)
+    controllers: Mapping[int, ControllerRegistration] = field(default_factory=lambda: _EMPTY_MAP)
+
+    EMPTY: ClassVar[ClusterImage]
+
+    def broker(self, node_id: int) -> BrokerRegistration | None:
+        return self.brokers.get(node_id)
+
+    def unfenced_brokers(self) -> list[BrokerRegistration]:
+        return [b for b in self.brokers.values() if not b.fenced]
+
+    def is_empty(self) -> bool:
+        return not self.brokers and not self.controllers
+
+
+ClusterImage.EMPTY = ClusterImage()
+
+
+# -- configs, features, producer ids -------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class ConfigurationsImage:
+    """Dynamic configs by resource; a resource with no config left is not in the map."""
+
+    configs: Mapping[ConfigResource, Mapping[str, str]] = field(default_factory=lambda: _EMPTY_MAP)
+
+    EMPTY: ClassVar[ConfigurationsImage]
+
+    def config_map(self, resource: ConfigResource) -> Mapping[str, str]:
+        return self.configs.get(resource, _EMPTY_MAP)
+
+    def topic_config(self, topic: str) -> Mapping[str, str]:
+        """The topic's config overrides."""
+        return self.config_map(ConfigResource(ConfigResourceType.TOPIC, topic))
+
+    def broker_config(self, node_id: int) -> Mapping[str, str]:
+        """Dynamic configs set for one broker."""
+        return self.config_map(ConfigResource(ConfigResourceType.BROKER, str(node_id)))
+
+    def cluster_broker_config(self) -> Mapping[str, str]:
+        """The cluster-wide dynamic broker defaults (resource name ``""``)."""
+        return self.config_map(ConfigResource(ConfigResourceType.BROKER, ""))
+
+    def is_empty(self) -> bool:
+        return not self.configs
+
+
+ConfigurationsImage.EMPTY = ConfigurationsImage()
+
+METADATA_VERSION = "metadata.version"
+
+
+@dataclass(frozen=True, slots=True)
+class FeaturesImage:
+    """Finalized feature levels: ``metadata_version`` (the metadata.version feature level, None before
+    the bootstrap record) and every other finalized feature (level 0 means absent)."""
+
+    metadata_version: int | None = None
+    finalized_versions: Mapping[str, int] = field(default_factory=lambda: _EMPTY_MAP)
+
+    EMPTY: ClassVar[FeaturesImage]
+
+    def level(self, feature: str) -> int:
+        if feature == METADATA_VERSION:
+            return self.metadata_version or 0
+        return self.finalized_versions.get(feature, 0)
+
+    def is_empty(self) -> bool:
+        return self.metadata_version is None and not self.finalized_versions
+
+
+FeaturesImage.EMPTY = FeaturesImage()
+
+
+@dataclass(frozen=True, slots=True)
+class ProducerIdsImage:
+    """The first producer id not yet handed out in a block (-1: none handed out yet)."""
+
+    next_producer_id: int = -1
+
+    EMPTY: ClassVar[ProducerIdsImage]
+
+    def is_empty(self) -> bool:
+        return self.next_producer_id == -1
+
+
+ProducerIdsImage.EMPTY = ProducerIdsImage()
+
+
+@dataclass(frozen=True, slots=True)
+class MetadataProvenance:
+    """Where an image comes from: the offset, epoch and append time of the last record it contains."""
+
+    last_contained_offset: int = -1
+    last_contained_epoch: int = -1
+    last_contained_log_time_ms: int = -1
+    is_offset_batch_aligned: bool = True
+
+    EMPTY: ClassVar[MetadataProvenance]
+
+
+MetadataProvenance.EMPTY = MetadataProvenance()
+
+
+@dataclass(frozen=True, slots=True)
+class MetadataImage:
+    provenance: MetadataProvenance = MetadataProvenance.EMPTY
+    features: FeaturesImage = FeaturesImage.EMPTY
+    cluster: ClusterImage = ClusterImage.EMPTY
+    topics: TopicsImage = TopicsImage.EMPTY
+    configs: ConfigurationsImage = ConfigurationsImage.EMPTY
+    producer_ids: ProducerIdsImage = ProducerIdsImage.EMPTY
+
+    EMPTY: ClassVar[MetadataImage]
+
+    @property
+    def offset(self) -> int:
+        return self.provenance.last_contained_offset
+
+    def is_empty(self) -> bool:
+        return (
+            self.features.is_empty()
+            and self.cluster.is_empty()
+            and self.topics.is_empty()
+            and self.configs.is_empty()
+            and self.producer_ids.is_empty()
+        )
+
+    # -- the queries the broker needs ------------------------------------------------------------------
+
+    def topic(self, name: str) -> TopicImage | None:
+        return self.topics.topics_by_name.get(name)
+
+    def topic_by_id(self, topic_id: uuid.UUID) -> TopicImage | None:
+        return self.topics.topics_by_id.get(topic_id)
+
+    def partition(self, topic: str, partition: int) -> PartitionRegistration | None:
+        t = self.topics.topics_by_name.get(topic)
+        return None if t is None else t.partitions.get(partition)
+
+    def topic_config(self, topic: str) -> Mapping[str, str]:
+        return self.configs.topic_config(topic)
+
+    def broker_config(self, node_id: int) -> Mapping[str, str]:
+        return self.configs.broker_config(node_id)
+
+    def cluster_broker_config(self) -> Mapping[str, str]:
+        return self.configs.cluster_broker_config()
+
+
+MetadataImage.EMPTY = MetadataImage()
