@@ -11,8 +11,8 @@ Kafka's replay semantics kept here:
   delta is simply gone; a name deleted and re-created in one delta is both deleted (old id) and
   created (new id).
 - ``ConfigRecord`` with a null value deletes the key; a resource left with no key leaves the image.
-- ``FeatureLevelRecord`` for ``metadata.version`` sets the metadata version; for another feature level
-  0 removes it.
+- ``FeatureLevelRecord`` for ``metadata.version`` sets the metadata version (level 7, 3.3-IV3, at
+  least); ``kraft.version`` is ignored (the raft layer owns it); for another feature level 0 removes it.
 - Broker records carry the broker epoch: fencing, unfencing, changing or unregistering a broker with a
   different epoch than registered is an error (``MetadataReplayError``), like Kafka's
   ``getBrokerOrThrow``. So is a partition record for an unknown topic id, or removing an unknown topic.
@@ -30,7 +30,9 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from kbroker.metadata.image import (
+    KRAFT_VERSION,
     METADATA_VERSION,
+    MINIMUM_METADATA_VERSION,
     BrokerRegistration,
     ClusterImage,
     ConfigResource,
@@ -40,6 +42,7 @@ from kbroker.metadata.image import (
     FeaturesImage,
     MetadataImage,
     MetadataProvenance,
+    MetadataReplayError,
     PartitionRegistration,
     ProducerIdsImage,
     TopicIdPartition,
@@ -67,10 +70,6 @@ if TYPE_CHECKING:
     from kbroker.protocol.metadata_records.topic_record import TopicRecord
     from kbroker.protocol.metadata_records.unfence_broker_record import UnfenceBrokerRecord
     from kbroker.protocol.metadata_records.unregister_broker_record import UnregisterBrokerRecord
-
-
-class MetadataReplayError(ValueError):
-    """A record that cannot apply to the image (unknown topic id, stale broker epoch...)."""
 
 
 # -- topics --------------------------------------------------------------------------------------------
@@ -190,9 +189,11 @@ class TopicDelta:
             elif prev is None or prev.partition_epoch != p.partition_epoch:
                 out.followers[tp] = PartitionInfo(tid, p)
                 out.topic_ids.setdefault(name, tid)
-            directory = p.directory(broker_id)
-            if directory is not None and (prev is None or prev.directory(broker_id) != directory):
-                out.directory_ids[TopicIdPartition(tid, index)] = directory
+            # A replica's directory, when it was already a replica and moved, or the partition is new.
+            if broker_id in p.replicas and (prev is None or broker_id in prev.replicas):
+                directory = p.directory(broker_id)
+                if directory is not None and (prev is None or prev.directory(broker_id) != directory):
+                    out.directory_ids[TopicIdPartition(tid, index)] = directory
         return out
 
 
@@ -456,9 +457,14 @@ class FeaturesDelta:
 
     def replay_feature_level(self, record: FeatureLevelRecord) -> None:
         if record.name == METADATA_VERSION:
-            if record.feature_level <= 0:
-                raise MetadataReplayError(f"invalid metadata.version feature level {record.feature_level}")
+            if record.feature_level < MINIMUM_METADATA_VERSION:
+                raise MetadataReplayError(
+                    f"metadata.version feature level {record.feature_level} is below the minimum "
+                    f"{MINIMUM_METADATA_VERSION} (3.3-IV3)"
+                )
             self.metadata_version_change = record.feature_level
+        elif record.name == KRAFT_VERSION:
+            return  # the raft layer's feature (KRaftVersionRecord), not part of this image, as in Kafka
         else:
             self.changes[record.name] = None if record.feature_level == 0 else record.feature_level
 

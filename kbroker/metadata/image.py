@@ -12,9 +12,12 @@ Every class is a frozen dataclass; collections are tuples and read-only mappings
 Kafka's semantics kept here:
 - ``PartitionRegistration.merge(PartitionChangeRecord)``: a null array field means "no change", leader
   -2 means "no change" (any other value, even the same leader, bumps the leader epoch), leader recovery
-  state -1 means "no change"; every merge bumps the partition epoch. New replicas keep the directory of
-  a replica they already had and get ``DirectoryId.UNASSIGNED`` otherwise (KIP-858).
-- A ``PartitionRecord`` without directories (v0) has ``DirectoryId.MIGRATING`` for every replica.
+  state -1 means "no change"; every merge bumps the partition epoch. Directories (KIP-858) change only
+  when the record carries them (Kafka's controller sends them with every replica change); directories
+  that are all ``DirectoryId.MIGRATING`` (or none) stretch to the new replica count.
+- A ``PartitionRecord`` without directories (v0) has ``DirectoryId.MIGRATING`` for every replica; a
+  record whose non-empty directories do not match its replicas is rejected (Kafka's
+  InvalidReplicaDirectoriesException).
 - A ``ConfigResource`` of type BROKER with name ``""`` holds the cluster-wide broker defaults.
 
 Imports only the standard library and ``kbroker.protocol`` record classes (for type hints). Must not
@@ -38,6 +41,27 @@ if TYPE_CHECKING:
 
 NO_LEADER = -1
 NO_LEADER_CHANGE = -2
+
+
+class MetadataReplayError(ValueError):
+    """A record that cannot apply to the image (unknown topic id, stale broker epoch...)."""
+
+
+class InvalidReplicaDirectoriesError(MetadataReplayError):
+    """Directories that do not pair up with the replicas (Kafka's InvalidReplicaDirectoriesException)."""
+
+
+def _check_directories(replicas: list[int] | None, directories: list[uuid.UUID] | None) -> None:
+    if replicas is not None and directories and len(replicas) != len(directories):
+        raise InvalidReplicaDirectoriesError(
+            f"{len(directories)} directories for {len(replicas)} replicas ({replicas}, {directories})"
+        )
+
+
+def _default_to_migrating(directories: tuple[uuid.UUID, ...], replicas: int) -> tuple[uuid.UUID, ...]:
+    if all(d == DirectoryId.MIGRATING for d in directories):
+        return (DirectoryId.MIGRATING,) * replicas
+    return directories
 
 
 def frozen_map(d: Mapping | None = None) -> Mapping:  # type: ignore[type-arg]
@@ -120,8 +144,9 @@ class PartitionRegistration:
 
     @classmethod
     def from_record(cls, record: PartitionRecord) -> PartitionRegistration:
+        _check_directories(record.replicas, record.directories)
         replicas = tuple(record.replicas)
-        directories = tuple(record.directories) or (DirectoryId.MIGRATING,) * len(replicas)
+        directories = _default_to_migrating(tuple(record.directories), len(replicas))
         return cls(
             replicas=replicas,
             isr=tuple(record.isr),
@@ -138,14 +163,10 @@ class PartitionRegistration:
 
     def merge(self, record: PartitionChangeRecord) -> PartitionRegistration:
         """This partition after ``record`` (Kafka's ``PartitionRegistration.merge``)."""
+        _check_directories(record.replicas, record.directories)
         replicas = self.replicas if record.replicas is None else tuple(record.replicas)
-        if record.directories is not None:
-            directories = tuple(record.directories)
-        elif record.replicas is not None:
-            placed = dict(zip(self.replicas, self.directories, strict=False))
-            directories = tuple(placed.get(r, DirectoryId.UNASSIGNED) for r in replicas)
-        else:
-            directories = self.directories
+        directories = self.directories if record.directories is None else tuple(record.directories)
+        directories = _default_to_migrating(directories, len(replicas))
         if record.leader == NO_LEADER_CHANGE:
             leader, leader_epoch = self.leader, self.leader_epoch
         else:
@@ -369,6 +390,8 @@ class ConfigurationsImage:
 ConfigurationsImage.EMPTY = ConfigurationsImage()
 
 METADATA_VERSION = "metadata.version"
+KRAFT_VERSION = "kraft.version"
+MINIMUM_METADATA_VERSION = 7  # 3.3-IV3, the oldest metadata.version Kafka 4 reads
 
 
 @dataclass(frozen=True, slots=True)

@@ -15,6 +15,7 @@ from kbroker.metadata import (
     ConfigResourceType,
     DirectoryId,
     Endpoint,
+    InvalidReplicaDirectoriesError,
     LeaderRecoveryState,
     MetadataDelta,
     MetadataImage,
@@ -64,6 +65,7 @@ LOG: list[object] = [
     feature("metadata.version", 27),
     feature("kraft.version", 1),
     feature("transaction.version", 2),
+    feature("group.version", 1),
     broker(1),
     broker(2, rack="r2"),
     broker(3),
@@ -104,7 +106,8 @@ def test_replay_in_one_delta_equals_record_by_record() -> None:
 def test_the_replayed_image() -> None:
     image = build(*LOG)
     assert image.features.metadata_version == 27
-    assert dict(image.features.finalized_versions) == {"kraft.version": 1}
+    # kraft.version belongs to the raft layer: Kafka's FeaturesDelta ignores it too.
+    assert dict(image.features.finalized_versions) == {"group.version": 1}
     assert sorted(image.cluster.brokers) == [1, 2, 3]
     assert [b.fenced for _, b in sorted(image.cluster.brokers.items())] == [False, False, True]
     b2 = image.cluster.broker(2)
@@ -259,13 +262,25 @@ def test_partition_change_leader_and_isr() -> None:
 
 def test_partition_change_reassignment_and_directories() -> None:
     base = build(topic("foo", FOO), partition(FOO, 0, [1, 2], directories=[DIR_A, DIR_B]))
-    img = replay(base, change(FOO, 0, replicas=[1, 2, 3], adding_replicas=[3])).apply()
+    # Kafka's controller sends directories with every replica change (UNASSIGNED for a new replica).
+    img = replay(base, change(FOO, 0, replicas=[1, 2, 3], adding_replicas=[3],
+                              directories=[DIR_A, DIR_B, DirectoryId.UNASSIGNED])).apply()  # fmt: skip
     p = img.partition("foo", 0)
     assert p is not None and p.is_reassigning() and p.adding_replicas == (3,)
-    assert p.directories == (DIR_A, DIR_B, DirectoryId.UNASSIGNED)  # kept where known (KIP-858)
+    assert p.directories == (DIR_A, DIR_B, DirectoryId.UNASSIGNED) and p.directory(3) == DirectoryId.UNASSIGNED
     img = replay(img, change(FOO, 0, replicas=[3, 2], adding_replicas=[], directories=[DIR_B, DIR_A])).apply()
     p = img.partition("foo", 0)
     assert p is not None and not p.is_reassigning() and p.directory(3) == DIR_B and p.directory(1) is None
+    # Without directories they stay as they were (Kafka's merge), unless all MIGRATING: then they
+    # follow the replica count.
+    img = replay(img, change(FOO, 0, isr=[3])).apply()
+    assert img.partition("foo", 0).directories == (DIR_B, DIR_A)  # type: ignore[union-attr]
+    migrating = build(topic("foo", FOO), partition(FOO, 0, [1, 2]), change(FOO, 0, replicas=[1, 2, 3]))
+    assert migrating.partition("foo", 0).directories == (DirectoryId.MIGRATING,) * 3  # type: ignore[union-attr]
+    with pytest.raises(InvalidReplicaDirectoriesError):
+        replay(base, change(FOO, 0, replicas=[1, 2, 3], directories=[DIR_A, DIR_B]))
+    with pytest.raises(InvalidReplicaDirectoriesError):
+        replay(build(topic("foo", FOO)), partition(FOO, 0, [1, 2], directories=[DIR_A]))
 
 
 def test_eligible_leader_replicas() -> None:
@@ -371,7 +386,8 @@ def test_features_and_producer_ids() -> None:
     image = replay(image, feature("metadata.version", 27), feature("group.version", 0)).apply()
     assert image.features.metadata_version == 27 and dict(image.features.finalized_versions) == {}
     with pytest.raises(MetadataReplayError):
-        replay(image, feature("metadata.version", 0))
+        replay(image, feature("metadata.version", 6))  # below 3.3-IV3
+    assert dict(replay(image, feature("kraft.version", 1)).apply().features.finalized_versions) == {}
     assert image.producer_ids.is_empty()
     image = replay(image, producer_ids(1000), producer_ids(2000)).apply()
     assert image.producer_ids.next_producer_id == 2000
