@@ -15,6 +15,7 @@ built here but started by the caller (`services.group_coordinator.startup()` nee
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 
 from kbroker.api.context import BrokerServices
@@ -33,6 +34,13 @@ from kbroker.metadata.cache import MetadataCache
 from kbroker.metadata.loader import MetadataLoader
 from kbroker.replica.producer_id_manager import ProducerIdManager
 from kbroker.replica.replica_manager import ReplicaManager
+
+
+log = logging.getLogger(__name__)
+
+
+def _log_metadata_fault(message: str, exc: Exception) -> None:
+    log.error("Metadata loading fault: %s", message, exc_info=exc)
 
 
 def build_services(
@@ -82,10 +90,9 @@ def build_services(
     )
     # The metadata flow: controller -> __cluster_metadata -> loader -> image -> publishers, in this
     # order (the cache first, so every later publisher and every request sees the new image).
-    loader = MetadataLoader()
-    loader.install_publisher(cache)
-    loader.install_publisher(replica_manager)
-    loader.install_publisher(DynamicConfigPublisher(config_helper, replica_manager))
+    # A publisher that fails is logged and the others still run, as on a Kafka broker.
+    loader = MetadataLoader(fault_handler=_log_metadata_fault)
+    loader.install_publishers([cache, replica_manager, DynamicConfigPublisher(config_helper, replica_manager)])
     controller = LocalController(
         node_id=node_id,
         metadata_log=ClusterMetadataLog(config.metadata_log_dir, time_ms),
@@ -97,7 +104,7 @@ def build_services(
         delete_topic_enable=lambda: bool(config["delete.topic.enable"]),
     )
     group_coordinator = GroupCoordinatorRuntime(config, replica_manager, controller, cache, time_ms)
-    loader.install_publisher(group_coordinator)
+    loader.install_publishers([group_coordinator])
     # Replays __cluster_metadata (bootstrapping it, and migrating a legacy JSON image, on first start):
     # the replica manager hosts every local partition as the image is applied.
     controller.load(log_dirs[0] / LEGACY_METADATA_FILE)

@@ -14,7 +14,8 @@ from __future__ import annotations
 
 from kbroker.cluster.configs import ConfigHelper
 from kbroker.metadata.delta import MetadataDelta
-from kbroker.metadata.image import MetadataImage
+from kbroker.metadata.image import ConfigResourceType, MetadataImage
+from kbroker.metadata.loader import LoaderManifest
 from kbroker.metadata.views import TopicInfo
 from kbroker.replica.replica_manager import ReplicaManager
 
@@ -26,11 +27,12 @@ class DynamicConfigPublisher:
         self.helper = helper
         self.replica_manager = replica_manager
 
-    def on_metadata_update(self, delta: MetadataDelta, image: MetadataImage) -> None:
-        if delta.broker_configs_changed():
+    def on_metadata_update(self, delta: MetadataDelta, image: MetadataImage, manifest: LoaderManifest) -> None:
+        changed = delta.changed_configs()
+        if any(r.type == ConfigResourceType.BROKER for r in changed):
             names = [t.name for t in self.helper.metadata.topics()]
         else:
-            names = sorted(delta.changed_topic_configs())
+            names = sorted(r.name for r in changed if r.type == ConfigResourceType.TOPIC)
         for name in names:
             info = self.helper.metadata.topic(name)
             if info is not None:

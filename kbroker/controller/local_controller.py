@@ -94,9 +94,9 @@ class LocalController(Controller):
     def load(self, legacy_metadata_file: Path | None = None) -> None:
         """Replay the log into the loader; bootstrap (and migrate a legacy JSON image) when it is empty."""
         replayed = 0
-        for last_offset, records in self.metadata_log.read_all():
-            self.loader.handle_commit(last_offset, records)
-            replayed += len(records)
+        for batch in self.metadata_log.read_all():
+            self.loader.handle_commit([batch])
+            replayed += len(batch.records)
         if self.metadata_log.end_offset > 0:
             log.info("Loaded %d metadata records from %s", replayed, self.metadata_log.directory)
             return
@@ -137,8 +137,7 @@ class LocalController(Controller):
     def _commit(self, records: list[MetadataRecord]) -> None:
         if not records:
             return
-        last_offset = self.metadata_log.append(records)
-        self.loader.handle_commit(last_offset, records)
+        self.loader.handle_commit([self.metadata_log.append(records)])
 
     def _apply(self, result: ControllerResult[TopicInfo], validate_only: bool) -> TopicInfo:
         if not validate_only:

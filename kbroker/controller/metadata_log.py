@@ -22,6 +22,7 @@ from pathlib import Path
 from kbroker.controller.result import MetadataRecord
 from kbroker.log.config import LogConfig
 from kbroker.log.unified_log import UnifiedLog
+from kbroker.metadata.loader import MetadataBatch
 from kbroker.protocol.metadata_records.serde import decode_metadata_record, encode_metadata_record
 from kbroker.protocol.records import RecordBatch, SimpleRecord, batch_size_at, build_batch
 
@@ -55,17 +56,17 @@ class ClusterMetadataLog:
     def end_offset(self) -> int:
         return int(self.log.log_end_offset)
 
-    def append(self, records: Sequence[MetadataRecord]) -> int:
-        """Append one batch and fsync it; the offset of its last record (the commit offset)."""
+    def append(self, records: Sequence[MetadataRecord]) -> MetadataBatch:
+        """Append one batch and fsync it: the batch as committed (its base offset, epoch, time)."""
         now = self.time_ms()
         batch = build_batch([SimpleRecord(encode_metadata_record(r), None, now) for r in records], now_ms=now)
         info = self.log.append_as_leader(memoryview(bytearray(batch)), SINGLE_NODE_QUORUM_EPOCH, now_ms=now)
         self.log.flush()
         self.log.update_high_watermark(self.log.log_end_offset)
-        return int(info.last_offset)
+        return MetadataBatch(int(info.first_offset), SINGLE_NODE_QUORUM_EPOCH, now, list(records), len(batch))
 
-    def read_all(self) -> Iterator[tuple[int, list[MetadataRecord]]]:
-        """(last offset, records) of every data batch, in log order."""
+    def read_all(self) -> Iterator[MetadataBatch]:
+        """Every data batch, records decoded, in log order."""
         offset = int(self.log.log_start_offset)
         end = self.end_offset
         while offset < end:
@@ -85,7 +86,8 @@ class ClusterMetadataLog:
                 if batch.is_control:
                     continue
                 records = [decode_metadata_record(r.value) for r in batch.iter_records() if r.value is not None]
-                yield next_offset - 1, records
+                yield MetadataBatch(batch.base_offset, batch.partition_leader_epoch, batch.max_timestamp, records,
+                                    size)
             if next_offset <= offset:
                 return
             offset = next_offset

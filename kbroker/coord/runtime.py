@@ -22,6 +22,7 @@ from kbroker.coord.config import CoordinatorConfig
 from kbroker.coord.coordinator import GroupCoordinator
 from kbroker.metadata.delta import MetadataDelta
 from kbroker.metadata.image import MetadataImage
+from kbroker.metadata.loader import LoaderManifest
 from kbroker.protocol.errors import ErrorCode, KafkaError
 from kbroker.protocol.records import RecordBatch, SimpleRecord, batch_size_at, build_batch
 
@@ -182,12 +183,12 @@ class GroupCoordinatorRuntime:
         if self.scheduler is not None:
             self.scheduler.cancel_all()
 
-    def on_metadata_update(self, delta: MetadataDelta, image: MetadataImage) -> None:
+    def on_metadata_update(self, delta: MetadataDelta, image: MetadataImage, manifest: LoaderManifest) -> None:
         """Metadata publisher: committed offsets of deleted topics are removed, as Kafka does
         (GroupCoordinator.onPartitionsDeleted)."""
         topics = delta.topics_delta
         if topics is not None and topics.deleted_topic_ids:
-            self.on_topics_deleted(sorted(set(topics.deleted_topic_ids.values())))
+            self.on_topics_deleted(sorted(t.name for t in topics.deleted_topics()))
 
     def on_topics_deleted(self, names: list[str]) -> None:
         if self.active and self.coordinator is not None:

@@ -16,6 +16,7 @@ from collections.abc import Iterator
 
 from kbroker.metadata.delta import MetadataDelta
 from kbroker.metadata.image import MetadataImage
+from kbroker.metadata.loader import LoaderManifest
 from kbroker.metadata.views import MetadataView, TopicInfo
 
 
@@ -33,7 +34,7 @@ class MetadataCache:
     def image(self) -> MetadataImage:
         return self.view.image
 
-    def on_metadata_update(self, delta: MetadataDelta, image: MetadataImage) -> None:
+    def on_metadata_update(self, delta: MetadataDelta, image: MetadataImage, manifest: LoaderManifest) -> None:
         self.view = MetadataView(image, self.node_id)
         self.epoch += 1
 

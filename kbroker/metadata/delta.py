@@ -1,329 +1,621 @@
-"""`MetadataDelta`: replay metadata records over an image; `apply()` gives the next image.
+"""Changes to a metadata image (Kafka's ``MetadataDelta`` and its per-part deltas).
 
-Kafka's `MetadataDelta` / `TopicsDelta` / `TopicDelta` and their record semantics:
-- `TopicRecord` creates a topic, `PartitionRecord` adds (or re-registers) a partition,
-  `PartitionChangeRecord` merges into the registration (null = unchanged, leader -2 = unchanged, a
-  new leader bumps the leader epoch, every change the partition epoch), `RemoveTopicRecord` deletes the
-  topic and, as Kafka's `ConfigurationsDelta` does, its config overrides.
-- `ConfigRecord` sets a key of a resource; a null value removes it.
-- `RegisterBrokerRecord` replaces a broker's registration; `UnregisterBrokerRecord`, `FenceBrokerRecord`,
-  `UnfenceBrokerRecord` and `BrokerRegistrationChangeRecord` (fenced: 1 fence, -1 unfence, 0 no
-  change; in controlled shutdown: 1) change it.
-- `FeatureLevelRecord` finalizes a feature level (0 removes it); `ProducerIdsRecord` moves the next
-  producer id; `NoOpRecord` and the records of features not built yet (ACLs, quotas, SCRAM,
-  delegation tokens) change nothing here.
+``MetadataDelta(image)`` replays metadata records (``replay(record)``) and ``apply(provenance)`` builds
+the next ``MetadataImage``. Between the two, the accessors tell a publisher what changed: created,
+deleted and changed topics (``TopicsDelta``), per-topic partition changes (``TopicDelta``) and, for
+one broker, which replicas it must lead, follow or delete (``local_changes(broker_id)``, Kafka's
+``TopicDelta.localChanges``), and which configs, brokers and features changed.
 
-`TopicsDelta.local_changes(broker_id)` is Kafka's `TopicDelta.localChanges`: the partitions a broker
-must lead, follow or delete after this delta, which is all `ReplicaManager.apply_delta` needs.
+Kafka's replay semantics kept here:
+- ``RemoveTopicRecord`` also removes the topic's configs; a topic created and removed in the same
+  delta is simply gone; a name deleted and re-created in one delta is both deleted (old id) and
+  created (new id).
+- ``ConfigRecord`` with a null value deletes the key; a resource left with no key leaves the image.
+- ``FeatureLevelRecord`` for ``metadata.version`` sets the metadata version (level 7, 3.3-IV3, at
+  least); ``kraft.version`` is ignored (the raft layer owns it); for another feature level 0 removes it.
+- Broker records carry the broker epoch: fencing, unfencing, changing or unregistering a broker with a
+  different epoch than registered is an error (``MetadataReplayError``), like Kafka's
+  ``getBrokerOrThrow``. So is a partition record for an unknown topic id, or removing an unknown topic.
+- Records this image does not model (ACLs, SCRAM credentials, delegation tokens, client quotas, ZK
+  migration state, transaction markers of the migration) are accepted and ignored; ``NoOpRecord`` too.
+
+Sans-IO; imports only ``kbroker.metadata.image`` and the generated record registry.
 """
 
 from __future__ import annotations
 
 import uuid
-from collections.abc import Mapping
-from dataclasses import dataclass, field
-from types import MappingProxyType
-from typing import Any
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, Any
 
 from kbroker.metadata.image import (
-    BrokerEndpoint,
+    KRAFT_VERSION,
+    METADATA_VERSION,
+    MINIMUM_METADATA_VERSION,
     BrokerRegistration,
     ClusterImage,
+    ConfigResource,
+    ConfigResourceType,
     ConfigurationsImage,
+    ControllerRegistration,
     FeaturesImage,
     MetadataImage,
     MetadataProvenance,
+    MetadataReplayError,
     PartitionRegistration,
     ProducerIdsImage,
+    TopicIdPartition,
     TopicImage,
+    TopicPartition,
     TopicsImage,
+    frozen_map,
 )
+from kbroker.protocol.metadata_records import METADATA_RECORDS_BY_NAME, MetadataRecordType
+
+if TYPE_CHECKING:
+    from kbroker.protocol.metadata_records.broker_registration_change_record import (
+        BrokerRegistrationChangeRecord,
+    )
+    from kbroker.protocol.metadata_records.clear_elr_record import ClearElrRecord
+    from kbroker.protocol.metadata_records.config_record import ConfigRecord
+    from kbroker.protocol.metadata_records.feature_level_record import FeatureLevelRecord
+    from kbroker.protocol.metadata_records.fence_broker_record import FenceBrokerRecord
+    from kbroker.protocol.metadata_records.partition_change_record import PartitionChangeRecord
+    from kbroker.protocol.metadata_records.partition_record import PartitionRecord
+    from kbroker.protocol.metadata_records.producer_ids_record import ProducerIdsRecord
+    from kbroker.protocol.metadata_records.register_broker_record import RegisterBrokerRecord
+    from kbroker.protocol.metadata_records.register_controller_record import RegisterControllerRecord
+    from kbroker.protocol.metadata_records.remove_topic_record import RemoveTopicRecord
+    from kbroker.protocol.metadata_records.topic_record import TopicRecord
+    from kbroker.protocol.metadata_records.unfence_broker_record import UnfenceBrokerRecord
+    from kbroker.protocol.metadata_records.unregister_broker_record import UnregisterBrokerRecord
+
+
+# -- topics --------------------------------------------------------------------------------------------
 
 
 @dataclass(frozen=True, slots=True)
-class LocalPartitionChange:
-    """A partition a broker hosts after a delta, with its registration."""
+class PartitionInfo:
+    """A partition a broker must act on, with its topic id (Kafka's LocalReplicaChanges.PartitionInfo)."""
 
-    topic: str
     topic_id: uuid.UUID
-    partition: int
-    registration: PartitionRegistration
+    partition: PartitionRegistration
 
 
 @dataclass(slots=True)
 class LocalReplicaChanges:
-    """Kafka's `LocalReplicaChanges`: what one broker must do for a delta."""
+    """What one broker must do for a delta (Kafka's LocalReplicaChanges).
 
-    leaders: list[LocalPartitionChange] = field(default_factory=list)
-    followers: list[LocalPartitionChange] = field(default_factory=list)
-    deletes: list[tuple[str, uuid.UUID, int]] = field(default_factory=list)
+    ``leaders``: partitions it leads whose registration changed (new leader epoch or ISR...);
+    ``elected_leaders``: those of them whose leader epoch changed (it just became leader);
+    ``followers``: partitions it is a follower of whose registration changed;
+    ``deletes``: partitions it no longer hosts (removed from the replicas, or the topic was deleted).
+    """
+
+    deletes: set[TopicPartition] = field(default_factory=set)
+    elected_leaders: dict[TopicPartition, PartitionInfo] = field(default_factory=dict)
+    leaders: dict[TopicPartition, PartitionInfo] = field(default_factory=dict)
+    followers: dict[TopicPartition, PartitionInfo] = field(default_factory=dict)
+    topic_ids: dict[str, uuid.UUID] = field(default_factory=dict)
+    directory_ids: dict[TopicIdPartition, uuid.UUID] = field(default_factory=dict)
+
+    def update(self, other: LocalReplicaChanges) -> None:
+        self.deletes |= other.deletes
+        self.elected_leaders.update(other.elected_leaders)
+        self.leaders.update(other.leaders)
+        self.followers.update(other.followers)
+        for name, tid in other.topic_ids.items():
+            self.topic_ids.setdefault(name, tid)
+        self.directory_ids.update(other.directory_ids)
 
 
 class TopicDelta:
-    """Changes to one topic (new or existing)."""
+    """Partition changes of one topic (Kafka's TopicDelta)."""
 
-    __slots__ = ("image", "name", "id", "partition_changes")
+    __slots__ = ("image", "partition_changes")
 
-    def __init__(self, image: TopicImage | None, name: str, topic_id: uuid.UUID) -> None:
+    def __init__(self, image: TopicImage) -> None:
         self.image = image
-        self.name = name
-        self.id = topic_id
         self.partition_changes: dict[int, PartitionRegistration] = {}
 
     @property
-    def created(self) -> bool:
-        return self.image is None
+    def name(self) -> str:
+        return self.image.name
 
-    def partition(self, p: int) -> PartitionRegistration | None:
-        changed = self.partition_changes.get(p)
-        if changed is not None:
-            return changed
-        return None if self.image is None else self.image.partitions.get(p)
+    @property
+    def id(self) -> uuid.UUID:
+        return self.image.id
+
+    def partition(self, index: int) -> PartitionRegistration | None:
+        """The partition as of this delta (changed or unchanged)."""
+        p = self.partition_changes.get(index)
+        return self.image.partitions.get(index) if p is None else p
+
+    def replay_partition(self, record: PartitionRecord) -> None:
+        self.partition_changes[record.partition_id] = PartitionRegistration.from_record(record)
+
+    def replay_partition_change(self, record: PartitionChangeRecord) -> None:
+        prev = self.partition(record.partition_id)
+        if prev is None:
+            raise MetadataReplayError(
+                f"PartitionChangeRecord for unknown partition {record.partition_id} of topic {self.name}"
+            )
+        self.partition_changes[record.partition_id] = prev.merge(record)
+
+    def clear_elr(self) -> None:
+        """ClearElrRecord: empty ELR and last known ELR of every partition that has any (KIP-966)."""
+        indexes = set(self.image.partitions) | set(self.partition_changes)
+        for index in sorted(indexes):
+            p = self.partition(index)
+            if p is not None and (p.elr or p.last_known_elr):
+                self.partition_changes[index] = _cleared_elr(p)
 
     def new_partitions(self) -> list[int]:
-        old = self.image.partitions if self.image is not None else {}
-        return sorted(p for p in self.partition_changes if p not in old)
+        """Partitions this delta creates (Kafka's TopicDelta.newPartitions)."""
+        return sorted(i for i in self.partition_changes if i not in self.image.partitions)
+
+    def has_partitions_with_assignment_changes(self) -> bool:
+        for index, p in self.partition_changes.items():
+            prev = self.image.partitions.get(index)
+            if prev is None or prev.replicas != p.replicas:
+                return True
+        return False
 
     def apply(self) -> TopicImage:
-        partitions = dict(self.image.partitions) if self.image is not None else {}
+        if not self.partition_changes:
+            return self.image
+        partitions = dict(self.image.partitions)
         partitions.update(self.partition_changes)
-        return TopicImage(self.name, self.id, MappingProxyType(partitions))
+        return TopicImage(self.image.name, self.image.id, frozen_map(partitions))
+
+    def local_changes(self, broker_id: int) -> LocalReplicaChanges:
+        """What ``broker_id`` must do for this topic (Kafka's TopicDelta.localChanges)."""
+        out = LocalReplicaChanges()
+        name, tid = self.image.name, self.image.id
+        for index, p in self.partition_changes.items():
+            tp = TopicPartition(name, index)
+            prev = self.image.partitions.get(index)
+            if broker_id not in p.replicas:
+                if prev is not None and broker_id in prev.replicas:
+                    out.deletes.add(tp)
+            elif p.leader == broker_id:
+                if prev is None or prev.partition_epoch != p.partition_epoch:
+                    info = PartitionInfo(tid, p)
+                    out.leaders[tp] = info
+                    if prev is None or prev.leader_epoch != p.leader_epoch:
+                        out.elected_leaders[tp] = info
+                    out.topic_ids.setdefault(name, tid)
+            elif prev is None or prev.partition_epoch != p.partition_epoch:
+                out.followers[tp] = PartitionInfo(tid, p)
+                out.topic_ids.setdefault(name, tid)
+            # A replica's directory, when it was already a replica and moved, or the partition is new.
+            if broker_id in p.replicas and (prev is None or broker_id in prev.replicas):
+                directory = p.directory(broker_id)
+                if directory is not None and (prev is None or prev.directory(broker_id) != directory):
+                    out.directory_ids[TopicIdPartition(tid, index)] = directory
+        return out
+
+
+def _cleared_elr(p: PartitionRegistration) -> PartitionRegistration:
+    """``p.merge`` of a PartitionChangeRecord that only empties the ELR and last known ELR."""
+    return replace(p, elr=(), last_known_elr=(), partition_epoch=p.partition_epoch + 1)
 
 
 class TopicsDelta:
-    __slots__ = ("image", "changed_topics", "deleted_topic_ids")
+    """Created, deleted and changed topics (Kafka's TopicsDelta)."""
+
+    __slots__ = ("image", "changed_topics", "deleted_topic_ids", "created_topics")
 
     def __init__(self, image: TopicsImage) -> None:
         self.image = image
         self.changed_topics: dict[uuid.UUID, TopicDelta] = {}
-        self.deleted_topic_ids: dict[uuid.UUID, str] = {}
+        self.deleted_topic_ids: set[uuid.UUID] = set()
+        self.created_topics: dict[str, uuid.UUID] = {}
 
-    def _topic_delta(self, topic_id: uuid.UUID) -> TopicDelta:
+    def _topic_delta(self, topic_id: uuid.UUID, what: str) -> TopicDelta:
         delta = self.changed_topics.get(topic_id)
         if delta is None:
-            existing = self.image.topics_by_id.get(topic_id)
-            if existing is None:
-                raise ValueError(f"metadata record for unknown topic id {topic_id}")
-            delta = self.changed_topics[topic_id] = TopicDelta(existing, existing.name, topic_id)
+            image = self.image.topics_by_id.get(topic_id)
+            if image is None:
+                raise MetadataReplayError(f"{what} for unknown topic id {topic_id}")
+            delta = self.changed_topics[topic_id] = TopicDelta(image)
         return delta
 
-    def replay_topic(self, name: str, topic_id: uuid.UUID) -> None:
-        self.changed_topics[topic_id] = TopicDelta(None, name, topic_id)
-        self.deleted_topic_ids.pop(topic_id, None)
+    def replay_topic(self, record: TopicRecord) -> None:
+        if record.topic_id in self.changed_topics or record.topic_id in self.image.topics_by_id:
+            raise MetadataReplayError(f"TopicRecord for existing topic id {record.topic_id} ({record.name})")
+        self.changed_topics[record.topic_id] = TopicDelta(TopicImage(record.name, record.topic_id))
+        self.created_topics[record.name] = record.topic_id
 
-    def replay_partition(self, topic_id: uuid.UUID, partition: int, registration: PartitionRegistration) -> None:
-        self._topic_delta(topic_id).partition_changes[partition] = registration
+    def replay_partition(self, record: PartitionRecord) -> None:
+        self._topic_delta(record.topic_id, "PartitionRecord").replay_partition(record)
 
-    def replay_partition_change(self, record: Any) -> None:
-        delta = self._topic_delta(record.topic_id)
-        current = delta.partition(record.partition_id)
-        if current is None:
-            raise ValueError(f"PartitionChangeRecord for unknown partition {record.topic_id}:{record.partition_id}")
-        delta.partition_changes[record.partition_id] = current.merge(record)
+    def replay_partition_change(self, record: PartitionChangeRecord) -> None:
+        self._topic_delta(record.topic_id, "PartitionChangeRecord").replay_partition_change(record)
 
-    def replay_remove_topic(self, topic_id: uuid.UUID) -> str:
-        delta = self.changed_topics.pop(topic_id, None)
-        existing = self.image.topics_by_id.get(topic_id)
-        name = existing.name if existing is not None else (delta.name if delta is not None else "")
-        if existing is not None:
-            self.deleted_topic_ids[topic_id] = name
-        elif delta is None:
-            raise ValueError(f"RemoveTopicRecord for unknown topic id {topic_id}")
+    def replay_remove_topic(self, record: RemoveTopicRecord) -> str:
+        """Remove the topic; return its name (the caller drops its configs)."""
+        delta = self.changed_topics.pop(record.topic_id, None)
+        if delta is not None:
+            name = delta.image.name
+            if record.topic_id in self.image.topics_by_id:
+                self.deleted_topic_ids.add(record.topic_id)
+        else:
+            image = self.image.topics_by_id.get(record.topic_id)
+            if image is None:
+                raise MetadataReplayError(f"RemoveTopicRecord for unknown topic id {record.topic_id}")
+            name = image.name
+            self.deleted_topic_ids.add(record.topic_id)
+        if self.created_topics.get(name) == record.topic_id:
+            del self.created_topics[name]
         return name
 
+    def replay_clear_elr(self, record: ClearElrRecord) -> None:
+        if record.topic_name:
+            tid = self.created_topics.get(record.topic_name)
+            if tid is None:
+                image = self.image.topics_by_name.get(record.topic_name)
+                if image is None or image.id in self.deleted_topic_ids:
+                    raise MetadataReplayError(f"ClearElrRecord for unknown topic {record.topic_name}")
+                tid = image.id
+            self._topic_delta(tid, "ClearElrRecord").clear_elr()
+            return
+        for tid in list(self.image.topics_by_id):
+            if tid not in self.deleted_topic_ids:
+                self._topic_delta(tid, "ClearElrRecord").clear_elr()
+        for delta in self.changed_topics.values():
+            delta.clear_elr()
+
+    # -- what changed ----------------------------------------------------------------------------------
+
+    def changed_topic(self, topic_id: uuid.UUID) -> TopicDelta | None:
+        return self.changed_topics.get(topic_id)
+
+    def created_topic_ids(self) -> set[uuid.UUID]:
+        return set(self.created_topics.values())
+
+    def topic_was_created(self, name: str) -> bool:
+        return name in self.created_topics
+
     def topic_was_deleted(self, name: str) -> bool:
-        return name in self.deleted_topic_ids.values()
+        image = self.image.topics_by_name.get(name)
+        return image is not None and image.id in self.deleted_topic_ids
+
+    def deleted_topics(self) -> list[TopicImage]:
+        return [self.image.topics_by_id[tid] for tid in sorted(self.deleted_topic_ids, key=str)]
 
     def apply(self) -> TopicsImage:
         if not self.changed_topics and not self.deleted_topic_ids:
             return self.image
         by_id = dict(self.image.topics_by_id)
         by_name = dict(self.image.topics_by_name)
-        for topic_id, name in self.deleted_topic_ids.items():
-            by_id.pop(topic_id, None)
-            if by_name.get(name) is not None and by_name[name].id == topic_id:
-                del by_name[name]
-        for topic_id, delta in self.changed_topics.items():
-            topic = delta.apply()
-            by_id[topic_id] = topic
-            by_name[topic.name] = topic
-        return TopicsImage(MappingProxyType(by_id), MappingProxyType(by_name))
+        for tid in self.deleted_topic_ids:
+            gone = by_id.pop(tid)
+            if by_name.get(gone.name) is gone:
+                del by_name[gone.name]
+        for tid, delta in self.changed_topics.items():
+            old = by_id.get(tid)
+            new = delta.apply()
+            if old is not None and old.name != new.name:
+                by_name.pop(old.name, None)
+            by_id[tid] = new
+            by_name[new.name] = new
+        return TopicsImage(frozen_map(by_id), frozen_map(by_name))
 
     def local_changes(self, broker_id: int) -> LocalReplicaChanges:
-        """Kafka's `TopicsDelta.localChanges`: deleted topics' local partitions are deletes; a changed
-        partition this broker is a replica of is a leader or follower change; one it left is a delete."""
-        changes = LocalReplicaChanges()
-        for topic_id, name in self.deleted_topic_ids.items():
-            old = self.image.topics_by_id[topic_id]
-            for p, reg in old.partitions.items():
-                if broker_id in reg.replicas:
-                    changes.deletes.append((name, topic_id, p))
-        for topic_id, delta in self.changed_topics.items():
-            old_topic = delta.image
-            for p, reg in sorted(delta.partition_changes.items()):
-                if broker_id in reg.replicas:
-                    change = LocalPartitionChange(delta.name, topic_id, p, reg)
-                    (changes.leaders if reg.leader == broker_id else changes.followers).append(change)
-                elif old_topic is not None:
-                    prev = old_topic.partitions.get(p)
-                    if prev is not None and broker_id in prev.replicas:
-                        changes.deletes.append((delta.name, topic_id, p))
-        return changes
+        """What ``broker_id`` must do for this delta (Kafka's TopicsDelta.localChanges): the replicas it
+        hosted of deleted topics are deletes; changed topics add their own local changes."""
+        out = LocalReplicaChanges()
+        for topic in self.deleted_topics():
+            for index, p in topic.partitions.items():
+                if broker_id in p.replicas:
+                    out.deletes.add(TopicPartition(topic.name, index))
+        for delta in self.changed_topics.values():
+            out.update(delta.local_changes(broker_id))
+        return out
+
+
+# -- cluster -------------------------------------------------------------------------------------------
+
+class ClusterDelta:
+    """Broker and controller registrations (Kafka's ClusterDelta); a None change unregisters."""
+
+    __slots__ = ("image", "changed_brokers", "changed_controllers")
+
+    def __init__(self, image: ClusterImage) -> None:
+        self.image = image
+        self.changed_brokers: dict[int, BrokerRegistration | None] = {}
+        self.changed_controllers: dict[int, ControllerRegistration | None] = {}
+
+    def broker(self, node_id: int) -> BrokerRegistration | None:
+        if node_id in self.changed_brokers:
+            return self.changed_brokers[node_id]
+        return self.image.brokers.get(node_id)
+
+    def _broker_or_raise(self, node_id: int, epoch: int, action: str) -> BrokerRegistration:
+        b = self.broker(node_id)
+        if b is None:
+            raise MetadataReplayError(f"tried to {action} broker {node_id}, but that broker was not registered")
+        if b.epoch != epoch:
+            raise MetadataReplayError(
+                f"tried to {action} broker {node_id}, but the given epoch, {epoch}, did not match the current "
+                f"broker epoch, {b.epoch}"
+            )
+        return b
+
+    def _set(self, b: BrokerRegistration, new: BrokerRegistration) -> None:
+        if new != b:
+            self.changed_brokers[new.id] = new
+
+    def replay_register_broker(self, record: RegisterBrokerRecord) -> None:
+        self.changed_brokers[record.broker_id] = BrokerRegistration.from_record(record)
+
+    def replay_unregister_broker(self, record: UnregisterBrokerRecord) -> None:
+        self._broker_or_raise(record.broker_id, record.broker_epoch, "unregister")
+        self.changed_brokers[record.broker_id] = None
+
+    def replay_fence_broker(self, record: FenceBrokerRecord) -> None:
+        b = self._broker_or_raise(record.id, record.epoch, "fence")
+        self._set(b, b.clone_with(fenced=True))
+
+    def replay_unfence_broker(self, record: UnfenceBrokerRecord) -> None:
+        b = self._broker_or_raise(record.id, record.epoch, "unfence")
+        self._set(b, b.clone_with(fenced=False))
+
+    def replay_broker_registration_change(self, record: BrokerRegistrationChangeRecord) -> None:
+        b = self._broker_or_raise(record.broker_id, record.broker_epoch, "change")
+        fencing = {-1: False, 0: None, 1: True}
+        if record.fenced not in fencing:
+            raise MetadataReplayError(f"invalid fencing change {record.fenced} for broker {record.broker_id}")
+        shutdown = {0: None, 1: True}
+        if record.in_controlled_shutdown not in shutdown:
+            raise MetadataReplayError(
+                f"invalid in-controlled-shutdown change {record.in_controlled_shutdown} for broker {record.broker_id}"
+            )
+        directories = tuple(record.log_dirs) if record.log_dirs else None
+        self._set(b, b.clone_with(fencing[record.fenced], shutdown[record.in_controlled_shutdown], directories))
+
+    def replay_register_controller(self, record: RegisterControllerRecord) -> None:
+        self.changed_controllers[record.controller_id] = ControllerRegistration.from_record(record)
+
+    def apply(self) -> ClusterImage:
+        if not self.changed_brokers and not self.changed_controllers:
+            return self.image
+        brokers = dict(self.image.brokers)
+        for node_id, b in self.changed_brokers.items():
+            if b is None:
+                brokers.pop(node_id, None)
+            else:
+                brokers[node_id] = b
+        controllers = dict(self.image.controllers)
+        for node_id, c in self.changed_controllers.items():
+            if c is None:
+                controllers.pop(node_id, None)
+            else:
+                controllers[node_id] = c
+        return ClusterImage(frozen_map(brokers), frozen_map(controllers))
+
+
+# -- configs, features, producer ids -------------------------------------------------------------------
+
+
+class ConfigurationsDelta:
+    """Config changes by resource; a None value deletes the key (Kafka's ConfigurationsDelta)."""
+
+    __slots__ = ("image", "changes")
+
+    def __init__(self, image: ConfigurationsImage) -> None:
+        self.image = image
+        self.changes: dict[ConfigResource, dict[str, str | None]] = {}
+
+    def replay_config(self, record: ConfigRecord) -> None:
+        try:
+            rtype = ConfigResourceType(record.resource_type)
+        except ValueError:
+            raise MetadataReplayError(f"ConfigRecord with unknown resource type {record.resource_type}") from None
+        self.changes.setdefault(ConfigResource(rtype, record.resource_name), {})[record.name] = record.value
+
+    def delete_all(self, resource: ConfigResource) -> None:
+        """Every key of ``resource`` goes (a removed topic's configs)."""
+        changes = self.changes.setdefault(resource, {})
+        for key in self.image.config_map(resource):
+            changes[key] = None
+        for key in changes:
+            changes[key] = None
+
+    def changed_resources(self) -> set[ConfigResource]:
+        return set(self.changes)
+
+    def apply(self) -> ConfigurationsImage:
+        if not self.changes:
+            return self.image
+        configs = dict(self.image.configs)
+        for resource, changes in self.changes.items():
+            merged = dict(configs.get(resource, {}))
+            for key, value in changes.items():
+                if value is None:
+                    merged.pop(key, None)
+                else:
+                    merged[key] = value
+            if merged:
+                configs[resource] = frozen_map(merged)
+            else:
+                configs.pop(resource, None)
+        return ConfigurationsImage(frozen_map(configs))
+
+
+class FeaturesDelta:
+    """Finalized feature level changes (Kafka's FeaturesDelta); None removes a feature."""
+
+    __slots__ = ("image", "changes", "metadata_version_change")
+
+    def __init__(self, image: FeaturesImage) -> None:
+        self.image = image
+        self.changes: dict[str, int | None] = {}
+        self.metadata_version_change: int | None = None
+
+    def replay_feature_level(self, record: FeatureLevelRecord) -> None:
+        if record.name == METADATA_VERSION:
+            if record.feature_level < MINIMUM_METADATA_VERSION:
+                raise MetadataReplayError(
+                    f"metadata.version feature level {record.feature_level} is below the minimum "
+                    f"{MINIMUM_METADATA_VERSION} (3.3-IV3)"
+                )
+            self.metadata_version_change = record.feature_level
+        elif record.name == KRAFT_VERSION:
+            return  # the raft layer's feature (KRaftVersionRecord), not part of this image, as in Kafka
+        else:
+            self.changes[record.name] = None if record.feature_level == 0 else record.feature_level
+
+    def apply(self) -> FeaturesImage:
+        if not self.changes and self.metadata_version_change is None:
+            return self.image
+        finalized = dict(self.image.finalized_versions)
+        for name, level in self.changes.items():
+            if level is None:
+                finalized.pop(name, None)
+            else:
+                finalized[name] = level
+        mv = self.image.metadata_version if self.metadata_version_change is None else self.metadata_version_change
+        return FeaturesImage(mv, frozen_map(finalized))
+
+
+class ProducerIdsDelta:
+    __slots__ = ("image", "next_producer_id")
+
+    def __init__(self, image: ProducerIdsImage) -> None:
+        self.image = image
+        self.next_producer_id = image.next_producer_id
+
+    def replay_producer_ids(self, record: ProducerIdsRecord) -> None:
+        self.next_producer_id = record.next_producer_id
+
+    def apply(self) -> ProducerIdsImage:
+        if self.next_producer_id == self.image.next_producer_id:
+            return self.image
+        return ProducerIdsImage(self.next_producer_id)
+
+
+# -- the whole delta -----------------------------------------------------------------------------------
+
+# Record types replayed by other images in Kafka (ACLs, SCRAM, delegation tokens, client quotas) or
+# only meaningful during a ZooKeeper migration: accepted, not modelled.
+_IGNORED = frozenset(
+    {
+        MetadataRecordType.NO_OP_RECORD,
+        MetadataRecordType.ACCESS_CONTROL_ENTRY_RECORD,
+        MetadataRecordType.REMOVE_ACCESS_CONTROL_ENTRY_RECORD,
+        MetadataRecordType.USER_SCRAM_CREDENTIAL_RECORD,
+        MetadataRecordType.REMOVE_USER_SCRAM_CREDENTIAL_RECORD,
+        MetadataRecordType.DELEGATION_TOKEN_RECORD,
+        MetadataRecordType.REMOVE_DELEGATION_TOKEN_RECORD,
+        MetadataRecordType.CLIENT_QUOTA_RECORD,
+        MetadataRecordType.ZK_MIGRATION_STATE_RECORD,
+        MetadataRecordType.BEGIN_TRANSACTION_RECORD,
+        MetadataRecordType.END_TRANSACTION_RECORD,
+        MetadataRecordType.ABORT_TRANSACTION_RECORD,
+    }
+)
 
 
 class MetadataDelta:
-    """Records replayed over `image`; `apply(provenance)` builds the next image."""
+    """Records replayed on top of ``image``; ``apply()`` gives the next image (Kafka's MetadataDelta).
+
+    Sub-deltas are created on first change: ``topics_delta`` etc. are None when that part of the
+    image did not change.
+    """
 
     def __init__(self, image: MetadataImage) -> None:
         self.image = image
+        self.features_delta: FeaturesDelta | None = None
+        self.cluster_delta: ClusterDelta | None = None
         self.topics_delta: TopicsDelta | None = None
-        # (resource type, name) -> key -> value (None = removed).
-        self.config_changes: dict[tuple[int, str], dict[str, str | None]] = {}
-        self.broker_changes: dict[int, BrokerRegistration | None] = {}
-        self.feature_changes: dict[str, int] = {}
-        self.next_producer_id: int | None = None
+        self.configs_delta: ConfigurationsDelta | None = None
+        self.producer_ids_delta: ProducerIdsDelta | None = None
+        self._handlers: dict[int, Callable[[Any], None]] = {
+            MetadataRecordType.REGISTER_BROKER_RECORD: lambda r: self._cluster().replay_register_broker(r),
+            MetadataRecordType.UNREGISTER_BROKER_RECORD: lambda r: self._cluster().replay_unregister_broker(r),
+            MetadataRecordType.FENCE_BROKER_RECORD: lambda r: self._cluster().replay_fence_broker(r),
+            MetadataRecordType.UNFENCE_BROKER_RECORD: lambda r: self._cluster().replay_unfence_broker(r),
+            MetadataRecordType.BROKER_REGISTRATION_CHANGE_RECORD: (
+                lambda r: self._cluster().replay_broker_registration_change(r)
+            ),
+            MetadataRecordType.REGISTER_CONTROLLER_RECORD: lambda r: self._cluster().replay_register_controller(r),
+            MetadataRecordType.TOPIC_RECORD: lambda r: self._topics().replay_topic(r),
+            MetadataRecordType.PARTITION_RECORD: lambda r: self._topics().replay_partition(r),
+            MetadataRecordType.PARTITION_CHANGE_RECORD: lambda r: self._topics().replay_partition_change(r),
+            MetadataRecordType.REMOVE_TOPIC_RECORD: self._replay_remove_topic,
+            MetadataRecordType.CLEAR_ELR_RECORD: lambda r: self._topics().replay_clear_elr(r),
+            MetadataRecordType.CONFIG_RECORD: lambda r: self._configs().replay_config(r),
+            MetadataRecordType.FEATURE_LEVEL_RECORD: lambda r: self._features().replay_feature_level(r),
+            MetadataRecordType.PRODUCER_IDS_RECORD: lambda r: self._producer_ids().replay_producer_ids(r),
+        }
 
-    # -- replay ----------------------------------------------------------------------------------
+    def _cluster(self) -> ClusterDelta:
+        if self.cluster_delta is None:
+            self.cluster_delta = ClusterDelta(self.image.cluster)
+        return self.cluster_delta
 
     def _topics(self) -> TopicsDelta:
         if self.topics_delta is None:
             self.topics_delta = TopicsDelta(self.image.topics)
         return self.topics_delta
 
-    def _broker(self, broker_id: int) -> BrokerRegistration | None:
-        if broker_id in self.broker_changes:
-            return self.broker_changes[broker_id]
-        return self.image.cluster.brokers.get(broker_id)
+    def _configs(self) -> ConfigurationsDelta:
+        if self.configs_delta is None:
+            self.configs_delta = ConfigurationsDelta(self.image.configs)
+        return self.configs_delta
 
-    def replay(self, record: Any) -> None:
-        kind = type(record).__name__
-        handler = _REPLAY.get(kind)
+    def _features(self) -> FeaturesDelta:
+        if self.features_delta is None:
+            self.features_delta = FeaturesDelta(self.image.features)
+        return self.features_delta
+
+    def _producer_ids(self) -> ProducerIdsDelta:
+        if self.producer_ids_delta is None:
+            self.producer_ids_delta = ProducerIdsDelta(self.image.producer_ids)
+        return self.producer_ids_delta
+
+    def _replay_remove_topic(self, record: RemoveTopicRecord) -> None:
+        name = self._topics().replay_remove_topic(record)
+        resource = ConfigResource(ConfigResourceType.TOPIC, name)
+        if self.image.configs.config_map(resource) or (
+            self.configs_delta is not None and resource in self.configs_delta.changes
+        ):
+            self._configs().delete_all(resource)
+
+    def replay(self, record: object) -> None:
+        """Apply one metadata record (an object of a generated ``metadata_records`` class)."""
+        spec = METADATA_RECORDS_BY_NAME.get(type(record).__name__)
+        if spec is None:
+            raise TypeError(f"{type(record).__name__} is not a metadata record")
+        handler = self._handlers.get(spec.api_key)
         if handler is not None:
-            handler(self, record)
+            handler(record)
+        elif spec.api_key not in _IGNORED:
+            raise MetadataReplayError(f"no replay for {spec.name}")
 
-    def _replay_topic(self, r: Any) -> None:
-        self._topics().replay_topic(r.name, r.topic_id)
+    def replay_all(self, records: Iterable[object]) -> None:
+        for r in records:
+            self.replay(r)
 
-    def _replay_partition(self, r: Any) -> None:
-        self._topics().replay_partition(r.topic_id, r.partition_id, PartitionRegistration.from_record(r))
-
-    def _replay_partition_change(self, r: Any) -> None:
-        self._topics().replay_partition_change(r)
-
-    def _replay_remove_topic(self, r: Any) -> None:
-        name = self._topics().replay_remove_topic(r.topic_id)
-        # Kafka's ConfigurationsDelta drops the removed topic's overrides with it.
-        current = self.image.configs.config_map(2, name)
-        pending = self.config_changes.get((2, name), {})
-        self.config_changes[(2, name)] = dict.fromkeys(set(current) | set(pending))
-
-    def _replay_config(self, r: Any) -> None:
-        self.config_changes.setdefault((int(r.resource_type), r.resource_name), {})[r.name] = r.value
-
-    def _replay_register_broker(self, r: Any) -> None:
-        self.broker_changes[r.broker_id] = BrokerRegistration(
-            id=r.broker_id, epoch=r.broker_epoch, incarnation_id=r.incarnation_id,
-            listeners=tuple(BrokerEndpoint(e.name, e.host, e.port, e.security_protocol) for e in r.end_points),
-            supported_features=MappingProxyType({f.name: (f.min_supported_version, f.max_supported_version)
-                                                 for f in r.features}),
-            rack=r.rack, fenced=bool(r.fenced), in_controlled_shutdown=bool(r.in_controlled_shutdown),
-        )
-
-    def _replay_unregister_broker(self, r: Any) -> None:
-        self.broker_changes[r.broker_id] = None
-
-    def _set_fenced(self, broker_id: int, fenced: bool | None, shutdown: bool | None = None) -> None:
-        current = self._broker(broker_id)
-        if current is None:
-            raise ValueError(f"broker {broker_id} is not registered")
-        from dataclasses import replace
-
-        self.broker_changes[broker_id] = replace(
-            current,
-            fenced=current.fenced if fenced is None else fenced,
-            in_controlled_shutdown=current.in_controlled_shutdown if shutdown is None else shutdown,
-        )
-
-    def _replay_fence_broker(self, r: Any) -> None:
-        self._set_fenced(r.id, True)
-
-    def _replay_unfence_broker(self, r: Any) -> None:
-        self._set_fenced(r.id, False)
-
-    def _replay_registration_change(self, r: Any) -> None:
-        fenced = {1: True, -1: False}.get(int(r.fenced))
-        shutdown = True if int(r.in_controlled_shutdown) == 1 else None
-        self._set_fenced(r.broker_id, fenced, shutdown)
-
-    def _replay_feature_level(self, r: Any) -> None:
-        self.feature_changes[r.name] = int(r.feature_level)
-
-    def _replay_producer_ids(self, r: Any) -> None:
-        self.next_producer_id = int(r.next_producer_id)
-
-    # -- results ---------------------------------------------------------------------------------
-
-    def changed_topic_configs(self) -> set[str]:
-        """Names of topics whose config overrides changed."""
-        return {name for (rtype, name) in self.config_changes if rtype == 2}
-
-    def broker_configs_changed(self) -> bool:
-        return any(rtype == 4 for (rtype, _) in self.config_changes)
-
-    def apply(self, provenance: MetadataProvenance) -> MetadataImage:
+    def apply(self, provenance: MetadataProvenance | None = None) -> MetadataImage:
+        """The image after every replayed record; ``provenance`` says up to where (default: unchanged)."""
         image = self.image
-        topics = self.topics_delta.apply() if self.topics_delta is not None else image.topics
-        configs = image.configs
-        if self.config_changes:
-            data: dict[tuple[int, str], Mapping[str, str]] = dict(configs.data)
-            for resource, changes in self.config_changes.items():
-                merged = dict(data.get(resource, {}))
-                for key, value in changes.items():
-                    if value is None:
-                        merged.pop(key, None)
-                    else:
-                        merged[key] = value
-                if merged:
-                    data[resource] = MappingProxyType(merged)
-                else:
-                    data.pop(resource, None)
-            configs = ConfigurationsImage(MappingProxyType(data))
-        cluster = image.cluster
-        if self.broker_changes:
-            brokers = dict(cluster.brokers)
-            for broker_id, reg in self.broker_changes.items():
-                if reg is None:
-                    brokers.pop(broker_id, None)
-                else:
-                    brokers[broker_id] = reg
-            cluster = ClusterImage(MappingProxyType(brokers))
-        features = image.features
-        if self.feature_changes:
-            levels = dict(features.finalized_versions)
-            for name, level in self.feature_changes.items():
-                if level == 0:
-                    levels.pop(name, None)
-                else:
-                    levels[name] = level
-            features = FeaturesImage(MappingProxyType(levels))
-        producer_ids = image.producer_ids
-        if self.next_producer_id is not None:
-            producer_ids = ProducerIdsImage(self.next_producer_id)
-        return MetadataImage(provenance=provenance, features=features, cluster=cluster, topics=topics,
-                             configs=configs, producer_ids=producer_ids)
+        return MetadataImage(
+            provenance=image.provenance if provenance is None else provenance,
+            features=image.features if self.features_delta is None else self.features_delta.apply(),
+            cluster=image.cluster if self.cluster_delta is None else self.cluster_delta.apply(),
+            topics=image.topics if self.topics_delta is None else self.topics_delta.apply(),
+            configs=image.configs if self.configs_delta is None else self.configs_delta.apply(),
+            producer_ids=image.producer_ids if self.producer_ids_delta is None else self.producer_ids_delta.apply(),
+        )
 
+    # -- what a publisher asks -------------------------------------------------------------------------
 
-_REPLAY = {
-    "TopicRecord": MetadataDelta._replay_topic,
-    "PartitionRecord": MetadataDelta._replay_partition,
-    "PartitionChangeRecord": MetadataDelta._replay_partition_change,
-    "RemoveTopicRecord": MetadataDelta._replay_remove_topic,
-    "ConfigRecord": MetadataDelta._replay_config,
-    "RegisterBrokerRecord": MetadataDelta._replay_register_broker,
-    "UnregisterBrokerRecord": MetadataDelta._replay_unregister_broker,
-    "FenceBrokerRecord": MetadataDelta._replay_fence_broker,
-    "UnfenceBrokerRecord": MetadataDelta._replay_unfence_broker,
-    "BrokerRegistrationChangeRecord": MetadataDelta._replay_registration_change,
-    "FeatureLevelRecord": MetadataDelta._replay_feature_level,
-    "ProducerIdsRecord": MetadataDelta._replay_producer_ids,
-}
+    def local_changes(self, broker_id: int) -> LocalReplicaChanges:
+        return LocalReplicaChanges() if self.topics_delta is None else self.topics_delta.local_changes(broker_id)
+
+    def changed_configs(self) -> Mapping[ConfigResource, dict[str, str | None]]:
+        return {} if self.configs_delta is None else self.configs_delta.changes

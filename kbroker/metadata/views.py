@@ -15,12 +15,12 @@ import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
-from kbroker.metadata.image import MetadataImage
+from kbroker.metadata.image import ConfigResourceType, MetadataImage
 from kbroker.protocol.topic import INTERNAL_TOPICS
 
 # ConfigResource.Type as metadata records store it (ConfigRecord.ResourceType).
-TOPIC_RESOURCE = 2
-BROKER_RESOURCE = 4
+TOPIC_RESOURCE = int(ConfigResourceType.TOPIC)
+BROKER_RESOURCE = int(ConfigResourceType.BROKER)
 
 # Cluster-wide dynamic broker defaults (resource name "") are shown in the one `broker_configs` map
 # with this prefix, per-broker ones under their plain key (config names never contain '<' or '/').
@@ -57,13 +57,13 @@ class MetadataView:
                 topic_id=topic.id,
                 num_partitions=len(topic.partitions),
                 replication_factor=replicas[0] if replicas else 1,
-                configs=dict(configs.config_map(TOPIC_RESOURCE, topic.name)),
+                configs=dict(configs.topic_config(topic.name)),
                 is_internal=topic.name in INTERNAL_TOPICS,
             )
             self._by_name[info.name] = info
             self._by_id[info.topic_id] = info
-        stored = {DYNAMIC_DEFAULT_PREFIX + k: v for k, v in configs.config_map(BROKER_RESOURCE, "").items()}
-        stored.update(configs.config_map(BROKER_RESOURCE, str(node_id)))
+        stored = {DYNAMIC_DEFAULT_PREFIX + k: v for k, v in configs.cluster_broker_config().items()}
+        stored.update(configs.broker_config(node_id))
         self._broker_configs = stored
 
     def topic(self, name: str) -> TopicInfo | None:

@@ -41,8 +41,9 @@ from kbroker.replica.purgatory import DelayedOperationPurgatory
 if TYPE_CHECKING:
     from kbroker.config import KafkaConfig
     from kbroker.metadata.cache import MetadataCache
-    from kbroker.metadata.delta import LocalPartitionChange, MetadataDelta
-    from kbroker.metadata.image import MetadataImage
+    from kbroker.metadata.delta import MetadataDelta, PartitionInfo
+    from kbroker.metadata.image import MetadataImage, TopicPartition
+    from kbroker.metadata.loader import LoaderManifest
 
 log = logging.getLogger(__name__)
 
@@ -80,6 +81,8 @@ class ReplicaManager:
         self._partitions: dict[tuple[str, int], Partition] = {}
         # Partitions this broker follows: (topic, partition) -> leader id.
         self.followers: dict[tuple[str, int], int] = {}
+        # Partitions assigned here whose log could not be opened or created (a failed disk).
+        self.offline: set[tuple[str, int]] = set()
         self.produce_purgatory = DelayedOperationPurgatory("Produce")
         self.fetch_purgatory = DelayedOperationPurgatory("Fetch")
         slots = int(config["max.incremental.fetch.session.cache.slots"])
@@ -105,7 +108,7 @@ class ReplicaManager:
 
     # -- metadata publisher (Kafka's ReplicaManager.applyDelta) -------------------------------------
 
-    def on_metadata_update(self, delta: MetadataDelta, image: MetadataImage) -> None:
+    def on_metadata_update(self, delta: MetadataDelta, image: MetadataImage, manifest: LoaderManifest) -> None:
         self.apply_delta(delta, image)
 
     def apply_delta(self, delta: MetadataDelta, image: MetadataImage) -> None:
@@ -116,55 +119,60 @@ class ReplicaManager:
         cannot be created (a failed or full disk) leaves that partition unhosted and logs why; the
         other partitions carry on.
         """
-        topics = delta.topics_delta
-        if topics is None:
+        if delta.topics_delta is None:
             return
-        changes = topics.local_changes(self.node_id)
-        for name, _topic_id, p in changes.deletes:
-            self._stop_partition(name, p, delete=True)
-        for change in changes.leaders:
-            self._make_leader(change)
-        for change in changes.followers:
-            self._make_follower(change)
+        changes = delta.local_changes(self.node_id)
+        for tp in sorted(changes.deletes):
+            self._stop_partition(tp.topic, tp.partition, delete=True)
+        for tp, info in sorted(changes.leaders.items()):
+            self._make_leader(tp, info)
+        for tp, info in sorted(changes.followers.items()):
+            self._make_follower(tp, info)
 
-    def _host_log(self, change: LocalPartitionChange) -> UnifiedLog | None:
+    def _host_log(self, tp: TopicPartition, info: PartitionInfo) -> UnifiedLog | None:
         try:
-            return self.log_manager.get_or_create_log(change.topic, change.partition, topic_id=change.topic_id)
+            plog = self.log_manager.get_or_create_log(tp.topic, tp.partition, topic_id=info.topic_id)
         except (KafkaStorageError, OSError) as e:
-            log.error("Cannot host %s-%d: %s", change.topic, change.partition, e)
+            # Kafka marks the partition offline (its log dir failed); produce and fetch get
+            # KAFKA_STORAGE_ERROR for it, the other partitions carry on.
+            log.error("Cannot host %s-%d: %s", tp.topic, tp.partition, e)
+            self.offline.add((tp.topic, tp.partition))
             return None
+        self.offline.discard((tp.topic, tp.partition))
+        return plog
 
-    def _make_leader(self, change: LocalPartitionChange) -> None:
-        key = (change.topic, change.partition)
-        reg = change.registration
+    def _make_leader(self, tp: TopicPartition, info: PartitionInfo) -> None:
+        key = (tp.topic, tp.partition)
+        reg = info.partition
         self.followers.pop(key, None)
         part = self._partitions.get(key)
         if part is None:
-            plog = self._host_log(change)
+            plog = self._host_log(tp, info)
             if plog is None:
                 return
-            part = Partition(change.topic, change.partition, change.topic_id, plog,
-                             leader_epoch=reg.leader_epoch, local_id=self.node_id, replicas=reg.replicas)
+            part = Partition(tp.topic, tp.partition, info.topic_id, plog,
+                             leader_epoch=reg.leader_epoch, local_id=self.node_id, replicas=tuple(reg.replicas))
             self._partitions[key] = part
-        part.make_leader(reg.leader_epoch, reg.partition_epoch, reg.replicas, reg.isr)
+        part.make_leader(reg.leader_epoch, reg.partition_epoch, tuple(reg.replicas), tuple(reg.isr))
         # Becoming leader (Kafka's makeLeader) recomputes the high watermark from the ISR: after
         # a crash the checkpointed value can lag the log, and on one replica HW = LEO.
         part.maybe_increment_high_watermark()
 
-    def _make_follower(self, change: LocalPartitionChange) -> None:
+    def _make_follower(self, tp: TopicPartition, info: PartitionInfo) -> None:
         """Kafka's makeFollower: stop serving as leader, keep (or create) the log. The replica fetcher
         that copies from the leader comes with replication (issue 12); a single node never gets here."""
-        key = (change.topic, change.partition)
+        key = (tp.topic, tp.partition)
         if key in self._partitions:
-            self._stop_partition(change.topic, change.partition, delete=False)
-        if self._host_log(change) is not None:
-            self.followers[key] = change.registration.leader
+            self._stop_partition(tp.topic, tp.partition, delete=False)
+        if self._host_log(tp, info) is not None:
+            self.followers[key] = info.partition.leader
 
     def _stop_partition(self, topic: str, partition: int, *, delete: bool) -> None:
         """Kafka's stopPartitions: stop hosting; with `delete`, remove the log too."""
         key = (topic, partition)
         self._partitions.pop(key, None)
         self.followers.pop(key, None)
+        self.offline.discard(key)
         if delete:
             self.log_manager.delete_log(topic, partition)
         # Waiting operations on the partition complete now with their errors.
@@ -344,9 +352,12 @@ class ReplicaManager:
     def missing_partition_error(self, topic: str, partition: int) -> ErrorCode:
         """Why a partition is not served here: absent from the metadata image (Kafka's
         UNKNOWN_TOPIC_OR_PARTITION, also for an index past the partition count) or in the image but
-        not hosted by this broker (NOT_LEADER_OR_FOLLOWER)."""
+        not hosted by this broker (NOT_LEADER_OR_FOLLOWER), or assigned here but offline because its
+        log could not be opened (KAFKA_STORAGE_ERROR)."""
         info = self.metadata.topic(topic)
         if info is not None and 0 <= partition < info.num_partitions:
+            if (topic, partition) in self.offline:
+                return ErrorCode.KAFKA_STORAGE_ERROR
             return ErrorCode.NOT_LEADER_OR_FOLLOWER
         return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
 

@@ -25,7 +25,7 @@ from kbroker.log.config import LogConfig
 from kbroker.metadata.cache import MetadataCache
 from kbroker.metadata.delta import MetadataDelta
 from kbroker.metadata.image import MetadataImage
-from kbroker.metadata.loader import MetadataLoader
+from kbroker.metadata.loader import LoaderManifest, MetadataLoader
 from kbroker.metadata.views import TopicInfo
 from kbroker.protocol.errors import ErrorCode, KafkaError
 from tests.support.sync import SyncAdmin
@@ -58,21 +58,19 @@ class FakeReplicaManager:
         self.offline: set[tuple[str, int]] = set()
         self.fail_next_add = False
 
-    def on_metadata_update(self, delta: MetadataDelta, image: MetadataImage) -> None:
-        if delta.topics_delta is None:
-            return
-        changes = delta.topics_delta.local_changes(1)
-        for name, _tid, p in changes.deletes:
-            self.partitions.pop((name, p), None)
-        for c in changes.leaders:
-            key = (c.topic, c.partition)
+    def on_metadata_update(self, delta: MetadataDelta, image: MetadataImage, manifest: LoaderManifest) -> None:
+        changes = delta.local_changes(1)
+        for tp in changes.deletes:
+            self.partitions.pop((tp.topic, tp.partition), None)
+        for tp in sorted(changes.leaders):
+            key = (tp.topic, tp.partition)
             if key in self.partitions:
                 continue
             if self.fail_next_add:
                 self.fail_next_add = False
                 self.offline.add(key)
                 continue
-            cfg = self.helper.config_for_topic(c.topic)
+            cfg = self.helper.config_for_topic(tp.topic)
             assert cfg is not None
             self.partitions[key] = FakePartition(FakeLog(cfg))
 
@@ -89,9 +87,7 @@ def make(tmp_path: Path, **overrides: str) -> tuple[SyncAdmin, MetadataCache, Fa
     helper = ConfigHelper(config, cache)
     rm = FakeReplicaManager(helper)
     loader = MetadataLoader()
-    loader.install_publisher(cache)
-    loader.install_publisher(rm)
-    loader.install_publisher(DynamicConfigPublisher(helper, rm))  # type: ignore[arg-type]
+    loader.install_publishers([cache, rm, DynamicConfigPublisher(helper, rm)])  # type: ignore[arg-type]
     controller = LocalController(
         node_id=config.node_id, metadata_log=ClusterMetadataLog(tmp_path / "meta", wall_clock_ms), loader=loader,
         cache=cache, config_helper=helper, default_num_partitions=lambda: int(config["num.partitions"]),
