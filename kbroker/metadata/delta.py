@@ -374,7 +374,10 @@ class ClusterDelta:
                 f"invalid in-controlled-shutdown change {record.in_controlled_shutdown} for broker {record.broker_id}"
             )
         directories = tuple(record.log_dirs) if record.log_dirs else None
-        self._set(b, b.clone_with(fencing[record.fenced], shutdown[record.in_controlled_shutdown], directories))
+        cordoned = None if record.cordoned_log_dirs is None else tuple(record.cordoned_log_dirs)
+        self._set(
+            b, b.clone_with(fencing[record.fenced], shutdown[record.in_controlled_shutdown], directories, cordoned)
+        )
 
     def replay_register_controller(self, record: RegisterControllerRecord) -> None:
         self.changed_controllers[record.controller_id] = ControllerRegistration.from_record(record)

@@ -273,6 +273,9 @@ class BrokerRegistration:
     in_controlled_shutdown: bool = False
     is_migrating_zk_broker: bool = False
     directories: tuple[uuid.UUID, ...] = ()
+    # KIP-1066, in the order reported (directories are sorted, these are not: as in Kafka); None until
+    # the broker first reports them (Kafka keeps that null too).
+    cordoned_directories: tuple[uuid.UUID, ...] | None = None
 
     @classmethod
     def from_record(cls, record: RegisterBrokerRecord) -> BrokerRegistration:
@@ -291,6 +294,9 @@ class BrokerRegistration:
             in_controlled_shutdown=record.in_controlled_shutdown,
             is_migrating_zk_broker=record.is_migrating_zk_broker,
             directories=tuple(sorted(record.log_dirs)),
+            cordoned_directories=(
+                None if record.cordoned_log_dirs is None else tuple(record.cordoned_log_dirs)
+            ),
         )
 
     def endpoint(self, listener_name: str) -> Endpoint | None:
@@ -301,6 +307,7 @@ class BrokerRegistration:
         fenced: bool | None = None,
         in_controlled_shutdown: bool | None = None,
         directories: tuple[uuid.UUID, ...] | None = None,
+        cordoned_directories: tuple[uuid.UUID, ...] | None = None,
     ) -> BrokerRegistration:
         return replace(
             self,
@@ -309,6 +316,9 @@ class BrokerRegistration:
                 self.in_controlled_shutdown if in_controlled_shutdown is None else in_controlled_shutdown
             ),
             directories=self.directories if directories is None else tuple(sorted(directories)),
+            cordoned_directories=(
+                self.cordoned_directories if cordoned_directories is None else tuple(cordoned_directories)
+            ),
         )
 
 

@@ -49,6 +49,7 @@ def broker_record(b: BrokerRegistration) -> RegisterBrokerRecord:
         fenced=b.fenced,
         in_controlled_shutdown=b.in_controlled_shutdown,
         log_dirs=list(b.directories),
+        cordoned_log_dirs=None if b.cordoned_directories is None else list(b.cordoned_directories),
     )
 
 

@@ -27,6 +27,7 @@ from typing import Protocol, runtime_checkable
 from kbroker.metadata.delta import MetadataDelta
 from kbroker.metadata.image import MetadataImage, MetadataProvenance
 from kbroker.metadata.image_writer import image_records
+from kbroker.protocol.metadata_records.serde import decode_metadata_record
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,6 +43,19 @@ class MetadataBatch:
     @property
     def last_offset(self) -> int:
         return self.base_offset + max(len(self.records), 1) - 1
+
+    @classmethod
+    def decode(
+        cls,
+        base_offset: int,
+        epoch: int,
+        append_timestamp_ms: int,
+        values: Iterable[bytes | bytearray | memoryview],
+        size_in_bytes: int = 0,
+    ) -> MetadataBatch:
+        """A batch from the record values of a (non-control) batch of ``__cluster_metadata``, each
+        framed by Kafka's MetadataRecordSerde; raises ``MetadataParseError`` on a malformed value."""
+        return cls(base_offset, epoch, append_timestamp_ms, [decode_metadata_record(v) for v in values], size_in_bytes)
 
 
 @dataclass(frozen=True, slots=True)

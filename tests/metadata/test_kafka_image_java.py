@@ -76,6 +76,8 @@ SCENARIO: list[object] = [
     BrokerRegistrationChangeRecord(broker_id=2, broker_epoch=10, in_controlled_shutdown=1, log_dirs=[DIR_B, DIR_A]),
     config(2, "foo", "cleanup.policy", None),
     config(2, "foo", "retention.ms", "60000"),
+    BrokerRegistrationChangeRecord(broker_id=1, broker_epoch=10, cordoned_log_dirs=[DIR_B, DIR_A]),
+    ClearElrRecord(topic_name=""),
     *[("local", b) for b in BROKERS],
     _apply(30),
     change(FOO, 2, replicas=[3, 2], adding_replicas=[], isr=[3, 2]),
@@ -89,6 +91,7 @@ SCENARIO: list[object] = [
     _apply(40),
     change(FOO, 0, leader=2, leader_recovery_state=0),
     ClearElrRecord(topic_name="foo"),
+    BrokerRegistrationChangeRecord(broker_id=1, broker_epoch=10, cordoned_log_dirs=[]),
     RemoveTopicRecord(topic_id=FOO),
     topic("foo", BAZ),
     partition(BAZ, 0, [1, 2]),
@@ -121,7 +124,7 @@ def _dump(image: MetadataImage) -> list[str]:
         out.append(
             f"broker {b.id} epoch={b.epoch} incarnation={b.incarnation_id} fenced={str(b.fenced).lower()} "
             f"shutdown={str(b.in_controlled_shutdown).lower()} rack={b.rack or 'null'} listeners={listeners} "
-            f"features={features} dirs={_uuids(b.directories)}"
+            f"features={features} dirs={_uuids(b.directories)} cordoned={'null' if b.cordoned_directories is None else _uuids(b.cordoned_directories)}"
         )
     for name, t in sorted(image.topics.topics_by_name.items()):
         out.append(f"topic {name} {t.id}")

@@ -18,6 +18,7 @@ from kbroker.metadata import (
     TopicPartition,
     image_records,
 )
+from kbroker.protocol.metadata_records.serde import MetadataParseError, encode_metadata_record
 from tests.metadata.records import FOO, RemoveTopicRecord, broker, change, feature, partition, topic
 
 
@@ -135,3 +136,11 @@ def test_fault_handler_skips_bad_records_and_failing_publishers() -> None:
     assert "PartitionChangeRecord" in faults[0] and "offset 5" in faults[0]
     assert "publisher broken failed" in faults[1]
     assert [c[0] for c in calls] == ["ok"]  # the failing publisher did not stop the next one
+
+
+def test_batches_decode_from_wire_values() -> None:
+    records = [feature("metadata.version", 30), topic("foo", FOO), partition(FOO, 0, [1])]
+    batch = MetadataBatch.decode(7, 2, 99, [encode_metadata_record(r) for r in records], size_in_bytes=64)
+    assert batch == MetadataBatch(7, 2, 99, records, 64) and batch.last_offset == 9
+    with pytest.raises(MetadataParseError):
+        MetadataBatch.decode(0, 1, 0, [b"\x01\x02"])

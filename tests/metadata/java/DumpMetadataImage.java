@@ -67,7 +67,7 @@ public class DumpMetadataImage {
                 .collect(Collectors.joining(","));
             System.out.println("broker " + b.id() + " epoch=" + b.epoch() + " incarnation=" + uuid(b.incarnationId())
                 + " fenced=" + b.fenced() + " shutdown=" + b.inControlledShutdown() + " rack=" + b.rack().orElse("null")
-                + " listeners=" + listeners + " features=" + features + " dirs=" + uuids(b.directories()));
+                + " listeners=" + listeners + " features=" + features + " dirs=" + uuids(b.directories()) + " cordoned=" + (b.cordonedDirectories() == null ? "null" : uuids(b.cordonedDirectories())));
         }
         TreeMap<String, TopicImage> topics = new TreeMap<>(image.topics().topicsByName());
         for (TopicImage t : topics.values()) {
