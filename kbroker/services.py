@@ -35,7 +35,6 @@ from kbroker.metadata.loader import MetadataLoader
 from kbroker.replica.producer_id_manager import ProducerIdManager
 from kbroker.replica.replica_manager import ReplicaManager
 
-
 log = logging.getLogger(__name__)
 
 
