@@ -18,7 +18,7 @@ from collections.abc import Callable
 
 from kbroker.api.context import BrokerServices
 from kbroker.clock import Clock, wall_clock_ms
-from kbroker.cluster.metadata import MetadataStore
+from kbroker.cluster.metadata import METADATA_FILE_NAME, MetadataStore
 from kbroker.cluster.topics import TopicManager
 from kbroker.config import KafkaConfig
 from kbroker.coord.runtime import GroupCoordinatorRuntime
@@ -26,9 +26,6 @@ from kbroker.log.cleaner_manager import LogCleaner
 from kbroker.log.config import LogConfig
 from kbroker.log.manager import LogManager
 from kbroker.replica.replica_manager import ReplicaManager
-
-# The single-node metadata image in the first log dir (the controller issue replaces it).
-METADATA_FILE = "__kbroker_metadata.json"
 
 
 def build_services(
@@ -44,7 +41,8 @@ def build_services(
     them into a one-line start-up error).
     """
     log_dirs = config.log_dirs
-    metadata = MetadataStore(log_dirs[0] / METADATA_FILE)
+    # The single-node metadata image in the first log dir (the controller issue replaces it).
+    metadata = MetadataStore(log_dirs[0] / METADATA_FILE_NAME)
     metadata.load()
     topic_manager: TopicManager | None = None
 

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import uuid
 from collections.abc import Hashable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -74,8 +73,10 @@ class ReplicaManager:
         self.time_ms = time_ms
         self.node_id = config.node_id
         self._partitions: dict[tuple[str, int], Partition] = {}
-        self.produce_purgatory = DelayedOperationPurgatory("Produce")
-        self.fetch_purgatory = DelayedOperationPurgatory("Fetch")
+        self.produce_purgatory: DelayedOperationPurgatory[dict[tuple[str, int], ProducePartitionResult]] = (
+            DelayedOperationPurgatory("Produce"))
+        self.fetch_purgatory: DelayedOperationPurgatory[dict[Hashable, PartitionResult]] = (
+            DelayedOperationPurgatory("Fetch"))
         slots = int(config["max.incremental.fetch.session.cache.slots"])
         self.fetch_manager = FetchManager(FetchSessionCache(slots, time_ms))
 
@@ -306,9 +307,3 @@ class ReplicaManager:
         if info is not None and 0 <= partition < info.num_partitions:
             return ErrorCode.NOT_LEADER_OR_FOLLOWER
         return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-
-    # -- helpers for the api layer ------------------------------------------------------------------
-
-    def topic_name_for_id(self, topic_id: uuid.UUID) -> str | None:
-        info = self.metadata.topic_by_id(topic_id)
-        return None if info is None else info.name
