@@ -197,13 +197,13 @@ class ReplicaManager:
             log.error("storage error appending to %s-%d: %s", topic, key[1], exc)
             return ProducePartitionResult(ErrorCode.KAFKA_STORAGE_ERROR), -1
         # A duplicate batch (idempotent retry) returns the original offsets: the HW is past them.
-        # An empty append (no batches) reports first/last offset -1: it waits for nothing new.
+        # An empty append (no batches) reports last offset -1, so it waits for offset 0: nothing.
         return ProducePartitionResult(
             ErrorCode.NONE,
             base_offset=info.first_offset,
             log_append_time_ms=info.log_append_time,
             log_start_offset=info.log_start_offset,
-        ), info.last_offset + 1 if info.last_offset >= 0 else partition.log_end_offset
+        ), info.last_offset + 1
 
     def on_high_watermark_moved(self, key: tuple[str, int]) -> None:
         """Complete what waited for this partition's high watermark (acks=all produces, fetches)."""
