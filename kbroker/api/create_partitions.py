@@ -8,9 +8,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from kbroker.api.context import BrokerServices
+from kbroker.api.context import BrokerServices, RequestContext
 from kbroker.cluster.topics import error_fields
 from kbroker.protocol.errors import ErrorCode
+from kbroker.protocol.headers import RequestHeader
 from kbroker.protocol.messages.create_partitions import CreatePartitionsRequest, CreatePartitionsResponse
 
 API_KEY = 37
@@ -20,7 +21,7 @@ MAX_VERSION = 3
 Result = CreatePartitionsResponse.CreatePartitionsTopicResult
 
 
-def handle(services: BrokerServices, ctx: Any, header: Any, request: CreatePartitionsRequest) -> CreatePartitionsResponse:
+def handle(services: BrokerServices, ctx: RequestContext, header: RequestHeader, request: CreatePartitionsRequest) -> CreatePartitionsResponse:
     tm = services.topic_manager
     counts: dict[str, int] = {}
     for t in request.topics:

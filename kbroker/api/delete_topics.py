@@ -10,9 +10,10 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
-from kbroker.api.context import BrokerServices
+from kbroker.api.context import BrokerServices, RequestContext
 from kbroker.cluster.topics import error_fields
 from kbroker.protocol.errors import ErrorCode
+from kbroker.protocol.headers import RequestHeader
 from kbroker.protocol.messages.delete_topics import DeleteTopicsRequest, DeleteTopicsResponse
 
 API_KEY = 20
@@ -27,7 +28,7 @@ def _row(name: str | None, topic_id: uuid.UUID, code: int, message: str | None) 
     return Result(name=name, topic_id=topic_id, error_code=code, error_message=message)
 
 
-def handle(services: BrokerServices, ctx: Any, header: Any, request: DeleteTopicsRequest) -> DeleteTopicsResponse:
+def handle(services: BrokerServices, ctx: RequestContext, header: RequestHeader, request: DeleteTopicsRequest) -> DeleteTopicsResponse:
     tm = services.topic_manager
     version = header.api_version
     if not tm.deletion_enabled():

@@ -12,11 +12,10 @@ advertised.
 
 from __future__ import annotations
 
-from typing import Any
-
 from kbroker.api._groups import runtime
 from kbroker.api.context import BrokerServices, RequestContext
 from kbroker.protocol.errors import ErrorCode
+from kbroker.protocol.headers import RequestHeader
 from kbroker.protocol.messages.find_coordinator import FindCoordinatorRequest, FindCoordinatorResponse
 
 API_KEY = 10
@@ -66,7 +65,7 @@ def _lookup(services: BrokerServices, ctx: RequestContext, key_type: int,
     return ErrorCode.NONE, services.node_id, chosen[0].host, chosen[0].port
 
 
-def handle(services: BrokerServices, ctx: RequestContext, header: Any,
+def handle(services: BrokerServices, ctx: RequestContext, header: RequestHeader,
            request: FindCoordinatorRequest) -> FindCoordinatorResponse:
     version = header.api_version
     if version >= 4:

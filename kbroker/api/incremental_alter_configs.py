@@ -13,7 +13,7 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
-from kbroker.api.context import BrokerServices
+from kbroker.api.context import BrokerServices, RequestContext
 from kbroker.api.describe_configs import (
     BROKER,
     BROKER_LOGGER,
@@ -27,6 +27,7 @@ from kbroker.api.describe_configs import (
 from kbroker.cluster.topics import AlterConfigOp, error_fields
 from kbroker.config_defs import CONFIG_DEFS
 from kbroker.protocol.errors import ErrorCode, KafkaError
+from kbroker.protocol.headers import RequestHeader
 from kbroker.protocol.messages.incremental_alter_configs import (
     IncrementalAlterConfigsRequest,
     IncrementalAlterConfigsResponse,
@@ -129,7 +130,7 @@ def _alter_loggers(ops: list[tuple[str, int, str | None]], validate_only: bool) 
             logger.setLevel(level)
 
 
-def handle(services: BrokerServices, ctx: Any, header: Any,
+def handle(services: BrokerServices, ctx: RequestContext, header: RequestHeader,
            request: IncrementalAlterConfigsRequest) -> IncrementalAlterConfigsResponse:
     tm = services.topic_manager
 

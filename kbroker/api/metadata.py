@@ -16,6 +16,7 @@ from typing import Any
 
 from kbroker.api.context import BrokerServices, RequestContext
 from kbroker.protocol.errors import ErrorCode, KafkaError
+from kbroker.protocol.headers import RequestHeader
 from kbroker.protocol.messages.metadata import MetadataRequest, MetadataResponse
 
 API_KEY = 3
@@ -116,7 +117,7 @@ def error_response(request: Any, version: int, error: ErrorCode) -> MetadataResp
 
 
 def handle(
-    services: BrokerServices, ctx: RequestContext, header: Any, request: MetadataRequest
+    services: BrokerServices, ctx: RequestContext, header: RequestHeader, request: MetadataRequest
 ) -> MetadataResponse:
     version = header.api_version
     store = services.metadata
