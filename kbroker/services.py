@@ -66,6 +66,23 @@ def build_services(
     # Formats empty log dirs (meta.properties with a new cluster id, as `kafka-storage.sh format`
     # would), then recovers every partition log found on disk.
     log_manager.startup()
+    try:
+        return _host_partitions(config, time_ms, metadata, log_manager, replica_manager, topic_manager)
+    except BaseException:
+        # Nothing is served yet: close the recovered logs (flushed, checkpointed) before giving up.
+        replica_manager.shutdown()
+        log_manager.shutdown()
+        raise
+
+
+def _host_partitions(
+    config: KafkaConfig,
+    time_ms: Clock,
+    metadata: MetadataStore,
+    log_manager: LogManager,
+    replica_manager: ReplicaManager,
+    topic_manager: TopicManager,
+) -> BrokerServices:
     assert log_manager.cluster_id is not None
     # The compaction planner (log.cleaner.*); the broker runs its rounds on a worker thread. It exists
     # before partitions are hosted, so a stray log deleted below also leaves its cleaner checkpoint.
