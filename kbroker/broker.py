@@ -2,8 +2,8 @@
 
 Owns `Broker` (startup: lock the log dirs, `kbroker.services.build_services` (storage, metadata image,
 replica manager, topic manager, group coordinator), dispatcher, network; shutdown in reverse after
-in-flight requests finish) and `run_broker` (the event
-loop, uvloop when installed, and SIGTERM/SIGINT handling) used by `kbroker serve`.
+in-flight requests finish) and `run_broker` (the event loop, uvloop when installed, and SIGTERM/SIGINT
+handling) used by `kbroker serve`.
 """
 
 from __future__ import annotations

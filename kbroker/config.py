@@ -1,10 +1,11 @@
 """Broker configuration: a loaded, validated, typed server.properties (`KafkaConfig`).
 
-Owns `KafkaConfig`, the `.properties` file parser, listener parsing (`Endpoint`), the checks that span
-several keys, and the mapping from broker keys to topic-level defaults (`topic_defaults`). The key
-table itself (`CONFIG_DEFS`: types, defaults, validators) lives in `kbroker.config_defs`; its names are
-re-exported here so `from kbroker.config import CONFIG_DEFS, ConfigError, ...` keeps working. Must not
-import kbroker.net or kbroker.api.
+Owns `KafkaConfig`, the `.properties` file parser, listener parsing (`Endpoint`) and the checks that
+span several keys. How broker keys become topic-level defaults (log.retention.hours -> retention.ms)
+is resolved in one place, `kbroker.log.config.LogConfig.from_props`. The key table itself
+(`CONFIG_DEFS`: types, defaults, validators) lives in `kbroker.config_defs`; its names are re-exported
+here so `from kbroker.config import CONFIG_DEFS, ConfigError, ...` keeps working. Must not import
+kbroker.net or kbroker.api.
 """
 
 from __future__ import annotations
@@ -340,54 +341,6 @@ class KafkaConfig:
 
         self._listeners = [resolve(e) for e in self.listeners]
         self._advertised = [resolve(e) for e in self.advertised_listeners]
-
-    @property
-    def log_retention_ms(self) -> int:
-        """log.retention.ms, else minutes, else hours (Kafka's precedence); a negative value means forever."""
-        ms = self._values["log.retention.ms"]
-        if ms is not None:
-            return -1 if ms < 0 else int(ms)
-        minutes = self._values["log.retention.minutes"]
-        if minutes is not None:
-            return -1 if minutes < 0 else int(minutes) * 60_000
-        hours = self._values["log.retention.hours"]
-        return -1 if hours < 0 else int(hours) * 3_600_000
-
-    @property
-    def log_roll_ms(self) -> int:
-        ms = self._values["log.roll.ms"]
-        return int(ms) if ms is not None else int(self._values["log.roll.hours"]) * 3_600_000
-
-    @property
-    def log_roll_jitter_ms(self) -> int:
-        ms = self._values["log.roll.jitter.ms"]
-        return int(ms) if ms is not None else int(self._values["log.roll.jitter.hours"]) * 3_600_000
-
-    @property
-    def log_flush_interval_ms(self) -> int:
-        ms = self._values["log.flush.interval.ms"]
-        return int(ms) if ms is not None else int(self._values["log.flush.scheduler.interval.ms"])
-
-    def topic_defaults(self) -> dict[str, str]:
-        """Topic config name -> its broker-derived default, through the synonym table of
-        `kbroker.log.config.TOPIC_CONFIGS` (first broker key set wins; hours/minutes scaled to ms)."""
-        from kbroker.log.config import TOPIC_CONFIGS
-
-        result: dict[str, str] = {}
-        for d in TOPIC_CONFIGS:
-            if d.internal:
-                continue
-            for key, multiplier in d.synonyms:
-                value = self._values.get(key)
-                if value is None:
-                    continue
-                if multiplier != 1 and isinstance(value, int) and value >= 0:
-                    value *= multiplier
-                rendered = format_value(value)
-                if rendered is not None:
-                    result[d.name] = rendered
-                break
-        return result
 
     def broker_props(self) -> dict[str, str]:
         """Every broker key that has a value, rendered as text (what `LogConfig.from_props` reads)."""

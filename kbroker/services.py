@@ -26,13 +26,13 @@ from kbroker.config import KafkaConfig
 from kbroker.controller.legacy_migration import LEGACY_METADATA_FILE
 from kbroker.controller.local_controller import LocalController
 from kbroker.controller.metadata_log import ClusterMetadataLog
+from kbroker.coord.producer_id_manager import ProducerIdManager
 from kbroker.coord.runtime import GroupCoordinatorRuntime
 from kbroker.log.cleaner_manager import LogCleaner
 from kbroker.log.config import LogConfig
 from kbroker.log.manager import LogManager
 from kbroker.metadata.cache import MetadataCache
 from kbroker.metadata.loader import MetadataLoader
-from kbroker.replica.producer_id_manager import ProducerIdManager
 from kbroker.replica.replica_manager import ReplicaManager
 
 log = logging.getLogger(__name__)
@@ -77,7 +77,25 @@ def build_services(
     # Formats empty log dirs (meta.properties with a new cluster id, as `kafka-storage.sh format`
     # would), then recovers every partition log found on disk.
     log_manager.startup()
+    try:
+        return _host_partitions(config, time_ms, cache, config_helper, log_manager, replica_manager)
+    except BaseException:
+        # Nothing is served yet: close the recovered logs (flushed, checkpointed) before giving up.
+        replica_manager.shutdown()
+        log_manager.shutdown()
+        raise
+
+
+def _host_partitions(
+    config: KafkaConfig,
+    time_ms: Clock,
+    cache: MetadataCache,
+    config_helper: ConfigHelper,
+    log_manager: LogManager,
+    replica_manager: ReplicaManager,
+) -> BrokerServices:
     assert log_manager.cluster_id is not None
+    node_id = config.node_id
     # The compaction planner (log.cleaner.*); the broker runs its rounds on a worker thread. It exists
     # before partitions are hosted, so a stray log deleted below also leaves its cleaner checkpoint.
     log_manager.cleaner = LogCleaner(
@@ -106,7 +124,7 @@ def build_services(
     loader.install_publishers([group_coordinator])
     # Replays __cluster_metadata (bootstrapping it, and migrating a legacy JSON image, on first start):
     # the replica manager hosts every local partition as the image is applied.
-    controller.load(log_dirs[0] / LEGACY_METADATA_FILE)
+    controller.load(config.log_dirs[0] / LEGACY_METADATA_FILE)
     return BrokerServices(
         config=config,
         log_manager=log_manager,

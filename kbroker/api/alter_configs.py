@@ -9,9 +9,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from kbroker.api.context import BrokerServices
+from kbroker.api.context import BrokerServices, RequestContext
 from kbroker.api.describe_configs import TOPIC, check_broker_resource
 from kbroker.api.incremental_alter_configs import run_per_resource
+from kbroker.protocol.headers import RequestHeader
 from kbroker.protocol.messages.alter_configs import AlterConfigsRequest, AlterConfigsResponse
 
 API_KEY = 33
@@ -21,7 +22,7 @@ MAX_VERSION = 2
 Result = AlterConfigsResponse.AlterConfigsResourceResponse
 
 
-async def handle(services: BrokerServices, ctx: Any, header: Any, request: AlterConfigsRequest) -> AlterConfigsResponse:
+async def handle(services: BrokerServices, ctx: RequestContext, header: RequestHeader, request: AlterConfigsRequest) -> AlterConfigsResponse:
     controller = services.controller
 
     async def apply(r: Any) -> None:

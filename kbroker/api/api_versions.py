@@ -16,6 +16,7 @@ from typing import Any
 
 from kbroker.api.context import BrokerServices, RequestContext
 from kbroker.protocol.errors import ErrorCode
+from kbroker.protocol.headers import RequestHeader
 from kbroker.protocol.messages.api_versions import ApiVersionsRequest, ApiVersionsResponse
 
 API_KEY = 18
@@ -60,7 +61,7 @@ def error_response(request: Any, version: int, error: ErrorCode) -> ApiVersionsR
 
 
 def handle(
-    services: BrokerServices, ctx: RequestContext, header: Any, request: ApiVersionsRequest
+    services: BrokerServices, ctx: RequestContext, header: RequestHeader, request: ApiVersionsRequest
 ) -> ApiVersionsResponse:
     version = header.api_version
     if version >= 3:

@@ -20,10 +20,10 @@ if TYPE_CHECKING:
     from kbroker.cluster.configs import ConfigHelper
     from kbroker.config import KafkaConfig
     from kbroker.controller.controller import Controller
+    from kbroker.coord.producer_id_manager import ProducerIdManager
     from kbroker.coord.runtime import GroupCoordinatorRuntime
     from kbroker.log.manager import LogManager
     from kbroker.metadata.cache import MetadataCache
-    from kbroker.replica.producer_id_manager import ProducerIdManager
     from kbroker.replica.replica_manager import ReplicaManager
 
 

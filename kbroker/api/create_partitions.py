@@ -8,8 +8,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from kbroker.api.context import BrokerServices
+from kbroker.api.context import BrokerServices, RequestContext
 from kbroker.protocol.errors import ErrorCode, error_fields
+from kbroker.protocol.headers import RequestHeader
 from kbroker.protocol.messages.create_partitions import CreatePartitionsRequest, CreatePartitionsResponse
 
 API_KEY = 37
@@ -19,7 +20,7 @@ MAX_VERSION = 3
 Result = CreatePartitionsResponse.CreatePartitionsTopicResult
 
 
-async def handle(services: BrokerServices, ctx: Any, header: Any, request: CreatePartitionsRequest) -> CreatePartitionsResponse:
+async def handle(services: BrokerServices, ctx: RequestContext, header: RequestHeader, request: CreatePartitionsRequest) -> CreatePartitionsResponse:
     controller = services.controller
     counts: dict[str, int] = {}
     for t in request.topics:

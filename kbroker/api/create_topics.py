@@ -11,8 +11,9 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
-from kbroker.api.context import BrokerServices
+from kbroker.api.context import BrokerServices, RequestContext
 from kbroker.protocol.errors import error_fields
+from kbroker.protocol.headers import RequestHeader
 from kbroker.protocol.messages.create_topics import CreateTopicsRequest, CreateTopicsResponse
 
 API_KEY = 19
@@ -24,7 +25,7 @@ Result = CreateTopicsResponse.CreatableTopicResult
 ResultConfig = CreateTopicsResponse.CreatableTopicConfigs
 
 
-async def handle(services: BrokerServices, ctx: Any, header: Any, request: CreateTopicsRequest) -> CreateTopicsResponse:
+async def handle(services: BrokerServices, ctx: RequestContext, header: RequestHeader, request: CreateTopicsRequest) -> CreateTopicsResponse:
     controller = services.controller
     seen: set[str] = set()
     duplicates: list[str] = []

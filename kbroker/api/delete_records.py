@@ -10,8 +10,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from kbroker.api.context import BrokerServices
+from kbroker.api.context import BrokerServices, RequestContext
 from kbroker.protocol.errors import ErrorCode, KafkaError, error_fields
+from kbroker.protocol.headers import RequestHeader
 from kbroker.protocol.messages.delete_records import DeleteRecordsRequest, DeleteRecordsResponse
 
 API_KEY = 21
@@ -46,7 +47,7 @@ def _delete(services: BrokerServices, topic: str, index: int, offset: int) -> in
     return int(partition.log_start_offset)
 
 
-def handle(services: BrokerServices, ctx: Any, header: Any, request: DeleteRecordsRequest) -> DeleteRecordsResponse:
+def handle(services: BrokerServices, ctx: RequestContext, header: RequestHeader, request: DeleteRecordsRequest) -> DeleteRecordsResponse:
     topics = []
     for t in request.topics:
         results = []

@@ -10,8 +10,9 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
-from kbroker.api.context import BrokerServices
+from kbroker.api.context import BrokerServices, RequestContext
 from kbroker.protocol.errors import ErrorCode, error_fields
+from kbroker.protocol.headers import RequestHeader
 from kbroker.protocol.messages.delete_topics import DeleteTopicsRequest, DeleteTopicsResponse
 
 API_KEY = 20
@@ -26,7 +27,7 @@ def _row(name: str | None, topic_id: uuid.UUID, code: int, message: str | None) 
     return Result(name=name, topic_id=topic_id, error_code=code, error_message=message)
 
 
-async def handle(services: BrokerServices, ctx: Any, header: Any, request: DeleteTopicsRequest) -> DeleteTopicsResponse:
+async def handle(services: BrokerServices, ctx: RequestContext, header: RequestHeader, request: DeleteTopicsRequest) -> DeleteTopicsResponse:
     version = header.api_version
     if not services.config["delete.topic.enable"]:
         # Kafka's ControllerApis refuses the whole request: INVALID_REQUEST before v3, which lacked

@@ -9,9 +9,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from kbroker.api.context import BrokerServices
+from kbroker.api.context import BrokerServices, RequestContext
 from kbroker.api.metadata import AUTHORIZED_OPERATIONS_OMITTED, CLUSTER_AUTHORIZED_OPERATIONS
 from kbroker.protocol.errors import ErrorCode
+from kbroker.protocol.headers import RequestHeader
 from kbroker.protocol.messages.describe_cluster import DescribeClusterRequest, DescribeClusterResponse
 
 API_KEY = 60
@@ -21,7 +22,7 @@ MAX_VERSION = 2
 BROKER_ENDPOINT = 1
 
 
-def handle(services: BrokerServices, ctx: Any, header: Any, request: DescribeClusterRequest) -> DescribeClusterResponse:
+def handle(services: BrokerServices, ctx: RequestContext, header: RequestHeader, request: DescribeClusterRequest) -> DescribeClusterResponse:
     endpoint_type = request.endpoint_type if header.api_version >= 1 else BROKER_ENDPOINT
     if endpoint_type != BROKER_ENDPOINT:
         return DescribeClusterResponse(

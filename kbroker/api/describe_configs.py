@@ -16,11 +16,12 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from kbroker.api.context import BrokerServices
+from kbroker.api.context import BrokerServices, RequestContext
 from kbroker.cluster.configs import ConfigEntry, ConfigSource
 from kbroker.config_defs import CONFIG_DEFS
 from kbroker.controller.replication_control import validate_topic_name
 from kbroker.protocol.errors import ErrorCode, KafkaError, error_fields
+from kbroker.protocol.headers import RequestHeader
 from kbroker.protocol.messages.describe_configs import DescribeConfigsRequest, DescribeConfigsResponse
 
 API_KEY = 32
@@ -169,7 +170,7 @@ _INVALID_REQUEST_MESSAGE = ("This most likely occurs because of a request being 
                             "or the message was sent to an incompatible broker. See the broker logs for more details.")
 
 
-def handle(services: BrokerServices, ctx: Any, header: Any, request: DescribeConfigsRequest) -> DescribeConfigsResponse:
+def handle(services: BrokerServices, ctx: RequestContext, header: RequestHeader, request: DescribeConfigsRequest) -> DescribeConfigsResponse:
     if any(r.resource_type not in _KNOWN_RESOURCE_TYPES for r in request.resources):
         return DescribeConfigsResponse(throttle_time_ms=0, results=[
             Result(error_code=int(ErrorCode.INVALID_REQUEST), error_message=_INVALID_REQUEST_MESSAGE,

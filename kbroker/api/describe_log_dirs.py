@@ -12,8 +12,9 @@ import os
 from pathlib import Path
 from typing import Any
 
-from kbroker.api.context import BrokerServices
+from kbroker.api.context import BrokerServices, RequestContext
 from kbroker.protocol.errors import ErrorCode
+from kbroker.protocol.headers import RequestHeader
 from kbroker.protocol.messages.describe_log_dirs import DescribeLogDirsRequest, DescribeLogDirsResponse
 
 API_KEY = 35
@@ -25,7 +26,7 @@ TopicResult = DescribeLogDirsResponse.DescribeLogDirsTopic
 PartitionResult = DescribeLogDirsResponse.DescribeLogDirsPartition
 
 
-def handle(services: BrokerServices, ctx: Any, header: Any, request: DescribeLogDirsRequest) -> DescribeLogDirsResponse:
+def handle(services: BrokerServices, ctx: RequestContext, header: RequestHeader, request: DescribeLogDirsRequest) -> DescribeLogDirsResponse:
     wanted: dict[str, set[int]] | None = None
     if request.topics is not None:
         wanted = {}

@@ -14,10 +14,11 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
-from kbroker.api.context import BrokerServices
+from kbroker.api.context import BrokerServices, RequestContext
 from kbroker.api.metadata import TOPIC_AUTHORIZED_OPERATIONS
 from kbroker.controller.replication_control import validate_topic_name
 from kbroker.protocol.errors import ErrorCode, KafkaError
+from kbroker.protocol.headers import RequestHeader
 from kbroker.protocol.messages.describe_topic_partitions import (
     DescribeTopicPartitionsRequest,
     DescribeTopicPartitionsResponse,
@@ -67,7 +68,7 @@ def _missing(name: str) -> Any:
                        topic_authorized_operations=TOPIC_AUTHORIZED_OPERATIONS)
 
 
-def handle(services: BrokerServices, ctx: Any, header: Any,
+def handle(services: BrokerServices, ctx: RequestContext, header: RequestHeader,
            request: DescribeTopicPartitionsRequest) -> DescribeTopicPartitionsResponse:
     metadata = services.metadata
     fetch_all = not request.topics

@@ -27,6 +27,7 @@ from typing import Any
 from kbroker.api._futures import chain_future, identity
 from kbroker.api.context import NO_RESPONSE, BrokerServices, CloseConnection, RequestContext
 from kbroker.protocol.errors import ErrorCode, KafkaError
+from kbroker.protocol.headers import RequestHeader
 
 log = logging.getLogger(__name__)
 
@@ -77,7 +78,7 @@ class ApiDispatcher:
     def advertised_ranges(self) -> dict[int, tuple[int, int]]:
         return {k: (s.advertised_min_version, s.max_version) for k, s in sorted(self.handlers.items())}
 
-    def handle(self, ctx: RequestContext, header: Any, body: Any) -> Any:
+    def handle(self, ctx: RequestContext, header: RequestHeader, body: Any) -> Any:
         key = header.api_key
         version = header.api_version
         spec = self.handlers.get(key)
@@ -105,7 +106,7 @@ class ApiDispatcher:
         except Exception as exc:
             return self._error_response(spec, header, body, exc)
 
-    def _error_response(self, spec: HandlerSpec, header: Any, body: Any, exc: Exception) -> Any:
+    def _error_response(self, spec: HandlerSpec, header: RequestHeader, body: Any, exc: Exception) -> Any:
         """Kafka answers a handler failure with the API's error response (`getErrorResponse`)."""
         if isinstance(exc, KafkaError):
             error = exc.error_code
@@ -122,7 +123,7 @@ class ApiDispatcher:
             raise CloseConnection(f"{spec.name} failed: {exc!r}") from exc
         return build(body, header.api_version, error)
 
-    def handle_unsupported(self, ctx: RequestContext, header: Any) -> Any:
+    def handle_unsupported(self, ctx: RequestContext, header: RequestHeader) -> Any:
         """A request for a key/version we do not serve.
 
         ApiVersions: Kafka answers with a v0-encoded body carrying UNSUPPORTED_VERSION and the full

@@ -21,6 +21,7 @@ from typing import Any
 from kbroker.api._futures import chain_future
 from kbroker.api.context import BrokerServices, RequestContext
 from kbroker.protocol.errors import ErrorCode
+from kbroker.protocol.headers import RequestHeader
 from kbroker.protocol.messages.fetch import FetchRequest, FetchResponse
 from kbroker.replica.delayed import FetchParams
 from kbroker.replica.fetch_session import FetchPartitionRequest, PartitionResult
@@ -127,7 +128,7 @@ def error_response(request: FetchRequest, version: int, error: ErrorCode) -> Fet
     return FetchResponse(throttle_time_ms=0, error_code=error, session_id=0, responses=[])
 
 
-def handle(services: BrokerServices, ctx: RequestContext, header: Any, request: FetchRequest) -> Any:
+def handle(services: BrokerServices, ctx: RequestContext, header: RequestHeader, request: FetchRequest) -> Any:
     version = header.api_version
     rm = services.replica_manager
     isolation = 1 if request.isolation_level == 1 else 0

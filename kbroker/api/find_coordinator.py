@@ -13,11 +13,11 @@ advertised.
 from __future__ import annotations
 
 from collections.abc import Awaitable
-from typing import Any
 
 from kbroker.api._groups import runtime
 from kbroker.api.context import BrokerServices, RequestContext
 from kbroker.protocol.errors import ErrorCode
+from kbroker.protocol.headers import RequestHeader
 from kbroker.protocol.messages.find_coordinator import FindCoordinatorRequest, FindCoordinatorResponse
 
 API_KEY = 10
@@ -67,7 +67,7 @@ def _lookup(services: BrokerServices, ctx: RequestContext, key_type: int,
     return ErrorCode.NONE, services.node_id, chosen[0].host, chosen[0].port
 
 
-def handle(services: BrokerServices, ctx: RequestContext, header: Any,
+def handle(services: BrokerServices, ctx: RequestContext, header: RequestHeader,
            request: FindCoordinatorRequest) -> FindCoordinatorResponse | Awaitable[FindCoordinatorResponse]:
     key_type = request.key_type if header.api_version >= 1 else GROUP_KEY_TYPE
     if key_type == GROUP_KEY_TYPE and runtime(services).offsets_topic_status() == ErrorCode.COORDINATOR_NOT_AVAILABLE:
@@ -76,13 +76,13 @@ def handle(services: BrokerServices, ctx: RequestContext, header: Any,
     return _answer(services, ctx, header, request)
 
 
-async def _after_creating_offsets_topic(services: BrokerServices, ctx: RequestContext, header: Any,
+async def _after_creating_offsets_topic(services: BrokerServices, ctx: RequestContext, header: RequestHeader,
                                         request: FindCoordinatorRequest) -> FindCoordinatorResponse:
     await runtime(services).create_offsets_topic()
     return _answer(services, ctx, header, request)
 
 
-def _answer(services: BrokerServices, ctx: RequestContext, header: Any,
+def _answer(services: BrokerServices, ctx: RequestContext, header: RequestHeader,
             request: FindCoordinatorRequest) -> FindCoordinatorResponse:
     version = header.api_version
     if version >= 4:

@@ -13,7 +13,7 @@ import logging
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from kbroker.api.context import BrokerServices
+from kbroker.api.context import BrokerServices, RequestContext
 from kbroker.api.describe_configs import (
     BROKER,
     BROKER_LOGGER,
@@ -27,6 +27,7 @@ from kbroker.api.describe_configs import (
 from kbroker.cluster.configs import AlterConfigOp
 from kbroker.config_defs import CONFIG_DEFS
 from kbroker.protocol.errors import ErrorCode, KafkaError, error_fields
+from kbroker.protocol.headers import RequestHeader
 from kbroker.protocol.messages.incremental_alter_configs import (
     IncrementalAlterConfigsRequest,
     IncrementalAlterConfigsResponse,
@@ -128,7 +129,7 @@ def _alter_loggers(ops: list[tuple[str, int, str | None]], validate_only: bool) 
             logger.setLevel(level)
 
 
-async def handle(services: BrokerServices, ctx: Any, header: Any,
+async def handle(services: BrokerServices, ctx: RequestContext, header: RequestHeader,
            request: IncrementalAlterConfigsRequest) -> IncrementalAlterConfigsResponse:
     controller = services.controller
 

@@ -18,6 +18,7 @@ from typing import Any
 
 from kbroker.api.context import BrokerServices, RequestContext
 from kbroker.protocol.errors import ErrorCode
+from kbroker.protocol.headers import RequestHeader
 from kbroker.protocol.messages.init_producer_id import InitProducerIdRequest, InitProducerIdResponse
 
 API_KEY = 22
@@ -34,7 +35,7 @@ def error_response(request: InitProducerIdRequest, version: int, error: ErrorCod
 
 
 def handle(
-    services: BrokerServices, ctx: RequestContext, header: Any, request: InitProducerIdRequest
+    services: BrokerServices, ctx: RequestContext, header: RequestHeader, request: InitProducerIdRequest
 ) -> Any:
     if request.transactional_id is not None:
         return error_response(request, header.api_version, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)

@@ -17,6 +17,7 @@ from typing import Any
 
 from kbroker.api.context import BrokerServices, RequestContext
 from kbroker.protocol.errors import ErrorCode, KafkaError
+from kbroker.protocol.headers import RequestHeader
 from kbroker.protocol.messages.list_offsets import ListOffsetsRequest, ListOffsetsResponse
 
 API_KEY = 2
@@ -76,7 +77,7 @@ def _lookup(services: BrokerServices, topic: str, p: Any, version: int, isolatio
 
 
 def handle(
-    services: BrokerServices, ctx: RequestContext, header: Any, request: ListOffsetsRequest
+    services: BrokerServices, ctx: RequestContext, header: RequestHeader, request: ListOffsetsRequest
 ) -> ListOffsetsResponse:
     version = header.api_version
     if request.replica_id == DEBUGGING_REPLICA_ID:

@@ -17,6 +17,7 @@ from typing import Any
 
 from kbroker.api.context import BrokerServices, RequestContext
 from kbroker.protocol.errors import ErrorCode, KafkaError
+from kbroker.protocol.headers import RequestHeader
 from kbroker.protocol.messages.metadata import MetadataRequest, MetadataResponse
 
 API_KEY = 3
@@ -117,7 +118,7 @@ def error_response(request: Any, version: int, error: ErrorCode) -> MetadataResp
 
 
 def handle(
-    services: BrokerServices, ctx: RequestContext, header: Any, request: MetadataRequest
+    services: BrokerServices, ctx: RequestContext, header: RequestHeader, request: MetadataRequest
 ) -> MetadataResponse | Awaitable[MetadataResponse]:
     version = header.api_version
     requested = request.topics
@@ -131,7 +132,7 @@ def handle(
     return _answer(services, ctx, header, request, {})
 
 
-async def _create_then_answer(services: BrokerServices, ctx: RequestContext, header: Any,
+async def _create_then_answer(services: BrokerServices, ctx: RequestContext, header: RequestHeader,
                               request: MetadataRequest, missing: list[str]) -> MetadataResponse:
     """Kafka's auto topic creation: the missing topics are created through the controller (with the
     broker's defaults) before the answer; a topic whose creation failed gets that error."""
@@ -145,7 +146,7 @@ async def _create_then_answer(services: BrokerServices, ctx: RequestContext, hea
     return _answer(services, ctx, header, request, errors)
 
 
-def _answer(services: BrokerServices, ctx: RequestContext, header: Any, request: MetadataRequest,
+def _answer(services: BrokerServices, ctx: RequestContext, header: RequestHeader, request: MetadataRequest,
             creation_errors: dict[str, ErrorCode]) -> MetadataResponse:
     version = header.api_version
     store = services.metadata

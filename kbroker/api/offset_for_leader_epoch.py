@@ -10,8 +10,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from kbroker.api.context import BrokerServices
+from kbroker.api.context import BrokerServices, RequestContext
 from kbroker.protocol.errors import ErrorCode, error_fields
+from kbroker.protocol.headers import RequestHeader
 from kbroker.protocol.messages.offset_for_leader_epoch import (
     OffsetForLeaderEpochRequest,
     OffsetForLeaderEpochResponse,
@@ -59,7 +60,7 @@ def _end_offset(services: BrokerServices, topic: str, p: Any) -> Any:
     return result
 
 
-def handle(services: BrokerServices, ctx: Any, header: Any,
+def handle(services: BrokerServices, ctx: RequestContext, header: RequestHeader,
            request: OffsetForLeaderEpochRequest) -> OffsetForLeaderEpochResponse:
     topics = [
         TopicResult(topic=t.topic, partitions=[_end_offset(services, t.topic, p) for p in t.partitions])

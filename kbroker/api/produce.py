@@ -25,6 +25,7 @@ from kbroker.api._futures import chain_future
 from kbroker.api.context import NO_RESPONSE, BrokerServices, CloseConnection, RequestContext
 from kbroker.protocol.compression import CompressionType
 from kbroker.protocol.errors import ErrorCode
+from kbroker.protocol.headers import RequestHeader
 from kbroker.protocol.messages.produce import ProduceRequest, ProduceResponse
 from kbroker.protocol.records import LOG_OVERHEAD, MAGIC_V2, RECORD_BATCH_OVERHEAD, RecordBatch
 from kbroker.replica.replica_manager import ProducePartitionResult
@@ -102,7 +103,7 @@ def error_response(request: ProduceRequest, version: int, error: ErrorCode) -> P
 
 
 def handle(
-    services: BrokerServices, ctx: RequestContext, header: Any, request: ProduceRequest
+    services: BrokerServices, ctx: RequestContext, header: RequestHeader, request: ProduceRequest
 ) -> Any:
     version = header.api_version
     acks = request.acks

@@ -18,7 +18,7 @@ import threading
 import uuid
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from kbroker.clock import wall_clock_ms
 from kbroker.log.checkpoints import (
@@ -36,6 +36,9 @@ from kbroker.log.checkpoints import (
 from kbroker.log.config import LogConfig
 from kbroker.log.errors import KafkaStorageError
 from kbroker.log.unified_log import UnifiedLog
+
+if TYPE_CHECKING:
+    from kbroker.log.cleaner_manager import LogCleaner
 
 __all__ = ["LogManager", "InconsistentMetaPropertiesError", "CLEAN_SHUTDOWN_FILE", "META_PROPERTIES",
            "RECOVERY_POINT_CHECKPOINT", "LOG_START_OFFSET_CHECKPOINT", "REPLICATION_OFFSET_CHECKPOINT",
@@ -88,7 +91,7 @@ class LogManager:
         self.directory_ids: dict[Path, uuid.UUID] = {}
         self.had_clean_shutdown: dict[Path, bool] = {}
         self.started = False
-        self.cleaner: Any = None  # the LogCleaner, told when a partition is deleted
+        self.cleaner: LogCleaner | None = None  # told when a partition is deleted
 
     # --- startup -------------------------------------------------------------------------------
     def _check_or_format(self, d: Path) -> None:

@@ -558,9 +558,6 @@ class ApiSpec:
     def response_encoders(self) -> Sequence[Encoder | None]:
         return self._loaded[5] if self._loaded is not None else self._load()[5]  # type: ignore[no-any-return]
 
-    def is_valid_version(self, version: int) -> bool:
-        return self.min_version <= version <= self.max_version
-
     def is_flexible(self, version: int) -> bool:
         # Flexible ranges are open-ended ("9+"), so a version newer than max_version is flexible too:
         # that is how Kafka parses the header of an ApiVersions request from a newer client (KIP-511).

@@ -89,11 +89,3 @@ def sizeof_unsigned_varint(value: int) -> int:
         value >>= 7
         n += 1
     return n
-
-
-def sizeof_varint(value: int) -> int:
-    return sizeof_unsigned_varint(((value << 1) ^ (value >> 31)) & 0xFFFFFFFF)
-
-
-def sizeof_varlong(value: int) -> int:
-    return sizeof_unsigned_varint(((value << 1) ^ (value >> 63)) & 0xFFFFFFFFFFFFFFFF)

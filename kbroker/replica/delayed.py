@@ -29,7 +29,7 @@ class FetchParams:
     isolation_level: int = 0
 
 
-class DelayedProduce(DelayedOperation[dict]):
+class DelayedProduce(DelayedOperation["dict[tuple[str, int], ProducePartitionResult]"]):
     """Waits until the high watermark of every appended partition passes its last offset."""
 
     __slots__ = ("_rm", "results", "required_offsets")
@@ -60,7 +60,7 @@ class DelayedProduce(DelayedOperation[dict]):
             return self.force_complete()
         return False
 
-    def on_complete(self) -> dict:
+    def on_complete(self) -> dict[tuple[str, int], ProducePartitionResult]:
         # Whatever is still waiting at expiry timed out (Kafka: REQUEST_TIMED_OUT per partition).
         for key in self.required_offsets:
             r = self.results[key]
@@ -70,7 +70,7 @@ class DelayedProduce(DelayedOperation[dict]):
         return self.results
 
 
-class DelayedFetch(DelayedOperation[dict]):
+class DelayedFetch(DelayedOperation[dict[Hashable, PartitionResult]]):
     """Waits until `min_bytes` are readable across the requested partitions, or `max_wait_ms`."""
 
     __slots__ = ("_rm", "params", "requests")

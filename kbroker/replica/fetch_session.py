@@ -99,14 +99,13 @@ class CachedPartition:
 
 
 class FetchSession:
-    __slots__ = ("id", "privileged", "partitions", "uses_topic_ids", "creation_ms", "last_used_ms", "epoch")
+    __slots__ = ("id", "privileged", "partitions", "uses_topic_ids", "last_used_ms", "epoch")
 
     def __init__(self, session_id: int, privileged: bool, uses_topic_ids: bool, now_ms: int) -> None:
         self.id = session_id
         self.privileged = privileged
         self.partitions: OrderedDict[Hashable, CachedPartition] = OrderedDict()
         self.uses_topic_ids = uses_topic_ids
-        self.creation_ms = now_ms
         self.last_used_ms = now_ms
         self.epoch = next_epoch(INITIAL_EPOCH)
 

@@ -17,7 +17,7 @@ import asyncio
 import functools
 from abc import ABC, abstractmethod
 from collections.abc import Hashable, Iterable
-from typing import Any, Generic, TypeVar
+from typing import Generic, TypeVar
 
 T = TypeVar("T")
 
@@ -83,13 +83,14 @@ class DelayedOperation(ABC, Generic[T]):
         self.force_complete()
 
 
-class DelayedOperationPurgatory:
-    """Operations watched by key, completed by `check_and_complete` or by their timer."""
+class DelayedOperationPurgatory(Generic[T]):
+    """Operations watched by key, completed by `check_and_complete` or by their timer (one kind of
+    operation per purgatory, as in Kafka: produce, fetch)."""
 
     def __init__(self, name: str) -> None:
         self.name = name
-        self._watchers: dict[Hashable, dict[int, DelayedOperation[Any]]] = {}
-        self._pending: dict[int, DelayedOperation[Any]] = {}
+        self._watchers: dict[Hashable, dict[int, DelayedOperation[T]]] = {}
+        self._pending: dict[int, DelayedOperation[T]] = {}
         self._shutdown = False
 
     def __len__(self) -> int:
@@ -101,7 +102,7 @@ class DelayedOperationPurgatory:
         ops = self._watchers.get(key)
         return 0 if ops is None else sum(1 for op in ops.values() if not op.completed)
 
-    def try_complete_else_watch(self, op: DelayedOperation[Any], keys: Iterable[Hashable]) -> bool:
+    def try_complete_else_watch(self, op: DelayedOperation[T], keys: Iterable[Hashable]) -> bool:
         """Complete `op` at once if it can; otherwise watch it under `keys` and arm its timer.
 
         Returns True when it completed immediately.
@@ -141,11 +142,11 @@ class DelayedOperationPurgatory:
                 self._unwatch(op)
         return done
 
-    def _on_timer(self, op: DelayedOperation[Any]) -> None:
+    def _on_timer(self, op: DelayedOperation[T]) -> None:
         op._expire()
         self._unwatch(op)
 
-    def _on_future_done(self, op: DelayedOperation[Any], _future: object = None) -> None:
+    def _on_future_done(self, op: DelayedOperation[T], _future: object = None) -> None:
         if not op.completed:
             # Cancelled from outside: forget it without computing a response nobody reads.
             op.completed = True
@@ -154,7 +155,7 @@ class DelayedOperationPurgatory:
                 op._timer = None
         self._unwatch(op)
 
-    def _unwatch(self, op: DelayedOperation[Any]) -> None:
+    def _unwatch(self, op: DelayedOperation[T]) -> None:
         oid = id(op)
         if self._pending.pop(oid, None) is None:
             return

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import uuid
 from collections.abc import Hashable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -83,8 +82,10 @@ class ReplicaManager:
         self.followers: dict[tuple[str, int], int] = {}
         # Partitions assigned here whose log could not be opened or created (a failed disk).
         self.offline: set[tuple[str, int]] = set()
-        self.produce_purgatory = DelayedOperationPurgatory("Produce")
-        self.fetch_purgatory = DelayedOperationPurgatory("Fetch")
+        self.produce_purgatory: DelayedOperationPurgatory[dict[tuple[str, int], ProducePartitionResult]] = (
+            DelayedOperationPurgatory("Produce"))
+        self.fetch_purgatory: DelayedOperationPurgatory[dict[Hashable, PartitionResult]] = (
+            DelayedOperationPurgatory("Fetch"))
         slots = int(config["max.incremental.fetch.session.cache.slots"])
         self.fetch_manager = FetchManager(FetchSessionCache(slots, time_ms))
 
@@ -247,13 +248,13 @@ class ReplicaManager:
             log.error("storage error appending to %s-%d: %s", topic, key[1], exc)
             return ProducePartitionResult(ErrorCode.KAFKA_STORAGE_ERROR), -1
         # A duplicate batch (idempotent retry) returns the original offsets: the HW is past them.
-        # An empty append (no batches) reports first/last offset -1: it waits for nothing new.
+        # An empty append (no batches) reports last offset -1, so it waits for offset 0: nothing.
         return ProducePartitionResult(
             ErrorCode.NONE,
             base_offset=info.first_offset,
             log_append_time_ms=info.log_append_time,
             log_start_offset=info.log_start_offset,
-        ), info.last_offset + 1 if info.last_offset >= 0 else partition.log_end_offset
+        ), info.last_offset + 1
 
     def on_high_watermark_moved(self, key: tuple[str, int]) -> None:
         """Complete what waited for this partition's high watermark (acks=all produces, fetches)."""
@@ -360,9 +361,3 @@ class ReplicaManager:
                 return ErrorCode.KAFKA_STORAGE_ERROR
             return ErrorCode.NOT_LEADER_OR_FOLLOWER
         return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-
-    # -- helpers for the api layer ------------------------------------------------------------------
-
-    def topic_name_for_id(self, topic_id: uuid.UUID) -> str | None:
-        info = self.metadata.topic_by_id(topic_id)
-        return None if info is None else info.name

@@ -167,6 +167,10 @@ def test_defaults_come_from_broker_config(tmp_path: Path) -> None:
     assert info.topic_id.int != 0 and info.topic_id.bytes[0] >> 2 != 62
     assert not info.is_internal
     assert tm.create_topic("__consumer_offsets", 2).is_internal
+    # Kafka 4.3's Topic.isInternal: the three coordinator topics (share groups' too, KIP-932).
+    assert tm.create_topic("__transaction_state", 1).is_internal
+    assert tm.create_topic("__share_group_state", 1).is_internal
+    assert not tm.create_topic("_consumer_offsets", 1).is_internal
 
 
 @pytest.mark.parametrize(

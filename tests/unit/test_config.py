@@ -15,6 +15,7 @@ from kbroker.config import (
     KafkaConfig,
     parse_properties,
 )
+from kbroker.log.config import LogConfig
 
 
 def test_defaults_are_kafkas_and_a_local_single_node() -> None:
@@ -37,7 +38,7 @@ def test_defaults_are_kafkas_and_a_local_single_node() -> None:
     assert c["offsets.topic.num.partitions"] == 50
     assert c["group.initial.rebalance.delay.ms"] == 3000
     assert c["log.cleanup.policy"] == ["delete"]
-    assert c.log_retention_ms == 168 * 3600 * 1000
+    assert LogConfig.from_props(c.broker_props()).retention_ms == 168 * 3600 * 1000
     assert c["kbroker.sendfile.enable"] is True
     assert c.source("num.partitions") == DEFAULT_CONFIG
 
@@ -91,8 +92,9 @@ def test_overrides_win_over_the_file(tmp_path: Path) -> None:
 )
 def test_retention_precedence_ms_minutes_hours(props: dict[str, str], expected_ms: int) -> None:
     c = KafkaConfig(props)
-    assert c.log_retention_ms == expected_ms
-    assert c.topic_defaults()["retention.ms"] == str(expected_ms)
+    # The one broker-to-topic config resolver is LogConfig.from_props (the synonym table).
+    assert LogConfig.from_props(c.broker_props()).retention_ms == expected_ms
+    assert LogConfig.from_props(c.broker_props()).to_props()["retention.ms"] == str(expected_ms)
 
 
 def test_topic_defaults_follow_broker_synonyms() -> None:
@@ -105,7 +107,7 @@ def test_topic_defaults_follow_broker_synonyms() -> None:
             "compression.type": "zstd",
         }
     )
-    d = c.topic_defaults()
+    d = LogConfig.from_props(c.broker_props()).to_props()
     assert d["segment.bytes"] == "2097152"
     assert d["max.message.bytes"] == "5000"
     assert d["segment.ms"] == str(2 * 3_600_000)
