@@ -11,6 +11,7 @@ from kbroker.api import _groups
 from kbroker.api.context import BrokerServices
 from kbroker.config import KafkaConfig
 from kbroker.services import build_services, shutdown_services
+from tests.support.sync import SyncAdmin, run_now
 
 
 def _config(tmp_path: Path) -> KafkaConfig:
@@ -20,11 +21,13 @@ def _config(tmp_path: Path) -> KafkaConfig:
 def test_services_are_wired_to_each_other(tmp_path: Path) -> None:
     services = build_services(_config(tmp_path))
     try:
-        rm, tm, lm = services.replica_manager, services.topic_manager, services.log_manager
+        rm, lm = services.replica_manager, services.log_manager
         assert rm.log_manager is lm and rm.metadata is services.metadata
-        assert tm.replica_manager is rm and tm.metadata is services.metadata
+        assert services.configs.metadata is services.metadata
         gc = services.group_coordinator
-        assert gc.replica_manager is rm and gc.topic_manager is tm and gc.metadata is services.metadata
+        assert gc.replica_manager is rm and gc.controller is services.controller
+        assert gc.metadata is services.metadata
+        assert services.producer_id_manager.controller is services.controller
         # The group handlers reach the coordinator the builder made, never one of their own.
         assert _groups.runtime(services) is gc
         assert lm.cleaner is not None and lm.cleaner.log_manager is lm
@@ -40,7 +43,7 @@ def test_services_are_wired_to_each_other(tmp_path: Path) -> None:
 def test_new_logs_use_the_one_config_resolver(tmp_path: Path) -> None:
     services = build_services(_config(tmp_path))
     try:
-        tm = services.topic_manager
+        tm = SyncAdmin(services.controller, services.configs)
         tm.alter_broker_configs(True, {"log.segment.bytes": "2097152"})  # cluster-wide dynamic default
         tm.create_topic("t", 1, configs={"cleanup.policy": "compact"})
         partition = services.replica_manager.get_partition("t", 0)
@@ -55,7 +58,7 @@ def test_new_logs_use_the_one_config_resolver(tmp_path: Path) -> None:
 
 def test_rebuild_recovers_topics_and_their_configs(tmp_path: Path) -> None:
     services = build_services(_config(tmp_path))
-    info = services.topic_manager.create_topic("keep", 2, configs={"retention.ms": "5000"})
+    info = run_now(services.controller.create_topic("keep", 2, configs={"retention.ms": "5000"}))
     cluster_id = services.cluster_id
     shutdown_services(services)
 
