@@ -20,6 +20,10 @@ head only, so responses leave in request order however the handlers complete; se
 in flight (pipelining). Reading pauses when too many responses are pending on this connection, when the
 client does not read its responses (transport write buffer above its high-water mark), or while a
 bound makes this connection wait.
+
+Closing frees what the connection holds at once, not at the next garbage collection (issue 19,
+finding 7): the partial frame's buffer (an mmap is unmapped), frames waiting for a slot, queued
+responses, and the references that would form cycles (writer callbacks, transport).
 """
 
 from __future__ import annotations
@@ -141,17 +145,22 @@ class KafkaConnection(asyncio.BufferedProtocol):
     def connection_lost(self, exc: BaseException | None) -> None:
         self._closed = True
         server = self._server
-        if self._writer is not None:
-            self._writer.close()
+        writer, self._writer = self._writer, None
+        if writer is not None:
+            writer.close()
         server.memory_pool.forget(self)
         server.request_bound.forget(self)  # a slot already passed to us comes back in on_request_granted
         holding, self._holding = self._holding, 0
         for _frame, held in self._ready:
             holding += held
         self._ready.clear()
+        self._drop_frame_buffer()
         server.memory_pool.release(holding)
         self._queue.clear()
         server.unregister(self)
+        # The transport drops its reference to us after this callback; drop ours to it now, so that
+        # nothing of this connection waits for the garbage collector.
+        self.transport = None
         if not self.closed_future.done():
             self.closed_future.set_result(None)
 
@@ -236,6 +245,21 @@ class KafkaConnection(asyncio.BufferedProtocol):
             return
         self._take_frame_buffer()
         self._unpause("memory")
+
+    def _drop_frame_buffer(self) -> None:
+        """Free the buffer of a partly received frame now: release our view, unmap an mmap."""
+        frame, self._frame = self._frame, None
+        view, self._view = self._view, self._size_view
+        self._filled = 0
+        self._frame_size = -1
+        self.receiving_since = 0.0
+        if view is not self._size_view:
+            view.release()
+        if isinstance(frame, mmap.mmap):
+            try:
+                frame.close()
+            except BufferError:
+                pass  # a view handed to the event loop is still alive: unmapped when it goes
 
     # -- the request queue bound --
 
