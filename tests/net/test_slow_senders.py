@@ -176,3 +176,27 @@ def test_limits_hold_under_many_half_open_connections(start_server, h) -> None:
     assert _wait_for(
         server, lambda: (len(server.server.connections), server.server.memory_pool.used) == (0, 0)
     )
+
+
+def test_memory_of_partial_frames_is_bounded_across_connections(start_server, h) -> None:
+    # queued.max.request.bytes bounds what frames still arriving hold, all connections together: the
+    # pool is granted while anything is left (overshoot: one frame), the others wait with reading
+    # paused, and as the deadline closes the stalled holders the waiters get the memory in turn.
+    server = start_server(**{"queued.max.request.bytes": "1000", "kbroker.request.receive.timeout.ms": "500"})
+    pool = server.server.memory_pool
+    stalled = []
+    try:
+        for _ in range(40):
+            s = server.connect()
+            s.sendall(struct.pack(">i", 100) + b"\x00\x12")
+            stalled.append(s)
+        assert _wait_for(server, lambda: pool.waiting + pool.used // 100 == 40)
+        used, waiting = server.call(lambda: (pool.used, pool.waiting))
+        assert 1000 <= used <= 1000 + 100 and waiting == 40 - used // 100, (used, waiting)
+        for s in stalled:  # wave after wave: each holder closed at the deadline, the next one granted
+            assert h.is_closed(s, timeout=15)
+    finally:
+        for s in stalled:
+            s.close()
+    assert _wait_for(server, lambda: (len(server.server.connections), pool.used, pool.waiting) == (0, 0, 0))
+    assert h.api_versions_ok(server)
