@@ -22,8 +22,8 @@ from typing import TYPE_CHECKING, Any
 
 import kbroker
 from kbroker.clock import Clock, wall_clock_ms
-from kbroker.config import KafkaConfig
-from kbroker.net import KafkaServer
+from kbroker.config import Endpoint, KafkaConfig
+from kbroker.net import KafkaServer, ListenerEndpoint, SocketServerConfig
 
 if TYPE_CHECKING:
     from kbroker.api.context import BrokerServices
@@ -35,6 +35,26 @@ if TYPE_CHECKING:
     from kbroker.replica.replica_manager import ReplicaManager
 
 log = logging.getLogger(__name__)
+
+
+def socket_server_config(config: KafkaConfig) -> SocketServerConfig:
+    """The network layer's settings, read from the broker config (kbroker.net never reads KafkaConfig)."""
+    return SocketServerConfig(
+        listeners=tuple(
+            ListenerEndpoint(e.name, e.host, e.port, e.security_protocol) for e in config.listeners
+        ),
+        socket_request_max_bytes=config["socket.request.max.bytes"],
+        socket_send_buffer_bytes=config["socket.send.buffer.bytes"],
+        socket_receive_buffer_bytes=config["socket.receive.buffer.bytes"],
+        socket_listen_backlog_size=config["socket.listen.backlog.size"],
+        queued_max_requests=config["queued.max.requests"],
+        queued_max_request_bytes=config["queued.max.request.bytes"],
+        max_connections=config["max.connections"],
+        max_connections_per_ip=config["max.connections.per.ip"],
+        connections_max_idle_ms=config["connections.max.idle.ms"],
+        request_receive_timeout_ms=config["kbroker.request.receive.timeout.ms"],
+        sendfile_enable=config["kbroker.sendfile.enable"],
+    )
 
 
 class StartupError(Exception):
@@ -96,14 +116,14 @@ class Broker:
         self.group_coordinator = services.group_coordinator
         self.group_coordinator.startup()
         self.dispatcher = ApiDispatcher(services)
-        self.server = KafkaServer(config, self.dispatcher)
+        self.server = KafkaServer(socket_server_config(config), self.dispatcher)
         try:
             bound = await self.server.start()
         except OSError as e:
             raise StartupError(
                 f"Cannot listen on {','.join(config['listeners'])}: {e.strerror or e}"
             ) from None
-        config.set_bound_ports(bound)
+        config.set_bound_ports([Endpoint(e.name, e.host, e.port, e.security_protocol) for e in bound])
         # Register with the controller now that the listeners are bound (RegisterBrokerRecord +
         # UnfenceBrokerRecord, a new broker epoch), as Kafka's BrokerLifecycleManager does.
         epoch = services.controller.register_broker(

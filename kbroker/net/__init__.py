@@ -1,11 +1,17 @@
-"""The network edge: listeners, connections, request framing and the response writer (sendfile).
+"""The network edge: listeners, connections, request framing, the request bounds and the response writer.
 
-Owns every socket kbroker opens. Frames requests (4-byte size prefix, exact-size buffers), hands each
-one to the API dispatcher and writes the responses back in request order, `FileRegion` parts with
-`os.sendfile`. Must not import kbroker.replica, kbroker.log or kbroker.coord: it knows the dispatcher
-only through `handle` / `handle_unsupported`, and the protocol only through the frame API.
+Owns every socket kbroker opens. Frames requests (4-byte size prefix, exact-size buffers), bounds what
+is received broker-wide (memory from the size prefix on, request slots only for complete requests),
+closes slow senders and idle connections, hands each request to the API dispatcher and writes the
+responses back in request order, `FileRegion` parts with `os.sendfile`.
+
+Must not import kbroker.config, kbroker.replica, kbroker.log or kbroker.coord: it is configured by a
+`SocketServerConfig` (built by kbroker.broker), knows the dispatcher only through `handle` /
+`handle_unsupported`, and the protocol only through the frame API.
 """
 
-from kbroker.net.server import KafkaServer, RequestQueueBound
+from kbroker.net.bounds import MemoryPool, RequestQueueBound
+from kbroker.net.server import KafkaServer
+from kbroker.net.settings import ListenerEndpoint, SocketServerConfig
 
-__all__ = ["KafkaServer", "RequestQueueBound"]
+__all__ = ["KafkaServer", "ListenerEndpoint", "MemoryPool", "RequestQueueBound", "SocketServerConfig"]

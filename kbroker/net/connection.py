@@ -1,16 +1,29 @@
-"""One client connection: request framing, dispatch, and in-order responses.
+"""One client connection: request framing, the broker-wide bounds, dispatch, and in-order responses.
 
 Framing: a 4-byte big-endian size, then exactly that many bytes, each read into its own exact-size
 buffer (`get_buffer` hands out a memoryview of the part still to fill, so a read never spans two
 frames). A negative size or one above `socket.request.max.bytes` closes the connection before any
 allocation, as Kafka's NetworkReceive does (InvalidReceiveException).
 
-Ordering: every request gets a slot in a FIFO. A synchronous handler result fills its slot at once;
-an awaitable fills it from a done-callback (no task per request). Slots are written from the head
-only, so responses leave in request order however the handlers complete; several requests may be in
-flight (pipelining). Reading pauses when too many responses are pending on this connection, when the
-client does not read its responses (transport write buffer above its high-water mark), or when the
-broker-wide request bound (`RequestQueueBound`) is exhausted.
+Bounds (kbroker.net.bounds): a frame takes its announced size from the broker-wide `MemoryPool`
+(`queued.max.request.bytes`) when its size prefix arrives, and a slot of the `RequestQueueBound`
+(`queued.max.requests`) only once its last byte has arrived; both are given back when its handler
+returns. A frame still arriving therefore never holds a request slot (issue 19, finding 3). A complete
+frame that finds the request queue full waits on this connection (reading paused) until a slot is
+passed to it. A frame must arrive within `kbroker.request.receive.timeout.ms` of its first byte (time
+during which the broker itself paused reading does not count), else the server closes the connection;
+bytes of an unfinished frame are not activity for `connections.max.idle.ms` either.
+
+Ordering: every dispatched request gets a slot in a FIFO. A synchronous handler result fills its slot
+at once; an awaitable fills it from a done-callback (no task per request). Slots are written from the
+head only, so responses leave in request order however the handlers complete; several requests may be
+in flight (pipelining). Reading pauses when too many responses are pending on this connection, when the
+client does not read its responses (transport write buffer above its high-water mark), or while a
+bound makes this connection wait.
+
+Closing frees what the connection holds at once, not at the next garbage collection (issue 19,
+finding 7): the partial frame's buffer (an mmap is unmapped), frames waiting for a slot, queued
+responses, and the references that would form cycles (writer callbacks, transport).
 """
 
 from __future__ import annotations
@@ -71,7 +84,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self._server = server
         self._listener_name = listener_name
         self._loop = server.loop
-        self._max_request = server.max_request_bytes
+        self._max_request = server.config.socket_request_max_bytes
         self.transport: asyncio.Transport | None = None
         self.ctx: Any = None
         self.connection_id = ""
@@ -80,8 +93,13 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self._frame: bytearray | mmap.mmap | None = None
         self._view = self._size_view
         self._filled = 0
-        self._frame_size = -1  # size of the frame being read (or waiting for the bound)
-        self._holding = 0  # bytes held in the broker-wide bound for the frame being read
+        self._frame_size = -1  # size of the frame being read (or waiting for memory)
+        self._holding = 0  # bytes of the memory pool held by the frame being read
+        # When the frame being read started arriving (its first size byte, or the moment reading resumed
+        # after the broker paused it); 0.0 while no frame is partly received.
+        self.receiving_since = 0.0
+        # Complete frames waiting for a request slot, with the pool bytes each holds.
+        self._ready: deque[tuple[memoryview, int]] = deque()
         self._queue: deque[_Slot] = deque()
         self._writer: ResponseWriter | None = None
         self._pause_reasons: set[str] = set()
@@ -90,6 +108,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self._closing_when_idle = False
         self._close_after_write = False
         self.closed_future: asyncio.Future[None] = self._loop.create_future()
+        # Last complete request received or response written (connections.max.idle.ms).
         self.last_active = time.monotonic()
 
     # -- asyncio callbacks --
@@ -111,7 +130,11 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self.connection_id = f"{local[0]}:{local[1]}-{peer[0]}:{peer[1]}-{next(_ids)}"
         self.ctx = self._server.new_context(self._listener_name, (peer[0], peer[1]), self.connection_id)
         self._writer = ResponseWriter(
-            self._loop, transport, self._server.use_sendfile, self._on_writer_idle, self._on_writer_error
+            self._loop,
+            transport,
+            self._server.config.sendfile_enable,
+            self._on_writer_idle,
+            self._on_writer_error,
         )
         if not self._server.register(self, peer[0]):
             self._closed = True
@@ -121,25 +144,37 @@ class KafkaConnection(asyncio.BufferedProtocol):
 
     def connection_lost(self, exc: BaseException | None) -> None:
         self._closed = True
-        if self._writer is not None:
-            self._writer.close()
-        if self._holding:
-            self._server.bound.release(self._holding)
-            self._holding = 0
-        self._server.bound.forget(self)
+        server = self._server
+        writer, self._writer = self._writer, None
+        if writer is not None:
+            writer.close()
+        server.memory_pool.forget(self)
+        server.request_bound.forget(self)  # a slot already passed to us comes back in on_request_granted
+        holding, self._holding = self._holding, 0
+        for _frame, held in self._ready:
+            holding += held
+        self._ready.clear()
+        self._drop_frame_buffer()
+        server.memory_pool.release(holding)
         self._queue.clear()
-        self._server.unregister(self)
+        server.unregister(self)
+        # The transport drops its reference to us after this callback; drop ours to it now, so that
+        # nothing of this connection waits for the garbage collector.
+        self.transport = None
         if not self.closed_future.done():
             self.closed_future.set_result(None)
 
     def get_buffer(self, sizehint: int) -> memoryview:
         if self._frame_size >= 0 and self._frame is None:
-            # Waiting for the broker-wide bound, yet the loop still reads: take the memory anyway.
-            self._allocate_frame(force=True)
+            # Waiting for the memory pool, yet the loop still reads: take the memory anyway.
+            self._server.memory_pool.forget(self)
+            self._server.memory_pool.force_allocate(self._frame_size)
+            self._take_frame_buffer()
         return self._view[self._filled :]
 
     def buffer_updated(self, nbytes: int) -> None:
-        self.last_active = time.monotonic()
+        if self._filled == 0 and self._frame is None:
+            self.receiving_since = time.monotonic()  # the first bytes of a new frame's size prefix
         self._filled += nbytes
         if self._filled < len(self._view):
             return
@@ -151,11 +186,13 @@ class KafkaConnection(asyncio.BufferedProtocol):
             self._view = self._size_view
             self._filled = 0
             self._frame_size = -1
-            self._on_frame(frame)
+            self.receiving_since = 0.0
+            self.last_active = time.monotonic()
+            self._on_frame_received(frame)
 
     def eof_received(self) -> bool:
         # Closing after a half-close is what Kafka does too; pending responses are flushed first.
-        if self._queue or self._writing:
+        if self._queue or self._ready or self._writing:
             self._closing_when_idle = True
             self._pause("eof")
             return True
@@ -168,10 +205,10 @@ class KafkaConnection(asyncio.BufferedProtocol):
         # Unpause first: if the writer refills the buffer (the next chunk of a file region) the
         # transport calls pause_writing again from inside writer.resume_writing, re-adding the reason.
         self._unpause("write")
-        assert self._writer is not None
-        self._writer.resume_writing()
+        if self._writer is not None:
+            self._writer.resume_writing()
 
-    # -- framing --
+    # -- framing and the memory pool --
 
     def _on_size(self, size: int) -> None:
         if size <= 0 or size > self._max_request:
@@ -185,40 +222,76 @@ class KafkaConnection(asyncio.BufferedProtocol):
             self.abort()
             return
         self._frame_size = size
-        self._allocate_frame(force=False)
-
-    def _allocate_frame(self, force: bool) -> None:
-        size = self._frame_size
-        if not self._server.bound.try_acquire(size, force=force):
-            self._view = self._size_view[4:]  # nothing to read into until the bound frees up
-            self._filled = 0
-            self._pause("memory")
-            self._server.bound.wait(self)
+        pool = self._server.memory_pool
+        if pool.try_allocate(size):
+            self._take_frame_buffer()
             return
-        self._holding = size
-        self._frame = new_frame_buffer(size)
-        self._view = memoryview(self._frame)
+        self._view = self._size_view[4:]  # nothing to read into until the pool grants the memory
         self._filled = 0
-        if "memory" in self._pause_reasons:
-            self._unpause("memory")
+        self._pause("memory")
+        pool.wait(self, size)
 
-    def on_bound_available(self) -> bool:
-        """Called by the bound when memory was released; True if this connection took its share."""
-        if self._closed or self._frame_size < 0 or self._frame is not None:
-            return True
-        if not self._server.bound.try_acquire(self._frame_size, force=False):
-            return False
+    def _take_frame_buffer(self) -> None:
+        """The pool holds `_frame_size` bytes for us: allocate the frame's buffer and read into it."""
         self._holding = self._frame_size
         self._frame = new_frame_buffer(self._frame_size)
         self._view = memoryview(self._frame)
         self._filled = 0
+
+    def on_memory_granted(self) -> None:
+        """MemoryPool callback: the pool now holds our frame's size for us."""
+        if self._closed or self._frame_size < 0 or self._frame is not None:
+            self._server.memory_pool.release(max(self._frame_size, 0))
+            return
+        self._take_frame_buffer()
         self._unpause("memory")
-        return True
+
+    def _drop_frame_buffer(self) -> None:
+        """Free the buffer of a partly received frame now: release our view, unmap an mmap."""
+        frame, self._frame = self._frame, None
+        view, self._view = self._view, self._size_view
+        self._filled = 0
+        self._frame_size = -1
+        self.receiving_since = 0.0
+        if view is not self._size_view:
+            view.release()
+        if isinstance(frame, mmap.mmap):
+            try:
+                frame.close()
+            except BufferError:
+                pass  # a view handed to the event loop is still alive: unmapped when it goes
+
+    # -- the request queue bound --
+
+    def _on_frame_received(self, frame: memoryview) -> None:
+        holding, self._holding = self._holding, 0
+        bound = self._server.request_bound
+        if self._ready or not bound.try_acquire():
+            # The request queue is full: keep the frame, stop reading, wait for a slot (FIFO).
+            self._ready.append((frame, holding))
+            self._pause("queue")
+            if len(self._ready) == 1:
+                bound.wait(self)
+            return
+        self._dispatch(frame, holding)
+
+    def on_request_granted(self) -> None:
+        """RequestQueueBound callback (scheduled, never re-entrant): a slot is held for us."""
+        bound = self._server.request_bound
+        if self._closing or not self._ready:
+            bound.release()  # passed on to the next waiter; our frames are dropped at close
+            return
+        frame, holding = self._ready.popleft()
+        self._dispatch(frame, holding)
+        if self._ready:
+            bound.wait(self)
+        else:
+            self._unpause("queue")
 
     # -- dispatch --
 
-    def _on_frame(self, frame: memoryview) -> None:
-        holding, self._holding = self._holding, 0
+    def _dispatch(self, frame: memoryview, holding: int) -> None:
+        """Hand one complete request to the dispatcher; it holds a request slot and `holding` bytes."""
         server = self._server
         codec = server.codec
         slot = _Slot()
@@ -249,7 +322,8 @@ class KafkaConnection(asyncio.BufferedProtocol):
             log.exception("Closing connection %s: error while handling a request", self.connection_id)
             self._finish(slot, None, close=True)
         finally:
-            server.bound.release(holding)
+            server.request_bound.release()
+            server.memory_pool.release(holding)
 
     def _on_result(self, slot: _Slot, header: Any, version: int, result: Any) -> None:
         if result is None:
@@ -319,19 +393,22 @@ class KafkaConnection(asyncio.BufferedProtocol):
                 break
             if slot.parts:
                 batch.extend(slot.parts)
-        if batch and not writer.write(batch):
-            # A file region is being sent; _on_writer_idle continues (and closes, if asked to).
-            self._close_after_write = close
-            return
+        if batch:
+            self.last_active = time.monotonic()
+            if not writer.write(batch):
+                # A file region is being sent; _on_writer_idle continues (and closes, if asked to).
+                self._close_after_write = close
+                return
         if close:
             self.close()
             return
         if len(q) < MAX_PENDING_PER_CONNECTION:
             self._unpause("pending")
-        if not q and self._closing_when_idle:
+        if not q and not self._ready and self._closing_when_idle:
             self.close()
 
     def _on_writer_idle(self) -> None:
+        self.last_active = time.monotonic()
         if self._close_after_write:
             self.close()
             return
@@ -358,6 +435,9 @@ class KafkaConnection(asyncio.BufferedProtocol):
             and not self._closed
         ):
             self._reading_paused = False
+            if self.receiving_since:
+                # A frame was cut off by our own pause: its receive deadline starts again now.
+                self.receiving_since = time.monotonic()
             self.transport.resume_reading()
 
     # -- closing --
@@ -368,14 +448,29 @@ class KafkaConnection(asyncio.BufferedProtocol):
         return self._writer is not None and self._writer.busy
 
     @property
+    def reading_paused(self) -> bool:
+        """The broker stopped reading this connection (flow control or a bound), not the client."""
+        return self._reading_paused
+
+    @property
     def idle(self) -> bool:
-        return not self._queue and not self._writing and self._frame is None and self._filled == 0
+        """No request being handled, waiting for a slot, or being written.
+
+        A partly received frame does not make a connection busy: its bytes are not activity
+        (`last_active` moves only with complete requests and responses), so a client that sends
+        half a frame and stops is closed by `connections.max.idle.ms` like any idle one.
+        """
+        return not self._queue and not self._ready and not self._writing
+
+    @property
+    def _closing(self) -> bool:
+        return self._closed or "closing" in self._pause_reasons
 
     def close_when_idle(self) -> None:
         """Stop reading; close once every pending response is written (clean shutdown)."""
         self._closing_when_idle = True
         self._pause("shutdown")
-        if not self._queue and not self._writing:
+        if not self._queue and not self._ready and not self._writing:
             self.close()
 
     def close(self) -> None:

@@ -1,8 +1,16 @@
-"""The listener side: `KafkaServer` (one asyncio server per listener) and the broker-wide request bound.
+"""The listener side: `KafkaServer` (one asyncio server per listener), its bounds and its timers.
 
-`KafkaServer(config, dispatcher)` binds every listener of `config.listeners`, accepts connections
-(bounded by `max.connections` / `max.connections.per.ip`), closes idle ones after
-`connections.max.idle.ms`, and on `stop()` stops accepting, lets in-flight requests finish and closes.
+`KafkaServer(config, dispatcher)` binds every listener of `config.listeners` (a `SocketServerConfig`,
+built from `KafkaConfig` by kbroker.broker: this package never imports kbroker.config), accepts
+connections (bounded by `max.connections` / `max.connections.per.ip`), owns the broker-wide
+`MemoryPool` (`queued.max.request.bytes`) and `RequestQueueBound` (`queued.max.requests`), and on
+`stop()` stops accepting, lets in-flight requests finish and closes.
+
+One periodic check closes (a) connections whose current frame has not fully arrived within
+`kbroker.request.receive.timeout.ms` of its first byte (Kafka has no such broker-side deadline; the
+clients' own `request.timeout.ms`, 30 s by default, is the bound a request is useful within), and
+(b) idle ones after `connections.max.idle.ms` (Kafka's key and default; a partly received frame is
+not activity). It runs every tenth of the smaller of the two, between 100 ms and 30 s.
 """
 
 from __future__ import annotations
@@ -11,12 +19,12 @@ import asyncio
 import logging
 import socket
 import time
-from collections import deque
 from collections.abc import Callable
 from typing import Any, Protocol
 
-from kbroker.config import Endpoint, KafkaConfig
+from kbroker.net.bounds import MemoryPool, RequestQueueBound
 from kbroker.net.connection import KafkaConnection
+from kbroker.net.settings import ListenerEndpoint, SocketServerConfig
 
 log = logging.getLogger(__name__)
 
@@ -25,54 +33,6 @@ class Dispatcher(Protocol):
     def handle(self, ctx: Any, header: Any, body: Any) -> Any: ...
 
     def handle_unsupported(self, ctx: Any, header: Any) -> Any: ...
-
-
-class RequestQueueBound:
-    """Broker-wide bound on requests read but not yet handed to their handler.
-
-    Kafka bounds the memory of requests received but not yet processed (`queued.max.request.bytes`,
-    a memory pool the network threads allocate receive buffers from) and their number
-    (`queued.max.requests`). Here a frame takes its share when its size prefix arrives, before its
-    buffer is allocated, and gives it back once its handler has returned (a delayed operation then
-    waits in purgatory, outside the bound, as in Kafka). Like Kafka's pool, an allocation is granted
-    while anything is left, so one frame may overshoot the byte bound. Connections refused wait in
-    FIFO order and stop reading meanwhile.
-    """
-
-    def __init__(self, max_requests: int, max_bytes: int) -> None:
-        self.max_requests = max_requests
-        self.max_bytes = max_bytes  # <= 0: no byte bound
-        self.requests = 0
-        self.bytes = 0
-        self._waiters: deque[KafkaConnection] = deque()
-
-    def try_acquire(self, nbytes: int, force: bool = False) -> bool:
-        if not force and (
-            self.requests >= self.max_requests or (self.max_bytes > 0 and self.bytes >= self.max_bytes)
-        ):
-            return False
-        self.requests += 1
-        self.bytes += nbytes
-        return True
-
-    def release(self, nbytes: int) -> None:
-        if nbytes <= 0:
-            return
-        self.requests -= 1
-        self.bytes -= nbytes
-        while self._waiters:
-            if not self._waiters[0].on_bound_available():
-                break
-            self._waiters.popleft()
-
-    def wait(self, conn: KafkaConnection) -> None:
-        self._waiters.append(conn)
-
-    def forget(self, conn: KafkaConnection) -> None:
-        try:
-            self._waiters.remove(conn)
-        except ValueError:
-            pass
 
 
 def _default_context_factory(listener_name: str, peer: tuple[str, int], connection_id: str) -> Any:
@@ -86,7 +46,7 @@ class KafkaServer:
 
     def __init__(
         self,
-        config: KafkaConfig,
+        config: SocketServerConfig,
         dispatcher: Dispatcher,
         *,
         codec: Any = None,
@@ -100,26 +60,20 @@ class KafkaServer:
         self.codec = codec
         self.new_context = context_factory or _default_context_factory
         self.loop = loop or asyncio.get_running_loop()
-        self.max_request_bytes: int = config["socket.request.max.bytes"]
-        self.use_sendfile: bool = config["kbroker.sendfile.enable"]
-        self.bound = RequestQueueBound(config["queued.max.requests"], config["queued.max.request.bytes"])
-        self._send_buffer: int = config["socket.send.buffer.bytes"]
-        self._receive_buffer: int = config["socket.receive.buffer.bytes"]
-        self._max_connections: int = config["max.connections"]
-        self._max_per_ip: int = config["max.connections.per.ip"]
-        self._idle_ms: int = config["connections.max.idle.ms"]
+        self.memory_pool = MemoryPool(config.queued_max_request_bytes)
+        self.request_bound = RequestQueueBound(config.queued_max_requests, self.loop.call_soon)
         self.connections: set[KafkaConnection] = set()
         self._per_ip: dict[str, int] = {}
         self._conn_ip: dict[KafkaConnection, str] = {}
         self._servers: list[asyncio.base_events.Server] = []
-        self.bound_endpoints: list[Endpoint] = []
-        self._idle_timer: asyncio.TimerHandle | None = None
+        self.bound_endpoints: list[ListenerEndpoint] = []
+        self._check_timer: asyncio.TimerHandle | None = None
 
     # -- lifecycle --
 
-    async def start(self) -> list[Endpoint]:
+    async def start(self) -> list[ListenerEndpoint]:
         """Bind every listener; returns the endpoints with the ports actually bound (port 0 resolved)."""
-        backlog: int = self.config["socket.listen.backlog.size"]
+        backlog = self.config.socket_listen_backlog_size
         for endpoint in self.config.listeners:
             name = endpoint.name
             host = endpoint.host or None  # empty host: every interface, as Kafka does
@@ -132,19 +86,20 @@ class KafkaServer:
             )
             self._servers.append(server)
             port = server.sockets[0].getsockname()[1] if server.sockets else endpoint.port
-            bound = Endpoint(name, endpoint.host, port, endpoint.security_protocol)
+            bound = ListenerEndpoint(name, endpoint.host, port, endpoint.security_protocol)
             self.bound_endpoints.append(bound)
             log.info("Listening on %s", bound)
-        if self._idle_ms > 0:
-            self._schedule_idle_check()
+        if self._check_interval() > 0:
+            self._schedule_check()
         return self.bound_endpoints
 
     async def stop(self, timeout: float = 30.0) -> None:
         """Stop accepting, let every connection finish its in-flight requests, then close them."""
         for server in self._servers:
             server.close()
-        if self._idle_timer is not None:
-            self._idle_timer.cancel()
+        if self._check_timer is not None:
+            self._check_timer.cancel()
+            self._check_timer = None
         conns = list(self.connections)
         for conn in conns:
             conn.close_when_idle()
@@ -170,7 +125,10 @@ class KafkaServer:
 
     def register(self, conn: KafkaConnection, ip: str) -> bool:
         count = self._per_ip.get(ip, 0)
-        if len(self.connections) >= self._max_connections or count >= self._max_per_ip:
+        if (
+            len(self.connections) >= self.config.max_connections
+            or count >= self.config.max_connections_per_ip
+        ):
             log.warning("Refusing connection from %s: connection limit reached", ip)
             return False
         self.connections.add(conn)
@@ -189,24 +147,64 @@ class KafkaServer:
                 del self._per_ip[ip]
 
     def apply_socket_buffers(self, sock: Any) -> None:
+        send, receive = self.config.socket_send_buffer_bytes, self.config.socket_receive_buffer_bytes
         try:
-            if self._send_buffer > 0:
-                sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, self._send_buffer)
-            if self._receive_buffer > 0:
-                sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, self._receive_buffer)
+            if send > 0:
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, send)
+            if receive > 0:
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, receive)
         except OSError as e:
             log.debug("Cannot set socket buffer sizes: %s", e)
 
-    # -- idle connections (connections.max.idle.ms) --
+    # -- slow senders (kbroker.request.receive.timeout.ms) and idle connections (connections.max.idle.ms) --
 
-    def _schedule_idle_check(self) -> None:
-        interval = min(max(self._idle_ms / 10_000, 0.1), 30.0)
-        self._idle_timer = self.loop.call_later(interval, self._close_idle)
+    def _check_interval(self) -> float:
+        """Seconds between checks: a tenth of the smaller enabled bound, within [0.1, 30]; 0: none."""
+        bounds = [
+            ms
+            for ms in (self.config.connections_max_idle_ms, self.config.request_receive_timeout_ms)
+            if ms > 0
+        ]
+        if not bounds:
+            return 0.0
+        return min(max(min(bounds) / 10_000, 0.1), 30.0)
 
-    def _close_idle(self) -> None:
-        deadline = time.monotonic() - self._idle_ms / 1000
+    def _schedule_check(self) -> None:
+        self._check_timer = self.loop.call_later(self._check_interval(), self._check_connections)
+
+    def _check_connections(self) -> None:
+        self.check_connections(time.monotonic())
+        self._schedule_check()
+
+    def check_connections(self, now: float) -> None:
+        """Close the slow senders and the idle connections, as of monotonic time `now`."""
+        receive_ms = self.config.request_receive_timeout_ms
+        idle_ms = self.config.connections_max_idle_ms
+        receive_deadline = now - receive_ms / 1000 if receive_ms > 0 else None
+        idle_deadline = now - idle_ms / 1000 if idle_ms > 0 else None
+        slow = 0
         for conn in list(self.connections):
-            if conn.last_active < deadline and conn.idle:
+            since = conn.receiving_since
+            if (
+                receive_deadline is not None
+                and since
+                and since < receive_deadline
+                and not conn.reading_paused
+            ):
+                log.debug(
+                    "Closing connection %s: its request did not arrive within %d ms",
+                    conn.connection_id,
+                    receive_ms,
+                )
+                slow += 1
+                conn.abort()
+            elif idle_deadline is not None and conn.last_active < idle_deadline and conn.idle:
                 log.debug("Closing idle connection %s", conn.connection_id)
                 conn.close()
-        self._schedule_idle_check()
+        if slow:
+            log.info(
+                "Closed %d connections whose request did not fully arrive within %d ms "
+                "(kbroker.request.receive.timeout.ms)",
+                slow,
+                receive_ms,
+            )

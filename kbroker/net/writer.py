@@ -40,6 +40,14 @@ WRITE_HIGH_WATER = 1 << 20
 WRITE_LOW_WATER = 256 << 10
 
 
+def _noop() -> None:
+    pass
+
+
+def _noop_error(exc: BaseException) -> None:
+    pass
+
+
 def is_bytes_part(part: Any) -> bool:
     return isinstance(part, _BYTES_TYPES)
 
@@ -110,8 +118,11 @@ class ResponseWriter:
             self._continue()
 
     def close(self) -> None:
+        """Drop everything pending and the callbacks into the connection (no cycle outlives the close)."""
         self._closed = True
         self._pending.clear()
+        self._on_idle = _noop
+        self._on_error = _noop_error
         self._stop_watching()
         if self._dup_fd >= 0:
             os.close(self._dup_fd)

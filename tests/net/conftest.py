@@ -27,6 +27,7 @@ import pytest
 
 import kbroker.protocol as protocol
 from kbroker.api.context import NO_RESPONSE, CloseConnection, RequestContext
+from kbroker.broker import socket_server_config
 from kbroker.config import KafkaConfig
 from kbroker.net import KafkaServer
 from kbroker.protocol import FileRegion, RequestHeader
@@ -213,7 +214,8 @@ def start_server(loop_kind: str) -> Iterator[Callable[..., RunningServer]]:
 
     def start(**overrides: str) -> RunningServer:
         props = {"listeners": "PLAINTEXT://127.0.0.1:0", **overrides}
-        config = KafkaConfig(props)
+        # Built the way the broker builds it, so the broker keys (and their defaults) are what is tested.
+        config = socket_server_config(KafkaConfig(props))
         if loop_kind == "uvloop":
             import uvloop
 

@@ -106,7 +106,7 @@ def test_sendfile_and_fallback_deliver_identical_bytes(start_server, h, tmp_path
     expected = hashlib.sha256(data[1000 : 1000 + size - 5000]).hexdigest()
     with_sendfile = start_server(**{"kbroker.sendfile.enable": "true"})
     without = start_server(**{"kbroker.sendfile.enable": "false"})
-    assert with_sendfile.server.use_sendfile and not without.server.use_sendfile
+    assert with_sendfile.server.config.sendfile_enable and not without.server.config.sendfile_enable
     for server in (with_sendfile, without):
         before = dict(calls)
         body = _region_roundtrip(server, h, tmp_path / "segment.log", 1000, size - 5000, slow_reader=True)
@@ -194,7 +194,8 @@ def test_broker_wide_request_bound(start_server, h) -> None:
         for i in range(20):
             assert h.read_test_response(a) == (i, b"%d" % i)
             assert h.read_test_response(b) == (i, b"%d" % i)
-    assert server.call(lambda: (server.server.bound.requests, server.server.bound.bytes)) == (0, 0)
+    held = server.call(lambda: (server.server.request_bound.requests, server.server.memory_pool.used))
+    assert held == (0, 0)
 
 
 def test_connection_limits_and_idle_close(start_server, h) -> None:
@@ -235,11 +236,13 @@ def test_clean_stop_finishes_a_region_being_sent(start_server, h, tmp_path: Path
         fut.result(15)
 
 
-def test_request_bound_makes_others_wait_until_memory_is_released(start_server, h) -> None:
-    server = start_server(**{"queued.max.requests": "1"})
+def test_memory_bound_makes_others_wait_until_memory_is_released(start_server, h) -> None:
+    # queued.max.request.bytes: a frame takes its announced size from the pool when its size prefix
+    # arrives (Kafka's memory pool), so a frame still arriving holds memory and B waits for it.
+    server = start_server(**{"queued.max.request.bytes": "10"})
     with server.connect() as a, server.connect() as b:
         req_a = h.request(1, b"echo:a")
-        a.sendall(req_a[:7])  # size prefix + part of the frame: A holds the only slot
+        a.sendall(req_a[:7])  # size prefix + part of the frame: A holds the whole pool
         time.sleep(0.2)
         b.sendall(h.request(2, b"echo:b"))
         b.settimeout(0.5)
@@ -252,3 +255,5 @@ def test_request_bound_makes_others_wait_until_memory_is_released(start_server, 
         assert h.read_test_response(a) == (1, b"a")
         b.settimeout(10)
         assert h.read_test_response(b) == (2, b"b")  # released: B resumes on its own
+    held = server.call(lambda: (server.server.request_bound.requests, server.server.memory_pool.used))
+    assert held == (0, 0)

@@ -1,0 +1,124 @@
+"""A closed connection's buffers are freed when it closes, not at the next garbage collection
+(issue 19, finding 7).
+
+The collector is disabled for these tests: whatever a closed connection still holds through a
+reference cycle would stay. Frames below the mmap threshold are bytearrays (seen by tracemalloc);
+larger ones are anonymous mmaps (seen in the process's RSS).
+"""
+
+from __future__ import annotations
+
+import gc
+import struct
+import time
+import tracemalloc
+import weakref
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import kbroker.net.connection as connection_module
+
+
+@contextmanager
+def collector_disabled() -> Iterator[None]:
+    gc.collect()
+    gc.disable()
+    try:
+        yield
+    finally:
+        gc.enable()
+
+
+def _rss_bytes() -> int:
+    return int(Path("/proc/self/statm").read_text().split()[1]) * 4096
+
+
+def _wait_closed(server) -> None:
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        if server.call(lambda: (len(server.server.connections), server.server.memory_pool.used)) == (0, 0):
+            time.sleep(0.05)  # connection_lost has run; let the loop finish its callbacks
+            return
+        time.sleep(0.02)
+    raise AssertionError("connections did not close")
+
+
+def _open_partial_frames(server, count: int, announced: int, sent: int) -> list:
+    socks = []
+    for _ in range(count):
+        s = server.connect(timeout=30)
+        s.sendall(struct.pack(">i", announced) + b"\x01" * sent)
+        socks.append(s)
+    deadline = time.monotonic() + 20
+    while server.call(lambda: server.server.memory_pool.used) < count * announced:
+        assert time.monotonic() < deadline, "frames were not allocated"
+        time.sleep(0.02)
+    time.sleep(0.3)  # let the sent bytes land in the buffers
+    return socks
+
+
+def test_bytearray_frames_are_freed_on_close(start_server) -> None:
+    server = start_server()
+    count, announced, sent = 40, 400_000, 300_000  # 16 MB of frame buffers, below the mmap threshold
+    assert announced < connection_module.MMAP_FRAME_THRESHOLD
+    with collector_disabled():
+        tracemalloc.start()
+        try:
+            before = tracemalloc.get_traced_memory()[0]
+            socks = _open_partial_frames(server, count, announced, sent)
+            during = tracemalloc.get_traced_memory()[0]
+            for s in socks:
+                s.close()
+            _wait_closed(server)
+            after = tracemalloc.get_traced_memory()[0]
+        finally:
+            tracemalloc.stop()
+    held = count * announced
+    assert during - before >= held, (before, during)
+    assert after - before < held // 8, f"{(after - before) >> 20} MB still held after close (before {before})"
+
+
+def test_mmap_frames_are_unmapped_on_close(start_server) -> None:
+    server = start_server()
+    count, announced, sent = 2, 64 << 20, 24 << 20  # 48 MB resident in two announced 64 MB frames
+    with collector_disabled():
+        before = _rss_bytes()
+        socks = _open_partial_frames(server, count, announced, sent)
+        during = _rss_bytes()
+        for s in socks:
+            s.close()
+        _wait_closed(server)
+        after = _rss_bytes()
+    assert during - before >= count * sent * 3 // 4, (before, during)
+    assert after - before < 8 << 20, f"RSS {(after - before) >> 20} MB above the start after close"
+
+
+def test_closed_connection_objects_are_freed_without_the_collector(start_server, h, monkeypatch) -> None:
+    # Every connection object, after requests, responses, a pipelined batch and an abandoned frame,
+    # is gone as soon as it closes: no reference cycle keeps it (or what it references) alive.
+    created: list[weakref.ref] = []
+    real_init = connection_module.KafkaConnection.__init__
+
+    def tracking_init(self, *args, **kwargs) -> None:
+        real_init(self, *args, **kwargs)
+        created.append(weakref.ref(self))
+
+    monkeypatch.setattr(connection_module.KafkaConnection, "__init__", tracking_init)
+    server = start_server()
+    with collector_disabled():
+        with server.connect() as s:
+            s.sendall(h.request(1, b"echo:a") + h.request(2, b"sleep:20:b") + h.request(3, b"noresp"))
+            assert h.read_test_response(s) == (1, b"a")
+            assert h.read_test_response(s) == (2, b"b")
+            s.sendall(h.request(4, b"echo:x")[:8])  # then close mid-frame
+        with server.connect() as s:
+            s.sendall(h.api_versions_request(5))
+            h.read_frame(s)
+        with server.connect() as s:
+            s.sendall(h.request(6, b"close"))  # the broker closes this one (CloseConnection)
+            assert h.is_closed(s)
+        _wait_closed(server)
+        alive = [r for r in created if r() is not None]
+    assert len(created) == 3
+    assert not alive, f"{len(alive)} closed connections still alive without the garbage collector"
