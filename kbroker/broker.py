@@ -21,7 +21,7 @@ from typing import Any
 
 import kbroker
 from kbroker.config import KafkaConfig
-from kbroker.coord import GroupCoordinatorRuntime
+from kbroker.coord import GroupCoordinatorService
 from kbroker.net import KafkaServer
 
 log = logging.getLogger(__name__)
@@ -48,7 +48,7 @@ class Broker:
         self.replica_manager: Any = None
         self.topic_manager: Any = None
         self.services: Any = None
-        self.group_coordinator: GroupCoordinatorRuntime | None = None
+        self.group_coordinator: GroupCoordinatorService | None = None
         self.dispatcher: Any = None
         self.server: KafkaServer | None = None
         self.cluster_id = ""
@@ -121,7 +121,7 @@ class Broker:
         self.topic_manager.apply_log_configs()
         # The group coordinator starts loading __consumer_offsets now, not at the first group request,
         # so groups answer COORDINATOR_LOAD_IN_PROGRESS only while their partition loads.
-        self.group_coordinator = GroupCoordinatorRuntime(
+        self.group_coordinator = GroupCoordinatorService(
             config, self.replica_manager, self.topic_manager, self.metadata, self.time_ms
         )
         self.services.extras["group_coordinator"] = self.group_coordinator

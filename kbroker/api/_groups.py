@@ -2,6 +2,8 @@
 
 Owns how a handler finds the group coordinator: `services.extras["group_coordinator"]`, put there by
 the broker wiring; built here on first use when the wiring has not done so (the same object either way).
+The coordinator's answers are values when already committed, else loop futures: `then` / `gather`
+(from `kbroker.coord.service`) build the response now or when they complete, without a task.
 """
 
 from __future__ import annotations
@@ -11,26 +13,25 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 from kbroker.api.context import BrokerServices
-from kbroker.coord.coordinator import GroupCoordinator
-from kbroker.coord.runtime import GroupCoordinatorRuntime
+from kbroker.coord.service import GroupCoordinatorService, gather, then
 
 T = TypeVar("T")
 
+__all__ = ["callback_future", "client_host", "coordinator", "gather", "runtime", "then"]
 
-def runtime(services: BrokerServices) -> GroupCoordinatorRuntime:
+
+def runtime(services: BrokerServices) -> GroupCoordinatorService:
     rt = services.extras.get("group_coordinator")
     if rt is None:
-        rt = GroupCoordinatorRuntime(services.config, services.replica_manager, services.topic_manager,
+        rt = GroupCoordinatorService(services.config, services.replica_manager, services.topic_manager,
                                      services.metadata, services.time_ms)
         services.extras["group_coordinator"] = rt
         rt.startup()
     return rt  # type: ignore[no-any-return]
 
 
-def coordinator(services: BrokerServices) -> GroupCoordinator:
-    rt = runtime(services)
-    assert rt.coordinator is not None
-    return rt.coordinator
+def coordinator(services: BrokerServices) -> GroupCoordinatorService:
+    return runtime(services)
 
 
 def callback_future(convert: Callable[[T], Any]) -> tuple[asyncio.Future[Any], Callable[[T], None]]:

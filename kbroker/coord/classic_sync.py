@@ -38,7 +38,7 @@ class ClassicSyncMixin:
                                            protocol_name: str | None) -> SyncResult: ...
         def classic_leave_consumer_group(self, group: ConsumerGroup, member_id: str,
                                          instance_id: str | None) -> ErrorCode: ...
-        def _schedule_heartbeat(self, group: ClassicGroup, member_id: str, timeout_ms: int) -> None: ...
+        def schedule_heartbeat(self, group: ClassicGroup, member_id: str, timeout_ms: int) -> None: ...
         def _store_group(self, group: ClassicGroup) -> ErrorCode: ...
         def _maybe_prepare_rebalance_or_complete_join(self, group: ClassicGroup, reason: str) -> None: ...
         def _maybe_complete_join_phase(self, group: ClassicGroup) -> None: ...
@@ -70,12 +70,12 @@ class ClassicSyncMixin:
             if member.await_sync is not None:
                 member.await_sync(SyncResult(ErrorCode.REBALANCE_IN_PROGRESS))
             member.await_sync = respond
-            self._schedule_heartbeat(group, member_id, member.session_timeout_ms)
+            self.schedule_heartbeat(group, member_id, member.session_timeout_ms)
             group.pending_sync_members.discard(member_id)
             if group.is_leader(member_id):
                 self._on_leader_assignment(group, assignments)
         elif group.state == S.STABLE:
-            self._schedule_heartbeat(group, member_id, member.session_timeout_ms)
+            self.schedule_heartbeat(group, member_id, member.session_timeout_ms)
             group.pending_sync_members.discard(member_id)
             if not group.pending_sync_members:
                 self.scheduler.cancel(sync_key(group_id))

@@ -22,6 +22,7 @@ Must not import asyncio, kbroker.net or kbroker.api.
 from __future__ import annotations
 
 import base64
+import copy
 import logging
 import re
 import uuid
@@ -84,6 +85,14 @@ class HeartbeatResult:
     assignment: Assignment | None = None
 
 
+@dataclass(slots=True)
+class _GroupSnapshot:
+    group_id: str
+    group: ConsumerGroup | None
+    written: dict[bytes, bytes] | None
+    classic: ClassicGroup | None
+
+
 class _Reject(Exception):
     def __init__(self, error: ErrorCode, message: str | None = None) -> None:
         super().__init__(message)
@@ -108,14 +117,17 @@ class ConsumerGroupMixin:
         group_status: Callable[[str], ErrorCode]
         groups: dict[str, ClassicGroup]
         consumer_groups: dict[str, ConsumerGroup]
+        consumer_written: dict[str, dict[bytes, bytes]]
         offsets: OffsetStore
         topics: Any
+        failed_appends: int
 
         def _persist_consumer_group(self, group: ConsumerGroup) -> ErrorCode: ...
         def _upgrade_classic_group(self, classic: ClassicGroup) -> ConsumerGroup: ...
         def _should_downgrade(self, group: ConsumerGroup, removed: ConsumerGroupMember) -> bool: ...
         def _downgrade_to_classic_group(self, group: ConsumerGroup) -> ErrorCode: ...
         def _cancel_classic_timers(self, group: ConsumerGroup, member_id: str) -> None: ...
+        def schedule_heartbeat(self, group: ClassicGroup, member_id: str, timeout_ms: int) -> None: ...
 
     # -- ConsumerGroupHeartbeat ----------------------------------------------------------------------
 
@@ -123,13 +135,49 @@ class ConsumerGroupMixin:
         error = self.group_status(req.group_id)
         if error != ErrorCode.NONE:
             return HeartbeatResult(error)
+        # A heartbeat changes the group before it writes the difference: when an append fails, the
+        # group is put back exactly as it was (copy-on-write of the one group the heartbeat touches).
+        snapshot = self._snapshot_group(req.group_id)
+        failed = self.failed_appends
         try:
             self._validate_heartbeat(req)
             if req.member_epoch in (LEAVE_GROUP_MEMBER_EPOCH, LEAVE_GROUP_STATIC_MEMBER_EPOCH):
-                return self._consumer_leave(req)
-            return self._consumer_heartbeat(req)
+                result = self._consumer_leave(req)
+            else:
+                result = self._consumer_heartbeat(req)
         except _Reject as r:
-            return HeartbeatResult(r.error, r.message)
+            result = HeartbeatResult(r.error, r.message)
+        if self.failed_appends != failed and result.error != ErrorCode.NONE:
+            self._restore_group(snapshot)
+        return result
+
+    def _snapshot_group(self, group_id: str) -> _GroupSnapshot:
+        group = self.consumer_groups.get(group_id)
+        written = self.consumer_written.get(group_id)
+        return _GroupSnapshot(group_id, copy.deepcopy(group) if group is not None else None,
+                              dict(written) if written is not None else None, self.groups.get(group_id))
+
+    def _restore_group(self, snapshot: _GroupSnapshot) -> None:
+        gid = snapshot.group_id
+        now = self.consumer_groups.get(gid)
+        if now is not None:
+            for member_id in now.members:
+                self._cancel_member_timers(now, member_id)
+        if snapshot.group is None:
+            self.consumer_groups.pop(gid, None)
+        else:
+            self.consumer_groups[gid] = snapshot.group
+            for member in snapshot.group.members.values():
+                self._schedule_session(snapshot.group, member)
+        if snapshot.written is None:
+            self.consumer_written.pop(gid, None)
+        else:
+            self.consumer_written[gid] = snapshot.written
+        classic = snapshot.classic
+        if classic is not None and self.groups.get(gid) is not classic:
+            self.groups[gid] = classic
+            for cm in classic.members.values():
+                self.schedule_heartbeat(classic, cm.member_id, cm.session_timeout_ms)
 
     def _validate_heartbeat(self, req: HeartbeatRequestData) -> None:
         bad = ErrorCode.INVALID_REQUEST

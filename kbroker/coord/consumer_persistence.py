@@ -51,7 +51,7 @@ class ConsumerPersistenceMixin:
             self.consumer_written[group.group_id] = now
         return error
 
-    def _delete_consumer_group_records(self, group_id: str) -> ErrorCode:
+    def delete_consumer_group_records(self, group_id: str) -> ErrorCode:
         """Tombstones for every record of the group (deleted, or converted to a classic group)."""
         old = self.consumer_written.get(group_id, {})
         if not old:

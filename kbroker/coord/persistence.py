@@ -32,7 +32,7 @@ class GroupPersistenceMixin:
         writer: RecordWriter
         groups: dict[str, ClassicGroup]
 
-        def _schedule_heartbeat(self, group: ClassicGroup, member_id: str, timeout_ms: int) -> None: ...
+        def schedule_heartbeat(self, group: ClassicGroup, member_id: str, timeout_ms: int) -> None: ...
         def finish_consumer_load(self, group_ids: list[str]) -> None: ...
 
     def _store_group(self, group: ClassicGroup) -> ErrorCode:
@@ -52,7 +52,7 @@ class GroupPersistenceMixin:
         record = (encode_group_metadata_key(group.group_id), encode_group_metadata_value(value))
         return self.writer(group.group_id, [record])
 
-    def _load_group(self, group_id: str, value: GroupMetadataValue | None) -> None:
+    def replay_group_metadata(self, group_id: str, value: GroupMetadataValue | None) -> None:
         """Replay a GroupMetadata record: a loaded group with members is Stable until they heartbeat."""
         old = self.groups.pop(group_id, None)
         if old is not None:
@@ -94,4 +94,4 @@ class GroupPersistenceMixin:
             if group is None:
                 continue
             for member in group.members.values():
-                self._schedule_heartbeat(group, member.member_id, member.session_timeout_ms)
+                self.schedule_heartbeat(group, member.member_id, member.session_timeout_ms)

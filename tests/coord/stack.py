@@ -13,7 +13,7 @@ from kbroker.api.dispatcher import ApiDispatcher
 from kbroker.cluster.metadata import MetadataStore
 from kbroker.cluster.topics import TopicManager
 from kbroker.config import KafkaConfig
-from kbroker.coord.runtime import GroupCoordinatorRuntime
+from kbroker.coord.service import GroupCoordinatorService
 from kbroker.log import LogConfig, LogManager
 from kbroker.protocol import (
     decode_request_frame,
@@ -41,7 +41,7 @@ class Stack:
         holder.append(self.topic_manager)
         self.log_manager.startup()
         self.replica_manager.startup()
-        self.runtime = GroupCoordinatorRuntime(self.config, self.replica_manager, self.topic_manager,
+        self.runtime = GroupCoordinatorService(self.config, self.replica_manager, self.topic_manager,
                                                self.metadata, self.replica_manager.time_ms)
         self.services = BrokerServices(config=self.config, log_manager=self.log_manager, metadata=self.metadata,
                                        replica_manager=self.replica_manager, topic_manager=self.topic_manager,
@@ -63,7 +63,7 @@ class Stack:
 
     @property
     def coordinator(self) -> Any:
-        return self.runtime.coordinator
+        return self.runtime
 
     async def call(self, api_key: int, version: int, request: Any) -> Any:
         self.correlation += 1

@@ -143,7 +143,7 @@ def test_join_v0_and_simple_commit_with_retention(tmp_path: Path) -> None:
             topics=[OffsetCommitRequest.OffsetCommitRequestTopic(name="orders", partitions=[
                 OffsetCommitRequest.OffsetCommitRequestPartition(partition_index=1, committed_offset=5)])]))
         assert c.topics[0].partitions[0].error_code == 0
-        stored = s.coordinator.offsets.get("simple", "orders", 1)
+        stored = s.coordinator.shard_for("simple").offsets.get("simple", "orders", 1)
         assert stored.expire_timestamp - stored.commit_timestamp == 60000
 
     run(tmp_path, body)

@@ -6,6 +6,7 @@ import struct
 from collections.abc import Callable
 from typing import Any
 
+from kbroker.coord.config import CoordinatorConfig
 from kbroker.coord.consumer_group import MemberState
 from kbroker.coord.consumer_records import (
     MEMBER_METADATA,
@@ -13,11 +14,11 @@ from kbroker.coord.consumer_records import (
     member_metadata_value,
     replay,
 )
-from kbroker.coord.coordinator import CoordinatorConfig, GroupCoordinator
 from kbroker.coord.group import GroupState, JoinResult, SyncResult
-from kbroker.coord.group_admin import CommitRequestPartition
 from kbroker.coord.migration import decode_assignment, decode_subscription, encode_assignment
+from kbroker.coord.offset_metadata_manager import CommitRequestPartition
 from kbroker.coord.records import decode_key, encode_group_metadata_key
+from kbroker.coord.shard import GroupCoordinatorShard
 from kbroker.protocol.errors import ErrorCode
 from tests.coord.support import FakeScheduler, MemoryLog
 from tests.coord.test_consumer_group import H
@@ -238,12 +239,12 @@ def test_mixed_group_survives_a_restart_from_its_records() -> None:
     settle_classic(h, a)
     log = MemoryLog()
     sched = FakeScheduler()
-    fresh = GroupCoordinator(CoordinatorConfig(), sched, log, sched.time_ms, lambda g: E.NONE, topics=h.topics)
+    fresh = GroupCoordinatorShard(CoordinatorConfig(), sched, log, sched.time_ms, lambda g: E.NONE, topics=h.topics)
     for _, key, value in h.log.records:
         decoded = decode_key(key)
         if isinstance(decoded, ConsumerGroupRecordKey):
-            fresh.replay_consumer_record(decoded, value)
-    fresh.finish_consumer_load(["g"])
+            fresh.group_manager.replay_consumer_record(decoded, value)
+    fresh.group_manager.finish_consumer_load(["g"])
     group = fresh.consumer_groups["g"]
     before = h.group()
     assert set(group.members) == set(before.members)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
-from kbroker.coord.group_admin import CommitRequestPartition as CP
+from kbroker.coord.offset_metadata_manager import CommitRequestPartition as CP
 from kbroker.coord.runtime import LoopScheduler
 from kbroker.protocol.errors import ErrorCode
 from tests.coord.stack import Stack
@@ -66,7 +66,7 @@ def test_periodic_offset_expiry(tmp_path: Path) -> None:
         assert coord.fetch_offsets("s", [("t", 0)])[1][0].offset == 1
         clock[0] += 60_000
         await asyncio.sleep(0.05)
-        assert coord.fetch_offsets("s", [("t", 0)])[1][0].offset == -1 and "s" not in coord.groups
+        assert coord.fetch_offsets("s", [("t", 0)])[1][0].offset == -1 and "s" not in coord.shard_for("s").groups
         stack.shutdown()
 
     asyncio.run(run())

@@ -1,17 +1,21 @@
-"""The group coordinator: the classic protocol's JoinGroup / Heartbeat and session expiry.
+"""The group state machine of one `__consumer_offsets` partition: Kafka's `GroupMetadataManager`.
 
-Kafka's `GroupMetadataManager` (classic half). Requests that wait (JoinGroup until every member
+Owns the classic groups and KIP-848 consumer groups of the partition and every transition of their
+state and members. This module holds the classic protocol's JoinGroup / Heartbeat, session expiry and
+DescribeGroups / ListGroups; the class's other parts are split by protocol into modules of their own
+(`classic_sync`: SyncGroup / LeaveGroup, `consumer_coordinator`: ConsumerGroupHeartbeat,
+`migration`: online upgrade/downgrade, `persistence` and `consumer_persistence`: the group records
+written and replayed). Committed offsets are not here: `kbroker.coord.offset_metadata_manager` owns
+them, and `kbroker.coord.shard.GroupCoordinatorShard` combines the two. Requests that wait (JoinGroup until every member
 rejoined, SyncGroup until the leader sent the assignment) are answered through the callback passed
 in; delayed work (initial rebalance delay, join and sync timeouts, member session expiry) runs on the
 injected `Scheduler`, so this module stays free of asyncio and is driven by a fake clock in tests.
-SyncGroup and LeaveGroup live in `kbroker.coord.classic_sync`, the KIP-848 consumer protocol in
-`kbroker.coord.consumer_coordinator`, online migration between the two in `kbroker.coord.migration`,
-offset commits and group admin in `kbroker.coord.group_admin`,
-writing and loading group state in `kbroker.coord.persistence` (mixins of the same class); the injected
-dependencies in `kbroker.coord.config`.
+The injected dependencies are in `kbroker.coord.config`.
 
-Writes go through the injected `RecordWriter` (the runtime appends them to the group's
-`__consumer_offsets` partition); the in-memory state follows only writes that succeeded.
+Writes go through the injected `RecordWriter` (the coordinator runtime appends them to the shard's
+`__consumer_offsets` partition, synchronously, and holds every answer until they are committed); the
+in-memory state follows only appends that succeeded: an operation whose append fails undoes its change
+(per-operation undo) and answers the mapped error.
 
 Must not import asyncio, kbroker.net or kbroker.api.
 """
@@ -46,7 +50,6 @@ from kbroker.coord.group import (
     JoinResult,
     SyncResult,
 )
-from kbroker.coord.group_admin import GroupAdminMixin
 from kbroker.coord.migration import MigrationMixin
 from kbroker.coord.offsets import OffsetStore
 from kbroker.coord.persistence import GroupPersistenceMixin
@@ -56,16 +59,25 @@ log = logging.getLogger(__name__)
 S = GroupState
 
 
-class GroupCoordinator(ClassicSyncMixin, ConsumerGroupMixin, MigrationMixin, ConsumerPersistenceMixin,
-                       GroupAdminMixin, GroupPersistenceMixin):
-    """Every group (classic and consumer) of the `__consumer_offsets` partitions this broker leads."""
+class GroupMetadataManager(ClassicSyncMixin, ConsumerGroupMixin, MigrationMixin, ConsumerPersistenceMixin,
+                           GroupPersistenceMixin):
+    """Every group (classic and consumer) of one `__consumer_offsets` partition."""
 
     def __init__(self, config: CoordinatorConfig, scheduler: Scheduler, writer: RecordWriter,
-                 time_ms: Callable[[], int], group_status: Callable[[str], ErrorCode] | None = None,
-                 topics: Any = None) -> None:
+                 time_ms: Callable[[], int], offsets: OffsetStore,
+                 group_status: Callable[[str], ErrorCode] | None = None, topics: Any = None) -> None:
         self.config = config
         self.scheduler = scheduler
-        self.writer = writer
+        # Appends that failed so far: an operation that sees this move knows to undo its change.
+        self.failed_appends = 0
+
+        def write(group_id: str, records: list[tuple[bytes, bytes | None]]) -> ErrorCode:
+            error = writer(group_id, records)
+            if error != ErrorCode.NONE:
+                self.failed_appends += 1
+            return error
+
+        self.writer: RecordWriter = write
         self.time_ms = time_ms
         # NONE when this broker serves the group (partition hosted and loaded), else
         # NOT_COORDINATOR / COORDINATOR_LOAD_IN_PROGRESS.
@@ -74,7 +86,9 @@ class GroupCoordinator(ClassicSyncMixin, ConsumerGroupMixin, MigrationMixin, Con
         self.consumer_groups: dict[str, ConsumerGroup] = {}
         # The consumer-group records last written to the log, per group (what a change is diffed with).
         self.consumer_written: dict[str, dict[bytes, bytes]] = {}
-        self.offsets = OffsetStore()
+        # The partition's committed offsets (owned by the OffsetMetadataManager; read here: an empty
+        # group with offsets is kept).
+        self.offsets = offsets
         # The topics image (`topic(name)`, `topic_by_id(id)`, `topics()`): what consumer groups subscribe to.
         self.topics = topics
 
@@ -110,7 +124,7 @@ class GroupCoordinator(ClassicSyncMixin, ConsumerGroupMixin, MigrationMixin, Con
                     rebalance_timeout_ms, client_id, client_host, require_known_member_id))
                 return
             # An empty consumer group becomes a classic group, keeping its committed offsets.
-            write_error = self._delete_consumer_group_records(group_id)
+            write_error = self.delete_consumer_group_records(group_id)
             if write_error != ErrorCode.NONE:
                 respond(JoinResult(map_append_error(write_error), member_id))
                 return
@@ -153,7 +167,7 @@ class GroupCoordinator(ClassicSyncMixin, ConsumerGroupMixin, MigrationMixin, Con
         elif a.require_known_member_id:
             # KIP-394: hand out the member id first; the member joins for real with it.
             group.pending_members.add(new_id)
-            self._schedule_heartbeat(group, new_id, a.session_timeout_ms)
+            self.schedule_heartbeat(group, new_id, a.session_timeout_ms)
             respond(JoinResult(ErrorCode.MEMBER_ID_REQUIRED, new_id))
             return
         self._add_member_and_rebalance(group, new_id, a, respond)
@@ -211,7 +225,7 @@ class GroupCoordinator(ClassicSyncMixin, ConsumerGroupMixin, MigrationMixin, Con
         group.add(member, respond)
         group.pending_members.discard(member_id)
         # A new member that never completes its join is expired after this long.
-        self._schedule_heartbeat(group, member_id, self.config.new_member_join_timeout_ms)
+        self.schedule_heartbeat(group, member_id, self.config.new_member_join_timeout_ms)
         self._maybe_prepare_rebalance_or_complete_join(group, f"adding new member {member_id}")
 
     def _update_member_and_rebalance(self, group: ClassicGroup, member: ClassicGroupMember, a: _JoinArgs,
@@ -229,7 +243,7 @@ class GroupCoordinator(ClassicSyncMixin, ConsumerGroupMixin, MigrationMixin, Con
         old_leader = group.leader_id
         member = group.replace_static_member(a.group_instance_id or "", old_id, new_id)
         self.scheduler.cancel(heartbeat_key(group.group_id, old_id))
-        self._schedule_heartbeat(group, new_id, a.session_timeout_ms)
+        self.schedule_heartbeat(group, new_id, a.session_timeout_ms)
         old_state = (list(member.protocols), member.rebalance_timeout_ms, member.session_timeout_ms)
         if group.state == S.PREPARING_REBALANCE:
             group.update_member(member, list(a.protocols), a.rebalance_timeout_ms, a.session_timeout_ms, respond)
@@ -348,7 +362,7 @@ class GroupCoordinator(ClassicSyncMixin, ConsumerGroupMixin, MigrationMixin, Con
             result = JoinResult(ErrorCode.NONE, member.member_id, group.generation_id, group.protocol_type,
                                 group.protocol_name, group.leader_id or "", False,
                                 members if group.is_leader(member.member_id) else [])
-            self._schedule_heartbeat(group, member.member_id, member.session_timeout_ms)
+            self.schedule_heartbeat(group, member.member_id, member.session_timeout_ms)
             member.is_new = False
             group.pending_sync_members.add(member.member_id)
             if callback is not None:
@@ -390,7 +404,7 @@ class GroupCoordinator(ClassicSyncMixin, ConsumerGroupMixin, MigrationMixin, Con
 
     # -- heartbeats and session expiry ---------------------------------------------------------------
 
-    def _schedule_heartbeat(self, group: ClassicGroup, member_id: str, timeout_ms: int) -> None:
+    def schedule_heartbeat(self, group: ClassicGroup, member_id: str, timeout_ms: int) -> None:
         gid = group.group_id
         self.scheduler.schedule(heartbeat_key(gid, member_id), timeout_ms,
                                 lambda: self._on_heartbeat_expired(gid, member_id))
@@ -429,10 +443,51 @@ class GroupCoordinator(ClassicSyncMixin, ConsumerGroupMixin, MigrationMixin, Con
         if group.state == S.EMPTY:
             return ErrorCode.UNKNOWN_MEMBER_ID
         member = group.member(member_id)
-        self._schedule_heartbeat(group, member_id, member.session_timeout_ms)
+        self.schedule_heartbeat(group, member_id, member.session_timeout_ms)
         if group.state == S.PREPARING_REBALANCE:
             return ErrorCode.REBALANCE_IN_PROGRESS
         return ErrorCode.NONE
+
+    # -- DescribeGroups / ListGroups / DeleteGroups ---------------------------------------------------
+
+    def describe_group(self, group_id: str) -> tuple[ErrorCode, GroupDescription]:
+        error = self.group_status(group_id)
+        group = self.groups.get(group_id)
+        if error != ErrorCode.NONE or group is None:
+            return error, GroupDescription(group_id, str(S.DEAD), "", "", [])
+        stable = group.state == S.STABLE
+        members = [
+            (m.member_id, m.group_instance_id, m.client_id, m.client_host,
+             m.metadata(group.protocol_name) if stable else b"", m.assignment if stable else b"")
+            for m in group.members.values()
+        ]
+        return ErrorCode.NONE, GroupDescription(group_id, str(group.state), group.protocol_type or "",
+                                                (group.protocol_name or "") if stable else "", members)
+
+    def list_groups(self, states: list[str], types: list[str]) -> list[tuple[str, str, str, str]]:
+        """(group id, protocol type, state, type) of the groups whose state/type pass the filters
+        (case-insensitive, as Kafka's ListGroups v4/v5)."""
+        wanted_states = {s.lower() for s in states}
+        wanted_types = {t.lower() for t in types}
+        listed: list[tuple[str, str, str, str]] = []
+        if not wanted_types or "classic" in wanted_types:
+            listed += [(gid, g.protocol_type or "", str(g.state), "classic") for gid, g in self.groups.items()
+                       if g.state != S.DEAD]
+        if not wanted_types or "consumer" in wanted_types:
+            listed += [(gid, "consumer", str(g.state), "consumer") for gid, g in self.consumer_groups.items()]
+        return sorted(entry for entry in listed if self.group_status(entry[0]) == ErrorCode.NONE
+                      and (not wanted_states or entry[2].lower() in wanted_states))
+
+
+@dataclass(slots=True)
+class GroupDescription:
+    group_id: str
+    state: str
+    protocol_type: str
+    protocol_data: str
+    # (member id, instance id, client id, client host, metadata, assignment)
+    members: list[tuple[str, str | None, str, str, bytes, bytes]]
+
 
 @dataclass(slots=True)
 class _JoinArgs:
@@ -447,5 +502,5 @@ class _JoinArgs:
     supports_skip_assignment: bool
 
 
-__all__ = ["GroupCoordinator", "CoordinatorConfig", "Scheduler", "RecordWriter", "map_append_error",
+__all__ = ["GroupMetadataManager", "GroupDescription", "CoordinatorConfig", "Scheduler", "RecordWriter", "map_append_error",
            "NO_GENERATION"]
