@@ -70,3 +70,42 @@ def test_periodic_offset_expiry(tmp_path: Path) -> None:
         stack.shutdown()
 
     asyncio.run(run())
+
+
+def test_replica_writer_reports_the_commit_when_the_purgatory_completes() -> None:
+    """acks=-1 with the high watermark behind the write: the replica manager returns a future (the
+    delayed produce); the writer reports the commit, or the failure, when it completes."""
+    from types import SimpleNamespace
+
+    from kbroker.coord.runtime import ReplicaPartitionWriter
+    from kbroker.replica.replica_manager import ProducePartitionResult
+
+    async def run() -> None:
+        loop = asyncio.get_running_loop()
+        futures: list[asyncio.Future[dict]] = []
+
+        class SlowReplicas:
+            def append_records(self, timeout_ms: int, acks: int, internal: bool, entries: dict) -> object:
+                assert acks == -1 and internal
+                f: asyncio.Future[dict] = loop.create_future()
+                futures.append(f)
+                return f
+
+            def get_partition(self, topic: str, partition: int) -> object:
+                return SimpleNamespace(log_end_offset=3)
+
+        committed: list[tuple[int, int]] = []
+        failed: list[tuple[int, int, ErrorCode]] = []
+        writer = ReplicaPartitionWriter(SlowReplicas(), "__consumer_offsets", lambda: 0, 5000,
+                                        lambda p, o: committed.append((p, o)), lambda p, o, e: failed.append((p, o, e)))
+        assert writer.append(1, [(b"k", b"v")]).next_offset == 3
+        assert committed == []
+        futures[0].set_result({("__consumer_offsets", 1): ProducePartitionResult(ErrorCode.NONE)})
+        await asyncio.sleep(0)
+        assert committed == [(1, 3)]
+        writer.append(1, [(b"k", b"v")])
+        futures[1].set_result({("__consumer_offsets", 1): ProducePartitionResult(ErrorCode.REQUEST_TIMED_OUT)})
+        await asyncio.sleep(0)
+        assert failed == [(1, 3, ErrorCode.REQUEST_TIMED_OUT)]
+
+    asyncio.run(run())
