@@ -45,6 +45,8 @@ lint: $(TEST_STAMP)
 	$(VENV)/bin/ruff check kbroker tests benchmarks
 	$(VENV)/bin/mypy kbroker
 
+# Regenerates kbroker/protocol/{messages,metadata_records,coordinator_records}/ from the Kafka jars in
+# .cache/java/ (scripts/java-deps.sh); see docs/protocol.md.
 generate: setup
 	$(PY) -m kbroker.protocol.generator
 

@@ -131,7 +131,7 @@ class MessageEmitter(StructEmitter):
                 kw = "if"
                 for f in sorted(tagged, key=lambda x: x.tag or 0):
                     lines.append(f"        {kw} _tag == {f.tag}:")
-                    self._dec_field(f, version, True, lines, "            ", f"o.{f.py_name}")
+                    self._dec_field(f, version, True, lines, "            ", f"o.{f.py_name}", tagged=True)
                     lines.append(f"            _chk_tag(pos, _end, {f.tag})")
                     kw = "elif"
                 lines.append("        else:")
@@ -158,7 +158,14 @@ class MessageEmitter(StructEmitter):
         lines.extend(post)
 
     def _dec_field(
-        self, f: FieldSpec, version: int, flexible: bool, lines: list[str], ind: str, target: str
+        self,
+        f: FieldSpec,
+        version: int,
+        flexible: bool,
+        lines: list[str],
+        ind: str,
+        target: str,
+        tagged: bool = False,
     ) -> None:
         nullable = version in f.nullable_versions
         compact = self.compact(f, version, flexible)
@@ -204,7 +211,15 @@ class MessageEmitter(StructEmitter):
                 lines.append(f"{ind}    raise _null_err({f.py_name!r})")
         elif f.is_struct:
             dec, _ = self.codecs(f.struct_name, version)
-            if nullable:
+            if nullable and tagged:
+                # A tagged nullable struct starts with an unsigned varint: 0 null, 1 present (Kafka's
+                # generated readers take any value <= 0 as null).
+                lines.append(f"{ind}_b, pos = _ruv(buf, pos)")
+                lines.append(f"{ind}if not _b:")
+                lines.append(f"{ind}    {target} = None")
+                lines.append(f"{ind}else:")
+                lines.append(f"{ind}    {target}, pos = {dec}(buf, pos)")
+            elif nullable:
                 lines.append(f"{ind}(_b,) = _I8.unpack_from(buf, pos)")
                 lines.append(f"{ind}pos += 1")
                 lines.append(f"{ind}if _b < 0:")
@@ -276,7 +291,7 @@ class MessageEmitter(StructEmitter):
                     src = f"o.{f.py_name}"
                     lines.append(f"    if {self.nondefault_test(f, src)}:")
                     lines.append("        _t = bytearray()")
-                    self._enc_field(f, version, True, lines, "        ", src, "_t", "None")
+                    self._enc_field(f, version, True, lines, "        ", src, "_t", "None", tagged=True)
                     lines.append(f"        _tf.append(({f.tag}, _t))")
                 lines.append("    if _tf or o.unknown_tagged_fields:")
                 lines.append("        _w_tags(out, _tf, o.unknown_tagged_fields)")
@@ -302,6 +317,7 @@ class MessageEmitter(StructEmitter):
         src: str,
         out: str,
         rg: str,
+        tagged: bool = False,
     ) -> None:
         nullable = version in f.nullable_versions
         compact = self.compact(f, version, flexible)
@@ -334,8 +350,9 @@ class MessageEmitter(StructEmitter):
         elif f.is_struct:
             _, enc = self.codecs(f.struct_name, version)
             if nullable:
+                # Presence: int8 -1/1; in a tagged field an unsigned varint 0/1 (Kafka's generated code).
                 lines.append(f"{ind}if {src} is None:")
-                lines.append(f"{ind}    {out}.append(255)")
+                lines.append(f"{ind}    {out}.append({0 if tagged else 255})")
                 lines.append(f"{ind}else:")
                 lines.append(f"{ind}    {out}.append(1)")
                 lines.append(f"{ind}    {enc}({src}, {out}, {rg})")

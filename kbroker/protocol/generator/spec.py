@@ -175,7 +175,14 @@ def strip_comments(text: str) -> str:
 
 
 def _parse_field(raw: dict[str, Any], structs: dict[str, StructSpec], parent_versions: Versions) -> FieldSpec:
-    versions = Versions.parse(str(raw["versions"]))
+    if "versions" in raw:
+        versions = Versions.parse(str(raw["versions"]))
+    elif "taggedVersions" in raw:
+        # A tagged-only field may omit "versions": it exists in its tagged versions (Kafka's FieldSpec),
+        # e.g. TransactionLogValue.PreviousProducerId.
+        versions = Versions.parse(str(raw["taggedVersions"]))
+    else:
+        raise SpecError(f"field {raw.get('name')!r} has no versions")
     sub = raw.get("fields")
     fields = [_parse_field(f, structs, versions) for f in sub] if isinstance(sub, list) else None
     ftype = str(raw["type"])
@@ -245,8 +252,12 @@ def load_json_text(text: str) -> MessageSpec:
     return parse_spec(json.loads(strip_comments(text)))
 
 
-def load_specs(source: Path) -> tuple[dict[str, MessageSpec], str]:
-    """Load every spec from a directory or a kafka-clients jar; return ``(specs by name, label)``."""
+def load_specs(source: Path, prefix: str = "common/message/") -> tuple[dict[str, MessageSpec], str]:
+    """Load every spec from a directory or a Kafka jar; return ``(specs by name, label)``.
+
+    In a jar the specs are the ``*.json`` files under ``prefix``: ``common/message/`` in kafka-clients
+    and the coordinator jars, ``common/metadata/`` in kafka-metadata.
+    """
     texts: dict[str, str] = {}
     if source.is_dir():
         for p in sorted(source.glob("*.json")):
@@ -256,14 +267,39 @@ def load_specs(source: Path) -> tuple[dict[str, MessageSpec], str]:
         with zipfile.ZipFile(source) as jar:
             for info in jar.infolist():
                 n = info.filename
-                if n.startswith("common/message/") and n.endswith(".json"):
+                if n.startswith(prefix) and n.endswith(".json") and "/" not in n[len(prefix) :]:
                     texts[Path(n).stem] = jar.read(info).decode("utf-8")
         label = source.name
     else:
         raise SpecError(f"{source} is neither a spec directory nor a kafka-clients jar")
     if not texts:
         raise SpecError(f"no message specs found in {source}")
-    return {name: load_json_text(text) for name, text in texts.items()}, label
+    return {name: load_json_text(text) for name, text in sorted(texts.items())}, label
+
+
+# The jars (under .cache/java/) whose specs each generated package comes from.
+CLIENTS_JAR = "kafka-clients"
+METADATA_JAR = "kafka-metadata"
+COORDINATOR_JARS = {
+    "group": "kafka-group-coordinator",
+    "transaction": "kafka-transaction-coordinator",
+    "share": "kafka-share-coordinator",
+}
+
+
+def find_jar(repo_root: Path, artifact: str) -> Path | None:
+    """The newest ``<artifact>-<version>.jar`` under ``.cache/java/`` (not -sources/-test/-api jars)."""
+    cache = repo_root / ".cache" / "java"
+    if not cache.is_dir():
+        return None
+    pattern = re.compile(re.escape(artifact) + r"-\d[\w.]*\.jar")
+    jars = sorted(
+        j
+        for j in cache.rglob(f"{artifact}-*.jar")
+        if pattern.fullmatch(j.name)
+        and not j.name.endswith(("-sources.jar", "-test.jar", "-tests.jar", "-javadoc.jar"))
+    )
+    return jars[-1] if jars else None
 
 
 def find_default_source(repo_root: Path) -> Path | None:
@@ -271,14 +307,4 @@ def find_default_source(repo_root: Path) -> Path | None:
     env = os.environ.get("KBROKER_KAFKA_SPECS")
     if env:
         return Path(env)
-    cache = repo_root / ".cache" / "java"
-    if cache.is_dir():
-        jars = sorted(cache.rglob("kafka-clients-*.jar"))
-        jars = [
-            j
-            for j in jars
-            if not j.name.endswith(("-sources.jar", "-test.jar", "-tests.jar", "-javadoc.jar"))
-        ]
-        if jars:
-            return jars[-1]
-    return None
+    return find_jar(repo_root, CLIENTS_JAR)
