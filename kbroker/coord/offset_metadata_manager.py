@@ -113,7 +113,8 @@ class OffsetMetadataManager:
             if len(metadata.encode()) > self.config.offset_metadata_max_bytes:
                 results.append(ErrorCode.OFFSET_METADATA_TOO_LARGE)
                 continue
-            value = OffsetCommitValue(p.offset, metadata, now, p.leader_epoch, expire)
+            value = OffsetCommitValue(offset=p.offset, leader_epoch=p.leader_epoch, metadata=metadata,
+                                      commit_timestamp=now, expire_timestamp=expire)
             records.append((encode_offset_commit_key(group_id, p.topic, p.partition),
                             encode_offset_commit_value(value)))
             values.append((p, value))

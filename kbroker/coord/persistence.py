@@ -43,9 +43,10 @@ class GroupPersistenceMixin:
             leader=group.leader_id if group.members else None,
             current_state_timestamp=group.state_timestamp_ms,
             members=[
-                MemberMetadata(m.member_id, m.client_id, m.client_host, m.rebalance_timeout_ms,
-                               m.session_timeout_ms, m.metadata(group.protocol_name), m.assignment,
-                               m.group_instance_id)
+                MemberMetadata(member_id=m.member_id, group_instance_id=m.group_instance_id, client_id=m.client_id,
+                               client_host=m.client_host, rebalance_timeout=m.rebalance_timeout_ms,
+                               session_timeout=m.session_timeout_ms, subscription=m.metadata(group.protocol_name),
+                               assignment=m.assignment)
                 for m in group.members.values()
             ],
         )
@@ -66,7 +67,7 @@ class GroupPersistenceMixin:
         for m in value.members:
             member = ClassicGroupMember(m.member_id, m.group_instance_id, m.client_id, m.client_host,
                                         m.rebalance_timeout, m.session_timeout, value.protocol_type,
-                                        [(value.protocol or "", m.subscription)], m.assignment)
+                                        [(value.protocol or "", bytes(m.subscription))], bytes(m.assignment))
             group.add(member)
         group.leader_id = value.leader if value.leader in group.members else group.leader_id
         if group.members:

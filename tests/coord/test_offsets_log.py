@@ -222,7 +222,7 @@ def test_describe_and_list() -> None:
 
 
 def test_offset_value_types() -> None:
-    assert OffsetCommitValue(1).expire_timestamp == -1
+    assert OffsetCommitValue(offset=1).expire_timestamp == -1
 
 
 def test_offsets_of_deleted_topics_are_removed() -> None:
