@@ -1,66 +1,63 @@
 """The group state machine of one `__consumer_offsets` partition: Kafka's `GroupMetadataManager`.
 
-Owns the classic groups and KIP-848 consumer groups of the partition and every transition of their
-state and members. This module holds the classic protocol's JoinGroup / Heartbeat, session expiry and
-DescribeGroups / ListGroups; the class's other parts are split by protocol into modules of their own
-(`classic_sync`: SyncGroup / LeaveGroup, `consumer_coordinator`: ConsumerGroupHeartbeat,
-`migration`: online upgrade/downgrade, `persistence` and `consumer_persistence`: the group records
-written and replayed). Committed offsets are not here: `kbroker.coord.offset_metadata_manager` owns
-them, and `kbroker.coord.shard.GroupCoordinatorShard` combines the two. Requests that wait (JoinGroup until every member
-rejoined, SyncGroup until the leader sent the assignment) are answered through the callback passed
-in; delayed work (initial rebalance delay, join and sync timeouts, member session expiry) runs on the
-injected `Scheduler`, so this module stays free of asyncio and is driven by a fake clock in tests.
-The injected dependencies are in `kbroker.coord.config`.
+Owns the classic groups and KIP-848 consumer groups of the partition (the state, declared here once)
+and composes the parts that change it, one per responsibility, each holding this manager:
+
+- `ClassicGroupProtocol` (`classic_protocol`): JoinGroup / SyncGroup / Heartbeat / LeaveGroup, the
+  join phase, session expiry;
+- `ConsumerGroupProtocol` (`consumer_coordinator`): ConsumerGroupHeartbeat, target assignment,
+  reconciliation, ConsumerGroupDescribe, the member-epoch checks of offset commits and fetches;
+- `GroupMigration` (`migration`): online upgrade/downgrade and classic members in consumer groups;
+- `ClassicGroupPersistence` (`persistence`) and `ConsumerGroupPersistence` (`consumer_persistence`):
+  the records written for a group and their replay when loading.
+
+DescribeGroups / ListGroups read the state here. Committed offsets are not here: the
+`OffsetMetadataManager` owns them (this manager reads the shared `OffsetStore`: an empty group with
+offsets is kept), and `kbroker.coord.shard.GroupCoordinatorShard` combines the two.
 
 Writes go through the injected `RecordWriter` (the coordinator runtime appends them to the shard's
 `__consumer_offsets` partition, synchronously, and holds every answer until they are committed); the
 in-memory state follows only appends that succeeded: an operation whose append fails undoes its change
-(per-operation undo) and answers the mapped error.
+(per-operation undo; `failed_appends` tells an operation that one of its appends failed) and answers
+the mapped error. Pure: no asyncio, no I/O; timers on the injected `Scheduler`.
 
 Must not import asyncio, kbroker.net or kbroker.api.
 """
 
 from __future__ import annotations
 
-import logging
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from kbroker.coord.classic_sync import ClassicSyncMixin
-from kbroker.coord.config import (
-    CoordinatorConfig,
-    RecordWriter,
-    Scheduler,
-    heartbeat_key,
-    join_key,
-    map_append_error,
-    sync_key,
-)
-from kbroker.coord.consumer_coordinator import ConsumerGroupMixin
+from kbroker.coord.classic_protocol import ClassicGroupProtocol
+from kbroker.coord.config import CoordinatorConfig, RecordWriter, Scheduler
+from kbroker.coord.consumer_coordinator import ConsumerGroupProtocol, HeartbeatRequestData, HeartbeatResult
 from kbroker.coord.consumer_group import ConsumerGroup
-from kbroker.coord.consumer_persistence import ConsumerPersistenceMixin
-from kbroker.coord.group import (
-    NO_GENERATION,
-    UNKNOWN_MEMBER_ID,
-    ClassicGroup,
-    ClassicGroupMember,
-    GroupState,
-    JoinResult,
-    SyncResult,
-)
-from kbroker.coord.migration import MigrationMixin
+from kbroker.coord.consumer_persistence import ConsumerGroupPersistence
+from kbroker.coord.consumer_records import ConsumerGroupRecordKey
+from kbroker.coord.group import ClassicGroup, GroupState, JoinResult, SyncResult
+from kbroker.coord.migration import GroupMigration
 from kbroker.coord.offsets import OffsetStore
-from kbroker.coord.persistence import GroupPersistenceMixin
-from kbroker.protocol.errors import ErrorCode, KafkaError
+from kbroker.coord.persistence import ClassicGroupPersistence
+from kbroker.coord.records import GroupMetadataValue
+from kbroker.protocol.errors import ErrorCode
 
-log = logging.getLogger(__name__)
 S = GroupState
 
 
-class GroupMetadataManager(ClassicSyncMixin, ConsumerGroupMixin, MigrationMixin, ConsumerPersistenceMixin,
-                           GroupPersistenceMixin):
+@dataclass(slots=True)
+class GroupDescription:
+    group_id: str
+    state: str
+    protocol_type: str
+    protocol_data: str
+    # (member id, instance id, client id, client host, metadata, assignment)
+    members: list[tuple[str, str | None, str, str, bytes, bytes]]
+
+
+class GroupMetadataManager:
     """Every group (classic and consumer) of one `__consumer_offsets` partition."""
 
     def __init__(self, config: CoordinatorConfig, scheduler: Scheduler, writer: RecordWriter,
@@ -68,6 +65,17 @@ class GroupMetadataManager(ClassicSyncMixin, ConsumerGroupMixin, MigrationMixin,
                  group_status: Callable[[str], ErrorCode] | None = None, topics: Any = None) -> None:
         self.config = config
         self.scheduler = scheduler
+        self.time_ms = time_ms
+        # NONE when this broker serves the group, else NOT_COORDINATOR / COORDINATOR_LOAD_IN_PROGRESS.
+        self.group_status = group_status or (lambda _g: ErrorCode.NONE)
+        self.groups: dict[str, ClassicGroup] = {}
+        self.consumer_groups: dict[str, ConsumerGroup] = {}
+        # The consumer-group records last written to the log, per group (what a change is diffed with).
+        self.consumer_written: dict[str, dict[bytes, bytes]] = {}
+        # The partition's committed offsets (owned by the OffsetMetadataManager; read here).
+        self.offsets = offsets
+        # The topics image (`topic(name)`, `topic_by_id(id)`, `topics()`): what consumer groups subscribe to.
+        self.topics = topics
         # Appends that failed so far: an operation that sees this move knows to undo its change.
         self.failed_appends = 0
 
@@ -78,377 +86,44 @@ class GroupMetadataManager(ClassicSyncMixin, ConsumerGroupMixin, MigrationMixin,
             return error
 
         self.writer: RecordWriter = write
-        self.time_ms = time_ms
-        # NONE when this broker serves the group (partition hosted and loaded), else
-        # NOT_COORDINATOR / COORDINATOR_LOAD_IN_PROGRESS.
-        self.group_status = group_status or (lambda _g: ErrorCode.NONE)
-        self.groups: dict[str, ClassicGroup] = {}
-        self.consumer_groups: dict[str, ConsumerGroup] = {}
-        # The consumer-group records last written to the log, per group (what a change is diffed with).
-        self.consumer_written: dict[str, dict[bytes, bytes]] = {}
-        # The partition's committed offsets (owned by the OffsetMetadataManager; read here: an empty
-        # group with offsets is kept).
-        self.offsets = offsets
-        # The topics image (`topic(name)`, `topic_by_id(id)`, `topics()`): what consumer groups subscribe to.
-        self.topics = topics
+        self.classic = ClassicGroupProtocol(self)
+        self.consumer = ConsumerGroupProtocol(self)
+        self.migration = GroupMigration(self)
+        self.classic_persistence = ClassicGroupPersistence(self)
+        self.consumer_persistence = ConsumerGroupPersistence(self)
 
-    # -- JoinGroup -----------------------------------------------------------------------------------
+    # -- requests ------------------------------------------------------------------------------------
 
-    def join_group(
-        self, group_id: str, member_id: str, group_instance_id: str | None, protocol_type: str,
-        protocols: list[tuple[str, bytes]], session_timeout_ms: int, rebalance_timeout_ms: int,
-        client_id: str, client_host: str, require_known_member_id: bool, respond: Callable[[JoinResult], None],
-        supports_skip_assignment: bool = False,
-    ) -> None:
-        """Answer through `respond`, now or when the join phase completes."""
-        error = self.group_status(group_id)
-        if error == ErrorCode.NONE and not group_id:
-            error = ErrorCode.INVALID_GROUP_ID
-        if error == ErrorCode.NONE and not (
-            self.config.min_session_timeout_ms <= session_timeout_ms <= self.config.max_session_timeout_ms
-        ):
-            error = ErrorCode.INVALID_SESSION_TIMEOUT
-        if error != ErrorCode.NONE:
-            respond(JoinResult(error, member_id))
-            return
-        consumer_group = self.consumer_groups.get(group_id)
-        if consumer_group is not None:
-            if not consumer_group.is_empty():
-                if self.config.consumer_migration_policy == "disabled":
-                    # No mixed groups: Kafka's answer to a join it cannot take.
-                    respond(JoinResult(ErrorCode.INCONSISTENT_GROUP_PROTOCOL, UNKNOWN_MEMBER_ID))
-                    return
-                # A classic member inside a consumer group (kbroker.coord.migration): answered at once.
-                respond(self.classic_join_to_consumer_group(
-                    consumer_group, member_id, group_instance_id, protocol_type, protocols, session_timeout_ms,
-                    rebalance_timeout_ms, client_id, client_host, require_known_member_id))
-                return
-            # An empty consumer group becomes a classic group, keeping its committed offsets.
-            write_error = self.delete_consumer_group_records(group_id)
-            if write_error != ErrorCode.NONE:
-                respond(JoinResult(map_append_error(write_error), member_id))
-                return
-            del self.consumer_groups[group_id]
-        group = self.groups.get(group_id)
-        unknown = member_id == UNKNOWN_MEMBER_ID
-        created = False
-        if group is None:
-            if not unknown:
-                respond(JoinResult(ErrorCode.UNKNOWN_MEMBER_ID, member_id))
-                return
-            group = self.groups[group_id] = ClassicGroup(group_id, state_timestamp_ms=self.time_ms())
-            created = True
-        if unknown and group.state not in (S.EMPTY, S.DEAD) and \
-                len(group.members) + len(group.pending_members) >= self.config.max_size:
-            respond(JoinResult(ErrorCode.GROUP_MAX_SIZE_REACHED, member_id))
-            return
-        args = _JoinArgs(group_instance_id, protocol_type, protocols, session_timeout_ms, rebalance_timeout_ms,
-                         client_id, client_host, require_known_member_id, supports_skip_assignment)
-        if unknown:
-            self._join_new_member(group, args, respond)
-        else:
-            self._join_existing_member(group, member_id, args, respond)
-        if created and group.is_empty() and not group.pending_members and not self.offsets.has_offsets(group_id):
-            del self.groups[group_id]
+    def join_group(self, group_id: str, member_id: str, group_instance_id: str | None, protocol_type: str,
+                   protocols: list[tuple[str, bytes]], session_timeout_ms: int, rebalance_timeout_ms: int,
+                   client_id: str, client_host: str, require_known_member_id: bool,
+                   respond: Callable[[JoinResult], None], supports_skip_assignment: bool = False) -> None:
+        self.classic.join_group(group_id, member_id, group_instance_id, protocol_type, protocols,
+                                session_timeout_ms, rebalance_timeout_ms, client_id, client_host,
+                                require_known_member_id, respond, supports_skip_assignment)
 
-    def _join_new_member(self, group: ClassicGroup, a: _JoinArgs, respond: Callable[[JoinResult], None]) -> None:
-        if group.state == S.DEAD:
-            respond(JoinResult(ErrorCode.COORDINATOR_NOT_AVAILABLE, UNKNOWN_MEMBER_ID))
-            return
-        if not group.supports_protocols(a.protocol_type, a.protocols):
-            respond(JoinResult(ErrorCode.INCONSISTENT_GROUP_PROTOCOL, UNKNOWN_MEMBER_ID))
-            return
-        new_id = f"{a.client_id}-{uuid.uuid4()}"
-        if a.group_instance_id is not None:
-            existing = group.static_member_id(a.group_instance_id)
-            if existing is not None:
-                self._update_static_member(group, existing, new_id, a, respond)
-                return
-        elif a.require_known_member_id:
-            # KIP-394: hand out the member id first; the member joins for real with it.
-            group.pending_members.add(new_id)
-            self.schedule_heartbeat(group, new_id, a.session_timeout_ms)
-            respond(JoinResult(ErrorCode.MEMBER_ID_REQUIRED, new_id))
-            return
-        self._add_member_and_rebalance(group, new_id, a, respond)
-
-    def _join_existing_member(self, group: ClassicGroup, member_id: str, a: _JoinArgs,
-                              respond: Callable[[JoinResult], None]) -> None:
-        if group.state == S.DEAD:
-            respond(JoinResult(ErrorCode.COORDINATOR_NOT_AVAILABLE, member_id))
-            return
-        if not group.supports_protocols(a.protocol_type, a.protocols):
-            respond(JoinResult(ErrorCode.INCONSISTENT_GROUP_PROTOCOL, member_id))
-            return
-        if member_id in group.pending_members:
-            self._add_member_and_rebalance(group, member_id, a, respond)
-            return
-        try:
-            group.validate_member(member_id, a.group_instance_id)
-        except KafkaError as e:
-            respond(JoinResult(e.error_code, member_id))
-            return
-        member = group.member(member_id)
-        if group.state == S.PREPARING_REBALANCE:
-            self._update_member_and_rebalance(group, member, a, respond, "member rejoined")
-        elif group.state == S.COMPLETING_REBALANCE:
-            if member.matches(a.protocols):
-                # The member lost its JoinGroup response: send it again.
-                respond(self._current_join_result(group, member))
-            else:
-                self._update_member_and_rebalance(group, member, a, respond, "member changed protocols")
-        elif group.state == S.STABLE:
-            if group.is_leader(member_id) or not member.matches(a.protocols):
-                self._update_member_and_rebalance(group, member, a, respond, "leader or changed member rejoined")
-            else:
-                respond(JoinResult(ErrorCode.NONE, member_id, group.generation_id, group.protocol_type,
-                                   group.protocol_name, group.leader_id or ""))
-        else:
-            respond(JoinResult(ErrorCode.UNKNOWN_MEMBER_ID, member_id))
-
-    def _current_join_result(self, group: ClassicGroup, member: ClassicGroupMember) -> JoinResult:
-        members = self._member_list(group) if group.is_leader(member.member_id) else []
-        return JoinResult(ErrorCode.NONE, member.member_id, group.generation_id, group.protocol_type,
-                          group.protocol_name, group.leader_id or "", False, members)
-
-    @staticmethod
-    def _member_list(group: ClassicGroup) -> list[tuple[str, str | None, bytes]]:
-        return [(m.member_id, m.group_instance_id, m.metadata(group.protocol_name)) for m in group.members.values()]
-
-    def _add_member_and_rebalance(self, group: ClassicGroup, member_id: str, a: _JoinArgs,
-                                  respond: Callable[[JoinResult], None]) -> None:
-        member = ClassicGroupMember(member_id, a.group_instance_id, a.client_id, a.client_host,
-                                    a.rebalance_timeout_ms, a.session_timeout_ms, a.protocol_type,
-                                    list(a.protocols), is_new=True)
-        if group.state == S.PREPARING_REBALANCE and group.previous_state == S.EMPTY:
-            group.new_member_added = True
-        group.add(member, respond)
-        group.pending_members.discard(member_id)
-        # A new member that never completes its join is expired after this long.
-        self.schedule_heartbeat(group, member_id, self.config.new_member_join_timeout_ms)
-        self._maybe_prepare_rebalance_or_complete_join(group, f"adding new member {member_id}")
-
-    def _update_member_and_rebalance(self, group: ClassicGroup, member: ClassicGroupMember, a: _JoinArgs,
-                                     respond: Callable[[JoinResult], None], reason: str) -> None:
-        if member.await_join is not None:
-            # A second JoinGroup while the first still waits: the first is answered now.
-            member.await_join(JoinResult(ErrorCode.REBALANCE_IN_PROGRESS, member.member_id))
-        group.update_member(member, list(a.protocols), a.rebalance_timeout_ms, a.session_timeout_ms, respond)
-        self._maybe_prepare_rebalance_or_complete_join(group, reason)
-
-    def _update_static_member(self, group: ClassicGroup, old_id: str, new_id: str, a: _JoinArgs,
-                              respond: Callable[[JoinResult], None]) -> None:
-        """KIP-345: a restarted static member takes over its old identity without a rebalance
-        unless the group's protocol would change."""
-        old_leader = group.leader_id
-        member = group.replace_static_member(a.group_instance_id or "", old_id, new_id)
-        self.scheduler.cancel(heartbeat_key(group.group_id, old_id))
-        self.schedule_heartbeat(group, new_id, a.session_timeout_ms)
-        old_state = (list(member.protocols), member.rebalance_timeout_ms, member.session_timeout_ms)
-        if group.state == S.PREPARING_REBALANCE:
-            group.update_member(member, list(a.protocols), a.rebalance_timeout_ms, a.session_timeout_ms, respond)
-            self._maybe_complete_join_phase(group)
-            return
-        group.update_member(member, list(a.protocols), a.rebalance_timeout_ms, a.session_timeout_ms, None)
-        if group.state == S.COMPLETING_REBALANCE:
-            # The leader may be assigning to the old member id: start over.
-            member.await_join = respond
-            self._prepare_rebalance(group, f"static member {a.group_instance_id} rejoined while completing")
-            return
-        if group.state == S.STABLE and group.select_protocol() == group.protocol_name:
-            error = self._store_group(group)
-            if error != ErrorCode.NONE:
-                group.replace_static_member(a.group_instance_id or "", new_id, old_id)
-                member.protocols, member.rebalance_timeout_ms, member.session_timeout_ms = old_state
-                respond(JoinResult(map_append_error(error), UNKNOWN_MEMBER_ID))
-                return
-            is_leader = group.is_leader(new_id)
-            if is_leader and a.supports_skip_assignment:
-                # KIP-814: the leader learns the members but must not compute a new assignment.
-                respond(JoinResult(ErrorCode.NONE, new_id, group.generation_id, group.protocol_type,
-                                   group.protocol_name, new_id, True, self._member_list(group)))
-            else:
-                # The old leader id is returned so that the rejoined member does not assign.
-                respond(JoinResult(ErrorCode.NONE, new_id, group.generation_id, group.protocol_type,
-                                   group.protocol_name, old_leader or ""))
-            return
-        member.await_join = respond
-        self._prepare_rebalance(group, f"static member {a.group_instance_id} changed protocols")
-
-    # -- the join phase ------------------------------------------------------------------------------
-
-    def _maybe_prepare_rebalance_or_complete_join(self, group: ClassicGroup, reason: str) -> None:
-        if group.can_rebalance():
-            self._prepare_rebalance(group, reason)
-        else:
-            self._maybe_complete_join_phase(group)
-
-    def _prepare_rebalance(self, group: ClassicGroup, reason: str) -> None:
-        if group.state == S.COMPLETING_REBALANCE:
-            self._reset_and_propagate_assignment_with_error(group, ErrorCode.REBALANCE_IN_PROGRESS)
-        self.scheduler.cancel(sync_key(group.group_id))
-        initial = group.state == S.EMPTY
-        group.transition_to(S.PREPARING_REBALANCE, self.time_ms())
-        log.info("Preparing to rebalance group %s in state %s with old generation %d (reason: %s)",
-                 group.group_id, group.state, group.generation_id, reason)
-        if initial:
-            # group.initial.rebalance.delay.ms: wait for more members of a new group, in steps, up to
-            # the rebalance timeout.
-            delay = self.config.initial_rebalance_delay_ms
-            remaining = max(group.rebalance_timeout_ms() - delay, 0)
-            self._schedule_initial(group.group_id, delay, remaining)
-        else:
-            self._maybe_complete_join_else_schedule(group)
-
-    def _schedule_initial(self, group_id: str, delay: int, remaining: int) -> None:
-        self.scheduler.schedule(join_key(group_id), delay,
-                                lambda: self._try_complete_initial_rebalance(group_id, delay, remaining))
-
-    def _try_complete_initial_rebalance(self, group_id: str, delay: int, remaining: int) -> None:
-        group = self.groups.get(group_id)
-        if group is None or group.state != S.PREPARING_REBALANCE:
-            return
-        if group.new_member_added and remaining != 0:
-            group.new_member_added = False
-            self._schedule_initial(group_id, min(self.config.initial_rebalance_delay_ms, remaining),
-                                   max(remaining - delay, 0))
-        else:
-            self._complete_join(group)
-
-    def _maybe_complete_join_else_schedule(self, group: ClassicGroup) -> None:
-        if group.state == S.PREPARING_REBALANCE and group.has_all_members_joined():
-            self.scheduler.cancel(join_key(group.group_id))
-            self._complete_join(group)
-        else:
-            self._schedule_join_timeout(group)
-
-    def _schedule_join_timeout(self, group: ClassicGroup) -> None:
-        gid = group.group_id
-        self.scheduler.schedule(join_key(gid), group.rebalance_timeout_ms(), lambda: self._on_join_timeout(gid))
-
-    def _on_join_timeout(self, group_id: str) -> None:
-        group = self.groups.get(group_id)
-        if group is not None:
-            self._complete_join(group)
-
-    def _maybe_complete_join_phase(self, group: ClassicGroup) -> None:
-        # A new group keeps waiting for its initial rebalance delay even when everyone has joined.
-        if group.state == S.PREPARING_REBALANCE and group.has_all_members_joined() \
-                and group.previous_state != S.EMPTY:
-            self.scheduler.cancel(join_key(group.group_id))
-            self._complete_join(group)
-
-    def _complete_join(self, group: ClassicGroup) -> None:
-        if group.state != S.PREPARING_REBALANCE:
-            return
-        # Dynamic members that did not rejoin are dropped; static ones (KIP-345) stay until their
-        # session expires, so a restarting static member does not lose its place.
-        for member in [m for m in group.members.values() if not m.is_awaiting_join and not m.is_static]:
-            log.info("Member %s of group %s did not rejoin in time: removed", member.member_id, group.group_id)
-            self._remove_member(group, member)
-        if group.members and not group.maybe_elect_new_joined_leader():
-            # Nobody rejoined: wait for the session timeouts to remove the silent members.
-            self._schedule_join_timeout(group)
-            return
-        group.init_next_generation(self.time_ms())
-        if group.state == S.EMPTY:
-            error = self._store_group(group)
-            if error != ErrorCode.NONE:
-                log.warning("Failed to write the empty state of group %s: %s", group.group_id, error.name)
-            return
-        members = self._member_list(group)
-        for member in group.members.values():
-            callback, member.await_join = member.await_join, None
-            result = JoinResult(ErrorCode.NONE, member.member_id, group.generation_id, group.protocol_type,
-                                group.protocol_name, group.leader_id or "", False,
-                                members if group.is_leader(member.member_id) else [])
-            self.schedule_heartbeat(group, member.member_id, member.session_timeout_ms)
-            member.is_new = False
-            group.pending_sync_members.add(member.member_id)
-            if callback is not None:
-                callback(result)
-        gid, generation = group.group_id, group.generation_id
-        self.scheduler.schedule(sync_key(gid), group.rebalance_timeout_ms(),
-                                lambda: self._on_sync_timeout(gid, generation))
-
-    def _on_sync_timeout(self, group_id: str, generation: int) -> None:
-        group = self.groups.get(group_id)
-        if group is None or group.generation_id != generation or not group.pending_sync_members:
-            return
-        if group.state in (S.COMPLETING_REBALANCE, S.STABLE):
-            for member_id in list(group.pending_sync_members):
-                member = group.members.get(member_id)
-                if member is not None:
-                    self._remove_member(group, member)
-            self._prepare_rebalance(group, "members did not send SyncGroup in time")
-
-    def _remove_member(self, group: ClassicGroup, member: ClassicGroupMember) -> None:
-        """Drop a member, answering whatever it still waits in (Kafka answers UNKNOWN_MEMBER_ID)."""
-        callback, member.await_join = member.await_join, None
-        sync_callback, member.await_sync = member.await_sync, None
-        group.remove(member.member_id)
-        self.scheduler.cancel(heartbeat_key(group.group_id, member.member_id))
-        if callback is not None:
-            callback(JoinResult(ErrorCode.UNKNOWN_MEMBER_ID, UNKNOWN_MEMBER_ID))
-        if sync_callback is not None:
-            sync_callback(SyncResult(ErrorCode.UNKNOWN_MEMBER_ID))
-
-    def _remove_member_and_update_group(self, group: ClassicGroup, member: ClassicGroupMember, reason: str) -> None:
-        self._remove_member(group, member)
-        log.info("Member %s left group %s (%s)", member.member_id, group.group_id, reason)
-        if group.state in (S.STABLE, S.COMPLETING_REBALANCE):
-            self._prepare_rebalance(group, reason)
-        elif group.state == S.PREPARING_REBALANCE and group.has_all_members_joined():
-            self.scheduler.cancel(join_key(group.group_id))
-            self._complete_join(group)
-
-    # -- heartbeats and session expiry ---------------------------------------------------------------
-
-    def schedule_heartbeat(self, group: ClassicGroup, member_id: str, timeout_ms: int) -> None:
-        gid = group.group_id
-        self.scheduler.schedule(heartbeat_key(gid, member_id), timeout_ms,
-                                lambda: self._on_heartbeat_expired(gid, member_id))
-
-    def _on_heartbeat_expired(self, group_id: str, member_id: str) -> None:
-        group = self.groups.get(group_id)
-        if group is None:
-            return
-        if member_id in group.pending_members:
-            group.pending_members.discard(member_id)
-            self._maybe_complete_join_phase(group)
-            return
-        member = group.members.get(member_id)
-        if member is not None and not member.has_satisfied_heartbeat():
-            self._remove_member_and_update_group(group, member, "session timeout expired")
+    def sync_group(self, group_id: str, generation_id: int, member_id: str, group_instance_id: str | None,
+                   protocol_type: str | None, protocol_name: str | None, assignments: dict[str, bytes],
+                   respond: Callable[[SyncResult], None]) -> None:
+        self.classic.sync_group(group_id, generation_id, member_id, group_instance_id, protocol_type,
+                                protocol_name, assignments, respond)
 
     def heartbeat(self, group_id: str, generation_id: int, member_id: str, group_instance_id: str | None) -> ErrorCode:
-        error = self.group_status(group_id)
-        if error != ErrorCode.NONE:
-            return error
-        group = self.groups.get(group_id)
-        if group is None:
-            consumer_group = self.consumer_groups.get(group_id)
-            if consumer_group is not None:
-                return self.classic_heartbeat_to_consumer_group(consumer_group, generation_id, member_id,
-                                                                group_instance_id)
-            return ErrorCode.UNKNOWN_MEMBER_ID
-        if group.state == S.DEAD:
-            return ErrorCode.COORDINATOR_NOT_AVAILABLE
-        try:
-            group.validate_member(member_id, group_instance_id)
-        except KafkaError as e:
-            return e.error_code
-        if generation_id != group.generation_id:
-            return ErrorCode.ILLEGAL_GENERATION
-        if group.state == S.EMPTY:
-            return ErrorCode.UNKNOWN_MEMBER_ID
-        member = group.member(member_id)
-        self.schedule_heartbeat(group, member_id, member.session_timeout_ms)
-        if group.state == S.PREPARING_REBALANCE:
-            return ErrorCode.REBALANCE_IN_PROGRESS
-        return ErrorCode.NONE
+        return self.classic.heartbeat(group_id, generation_id, member_id, group_instance_id)
 
-    # -- DescribeGroups / ListGroups / DeleteGroups ---------------------------------------------------
+    def leave_group(self, group_id: str, members: list[tuple[str, str | None]]) -> tuple[ErrorCode, list[ErrorCode]]:
+        return self.classic.leave_group(group_id, members)
+
+    def consumer_group_heartbeat(self, req: HeartbeatRequestData) -> HeartbeatResult:
+        return self.consumer.consumer_group_heartbeat(req)
+
+    def consumer_group_describe(self, group_id: str) -> tuple[ErrorCode, str | None, ConsumerGroup | None]:
+        return self.consumer.consumer_group_describe(group_id)
+
+    def preferred_assignor(self, group: ConsumerGroup) -> str:
+        return self.consumer.preferred_assignor(group)
+
+    # -- DescribeGroups / ListGroups -----------------------------------------------------------------
 
     def describe_group(self, group_id: str) -> tuple[ErrorCode, GroupDescription]:
         error = self.group_status(group_id)
@@ -478,29 +153,35 @@ class GroupMetadataManager(ClassicSyncMixin, ConsumerGroupMixin, MigrationMixin,
         return sorted(entry for entry in listed if self.group_status(entry[0]) == ErrorCode.NONE
                       and (not wanted_states or entry[2].lower() in wanted_states))
 
+    # -- what the offset manager and the shard need ---------------------------------------------------
 
-@dataclass(slots=True)
-class GroupDescription:
-    group_id: str
-    state: str
-    protocol_type: str
-    protocol_data: str
-    # (member id, instance id, client id, client host, metadata, assignment)
-    members: list[tuple[str, str | None, str, str, bytes, bytes]]
+    def schedule_heartbeat(self, group: ClassicGroup, member_id: str, timeout_ms: int) -> None:
+        self.classic.schedule_heartbeat(group, member_id, timeout_ms)
+
+    def validate_consumer_offset_commit(self, group: ConsumerGroup, member_id: str, member_epoch: int,
+                                        api_version: int, partitions: list[tuple[str, int]]) -> list[ErrorCode]:
+        return self.consumer.validate_consumer_offset_commit(group, member_id, member_epoch, api_version, partitions)
+
+    def validate_offset_fetch(self, group_id: str, member_id: str | None, member_epoch: int) -> ErrorCode:
+        return self.consumer.validate_offset_fetch(group_id, member_id, member_epoch)
+
+    def delete_consumer_group_records(self, group_id: str) -> ErrorCode:
+        return self.consumer_persistence.delete_consumer_group_records(group_id)
+
+    def replay_group_metadata(self, group_id: str, value: GroupMetadataValue | None) -> None:
+        self.classic_persistence.replay_group_metadata(group_id, value)
+
+    def replay_consumer_record(self, key: ConsumerGroupRecordKey, value: bytes | memoryview | None) -> None:
+        self.consumer_persistence.replay_consumer_record(key, value)
+
+    def start_member_sessions(self, group_ids: list[str]) -> None:
+        self.classic_persistence.start_member_sessions(group_ids)
+
+    def unload_all(self) -> None:
+        self.classic_persistence.unload_all()
+
+    def topic_name(self, topic_id: uuid.UUID) -> str | None:
+        return self.consumer.topic_name(topic_id)
 
 
-@dataclass(slots=True)
-class _JoinArgs:
-    group_instance_id: str | None
-    protocol_type: str
-    protocols: list[tuple[str, bytes]]
-    session_timeout_ms: int
-    rebalance_timeout_ms: int
-    client_id: str
-    client_host: str
-    require_known_member_id: bool
-    supports_skip_assignment: bool
-
-
-__all__ = ["GroupMetadataManager", "GroupDescription", "CoordinatorConfig", "Scheduler", "RecordWriter", "map_append_error",
-           "NO_GENERATION"]
+__all__ = ["GroupDescription", "GroupMetadataManager"]

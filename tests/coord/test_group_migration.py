@@ -244,7 +244,7 @@ def test_mixed_group_survives_a_restart_from_its_records() -> None:
         decoded = decode_key(key)
         if isinstance(decoded, ConsumerGroupRecordKey):
             fresh.group_manager.replay_consumer_record(decoded, value)
-    fresh.group_manager.finish_consumer_load(["g"])
+    fresh.group_manager.consumer_persistence.finish_consumer_load(["g"])
     group = fresh.consumer_groups["g"]
     before = h.group()
     assert set(group.members) == set(before.members)
