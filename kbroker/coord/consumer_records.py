@@ -214,7 +214,10 @@ def replay(groups: dict[str, ConsumerGroup], key: ConsumerGroupRecordKey, value:
             member.rebalance_timeout_ms = v.rebalance_timeout_ms
             member.server_assignor = v.server_assignor
             c = v.classic_member_metadata
-            member.classic = None if c is None else ClassicMemberMetadata(
+            # Kafka writes a consumer-protocol member's ClassicMemberMetadata as an explicit null; an
+            # absent tag reads as the field's default, an empty struct (kbroker wrote records without
+            # the tag before it used the generated codecs): no protocols means not a classic member.
+            member.classic = None if c is None or not c.supported_protocols else ClassicMemberMetadata(
                 c.session_timeout_ms, [(p.name, bytes(p.metadata)) for p in c.supported_protocols])
         elif isinstance(v, ConsumerGroupCurrentMemberAssignmentValue):
             member.member_epoch, member.previous_member_epoch = v.member_epoch, v.previous_member_epoch

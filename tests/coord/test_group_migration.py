@@ -277,3 +277,17 @@ def test_classic_member_metadata_bytes_match_kafka() -> None:
     # Kafka stored "" as the regex of this member; with the same fields kbroker writes the same bytes.
     assert (c1.client_host, c1.rebalance_timeout_ms, c1.subscribed_topic_regex) == ("/127.0.0.1", 300000, "")
     assert member_metadata_value(c1) == KAFKA_CLASSIC_MEMBER
+    # A consumer-protocol member: Kafka writes ClassicMemberMetadata as an explicit null (tag 0, one
+    # zero byte); so does kbroker since its records come from the generated codecs.
+    assert member_metadata_value(n1) == KAFKA_CONSUMER_MEMBER
+
+
+def test_member_record_without_the_classic_tag_is_a_consumer_member() -> None:
+    """Records written by kbroker before the generated codecs left tag 0 out for a consumer-protocol
+    member; the generated reader gives the field's default (an empty struct) then, which must still
+    read as "not a classic member"."""
+    old_format = KAFKA_CONSUMER_MEMBER[:-4] + b"\x00"  # the same fields, no tagged field at all
+    groups: dict[str, Any] = {}
+    replay(groups, ConsumerGroupRecordKey(MEMBER_METADATA, "mg", "n1"), old_format)
+    member = groups["mg"].members["n1"]
+    assert member.classic is None and member.client_host == "/127.0.0.1"
