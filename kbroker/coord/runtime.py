@@ -84,7 +84,7 @@ class LoopScheduler:
         return len(self._timers)
 
 
-def _setting(config: Any, key: str, default: Any) -> Any:
+def setting(config: Any, key: str, default: Any) -> Any:
     try:
         value = config[key]
     except (KeyError, TypeError):
@@ -94,17 +94,17 @@ def _setting(config: Any, key: str, default: Any) -> Any:
 
 def coordinator_config(config: Any) -> CoordinatorConfig:
     return CoordinatorConfig(
-        initial_rebalance_delay_ms=int(_setting(config, "group.initial.rebalance.delay.ms", 3000)),
-        min_session_timeout_ms=int(_setting(config, "group.min.session.timeout.ms", 6000)),
-        max_session_timeout_ms=int(_setting(config, "group.max.session.timeout.ms", 1800000)),
-        max_size=int(_setting(config, "group.max.size", 2**31 - 1)),
-        offsets_retention_ms=int(_setting(config, "offsets.retention.minutes", 10080)) * 60_000,
-        offset_metadata_max_bytes=int(_setting(config, "offset.metadata.max.bytes", 4096)),
-        consumer_session_timeout_ms=int(_setting(config, "group.consumer.session.timeout.ms", 45000)),
-        consumer_heartbeat_interval_ms=int(_setting(config, "group.consumer.heartbeat.interval.ms", 5000)),
-        consumer_max_size=int(_setting(config, "group.consumer.max.size", 2**31 - 1)),
-        consumer_assignors=_assignor_names(_setting(config, "group.consumer.assignors", ["uniform", "range"])),
-        consumer_migration_policy=str(_setting(config, "group.consumer.migration.policy", "bidirectional")).lower(),
+        initial_rebalance_delay_ms=int(setting(config, "group.initial.rebalance.delay.ms", 3000)),
+        min_session_timeout_ms=int(setting(config, "group.min.session.timeout.ms", 6000)),
+        max_session_timeout_ms=int(setting(config, "group.max.session.timeout.ms", 1800000)),
+        max_size=int(setting(config, "group.max.size", 2**31 - 1)),
+        offsets_retention_ms=int(setting(config, "offsets.retention.minutes", 10080)) * 60_000,
+        offset_metadata_max_bytes=int(setting(config, "offset.metadata.max.bytes", 4096)),
+        consumer_session_timeout_ms=int(setting(config, "group.consumer.session.timeout.ms", 45000)),
+        consumer_heartbeat_interval_ms=int(setting(config, "group.consumer.heartbeat.interval.ms", 5000)),
+        consumer_max_size=int(setting(config, "group.consumer.max.size", 2**31 - 1)),
+        consumer_assignors=_assignor_names(setting(config, "group.consumer.assignors", ["uniform", "range"])),
+        consumer_migration_policy=str(setting(config, "group.consumer.migration.policy", "bidirectional")).lower(),
     )
 
 

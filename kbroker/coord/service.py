@@ -37,9 +37,9 @@ from kbroker.coord.runtime import (
     LogLoader,
     LoopScheduler,
     ReplicaPartitionWriter,
-    _setting,
     coordinator_config,
     partition_for,
+    setting,
 )
 from kbroker.coord.shard import GroupCoordinatorShard
 from kbroker.protocol.errors import ErrorCode, KafkaError
@@ -77,7 +77,7 @@ class GroupCoordinatorService:
         self.scheduler = LoopScheduler(loop)
         writer = ReplicaPartitionWriter(
             self.replica_manager, GROUP_METADATA_TOPIC, lambda: self.time_ms(),
-            int(_setting(self.config, "offsets.commit.timeout.ms", 5000)),
+            int(setting(self.config, "offsets.commit.timeout.ms", 5000)),
             self._on_committed, self._on_write_failed)
         self.runtime = CoordinatorRuntime(writer, LogLoader(self.replica_manager, GROUP_METADATA_TOPIC),
                                           self._new_shard, self.scheduler)
@@ -88,7 +88,7 @@ class GroupCoordinatorService:
                 if self.replica_manager.get_partition(GROUP_METADATA_TOPIC, p) is not None \
                         and self.runtime.schedule_load(p):
                     loop.call_soon(self.runtime.run_load, p)
-        interval = int(_setting(self.config, "offsets.retention.check.interval.ms", 600000))
+        interval = int(setting(self.config, "offsets.retention.check.interval.ms", 600000))
         self._schedule_expiry(loop, interval)
 
     def _new_shard(self, partition: int, timer: CoordinatorTimer,
@@ -145,7 +145,7 @@ class GroupCoordinatorService:
         info = self.metadata.topic(GROUP_METADATA_TOPIC)
         if info is not None:
             return int(info.num_partitions)
-        return int(_setting(self.config, "offsets.topic.num.partitions", 50))
+        return int(setting(self.config, "offsets.topic.num.partitions", 50))
 
     def partition_for(self, group_id: str) -> int:
         return partition_for(group_id, self.num_partitions())
@@ -174,11 +174,11 @@ class GroupCoordinatorService:
         """Create `__consumer_offsets` on first use, as Kafka's FindCoordinator does."""
         if self.metadata.topic(GROUP_METADATA_TOPIC) is not None:
             return ErrorCode.NONE
-        partitions = int(_setting(self.config, "offsets.topic.num.partitions", 50))
+        partitions = int(setting(self.config, "offsets.topic.num.partitions", 50))
         configs = {
             "cleanup.policy": "compact",
             "compression.type": "producer",
-            "segment.bytes": str(int(_setting(self.config, "offsets.topic.segment.bytes", 104857600))),
+            "segment.bytes": str(int(setting(self.config, "offsets.topic.segment.bytes", 104857600))),
         }
         try:
             # offsets.topic.replication.factor is capped at the single node we have (docs/consumer-groups.md).
