@@ -109,3 +109,22 @@ def test_replica_writer_reports_the_commit_when_the_purgatory_completes() -> Non
         assert failed == [(1, 3, ErrorCode.REQUEST_TIMED_OUT)]
 
     asyncio.run(run())
+
+
+def test_answers_are_values_when_committed_and_futures_otherwise() -> None:
+    """The service's answers: `then` / `gather` build the response at once from values, and from
+    futures when they complete (in request order)."""
+    from kbroker.coord.service import gather, then
+
+    assert then(3, lambda v: v + 1) == 4
+    assert gather([1, 2]) == [1, 2]
+
+    async def run() -> None:
+        loop = asyncio.get_running_loop()
+        first: asyncio.Future[int] = loop.create_future()
+        combined = then(gather([first, 2]), lambda values: sum(values))
+        assert isinstance(combined, asyncio.Future) and not combined.done()
+        first.set_result(40)
+        assert await combined == 42
+
+    asyncio.run(run())
