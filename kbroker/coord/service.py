@@ -26,6 +26,7 @@ import logging
 from collections.abc import Callable
 from typing import Any, TypeAlias, TypeVar, Union
 
+from kbroker.coord.config import map_append_error
 from kbroker.coord.consumer_coordinator import HeartbeatRequestData, HeartbeatResult
 from kbroker.coord.consumer_group import ConsumerGroup
 from kbroker.coord.coordinator_runtime import CoordinatorRuntime, CoordinatorTimer, Record
@@ -102,7 +103,9 @@ class GroupCoordinatorService:
 
     def _on_write_failed(self, partition: int, offset: int, error: ErrorCode) -> None:
         if self.runtime is not None:
-            self.runtime.on_write_failed(partition, offset, error)
+            # As Kafka's normalizeException: a timeout -> COORDINATOR_NOT_AVAILABLE, a lost leadership
+            # -> NOT_COORDINATOR (the client looks for the coordinator again).
+            self.runtime.on_write_failed(partition, offset, map_append_error(error))
 
     def _schedule_expiry(self, loop: asyncio.AbstractEventLoop, interval_ms: int) -> None:
         def run() -> None:

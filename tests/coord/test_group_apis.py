@@ -203,5 +203,13 @@ def test_offset_commit_is_answered_once_the_high_watermark_passes_it(tmp_path: P
         assert committed.topics[0].partitions[0].error_code == 0
         fetched = await fetch
         assert fetched.topics[0].partitions[0].committed_offset == 42
+        # A write that never commits (offsets.commit.timeout.ms passed): COORDINATOR_NOT_AVAILABLE.
+        late = asyncio.ensure_future(s.call(8, 8, _commit("g", -1, "", "orders", 43)))
+        await asyncio.sleep(0.05)
+        future, results = held[1]
+        key = next(iter(results))
+        results[key].error = E.REQUEST_TIMED_OUT
+        future.set_result(results)
+        assert (await late).topics[0].partitions[0].error_code == E.COORDINATOR_NOT_AVAILABLE
 
     run(tmp_path, body)
