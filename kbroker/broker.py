@@ -28,7 +28,7 @@ from kbroker.net import KafkaServer, ListenerEndpoint, SocketServerConfig
 if TYPE_CHECKING:
     from kbroker.api.context import BrokerServices
     from kbroker.api.dispatcher import ApiDispatcher
-    from kbroker.coord.runtime import GroupCoordinatorRuntime
+    from kbroker.coord.service import GroupCoordinatorService
     from kbroker.log.cleaner_manager import LogCleaner
     from kbroker.log.manager import LogManager
     from kbroker.metadata.cache import MetadataCache
@@ -71,7 +71,7 @@ class Broker:
         self.log_manager: LogManager | None = None
         self.metadata: MetadataCache | None = None
         self.replica_manager: ReplicaManager | None = None
-        self.group_coordinator: GroupCoordinatorRuntime | None = None
+        self.group_coordinator: GroupCoordinatorService | None = None
         self.dispatcher: ApiDispatcher | None = None
         self.server: KafkaServer | None = None
         self.cluster_id = ""

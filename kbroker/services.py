@@ -27,7 +27,7 @@ from kbroker.controller.legacy_migration import LEGACY_METADATA_FILE
 from kbroker.controller.local_controller import LocalController
 from kbroker.controller.metadata_log import ClusterMetadataLog
 from kbroker.coord.producer_id_manager import ProducerIdManager
-from kbroker.coord.runtime import GroupCoordinatorRuntime
+from kbroker.coord.service import GroupCoordinatorService
 from kbroker.log.cleaner_manager import LogCleaner
 from kbroker.log.config import LogConfig
 from kbroker.log.manager import LogManager
@@ -120,7 +120,7 @@ def _host_partitions(
         default_replication_factor=lambda: int(config["default.replication.factor"]),
         delete_topic_enable=lambda: bool(config["delete.topic.enable"]),
     )
-    group_coordinator = GroupCoordinatorRuntime(config, replica_manager, controller, cache, time_ms)
+    group_coordinator = GroupCoordinatorService(config, replica_manager, controller, cache, time_ms)
     loader.install_publishers([group_coordinator])
     # Replays __cluster_metadata (bootstrapping it, and migrating a legacy JSON image, on first start):
     # the replica manager hosts every local partition as the image is applied.

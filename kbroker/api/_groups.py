@@ -2,6 +2,8 @@
 
 Owns how a handler finds the group coordinator: the `group_coordinator` service, built by
 `kbroker.services.build_services` and started by the broker (or the test stack) before any request.
+The coordinator's answers are values when already committed, else loop futures: `then` / `gather`
+(from `kbroker.coord.service`) build the response now or when they complete, without a task.
 """
 
 from __future__ import annotations
@@ -11,20 +13,18 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 from kbroker.api.context import BrokerServices, RequestContext
-from kbroker.coord.coordinator import GroupCoordinator
-from kbroker.coord.runtime import GroupCoordinatorRuntime
+from kbroker.coord.service import GroupCoordinatorService, gather, then
 
 T = TypeVar("T")
 
+__all__ = ["callback_future", "client_host", "coordinator", "gather", "runtime", "then"]
 
-def runtime(services: BrokerServices) -> GroupCoordinatorRuntime:
+def runtime(services: BrokerServices) -> GroupCoordinatorService:
     return services.group_coordinator
 
 
-def coordinator(services: BrokerServices) -> GroupCoordinator:
-    rt = runtime(services)
-    assert rt.coordinator is not None
-    return rt.coordinator
+def coordinator(services: BrokerServices) -> GroupCoordinatorService:
+    return runtime(services)
 
 
 def callback_future(convert: Callable[[T], Any]) -> tuple[asyncio.Future[Any], Callable[[T], None]]:

@@ -7,12 +7,14 @@ assignment and its target assignment, by topic id and name.
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Any
 
-from kbroker.api._groups import coordinator
+from kbroker.api._groups import coordinator, gather, then
 from kbroker.api.context import BrokerServices, RequestContext
 from kbroker.coord.assignors import Assignment
 from kbroker.coord.consumer_coordinator import CLASSIC_MEMBER_TYPE, CONSUMER_MEMBER_TYPE
+from kbroker.coord.consumer_group import ConsumerGroup
 from kbroker.protocol.errors import ErrorCode
 from kbroker.protocol.messages.consumer_group_describe import (
     ConsumerGroupDescribeRequest,
@@ -33,7 +35,7 @@ def error_response(request: ConsumerGroupDescribeRequest, version: int, error: E
     return R(groups=[R.DescribedGroup(group_id=g, error_code=error) for g in request.group_ids])
 
 
-def handle(services: BrokerServices, ctx: RequestContext, header: Any, request: ConsumerGroupDescribeRequest) -> R:
+def handle(services: BrokerServices, ctx: RequestContext, header: Any, request: ConsumerGroupDescribeRequest) -> Any:
     coord = coordinator(services)
 
     def assignment(a: Assignment) -> Any:
@@ -43,15 +45,14 @@ def handle(services: BrokerServices, ctx: RequestContext, header: Any, request: 
         ])
 
     ops = GROUP_AUTHORIZED_OPERATIONS if request.include_authorized_operations else AUTHORIZED_OPERATIONS_OMITTED
-    groups = []
-    for gid in request.group_ids:
-        error, message, group = coord.consumer_group_describe(gid)
+
+    def described(gid: str, answer: tuple[ErrorCode, str | None, ConsumerGroup | None, str]) -> Any:
+        error, message, group, assignor_name = answer
         if group is None:
-            groups.append(R.DescribedGroup(group_id=gid, error_code=error, error_message=message))
-            continue
-        groups.append(R.DescribedGroup(
+            return R.DescribedGroup(group_id=gid, error_code=error, error_message=message)
+        return R.DescribedGroup(
             group_id=gid, error_code=ErrorCode.NONE, group_state=str(group.state), group_epoch=group.group_epoch,
-            assignment_epoch=group.target_assignment_epoch, assignor_name=coord.preferred_assignor(group),
+            assignment_epoch=group.target_assignment_epoch, assignor_name=assignor_name,
             authorized_operations=ops,
             members=[
                 R.Member(member_id=m.member_id, instance_id=m.instance_id, rack_id=m.rack_id,
@@ -63,5 +64,8 @@ def handle(services: BrokerServices, ctx: RequestContext, header: Any, request: 
                          member_type=CLASSIC_MEMBER_TYPE if m.classic is not None else CONSUMER_MEMBER_TYPE)
                 for m in group.members.values()
             ],
-        ))
-    return R(groups=groups)
+        )
+
+    answers = [then(coord.consumer_group_describe(gid), partial(described, gid))
+               for gid in request.group_ids]
+    return then(gather(answers), lambda groups: R(groups=groups))

@@ -11,9 +11,9 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
-from kbroker.api._groups import client_host, coordinator
+from kbroker.api._groups import client_host, coordinator, then
 from kbroker.api.context import BrokerServices, RequestContext
-from kbroker.coord.consumer_coordinator import HeartbeatRequestData
+from kbroker.coord.consumer_coordinator import HeartbeatRequestData, HeartbeatResult
 from kbroker.protocol.errors import ErrorCode
 from kbroker.protocol.messages.consumer_group_heartbeat import (
     ConsumerGroupHeartbeatRequest,
@@ -31,13 +31,13 @@ def error_response(request: ConsumerGroupHeartbeatRequest, version: int, error: 
     return R(error_code=error)
 
 
-def handle(services: BrokerServices, ctx: RequestContext, header: Any, request: ConsumerGroupHeartbeatRequest) -> R:
+def handle(services: BrokerServices, ctx: RequestContext, header: Any, request: ConsumerGroupHeartbeatRequest) -> Any:
     owned: dict[uuid.UUID, set[int]] | None = None
     if request.topic_partitions is not None:
         owned = {}
         for tp in request.topic_partitions:
             owned.setdefault(tp.topic_id, set()).update(tp.partitions)
-    result = coordinator(services).consumer_group_heartbeat(HeartbeatRequestData(
+    answer = coordinator(services).consumer_group_heartbeat(HeartbeatRequestData(
         group_id=request.group_id, member_id=request.member_id, member_epoch=request.member_epoch,
         instance_id=request.instance_id, rack_id=request.rack_id,
         rebalance_timeout_ms=request.rebalance_timeout_ms,
@@ -46,6 +46,10 @@ def handle(services: BrokerServices, ctx: RequestContext, header: Any, request: 
         server_assignor=request.server_assignor, owned=owned,
         client_id=header.client_id or "", client_host=client_host(ctx), api_version=header.api_version,
     ))
+    return then(answer, to_response)
+
+
+def to_response(result: HeartbeatResult) -> R:
     if result.error != ErrorCode.NONE:
         return R(error_code=result.error, error_message=result.message)
     assignment = None

@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     from kbroker.config import KafkaConfig
     from kbroker.controller.controller import Controller
     from kbroker.coord.producer_id_manager import ProducerIdManager
-    from kbroker.coord.runtime import GroupCoordinatorRuntime
+    from kbroker.coord.service import GroupCoordinatorService
     from kbroker.log.manager import LogManager
     from kbroker.metadata.cache import MetadataCache
     from kbroker.replica.replica_manager import ReplicaManager
@@ -108,7 +108,7 @@ class BrokerServices:
     controller: Controller
     producer_id_manager: ProducerIdManager
     replica_manager: ReplicaManager
-    group_coordinator: GroupCoordinatorRuntime
+    group_coordinator: GroupCoordinatorService
     cluster_id: str
     node_id: int
     time_ms: Clock = field(default=wall_clock_ms)

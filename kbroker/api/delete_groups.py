@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from kbroker.api._groups import coordinator
+from kbroker.api._groups import coordinator, then
 from kbroker.api.context import BrokerServices, RequestContext
 from kbroker.protocol.errors import ErrorCode
 from kbroker.protocol.messages.delete_groups import DeleteGroupsRequest, DeleteGroupsResponse
@@ -23,7 +23,7 @@ def error_response(request: DeleteGroupsRequest, version: int, error: ErrorCode)
     return R(results=[R.DeletableGroupResult(group_id=g, error_code=error) for g in request.groups_names])
 
 
-def handle(services: BrokerServices, ctx: RequestContext, header: Any, request: DeleteGroupsRequest) -> DeleteGroupsResponse:
+def handle(services: BrokerServices, ctx: RequestContext, header: Any, request: DeleteGroupsRequest) -> Any:
     names = list(request.groups_names)
-    errors = coordinator(services).delete_groups(names)
-    return R(results=[R.DeletableGroupResult(group_id=g, error_code=e) for g, e in zip(names, errors, strict=True)])
+    return then(coordinator(services).delete_groups(names), lambda errors: R(results=[
+        R.DeletableGroupResult(group_id=g, error_code=e) for g, e in zip(names, errors, strict=True)]))

@@ -10,8 +10,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from kbroker.api._groups import coordinator
+from kbroker.api._groups import coordinator, gather, then
 from kbroker.api.context import BrokerServices, RequestContext
+from kbroker.coord.group_metadata_manager import GroupDescription
 from kbroker.protocol.errors import ErrorCode
 from kbroker.protocol.messages.describe_groups import DescribeGroupsRequest, DescribeGroupsResponse
 
@@ -29,30 +30,26 @@ def error_response(request: DescribeGroupsRequest, version: int, error: ErrorCod
     return R(groups=[R.DescribedGroup(error_code=error, group_id=g) for g in request.groups])
 
 
-def handle(services: BrokerServices, ctx: RequestContext, header: Any,
-           request: DescribeGroupsRequest) -> DescribeGroupsResponse:
+def handle(services: BrokerServices, ctx: RequestContext, header: Any, request: DescribeGroupsRequest) -> Any:
     coord = coordinator(services)
     ops = GROUP_AUTHORIZED_OPERATIONS if request.include_authorized_operations else AUTHORIZED_OPERATIONS_OMITTED
-    groups = []
     version = header.api_version
-    for gid in request.groups:
-        if version >= 6 and coord.group_status(gid) == ErrorCode.NONE and gid not in coord.groups:
-            message = f"Group {gid} is not a classic group." if gid in coord.consumer_groups else \
-                f"Group {gid} not found."
-            groups.append(R.DescribedGroup(error_code=ErrorCode.GROUP_ID_NOT_FOUND, error_message=message,
-                                           group_id=gid, group_state="Dead"))
-            continue
-        error, d = coord.describe_group(gid)
-        if error != ErrorCode.NONE:
-            groups.append(R.DescribedGroup(error_code=error, group_id=gid))
-            continue
-        groups.append(R.DescribedGroup(
-            error_code=ErrorCode.NONE, group_id=gid, group_state=d.state, protocol_type=d.protocol_type,
-            protocol_data=d.protocol_data, authorized_operations=ops,
-            members=[
-                R.DescribedGroupMember(member_id=m, group_instance_id=i, client_id=c, client_host=h,
-                                       member_metadata=meta, member_assignment=assignment)
-                for m, i, c, h, meta, assignment in d.members
-            ],
-        ))
-    return R(groups=groups)
+    answers = [coord.describe_group(gid, not_classic_error=version >= 6) for gid in request.groups]
+    return then(gather(answers), lambda described: R(groups=[
+        described_group(gid, ops, *d) for gid, d in zip(request.groups, described, strict=True)]))
+
+
+def described_group(gid: str, ops: int, error: ErrorCode, message: str | None, d: GroupDescription) -> Any:
+    if message is not None:
+        return R.DescribedGroup(error_code=error, error_message=message, group_id=gid, group_state="Dead")
+    if error != ErrorCode.NONE:
+        return R.DescribedGroup(error_code=error, group_id=gid)
+    return R.DescribedGroup(
+        error_code=ErrorCode.NONE, group_id=gid, group_state=d.state, protocol_type=d.protocol_type,
+        protocol_data=d.protocol_data, authorized_operations=ops,
+        members=[
+            R.DescribedGroupMember(member_id=m, group_instance_id=i, client_id=c, client_host=h,
+                                   member_metadata=meta, member_assignment=assignment)
+            for m, i, c, h, meta, assignment in d.members
+        ],
+    )

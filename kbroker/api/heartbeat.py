@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from kbroker.api._groups import coordinator
+from kbroker.api._groups import coordinator, then
 from kbroker.api.context import BrokerServices, RequestContext
 from kbroker.protocol.errors import ErrorCode
 from kbroker.protocol.messages.heartbeat import HeartbeatRequest, HeartbeatResponse
@@ -21,7 +21,7 @@ def error_response(request: HeartbeatRequest, version: int, error: ErrorCode) ->
     return HeartbeatResponse(error_code=error)
 
 
-def handle(services: BrokerServices, ctx: RequestContext, header: Any, request: HeartbeatRequest) -> HeartbeatResponse:
+def handle(services: BrokerServices, ctx: RequestContext, header: Any, request: HeartbeatRequest) -> Any:
     instance_id = request.group_instance_id if header.api_version >= 3 else None
-    error = coordinator(services).heartbeat(request.group_id, request.generation_id, request.member_id, instance_id)
-    return HeartbeatResponse(error_code=error)
+    answer = coordinator(services).heartbeat(request.group_id, request.generation_id, request.member_id, instance_id)
+    return then(answer, lambda error: HeartbeatResponse(error_code=error))

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from kbroker.api._groups import coordinator
+from kbroker.api._groups import coordinator, then
 from kbroker.api.context import BrokerServices, RequestContext
 from kbroker.protocol.errors import ErrorCode
 from kbroker.protocol.messages.leave_group import LeaveGroupRequest, LeaveGroupResponse
@@ -21,13 +21,18 @@ def error_response(request: LeaveGroupRequest, version: int, error: ErrorCode) -
     return LeaveGroupResponse(error_code=error)
 
 
-def handle(services: BrokerServices, ctx: RequestContext, header: Any, request: LeaveGroupRequest) -> LeaveGroupResponse:
+def handle(services: BrokerServices, ctx: RequestContext, header: Any, request: LeaveGroupRequest) -> Any:
     version = header.api_version
     if version <= 2:
         identities: list[tuple[str, str | None]] = [(request.member_id, None)]
     else:
         identities = [(m.member_id, m.group_instance_id) for m in request.members]
-    error, results = coordinator(services).leave_group(request.group_id, identities)
+    answer = coordinator(services).leave_group(request.group_id, identities)
+    return then(answer, lambda a: to_response(version, identities, *a))
+
+
+def to_response(version: int, identities: list[tuple[str, str | None]], error: ErrorCode,
+                results: list[ErrorCode]) -> LeaveGroupResponse:
     if version <= 2:
         if error == ErrorCode.NONE and results:
             error = results[0]

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from kbroker.api._groups import coordinator, runtime
+from kbroker.api._groups import coordinator, runtime, then
 from kbroker.api.context import BrokerServices, RequestContext
 from kbroker.protocol.errors import ErrorCode
 from kbroker.protocol.messages.list_groups import ListGroupsRequest, ListGroupsResponse
@@ -23,13 +23,13 @@ def error_response(request: ListGroupsRequest, version: int, error: ErrorCode) -
     return ListGroupsResponse(error_code=error)
 
 
-def handle(services: BrokerServices, ctx: RequestContext, header: Any, request: ListGroupsRequest) -> ListGroupsResponse:
+def handle(services: BrokerServices, ctx: RequestContext, header: Any, request: ListGroupsRequest) -> Any:
     version = header.api_version
     states = list(request.states_filter) if version >= 4 else []
     types = list(request.types_filter) if version >= 5 else []
-    listed = coordinator(services).list_groups(states, types)
     error = ErrorCode.COORDINATOR_LOAD_IN_PROGRESS if runtime(services).loading else ErrorCode.NONE
-    return ListGroupsResponse(error_code=error, groups=[
-        ListGroupsResponse.ListedGroup(group_id=g, protocol_type=pt, group_state=state, group_type=gtype)
-        for g, pt, state, gtype in listed
-    ])
+    return then(coordinator(services).list_groups(states, types), lambda listed: ListGroupsResponse(
+        error_code=error, groups=[
+            ListGroupsResponse.ListedGroup(group_id=g, protocol_type=pt, group_state=state, group_type=gtype)
+            for g, pt, state, gtype in listed
+        ]))

@@ -12,9 +12,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from kbroker.api._groups import coordinator
+from kbroker.api._groups import coordinator, then
 from kbroker.api.context import BrokerServices, RequestContext
-from kbroker.coord.group_admin import CommitRequestPartition
+from kbroker.coord.offset_metadata_manager import CommitRequestPartition
 from kbroker.protocol.errors import ErrorCode
 from kbroker.protocol.messages.offset_commit import OffsetCommitRequest, OffsetCommitResponse
 
@@ -34,7 +34,7 @@ def error_response(request: OffsetCommitRequest, version: int, error: ErrorCode)
     ])
 
 
-def handle(services: BrokerServices, ctx: RequestContext, header: Any, request: OffsetCommitRequest) -> OffsetCommitResponse:
+def handle(services: BrokerServices, ctx: RequestContext, header: Any, request: OffsetCommitRequest) -> Any:
     version = header.api_version
     errors: dict[tuple[int, int], ErrorCode] = {}
     valid: list[CommitRequestPartition] = []
@@ -55,18 +55,24 @@ def handle(services: BrokerServices, ctx: RequestContext, header: Any, request: 
                 info.name, p.partition_index, p.committed_offset,
                 p.committed_leader_epoch if version >= 6 else -1, p.committed_metadata,
             ))
-    if valid:
-        results = coordinator(services).commit_offsets(
-            request.group_id,
-            request.generation_id_or_member_epoch,
-            request.member_id,
-            request.group_instance_id if version >= 7 else None,
-            request.retention_time_ms if version <= 4 else -1,
-            valid,
-            api_version=version,
-        )
-        for key, error in zip(keys, results, strict=True):
-            errors[key] = error
+    if not valid:
+        return to_response(request, errors, keys, [])
+    answer = coordinator(services).commit_offsets(
+        request.group_id,
+        request.generation_id_or_member_epoch,
+        request.member_id,
+        request.group_instance_id if version >= 7 else None,
+        request.retention_time_ms if version <= 4 else -1,
+        valid,
+        api_version=version,
+    )
+    return then(answer, lambda results: to_response(request, errors, keys, results))
+
+
+def to_response(request: OffsetCommitRequest, errors: dict[tuple[int, int], ErrorCode], keys: list[tuple[int, int]],
+                results: list[ErrorCode]) -> OffsetCommitResponse:
+    for key, error in zip(keys, results, strict=True):
+        errors[key] = error
     return R(topics=[
         R.OffsetCommitResponseTopic(name=t.name, topic_id=t.topic_id, partitions=[
             R.OffsetCommitResponsePartition(partition_index=p.partition_index,

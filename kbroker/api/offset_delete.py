@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from kbroker.api._groups import coordinator
+from kbroker.api._groups import coordinator, then
 from kbroker.api.context import BrokerServices, RequestContext
 from kbroker.protocol.errors import ErrorCode
 from kbroker.protocol.messages.offset_delete import OffsetDeleteRequest, OffsetDeleteResponse
@@ -24,7 +24,7 @@ def error_response(request: OffsetDeleteRequest, version: int, error: ErrorCode)
     return R(error_code=error)
 
 
-def handle(services: BrokerServices, ctx: RequestContext, header: Any, request: OffsetDeleteRequest) -> OffsetDeleteResponse:
+def handle(services: BrokerServices, ctx: RequestContext, header: Any, request: OffsetDeleteRequest) -> Any:
     errors: dict[tuple[str, int], ErrorCode] = {}
     known: list[tuple[str, int]] = []
     for t in request.topics:
@@ -34,7 +34,12 @@ def handle(services: BrokerServices, ctx: RequestContext, header: Any, request: 
                 known.append((t.name, p.partition_index))
             else:
                 errors[(t.name, p.partition_index)] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-    error, results = coordinator(services).delete_offsets(request.group_id, known)
+    answer = coordinator(services).delete_offsets(request.group_id, known)
+    return then(answer, lambda a: to_response(request, errors, known, *a))
+
+
+def to_response(request: OffsetDeleteRequest, errors: dict[tuple[str, int], ErrorCode], known: list[tuple[str, int]],
+                error: ErrorCode, results: list[ErrorCode]) -> OffsetDeleteResponse:
     if error != ErrorCode.NONE:
         return R(error_code=error)
     errors.update(zip(known, results, strict=True))

@@ -12,11 +12,12 @@ requested partition, as the version has no top-level error.
 from __future__ import annotations
 
 import uuid
+from functools import partial
 from typing import Any
 
-from kbroker.api._groups import coordinator
+from kbroker.api._groups import coordinator, gather, then
 from kbroker.api.context import BrokerServices, RequestContext
-from kbroker.coord.group_admin import FetchedOffset
+from kbroker.coord.offset_metadata_manager import FetchedOffset
 from kbroker.protocol.errors import ErrorCode
 from kbroker.protocol.messages.offset_fetch import OffsetFetchRequest, OffsetFetchResponse
 
@@ -77,11 +78,11 @@ def _by_topic(fetched: list[FetchedOffset]) -> dict[str, list[FetchedOffset]]:
     return out
 
 
-def handle(services: BrokerServices, ctx: RequestContext, header: Any, request: OffsetFetchRequest) -> OffsetFetchResponse:
+def handle(services: BrokerServices, ctx: RequestContext, header: Any, request: OffsetFetchRequest) -> Any:
     version = header.api_version
     coord = coordinator(services)
     if version >= 8:
-        groups = []
+        answers = []
         for g in request.groups:
             member_id, epoch = (g.member_id, g.member_epoch) if version >= 9 else (None, -1)
             unknown_ids: dict[str, Any] = {}
@@ -89,23 +90,34 @@ def handle(services: BrokerServices, ctx: RequestContext, header: Any, request: 
                 requested, unknown_ids = _requested_by_id(services, g.topics)
             else:
                 requested = _requested(g.topics)
-            error, fetched = coord.fetch_offsets(g.group_id, requested, member_id, epoch)
-            if error == ErrorCode.NONE and version >= 10:
-                fetched = [f for f in fetched if services.metadata.topic(f.topic) is not None]
-                fetched += [FetchedOffset(key, p, error=ErrorCode.UNKNOWN_TOPIC_ID)
-                            for key, t in unknown_ids.items() for p in t.partition_indexes]
-            groups.append(R.OffsetFetchResponseGroup(group_id=g.group_id, error_code=error, topics=[
-                R.OffsetFetchResponseTopics(name=name, topic_id=_topic_id(services, name, unknown_ids), partitions=[
-                    R.OffsetFetchResponsePartitions(partition_index=f.partition, committed_offset=f.offset,
-                                                    committed_leader_epoch=f.leader_epoch, metadata=f.metadata,
-                                                    error_code=f.error)
-                    for f in parts
-                ])
-                for name, parts in _by_topic(fetched).items()
-            ] if error == ErrorCode.NONE else []))
-        return R(groups=groups)
+            answers.append(then(coord.fetch_offsets(g.group_id, requested, member_id, epoch),
+                                partial(_group, services, version, g.group_id, unknown_ids)))
+        return then(gather(answers), lambda groups: R(groups=groups))
     requested = _requested(request.topics)
-    error, fetched = coord.fetch_offsets(request.group_id, requested)
+    return then(coord.fetch_offsets(request.group_id, requested),
+                lambda a: _single_group(version, requested, *a))
+
+
+def _group(services: BrokerServices, version: int, group_id: str, unknown_ids: dict[str, Any],
+           answer: tuple[ErrorCode, list[FetchedOffset]]) -> Any:
+    error, fetched = answer
+    if error == ErrorCode.NONE and version >= 10:
+        fetched = [f for f in fetched if services.metadata.topic(f.topic) is not None]
+        fetched += [FetchedOffset(key, p, error=ErrorCode.UNKNOWN_TOPIC_ID)
+                    for key, t in unknown_ids.items() for p in t.partition_indexes]
+    return R.OffsetFetchResponseGroup(group_id=group_id, error_code=error, topics=[
+        R.OffsetFetchResponseTopics(name=name, topic_id=_topic_id(services, name, unknown_ids), partitions=[
+            R.OffsetFetchResponsePartitions(partition_index=f.partition, committed_offset=f.offset,
+                                            committed_leader_epoch=f.leader_epoch, metadata=f.metadata,
+                                            error_code=f.error)
+            for f in parts
+        ])
+        for name, parts in _by_topic(fetched).items()
+    ] if error == ErrorCode.NONE else [])
+
+
+def _single_group(version: int, requested: list[tuple[str, int]] | None, error: ErrorCode,
+                  fetched: list[FetchedOffset]) -> OffsetFetchResponse:
     if error != ErrorCode.NONE:
         if version >= 2:
             return R(error_code=error)

@@ -10,7 +10,8 @@ their next heartbeat (every `group.consumer.heartbeat.interval.ms`).
 Timers on the injected `Scheduler`: the member session (`group.consumer.session.timeout.ms`, renewed
 by every heartbeat) and the rebalance timeout (the member's `RebalanceTimeoutMs`, started when it is
 asked to revoke partitions); either one expiring fences the member (removed, its partitions freed,
-a new group epoch). A mixin of `kbroker.coord.coordinator.GroupCoordinator`.
+a new group epoch). A part of `kbroker.coord.group_metadata_manager.GroupMetadataManager`, which
+owns the groups.
 
 Every change is written to `__consumer_offsets` as Kafka's consumer-group records
 (`kbroker.coord.consumer_persistence`) before the heartbeat is answered, so a restarted broker knows
@@ -22,13 +23,13 @@ Must not import asyncio, kbroker.net or kbroker.api.
 from __future__ import annotations
 
 import base64
+import copy
 import logging
 import re
 import uuid
 from collections import Counter
-from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from kbroker.coord.assignors import Assignment, MemberSpec, assignor
 from kbroker.coord.config import map_append_error
@@ -45,9 +46,8 @@ from kbroker.coord.records import encode_group_metadata_key
 from kbroker.protocol.errors import ErrorCode
 
 if TYPE_CHECKING:
-    from kbroker.coord.config import CoordinatorConfig, RecordWriter, Scheduler
     from kbroker.coord.group import ClassicGroup
-    from kbroker.coord.offsets import OffsetStore
+    from kbroker.coord.group_metadata_manager import GroupMetadataManager
 
 log = logging.getLogger(__name__)
 
@@ -84,6 +84,14 @@ class HeartbeatResult:
     assignment: Assignment | None = None
 
 
+@dataclass(slots=True)
+class _GroupSnapshot:
+    group_id: str
+    group: ConsumerGroup | None
+    written: dict[bytes, bytes] | None
+    classic: ClassicGroup | None
+
+
 class _Reject(Exception):
     def __init__(self, error: ErrorCode, message: str | None = None) -> None:
         super().__init__(message)
@@ -99,37 +107,59 @@ def rebalance_key(group_id: str, member_id: str) -> str:
     return f"consumer-rebalance-{group_id}-{member_id}"
 
 
-class ConsumerGroupMixin:
-    if TYPE_CHECKING:
-        config: CoordinatorConfig
-        scheduler: Scheduler
-        writer: RecordWriter
-        time_ms: Callable[[], int]
-        group_status: Callable[[str], ErrorCode]
-        groups: dict[str, ClassicGroup]
-        consumer_groups: dict[str, ConsumerGroup]
-        offsets: OffsetStore
-        topics: Any
+class ConsumerGroupProtocol:
+    """The KIP-848 consumer protocol of a GroupMetadataManager's consumer groups."""
 
-        def _persist_consumer_group(self, group: ConsumerGroup) -> ErrorCode: ...
-        def _upgrade_classic_group(self, classic: ClassicGroup) -> ConsumerGroup: ...
-        def _should_downgrade(self, group: ConsumerGroup, removed: ConsumerGroupMember) -> bool: ...
-        def _downgrade_to_classic_group(self, group: ConsumerGroup) -> ErrorCode: ...
-        def _cancel_classic_timers(self, group: ConsumerGroup, member_id: str) -> None: ...
-
-    # -- ConsumerGroupHeartbeat ----------------------------------------------------------------------
+    def __init__(self, gm: GroupMetadataManager) -> None:
+        self.gm = gm
 
     def consumer_group_heartbeat(self, req: HeartbeatRequestData) -> HeartbeatResult:
-        error = self.group_status(req.group_id)
+        error = self.gm.group_status(req.group_id)
         if error != ErrorCode.NONE:
             return HeartbeatResult(error)
+        # A heartbeat changes the group before it writes the difference: when an append fails, the
+        # group is put back exactly as it was (copy-on-write of the one group the heartbeat touches).
+        snapshot = self._snapshot_group(req.group_id)
+        failed = self.gm.failed_appends
         try:
             self._validate_heartbeat(req)
             if req.member_epoch in (LEAVE_GROUP_MEMBER_EPOCH, LEAVE_GROUP_STATIC_MEMBER_EPOCH):
-                return self._consumer_leave(req)
-            return self._consumer_heartbeat(req)
+                result = self._consumer_leave(req)
+            else:
+                result = self._consumer_heartbeat(req)
         except _Reject as r:
-            return HeartbeatResult(r.error, r.message)
+            result = HeartbeatResult(r.error, r.message)
+        if self.gm.failed_appends != failed and result.error != ErrorCode.NONE:
+            self._restore_group(snapshot)
+        return result
+
+    def _snapshot_group(self, group_id: str) -> _GroupSnapshot:
+        group = self.gm.consumer_groups.get(group_id)
+        written = self.gm.consumer_written.get(group_id)
+        return _GroupSnapshot(group_id, copy.deepcopy(group) if group is not None else None,
+                              dict(written) if written is not None else None, self.gm.groups.get(group_id))
+
+    def _restore_group(self, snapshot: _GroupSnapshot) -> None:
+        gid = snapshot.group_id
+        now = self.gm.consumer_groups.get(gid)
+        if now is not None:
+            for member_id in now.members:
+                self.cancel_member_timers(now, member_id)
+        if snapshot.group is None:
+            self.gm.consumer_groups.pop(gid, None)
+        else:
+            self.gm.consumer_groups[gid] = snapshot.group
+            for member in snapshot.group.members.values():
+                self.schedule_session(snapshot.group, member)
+        if snapshot.written is None:
+            self.gm.consumer_written.pop(gid, None)
+        else:
+            self.gm.consumer_written[gid] = snapshot.written
+        classic = snapshot.classic
+        if classic is not None and self.gm.groups.get(gid) is not classic:
+            self.gm.groups[gid] = classic
+            for cm in classic.members.values():
+                self.gm.classic.schedule_heartbeat(classic, cm.member_id, cm.session_timeout_ms)
 
     def _validate_heartbeat(self, req: HeartbeatRequestData) -> None:
         bad = ErrorCode.INVALID_REQUEST
@@ -156,10 +186,10 @@ class ConsumerGroupMixin:
             raise _Reject(bad, f"MemberEpoch is invalid: {req.member_epoch}.")
         elif not req.member_id:
             raise _Reject(bad, "MemberId can't be empty.")
-        if req.server_assignor is not None and req.server_assignor not in self.config.consumer_assignors:
+        if req.server_assignor is not None and req.server_assignor not in self.gm.config.consumer_assignors:
             raise _Reject(ErrorCode.UNSUPPORTED_ASSIGNOR,
                           f"ServerAssignor {req.server_assignor} is not supported. Supported assignors: "
-                          f"{', '.join(self.config.consumer_assignors)}.")
+                          f"{', '.join(self.gm.config.consumer_assignors)}.")
         if req.subscribed_topic_regex is not None:
             try:
                 re.compile(req.subscribed_topic_regex)
@@ -170,23 +200,23 @@ class ConsumerGroupMixin:
 
     def _consumer_group_for(self, group_id: str, create: bool) -> ConsumerGroup:
         """Kafka's getOrMaybeCreateConsumerGroup (messages included)."""
-        group = self.consumer_groups.get(group_id)
+        group = self.gm.consumer_groups.get(group_id)
         if group is not None:
             return group
-        classic = self.groups.get(group_id)
+        classic = self.gm.groups.get(group_id)
         if classic is None and not create:
             raise _Reject(ErrorCode.GROUP_ID_NOT_FOUND, f"Consumer group {group_id} not found.")
         if classic is not None:
             if create and not classic.is_empty():
-                return self._upgrade_classic_group(classic)  # online upgrade (kbroker.coord.migration)
+                return self.gm.migration.upgrade_classic_group(classic)  # online upgrade (kbroker.coord.migration)
             if not create or classic.pending_members:
                 raise _Reject(ErrorCode.GROUP_ID_NOT_FOUND, f"Group {group_id} is not a consumer group")
             # An empty classic group (committed offsets only) becomes a consumer group; its offsets
             # stay. The classic group's metadata record is tombstoned, as Kafka does on conversion.
             if classic.protocol_type is not None:
-                self.writer(group_id, [(encode_group_metadata_key(group_id), None)])
-            del self.groups[group_id]
-        group = self.consumer_groups[group_id] = ConsumerGroup(group_id, state_timestamp_ms=self.time_ms())
+                self.gm.writer(group_id, [(encode_group_metadata_key(group_id), None)])
+            del self.gm.groups[group_id]
+        group = self.gm.consumer_groups[group_id] = ConsumerGroup(group_id, state_timestamp_ms=self.gm.time_ms())
         return group
 
     def _consumer_heartbeat(self, req: HeartbeatRequestData) -> HeartbeatResult:
@@ -212,20 +242,20 @@ class ConsumerGroupMixin:
         if req.rack_id is not None:
             member.rack_id = req.rack_id
         member.client_id, member.client_host = req.client_id, req.client_host
-        if self._refresh_subscribed_metadata(group) or bump:
+        if self.refresh_subscribed_metadata(group) or bump:
             group.group_epoch += 1
-            group.state_timestamp_ms = self.time_ms()
+            group.state_timestamp_ms = self.gm.time_ms()
         if group.target_assignment_epoch < group.group_epoch:
-            self._compute_target_assignment(group)
+            self.compute_target_assignment(group)
         was_unrevoked = member.state == MemberState.UNREVOKED_PARTITIONS
         reconcile(group, member, req.owned)
-        self._schedule_session(group, member)
+        self.schedule_session(group, member)
         if member.state == MemberState.UNREVOKED_PARTITIONS:
             if not was_unrevoked:
-                self._schedule_rebalance_timeout(group, member)
+                self.schedule_rebalance_timeout(group, member)
         else:
-            self.scheduler.cancel(rebalance_key(group.group_id, member.member_id))
-        error = self._persist_consumer_group(group)
+            self.gm.scheduler.cancel(rebalance_key(group.group_id, member.member_id))
+        error = self.gm.consumer_persistence.persist_consumer_group(group)
         if error != ErrorCode.NONE:
             return HeartbeatResult(map_append_error(error))
         # Kafka sends the assignment on a join, on a full request (a client that lost track sends
@@ -234,7 +264,7 @@ class ConsumerGroupMixin:
             (req.subscribed_topic_names is not None or req.subscribed_topic_regex is not None)
         send = req.member_epoch == 0 or full or member.assigned != before
         return HeartbeatResult(ErrorCode.NONE, None, member.member_id, member.member_epoch,
-                               self.config.consumer_heartbeat_interval_ms,
+                               self.gm.config.consumer_heartbeat_interval_ms,
                                copy_assignment(member.assigned) if send else None)
 
     def _member_for(self, group: ConsumerGroup, req: HeartbeatRequestData) -> tuple[ConsumerGroupMember, bool]:
@@ -251,7 +281,7 @@ class ConsumerGroupMixin:
                                       f"Static member {previous.member_id} with instance id {req.instance_id} "
                                       f"is not released yet.")
                     # KIP-345: a restarted static member takes over its assignment and epoch.
-                    self._cancel_member_timers(group, previous.member_id)
+                    self.cancel_member_timers(group, previous.member_id)
                     replaced = group.replace_static_member(previous, req.member_id or _new_member_id())
                     replaced.member_epoch = replaced.previous_member_epoch
                     return replaced, False
@@ -262,10 +292,10 @@ class ConsumerGroupMixin:
                 member.previous_member_epoch, member.member_epoch = member.member_epoch, 0
                 member.state = MemberState.STABLE
                 return member, False
-            if len(group.members) >= self.config.consumer_max_size:
+            if len(group.members) >= self.gm.config.consumer_max_size:
                 raise _Reject(ErrorCode.GROUP_MAX_SIZE_REACHED,
                               f"The consumer group has reached its maximum capacity of "
-                              f"{self.config.consumer_max_size} members.")
+                              f"{self.gm.config.consumer_max_size} members.")
             member = ConsumerGroupMember(req.member_id or _new_member_id(), req.instance_id)
             group.add_member(member)
             return member, True
@@ -289,7 +319,7 @@ class ConsumerGroupMixin:
         return member, False
 
     def _consumer_leave(self, req: HeartbeatRequestData) -> HeartbeatResult:
-        group = self.consumer_groups.get(req.group_id)
+        group = self.gm.consumer_groups.get(req.group_id)
         if group is None:
             raise _Reject(ErrorCode.GROUP_ID_NOT_FOUND, f"Group {req.group_id} not found.")
         member = group.members.get(req.member_id)
@@ -307,18 +337,16 @@ class ConsumerGroupMixin:
             if member.member_epoch != LEAVE_GROUP_STATIC_MEMBER_EPOCH:
                 member.previous_member_epoch = member.member_epoch
             member.member_epoch = LEAVE_GROUP_STATIC_MEMBER_EPOCH
-            self.scheduler.cancel(rebalance_key(group.group_id, member.member_id))
-            self._schedule_session(group, member)
-            error = self._persist_consumer_group(group)
+            self.gm.scheduler.cancel(rebalance_key(group.group_id, member.member_id))
+            self.schedule_session(group, member)
+            error = self.gm.consumer_persistence.persist_consumer_group(group)
             if error != ErrorCode.NONE:
                 return HeartbeatResult(map_append_error(error))
             return HeartbeatResult(ErrorCode.NONE, None, member.member_id, LEAVE_GROUP_STATIC_MEMBER_EPOCH)
-        error = self._fence_member(group, member, "the member left the group")
+        error = self.fence_member(group, member, "the member left the group")
         if error != ErrorCode.NONE:
             return HeartbeatResult(map_append_error(error))
         return HeartbeatResult(ErrorCode.NONE, None, req.member_id, LEAVE_GROUP_MEMBER_EPOCH)
-
-    # -- target assignment ----------------------------------------------------------------------------
 
     def _member_topics(self, member: ConsumerGroupMember, group: ConsumerGroup) -> set[str]:
         names = set(member.subscribed_topic_names)
@@ -328,19 +356,19 @@ class ConsumerGroupMixin:
         return names
 
     def _topic_names(self) -> list[str]:
-        if self.topics is None:
+        if self.gm.topics is None:
             return []
-        return [t.name for t in self.topics.topics() if not t.is_internal and not t.name.startswith("__")]
+        return [t.name for t in self.gm.topics.topics() if not t.is_internal and not t.name.startswith("__")]
 
-    def _refresh_subscribed_metadata(self, group: ConsumerGroup) -> bool:
+    def refresh_subscribed_metadata(self, group: ConsumerGroup) -> bool:
         """Re-read the subscribed topics' ids and partition counts; True when they changed."""
         names: set[str] = set()
         for m in group.members.values():
             names |= self._member_topics(m, group)
         image: dict[str, tuple[uuid.UUID, int]] = {}
-        if self.topics is not None:
+        if self.gm.topics is not None:
             for name in names:
-                info = self.topics.topic(name)
+                info = self.gm.topics.topic(name)
                 if info is not None:
                     image[name] = (info.topic_id, int(info.num_partitions))
         if image == group.subscribed_metadata:
@@ -352,11 +380,11 @@ class ConsumerGroupMixin:
         """The assignor most members asked for (ties: the configured order), else the first configured."""
         votes = Counter(m.server_assignor for m in group.members.values() if m.server_assignor)
         if not votes:
-            return self.config.consumer_assignors[0]
-        order = {name: i for i, name in enumerate(self.config.consumer_assignors)}
+            return self.gm.config.consumer_assignors[0]
+        order = {name: i for i, name in enumerate(self.gm.config.consumer_assignors)}
         return min(votes, key=lambda n: (-votes[n], order.get(n, len(order))))
 
-    def _compute_target_assignment(self, group: ConsumerGroup) -> None:
+    def compute_target_assignment(self, group: ConsumerGroup) -> None:
         partitions = {tid: n for tid, n in group.subscribed_metadata.values()}
         specs = {}
         for mid, m in group.members.items():
@@ -366,79 +394,73 @@ class ConsumerGroupMixin:
         result = assignor(self.preferred_assignor(group))(specs, partitions)
         group.target_assignment = {mid: result.get(mid, {}) for mid in group.members}
         group.target_assignment_epoch = group.group_epoch
-        group.target_assignment_timestamp_ms = self.time_ms()
+        group.target_assignment_timestamp_ms = self.gm.time_ms()
         log.info("Computed target assignment of consumer group %s at epoch %d with %s",
                  group.group_id, group.group_epoch, self.preferred_assignor(group))
 
-    # -- timers and fencing ---------------------------------------------------------------------------
-
-    def _schedule_session(self, group: ConsumerGroup, member: ConsumerGroupMember) -> None:
+    def schedule_session(self, group: ConsumerGroup, member: ConsumerGroupMember) -> None:
         gid, mid = group.group_id, member.member_id
         # A classic member keeps the session timeout of its JoinGroup.
-        timeout = self.config.consumer_session_timeout_ms if member.classic is None \
+        timeout = self.gm.config.consumer_session_timeout_ms if member.classic is None \
             else member.classic.session_timeout_ms
-        self.scheduler.schedule(session_key(gid, mid), timeout,
-                                lambda: self._on_session_expired(gid, mid))
+        self.gm.scheduler.schedule(session_key(gid, mid), timeout,
+                                   lambda: self._on_session_expired(gid, mid))
 
-    def _schedule_rebalance_timeout(self, group: ConsumerGroup, member: ConsumerGroupMember) -> None:
+    def schedule_rebalance_timeout(self, group: ConsumerGroup, member: ConsumerGroupMember) -> None:
         gid, mid, epoch = group.group_id, member.member_id, member.member_epoch
-        self.scheduler.schedule(rebalance_key(gid, mid), member.rebalance_timeout_ms,
-                                lambda: self._on_rebalance_timeout(gid, mid, epoch))
+        self.gm.scheduler.schedule(rebalance_key(gid, mid), member.rebalance_timeout_ms,
+                                   lambda: self._on_rebalance_timeout(gid, mid, epoch))
 
     def _on_session_expired(self, group_id: str, member_id: str) -> None:
-        group = self.consumer_groups.get(group_id)
+        group = self.gm.consumer_groups.get(group_id)
         member = group.members.get(member_id) if group is not None else None
         if group is not None and member is not None:
-            self._fence_member(group, member, "its session timeout expired")
+            self.fence_member(group, member, "its session timeout expired")
 
     def _on_rebalance_timeout(self, group_id: str, member_id: str, epoch: int) -> None:
-        group = self.consumer_groups.get(group_id)
+        group = self.gm.consumer_groups.get(group_id)
         member = group.members.get(member_id) if group is not None else None
         if group is not None and member is not None and member.member_epoch == epoch \
                 and member.state == MemberState.UNREVOKED_PARTITIONS:
-            self._fence_member(group, member, "it did not revoke its partitions within the rebalance timeout")
+            self.fence_member(group, member, "it did not revoke its partitions within the rebalance timeout")
 
-    def _cancel_member_timers(self, group: ConsumerGroup, member_id: str) -> None:
-        self.scheduler.cancel(session_key(group.group_id, member_id))
-        self.scheduler.cancel(rebalance_key(group.group_id, member_id))
+    def cancel_member_timers(self, group: ConsumerGroup, member_id: str) -> None:
+        self.gm.scheduler.cancel(session_key(group.group_id, member_id))
+        self.gm.scheduler.cancel(rebalance_key(group.group_id, member_id))
 
-    def _fence_member(self, group: ConsumerGroup, member: ConsumerGroupMember, reason: str) -> ErrorCode:
+    def fence_member(self, group: ConsumerGroup, member: ConsumerGroupMember, reason: str) -> ErrorCode:
         """Remove the member, free its partitions and compute a new target for the others."""
         log.info("Member %s of consumer group %s removed: %s", member.member_id, group.group_id, reason)
         group.remove_member(member.member_id)
-        self._cancel_classic_timers(group, member.member_id)
-        if self._should_downgrade(group, member):
-            return self._downgrade_to_classic_group(group)  # the last consumer-protocol member left
+        self.gm.migration.cancel_classic_timers(group, member.member_id)
+        if self.gm.migration.should_downgrade(group, member):
+            return self.gm.migration.downgrade_to_classic_group(group)  # the last consumer-protocol member left
         group.group_epoch += 1
-        group.state_timestamp_ms = self.time_ms()
-        self._refresh_subscribed_metadata(group)
-        self._compute_target_assignment(group)
-        error = self._persist_consumer_group(group)
+        group.state_timestamp_ms = self.gm.time_ms()
+        self.refresh_subscribed_metadata(group)
+        self.compute_target_assignment(group)
+        error = self.gm.consumer_persistence.persist_consumer_group(group)
         if error != ErrorCode.NONE:
             log.warning("Failed to write consumer group %s after removing %s: %s", group.group_id,
                         member.member_id, error.name)
         return error
 
-    # -- ConsumerGroupDescribe ------------------------------------------------------------------------
-
     def consumer_group_describe(self, group_id: str) -> tuple[ErrorCode, str | None, ConsumerGroup | None]:
-        error = self.group_status(group_id)
+        error = self.gm.group_status(group_id)
         if error != ErrorCode.NONE:
             return error, None, None
-        group = self.consumer_groups.get(group_id)
+        group = self.gm.consumer_groups.get(group_id)
         if group is not None:
             return ErrorCode.NONE, None, group
-        if group_id in self.groups:
+        if group_id in self.gm.groups:
             return ErrorCode.GROUP_ID_NOT_FOUND, f"Group {group_id} is not a consumer group.", None
         return ErrorCode.GROUP_ID_NOT_FOUND, f"Group {group_id} not found.", None
 
     def topic_name(self, topic_id: uuid.UUID) -> str | None:
-        if self.topics is None:
+        if self.gm.topics is None:
             return None
-        info = self.topics.topic_by_id(topic_id)
+        info = self.gm.topics.topic_by_id(topic_id)
         return None if info is None else str(info.name)
-
-    # -- offsets of consumer groups -------------------------------------------------------------------
 
     def validate_consumer_offset_commit(self, group: ConsumerGroup, member_id: str, member_epoch: int,
                                         api_version: int, partitions: list[tuple[str, int]]) -> list[ErrorCode]:
@@ -464,14 +486,14 @@ class ConsumerGroupMixin:
             return [error] * len(partitions)
         out = []
         for topic, partition in partitions:
-            info = self.topics.topic(topic) if self.topics is not None else None
+            info = self.gm.topics.topic(topic) if self.gm.topics is not None else None
             assigned_at = None if info is None else member.assignment_epochs.get((info.topic_id, partition))
             ok = assigned_at is not None and assigned_at <= member_epoch
             out.append(ErrorCode.NONE if ok else ErrorCode.STALE_MEMBER_EPOCH)
         return out
 
     def validate_offset_fetch(self, group_id: str, member_id: str | None, member_epoch: int) -> ErrorCode:
-        group = self.consumer_groups.get(group_id)
+        group = self.gm.consumer_groups.get(group_id)
         if group is None or (member_epoch < 0 and member_id is None):
             return ErrorCode.NONE
         member = group.members.get(member_id or "")

@@ -1,8 +1,10 @@
-"""The KIP-848 consumer-group records of `__consumer_offsets`, in Kafka 4.3's byte layout.
+"""The KIP-848 consumer-group records of `__consumer_offsets`: a group to records and back.
 
-Keys are an int16 record type followed by the key struct (version 0, not flexible: int16-length
-strings); values an int16 version (0) followed by the value struct (flexible: compact strings and
-arrays, tagged fields). Record types (Kafka's group-coordinator `*Key.json` / `*Value.json` apiKeys):
+The byte layout is Kafka 4.3's, generated from the group-coordinator record specs
+(`kbroker.protocol.coordinator_records`): keys are an int16 record type and the key struct (version
+0), values an int16 version (0) and the value struct (flexible). This module maps a `ConsumerGroup`
+to those records (what the coordinator writes) and replays them into one (loading). Record types
+(Kafka's group-coordinator `*Key.json` / `*Value.json` apiKeys):
 
 - 3 `ConsumerGroupMetadata` {group} -> {Epoch}
 - 4 `ConsumerGroupPartitionMetadata` {group}: no longer written since Kafka 4.1 (KIP-1101 replaced it
@@ -16,14 +18,14 @@ arrays, tagged fields). Record types (Kafka's group-coordinator `*Key.json` / `*
 - 8 `ConsumerGroupCurrentMemberAssignment` {group, member} -> {MemberEpoch, PreviousMemberEpoch, State,
   AssignedPartitions (with AssignmentEpochs, tag 0, KIP-1251), PartitionsPendingRevocation}
 
-A tombstone (null value) deletes. Sans-IO: imports only kbroker.protocol primitives.
+A tombstone (null value) deletes. Sans-IO: imports only kbroker.protocol.
 """
 
 from __future__ import annotations
 
-import struct
 import uuid
 from dataclasses import dataclass
+from typing import Any
 
 from kbroker.coord.assignors import Assignment
 from kbroker.coord.consumer_group import (
@@ -32,191 +34,147 @@ from kbroker.coord.consumer_group import (
     ConsumerGroupMember,
     MemberState,
 )
-from kbroker.protocol.types import (
-    read_compact_nullable_string,
-    read_compact_string,
-    read_string,
-    read_tag_section,
-    write_compact_nullable_string,
-    write_compact_string,
-    write_string,
-    write_uvarint,
+from kbroker.protocol.coordinator_records import Coordinator
+from kbroker.protocol.coordinator_records import GroupCoordinatorRecordType as RecordType
+from kbroker.protocol.coordinator_records.consumer_group_current_member_assignment import (
+    ConsumerGroupCurrentMemberAssignmentKey,
+    ConsumerGroupCurrentMemberAssignmentValue,
 )
-from kbroker.protocol.varint import read_unsigned_varint
+from kbroker.protocol.coordinator_records.consumer_group_member_metadata import (
+    ConsumerGroupMemberMetadataKey,
+    ConsumerGroupMemberMetadataValue,
+)
+from kbroker.protocol.coordinator_records.consumer_group_metadata import (
+    ConsumerGroupMetadataKey,
+    ConsumerGroupMetadataValue,
+)
+from kbroker.protocol.coordinator_records.consumer_group_partition_metadata import (
+    ConsumerGroupPartitionMetadataKey,
+)
+from kbroker.protocol.coordinator_records.consumer_group_target_assignment_member import (
+    ConsumerGroupTargetAssignmentMemberKey,
+    ConsumerGroupTargetAssignmentMemberValue,
+)
+from kbroker.protocol.coordinator_records.consumer_group_target_assignment_metadata import (
+    ConsumerGroupTargetAssignmentMetadataKey,
+    ConsumerGroupTargetAssignmentMetadataValue,
+)
+from kbroker.protocol.coordinator_records.serde import (
+    decode_coordinator_value,
+    encode_coordinator_key,
+    encode_coordinator_value,
+    record_type_of,
+)
 
-_I8 = struct.Struct(">b")
-_I16 = struct.Struct(">h")
-_I32 = struct.Struct(">i")
-_I64 = struct.Struct(">q")
-
-GROUP_METADATA = 3
-PARTITION_METADATA = 4
-MEMBER_METADATA = 5
-TARGET_ASSIGNMENT_METADATA = 6
-TARGET_ASSIGNMENT_MEMBER = 7
-CURRENT_MEMBER_ASSIGNMENT = 8
-CONSUMER_RECORD_TYPES = frozenset(range(3, 9))
+GROUP_METADATA = int(RecordType.CONSUMER_GROUP_METADATA)
+PARTITION_METADATA = int(RecordType.CONSUMER_GROUP_PARTITION_METADATA)
+MEMBER_METADATA = int(RecordType.CONSUMER_GROUP_MEMBER_METADATA)
+TARGET_ASSIGNMENT_METADATA = int(RecordType.CONSUMER_GROUP_TARGET_ASSIGNMENT_METADATA)
+TARGET_ASSIGNMENT_MEMBER = int(RecordType.CONSUMER_GROUP_TARGET_ASSIGNMENT_MEMBER)
+CURRENT_MEMBER_ASSIGNMENT = int(RecordType.CONSUMER_GROUP_CURRENT_MEMBER_ASSIGNMENT)
+CONSUMER_RECORD_TYPES = frozenset(range(GROUP_METADATA, CURRENT_MEMBER_ASSIGNMENT + 1))
 GROUP_KEYS = (GROUP_METADATA, PARTITION_METADATA, TARGET_ASSIGNMENT_METADATA)
+
+# The generated key class of each record type (group keys take the group id, the others a member id too).
+_KEYS: dict[int, Any] = {
+    GROUP_METADATA: ConsumerGroupMetadataKey,
+    PARTITION_METADATA: ConsumerGroupPartitionMetadataKey,
+    MEMBER_METADATA: ConsumerGroupMemberMetadataKey,
+    TARGET_ASSIGNMENT_METADATA: ConsumerGroupTargetAssignmentMetadataKey,
+    TARGET_ASSIGNMENT_MEMBER: ConsumerGroupTargetAssignmentMemberKey,
+    CURRENT_MEMBER_ASSIGNMENT: ConsumerGroupCurrentMemberAssignmentKey,
+}
 
 # Kafka's MemberState values.
 STATE_CODES = {MemberState.STABLE: 0, MemberState.UNREVOKED_PARTITIONS: 1,
                MemberState.UNRELEASED_PARTITIONS: 2, MemberState.UNKNOWN: 127}
 STATES = {v: k for k, v in STATE_CODES.items()}
 
+_ClassicMetadata = ConsumerGroupMemberMetadataValue.ClassicMemberMetadata
+_ClassicProtocol = ConsumerGroupMemberMetadataValue.ClassicProtocol
+_TargetPartitions = ConsumerGroupTargetAssignmentMemberValue.TopicPartition
+_CurrentPartitions = ConsumerGroupCurrentMemberAssignmentValue.TopicPartitions
+
 
 @dataclass(slots=True, frozen=True)
 class ConsumerGroupRecordKey:
+    """The key of any consumer-group record: its type, group and (member records) member."""
+
     record_type: int
     group: str
     member: str | None = None
 
 
 def encode_key(record_type: int, group: str, member: str | None = None) -> bytes:
-    out = bytearray(_I16.pack(record_type))
-    write_string(out, group)
-    if record_type not in GROUP_KEYS:
-        write_string(out, member or "")
-    return bytes(out)
+    cls = _KEYS[record_type]
+    key = cls(group_id=group) if record_type in GROUP_KEYS else cls(group_id=group, member_id=member or "")
+    return encode_coordinator_key(key)
 
 
-def decode_consumer_key(record_type: int, buf: memoryview) -> ConsumerGroupRecordKey:
-    group, pos = read_string(buf, 2)
-    member = None
-    if record_type not in GROUP_KEYS:
-        member, _ = read_string(buf, pos)
-    return ConsumerGroupRecordKey(record_type, group, member)
+def consumer_key(record_type: int, key: Any) -> ConsumerGroupRecordKey:
+    """A decoded generated key of a consumer-group record type."""
+    return ConsumerGroupRecordKey(record_type, key.group_id,
+                                  None if record_type in GROUP_KEYS else key.member_id)
 
 
-def _value_header(out: bytearray) -> None:
-    out += _I16.pack(0)
+def _target_partitions(a: Assignment) -> list[Any]:
+    return [_TargetPartitions(topic_id=tid, partitions=sorted(ps)) for tid, ps in sorted(a.items()) if ps]
 
 
-def _write_assignment(out: bytearray, a: Assignment, epochs: dict[tuple[uuid.UUID, int], int] | None = None) -> None:
-    """[]TopicPartitions; with `epochs`, each entry carries its AssignmentEpochs (tag 0, KIP-1251)
-    aligned with its partitions."""
-    items = sorted((t, sorted(ps)) for t, ps in a.items() if ps)
-    write_uvarint(out, len(items) + 1)
-    for tid, parts in items:
-        out += tid.bytes
-        write_uvarint(out, len(parts) + 1)
-        out += struct.pack(f">{len(parts)}i", *parts)
-        if epochs is None:
-            out += b"\x00"
+def _current_partitions(a: Assignment, epochs: dict[tuple[uuid.UUID, int], int]) -> list[Any]:
+    """With each topic's AssignmentEpochs (tag 0, KIP-1251) aligned with its partitions."""
+    out = []
+    for tid, ps in sorted(a.items()):
+        if not ps:
             continue
-        tag = bytearray()
-        write_uvarint(tag, len(parts) + 1)
-        tag += struct.pack(f">{len(parts)}i", *(epochs.get((tid, p), 0) for p in parts))
-        out += b"\x01\x00"
-        write_uvarint(out, len(tag))
-        out += tag
+        parts = sorted(ps)
+        out.append(_CurrentPartitions(topic_id=tid, partitions=parts,
+                                      assignment_epochs=[epochs.get((tid, p), 0) for p in parts]))
+    return out
 
 
-def _read_assignment(buf: memoryview, pos: int,
-                     epochs: dict[tuple[uuid.UUID, int], int] | None = None) -> tuple[Assignment, int]:
-    n, pos = read_unsigned_varint(buf, pos)
+def _assignment(items: list[Any], epochs: dict[tuple[uuid.UUID, int], int] | None = None) -> Assignment:
     out: Assignment = {}
-    for _ in range(max(n - 1, 0)):
-        tid = uuid.UUID(bytes=bytes(buf[pos : pos + 16]))
-        count, pos = read_unsigned_varint(buf, pos + 16)
-        count = max(count - 1, 0)
-        parts = struct.unpack_from(f">{count}i", buf, pos)
-        out[tid] = set(parts)
-        tags: dict[int, bytes] = {}
-        pos = read_tag_section(buf, pos + 4 * count, tags)
-        raw = tags.get(0)
-        if epochs is not None and raw:
-            m, at = read_unsigned_varint(memoryview(raw), 0)
-            if m - 1 == count:
-                for p, e in zip(parts, struct.unpack_from(f">{count}i", raw, at), strict=True):
-                    epochs[(tid, p)] = e
-    return out, pos
+    for tp in items:
+        out[tp.topic_id] = set(tp.partitions)
+        if epochs is not None and tp.assignment_epochs and len(tp.assignment_epochs) == len(tp.partitions):
+            for p, e in zip(tp.partitions, tp.assignment_epochs, strict=True):
+                epochs[(tp.topic_id, p)] = e
+    return out
 
 
 def group_metadata_value(group: ConsumerGroup) -> bytes:
-    out = bytearray()
-    _value_header(out)
-    out += _I32.pack(group.group_epoch)
-    out += b"\x00"
-    return bytes(out)
+    return encode_coordinator_value(ConsumerGroupMetadataValue(epoch=group.group_epoch), 0)
 
 
 def member_metadata_value(m: ConsumerGroupMember) -> bytes:
-    out = bytearray()
-    _value_header(out)
-    write_compact_nullable_string(out, m.instance_id)
-    write_compact_nullable_string(out, m.rack_id)
-    write_compact_string(out, m.client_id)
-    write_compact_string(out, m.client_host)
-    write_uvarint(out, len(m.subscribed_topic_names) + 1)
-    for name in m.subscribed_topic_names:
-        write_compact_string(out, name)
-    write_compact_nullable_string(out, m.subscribed_topic_regex)
-    out += _I32.pack(m.rebalance_timeout_ms)
-    write_compact_nullable_string(out, m.server_assignor)
-    if m.classic is None:
-        out += b"\x00"
-        return bytes(out)
-    # ClassicMemberMetadata (tag 0), a nullable struct: presence byte 1, SessionTimeoutMs,
-    # SupportedProtocols[Name, Metadata] (the bytes Kafka 4.3.1 writes for a classic member).
-    tag = bytearray(b"\x01" + _I32.pack(m.classic.session_timeout_ms))
-    write_uvarint(tag, len(m.classic.supported_protocols) + 1)
-    for name, meta in m.classic.supported_protocols:
-        write_compact_string(tag, name)
-        write_uvarint(tag, len(meta) + 1)
-        tag += meta
-        tag += b"\x00"
-    tag += b"\x00"
-    out += b"\x01\x00"
-    write_uvarint(out, len(tag))
-    out += tag
-    return bytes(out)
-
-
-def _read_classic(raw: bytes) -> ClassicMemberMetadata | None:
-    """Tag 0 of a member record: a presence byte (1: present; Kafka writes a lone 0 for a member
-    using the consumer protocol), then the struct."""
-    if len(raw) < 5 or raw[0] != 1:
-        return None
-    buf = memoryview(raw)
-    (session_timeout_ms,) = _I32.unpack_from(buf, 1)
-    n, pos = read_unsigned_varint(buf, 5)
-    protocols = []
-    for _ in range(max(n - 1, 0)):
-        name, pos = read_compact_string(buf, pos)
-        size, pos = read_unsigned_varint(buf, pos)
-        meta = bytes(buf[pos : pos + size - 1])
-        pos = read_tag_section(buf, pos + size - 1, {})
-        protocols.append((name, meta))
-    return ClassicMemberMetadata(session_timeout_ms, protocols)
+    classic = None
+    if m.classic is not None:
+        # A member using the classic protocol: its session timeout and JoinGroup protocols.
+        classic = _ClassicMetadata(session_timeout_ms=m.classic.session_timeout_ms, supported_protocols=[
+            _ClassicProtocol(name=name, metadata=meta) for name, meta in m.classic.supported_protocols])
+    return encode_coordinator_value(ConsumerGroupMemberMetadataValue(
+        instance_id=m.instance_id, rack_id=m.rack_id, client_id=m.client_id, client_host=m.client_host,
+        subscribed_topic_names=list(m.subscribed_topic_names), subscribed_topic_regex=m.subscribed_topic_regex,
+        rebalance_timeout_ms=m.rebalance_timeout_ms, server_assignor=m.server_assignor,
+        classic_member_metadata=classic), 0)
 
 
 def target_metadata_value(group: ConsumerGroup) -> bytes:
-    out = bytearray()
-    _value_header(out)
-    out += _I32.pack(group.target_assignment_epoch)
-    # AssignmentTimestamp (tag 0, Kafka 4.3, KIP-1263)
-    out += b"\x01\x00\x08" + _I64.pack(group.target_assignment_timestamp_ms)
-    return bytes(out)
+    return encode_coordinator_value(ConsumerGroupTargetAssignmentMetadataValue(
+        assignment_epoch=group.target_assignment_epoch,
+        assignment_timestamp=group.target_assignment_timestamp_ms), 0)
 
 
 def target_member_value(a: Assignment) -> bytes:
-    out = bytearray()
-    _value_header(out)
-    _write_assignment(out, a)
-    out += b"\x00"
-    return bytes(out)
+    return encode_coordinator_value(ConsumerGroupTargetAssignmentMemberValue(topic_partitions=_target_partitions(a)), 0)
 
 
 def current_assignment_value(m: ConsumerGroupMember) -> bytes:
-    out = bytearray()
-    _value_header(out)
-    out += _I32.pack(m.member_epoch)
-    out += _I32.pack(m.previous_member_epoch)
-    out += _I8.pack(STATE_CODES[m.state])
-    _write_assignment(out, m.assigned, m.assignment_epochs)
-    _write_assignment(out, m.pending_revocation, m.assignment_epochs)
-    out += b"\x00"
-    return bytes(out)
+    return encode_coordinator_value(ConsumerGroupCurrentMemberAssignmentValue(
+        member_epoch=m.member_epoch, previous_member_epoch=m.previous_member_epoch, state=STATE_CODES[m.state],
+        assigned_partitions=_current_partitions(m.assigned, m.assignment_epochs),
+        partitions_pending_revocation=_current_partitions(m.pending_revocation, m.assignment_epochs)), 0)
 
 
 def replay(groups: dict[str, ConsumerGroup], key: ConsumerGroupRecordKey, value: bytes | memoryview | None) -> None:
@@ -237,42 +195,36 @@ def replay(groups: dict[str, ConsumerGroup], key: ConsumerGroupRecordKey, value:
         return
     if group is None:
         group = groups[gid] = ConsumerGroup(gid)
-    buf = memoryview(value)
-    pos = 2  # int16 version 0
-    if rt == GROUP_METADATA:
-        (group.group_epoch,) = _I32.unpack_from(buf, pos)
-    elif rt == TARGET_ASSIGNMENT_METADATA:
-        (group.target_assignment_epoch,) = _I32.unpack_from(buf, pos)
-    elif rt == TARGET_ASSIGNMENT_MEMBER and key.member is not None:
-        group.target_assignment[key.member], _ = _read_assignment(buf, pos)
+    v, _version = decode_coordinator_value(Coordinator.GROUP, rt, value)
+    if isinstance(v, ConsumerGroupMetadataValue):
+        group.group_epoch = v.epoch
+    elif isinstance(v, ConsumerGroupTargetAssignmentMetadataValue):
+        group.target_assignment_epoch = v.assignment_epoch
+    elif isinstance(v, ConsumerGroupTargetAssignmentMemberValue) and key.member is not None:
+        group.target_assignment[key.member] = _assignment(v.topic_partitions)
     elif key.member is not None:
         member = group.members.get(key.member)
         if member is None:
             member = group.members[key.member] = ConsumerGroupMember(key.member)
-        if rt == MEMBER_METADATA:
-            member.instance_id, pos = read_compact_nullable_string(buf, pos)
-            member.rack_id, pos = read_compact_nullable_string(buf, pos)
-            member.client_id, pos = read_compact_string(buf, pos)
-            member.client_host, pos = read_compact_string(buf, pos)
-            n, pos = read_unsigned_varint(buf, pos)
-            names = []
-            for _ in range(max(n - 1, 0)):
-                name, pos = read_compact_string(buf, pos)
-                names.append(name)
-            member.subscribed_topic_names = names
-            member.subscribed_topic_regex, pos = read_compact_nullable_string(buf, pos)
-            (member.rebalance_timeout_ms,) = _I32.unpack_from(buf, pos)
-            member.server_assignor, pos = read_compact_nullable_string(buf, pos + 4)
-            tags: dict[int, bytes] = {}
-            read_tag_section(buf, pos, tags)
-            member.classic = _read_classic(tags[0]) if tags.get(0) else None
-        elif rt == CURRENT_MEMBER_ASSIGNMENT:
-            member.member_epoch, member.previous_member_epoch = struct.unpack_from(">ii", buf, pos)
-            (state,) = _I8.unpack_from(buf, pos + 8)
-            member.state = STATES.get(state, MemberState.UNKNOWN)
+        if isinstance(v, ConsumerGroupMemberMetadataValue):
+            member.instance_id, member.rack_id = v.instance_id, v.rack_id
+            member.client_id, member.client_host = v.client_id, v.client_host
+            member.subscribed_topic_names = list(v.subscribed_topic_names)
+            member.subscribed_topic_regex = v.subscribed_topic_regex
+            member.rebalance_timeout_ms = v.rebalance_timeout_ms
+            member.server_assignor = v.server_assignor
+            c = v.classic_member_metadata
+            # Kafka writes a consumer-protocol member's ClassicMemberMetadata as an explicit null; an
+            # absent tag reads as the field's default, an empty struct (kbroker wrote records without
+            # the tag before it used the generated codecs): no protocols means not a classic member.
+            member.classic = None if c is None or not c.supported_protocols else ClassicMemberMetadata(
+                c.session_timeout_ms, [(p.name, bytes(p.metadata)) for p in c.supported_protocols])
+        elif isinstance(v, ConsumerGroupCurrentMemberAssignmentValue):
+            member.member_epoch, member.previous_member_epoch = v.member_epoch, v.previous_member_epoch
+            member.state = STATES.get(v.state, MemberState.UNKNOWN)
             member.assignment_epochs = {}
-            member.assigned, pos = _read_assignment(buf, pos + 9, member.assignment_epochs)
-            member.pending_revocation, pos = _read_assignment(buf, pos, member.assignment_epochs)
+            member.assigned = _assignment(v.assigned_partitions, member.assignment_epochs)
+            member.pending_revocation = _assignment(v.partitions_pending_revocation, member.assignment_epochs)
 
 
 def group_records(group: ConsumerGroup) -> dict[bytes, bytes]:
@@ -292,6 +244,5 @@ def group_records(group: ConsumerGroup) -> dict[bytes, bytes]:
 
 def tombstone_order(key: bytes) -> int:
     """Deletions are written members first (assignment, target, subscription), the group last."""
-    (rt,) = _I16.unpack_from(key, 0)
     return {CURRENT_MEMBER_ASSIGNMENT: 0, TARGET_ASSIGNMENT_MEMBER: 1, MEMBER_METADATA: 2,
-            TARGET_ASSIGNMENT_METADATA: 3, PARTITION_METADATA: 4, GROUP_METADATA: 5}[rt]
+            TARGET_ASSIGNMENT_METADATA: 3, PARTITION_METADATA: 4, GROUP_METADATA: 5}[record_type_of(key)]

@@ -2,7 +2,7 @@
 
 Kafka's `ClassicGroup` / `ClassicGroupMember` / `ClassicGroupState`. This module holds data and the
 rules that only look at one group (protocol selection, member validation, offset-commit validation);
-the rebalance protocol that moves a group between states lives in `kbroker.coord.coordinator`.
+the rebalance protocol that moves a group between states lives in `kbroker.coord.classic_protocol`.
 
 State machine (every transition not in `VALID_PREVIOUS_STATES` raises `IllegalGroupStateError`)::
 

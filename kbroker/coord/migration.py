@@ -18,8 +18,8 @@ Kafka's `GroupMetadataManager` conversion paths, under `group.consumer.migration
   remain, the group is converted back to a classic group at the same generation and a rebalance
   starts (the members see REBALANCE_IN_PROGRESS and rejoin the classic group).
 
-A mixin of `kbroker.coord.coordinator.GroupCoordinator`. Must not import asyncio, kbroker.net or
-kbroker.api.
+A part of `kbroker.coord.group_metadata_manager.GroupMetadataManager`. Must not import asyncio,
+kbroker.net or kbroker.api.
 """
 
 from __future__ import annotations
@@ -27,8 +27,7 @@ from __future__ import annotations
 import logging
 import struct
 import uuid
-from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from kbroker.coord.assignors import Assignment
 from kbroker.coord.config import heartbeat_key, map_append_error
@@ -54,7 +53,7 @@ from kbroker.coord.records import encode_group_metadata_key
 from kbroker.protocol.errors import ErrorCode
 
 if TYPE_CHECKING:
-    from kbroker.coord.config import CoordinatorConfig, RecordWriter, Scheduler
+    from kbroker.coord.group_metadata_manager import GroupMetadataManager
 
 log = logging.getLogger(__name__)
 
@@ -135,35 +134,16 @@ def encode_assignment(partitions: dict[str, set[int]]) -> bytes:
     return bytes(out)
 
 
-class MigrationMixin:
-    if TYPE_CHECKING:
-        config: CoordinatorConfig
-        scheduler: Scheduler
-        writer: RecordWriter
-        time_ms: Callable[[], int]
-        groups: dict[str, ClassicGroup]
-        consumer_groups: dict[str, ConsumerGroup]
-        topics: Any
+class GroupMigration:
+    """Online migration between the protocols for a GroupMetadataManager's groups."""
 
-        def _persist_consumer_group(self, group: ConsumerGroup) -> ErrorCode: ...
-        def _delete_consumer_group_records(self, group_id: str) -> ErrorCode: ...
-        def _store_group(self, group: ClassicGroup) -> ErrorCode: ...
-        def _prepare_rebalance(self, group: ClassicGroup, reason: str) -> None: ...
-        def _schedule_heartbeat(self, group: ClassicGroup, member_id: str, timeout_ms: int) -> None: ...
-        def _schedule_session(self, group: ConsumerGroup, member: ConsumerGroupMember) -> None: ...
-        def _schedule_rebalance_timeout(self, group: ConsumerGroup, member: ConsumerGroupMember) -> None: ...
-        def _cancel_member_timers(self, group: ConsumerGroup, member_id: str) -> None: ...
-        def _refresh_subscribed_metadata(self, group: ConsumerGroup) -> bool: ...
-        def _compute_target_assignment(self, group: ConsumerGroup) -> None: ...
-        def _fence_member(self, group: ConsumerGroup, member: ConsumerGroupMember, reason: str) -> ErrorCode: ...
-        def topic_name(self, topic_id: uuid.UUID) -> str | None: ...
-
-    # -- topic names <-> ids -------------------------------------------------------------------------
+    def __init__(self, gm: GroupMetadataManager) -> None:
+        self.gm = gm
 
     def _by_id(self, partitions: dict[str, set[int]]) -> Assignment:
         out: Assignment = {}
         for name, ps in partitions.items():
-            info = self.topics.topic(name) if self.topics is not None else None
+            info = self.gm.topics.topic(name) if self.gm.topics is not None else None
             if info is not None and ps:
                 out[info.topic_id] = {p for p in ps if p < int(info.num_partitions)}
         return out
@@ -171,28 +151,26 @@ class MigrationMixin:
     def _by_name(self, a: Assignment) -> dict[str, set[int]]:
         out: dict[str, set[int]] = {}
         for tid, ps in a.items():
-            name = self.topic_name(tid)
+            name = self.gm.consumer.topic_name(tid)
             if name is not None and ps:
                 out[name] = set(ps)
         return out
 
-    # -- upgrade ---------------------------------------------------------------------------------------
-
-    def _upgrade_classic_group(self, classic: ClassicGroup) -> ConsumerGroup:
+    def upgrade_classic_group(self, classic: ClassicGroup) -> ConsumerGroup:
         """Convert a non-empty classic group for a joining consumer-protocol member (or refuse with
         Kafka's GROUP_ID_NOT_FOUND)."""
         gid = classic.group_id
         refuse = _Reject(ErrorCode.GROUP_ID_NOT_FOUND, f"Group {gid} is not a consumer group")
-        if not self.config.upgrade_enabled or classic.state == GroupState.DEAD \
+        if not self.gm.config.upgrade_enabled or classic.state == GroupState.DEAD \
                 or classic.protocol_type != CONSUMER_PROTOCOL_TYPE:
             raise refuse
-        if len(classic.members) >= self.config.consumer_max_size:
+        if len(classic.members) >= self.gm.config.consumer_max_size:
             raise _Reject(ErrorCode.GROUP_MAX_SIZE_REACHED,
                           f"The consumer group has reached its maximum capacity of "
-                          f"{self.config.consumer_max_size} members.")
+                          f"{self.gm.config.consumer_max_size} members.")
         group = ConsumerGroup(gid, group_epoch=classic.generation_id,
                               target_assignment_epoch=classic.generation_id,
-                              target_assignment_timestamp_ms=self.time_ms(), state_timestamp_ms=self.time_ms())
+                              target_assignment_timestamp_ms=self.gm.time_ms(), state_timestamp_ms=self.gm.time_ms())
         for cm in classic.members.values():
             try:
                 topics, _owned = decode_subscription(cm.metadata(classic.protocol_name) if classic.protocol_name
@@ -209,13 +187,13 @@ class MigrationMixin:
             assigned = {t: {p for p in ps if (t, p) not in group.partition_owner} for t, ps in assigned.items()}
             group.set_member_assignment(member, assigned, {})
             group.target_assignment[member.member_id] = copy_assignment(member.assigned)
-        self._refresh_subscribed_metadata(group)
-        error = self.writer(gid, [(encode_group_metadata_key(gid), None)])
+        self.gm.consumer.refresh_subscribed_metadata(group)
+        error = self.gm.writer(gid, [(encode_group_metadata_key(gid), None)])
         if error != ErrorCode.NONE:
             raise _Reject(map_append_error(error))
         # The classic group's timers and waiting requests go: its members rejoin the consumer group.
         for cm in list(classic.members.values()):
-            self.scheduler.cancel(heartbeat_key(gid, cm.member_id))
+            self.gm.scheduler.cancel(heartbeat_key(gid, cm.member_id))
             join_cb, cm.await_join = cm.await_join, None
             sync_cb, cm.await_sync = cm.await_sync, None
             if join_cb is not None:
@@ -223,18 +201,16 @@ class MigrationMixin:
             if sync_cb is not None:
                 sync_cb(SyncResult(ErrorCode.REBALANCE_IN_PROGRESS))
         for pending in classic.pending_members:
-            self.scheduler.cancel(heartbeat_key(gid, pending))
+            self.gm.scheduler.cancel(heartbeat_key(gid, pending))
         for key in (f"join-{gid}", f"sync-{gid}"):
-            self.scheduler.cancel(key)
-        del self.groups[gid]
-        self.consumer_groups[gid] = group
+            self.gm.scheduler.cancel(key)
+        del self.gm.groups[gid]
+        self.gm.consumer_groups[gid] = group
         for member in group.members.values():
-            self._schedule_session(group, member)
+            self.gm.consumer.schedule_session(group, member)
         log.info("Classic group %s converted to a consumer group at epoch %d (online upgrade)", gid,
                  group.group_epoch)
         return group
-
-    # -- classic members in a consumer group ---------------------------------------------------------
 
     def classic_join_to_consumer_group(
         self, group: ConsumerGroup, member_id: str, instance_id: str | None, protocol_type: str,
@@ -255,12 +231,12 @@ class MigrationMixin:
             previous = group.members.get(previous_id) if previous_id is not None else None
             if previous is not None and previous.classic is not None:
                 # KIP-345: a restarted static member takes over its place under a new member id.
-                self._cancel_classic_timers(group, previous.member_id)
+                self.cancel_classic_timers(group, previous.member_id)
                 member = group.replace_static_member(previous, member_id or f"{client_id}-{uuid.uuid4()}")
         if member is None:
             if member_id == UNKNOWN_MEMBER_ID and require_known_member_id and instance_id is None:
                 return JoinResult(ErrorCode.MEMBER_ID_REQUIRED, f"{client_id}-{uuid.uuid4()}")
-            if len(group.members) >= self.config.consumer_max_size:
+            if len(group.members) >= self.gm.config.consumer_max_size:
                 return JoinResult(ErrorCode.GROUP_MAX_SIZE_REACHED, member_id)
             member = ConsumerGroupMember(member_id or f"{client_id}-{uuid.uuid4()}", instance_id)
             group.add_member(member)
@@ -277,27 +253,27 @@ class MigrationMixin:
         member.rebalance_timeout_ms = rebalance_timeout_ms
         member.client_id, member.client_host = client_id, client_host
         member.awaiting_rejoin = False
-        self.scheduler.cancel(join_timeout_key(gid, member.member_id))
-        if self._refresh_subscribed_metadata(group) or bump:
+        self.gm.scheduler.cancel(join_timeout_key(gid, member.member_id))
+        if self.gm.consumer.refresh_subscribed_metadata(group) or bump:
             group.group_epoch += 1
-            group.state_timestamp_ms = self.time_ms()
+            group.state_timestamp_ms = self.gm.time_ms()
         if group.target_assignment_epoch < group.group_epoch:
-            self._compute_target_assignment(group)
+            self.gm.consumer.compute_target_assignment(group)
         was_unrevoked = member.state == MemberState.UNREVOKED_PARTITIONS
         # The rejoin is the classic member's acknowledgement: it owns what its subscription says.
         reconcile(group, member, self._by_id(owned_names))
         if member.state == MemberState.UNREVOKED_PARTITIONS:
             if not was_unrevoked:
-                self._schedule_rebalance_timeout(group, member)
+                self.gm.consumer.schedule_rebalance_timeout(group, member)
         else:
-            self.scheduler.cancel(rebalance_key(gid, member.member_id))
-        error = self._persist_consumer_group(group)
+            self.gm.scheduler.cancel(rebalance_key(gid, member.member_id))
+        error = self.gm.consumer_persistence.persist_consumer_group(group)
         if error != ErrorCode.NONE:
             return JoinResult(map_append_error(error), member.member_id)
-        self._schedule_session(group, member)
+        self.gm.consumer.schedule_session(group, member)
         mid = member.member_id
-        self.scheduler.schedule(sync_timeout_key(gid, mid), rebalance_timeout_ms,
-                                lambda: self._on_classic_timeout(gid, mid, "it did not send SyncGroup in time"))
+        self.gm.scheduler.schedule(sync_timeout_key(gid, mid), rebalance_timeout_ms,
+                                   lambda: self._on_classic_timeout(gid, mid, "it did not send SyncGroup in time"))
         return JoinResult(ErrorCode.NONE, mid, member.member_epoch, CONSUMER_PROTOCOL_TYPE, protocols[0][0], "")
 
     def _classic_member(self, group: ConsumerGroup, member_id: str,
@@ -325,8 +301,8 @@ class MigrationMixin:
         if (protocol_type is not None and protocol_type != CONSUMER_PROTOCOL_TYPE) or \
                 (protocol_name is not None and protocol_name not in names):
             return SyncResult(ErrorCode.INCONSISTENT_GROUP_PROTOCOL)
-        self.scheduler.cancel(sync_timeout_key(group.group_id, member_id))
-        self._schedule_session(group, member)
+        self.gm.scheduler.cancel(sync_timeout_key(group.group_id, member_id))
+        self.gm.consumer.schedule_session(group, member)
         return SyncResult(ErrorCode.NONE, CONSUMER_PROTOCOL_TYPE, protocol_name or names[0],
                           encode_assignment(self._by_name(member.assigned)))
 
@@ -337,15 +313,15 @@ class MigrationMixin:
             return error
         if generation_id != member.member_epoch:
             return ErrorCode.ILLEGAL_GENERATION
-        self._schedule_session(group, member)
+        self.gm.consumer.schedule_session(group, member)
         if member.member_epoch < group.group_epoch or member.state == MemberState.UNREVOKED_PARTITIONS or \
                 (member.state == MemberState.UNRELEASED_PARTITIONS and self._unreleased_now_free(group, member)):
             if not member.awaiting_rejoin:
                 # Kafka's join timeout: a member told to rejoin that does not is fenced.
                 member.awaiting_rejoin = True
                 gid = group.group_id
-                self.scheduler.schedule(join_timeout_key(gid, member_id), member.rebalance_timeout_ms,
-                                        lambda: self._on_classic_timeout(gid, member_id, "it did not rejoin in time"))
+                self.gm.scheduler.schedule(join_timeout_key(gid, member_id), member.rebalance_timeout_ms,
+                                           lambda: self._on_classic_timeout(gid, member_id, "it did not rejoin in time"))
             return ErrorCode.REBALANCE_IN_PROGRESS
         return ErrorCode.NONE
 
@@ -362,32 +338,30 @@ class MigrationMixin:
         error, member = self._classic_member(group, member_id, instance_id)
         if member is None:
             return error
-        self._fence_member(group, member, "the classic member left the group")
+        self.gm.consumer.fence_member(group, member, "the classic member left the group")
         return ErrorCode.NONE
 
     def _on_classic_timeout(self, group_id: str, member_id: str, reason: str) -> None:
-        group = self.consumer_groups.get(group_id)
+        group = self.gm.consumer_groups.get(group_id)
         member = group.members.get(member_id) if group is not None else None
         if group is not None and member is not None and member.classic is not None:
-            self._fence_member(group, member, reason)
+            self.gm.consumer.fence_member(group, member, reason)
 
-    def _cancel_classic_timers(self, group: ConsumerGroup, member_id: str) -> None:
-        self._cancel_member_timers(group, member_id)
-        self.scheduler.cancel(sync_timeout_key(group.group_id, member_id))
-        self.scheduler.cancel(join_timeout_key(group.group_id, member_id))
+    def cancel_classic_timers(self, group: ConsumerGroup, member_id: str) -> None:
+        self.gm.consumer.cancel_member_timers(group, member_id)
+        self.gm.scheduler.cancel(sync_timeout_key(group.group_id, member_id))
+        self.gm.scheduler.cancel(join_timeout_key(group.group_id, member_id))
 
-    # -- downgrade -------------------------------------------------------------------------------------
-
-    def _should_downgrade(self, group: ConsumerGroup, removed: ConsumerGroupMember) -> bool:
-        return (removed.classic is None and self.config.downgrade_enabled and bool(group.members)
+    def should_downgrade(self, group: ConsumerGroup, removed: ConsumerGroupMember) -> bool:
+        return (removed.classic is None and self.gm.config.downgrade_enabled and bool(group.members)
                 and all(m.classic is not None for m in group.members.values())
-                and len(group.members) <= self.config.max_size)
+                and len(group.members) <= self.gm.config.max_size)
 
-    def _downgrade_to_classic_group(self, group: ConsumerGroup) -> ErrorCode:
+    def downgrade_to_classic_group(self, group: ConsumerGroup) -> ErrorCode:
         """The last consumer-protocol member is gone: the classic members make a classic group again,
         at the group epoch as generation, which rebalances at once."""
         gid = group.group_id
-        classic = ClassicGroup(gid, state=GroupState.STABLE, state_timestamp_ms=self.time_ms(),
+        classic = ClassicGroup(gid, state=GroupState.STABLE, state_timestamp_ms=self.gm.time_ms(),
                                protocol_type=CONSUMER_PROTOCOL_TYPE, generation_id=group.group_epoch)
         for m in group.members.values():
             assert m.classic is not None
@@ -397,20 +371,20 @@ class MigrationMixin:
             cm.assignment = encode_assignment(self._by_name(m.assigned))
             classic.add(cm)
         classic.protocol_name = classic.select_protocol()
-        error = self._delete_consumer_group_records(gid)
+        error = self.gm.consumer_persistence.delete_consumer_group_records(gid)
         if error != ErrorCode.NONE:
             return error
         for m in group.members.values():
-            self._cancel_classic_timers(group, m.member_id)
-        del self.consumer_groups[gid]
-        self.groups[gid] = classic
-        error = self._store_group(classic)
+            self.cancel_classic_timers(group, m.member_id)
+        del self.gm.consumer_groups[gid]
+        self.gm.groups[gid] = classic
+        error = self.gm.classic_persistence.store_group(classic)
         for cm in classic.members.values():
-            self._schedule_heartbeat(classic, cm.member_id, cm.session_timeout_ms)
+            self.gm.classic.schedule_heartbeat(classic, cm.member_id, cm.session_timeout_ms)
         log.info("Consumer group %s converted to a classic group at generation %d (online downgrade)", gid,
                  classic.generation_id)
-        self._prepare_rebalance(classic, "the group was downgraded to the classic protocol")
+        self.gm.classic.prepare_rebalance(classic, "the group was downgraded to the classic protocol")
         return error
 
 
-__all__ = ["MigrationMixin", "decode_subscription", "encode_assignment", "decode_assignment"]
+__all__ = ["GroupMigration", "decode_subscription", "encode_assignment", "decode_assignment"]

@@ -1,11 +1,13 @@
-"""The group coordinator's runtime: `__consumer_offsets`, loop timers, writes and loading.
+"""The coordinator runtime's binding to the broker: the event loop and the replica manager.
 
-Binds the pure `GroupCoordinator` to the broker: which partition of `__consumer_offsets` owns a group
-(`abs(java String.hashCode(group id)) % partitions`, Kafka's `Utils.abs(groupId.hashCode())`), creating
-that topic on first use (compacted, internal), appending coordinator records through the replica
-manager (internal-topic writes allowed), loading every partition back at startup one partition per
-event-loop turn (groups answer COORDINATOR_LOAD_IN_PROGRESS meanwhile), the periodic offset expiry,
-and keyed timers on the event loop (`loop.call_later`, never a task or a thread).
+The sans-IO `kbroker.coord.coordinator_runtime.CoordinatorRuntime` gets from here: keyed timers on the
+event loop (`LoopScheduler`: `loop.call_later`, never a task or a thread), a `PartitionWriter` that
+appends coordinator records to a partition of a state topic through the replica manager's acks=-1
+path (`ReplicaPartitionWriter`: the delayed-produce purgatory tells when the high watermark passes the
+write, and that is reported back to the runtime), and a `CoordinatorLoader` that reads a partition's
+log back (`LogLoader`). Also the group coordinator's pieces that are not state: which partition of
+`__consumer_offsets` owns a group (`abs(java String.hashCode(group id)) % partitions`, Kafka's
+`Utils.abs(groupId.hashCode())`) and the group.* / offsets.* settings.
 
 Must not import kbroker.net or kbroker.api.
 """
@@ -17,13 +19,9 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
-from kbroker.controller.controller import Controller
 from kbroker.coord.config import CoordinatorConfig
-from kbroker.coord.coordinator import GroupCoordinator
-from kbroker.metadata.delta import MetadataDelta
-from kbroker.metadata.image import MetadataImage
-from kbroker.metadata.loader import LoaderManifest
-from kbroker.protocol.errors import ErrorCode, KafkaError
+from kbroker.coord.coordinator_runtime import AppendResult, Record
+from kbroker.protocol.errors import ErrorCode
 from kbroker.protocol.records import RecordBatch, SimpleRecord, batch_size_at, build_batch
 
 log = logging.getLogger(__name__)
@@ -86,7 +84,7 @@ class LoopScheduler:
         return len(self._timers)
 
 
-def _setting(config: Any, key: str, default: Any) -> Any:
+def setting(config: Any, key: str, default: Any) -> Any:
     try:
         value = config[key]
     except (KeyError, TypeError):
@@ -96,17 +94,17 @@ def _setting(config: Any, key: str, default: Any) -> Any:
 
 def coordinator_config(config: Any) -> CoordinatorConfig:
     return CoordinatorConfig(
-        initial_rebalance_delay_ms=int(_setting(config, "group.initial.rebalance.delay.ms", 3000)),
-        min_session_timeout_ms=int(_setting(config, "group.min.session.timeout.ms", 6000)),
-        max_session_timeout_ms=int(_setting(config, "group.max.session.timeout.ms", 1800000)),
-        max_size=int(_setting(config, "group.max.size", 2**31 - 1)),
-        offsets_retention_ms=int(_setting(config, "offsets.retention.minutes", 10080)) * 60_000,
-        offset_metadata_max_bytes=int(_setting(config, "offset.metadata.max.bytes", 4096)),
-        consumer_session_timeout_ms=int(_setting(config, "group.consumer.session.timeout.ms", 45000)),
-        consumer_heartbeat_interval_ms=int(_setting(config, "group.consumer.heartbeat.interval.ms", 5000)),
-        consumer_max_size=int(_setting(config, "group.consumer.max.size", 2**31 - 1)),
-        consumer_assignors=_assignor_names(_setting(config, "group.consumer.assignors", ["uniform", "range"])),
-        consumer_migration_policy=str(_setting(config, "group.consumer.migration.policy", "bidirectional")).lower(),
+        initial_rebalance_delay_ms=int(setting(config, "group.initial.rebalance.delay.ms", 3000)),
+        min_session_timeout_ms=int(setting(config, "group.min.session.timeout.ms", 6000)),
+        max_session_timeout_ms=int(setting(config, "group.max.session.timeout.ms", 1800000)),
+        max_size=int(setting(config, "group.max.size", 2**31 - 1)),
+        offsets_retention_ms=int(setting(config, "offsets.retention.minutes", 10080)) * 60_000,
+        offset_metadata_max_bytes=int(setting(config, "offset.metadata.max.bytes", 4096)),
+        consumer_session_timeout_ms=int(setting(config, "group.consumer.session.timeout.ms", 45000)),
+        consumer_heartbeat_interval_ms=int(setting(config, "group.consumer.heartbeat.interval.ms", 5000)),
+        consumer_max_size=int(setting(config, "group.consumer.max.size", 2**31 - 1)),
+        consumer_assignors=_assignor_names(setting(config, "group.consumer.assignors", ["uniform", "range"])),
+        consumer_migration_policy=str(setting(config, "group.consumer.migration.policy", "bidirectional")).lower(),
     )
 
 
@@ -126,187 +124,97 @@ def _assignor_names(value: Any) -> tuple[str, ...]:
     return tuple(names) or ("uniform", "range")
 
 
-class GroupCoordinatorRuntime:
-    """The broker's group coordinator service (what the group API handlers call)."""
+class ReplicaPartitionWriter:
+    """Appends coordinator records to `topic`'s partitions as the leader, with acks=-1: the local
+    append happens now (its error, if any, is the append's result); the commit is reported through
+    `on_committed(partition, offset)` when the high watermark passes the write (at once on a single
+    replica; through the produce purgatory otherwise), or `on_failed(partition, offset, error)` when
+    it never does (timeout, leadership lost)."""
 
-    name = "GroupCoordinator"
-
-    def __init__(self, config: Any, replica_manager: Any, controller: Controller, metadata: Any,
-                 time_ms: Callable[[], int]) -> None:
-        self.config = config
+    def __init__(self, replica_manager: Any, topic: str, time_ms: Callable[[], int], timeout_ms: int,
+                 on_committed: Callable[[int, int], None],
+                 on_failed: Callable[[int, int, ErrorCode], None]) -> None:
         self.replica_manager = replica_manager
-        self.controller = controller
-        self.metadata = metadata
+        self.topic = topic
         self.time_ms = time_ms
-        self.loading: set[int] = set()
-        self.active = False
-        self.scheduler: LoopScheduler | None = None
-        self.coordinator: GroupCoordinator | None = None
-        self._expiry: asyncio.TimerHandle | None = None
+        self.timeout_ms = timeout_ms
+        self.on_committed = on_committed
+        self.on_failed = on_failed
 
-    # -- lifecycle -----------------------------------------------------------------------------------
-
-    def startup(self) -> None:
-        """Load every hosted `__consumer_offsets` partition (one per loop turn) and start offset expiry."""
-        loop = asyncio.get_running_loop()
-        self.scheduler = LoopScheduler(loop)
-        self.coordinator = GroupCoordinator(coordinator_config(self.config), self.scheduler, self._write,
-                                            self.time_ms, self.group_status, topics=self.metadata)
-        self.active = True
-        info = self.metadata.topic(GROUP_METADATA_TOPIC)
-        if info is not None:
-            self.loading = set(range(info.num_partitions))
-            for p in sorted(self.loading):
-                loop.call_soon(self._load_partition, p)
-        interval = int(_setting(self.config, "offsets.retention.check.interval.ms", 600000))
-        self._schedule_expiry(loop, interval)
-
-    def _schedule_expiry(self, loop: asyncio.AbstractEventLoop, interval_ms: int) -> None:
-        def run() -> None:
-            if not self.active or self.coordinator is None:
-                return
-            try:
-                self.coordinator.expire_offsets()
-            except Exception:
-                log.exception("offset expiry failed")
-            self._expiry = loop.call_later(interval_ms / 1000, run)
-
-        self._expiry = loop.call_later(interval_ms / 1000, run)
-
-    def shutdown(self) -> None:
-        """Answer every waiting JoinGroup/SyncGroup with NOT_COORDINATOR and stop all timers."""
-        self.active = False
-        if self._expiry is not None:
-            self._expiry.cancel()
-        if self.coordinator is not None:
-            self.coordinator.unload_all()
-        if self.scheduler is not None:
-            self.scheduler.cancel_all()
-
-    def on_metadata_update(self, delta: MetadataDelta, image: MetadataImage, manifest: LoaderManifest) -> None:
-        """Metadata publisher: committed offsets of deleted topics are removed, as Kafka does
-        (GroupCoordinator.onPartitionsDeleted)."""
-        topics = delta.topics_delta
-        if topics is not None and topics.deleted_topic_ids:
-            self.on_topics_deleted(sorted(t.name for t in topics.deleted_topics()))
-
-    def on_topics_deleted(self, names: list[str]) -> None:
-        if self.active and self.coordinator is not None:
-            self.coordinator.remove_offsets_of_topics(set(names))
-
-    # -- ownership -----------------------------------------------------------------------------------
-
-    def num_partitions(self) -> int:
-        info = self.metadata.topic(GROUP_METADATA_TOPIC)
-        if info is not None:
-            return int(info.num_partitions)
-        return int(_setting(self.config, "offsets.topic.num.partitions", 50))
-
-    def partition_for(self, group_id: str) -> int:
-        return partition_for(group_id, self.num_partitions())
-
-    def group_status(self, group_id: str) -> ErrorCode:
-        if not self.active:
-            return ErrorCode.NOT_COORDINATOR
-        p = self.partition_for(group_id)
-        if p in self.loading:
-            return ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
-        if self.replica_manager.get_partition(GROUP_METADATA_TOPIC, p) is None:
-            return ErrorCode.NOT_COORDINATOR
-        return ErrorCode.NONE
-
-    def offsets_topic_status(self) -> ErrorCode:
-        """NONE once `__consumer_offsets` exists, COORDINATOR_NOT_AVAILABLE before."""
-        if self.metadata.topic(GROUP_METADATA_TOPIC) is not None:
-            return ErrorCode.NONE
-        return ErrorCode.COORDINATOR_NOT_AVAILABLE
-
-    async def create_offsets_topic(self) -> ErrorCode:
-        """Create `__consumer_offsets` on first use through the controller, as Kafka's FindCoordinator does."""
-        if self.metadata.topic(GROUP_METADATA_TOPIC) is not None:
-            return ErrorCode.NONE
-        partitions = int(_setting(self.config, "offsets.topic.num.partitions", 50))
-        configs = {
-            "cleanup.policy": "compact",
-            "compression.type": "producer",
-            "segment.bytes": str(int(_setting(self.config, "offsets.topic.segment.bytes", 104857600))),
-        }
-        try:
-            # offsets.topic.replication.factor is capped at the single node we have (docs/consumer-groups.md).
-            await self.controller.create_topic(GROUP_METADATA_TOPIC, num_partitions=partitions,
-                                               replication_factor=1, configs=configs)
-        except KafkaError as exc:
-            if exc.error_code == ErrorCode.TOPIC_ALREADY_EXISTS:
-                return ErrorCode.NONE
-            log.warning("Cannot create %s: %s", GROUP_METADATA_TOPIC, exc)
-            return ErrorCode.COORDINATOR_NOT_AVAILABLE
-        log.info("Created %s with %d partitions", GROUP_METADATA_TOPIC, partitions)
-        return ErrorCode.NONE
-
-    # -- writes --------------------------------------------------------------------------------------
-
-    def _write(self, group_id: str, records: list[tuple[bytes, bytes | None]]) -> ErrorCode:
-        p = self.partition_for(group_id)
+    def append(self, partition: int, records: list[Record]) -> AppendResult:
+        key = (self.topic, partition)
         now = self.time_ms()
-        batch = build_batch([SimpleRecord(value, key, now) for key, value in records], now_ms=now)
-        results = self.replica_manager.append_records(
-            int(_setting(self.config, "offsets.commit.timeout.ms", 5000)), 1, True,
-            {(GROUP_METADATA_TOPIC, p): memoryview(batch)},
-        )
-        result = results[(GROUP_METADATA_TOPIC, p)]
-        if result.error != ErrorCode.NONE:
-            log.warning("Failed to write %d records of group %s to %s-%d: %s", len(records), group_id,
-                        GROUP_METADATA_TOPIC, p, ErrorCode(result.error).name)
-        return ErrorCode(result.error)
+        batch = build_batch([SimpleRecord(value, k, now) for k, value in records], now_ms=now)
+        results = self.replica_manager.append_records(self.timeout_ms, -1, True, {key: memoryview(batch)})
+        if isinstance(results, dict):
+            result = results[key]
+            if result.error != ErrorCode.NONE:
+                log.warning("Failed to write %d records to %s-%d: %s", len(records), self.topic, partition,
+                            ErrorCode(result.error).name)
+                return AppendResult(ErrorCode(result.error))
+            next_offset = int(result.base_offset) + len(records)
+            self.on_committed(partition, next_offset)  # the high watermark already passed it
+            return AppendResult(ErrorCode.NONE, next_offset)
+        # Appended locally; the purgatory completes the future when the high watermark passes it.
+        hosted = self.replica_manager.get_partition(self.topic, partition)
+        next_offset = int(hosted.log_end_offset) if hosted is not None else -1
 
-    # -- loading -------------------------------------------------------------------------------------
+        def done(future: asyncio.Future[dict[tuple[str, int], Any]]) -> None:
+            error = ErrorCode.NOT_COORDINATOR if future.cancelled() or future.exception() is not None \
+                else ErrorCode(future.result()[key].error)
+            if error == ErrorCode.NONE:
+                self.on_committed(partition, next_offset)
+            else:
+                log.warning("Write to %s-%d up to offset %d did not commit: %s", self.topic, partition,
+                            next_offset, error.name)
+                self.on_failed(partition, next_offset, error)
 
-    def _load_partition(self, p: int) -> None:
-        if not self.active or self.coordinator is None:
-            return
-        partition = self.replica_manager.get_partition(GROUP_METADATA_TOPIC, p)
-        try:
-            if partition is not None:
-                groups = self.load_log(partition.log, self.coordinator)
-                self.coordinator.start_member_sessions(sorted(groups))
-        except Exception:
-            log.exception("Failed to load %s-%d", GROUP_METADATA_TOPIC, p)
-        finally:
-            self.loading.discard(p)
+        results.add_done_callback(done)
+        return AppendResult(ErrorCode.NONE, next_offset)
 
-    @staticmethod
-    def load_log(log_: Any, coordinator: GroupCoordinator, chunk: int = 5 * 1024 * 1024) -> set[str]:
-        """Replay every record of one partition log into `coordinator`; the group ids seen."""
-        from kbroker.coord.records import decode_key
 
-        seen: set[str] = set()
-        offset = int(log_.log_start_offset)
-        end = int(log_.log_end_offset)
-        while offset < end:
-            info = log_.read(offset, chunk, max_offset=end, min_one_message=True)
-            if info.region is None or info.region.size == 0:
+class LogLoader:
+    """Reads a partition of `topic` from its log start to its end, record by record."""
+
+    def __init__(self, replica_manager: Any, topic: str, chunk: int = 5 * 1024 * 1024) -> None:
+        self.replica_manager = replica_manager
+        self.topic = topic
+        self.chunk = chunk
+
+    def load(self, partition: int, replay: Callable[[int, bytes | memoryview | None,
+                                                     bytes | memoryview | None], None]) -> int:
+        hosted = self.replica_manager.get_partition(self.topic, partition)
+        if hosted is None:
+            return 0
+        return load_log(hosted.log, replay, self.chunk)
+
+
+def load_log(log_: Any, replay: Callable[[int, bytes | memoryview | None, bytes | memoryview | None], None],
+             chunk: int = 5 * 1024 * 1024) -> int:
+    """Replay every record of one partition log (control batches skipped); the offset loaded up to."""
+    offset = int(log_.log_start_offset)
+    end = int(log_.log_end_offset)
+    while offset < end:
+        info = log_.read(offset, chunk, max_offset=end, min_one_message=True)
+        if info.region is None or info.region.size == 0:
+            break
+        buf = memoryview(info.region.read_bytes())
+        pos = 0
+        next_offset = offset
+        while pos + 12 <= len(buf):
+            size = batch_size_at(buf, pos)
+            if pos + size > len(buf):
                 break
-            buf = memoryview(info.region.read_bytes())
-            pos = 0
-            next_offset = offset
-            while pos + 12 <= len(buf):
-                size = batch_size_at(buf, pos)
-                if pos + size > len(buf):
-                    break
-                batch = RecordBatch(buf[pos : pos + size])
-                pos += size
-                next_offset = batch.next_offset
-                if batch.is_control:
+            batch = RecordBatch(buf[pos : pos + size])
+            pos += size
+            next_offset = batch.next_offset
+            if batch.is_control:
+                continue
+            for record in batch.iter_records():
+                if record.offset < offset:
                     continue
-                for record in batch.iter_records():
-                    if record.offset < offset:
-                        continue
-                    coordinator.replay_record(record.key, record.value)
-                    if record.key is not None:
-                        k = decode_key(record.key)
-                        if k is not None:
-                            seen.add(k.group)
-            if next_offset <= offset:
-                break
-            offset = next_offset
-        return seen
+                replay(record.offset, record.key, record.value)
+        if next_offset <= offset:
+            break
+        offset = next_offset
+    return end

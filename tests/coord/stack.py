@@ -48,7 +48,7 @@ class Stack:
 
     @property
     def coordinator(self) -> Any:
-        return self.runtime.coordinator
+        return self.runtime
 
     async def call(self, api_key: int, version: int, request: Any) -> Any:
         self.correlation += 1

@@ -6,8 +6,9 @@ import struct
 from collections.abc import Callable
 from typing import Any
 
-from kbroker.coord.coordinator import CoordinatorConfig, GroupCoordinator
+from kbroker.coord.config import CoordinatorConfig
 from kbroker.coord.group import JoinResult, SyncResult
+from kbroker.coord.shard import GroupCoordinatorShard
 from kbroker.protocol.errors import ErrorCode
 
 
@@ -93,7 +94,7 @@ class Harness:
         self.log = MemoryLog()
         self.status: dict[str, ErrorCode] = {}
         cfg = CoordinatorConfig(**{"initial_rebalance_delay_ms": 3000, **config})
-        self.coord = GroupCoordinator(cfg, self.sched, self.log, self.sched.time_ms,
+        self.coord = GroupCoordinatorShard(cfg, self.sched, self.log, self.sched.time_ms,
                                       lambda g: self.status.get(g, ErrorCode.NONE))
 
     def join(self, group: str = "g", member_id: str = "", *, instance_id: str | None = None,

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from kbroker.coord.assignors import Assignment
+from kbroker.coord.config import CoordinatorConfig
 from kbroker.coord.consumer_coordinator import HeartbeatRequestData, HeartbeatResult
 from kbroker.coord.consumer_group import (
     ConsumerGroup,
@@ -15,8 +16,8 @@ from kbroker.coord.consumer_group import (
     MemberState,
     reconcile,
 )
-from kbroker.coord.coordinator import CoordinatorConfig, GroupCoordinator
-from kbroker.coord.group_admin import CommitRequestPartition
+from kbroker.coord.offset_metadata_manager import CommitRequestPartition
+from kbroker.coord.shard import GroupCoordinatorShard
 from kbroker.protocol.errors import ErrorCode
 from tests.coord.support import FakeScheduler, MemoryLog, subscription
 
@@ -58,7 +59,7 @@ class H:
         self.sched = FakeScheduler()
         self.log = MemoryLog()
         self.topics = Topics()
-        self.coord = GroupCoordinator(CoordinatorConfig(**config), self.sched, self.log, self.sched.time_ms,
+        self.coord = GroupCoordinatorShard(CoordinatorConfig(**config), self.sched, self.log, self.sched.time_ms,
                                       lambda g: E.NONE, topics=self.topics)
         self.tid = self.topics.add("orders", 6)
 
@@ -277,7 +278,7 @@ def test_regex_subscription() -> None:
 def test_assignor_choice_and_describe() -> None:
     h = H()
     h.hb("a", 0, assignor="range")
-    assert h.coord.preferred_assignor(h.group()) == "range"
+    assert h.coord.group_manager.preferred_assignor(h.group()) == "range"
     error, _, group = h.coord.consumer_group_describe("g")
     assert error == E.NONE and group is h.group()
     error, message, _ = h.coord.consumer_group_describe("missing")

@@ -15,8 +15,8 @@ from kbroker.coord.consumer_records import (
     encode_key,
     group_metadata_value,
 )
-from kbroker.coord.coordinator import GroupCoordinator
 from kbroker.coord.records import decode_key
+from kbroker.coord.shard import GroupCoordinatorShard
 from kbroker.protocol.errors import ErrorCode
 from tests.coord.test_consumer_group import H
 
@@ -40,11 +40,11 @@ def _types(records: list[tuple[str, bytes, bytes | None]]) -> list[tuple[int, bo
     return [(struct.unpack_from(">h", k)[0], v is None) for _, k, v in records]
 
 
-def _restart(h: H) -> GroupCoordinator:
-    coord = GroupCoordinator(h.coord.config, h.sched, h.log, h.sched.time_ms, lambda g: E.NONE, topics=h.topics)
+def _restart(h: H) -> GroupCoordinatorShard:
+    coord = GroupCoordinatorShard(h.coord.config, h.sched, h.log, h.sched.time_ms, lambda g: E.NONE, topics=h.topics)
     for _, key, value in h.log.records:
         coord.replay_record(key, value)
-    coord.start_member_sessions(sorted({gid for gid, _, _ in h.log.records}))
+    coord.on_loaded()  # what the runtime calls once the partition is replayed
     return coord
 
 

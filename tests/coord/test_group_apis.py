@@ -144,7 +144,7 @@ def test_join_v0_and_simple_commit_with_retention(tmp_path: Path) -> None:
             topics=[OffsetCommitRequest.OffsetCommitRequestTopic(name="orders", partitions=[
                 OffsetCommitRequest.OffsetCommitRequestPartition(partition_index=1, committed_offset=5)])]))
         assert c.topics[0].partitions[0].error_code == 0
-        stored = s.coordinator.offsets.get("simple", "orders", 1)
+        stored = s.coordinator.shard_for("simple").offsets.get("simple", "orders", 1)
         assert stored.expire_timestamp - stored.commit_timestamp == 60000
 
     run(tmp_path, body)
@@ -172,3 +172,45 @@ def test_groups_answer_load_in_progress_then_serve(tmp_path: Path) -> None:
         s.shutdown()
 
     asyncio.run(second())
+
+
+def test_offset_commit_is_answered_once_the_high_watermark_passes_it(tmp_path: Path) -> None:
+    """Through the dispatcher and a real partition: with the high watermark held back (what a follower
+    not yet caught up does), OffsetCommit and a later OffsetFetch are answered only when the replica
+    manager's acks=-1 wait completes."""
+
+    async def body(s: Stack) -> None:
+        await s.call(10, 3, FindCoordinatorRequest(key="g", key_type=0))
+        real_append = s.replica_manager.append_records
+        held: list[tuple[asyncio.Future[dict], dict]] = []
+
+        def held_back(timeout_ms: int, acks: int, internal: bool, entries: dict) -> object:
+            results = real_append(timeout_ms, 1, internal, entries)  # appended to the log now
+            future: asyncio.Future[dict] = asyncio.get_running_loop().create_future()
+            held.append((future, results))
+            return future
+
+        s.replica_manager.append_records = held_back  # type: ignore[method-assign]
+        commit = asyncio.ensure_future(s.call(8, 8, _commit("g", -1, "", "orders", 42)))
+        await asyncio.sleep(0.05)
+        assert held and not commit.done()
+        fetch = asyncio.ensure_future(s.call(9, 5, OffsetFetchRequest(group_id="g", topics=[
+            OffsetFetchRequest.OffsetFetchRequestTopic(name="orders", partition_indexes=[0])])))
+        await asyncio.sleep(0.05)
+        assert not fetch.done()  # a read waits for the write before it
+        future, results = held[0]
+        future.set_result(results)  # the high watermark passes the write
+        committed = await commit
+        assert committed.topics[0].partitions[0].error_code == 0
+        fetched = await fetch
+        assert fetched.topics[0].partitions[0].committed_offset == 42
+        # A write that never commits (offsets.commit.timeout.ms passed): COORDINATOR_NOT_AVAILABLE.
+        late = asyncio.ensure_future(s.call(8, 8, _commit("g", -1, "", "orders", 43)))
+        await asyncio.sleep(0.05)
+        future, results = held[1]
+        key = next(iter(results))
+        results[key].error = E.REQUEST_TIMED_OUT
+        future.set_result(results)
+        assert (await late).topics[0].partitions[0].error_code == E.COORDINATOR_NOT_AVAILABLE
+
+    run(tmp_path, body)

@@ -6,6 +6,7 @@ import struct
 from collections.abc import Callable
 from typing import Any
 
+from kbroker.coord.config import CoordinatorConfig
 from kbroker.coord.consumer_group import MemberState
 from kbroker.coord.consumer_records import (
     MEMBER_METADATA,
@@ -13,11 +14,11 @@ from kbroker.coord.consumer_records import (
     member_metadata_value,
     replay,
 )
-from kbroker.coord.coordinator import CoordinatorConfig, GroupCoordinator
 from kbroker.coord.group import GroupState, JoinResult, SyncResult
-from kbroker.coord.group_admin import CommitRequestPartition
 from kbroker.coord.migration import decode_assignment, decode_subscription, encode_assignment
+from kbroker.coord.offset_metadata_manager import CommitRequestPartition
 from kbroker.coord.records import decode_key, encode_group_metadata_key
+from kbroker.coord.shard import GroupCoordinatorShard
 from kbroker.protocol.errors import ErrorCode
 from tests.coord.support import FakeScheduler, MemoryLog
 from tests.coord.test_consumer_group import H
@@ -238,12 +239,12 @@ def test_mixed_group_survives_a_restart_from_its_records() -> None:
     settle_classic(h, a)
     log = MemoryLog()
     sched = FakeScheduler()
-    fresh = GroupCoordinator(CoordinatorConfig(), sched, log, sched.time_ms, lambda g: E.NONE, topics=h.topics)
+    fresh = GroupCoordinatorShard(CoordinatorConfig(), sched, log, sched.time_ms, lambda g: E.NONE, topics=h.topics)
     for _, key, value in h.log.records:
         decoded = decode_key(key)
         if isinstance(decoded, ConsumerGroupRecordKey):
-            fresh.replay_consumer_record(decoded, value)
-    fresh.finish_consumer_load(["g"])
+            fresh.group_manager.replay_consumer_record(decoded, value)
+    fresh.group_manager.consumer_persistence.finish_consumer_load(["g"])
     group = fresh.consumer_groups["g"]
     before = h.group()
     assert set(group.members) == set(before.members)
@@ -276,3 +277,17 @@ def test_classic_member_metadata_bytes_match_kafka() -> None:
     # Kafka stored "" as the regex of this member; with the same fields kbroker writes the same bytes.
     assert (c1.client_host, c1.rebalance_timeout_ms, c1.subscribed_topic_regex) == ("/127.0.0.1", 300000, "")
     assert member_metadata_value(c1) == KAFKA_CLASSIC_MEMBER
+    # A consumer-protocol member: Kafka writes ClassicMemberMetadata as an explicit null (tag 0, one
+    # zero byte); so does kbroker since its records come from the generated codecs.
+    assert member_metadata_value(n1) == KAFKA_CONSUMER_MEMBER
+
+
+def test_member_record_without_the_classic_tag_is_a_consumer_member() -> None:
+    """Records written by kbroker before the generated codecs left tag 0 out for a consumer-protocol
+    member; the generated reader gives the field's default (an empty struct) then, which must still
+    read as "not a classic member"."""
+    old_format = KAFKA_CONSUMER_MEMBER[:-4] + b"\x00"  # the same fields, no tagged field at all
+    groups: dict[str, Any] = {}
+    replay(groups, ConsumerGroupRecordKey(MEMBER_METADATA, "mg", "n1"), old_format)
+    member = groups["mg"].members["n1"]
+    assert member.classic is None and member.client_host == "/127.0.0.1"

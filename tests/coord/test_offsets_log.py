@@ -7,7 +7,7 @@ import asyncio
 from pathlib import Path
 
 from kbroker.coord.group import GroupState
-from kbroker.coord.group_admin import CommitRequestPartition as CP
+from kbroker.coord.offset_metadata_manager import CommitRequestPartition as CP
 from kbroker.coord.records import OffsetCommitValue
 from kbroker.coord.runtime import GROUP_METADATA_TOPIC, java_string_hashcode, partition_for
 from kbroker.protocol.errors import ErrorCode
@@ -84,13 +84,13 @@ def test_offsets_and_groups_survive_a_restart(tmp_path: Path) -> None:
         assert err == E.NONE
         assert [(o.topic, o.partition, o.offset, o.leader_epoch, o.metadata) for o in offsets] == \
             [("t", 0, 11, 4, "m2"), ("t", 1, 20, -1, "")]
-        group = coord.groups["active"]
+        group = coord.shard_for("active").groups["active"]
         assert group.state == S.STABLE and group.generation_id == 1 and group.protocol_name == "range"
         assert group.members[member_id].assignment == b"ASSIGNED"
         # The member carries on after the restart with its old generation.
         assert coord.heartbeat("active", 1, member_id, None) == E.NONE
         assert coord.fetch_offsets("active", [("t", 2)])[1][0].offset == 7
-        assert "gone" not in coord.groups and coord.fetch_offsets("gone", None) == (E.NONE, [])
+        assert "gone" not in coord.shard_for("gone").groups and coord.fetch_offsets("gone", None) == (E.NONE, [])
         assert sorted(g for g, *_ in coord.list_groups([], [])) == ["active", "simple"]
         stack.shutdown()
 
@@ -223,7 +223,7 @@ def test_describe_and_list() -> None:
 
 
 def test_offset_value_types() -> None:
-    assert OffsetCommitValue(1).expire_timestamp == -1
+    assert OffsetCommitValue(offset=1).expire_timestamp == -1
 
 
 def test_offsets_of_deleted_topics_are_removed() -> None:

@@ -72,7 +72,7 @@ def test_two_step_join_initial_delay_and_sync() -> None:
     assert group.state == S.STABLE
     # The assignment was written as a GroupMetadataValue before anyone got it.
     gid, key, value = h.log.records[-1]
-    assert decode_key(key) == GroupMetadataKey("g")
+    assert decode_key(key) == GroupMetadataKey(group="g")
     assert value is not None
     stored = decode_group_metadata_value(value)
     assert stored.generation == 1 and stored.members[0].assignment == b"A"

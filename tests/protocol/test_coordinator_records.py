@@ -108,12 +108,12 @@ def test_group_metadata_key_matches_coord() -> None:
     ("coord_value", "version", "generated"),
     [
         (
-            coord_records.OffsetCommitValue(1234, "meta", 1_700_000_000_000, 5),
+            coord_records.OffsetCommitValue(offset=1234, metadata="meta", commit_timestamp=1_700_000_000_000, leader_epoch=5),
             3,
             OffsetCommitValue(offset=1234, leader_epoch=5, metadata="meta", commit_timestamp=1_700_000_000_000),
         ),
         (
-            coord_records.OffsetCommitValue(99, "", 1000, -1, 61000),
+            coord_records.OffsetCommitValue(offset=99, metadata="", commit_timestamp=1000, expire_timestamp=61000),
             1,
             OffsetCommitValue(offset=99, metadata="", commit_timestamp=1000, expire_timestamp=61000),
         ),
@@ -133,7 +133,7 @@ def test_offset_commit_value_versions_coord_reads() -> None:
         value = OffsetCommitValue(offset=5, metadata="m", commit_timestamp=77, leader_epoch=2 if version else -1)
         raw = encode_coordinator_value(value, version)
         assert coord_records.decode_offset_commit_value(raw) == coord_records.OffsetCommitValue(
-            5, "m", 77, value.leader_epoch, -1
+            offset=5, metadata="m", commit_timestamp=77, leader_epoch=value.leader_epoch, expire_timestamp=-1
         )
 
 
@@ -141,8 +141,8 @@ def _group_metadata(version: int) -> tuple[coord_records.GroupMetadataValue, Gro
     theirs = coord_records.GroupMetadataValue(
         protocol_type="consumer", generation=3, protocol="range", leader="m1", current_state_timestamp=555,
         members=[
-            coord_records.MemberMetadata("m1", "client", "/127.0.0.1", 30000, 10000, b"SUB", b"ASSIGN", "inst-1"),
-            coord_records.MemberMetadata("m2", "c2", "/10.0.0.2", 45000, 9000, b"", b"A", None),
+            coord_records.MemberMetadata(member_id="m1", client_id="client", client_host="/127.0.0.1", rebalance_timeout=30000, session_timeout=10000, subscription=b"SUB", assignment=b"ASSIGN", group_instance_id="inst-1"),
+            coord_records.MemberMetadata(member_id="m2", client_id="c2", client_host="/10.0.0.2", rebalance_timeout=45000, session_timeout=9000, subscription=b"", assignment=b"A", group_instance_id=None),
         ],
     )  # fmt: skip
     ours = GroupMetadataValue(
@@ -174,7 +174,7 @@ def test_group_metadata_value_matches_coord(version: int) -> None:
 
 
 def test_empty_group_metadata_value_matches_coord() -> None:
-    theirs = coord_records.GroupMetadataValue("consumer", 4, None, None, 1, [])
+    theirs = coord_records.GroupMetadataValue(protocol_type="consumer", generation=4, protocol=None, leader=None, current_state_timestamp=1, members=[])
     ours = GroupMetadataValue(protocol_type="consumer", generation=4, protocol=None, leader=None,
                               current_state_timestamp=1)  # fmt: skip
     raw = coord_records.encode_group_metadata_value(theirs)
@@ -218,12 +218,13 @@ def _member_value(classic: ConsumerGroupMemberMetadataValue.ClassicMemberMetadat
 
 
 def test_member_metadata_value_matches_coord() -> None:
-    # A consumer-protocol member: coord writes no tag 0; the generated default (an empty struct) is
-    # not written either. (Kafka itself sets ClassicMemberMetadata to null, written as tag 0 with a
-    # lone 0 byte: see test_null_classic_member_metadata_is_a_lone_zero.)
+    # A consumer-protocol member: coord sets ClassicMemberMetadata to null as Kafka does, written as
+    # tag 0 with a lone 0 byte (see test_null_classic_member_metadata_is_a_lone_zero).
     raw = cr.member_metadata_value(_member(None))
-    assert encode_coordinator_value(_member_value(None), 0) == raw
-    assert decode_coordinator_value(G, 5, raw) == (_member_value(None), 0)
+    consumer_member = _member_value(None)
+    consumer_member.classic_member_metadata = None  # type: ignore[attr-defined]
+    assert encode_coordinator_value(consumer_member, 0) == raw
+    assert decode_coordinator_value(G, 5, raw) == (consumer_member, 0)
     # A classic-protocol member: tag 0 holds the nullable struct (presence 1).
     classic = ClassicMemberMetadata(10000, [("range", b"\x00\x01sub"), ("roundrobin", b"")])
     ours = ConsumerGroupMemberMetadataValue.ClassicMemberMetadata(

@@ -1,0 +1,441 @@
+"""The group coordinator service: what the group API handlers call (Kafka's GroupCoordinatorService).
+
+It owns a `CoordinatorRuntime` of `GroupCoordinatorShard`s, one per `__consumer_offsets` partition this
+broker leads, routes each request to the shard of its group (`partition_for`) as a write operation
+(JoinGroup, SyncGroup, Heartbeat, LeaveGroup, OffsetCommit, OffsetDelete, DeleteGroups,
+ConsumerGroupHeartbeat) or a read operation (OffsetFetch, DescribeGroups, ListGroups,
+ConsumerGroupDescribe), and answers once the runtime releases the answer: after the high watermark
+of the partition passed every record the operation (and those before it) wrote. An answer is the
+value itself when it is already committed (the single-replica case: no future is made), else a loop
+future. Requests that wait inside the state machine (JoinGroup until the join phase completes,
+SyncGroup until the leader's assignment) answer through their callback, which the service wraps so
+that it too waits for the commit of whatever operation completes it.
+
+Lifecycle: `startup` loads every hosted partition (one per event-loop turn; groups answer
+COORDINATOR_LOAD_IN_PROGRESS meanwhile) and starts the periodic offset expiry; `create_offsets_topic`
+creates `__consumer_offsets` through the controller on first use (FindCoordinator);
+`shutdown` unloads everything (waiting requests get NOT_COORDINATOR, timers stop). As a metadata
+publisher it loads and unloads partitions as this broker gains and loses their leadership.
+
+Must not import kbroker.net or kbroker.api.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, TypeAlias, TypeVar, Union
+
+from kbroker.coord.config import map_append_error
+from kbroker.coord.consumer_coordinator import HeartbeatRequestData, HeartbeatResult
+from kbroker.coord.consumer_group import ConsumerGroup
+from kbroker.coord.coordinator_runtime import CoordinatorRuntime, CoordinatorTimer, Record
+from kbroker.coord.group import JoinResult, SyncResult
+from kbroker.coord.group_metadata_manager import GroupDescription
+from kbroker.coord.offset_metadata_manager import CommitRequestPartition, FetchedOffset
+from kbroker.coord.runtime import (
+    GROUP_METADATA_TOPIC,
+    LogLoader,
+    LoopScheduler,
+    ReplicaPartitionWriter,
+    coordinator_config,
+    partition_for,
+    setting,
+)
+from kbroker.coord.shard import GroupCoordinatorShard
+from kbroker.protocol.errors import ErrorCode, KafkaError
+
+if TYPE_CHECKING:
+    from kbroker.config import KafkaConfig
+    from kbroker.controller.controller import Controller
+    from kbroker.metadata.cache import MetadataCache
+    from kbroker.metadata.delta import MetadataDelta
+    from kbroker.metadata.image import MetadataImage
+    from kbroker.metadata.loader import LoaderManifest
+    from kbroker.replica.replica_manager import ReplicaManager
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+U = TypeVar("U")
+# An answer: the value when it is committed already, else a future completed when it is.
+Answer: TypeAlias = Union[T, "asyncio.Future[T]"]  # noqa: UP007 - a generic alias over a TypeVar
+
+
+class GroupCoordinatorService:
+    """The broker's group coordinator (what the group API handlers call), and a metadata publisher:
+    it loads a `__consumer_offsets` partition when this broker becomes its leader, unloads it when the
+    broker stops leading it, and removes the committed offsets of deleted topics."""
+
+    name = "GroupCoordinator"
+
+    def __init__(self, config: KafkaConfig, replica_manager: ReplicaManager, controller: Controller,
+                 metadata: MetadataCache, time_ms: Callable[[], int]) -> None:
+        self.config = config
+        self.replica_manager = replica_manager
+        self.controller = controller
+        self.metadata = metadata
+        self.time_ms = time_ms
+        self.coordinator_config = coordinator_config(config)
+        self.active = False
+        self.scheduler: LoopScheduler | None = None
+        self.runtime: CoordinatorRuntime[GroupCoordinatorShard] | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._expiry: asyncio.TimerHandle | None = None
+
+    # -- lifecycle -----------------------------------------------------------------------------------
+
+    def startup(self) -> None:
+        """Load every hosted `__consumer_offsets` partition (one per loop turn) and start offset expiry."""
+        loop = self._loop = asyncio.get_running_loop()
+        self.scheduler = LoopScheduler(loop)
+        writer = ReplicaPartitionWriter(
+            self.replica_manager, GROUP_METADATA_TOPIC, lambda: self.time_ms(),
+            int(setting(self.config, "offsets.commit.timeout.ms", 5000)),
+            self._on_committed, self._on_write_failed)
+        self.runtime = CoordinatorRuntime(writer, LogLoader(self.replica_manager, GROUP_METADATA_TOPIC),
+                                          self._new_shard, self.scheduler)
+        self.active = True
+        info = self.metadata.topic(GROUP_METADATA_TOPIC)
+        if info is not None:
+            for p in range(info.num_partitions):
+                if self.replica_manager.get_partition(GROUP_METADATA_TOPIC, p) is not None \
+                        and self.runtime.schedule_load(p):
+                    loop.call_soon(self.runtime.run_load, p)
+        interval = int(setting(self.config, "offsets.retention.check.interval.ms", 600000))
+        self._schedule_expiry(loop, interval)
+
+    def _new_shard(self, partition: int, timer: CoordinatorTimer,
+                   append: Callable[[list[Record]], ErrorCode]) -> GroupCoordinatorShard:
+        return GroupCoordinatorShard(self.coordinator_config, timer, lambda _group, records: append(records),
+                                     lambda: self.time_ms(), topics=self.metadata)
+
+    def _on_committed(self, partition: int, offset: int) -> None:
+        if self.runtime is not None:
+            self.runtime.on_high_watermark_updated(partition, offset)
+
+    def _on_write_failed(self, partition: int, offset: int, error: ErrorCode) -> None:
+        if self.runtime is not None:
+            # As Kafka's normalizeException: a timeout -> COORDINATOR_NOT_AVAILABLE, a lost leadership
+            # -> NOT_COORDINATOR (the client looks for the coordinator again).
+            self.runtime.on_write_failed(partition, offset, map_append_error(error))
+
+    def _schedule_expiry(self, loop: asyncio.AbstractEventLoop, interval_ms: int) -> None:
+        def run() -> None:
+            if not self.active or self.runtime is None:
+                return
+            for p, _shard in self.runtime.active_shards():
+                self.runtime.write(p, lambda shard: shard.expire_offsets(), _ignore, _ignore)
+            self._expiry = loop.call_later(interval_ms / 1000, run)
+
+        self._expiry = loop.call_later(interval_ms / 1000, run)
+
+    def shutdown(self) -> None:
+        """Answer every waiting JoinGroup/SyncGroup with NOT_COORDINATOR and stop all timers."""
+        self.active = False
+        if self._expiry is not None:
+            self._expiry.cancel()
+        if self.runtime is not None:
+            self.runtime.close()
+        if self.scheduler is not None:
+            self.scheduler.cancel_all()
+
+    def on_topics_deleted(self, names: list[str]) -> None:
+        """Hook for topic deletion: committed offsets of deleted topics are removed, as Kafka does."""
+        if not self.active or self.runtime is None:
+            return
+        topics = set(names)
+        for p, _shard in self.runtime.active_shards():
+            self.runtime.write(p, lambda shard: shard.remove_offsets_of_topics(topics), _ignore, _ignore)
+
+    @property
+    def loading(self) -> set[int]:
+        """The partitions still loading."""
+        if self.runtime is None:
+            return set()
+        return {p for p in self.runtime.partitions() if self.runtime.status(p) == ErrorCode.COORDINATOR_LOAD_IN_PROGRESS}
+
+    # -- ownership -----------------------------------------------------------------------------------
+
+    def num_partitions(self) -> int:
+        info = self.metadata.topic(GROUP_METADATA_TOPIC)
+        if info is not None:
+            return int(info.num_partitions)
+        return int(setting(self.config, "offsets.topic.num.partitions", 50))
+
+    def partition_for(self, group_id: str) -> int:
+        return partition_for(group_id, self.num_partitions())
+
+    def _partition(self, group_id: str) -> int:
+        """The group's partition, its shard loaded (or loading) when this broker hosts it and dropped
+        when it no longer does."""
+        p = self.partition_for(group_id)
+        rt = self.runtime
+        if rt is None or not self.active:
+            return p
+        hosted = self.replica_manager.get_partition(GROUP_METADATA_TOPIC, p) is not None
+        known = rt.context(p) is not None
+        if hosted and not known and rt.schedule_load(p) and self._loop is not None:
+            self._loop.call_soon(rt.run_load, p)
+        elif known and not hosted:
+            rt.unload(p)
+        return p
+
+    def group_status(self, group_id: str) -> ErrorCode:
+        if not self.active or self.runtime is None:
+            return ErrorCode.NOT_COORDINATOR
+        return self.runtime.status(self._partition(group_id))
+
+    def offsets_topic_status(self) -> ErrorCode:
+        """NONE once `__consumer_offsets` exists, COORDINATOR_NOT_AVAILABLE before."""
+        if self.metadata.topic(GROUP_METADATA_TOPIC) is not None:
+            return ErrorCode.NONE
+        return ErrorCode.COORDINATOR_NOT_AVAILABLE
+
+    async def create_offsets_topic(self) -> ErrorCode:
+        """Create `__consumer_offsets` on first use through the controller, as Kafka's FindCoordinator
+        does. The metadata publisher below loads its (empty) partitions as the creation commits."""
+        if self.metadata.topic(GROUP_METADATA_TOPIC) is not None:
+            return ErrorCode.NONE
+        partitions = int(setting(self.config, "offsets.topic.num.partitions", 50))
+        configs = {
+            "cleanup.policy": "compact",
+            "compression.type": "producer",
+            "segment.bytes": str(int(setting(self.config, "offsets.topic.segment.bytes", 104857600))),
+        }
+        try:
+            # offsets.topic.replication.factor is capped at the single node we have (docs/consumer-groups.md).
+            await self.controller.create_topic(GROUP_METADATA_TOPIC, num_partitions=partitions,
+                                               replication_factor=1, configs=configs)
+        except KafkaError as exc:
+            if exc.error_code == ErrorCode.TOPIC_ALREADY_EXISTS:
+                return ErrorCode.NONE
+            log.warning("Cannot create %s: %s", GROUP_METADATA_TOPIC, exc)
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE
+        log.info("Created %s with %d partitions", GROUP_METADATA_TOPIC, partitions)
+        return ErrorCode.NONE
+
+    # -- metadata publisher (Kafka's GroupCoordinator.onElection / onResignation) ---------------------
+
+    def on_metadata_update(self, delta: MetadataDelta, image: MetadataImage, manifest: LoaderManifest) -> None:
+        topics = delta.topics_delta
+        if topics is None:
+            return
+        if topics.deleted_topic_ids:
+            self.on_topics_deleted(sorted(t.name for t in topics.deleted_topics()))
+        rt = self.runtime
+        if not self.active or rt is None:
+            return  # startup() loads whatever is hosted then
+        changes = delta.local_changes(self.metadata.node_id)
+        created = topics.topic_was_created(GROUP_METADATA_TOPIC)
+        for tp in changes.leaders:
+            if tp.topic == GROUP_METADATA_TOPIC and rt.schedule_load(tp.partition):
+                if created:
+                    rt.run_load(tp.partition)  # new and empty: usable at once by the FindCoordinator answer
+                elif self._loop is not None:
+                    self._loop.call_soon(rt.run_load, tp.partition)
+        for tp in list(changes.followers) + sorted(changes.deletes):
+            if tp.topic == GROUP_METADATA_TOPIC and rt.context(tp.partition) is not None:
+                rt.unload(tp.partition)
+
+    # -- running operations --------------------------------------------------------------------------
+
+    def _call(self, group_id: str, op: Callable[[GroupCoordinatorShard], T], on_error: Callable[[ErrorCode], T],
+              read: bool = False) -> Answer[T]:
+        return self._call_partition(self._partition(group_id), op, on_error, read)
+
+    def _call_partition(self, partition: int, op: Callable[[GroupCoordinatorShard], T],
+                        on_error: Callable[[ErrorCode], T], read: bool = False) -> Answer[T]:
+        if self.runtime is None or not self.active:
+            return on_error(ErrorCode.NOT_COORDINATOR)
+        box: list[T] = []
+        future: asyncio.Future[T] | None = None
+
+        def complete(value: Any) -> None:
+            if future is None:
+                box.append(value)
+            elif not future.done():
+                future.set_result(value)
+
+        def fail(error: ErrorCode) -> None:
+            complete(on_error(error))
+
+        if read:
+            self.runtime.read(partition, op, complete, fail)
+        else:
+            self.runtime.write(partition, op, complete, fail)
+        if box:
+            return box[0]
+        assert self._loop is not None
+        future = self._loop.create_future()
+        return future
+
+    def _deferring(self, respond: Callable[[T], None], on_error: Callable[[ErrorCode], T]) -> Callable[[T], None]:
+        """A callback for the state machine: its answer is sent once the operation that produced it
+        committed (or `on_error` if it never does)."""
+        runtime = self.runtime
+
+        def deferred(result: T) -> None:
+            if runtime is None:
+                respond(result)
+            else:
+                runtime.defer(lambda: respond(result), lambda error: respond(on_error(error)))
+
+        return deferred
+
+    # -- the classic protocol ------------------------------------------------------------------------
+
+    def join_group(self, group_id: str, member_id: str, group_instance_id: str | None, protocol_type: str,
+                   protocols: list[tuple[str, bytes]], session_timeout_ms: int, rebalance_timeout_ms: int,
+                   client_id: str, client_host: str, require_known_member_id: bool,
+                   respond: Callable[[JoinResult], None], supports_skip_assignment: bool = False) -> None:
+        def on_error(error: ErrorCode) -> JoinResult:
+            return JoinResult(error, member_id)
+
+        answer = self._deferring(respond, on_error)
+        self._call(group_id, lambda shard: shard.join_group(
+            group_id, member_id, group_instance_id, protocol_type, protocols, session_timeout_ms,
+            rebalance_timeout_ms, client_id, client_host, require_known_member_id, answer,
+            supports_skip_assignment), lambda error: respond(on_error(error)))
+
+    def sync_group(self, group_id: str, generation_id: int, member_id: str, group_instance_id: str | None,
+                   protocol_type: str | None, protocol_name: str | None, assignments: dict[str, bytes],
+                   respond: Callable[[SyncResult], None]) -> None:
+        answer = self._deferring(respond, SyncResult)
+        self._call(group_id, lambda shard: shard.sync_group(
+            group_id, generation_id, member_id, group_instance_id, protocol_type, protocol_name, assignments,
+            answer), lambda error: respond(SyncResult(error)))
+
+    def heartbeat(self, group_id: str, generation_id: int, member_id: str,
+                  group_instance_id: str | None) -> Answer[ErrorCode]:
+        return self._call(group_id, lambda shard: shard.heartbeat(group_id, generation_id, member_id,
+                                                                  group_instance_id), _same)
+
+    def leave_group(self, group_id: str,
+                    members: list[tuple[str, str | None]]) -> Answer[tuple[ErrorCode, list[ErrorCode]]]:
+        return self._call(group_id, lambda shard: shard.leave_group(group_id, members), lambda e: (e, []))
+
+    def describe_group(self, group_id: str, not_classic_error: bool = False
+                       ) -> Answer[tuple[ErrorCode, str | None, GroupDescription]]:
+        """DescribeGroups of one group. `not_classic_error` (v6+): GROUP_ID_NOT_FOUND with a message for
+        a group that is not a classic one."""
+        def op(shard: GroupCoordinatorShard) -> tuple[ErrorCode, str | None, GroupDescription]:
+            if not_classic_error and group_id not in shard.groups:
+                message = f"Group {group_id} is not a classic group." if group_id in shard.consumer_groups \
+                    else f"Group {group_id} not found."
+                return ErrorCode.GROUP_ID_NOT_FOUND, message, GroupDescription(group_id, "Dead", "", "", [])
+            error, description = shard.describe_group(group_id)
+            return error, None, description
+
+        return self._call(group_id, op, lambda e: (e, None, GroupDescription(group_id, "Dead", "", "", [])),
+                          read=True)
+
+    def list_groups(self, states: list[str], types: list[str]) -> Answer[list[tuple[str, str, str, str]]]:
+        """(group id, protocol type, state, type) of every group of the loaded partitions."""
+        if self.runtime is None or not self.active:
+            return []
+        parts = [self._call_partition(p, lambda shard: shard.list_groups(states, types), lambda _e: [], read=True)
+                 for p, _shard in self.runtime.active_shards()]
+        return then(gather(parts), lambda lists: sorted(entry for listed in lists for entry in listed))
+
+    def delete_groups(self, group_ids: list[str]) -> Answer[list[ErrorCode]]:
+        def delete(gid: str) -> Answer[ErrorCode]:
+            return self._call(gid, lambda shard: shard.delete_groups([gid])[0], _same)
+
+        return gather([delete(gid) for gid in group_ids])
+
+    # -- offsets -------------------------------------------------------------------------------------
+
+    def commit_offsets(self, group_id: str, generation_id: int, member_id: str, group_instance_id: str | None,
+                       retention_ms: int, partitions: list[CommitRequestPartition],
+                       api_version: int = 8) -> Answer[list[ErrorCode]]:
+        return self._call(group_id, lambda shard: shard.commit_offsets(
+            group_id, generation_id, member_id, group_instance_id, retention_ms, partitions, api_version),
+            lambda e: [e] * len(partitions))
+
+    def fetch_offsets(self, group_id: str, partitions: list[tuple[str, int]] | None, member_id: str | None = None,
+                      member_epoch: int = -1) -> Answer[tuple[ErrorCode, list[FetchedOffset]]]:
+        return self._call(group_id, lambda shard: shard.fetch_offsets(group_id, partitions, member_id, member_epoch),
+                          lambda e: (e, []), read=True)
+
+    def delete_offsets(self, group_id: str,
+                       partitions: list[tuple[str, int]]) -> Answer[tuple[ErrorCode, list[ErrorCode]]]:
+        return self._call(group_id, lambda shard: shard.delete_offsets(group_id, partitions), lambda e: (e, []))
+
+    # -- the consumer protocol (KIP-848) -------------------------------------------------------------
+
+    def consumer_group_heartbeat(self, req: HeartbeatRequestData) -> Answer[HeartbeatResult]:
+        return self._call(req.group_id, lambda shard: shard.consumer_group_heartbeat(req), HeartbeatResult)
+
+    def consumer_group_describe(self, group_id: str
+                                ) -> Answer[tuple[ErrorCode, str | None, ConsumerGroup | None, str]]:
+        """(error, message, the group, its preferred assignor)."""
+        def op(shard: GroupCoordinatorShard) -> tuple[ErrorCode, str | None, ConsumerGroup | None, str]:
+            error, message, group = shard.consumer_group_describe(group_id)
+            assignor = shard.group_manager.preferred_assignor(group) if group is not None else ""
+            return error, message, group, assignor
+
+        return self._call(group_id, op, lambda e: (e, None, None, ""), read=True)
+
+    def topic_name(self, topic_id: Any) -> str | None:
+        info = self.metadata.topic_by_id(topic_id)
+        return None if info is None else str(info.name)
+
+    # -- tests and tools -----------------------------------------------------------------------------
+
+    def shard_for(self, group_id: str) -> GroupCoordinatorShard | None:
+        """The loaded shard that owns `group_id` (None when not loaded here)."""
+        if self.runtime is None:
+            return None
+        ctx = self.runtime.context(self._partition(group_id))
+        return None if ctx is None else ctx.shard
+
+
+def _ignore(_value: object) -> None:
+    return None
+
+
+def _same(value: T) -> T:
+    return value
+
+
+def then(answer: Answer[T], fn: Callable[[T], U]) -> Answer[U]:
+    """`fn(value)` now when the answer is there, else a future of it."""
+    if not isinstance(answer, asyncio.Future):
+        return fn(answer)
+    out: asyncio.Future[U] = answer.get_loop().create_future()
+
+    def done(f: asyncio.Future[T]) -> None:
+        if out.done():
+            return
+        try:
+            out.set_result(fn(f.result()))
+        except Exception as exc:  # noqa: BLE001 - handed to whoever awaits
+            out.set_exception(exc)
+
+    answer.add_done_callback(done)
+    return out
+
+
+def gather(answers: list[Answer[T]]) -> Answer[list[T]]:
+    """The answers in order: a list when all are there, else a future of the list."""
+    waiting = [a for a in answers if isinstance(a, asyncio.Future)]
+    if not waiting:
+        return [a for a in answers if not isinstance(a, asyncio.Future)]
+    out: asyncio.Future[list[T]] = waiting[0].get_loop().create_future()
+
+    def done(_f: object) -> None:
+        if out.done() or not all(f.done() for f in waiting):
+            return
+        try:
+            out.set_result([a.result() if isinstance(a, asyncio.Future) else a for a in answers])
+        except Exception as exc:  # noqa: BLE001 - handed to whoever awaits
+            out.set_exception(exc)
+
+    for f in waiting:
+        f.add_done_callback(done)
+    return out
+
+
+__all__ = ["Answer", "GroupCoordinatorService", "gather", "then"]
