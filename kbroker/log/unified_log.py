@@ -32,7 +32,7 @@ from kbroker.log.results import (
 )
 from kbroker.log.retention import LogRetention
 from kbroker.log.segment import LogSegment
-from kbroker.log.validator import split_batches, validate_and_assign_offsets
+from kbroker.log.validator import CheckedBatch, split_batches, validate_and_assign_offsets
 from kbroker.protocol.records import BatchHeader, RecordBatch
 from kbroker.protocol.regions import FileRegion
 
@@ -126,7 +126,8 @@ class UnifiedLog(LogRetention):
         self.active_segment.time_index.max_index_size = config.segment_index_bytes - config.segment_index_bytes % 12
 
     # --- append --------------------------------------------------------------------------------
-    def append_as_leader(self, records: memoryview, leader_epoch: int, *, now_ms: int | None = None) -> LogAppendInfo:
+    def append_as_leader(self, records: memoryview, leader_epoch: int, *, now_ms: int | None = None,
+                         checked: list[CheckedBatch] | None = None) -> LogAppendInfo:
         """Validate produced batches, assign offsets in place and append them (see module docstring)."""
         self._check_online()
         now = self._time() if now_ms is None else now_ms
@@ -135,7 +136,7 @@ class UnifiedLog(LogRetention):
         if records.readonly:  # offsets are patched in place; the Produce path passes a bytearray view
             records = memoryview(bytearray(records))
         vr = validate_and_assign_offsets(records, self.log_end_offset, leader_epoch, self.config, now,
-                                         topic_partition=f"{self.topic}-{self.partition}")
+                                         topic_partition=f"{self.topic}-{self.partition}", checked=checked)
         if not vr.headers:
             return LogAppendInfo(log_start_offset=self.log_start_offset)
         updated, dup = self.producer_state.prepare(vr.headers)

@@ -129,8 +129,9 @@ class Partition:
             return ErrorCode.FENCED_LEADER_EPOCH
         return ErrorCode.UNKNOWN_LEADER_EPOCH
 
-    def append_records_to_leader(self, records: Any, required_acks: int) -> Any:
-        """Append one validated batch; returns the log's LogAppendInfo."""
+    def append_records_to_leader(self, records: Any, required_acks: int, checked: Any = None) -> Any:
+        """Append one batch; returns the log's LogAppendInfo. ``checked``: the validator's phase 1,
+        already run by a worker (``log.validator.check_batches``), or None to run it here."""
         if self.is_offline:
             raise KafkaStorageError(f"the log of {self.topic}-{self.partition} is offline")
         if required_acks == -1 and self.isr_size < self.min_insync_replicas:
@@ -139,7 +140,10 @@ class Partition:
                 f"requirement of {self.min_insync_replicas} for partition {self.topic}-{self.partition}",
                 error_code=ErrorCode.NOT_ENOUGH_REPLICAS,
             )
-        info = self.log.append_as_leader(records, leader_epoch=self.leader_epoch)
+        if checked is None:
+            info = self.log.append_as_leader(records, leader_epoch=self.leader_epoch)
+        else:
+            info = self.log.append_as_leader(records, leader_epoch=self.leader_epoch, checked=checked)
         self.maybe_increment_high_watermark()
         return info
 
