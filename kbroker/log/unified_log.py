@@ -151,7 +151,8 @@ class UnifiedLog(LogRetention):
         if leader_epoch >= 0 and leader_epoch > self.leader_epoch_cache.latest_epoch:
             self.leader_epoch_cache.assign(leader_epoch, vr.first_offset)
         self._maybe_flush_on_append()
-        lat = now if self.config.log_append_time else -1
+        # The append time the batch carries (a worker may have stamped it a moment before `now`).
+        lat = vr.max_timestamp if self.config.log_append_time else -1
         return LogAppendInfo(first_offset=vr.first_offset, last_offset=vr.last_offset, max_timestamp=vr.max_timestamp,
                              offset_of_max_timestamp=vr.offset_of_max_timestamp, log_append_time=lat,
                              log_start_offset=self.log_start_offset, num_messages=vr.num_messages,

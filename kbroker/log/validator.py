@@ -93,6 +93,11 @@ __all__ = [
 #: uncompressed. Beyond it: RECORD_LIST_TOO_LARGE.
 MAX_DECOMPRESSED_BATCH_BYTES = 104_857_600
 
+#: Per-record errors listed in one response (Kafka lists all of them; a batch of millions of bad
+#: records would make that list the biggest thing in the broker's memory). The message still gives
+#: the total.
+MAX_RECORD_ERRORS = 1000
+
 #: Uncompressed batches with at most this many records (and at most INLINE_MAX_BYTES) are checked
 #: on the event loop; anything bigger, and every compressed or recompressed batch, goes to a worker.
 INLINE_MAX_RECORDS = 2000
@@ -212,8 +217,10 @@ def _raise_record_errors(view: memoryview, p: ValidationParams, base_ts: int, ma
         section = b"".join(bytes(c) for c in iter_decompressed(codec, section, p.max_decompressed))
     count = INT32.unpack_from(view, RECORDS_OFFSET - 4)[0]
     errors: list[tuple[int, str]] = []
+    total = 0
     timestamp_error = False
     for i, rec in enumerate(parse_records(section, count, 0, base_ts, max_ts if batch_lat else None, base_seq)):
+        before = len(errors)
         if p.compacted and rec.key is None:
             errors.append((i, f"Compacted topic cannot accept message without key in topic partition {p.topic_partition}."))
         elif not p.log_append_time and rec.timestamp != NO_TIMESTAMP:
@@ -225,6 +232,10 @@ def _raise_record_errors(view: memoryview, p: ValidationParams, base_ts: int, ma
             timestamp_error = True
             errors.append((i, f"Invalid timestamp type in message {rec!r}. Producer should not set timestamp "
                               "type to LogAppendTime."))
+        if len(errors) > before:
+            total += 1
+            if len(errors) > MAX_RECORD_ERRORS:
+                errors.pop()  # a bounded list: `total` keeps counting
     if not errors:
         return
     err: InvalidRecordError | InvalidTimestampError
@@ -232,7 +243,7 @@ def _raise_record_errors(view: memoryview, p: ValidationParams, base_ts: int, ma
         err = InvalidTimestampError("One or more records have been rejected due to invalid timestamp")
     else:
         err = InvalidRecordError(
-            f"One or more records have been rejected due to {len(errors)} record errors in total, and only "
+            f"One or more records have been rejected due to {total} record errors in total, and only "
             f"showing the first three errors at most: {_record_error_list(errors)}")
     err.record_errors = errors  # type: ignore[union-attr]  # read by the replica manager
     raise err
