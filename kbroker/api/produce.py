@@ -15,6 +15,9 @@ the producer refreshes its metadata. Transactional batches without a transaction
 whole request with TRANSACTIONAL_ID_AUTHORIZATION_FAILED (as Kafka); with one they are refused
 with INVALID_TXN_STATE until the transaction coordinator exists (no AddPartitionsToTxn can have
 happened; Kafka's verification would answer NOT_ENOUGH_REPLICAS while its coordinator is away).
+The records inside each batch are checked by ``log.validator`` (Kafka's LogValidator); the replica
+manager runs the expensive checks on a worker pool (``offload=True``), so the response, acks=0's
+included, may wait for a future.
 """
 
 from __future__ import annotations

@@ -27,6 +27,11 @@ Library choices (and why):
   through a streaming encoder, so the frame header carries no content size; we decompress through
   a streaming reader that works either way and can read concatenated frames.
 
+The produce path streams: :func:`iter_decompressed` yields the output in chunks (the validator walks
+each chunk and drops it) and :class:`StreamCompressor` recompresses chunk by chunk, so a batch is
+never held decompressed. A snappy block that declares more than 24x its size is corrupt (snappy
+cannot expand more than ~21x), so a lying length preamble is not mistaken for a big batch.
+
 Every ``decompress`` takes ``max_size``: output beyond it raises :class:`DecompressionBombError`
 before the whole output is materialised (for snappy the declared length is checked first).
 """

@@ -4,8 +4,9 @@ Owns the one definition of the 61-byte RecordBatch v2 header: field offsets, att
 precompiled :data:`HEADER`/:data:`PREFIX` structs and :class:`BatchHeader` (all 13 fields from a
 single ``unpack_from``, with Kafka's derived values such as ``last_sequence``); the storage engine
 scans segment files with these, and ``protocol.records`` builds its batch view on them. Also owns
-the per-record bytes: decoding (:class:`Record`), a lean validation walk
-(:func:`summarize_records`), encoding (:func:`encode_record`), control-record keys and
+the per-record bytes: decoding (:class:`Record`), the produce-path structure walk Kafka's
+``DefaultRecord.readFrom`` implies (:func:`walk_records`: varints and lengths only, resumable across
+the chunks of a decompressing stream), a lean summary walk (:func:`summarize_records`), encoding (:func:`encode_record`), control-record keys and
 end-transaction marker values, and producer-sequence arithmetic. ``protocol.records`` re-exports
 the public names; import them from there. Sans-IO; imports only ``protocol.varint`` and
 ``protocol.errors``.
