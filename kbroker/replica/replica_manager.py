@@ -9,9 +9,9 @@ itself happens back on the loop when the check is done. Appends to one partition
 order: while a partition has a check in flight, every later append to it (heavy or not) queues
 behind it (``_append_queues``), so pipelined requests of an idempotent producer are appended in
 order. Small uncompressed batches of a partition with nothing queued are checked and appended at
-once on the loop (the fast path). What waits is otherwise only the *response*: acks=-1 goes through the produce purgatory and is
-completed when the high watermark passes the appended offsets (at once on a single replica, but
-through the same path replication will use); a fetch that finds fewer than `min_bytes` waits in
+once on the loop (the fast path). What waits is otherwise only the *response*: acks=-1 goes
+through the produce purgatory and is completed when the high watermark passes the appended offsets
+(at once on a single replica, but through the same path replication will use); a fetch that finds fewer than `min_bytes` waits in
 the fetch purgatory and is woken by appends to any partition it reads.
 
 Must not import net/ or api/.
@@ -229,7 +229,13 @@ class ReplicaManager:
                     outer.set_result(tail)
                 else:
                     def relay(f: asyncio.Future[dict[tuple[str, int], ProducePartitionResult]]) -> None:
-                        if not outer.done():
+                        if outer.done():
+                            return
+                        if f.cancelled():
+                            outer.cancel()
+                        elif (exc := f.exception()) is not None:
+                            outer.set_exception(exc)
+                        else:
                             outer.set_result(f.result())
 
                     tail.add_done_callback(relay)
