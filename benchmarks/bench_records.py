@@ -114,6 +114,9 @@ def main() -> None:
     t = _timeit(lambda: b.set_max_timestamp(TimestampType.LOG_APPEND_TIME, int(time.time() * 1000)), min_time)
     print(f"  {'set_max_timestamp (LogAppendTime, CRC 16 KiB)':46s} {t * 1e9:8.0f} ns")
 
+    print("== produce-path validation (log.validator: header checks + CRC + the record walk)")
+    _bench_validation(min_time)
+
     print("== codecs on a 1 MiB records section (semi-compressible JSON-ish values)")
     records = _payload_records(1024 * 1024)
     raw = bytes(RecordBatch(memoryview(build_batch(records))).records_bytes())
@@ -143,6 +146,29 @@ def main() -> None:
     print(
         f"  iterate {len(records)} records of an lz4 batch: {t * 1e3:.2f} ms ({t / len(records) * 1e9:.0f} ns/record)"
     )
+
+
+def _bench_validation(min_time: float) -> None:
+    """What check_batches costs per batch and per record, and how much of it is the record walk
+    (Kafka's per-record iteration) against the header/CRC checks alone."""
+    from kbroker.log.validator import ValidationParams, check_batches
+    from kbroker.protocol.record_format import RECORDS_OFFSET, walk_records
+
+    params = ValidationParams(-1, False, False, 1 << 30, 0, 1 << 62, 1_700_000_000_000, True, "t-0")
+    shapes = (("16 KiB, 1 KB values", 16 * 1024, 1000), ("16 KiB, 100 B values", 16 * 1024, 100),
+              ("1 MiB, 100 B values", 1024 * 1024, 100), ("16 KiB, 10 B values", 16 * 1024, 10))
+    for label, total, value_size in shapes:
+        records = _payload_records(total, value_size)
+        for codec in (CompressionType.NONE, CompressionType.LZ4, CompressionType.ZSTD):
+            buf = bytearray(build_batch(records, compression=codec))
+            mv = memoryview(buf)
+            n = len(records)
+            t = _timeit(partial(check_batches, mv, params), min_time)
+            line = f"  {label:22s} {codec.kafka_name:5s} {n:6d} records: check_batches {t * 1e6:9.1f} us"
+            if codec == CompressionType.NONE:
+                tw = _timeit(partial(walk_records, mv, RECORDS_OFFSET, 0, n), min_time)
+                line += f"  (walk alone {tw * 1e6:8.1f} us = {tw / n * 1e9:4.0f} ns/record)"
+            print(line)
 
 
 if __name__ == "__main__":

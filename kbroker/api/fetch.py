@@ -8,7 +8,9 @@ which a single node never returns), v17 a replica directory id (KIP-853, followe
 (KIP-1166, the follower-side high watermark) is not advertised: it only matters to followers.
 
 Records are returned as FileRegions of the segment files; the network layer sends them with
-sendfile. A response never contains a partition that was not asked for (or, in an incremental
+sendfile. Below v10 a consumer cannot read zstd (KIP-110): partitions of a topic whose
+``compression.type`` is zstd answer UNSUPPORTED_COMPRESSION_TYPE (KafkaApis.maybeConvertFetchedData),
+followers excepted. A response never contains a partition that was not asked for (or, in an incremental
 session, that is not in the session): Java's consumer treats that as an IllegalStateException.
 """
 
@@ -78,7 +80,14 @@ def _forgotten(request: FetchRequest, version: int) -> list[Hashable]:
     return keys
 
 
-def _partition_data(req: FetchPartitionRequest, r: PartitionResult, version: int, isolation: int) -> Any:
+def _partition_data(req: FetchPartitionRequest, r: PartitionResult, version: int, isolation: int,
+                    unsupported: frozenset[str] = frozenset()) -> Any:
+    if req.topic in unsupported:
+        # KafkaApis.maybeConvertFetchedData: FetchResponse.partitionResponse(tp, error).
+        return FetchResponse.PartitionData(
+            partition_index=req.partition, error_code=ErrorCode.UNSUPPORTED_COMPRESSION_TYPE, high_watermark=-1,
+            last_stable_offset=-1, log_start_offset=-1, aborted_transactions=None, preferred_read_replica=-1,
+            records=_EMPTY)
     # null for read_uncommitted reads; a (possibly empty) list for read_committed reads and for the
     # partitions rejected before reading, as Kafka's FetchResponse carries them.
     aborted = None
@@ -105,6 +114,7 @@ def _build_response(
     parts: list[tuple[FetchPartitionRequest, PartitionResult]],
     isolation: int,
     error: ErrorCode = ErrorCode.NONE,
+    unsupported: frozenset[str] = frozenset(),
 ) -> FetchResponse:
     topics: list[Any] = []
     current: Any = None
@@ -120,8 +130,19 @@ def _build_response(
                 current.topic = req.topic
             current_ident = ident
             topics.append(current)
-        current.partitions.append(_partition_data(req, result, version, isolation))
+        current.partitions.append(_partition_data(req, result, version, isolation, unsupported))
     return FetchResponse(throttle_time_ms=0, error_code=error, session_id=session_id, responses=topics)
+
+
+def _zstd_topics(rm: Any, parts: list[tuple[FetchPartitionRequest, PartitionResult]]) -> frozenset[str]:
+    """Topics with ``compression.type=zstd``: a consumer fetching below v10 cannot read zstd
+    (KIP-110), so Kafka answers UNSUPPORTED_COMPRESSION_TYPE for their partitions, whatever they hold."""
+    out = set()
+    for req, _result in parts:
+        partition = rm.get_partition(req.topic, req.partition) if req.topic else None
+        if partition is not None and getattr(partition.log.config, "compression_type", None) == "zstd":
+            out.add(req.topic)
+    return frozenset(out)
 
 
 def error_response(request: FetchRequest, version: int, error: ErrorCode) -> FetchResponse:
@@ -155,7 +176,8 @@ def handle(services: BrokerServices, ctx: RequestContext, header: RequestHeader,
 
     def respond(results: dict[Hashable, PartitionResult]) -> FetchResponse:
         session_id, parts = context.update_and_generate_response(results)
-        return _build_response(version, session_id, parts, isolation)
+        unsupported = _zstd_topics(rm, parts) if version < 10 and replica_id < 0 else frozenset()
+        return _build_response(version, session_id, parts, isolation, unsupported=unsupported)
 
     if isinstance(outcome, dict):
         return respond(outcome)

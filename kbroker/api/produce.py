@@ -15,6 +15,9 @@ the producer refreshes its metadata. Transactional batches without a transaction
 whole request with TRANSACTIONAL_ID_AUTHORIZATION_FAILED (as Kafka); with one they are refused
 with INVALID_TXN_STATE until the transaction coordinator exists (no AddPartitionsToTxn can have
 happened; Kafka's verification would answer NOT_ENOUGH_REPLICAS while its coordinator is away).
+The records inside each batch are checked by ``log.validator`` (Kafka's LogValidator); the replica
+manager runs the expensive checks on a worker pool (``offload=True``), so the response, acks=0's
+included, may wait for a future.
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ from kbroker.protocol.compression import CompressionType
 from kbroker.protocol.errors import ErrorCode
 from kbroker.protocol.headers import RequestHeader
 from kbroker.protocol.messages.produce import ProduceRequest, ProduceResponse
+from kbroker.protocol.record_format import INT8, INT32, LENGTH_OFFSET, MAGIC_OFFSET
 from kbroker.protocol.records import LOG_OVERHEAD, MAGIC_V2, RECORD_BATCH_OVERHEAD, RecordBatch
 from kbroker.replica.replica_manager import ProducePartitionResult
 
@@ -42,23 +46,37 @@ ADVERTISED_MIN_VERSION = 0
 
 # Kafka's AdminUtils.ADMIN_CLIENT_ID: the only client id allowed to write internal topics.
 ADMIN_CLIENT_ID = "__admin_client"
+# LegacyRecord.RECORD_OVERHEAD_V0: the smallest size field ByteBufferLogInputStream accepts.
+_LEGACY_RECORD_OVERHEAD_V0 = 14
 
 
 def _precheck(records: Any, version: int) -> ErrorCode:
-    """The header-only checks Kafka does before the log sees the batch (no record is touched)."""
+    """The header-only checks Kafka does before the log sees the batch (no record is touched):
+    ``ProduceRequest.validateRecords`` over ``ByteBufferLogInputStream``'s framing. A size field
+    under 14 (LegacyRecord's minimum) or a magic outside 0-2 is CORRUPT_MESSAGE; a whole magic-0/1
+    message set is INVALID_RECORD (v3+ only allows magic 2); a magic-2 batch shorter than its 61-byte
+    header is CORRUPT_MESSAGE (DefaultRecordBatch.ensureValid)."""
     if records is None or len(records) < LOG_OVERHEAD:
         return ErrorCode.INVALID_RECORD  # "must have at least one record batch"
-    batch = RecordBatch(memoryview(records))
-    n = len(batch.buf)
-    batch_length = batch.batch_length
-    size = batch_length + LOG_OVERHEAD
-    if n < RECORD_BATCH_OVERHEAD or batch_length < RECORD_BATCH_OVERHEAD - LOG_OVERHEAD or size > n:
+    mv = memoryview(records)
+    n = len(mv)
+    (batch_length,) = INT32.unpack_from(mv, LENGTH_OFFSET)
+    if batch_length < _LEGACY_RECORD_OVERHEAD_V0:
         return ErrorCode.CORRUPT_MESSAGE
-    if batch.magic != MAGIC_V2:
+    size = batch_length + LOG_OVERHEAD
+    if n < MAGIC_OFFSET + 1 or size > n:
+        return ErrorCode.INVALID_RECORD  # no complete batch: "must have at least one record batch"
+    magic = INT8.unpack_from(mv, MAGIC_OFFSET)[0]
+    if magic < 0 or magic > MAGIC_V2:
+        return ErrorCode.CORRUPT_MESSAGE  # "Invalid magic found in record"
+    if magic != MAGIC_V2:
         return ErrorCode.INVALID_RECORD
+    if size < RECORD_BATCH_OVERHEAD:
+        return ErrorCode.CORRUPT_MESSAGE
     if size != n:
         # A second batch (or trailing bytes that could be one): v3+ allows exactly one.
         return ErrorCode.INVALID_RECORD
+    batch = RecordBatch(mv)
     if batch.compression_type == CompressionType.ZSTD and version < 7:
         return ErrorCode.UNSUPPORTED_COMPRESSION_TYPE
     if batch.is_transactional:
@@ -133,15 +151,20 @@ def handle(
         required_acks=acks,
         internal_topics_allowed=internal_allowed,
         entries=entries,
+        offload=True,
     )
     if acks == 0:
         # No response is expected; an error can only be signalled by closing the connection.
-        assert isinstance(outcome, dict)
-        if any(r.error != ErrorCode.NONE for r in results.values()) or any(
-            r.error != ErrorCode.NONE for r in outcome.values()
-        ):
-            raise CloseConnection("error during produce request with acks=0")
-        return NO_RESPONSE
+        def no_response(out: dict[Any, ProducePartitionResult]) -> Any:
+            if any(r.error != ErrorCode.NONE for r in results.values()) or any(
+                r.error != ErrorCode.NONE for r in out.values()
+            ):
+                raise CloseConnection("error during produce request with acks=0")
+            return NO_RESPONSE
+
+        if isinstance(outcome, dict):
+            return no_response(outcome)
+        return chain_future(outcome, no_response)  # an off-loop check is still running
     if isinstance(outcome, dict):
         results.update(outcome)
         return _response(request, results, version)

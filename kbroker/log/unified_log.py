@@ -32,7 +32,7 @@ from kbroker.log.results import (
 )
 from kbroker.log.retention import LogRetention
 from kbroker.log.segment import LogSegment
-from kbroker.log.validator import split_batches, validate_and_assign_offsets
+from kbroker.log.validator import CheckedBatch, split_batches, validate_and_assign_offsets
 from kbroker.protocol.records import BatchHeader, RecordBatch
 from kbroker.protocol.regions import FileRegion
 
@@ -122,7 +122,8 @@ class UnifiedLog(LogRetention):
         self.active_segment.time_index.max_index_size = config.segment_index_bytes - config.segment_index_bytes % 12
 
     # --- append --------------------------------------------------------------------------------
-    def append_as_leader(self, records: memoryview, leader_epoch: int, *, now_ms: int | None = None) -> LogAppendInfo:
+    def append_as_leader(self, records: memoryview, leader_epoch: int, *, now_ms: int | None = None,
+                         checked: list[CheckedBatch] | None = None) -> LogAppendInfo:
         """Validate produced batches, assign offsets in place and append them (see module docstring)."""
         self._check_online()
         now = self._time() if now_ms is None else now_ms
@@ -131,7 +132,7 @@ class UnifiedLog(LogRetention):
         if records.readonly:  # offsets are patched in place; the Produce path passes a bytearray view
             records = memoryview(bytearray(records))
         vr = validate_and_assign_offsets(records, self.log_end_offset, leader_epoch, self.config, now,
-                                         topic_partition=f"{self.topic}-{self.partition}")
+                                         topic_partition=f"{self.topic}-{self.partition}", checked=checked)
         if not vr.headers:
             return LogAppendInfo(log_start_offset=self.log_start_offset)
         updated, dup = self.producer_state.prepare(vr.headers)
@@ -146,7 +147,8 @@ class UnifiedLog(LogRetention):
         if leader_epoch >= 0 and leader_epoch > self.leader_epoch_cache.latest_epoch:
             self.leader_epoch_cache.assign(leader_epoch, vr.first_offset)
         self._maybe_flush_on_append()
-        lat = now if self.config.log_append_time else -1
+        # The append time the batch carries (a worker may have stamped it a moment before `now`).
+        lat = vr.max_timestamp if self.config.log_append_time else -1
         return LogAppendInfo(first_offset=vr.first_offset, last_offset=vr.last_offset, max_timestamp=vr.max_timestamp,
                              offset_of_max_timestamp=vr.offset_of_max_timestamp, log_append_time=lat,
                              log_start_offset=self.log_start_offset, num_messages=vr.num_messages,

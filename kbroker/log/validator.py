@@ -1,18 +1,34 @@
 """Kafka's ``LogValidator`` for leader appends: check produced batches and assign their offsets in place.
 
-Owns the batch-level checks of a produce (magic 2, CRC-32C, batch length vs ``max.message.bytes``,
-offset range vs record count, control batches from clients, sequence presence, CreateTime bounds
-``message.timestamp.before/after.max.ms``), offset assignment by patching ``baseOffset`` and the
-partition leader epoch (both outside the CRC, so the bytes are otherwise untouched), LogAppendTime
-(``set_max_timestamp``, which recomputes the CRC) and recompression when ``compression.type`` names
-a codec different from the batch's. Records are never iterated: timestamps are checked on the
-header's base and max timestamps (a deliberate divergence: Kafka checks every record). Compacted
-topics are the exception: their records are walked (lengths only) to refuse keyless records.
+Two phases, so that the heavy one can run off the event loop (the replica manager's worker pool):
+
+1. :func:`check_batches` (pure: bytes and :class:`ValidationParams` in, :class:`CheckedBatch` out;
+   no log state, safe in any thread) does everything Kafka's ``UnifiedLog.analyzeAndValidateRecords``
+   and ``LogValidator`` check: per batch, magic 2, CRC-32C, ``max.message.bytes``, a known codec
+   (ids 5-7 are refused), baseOffset 0 from clients, offset range vs record count, control batches
+   from clients, sequence presence, transactional without producer id; then it **walks every record**
+   as Kafka does (``DefaultRecordBatch`` iteration + ``DefaultRecord.readFrom``): the record count
+   must match the records present, every varint and length must be well formed and inside its
+   record, offset deltas must be 0..n-1, each record's timestamp must be inside
+   ``message.timestamp.before/after.max.ms`` (CreateTime), compacted topics refuse null keys, and a
+   producer may not set LogAppendTime. Compressed batches are decompressed *as a stream* (chunks of
+   ``STREAM_CHUNK``) and walked chunk by chunk; the decompressed size is bounded by
+   :data:`MAX_DECOMPRESSED_BATCH_BYTES`. When ``compression.type`` names another codec the same
+   stream is fed to a streaming compressor, so a batch is never materialised decompressed. The walk
+   reads only varint lengths and deltas (:func:`walk_records`): no Record objects, no copies of keys
+   or values. Per-record failures carry Kafka's ``RecordError`` list (batch index, message).
+2. :func:`assign_offsets` (on the loop, in partition order) patches baseOffset and the partition
+   leader epoch (outside the CRC) and, when the records' real max timestamp (or LogAppendTime)
+   differs from the header's, the maxTimestamp and timestamp type (recomputing the CRC), as
+   Kafka's ``setMaxTimestamp`` does.
+
+Imports no asyncio: the worker pool and the ordering of appends belong to the replica manager.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from crc32c import crc32c
 
@@ -24,28 +40,110 @@ from kbroker.log.errors import (
     RecordBatchTooLargeError,
     RecordTooLargeError,
 )
-from kbroker.protocol.compression import CompressionType
+from kbroker.protocol.compression import (
+    CompressionError,
+    CompressionType,
+    DecompressionBombError,
+    StreamCompressor,
+    iter_decompressed,
+)
 from kbroker.protocol.record_format import (
     ATTRIBUTES_OFFSET,
     BASE_OFFSET_OFFSET,
     COMPRESSION_CODEC_MASK,
     CONTROL_FLAG_MASK,
+    CRC_OFFSET,
     HEADER,
+    INT16,
     INT32,
     INT64,
     LENGTH_OFFSET,
     LOG_OVERHEAD,
     MAGIC_V2,
+    MAX_TIMESTAMP_OFFSET,
     NO_TIMESTAMP,
     PARTITION_LEADER_EPOCH_OFFSET,
     RECORD_BATCH_OVERHEAD,
+    RECORDS_OFFSET,
+    TIMESTAMP_TYPE_MASK,
     TRANSACTIONAL_FLAG_MASK,
+    UINT32,
     BatchHeader,
+    Buffer,
+    parse_records,
+    walk_records,
 )
-from kbroker.protocol.records import RecordBatch, TimestampType, recompress_batch
 
-__all__ = ["ValidationResult", "validate_and_assign_offsets", "target_compression"]
+__all__ = [
+    "CheckedBatch",
+    "MAX_DECOMPRESSED_BATCH_BYTES",
+    "ValidationParams",
+    "ValidationResult",
+    "assign_offsets",
+    "check_batches",
+    "needs_worker",
+    "target_compression",
+    "validate_and_assign_offsets",
+    "validation_params",
+]
 
+#: Bound on one batch's decompressed records section. Kafka has no explicit cap (its streaming
+#: iterator reads whatever the codec yields); ours is ``socket.request.max.bytes``' default
+#: (104857600): no compressed batch may expand beyond the largest request the broker would accept
+#: uncompressed. Beyond it: RECORD_LIST_TOO_LARGE.
+MAX_DECOMPRESSED_BATCH_BYTES = 104_857_600
+
+#: Per-record errors listed in one response (Kafka lists all of them; a batch of millions of bad
+#: records would make that list the biggest thing in the broker's memory). The message still gives
+#: the total.
+MAX_RECORD_ERRORS = 1000
+
+#: Uncompressed batches with at most this many records (and at most INLINE_MAX_BYTES) are checked
+#: on the event loop; anything bigger, and every compressed or recompressed batch, goes to a worker.
+INLINE_MAX_RECORDS = 2000
+INLINE_MAX_BYTES = 256 * 1024
+
+_CODECS = {"uncompressed": CompressionType.NONE, "gzip": CompressionType.GZIP, "snappy": CompressionType.SNAPPY,
+           "lz4": CompressionType.LZ4, "zstd": CompressionType.ZSTD}
+
+
+def target_compression(config: LogConfig) -> CompressionType | None:
+    """The codec the topic forces, or None for ``producer`` (keep the producer's bytes)."""
+    return _CODECS.get(config.compression_type)
+
+
+class ValidationParams(NamedTuple):
+    """What :func:`check_batches` needs from the topic config and the request (picklable)."""
+
+    target: int  # codec the topic forces, -1 for "producer"
+    log_append_time: bool
+    compacted: bool
+    max_message_bytes: int
+    lo_ts: int
+    hi_ts: int
+    now_ms: int
+    from_client: bool
+    topic_partition: str
+    max_decompressed: int = MAX_DECOMPRESSED_BATCH_BYTES
+
+
+def validation_params(config: LogConfig, now_ms: int, *, from_client: bool = True,
+                      topic_partition: str = "") -> ValidationParams:
+    target = target_compression(config)
+    return ValidationParams(
+        -1 if target is None else int(target), config.log_append_time, config.compact, config.max_message_bytes,
+        now_ms - config.message_timestamp_before_max_ms, now_ms + config.message_timestamp_after_max_ms,
+        now_ms, from_client, topic_partition)
+
+
+class CheckedBatch(NamedTuple):
+    """One batch that passed :func:`check_batches`."""
+
+    pos: int  # span in the request's records
+    size: int
+    rebuilt: bytearray | None  # the recompressed batch (timestamps final, offsets not yet), or None
+    max_timestamp: int  # what the header must carry
+    log_append_time: bool  # the timestamp type the header must carry
 
 
 @dataclass
@@ -65,16 +163,7 @@ class ValidationResult:
         return [(h.last_offset, h.max_timestamp, h.size) for h in self.headers]
 
 
-_CODECS = {"uncompressed": CompressionType.NONE, "gzip": CompressionType.GZIP, "snappy": CompressionType.SNAPPY,
-           "lz4": CompressionType.LZ4, "zstd": CompressionType.ZSTD}
-
-
-def target_compression(config: LogConfig) -> CompressionType | None:
-    """The codec the topic forces, or None for ``producer`` (keep the producer's bytes)."""
-    return _CODECS.get(config.compression_type)
-
-
-def split_batches(records: memoryview) -> list[tuple[int, int]]:
+def split_batches(records: Buffer) -> list[tuple[int, int]]:
     """(position, size) of each complete batch; a trailing partial batch is dropped as Kafka does."""
     out = []
     pos, n = 0, len(records)
@@ -90,30 +179,193 @@ def split_batches(records: memoryview) -> list[tuple[int, int]]:
     return out
 
 
-def _check_keys_for_compaction(view: memoryview, topic_partition: str) -> None:
-    """Kafka's LogValidator.validateKey: a compacted topic refuses records without a key
-    (INVALID_RECORD with a per-record error). Only compacted topics pay for this records walk."""
-    index = RecordBatch(view).summarize_records().null_key_index
-    if index >= 0:
-        msg = f"Compacted topic cannot accept message without key in topic partition {topic_partition}."
-        err = InvalidRecordError(msg)
-        err.record_errors = [(index, msg)]  # read by the replica manager
-        raise err
-
-
-def validate_and_assign_offsets(records: memoryview, next_offset: int, leader_epoch: int, config: LogConfig,
-                                now_ms: int, *, from_client: bool = True, topic_partition: str = "") -> ValidationResult:
-    """Validate ``records`` (writable, one or more v2 batches) and assign offsets from ``next_offset``.
-
-    The hot path unpacks each header once into locals and checks the CRC with one crc32c call; only
-    recompression and LogAppendTime go through ``RecordBatch`` (they rewrite bytes anyway).
-    """
-    spans = split_batches(records)
+def needs_worker(records: Buffer, config: LogConfig) -> bool:
+    """True when checking ``records`` may cost more than a small uncompressed walk: a compressed
+    batch (its size after decompression is unknown until decompressed), a recompression, or a big
+    uncompressed batch. Reads headers only; malformed framing is left to the inline check."""
     target = target_compression(config)
-    log_append = config.log_append_time
-    compacted = config.compact
-    max_bytes = config.max_message_bytes
-    lo_ts, hi_ts = now_ms - config.message_timestamp_before_max_ms, now_ms + config.message_timestamp_after_max_ms
+    pos, n = 0, len(records)
+    if n > INLINE_MAX_BYTES:
+        return True
+    while pos + RECORD_BATCH_OVERHEAD <= n:
+        (length,) = INT32.unpack_from(records, pos + LENGTH_OFFSET)
+        (attrs,) = INT16.unpack_from(records, pos + ATTRIBUTES_OFFSET)
+        (count,) = INT32.unpack_from(records, pos + RECORDS_OFFSET - 4)
+        codec = attrs & COMPRESSION_CODEC_MASK
+        if codec or count > INLINE_MAX_RECORDS or (target is not None and target != codec):
+            return True
+        if length < RECORD_BATCH_OVERHEAD - LOG_OVERHEAD:
+            return False
+        pos += length + LOG_OVERHEAD
+    return False
+
+
+# --- phase 1: checks (pure) ------------------------------------------------------------------
+
+def _record_error_list(errors: list[tuple[int, str | None]]) -> str:
+    return "[" + ", ".join(f"RecordError(batchIndex={i}, message='{m}')" for i, m in errors[:3]) + "]"
+
+
+def _raise_record_errors(view: memoryview, p: ValidationParams, base_ts: int, max_ts: int, batch_lat: bool,
+                         base_seq: int) -> None:
+    """The slow path, only when the walk saw a problem: decode the records and list Kafka's per-record
+    errors (``LogValidator.validateRecord``: key first, then timestamp), then raise as
+    ``processRecordErrors`` does."""
+    codec = INT16.unpack_from(view, ATTRIBUTES_OFFSET)[0] & COMPRESSION_CODEC_MASK
+    section: Buffer = view[RECORDS_OFFSET:]
+    if codec:
+        section = b"".join(bytes(c) for c in iter_decompressed(codec, section, p.max_decompressed))
+    count = INT32.unpack_from(view, RECORDS_OFFSET - 4)[0]
+    errors: list[tuple[int, str | None]] = []
+    total = 0
+    timestamp_error = False
+    for i, rec in enumerate(parse_records(section, count, 0, base_ts, max_ts if batch_lat else None, base_seq)):
+        before = len(errors)
+        if p.compacted and rec.key is None:
+            errors.append((i, f"Compacted topic cannot accept message without key in topic partition {p.topic_partition}."))
+        elif not p.log_append_time and rec.timestamp != NO_TIMESTAMP:
+            if not p.lo_ts <= rec.timestamp <= p.hi_ts:
+                timestamp_error = True
+                errors.append((i, f"Timestamp {rec.timestamp} of message with offset {rec.offset} is out of range. "
+                                  f"The timestamp should be within [{p.lo_ts}, {p.hi_ts}]"))
+        elif batch_lat:
+            timestamp_error = True
+            errors.append((i, f"Invalid timestamp type in message {rec!r}. Producer should not set timestamp "
+                              "type to LogAppendTime."))
+        if len(errors) > before:
+            total += 1
+            if len(errors) > MAX_RECORD_ERRORS:
+                errors.pop()  # a bounded list: `total` keeps counting
+    if not errors:
+        return
+    err: InvalidRecordError | InvalidTimestampError
+    if timestamp_error:
+        err = InvalidTimestampError("One or more records have been rejected due to invalid timestamp")
+    else:
+        err = InvalidRecordError(
+            f"One or more records have been rejected due to {total} record errors in total, and only "
+            f"showing the first three errors at most: {_record_error_list(errors)}")
+    err.record_errors = errors  # read by the replica manager
+    raise err
+
+
+def check_batch(view: memoryview, pos: int, p: ValidationParams) -> CheckedBatch:
+    """All of Kafka's checks on one batch (see the module docstring); raises the Kafka error."""
+    size = len(view)
+    if size > p.max_message_bytes:
+        raise RecordTooLargeError(
+            f"The record batch size in the append to {p.topic_partition} is {size} bytes which exceeds the "
+            f"maximum configured value of {p.max_message_bytes}.")
+    (base, _length, _ple, magic, crc, attrs, delta, base_ts, max_ts, pid, _pepoch, base_seq,
+     count) = HEADER.unpack_from(view, 0)
+    if magic != MAGIC_V2:
+        raise CorruptRecordError(f"Produce requests must carry record batches with magic 2, not {magic}")
+    if crc32c(view[ATTRIBUTES_OFFSET:]) != crc:
+        raise CorruptRecordError(f"Record is corrupt (stored crc = {crc}) in topic partition {p.topic_partition}.")
+    codec = attrs & COMPRESSION_CODEC_MASK
+    if codec > CompressionType.ZSTD:
+        # Kafka's CompressionType.forId throws IllegalArgumentException here (UNKNOWN_SERVER_ERROR on
+        # the wire); we answer what the bytes are: a corrupt batch.
+        raise CorruptRecordError(f"Unknown compression type id: {codec}")
+    control = attrs & CONTROL_FLAG_MASK
+    if p.from_client:
+        if base != 0:
+            raise InvalidRecordError(f"The baseOffset of the record batch in the append to {p.topic_partition} "
+                                     f"should be 0, but it is {base}")
+        if delta < 0:
+            raise InvalidRecordError(f"Batch has an invalid offset range: [{base}, {base + delta}] in topic partition "
+                                     f"{p.topic_partition}")
+        if count <= 0:
+            raise InvalidRecordError(f"Invalid reported count for record batch: {count} in topic partition "
+                                     f"{p.topic_partition}")
+        if count != delta + 1:
+            raise InvalidRecordError(f"Inconsistent batch offset range [{base}, {base + delta}] and count of records "
+                                     f"{count} in topic partition {p.topic_partition}")
+        if control:
+            raise InvalidRecordError(f"Clients are not allowed to write control records in topic partition "
+                                     f"{p.topic_partition}")
+        if pid >= 0 and base_seq < 0:
+            raise InvalidRecordError(f"Invalid sequence number {base_seq} in record batch with producerId {pid} in "
+                                     f"topic partition {p.topic_partition}")
+    elif count < 0:
+        raise InvalidRecordError(f"Found invalid record count {count} in magic v2 batch")
+    if attrs & TRANSACTIONAL_FLAG_MASK and pid < 0:
+        raise InvalidRecordError("Transactional batch without a producer id")
+    # Kafka keeps uncompressed control batches uncompressed whatever compression.type says.
+    target = p.target
+    recompress = target >= 0 and target != codec and not (control and codec == CompressionType.NONE)
+    compressor: StreamCompressor | None = None
+    if codec == CompressionType.NONE and not recompress:
+        w = walk_records(view, RECORDS_OFFSET, 0, count)
+        if w.pos != size:
+            raise InvalidRecordError("Incorrect declared batch size, records still remaining in file")
+    else:
+        compressor = StreamCompressor(target if recompress else codec) if recompress else None
+        section = view[RECORDS_OFFSET:]
+        # What is held: the record being walked (at most one record) plus one chunk. Consumed
+        # bytes are dropped from the front; appending to a bytearray is amortised O(1).
+        acc = bytearray()
+        w = walk_records(b"", 0, 0, 0)
+        try:
+            for chunk in iter_decompressed(codec, section, p.max_decompressed):
+                acc += chunk
+                w = walk_records(acc, 0, w.next_index, count, True, w.min_ts_delta, w.max_ts_delta, w.null_keys,
+                                 w.bad_offset_index)
+                del acc[:w.pos]
+                if w.next_index == count and acc:
+                    raise InvalidRecordError("Incorrect declared batch size, records still remaining in file")
+                if compressor is not None:
+                    compressor.feed(chunk)
+        except DecompressionBombError:
+            raise
+        except CompressionError as e:
+            raise CorruptRecordError(f"Failed to decompress record stream in topic partition {p.topic_partition}: "
+                                     f"{e}") from e
+        if w.next_index < count:
+            raise InvalidRecordError("Incorrect declared batch size, premature EOF reached")
+    if w.bad_offset_index >= 0:
+        msg = (f"Record at index {w.bad_offset_index} has offset delta other than its index in the batch in topic "
+               f"partition {p.topic_partition}")
+        err = InvalidRecordError(
+            "One or more records have been rejected due to 1 record errors in total, and only showing the first "
+            f"three errors at most: {_record_error_list([(w.bad_offset_index, msg)])}")
+        err.record_errors = [(w.bad_offset_index, msg)]
+        raise err
+    batch_lat = bool(attrs & TIMESTAMP_TYPE_MASK)
+    if count and ((p.compacted and w.null_keys) or batch_lat or (not p.log_append_time and (
+            not p.lo_ts <= base_ts + w.min_ts_delta <= p.hi_ts or not p.lo_ts <= base_ts + w.max_ts_delta <= p.hi_ts))):
+        _raise_record_errors(view, p, base_ts, max_ts, batch_lat, base_seq)
+    if p.log_append_time:
+        final_max = p.now_ms
+    elif not count:
+        final_max = max_ts
+    else:
+        final_max = max_ts if batch_lat else base_ts + w.max_ts_delta
+    rebuilt = None
+    if compressor is not None:
+        out = compressor.finish()
+        new_attrs = (attrs & ~(COMPRESSION_CODEC_MASK | TIMESTAMP_TYPE_MASK)) | target
+        if p.log_append_time:
+            new_attrs |= TIMESTAMP_TYPE_MASK
+        rebuilt = bytearray(RECORD_BATCH_OVERHEAD + len(out))
+        HEADER.pack_into(rebuilt, 0, base, len(rebuilt) - LOG_OVERHEAD, -1, MAGIC_V2, 0, new_attrs, delta,
+                         base_ts, final_max, pid, _pepoch, base_seq, count)
+        rebuilt[RECORDS_OFFSET:] = out
+        UINT32.pack_into(rebuilt, CRC_OFFSET, crc32c(memoryview(rebuilt)[ATTRIBUTES_OFFSET:]))
+    return CheckedBatch(pos, size, rebuilt, final_max, p.log_append_time)
+
+
+def check_batches(records: Buffer, p: ValidationParams) -> list[CheckedBatch]:
+    """Phase 1 over every complete batch of ``records``; pure, so it may run in a worker thread."""
+    mv = records if isinstance(records, memoryview) else memoryview(records)
+    return [check_batch(mv[pos:pos + size], pos, p) for pos, size in split_batches(mv)]
+
+
+# --- phase 2: offsets (on the loop, in partition order) ----------------------------------------
+
+def assign_offsets(records: memoryview, checked: list[CheckedBatch], next_offset: int, leader_epoch: int,
+                   segment_bytes: int) -> ValidationResult:
+    """Patch offsets, leader epoch and (when they changed) timestamps; ``records`` must be writable."""
     rebuilt: list[memoryview | bytearray] = []
     headers: list[BatchHeader] = []
     result = ValidationResult(data=records, headers=headers)
@@ -121,59 +373,37 @@ def validate_and_assign_offsets(records: memoryview, next_offset: int, leader_ep
     total = 0
     num_messages = 0
     max_ts_seen, offset_of_max = NO_TIMESTAMP, -1
-    for pos, size in spans:
-        view = records[pos:pos + size]
-        if size > max_bytes:
-            raise RecordTooLargeError(
-                f"The record batch is {size} bytes which exceeds the maximum configured value of {max_bytes}.")
-        (_base, length, _ple, magic, crc, attrs, delta, base_ts, max_ts, pid, pepoch, base_seq,
-         count) = HEADER.unpack_from(view, 0)
-        if magic != MAGIC_V2:
-            raise CorruptRecordError(f"Produce requests must carry record batches with magic 2, not {magic}")
-        if crc32c(view[ATTRIBUTES_OFFSET:]) != crc:
-            raise CorruptRecordError(f"Record batch is corrupt (stored crc = {crc}, computed crc = {crc32c(view[ATTRIBUTES_OFFSET:])})")
-        if delta < 0 or count <= 0 or count != delta + 1:
-            raise InvalidRecordError(f"Inconsistent batch offset range ({delta + 1}) and record count ({count})")
-        if pid >= 0 and base_seq < 0:
-            raise InvalidRecordError(f"Invalid sequence number {base_seq} for a batch of producer {pid}")
-        if from_client and attrs & CONTROL_FLAG_MASK:
-            raise InvalidRecordError("Clients are not allowed to write control records")
-        if attrs & TRANSACTIONAL_FLAG_MASK and pid < 0:
-            raise InvalidRecordError("Transactional batch without a producer id")
-        if not log_append:
-            if (base_ts != NO_TIMESTAMP and not lo_ts <= base_ts <= hi_ts) or (
-                    max_ts != NO_TIMESTAMP and not lo_ts <= max_ts <= hi_ts):
-                bad = base_ts if not lo_ts <= base_ts <= hi_ts else max_ts
-                raise InvalidTimestampError(
-                    f"Timestamp {bad} of message is out of range. The timestamp should be within [{lo_ts}, {hi_ts}]")
-        if compacted and not attrs & CONTROL_FLAG_MASK:
-            _check_keys_for_compaction(view, topic_partition)
-        if target is not None and attrs & COMPRESSION_CODEC_MASK != target:
-            buf = recompress_batch(RecordBatch(view), target)
-            view = memoryview(buf)
+    for c in checked:
+        view: memoryview | bytearray
+        if c.rebuilt is not None:
+            view = c.rebuilt
             result.recompressed = True
+        else:
+            view = records[c.pos:c.pos + c.size]
+            (attrs,) = INT16.unpack_from(view, ATTRIBUTES_OFFSET)
+            (max_ts,) = INT64.unpack_from(view, MAX_TIMESTAMP_OFFSET)
+            if max_ts != c.max_timestamp or bool(attrs & TIMESTAMP_TYPE_MASK) != c.log_append_time:
+                # Kafka's setMaxTimestamp: the header carries the records' real max (or LogAppendTime).
+                attrs = (attrs | TIMESTAMP_TYPE_MASK) if c.log_append_time else (attrs & ~TIMESTAMP_TYPE_MASK)
+                INT16.pack_into(view, ATTRIBUTES_OFFSET, attrs)
+                INT64.pack_into(view, MAX_TIMESTAMP_OFFSET, c.max_timestamp)
+                UINT32.pack_into(view, CRC_OFFSET, crc32c(view[ATTRIBUTES_OFFSET:]))
         rebuilt.append(view)
         INT64.pack_into(view, BASE_OFFSET_OFFSET, next_offset)
         INT32.pack_into(view, PARTITION_LEADER_EPOCH_OFFSET, leader_epoch)
-        if log_append or result.recompressed:
-            if log_append:
-                RecordBatch(view).set_max_timestamp(TimestampType.LOG_APPEND_TIME, now_ms)
-            h = BatchHeader._make(HEADER.unpack_from(view, 0))
-        else:
-            h = BatchHeader(next_offset, length, leader_epoch, magic, crc, attrs, delta, base_ts, max_ts, pid, pepoch,
-                            base_seq, count)
+        h = BatchHeader._make(HEADER.unpack_from(view, 0))
         headers.append(h)
         if h.max_timestamp > max_ts_seen:
-            max_ts_seen, offset_of_max = h.max_timestamp, next_offset + delta
-        num_messages += count
-        next_offset += delta + 1
-        total += h.batch_length + LOG_OVERHEAD
-    if spans:
+            max_ts_seen, offset_of_max = h.max_timestamp, next_offset + h.last_offset_delta
+        num_messages += h.records_count
+        next_offset += h.last_offset_delta + 1
+        total += h.size
+    if checked:
         result.first_offset, result.last_offset, result.next_offset = first, next_offset - 1, next_offset
     result.max_timestamp, result.offset_of_max_timestamp, result.num_messages = max_ts_seen, offset_of_max, num_messages
-    if total > config.segment_bytes:
+    if total > segment_bytes:
         raise RecordBatchTooLargeError(
-            f"Message batch size is {total} bytes which exceeds the maximum configured segment size of {config.segment_bytes}.")
+            f"Message batch size is {total} bytes which exceeds the maximum configured segment size of {segment_bytes}.")
     result.valid_bytes = total
     if result.recompressed:
         out = bytearray(total)
@@ -185,3 +415,13 @@ def validate_and_assign_offsets(records: memoryview, next_offset: int, leader_ep
     else:
         result.data = records[:total]
     return result
+
+
+def validate_and_assign_offsets(records: memoryview, next_offset: int, leader_epoch: int, config: LogConfig,
+                                now_ms: int, *, from_client: bool = True, topic_partition: str = "",
+                                checked: list[CheckedBatch] | None = None) -> ValidationResult:
+    """Both phases (``checked``: phase 1 already done, by a worker)."""
+    if checked is None:
+        checked = check_batches(records, validation_params(config, now_ms, from_client=from_client,
+                                                           topic_partition=topic_partition))
+    return assign_offsets(records, checked, next_offset, leader_epoch, config.segment_bytes)

@@ -27,6 +27,11 @@ Library choices (and why):
   through a streaming encoder, so the frame header carries no content size; we decompress through
   a streaming reader that works either way and can read concatenated frames.
 
+The produce path streams: :func:`iter_decompressed` yields the output in chunks (the validator walks
+each chunk and drops it) and :class:`StreamCompressor` recompresses chunk by chunk, so a batch is
+never held decompressed. A snappy block that declares more than 24x its size is corrupt (snappy
+cannot expand more than ~21x), so a lying length preamble is not mistaken for a big batch.
+
 Every ``decompress`` takes ``max_size``: output beyond it raises :class:`DecompressionBombError`
 before the whole output is materialised (for snappy the declared length is checked first).
 """
@@ -35,7 +40,9 @@ from __future__ import annotations
 
 import struct
 import zlib
+from collections.abc import Iterator
 from enum import IntEnum
+from typing import Any
 
 import cramjam
 import lz4.frame
@@ -139,8 +146,16 @@ def _raw_snappy_length(block: Buffer) -> int:
     raise CompressionError("snappy: bad length preamble")
 
 
+#: Snappy cannot expand more than ~21x (a 3-byte copy tag yields at most 64 bytes): a block that
+#: declares more than this ratio is corrupt, not merely large.
+_SNAPPY_MAX_RATIO = 24
+
+
 def _raw_snappy_decompress(block: Buffer, budget: int) -> bytes:
-    if _raw_snappy_length(block) > budget:
+    declared = _raw_snappy_length(block)
+    if declared > _SNAPPY_MAX_RATIO * len(block) + 64:
+        raise CompressionError(f"snappy: a {len(block)}-byte block cannot expand to {declared} bytes")
+    if declared > budget:
         raise DecompressionBombError("snappy output exceeds the size cap")
     try:
         return bytes(cramjam.snappy.decompress_raw(block))
@@ -178,6 +193,8 @@ def _snappy_decompress(data: Buffer, max_size: int) -> bytes | bytearray:
             raise CompressionError("snappy: truncated xerial block")
         block = mv[pos : pos + n]
         size = _raw_snappy_length(block)
+        if size > _SNAPPY_MAX_RATIO * n + 64:
+            raise CompressionError(f"snappy: a {n}-byte block cannot expand to {size} bytes")
         total += size
         if total > max_size:
             raise DecompressionBombError(f"snappy output exceeds {max_size} bytes")
@@ -370,6 +387,161 @@ def _zstd_decompress(data: Buffer, max_size: int) -> bytearray:
 
 
 # ---------------------------------------------------------------------------------------------
+
+
+#: Output chunk of :func:`iter_decompressed`: what one step of a streaming validation holds.
+STREAM_CHUNK = 256 * 1024
+
+
+def _gzip_stream(data: Buffer, max_size: int, chunk: int) -> Iterator[bytes]:
+    rest: Buffer = data
+    total = 0
+    while True:  # concatenated members, as Java's GZIPInputStream reads them
+        d = zlib.decompressobj(47)
+        pending: Buffer = rest
+        while not d.eof:
+            try:
+                out = d.decompress(pending, chunk)
+            except zlib.error as e:
+                raise CompressionError(f"gzip: {e}") from e
+            pending = d.unconsumed_tail
+            if out:
+                total += len(out)
+                if total > max_size:
+                    raise DecompressionBombError(f"gzip output exceeds {max_size} bytes")
+                yield out
+            elif not pending:
+                raise CompressionError("gzip: truncated stream")
+        rest = d.unused_data
+        if not rest:
+            return
+
+
+def _zstd_stream(data: Buffer, max_size: int, chunk: int) -> Iterator[bytes]:
+    try:
+        size = zstandard.frame_content_size(data)
+    except zstandard.ZstdError as e:
+        raise CompressionError(f"zstd: {e}") from e
+    if size > max_size:
+        raise DecompressionBombError(f"zstd frame declares {size} bytes, over the {max_size} cap")
+    if not _zstd_frames_complete(data):
+        raise CompressionError("zstd: truncated or malformed frame")
+    total = 0
+    try:
+        with _zstd_dctx.stream_reader(data, read_across_frames=True) as reader:
+            while True:
+                got = reader.read(chunk)
+                if not got:
+                    return
+                total += len(got)
+                if total > max_size:
+                    raise DecompressionBombError(f"zstd output exceeds {max_size} bytes")
+                yield got
+    except zstandard.ZstdError as e:
+        raise CompressionError(f"zstd: {e}") from e
+
+
+def _lz4_stream(data: Buffer, max_size: int, chunk: int) -> Iterator[bytes]:
+    frame: Buffer = data
+    hc = lz4_header_checksum_position(frame)
+    correct = (xxh32(memoryview(frame)[4:hc]) >> 8) & 0xFF
+    if frame[hc] != correct:
+        if frame[hc] != (xxh32(memoryview(frame)[:hc]) >> 8) & 0xFF:
+            raise CompressionError("lz4: frame header checksum mismatch")
+        patched = bytearray(frame)  # KAFKA-3160's magic-inclusive HC: patch a copy
+        patched[hc] = correct
+        frame = patched
+    d = lz4.frame.LZ4FrameDecompressor()
+    total = 0
+    pending: Buffer = frame
+    try:
+        while not d.eof:
+            out = d.decompress(pending, max_length=chunk)
+            pending = b""
+            if out:
+                total += len(out)
+                if total > max_size:
+                    raise DecompressionBombError(f"lz4 output exceeds {max_size} bytes")
+                yield out
+            elif d.needs_input:
+                raise CompressionError("lz4: truncated frame")
+    except RuntimeError as e:
+        raise CompressionError(f"lz4: {e}") from e
+
+
+def iter_decompressed(codec: int, data: Buffer, max_size: int = DEFAULT_MAX_DECOMPRESSED_SIZE,
+                      chunk: int = STREAM_CHUNK) -> Iterator[Buffer]:
+    """The decompressed records section as a stream of chunks of at most ``chunk`` bytes (snappy:
+    one block at a time), never holding the whole output: a batch is validated (and recompressed)
+    chunk by chunk. Output beyond ``max_size`` raises :class:`DecompressionBombError` as soon as
+    it is produced; a truncated or corrupt stream raises :class:`CompressionError`."""
+    if codec == CompressionType.NONE:
+        if len(data) > max_size:
+            raise DecompressionBombError(f"records exceed {max_size} bytes")
+        return iter((data,))
+    if codec == CompressionType.GZIP:
+        return _gzip_stream(data, max_size, chunk)
+    if codec == CompressionType.SNAPPY:
+        return iter((_snappy_decompress(data, max_size),))  # block sizes are declared and checked first
+    if codec == CompressionType.LZ4:
+        return _lz4_stream(data, max_size, chunk)
+    if codec == CompressionType.ZSTD:
+        return _zstd_stream(data, max_size, chunk)
+    raise UnsupportedCodecError(f"Unknown compression type id: {codec}")
+
+
+class StreamCompressor:
+    """Compress a records section fed in chunks, writing what each codec's Java client writes
+    (see :func:`compress`): gzip member, xerial snappy blocks of 32 KiB, LZ4 frame with 64 KiB
+    independent blocks, zstd frame without a content size (as Java's streaming encoder)."""
+
+    def __init__(self, codec: int, level: int | None = None) -> None:
+        self.codec = codec
+        self.out = bytearray()
+        self._pending = bytearray()  # snappy: bytes of the block being filled
+        if codec == CompressionType.GZIP:
+            self._z: Any = zlib.compressobj(6 if level is None or level < 0 else level, zlib.DEFLATED, 31)
+        elif codec == CompressionType.ZSTD:
+            self._z = zstandard.ZstdCompressor(level=3 if level is None else level).compressobj()
+        elif codec == CompressionType.LZ4:
+            self._z = lz4.frame.LZ4FrameCompressor(
+                block_size=lz4.frame.BLOCKSIZE_MAX64KB, block_linked=False, content_checksum=False,
+                compression_level=0 if level is None else level)
+            self.out += self._z.begin()
+        elif codec == CompressionType.SNAPPY:
+            self.out += XERIAL_HEADER.pack(XERIAL_MAGIC, 1, 1)
+        elif codec != CompressionType.NONE:
+            raise UnsupportedCodecError(f"Unknown compression type id: {codec}")
+
+    def _snappy_block(self, block: Buffer) -> None:
+        compressed = cramjam.snappy.compress_raw(block)
+        self.out += _INT32.pack(len(compressed))
+        self.out += compressed
+
+    def feed(self, chunk: Buffer) -> None:
+        codec = self.codec
+        if codec == CompressionType.NONE:
+            self.out += chunk
+        elif codec == CompressionType.SNAPPY:
+            self._pending += chunk
+            if len(self._pending) >= XERIAL_BLOCK_SIZE:
+                mv = memoryview(self._pending)
+                whole = len(mv) - len(mv) % XERIAL_BLOCK_SIZE
+                for start in range(0, whole, XERIAL_BLOCK_SIZE):
+                    self._snappy_block(mv[start:start + XERIAL_BLOCK_SIZE])
+                mv.release()
+                del self._pending[:whole]
+        else:
+            self.out += self._z.compress(chunk)
+
+    def finish(self) -> bytearray:
+        codec = self.codec
+        if codec == CompressionType.SNAPPY:
+            if self._pending:
+                self._snappy_block(self._pending)
+        elif codec != CompressionType.NONE:
+            self.out += self._z.flush()
+        return self.out
 
 
 def compress(codec: int, data: Buffer, level: int | None = None) -> bytes:

@@ -4,8 +4,9 @@ Owns the one definition of the 61-byte RecordBatch v2 header: field offsets, att
 precompiled :data:`HEADER`/:data:`PREFIX` structs and :class:`BatchHeader` (all 13 fields from a
 single ``unpack_from``, with Kafka's derived values such as ``last_sequence``); the storage engine
 scans segment files with these, and ``protocol.records`` builds its batch view on them. Also owns
-the per-record bytes: decoding (:class:`Record`), a lean validation walk
-(:func:`summarize_records`), encoding (:func:`encode_record`), control-record keys and
+the per-record bytes: decoding (:class:`Record`), the produce-path structure walk Kafka's
+``DefaultRecord.readFrom`` implies (:func:`walk_records`: varints and lengths only, resumable across
+the chunks of a decompressing stream), a lean summary walk (:func:`summarize_records`), encoding (:func:`encode_record`), control-record keys and
 end-transaction marker values, and producer-sequence arithmetic. ``protocol.records`` re-exports
 the public names; import them from there. Sans-IO; imports only ``protocol.varint`` and
 ``protocol.errors``.
@@ -281,7 +282,9 @@ def parse_records(
                     if hkey is None:
                         raise InvalidRecordError("invalid null header key")
                     hval, pos = _read_bytes(buf, pos, rec_end, "header value")
-                    hs.append((hkey.decode("utf-8"), hval))
+                    # Kafka does not check header keys are UTF-8 (Java decodes them lazily, replacing bad
+                    # bytes); surrogateescape keeps such a key readable and re-encodes it byte for byte.
+                    hs.append((hkey.decode("utf-8", "surrogateescape"), hval))
                 headers = tuple(hs)
             if pos != rec_end:
                 raise InvalidRecordError(
@@ -362,6 +365,152 @@ def summarize_records(
     return RecordsSummary(count, min_ts, max_ts, null_key, bad_offset)
 
 
+class RecordsWalk(NamedTuple):
+    """Where :func:`walk_records` stopped and what it saw (deltas relative to the batch header)."""
+
+    pos: int  # end of the last complete record walked
+    next_index: int  # records walked so far (the next record's index in the batch)
+    min_ts_delta: int  # over the records walked; (1 << 63, -(1 << 63)) when none
+    max_ts_delta: int
+    null_keys: int  # records with a null key (compacted topics refuse them)
+    bad_offset_index: int  # first record whose offsetDelta is not its index, or -1
+
+
+def walk_records(
+    buf: Buffer, pos: int, index: int, count: int, partial: bool = False,
+    min_ts: int = 1 << 63, max_ts: int = -(1 << 63), null_keys: int = 0, bad_offset: int = -1,
+) -> RecordsWalk:
+    """Check the structure of records ``index`` .. ``count - 1`` starting at ``pos`` (Kafka's
+    ``DefaultRecord.readFrom`` without building a record): every varint well formed, key/value/header
+    lengths inside the record (``-1`` = null; other negatives are refused, where Java's reader would
+    read them as null too), header keys non-null, the header count no larger than the bytes left, and
+    the fields ending exactly where the record's length says. Values are skipped, never copied.
+
+    With ``partial`` (a chunk of a decompressing stream), a record cut off by the end of ``buf``
+    stops the walk and its start is returned as ``pos``; the caller appends the next chunk and calls
+    again with the returned state. Without it, running off the end is an InvalidRecordError.
+    This loop runs once per record of every produced batch: one- and two-byte varints (deltas and
+    lengths below 8 KiB) are decoded inline, longer ones through ``protocol.varint``.
+    """
+    end = len(buf)
+    try:
+        while index < count:
+            start = pos
+            if pos >= end:
+                if partial:
+                    break
+                raise InvalidRecordError("Incorrect declared batch size, premature EOF reached")
+            b = buf[pos]
+            if b < 0x80:
+                size, pos = (b >> 1) ^ -(b & 1), pos + 1
+            elif pos + 1 < end and buf[pos + 1] < 0x80:
+                raw = (b & 0x7F) | (buf[pos + 1] << 7)
+                size, pos = (raw >> 1) ^ -(raw & 1), pos + 2
+            else:
+                try:
+                    size, pos = read_varint(buf, pos)
+                except VarintError:
+                    if partial and end - pos < 5:
+                        pos = start
+                        break
+                    raise
+            rec_end = pos + size
+            if size < 6:  # attributes, timestampDelta, offsetDelta, key/value lengths, header count
+                raise InvalidRecordError(f"Invalid record size {size}")
+            if rec_end > end:
+                if partial:
+                    pos = start
+                    break
+                raise InvalidRecordError(
+                    f"Invalid record size: expected {size} bytes in record payload, but instead the "
+                    f"buffer has only {end - pos} remaining bytes.")
+            b = buf[pos + 1]  # buf[pos] is the record's attributes byte: unused, any value
+            if b < 0x80:
+                ts_delta, pos = (b >> 1) ^ -(b & 1), pos + 2
+            elif (b2 := buf[pos + 2]) < 0x80:
+                raw = (b & 0x7F) | (b2 << 7)
+                ts_delta, pos = (raw >> 1) ^ -(raw & 1), pos + 3
+            else:
+                ts_delta, pos = read_varlong(buf, pos + 1)
+            if ts_delta < min_ts:
+                min_ts = ts_delta
+            if ts_delta > max_ts:
+                max_ts = ts_delta
+            b = buf[pos]
+            if b < 0x80:
+                if ((b >> 1) ^ -(b & 1)) != index and bad_offset < 0:
+                    bad_offset = index
+                pos += 1
+            elif (b2 := buf[pos + 1]) < 0x80:
+                raw = (b & 0x7F) | (b2 << 7)
+                if ((raw >> 1) ^ -(raw & 1)) != index and bad_offset < 0:
+                    bad_offset = index
+                pos += 2
+            else:
+                offset_delta, pos = read_varint(buf, pos)
+                if offset_delta != index and bad_offset < 0:
+                    bad_offset = index
+            b = buf[pos]
+            if b < 0x80:
+                n, pos = (b >> 1) ^ -(b & 1), pos + 1
+            elif (b2 := buf[pos + 1]) < 0x80:
+                raw = (b & 0x7F) | (b2 << 7)
+                n, pos = (raw >> 1) ^ -(raw & 1), pos + 2
+            else:
+                n, pos = read_varint(buf, pos)
+            if n < 0:
+                if n != -1:
+                    raise InvalidRecordError(f"Invalid key size {n}")
+                null_keys += 1
+            else:
+                pos += n
+            b = buf[pos]
+            if b < 0x80:
+                n, pos = (b >> 1) ^ -(b & 1), pos + 1
+            elif (b2 := buf[pos + 1]) < 0x80:
+                raw = (b & 0x7F) | (b2 << 7)
+                n, pos = (raw >> 1) ^ -(raw & 1), pos + 2
+            else:
+                n, pos = read_varint(buf, pos)
+            if n > 0:
+                pos += n
+            elif n < -1:
+                raise InvalidRecordError(f"Invalid value size {n}")
+            b = buf[pos]
+            if b < 0x80:
+                n, pos = (b >> 1) ^ -(b & 1), pos + 1
+            elif (b2 := buf[pos + 1]) < 0x80:
+                raw = (b & 0x7F) | (b2 << 7)
+                n, pos = (raw >> 1) ^ -(raw & 1), pos + 2
+            else:
+                n, pos = read_varint(buf, pos)
+            if n:
+                if n < 0:
+                    raise InvalidRecordError(f"Found invalid number of record headers {n}")
+                if n > rec_end - pos:
+                    raise InvalidRecordError(
+                        f"Found invalid number of record headers. {n} is larger than the remaining size of the buffer")
+                for _ in range(n):
+                    hk, pos = read_varint(buf, pos)
+                    if hk < 0:
+                        raise InvalidRecordError(f"Invalid negative header key size {hk}")
+                    hv, pos = read_varint(buf, pos + hk)
+                    if hv > 0:
+                        pos += hv
+                    elif hv < -1:
+                        raise InvalidRecordError(f"Invalid header value size {hv}")
+                    if pos > rec_end:
+                        break
+            if pos != rec_end:
+                raise InvalidRecordError(
+                    f"Invalid record size: expected to read {size} bytes in record payload, but instead "
+                    f"read {size + pos - rec_end}")
+            index += 1
+    except (VarintError, IndexError) as e:
+        raise InvalidRecordError(f"Found invalid record structure: {e}") from e
+    return RecordsWalk(pos, index, min_ts, max_ts, null_keys, bad_offset)
+
+
 class SimpleRecord(NamedTuple):
     value: bytes | None
     key: bytes | None = None
@@ -392,7 +541,7 @@ def encode_record(
     _encode_bytes(body, value)
     body += encode_varint(len(headers))
     for hkey, hval in headers:
-        _encode_bytes(body, hkey.encode("utf-8"))
+        _encode_bytes(body, hkey.encode("utf-8", "surrogateescape"))
         _encode_bytes(body, hval)
     return encode_varint(len(body)) + body
 

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from kbroker.log.errors import KafkaStorageError
 from kbroker.log.results import LogAppendInfo
 from kbroker.log.unified_log import UnifiedLog
+from kbroker.log.validator import CheckedBatch
 from kbroker.protocol.errors import ErrorCode, KafkaError
 from kbroker.protocol.regions import FileRegion
 
@@ -135,8 +136,10 @@ class Partition:
             return ErrorCode.FENCED_LEADER_EPOCH
         return ErrorCode.UNKNOWN_LEADER_EPOCH
 
-    def append_records_to_leader(self, records: memoryview, required_acks: int) -> LogAppendInfo:
-        """Append one validated batch; returns the log's LogAppendInfo."""
+    def append_records_to_leader(self, records: memoryview, required_acks: int,
+                                 checked: list[CheckedBatch] | None = None) -> LogAppendInfo:
+        """Append one batch; returns the log's LogAppendInfo. ``checked``: the validator's phase 1,
+        already run by a worker (``log.validator.check_batches``), or None to run it here."""
         if self.is_offline:
             raise KafkaStorageError(f"the log of {self.topic}-{self.partition} is offline")
         if required_acks == -1 and self.isr_size < self.min_insync_replicas:
@@ -145,7 +148,10 @@ class Partition:
                 f"requirement of {self.min_insync_replicas} for partition {self.topic}-{self.partition}",
                 error_code=ErrorCode.NOT_ENOUGH_REPLICAS,
             )
-        info = self.log.append_as_leader(records, leader_epoch=self.leader_epoch)
+        if checked is None:
+            info = self.log.append_as_leader(records, leader_epoch=self.leader_epoch)
+        else:
+            info = self.log.append_as_leader(records, leader_epoch=self.leader_epoch, checked=checked)
         self.maybe_increment_high_watermark()
         return info
 

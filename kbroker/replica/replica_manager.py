@@ -2,9 +2,16 @@
 sessions, and the purgatories that hold delayed requests (Kafka's `ReplicaManager`).
 
 Appends are synchronous calls into the storage layer on the event loop (the log is synchronous
-by design); what waits is only the *response*: acks=-1 goes through the produce purgatory and is
-completed when the high watermark passes the appended offsets (at once on a single replica, but
-through the same path replication will use); a fetch that finds fewer than `min_bytes` waits in
+by design), except for the record checks of batches that may be expensive (compressed, recompressed
+or large: ``log.validator.needs_worker``): a Produce request hands those to a worker pool
+(``concurrent.futures.ThreadPoolExecutor``, :data:`VALIDATION_WORKERS` threads) and the append
+itself happens back on the loop when the check is done. Appends to one partition stay in arrival
+order: while a partition has a check in flight, every later append to it (heavy or not) queues
+behind it (``_append_queues``), so pipelined requests of an idempotent producer are appended in
+order. Small uncompressed batches of a partition with nothing queued are checked and appended at
+once on the loop (the fast path). What waits is otherwise only the *response*: acks=-1 goes
+through the produce purgatory and is completed when the high watermark passes the appended offsets
+(at once on a single replica, but through the same path replication will use); a fetch that finds fewer than `min_bytes` waits in
 the fetch purgatory and is woken by appends to any partition it reads.
 
 Must not import net/ or api/. The broker config and the metadata image live above this package:
@@ -17,7 +24,10 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Hashable, Mapping
+import os
+from collections import deque
+from collections.abc import Callable, Hashable, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -25,6 +35,7 @@ from kbroker.clock import Clock, wall_clock_ms
 from kbroker.log.errors import KafkaStorageError
 from kbroker.log.manager import LogManager
 from kbroker.log.unified_log import UnifiedLog
+from kbroker.log.validator import CheckedBatch, check_batches, needs_worker, validation_params
 from kbroker.protocol.errors import ErrorCode, KafkaError
 from kbroker.protocol.topic import is_internal
 from kbroker.replica.delayed import DelayedFetch, DelayedProduce, FetchParams
@@ -66,6 +77,30 @@ class ProducePartitionResult:
     error_message: str | None = None
 
 
+#: Threads checking (decompressing, walking, recompressing) produced batches off the event loop.
+VALIDATION_WORKERS = max(1, min(4, os.cpu_count() or 1))
+
+
+@dataclass(slots=True)
+class _PendingAppend:
+    """An append waiting for its off-loop check, or queued behind one of the same partition."""
+
+    records: memoryview
+    required_acks: int
+    internal_topics_allowed: bool
+    on_done: Callable[[ProducePartitionResult, int], None]
+    ready: bool = False
+    checked: list[CheckedBatch] | None = None
+    error: BaseException | None = None
+
+
+def _running_loop() -> asyncio.AbstractEventLoop | None:
+    try:
+        return asyncio.get_running_loop()
+    except RuntimeError:
+        return None
+
+
 class ReplicaManager:
     """All partitions this broker hosts, and the produce/fetch paths over them."""
 
@@ -88,6 +123,8 @@ class ReplicaManager:
             DelayedOperationPurgatory("Fetch"))
         slots = int(config["max.incremental.fetch.session.cache.slots"])
         self.fetch_manager = FetchManager(FetchSessionCache(slots, time_ms))
+        self._validation_pool: ThreadPoolExecutor | None = None
+        self._append_queues: dict[tuple[str, int], deque[_PendingAppend]] = {}
 
     # -- lifecycle -------------------------------------------------------------------------------
 
@@ -96,6 +133,9 @@ class ReplicaManager:
     def shutdown(self) -> None:
         self.produce_purgatory.shutdown()
         self.fetch_purgatory.shutdown()
+        if self._validation_pool is not None:
+            self._validation_pool.shutdown(wait=False, cancel_futures=True)
+            self._validation_pool = None
 
     # -- partitions ------------------------------------------------------------------------------
 
@@ -188,19 +228,65 @@ class ReplicaManager:
         required_acks: int,
         internal_topics_allowed: bool,
         entries: Mapping[tuple[str, int], memoryview],
+        *,
+        offload: bool = False,
     ) -> dict[tuple[str, int], ProducePartitionResult] | asyncio.Future[dict[tuple[str, int], ProducePartitionResult]]:
-        """Append one batch per partition. Returns the results, or (acks=-1 still waiting) a future."""
+        """Append one batch per partition. Returns the results, or a future when something waits:
+        an off-loop check (``offload``, the Produce path; see the module docstring) or acks=-1."""
         if required_acks not in (0, 1, -1):
             return {k: ProducePartitionResult(ErrorCode.INVALID_REQUIRED_ACKS) for k in entries}
         results: dict[tuple[str, int], ProducePartitionResult] = {}
         waiting: dict[tuple[str, int], int] = {}
+        loop = _running_loop() if offload else None
+        pending: list[tuple[tuple[str, int], _PendingAppend]] = []
         for key, records in entries.items():
+            if loop is not None and self._must_queue(key, records):
+                job = _PendingAppend(records, required_acks, internal_topics_allowed, lambda r, n: None)
+                pending.append((key, job))
+                continue
             result, next_offset = self._append_to_local_log(key, records, required_acks, internal_topics_allowed)
             results[key] = result
             if result.error == ErrorCode.NONE:
                 waiting[key] = next_offset
                 # New data: wake the fetches waiting on this partition.
                 self.fetch_purgatory.check_and_complete(key)
+        if not pending:
+            return self._await_acks(timeout_ms, required_acks, results, waiting)
+        assert loop is not None
+        outer: asyncio.Future[dict[tuple[str, int], ProducePartitionResult]] = loop.create_future()
+        remaining = [len(pending)]
+
+        def on_done(key: tuple[str, int], result: ProducePartitionResult, next_offset: int) -> None:
+            results[key] = result
+            if result.error == ErrorCode.NONE:
+                waiting[key] = next_offset
+            remaining[0] -= 1
+            if remaining[0] == 0 and not outer.done():
+                tail = self._await_acks(timeout_ms, required_acks, results, waiting)
+                if isinstance(tail, dict):
+                    outer.set_result(tail)
+                else:
+                    def relay(f: asyncio.Future[dict[tuple[str, int], ProducePartitionResult]]) -> None:
+                        if outer.done():
+                            return
+                        if f.cancelled():
+                            outer.cancel()
+                        elif (exc := f.exception()) is not None:
+                            outer.set_exception(exc)
+                        else:
+                            outer.set_result(f.result())
+
+                    tail.add_done_callback(relay)
+
+        for key, job in pending:
+            job.on_done = lambda r, n, key=key: on_done(key, r, n)  # type: ignore[misc]
+            self._enqueue(loop, key, job)
+        return outer
+
+    def _await_acks(
+        self, timeout_ms: int, required_acks: int, results: dict[tuple[str, int], ProducePartitionResult],
+        waiting: dict[tuple[str, int], int],
+    ) -> dict[tuple[str, int], ProducePartitionResult] | asyncio.Future[dict[tuple[str, int], ProducePartitionResult]]:
         if required_acks != -1 or not waiting:
             return results
         # The common single-replica case: the high watermark already passed every batch, so the
@@ -215,8 +301,69 @@ class ReplicaManager:
             return results
         return op.future
 
+    # -- off-loop checks, in partition order ----------------------------------------------------
+
+    def _must_queue(self, key: tuple[str, int], records: memoryview | None) -> bool:
+        """An append goes through the partition's queue when one is in use or its check is heavy."""
+        if key in self._append_queues:
+            return True
+        partition = self._partitions.get(key)
+        if partition is None or records is None:
+            return False
+        try:
+            return needs_worker(records, partition.log.config)
+        except Exception:  # noqa: BLE001 - malformed framing: the inline check reports it
+            return False
+
+    def _enqueue(self, loop: asyncio.AbstractEventLoop, key: tuple[str, int], job: _PendingAppend) -> None:
+        queue = self._append_queues.setdefault(key, deque())
+        queue.append(job)
+        partition = self._partitions.get(key)
+        heavy = False
+        if partition is not None and job.records is not None:
+            try:
+                heavy = needs_worker(job.records, partition.log.config)
+            except Exception:  # noqa: BLE001
+                heavy = False
+        if not heavy or partition is None:
+            job.ready = True  # checked inline when its turn comes
+            if len(queue) == 1:
+                self._drain(key)
+            return
+        if self._validation_pool is None:
+            self._validation_pool = ThreadPoolExecutor(VALIDATION_WORKERS, thread_name_prefix="kbroker-validate")
+        params = validation_params(partition.log.config, self.time_ms(), topic_partition=f"{key[0]}-{key[1]}")
+        fut = loop.run_in_executor(self._validation_pool, check_batches, job.records, params)
+
+        def checked(f: asyncio.Future[list[CheckedBatch]]) -> None:
+            if f.cancelled():
+                job.error = KafkaError("broker shutting down", error_code=ErrorCode.KAFKA_STORAGE_ERROR)
+            elif (exc := f.exception()) is not None:
+                job.error = exc
+            else:
+                job.checked = f.result()
+            job.ready = True
+            self._drain(key)
+
+        fut.add_done_callback(checked)
+
+    def _drain(self, key: tuple[str, int]) -> None:
+        """Append every ready job at the head of the partition's queue, in order."""
+        queue = self._append_queues.get(key)
+        while queue and queue[0].ready:
+            job = queue.popleft()
+            result, next_offset = self._append_to_local_log(
+                key, job.records, job.required_acks, job.internal_topics_allowed, checked=job.checked,
+                check_error=job.error)
+            if result.error == ErrorCode.NONE:
+                self.fetch_purgatory.check_and_complete(key)
+            job.on_done(result, next_offset)
+        if queue is not None and not queue:
+            del self._append_queues[key]
+
     def _append_to_local_log(
-        self, key: tuple[str, int], records: memoryview, required_acks: int, internal_topics_allowed: bool
+        self, key: tuple[str, int], records: memoryview, required_acks: int, internal_topics_allowed: bool,
+        checked: list[CheckedBatch] | None = None, check_error: BaseException | None = None,
     ) -> tuple[ProducePartitionResult, int]:
         topic = key[0]
         # Kafka's order: a partition missing from the metadata is UNKNOWN_TOPIC_OR_PARTITION
@@ -228,7 +375,9 @@ class ReplicaManager:
             log.debug("refused a client write to internal topic %s", topic)
             return ProducePartitionResult(ErrorCode.INVALID_TOPIC_EXCEPTION), -1
         try:
-            info = partition.append_records_to_leader(records, required_acks)
+            if check_error is not None:
+                raise check_error
+            info = partition.append_records_to_leader(records, required_acks, checked=checked)
         except KafkaError as exc:
             record_errors = exc.record_errors
             # Kafka only fills error_message for record validation failures
@@ -247,6 +396,9 @@ class ReplicaManager:
         except OSError as exc:
             log.error("storage error appending to %s-%d: %s", topic, key[1], exc)
             return ProducePartitionResult(ErrorCode.KAFKA_STORAGE_ERROR), -1
+        except Exception:  # noqa: BLE001 - a checker bug must not take the broker down
+            log.exception("unexpected error appending to %s-%d", topic, key[1])
+            return ProducePartitionResult(ErrorCode.UNKNOWN_SERVER_ERROR), -1
         # A duplicate batch (idempotent retry) returns the original offsets: the HW is past them.
         # An empty append (no batches) reports last offset -1, so it waits for offset 0: nothing.
         return ProducePartitionResult(
