@@ -36,6 +36,7 @@ from kbroker.log.checkpoints import (
 from kbroker.log.config import LogConfig
 from kbroker.log.errors import KafkaStorageError
 from kbroker.log.unified_log import UnifiedLog
+from kbroker.protocol.topic import CLUSTER_METADATA_TOPIC_NAME
 
 if TYPE_CHECKING:
     from kbroker.log.cleaner_manager import LogCleaner
@@ -164,7 +165,9 @@ class LogManager:
             if entry.endswith(_SPECIAL_DIR_SUFFIXES):
                 continue
             tp = _parse_partition_dir(entry)
-            if tp is None:
+            if tp is None or tp[0] == CLUSTER_METADATA_TOPIC_NAME:
+                # The metadata log is the controller's (kbroker.controller.metadata_log), never a
+                # partition of this manager: no retention, checkpoints or cleaning for it (as in Kafka).
                 continue
             topic, partition = tp
             config = self._config(topic)

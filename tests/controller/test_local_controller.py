@@ -82,6 +82,11 @@ def test_replayed_image_equals_the_image_the_operations_built(tmp_path: Path) ->
     again = build_services(_config(tmp_path))
     try:
         assert again.metadata.image == built
+        # The metadata log is the controller's, never one of the log manager's partitions (no
+        # retention, checkpoints or cleaning for it).
+        assert again.log_manager.get_log("__cluster_metadata", 0) is None
+        checkpoint = (tmp_path / "data" / "recovery-point-offset-checkpoint").read_text()
+        assert "__cluster_metadata" not in checkpoint
         assert again.metadata.topic("a") is not None and again.metadata.topic("gone") is None
         assert again.metadata.view.next_producer_id == 1000
         # The replay hosted the partitions again, with the topics' configs.
