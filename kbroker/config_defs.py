@@ -228,6 +228,8 @@ CONFIG_DEFS: dict[str, ConfigDef] = _defs(
     ConfigDef("offsets.retention.check.interval.ms", "long", 600000, "How often expired offsets are removed.",
               validator=at_least(1)),
     ConfigDef("offsets.commit.timeout.ms", "int", 5000, "Offset commit timeout.", validator=at_least(1)),
+    ConfigDef("offset.metadata.max.bytes", "int", 4096, "Largest metadata string of a committed offset.",
+              validator=at_least(0)),
     ConfigDef("offsets.load.buffer.size", "int", 5242880, "Read size when loading offsets.",
               validator=at_least(1)),
     ConfigDef("group.initial.rebalance.delay.ms", "int", 3000, "Delay of the first classic rebalance."),

@@ -17,16 +17,20 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kbroker.coord.config import CoordinatorConfig
 from kbroker.coord.coordinator_runtime import AppendResult, Record
 from kbroker.protocol.errors import ErrorCode
 from kbroker.protocol.records import RecordBatch, SimpleRecord, batch_size_at, build_batch
+from kbroker.protocol.topic import GROUP_METADATA_TOPIC_NAME
+
+if TYPE_CHECKING:
+    from kbroker.config import KafkaConfig
 
 log = logging.getLogger(__name__)
 
-GROUP_METADATA_TOPIC = "__consumer_offsets"
+GROUP_METADATA_TOPIC = GROUP_METADATA_TOPIC_NAME
 
 
 def java_string_hashcode(s: str) -> int:
@@ -84,27 +88,19 @@ class LoopScheduler:
         return len(self._timers)
 
 
-def setting(config: Any, key: str, default: Any) -> Any:
-    try:
-        value = config[key]
-    except (KeyError, TypeError):
-        return default
-    return default if value is None else value
-
-
-def coordinator_config(config: Any) -> CoordinatorConfig:
+def coordinator_config(config: KafkaConfig) -> CoordinatorConfig:
     return CoordinatorConfig(
-        initial_rebalance_delay_ms=int(setting(config, "group.initial.rebalance.delay.ms", 3000)),
-        min_session_timeout_ms=int(setting(config, "group.min.session.timeout.ms", 6000)),
-        max_session_timeout_ms=int(setting(config, "group.max.session.timeout.ms", 1800000)),
-        max_size=int(setting(config, "group.max.size", 2**31 - 1)),
-        offsets_retention_ms=int(setting(config, "offsets.retention.minutes", 10080)) * 60_000,
-        offset_metadata_max_bytes=int(setting(config, "offset.metadata.max.bytes", 4096)),
-        consumer_session_timeout_ms=int(setting(config, "group.consumer.session.timeout.ms", 45000)),
-        consumer_heartbeat_interval_ms=int(setting(config, "group.consumer.heartbeat.interval.ms", 5000)),
-        consumer_max_size=int(setting(config, "group.consumer.max.size", 2**31 - 1)),
-        consumer_assignors=_assignor_names(setting(config, "group.consumer.assignors", ["uniform", "range"])),
-        consumer_migration_policy=str(setting(config, "group.consumer.migration.policy", "bidirectional")).lower(),
+        initial_rebalance_delay_ms=int(config["group.initial.rebalance.delay.ms"]),
+        min_session_timeout_ms=int(config["group.min.session.timeout.ms"]),
+        max_session_timeout_ms=int(config["group.max.session.timeout.ms"]),
+        max_size=int(config["group.max.size"]),
+        offsets_retention_ms=int(config["offsets.retention.minutes"]) * 60_000,
+        offset_metadata_max_bytes=int(config["offset.metadata.max.bytes"]),
+        consumer_session_timeout_ms=int(config["group.consumer.session.timeout.ms"]),
+        consumer_heartbeat_interval_ms=int(config["group.consumer.heartbeat.interval.ms"]),
+        consumer_max_size=int(config["group.consumer.max.size"]),
+        consumer_assignors=_assignor_names(config["group.consumer.assignors"]),
+        consumer_migration_policy=str(config["group.consumer.migration.policy"]).lower(),
     )
 
 

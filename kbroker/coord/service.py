@@ -41,7 +41,6 @@ from kbroker.coord.runtime import (
     ReplicaPartitionWriter,
     coordinator_config,
     partition_for,
-    setting,
 )
 from kbroker.coord.shard import GroupCoordinatorShard
 from kbroker.protocol.errors import ErrorCode, KafkaError
@@ -92,7 +91,7 @@ class GroupCoordinatorService:
         self.scheduler = LoopScheduler(loop)
         writer = ReplicaPartitionWriter(
             self.replica_manager, GROUP_METADATA_TOPIC, lambda: self.time_ms(),
-            int(setting(self.config, "offsets.commit.timeout.ms", 5000)),
+            int(self.config["offsets.commit.timeout.ms"]),
             self._on_committed, self._on_write_failed)
         self.runtime = CoordinatorRuntime(writer, LogLoader(self.replica_manager, GROUP_METADATA_TOPIC),
                                           self._new_shard, self.scheduler)
@@ -103,7 +102,7 @@ class GroupCoordinatorService:
                 if self.replica_manager.get_partition(GROUP_METADATA_TOPIC, p) is not None \
                         and self.runtime.schedule_load(p):
                     loop.call_soon(self.runtime.run_load, p)
-        interval = int(setting(self.config, "offsets.retention.check.interval.ms", 600000))
+        interval = int(self.config["offsets.retention.check.interval.ms"])
         self._schedule_expiry(loop, interval)
 
     def _new_shard(self, partition: int, timer: CoordinatorTimer,
@@ -162,7 +161,7 @@ class GroupCoordinatorService:
         info = self.metadata.topic(GROUP_METADATA_TOPIC)
         if info is not None:
             return int(info.num_partitions)
-        return int(setting(self.config, "offsets.topic.num.partitions", 50))
+        return int(self.config["offsets.topic.num.partitions"])
 
     def partition_for(self, group_id: str) -> int:
         return partition_for(group_id, self.num_partitions())
@@ -198,11 +197,11 @@ class GroupCoordinatorService:
         does. The metadata publisher below loads its (empty) partitions as the creation commits."""
         if self.metadata.topic(GROUP_METADATA_TOPIC) is not None:
             return ErrorCode.NONE
-        partitions = int(setting(self.config, "offsets.topic.num.partitions", 50))
+        partitions = int(self.config["offsets.topic.num.partitions"])
         configs = {
             "cleanup.policy": "compact",
             "compression.type": "producer",
-            "segment.bytes": str(int(setting(self.config, "offsets.topic.segment.bytes", 104857600))),
+            "segment.bytes": str(int(self.config["offsets.topic.segment.bytes"])),
         }
         try:
             # offsets.topic.replication.factor is capped at the single node we have (docs/consumer-groups.md).

@@ -1,7 +1,7 @@
 """The admin API handlers driven in-process through real request/response frames.
 
 Each request is encoded as a client would (`encode_request_frame`), decoded as the broker does, sent
-through the `ApiDispatcher` over the real storage stack (LogManager, ReplicaManager, TopicManager),
+through the `ApiDispatcher` over the real storage stack (LogManager, ReplicaManager, LocalController),
 and the response encoded and decoded again at the same version: so every version we advertise is
 shown to round-trip, and the answers are Kafka's.
 """

@@ -1,4 +1,4 @@
-"""An in-process broker stack (real LogManager / ReplicaManager / TopicManager in a temp dir) with the
+"""An in-process broker stack (real LogManager / ReplicaManager / LocalController in a temp dir) with the
 group coordinator runtime, and a way to call the group APIs through real request/response frames."""
 
 from __future__ import annotations
