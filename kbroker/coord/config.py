@@ -7,11 +7,23 @@ append errors reach clients, and the timer keys. Pure: no asyncio, no I/O.
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol
 
+from kbroker.metadata.views import TopicInfo
 from kbroker.protocol.errors import ErrorCode
+
+
+class TopicLookup(Protocol):
+    """The topics a consumer group can subscribe to: the broker's `MetadataCache` (a fake in tests)."""
+
+    def topic(self, name: str) -> TopicInfo | None: ...
+
+    def topic_by_id(self, topic_id: uuid.UUID) -> TopicInfo | None: ...
+
+    def topics(self) -> list[TopicInfo]: ...
 
 
 class Scheduler(Protocol):

@@ -370,9 +370,9 @@ class CoordinatorRuntime(Generic[S]):
         ctx.pending = kept
 
 
-def _safe(fn: Callable[..., None], *args: object) -> None:
+def _safe(fn: Callable[[ErrorCode], None] | Callable[[], None], *args: ErrorCode) -> None:
     try:
-        fn(*args)
+        fn(*args)  # type: ignore[call-arg]
     except Exception:
         log.exception("Coordinator response callback failed")
 

@@ -29,10 +29,9 @@ from __future__ import annotations
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
 
 from kbroker.coord.classic_protocol import ClassicGroupProtocol
-from kbroker.coord.config import CoordinatorConfig, RecordWriter, Scheduler
+from kbroker.coord.config import CoordinatorConfig, RecordWriter, Scheduler, TopicLookup
 from kbroker.coord.consumer_coordinator import ConsumerGroupProtocol, HeartbeatRequestData, HeartbeatResult
 from kbroker.coord.consumer_group import ConsumerGroup
 from kbroker.coord.consumer_persistence import ConsumerGroupPersistence
@@ -62,7 +61,7 @@ class GroupMetadataManager:
 
     def __init__(self, config: CoordinatorConfig, scheduler: Scheduler, writer: RecordWriter,
                  time_ms: Callable[[], int], offsets: OffsetStore,
-                 group_status: Callable[[str], ErrorCode] | None = None, topics: Any = None) -> None:
+                 group_status: Callable[[str], ErrorCode] | None = None, topics: TopicLookup | None = None) -> None:
         self.config = config
         self.scheduler = scheduler
         self.time_ms = time_ms

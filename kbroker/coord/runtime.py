@@ -17,7 +17,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from kbroker.coord.config import CoordinatorConfig
 from kbroker.coord.coordinator_runtime import AppendResult, Record
@@ -27,6 +27,8 @@ from kbroker.protocol.topic import GROUP_METADATA_TOPIC_NAME
 
 if TYPE_CHECKING:
     from kbroker.config import KafkaConfig
+    from kbroker.log.unified_log import UnifiedLog
+    from kbroker.replica.replica_manager import ProducePartitionResult, ReplicaManager
 
 log = logging.getLogger(__name__)
 
@@ -104,7 +106,7 @@ def coordinator_config(config: KafkaConfig) -> CoordinatorConfig:
     )
 
 
-def _assignor_names(value: Any) -> tuple[str, ...]:
+def _assignor_names(value: str | list[str]) -> tuple[str, ...]:
     """`group.consumer.assignors` takes short names or Kafka's class names
     (org.apache.kafka.coordinator.group.assignor.UniformAssignor -> uniform)."""
     items = value.split(",") if isinstance(value, str) else list(value)
@@ -127,7 +129,7 @@ class ReplicaPartitionWriter:
     replica; through the produce purgatory otherwise), or `on_failed(partition, offset, error)` when
     it never does (timeout, leadership lost)."""
 
-    def __init__(self, replica_manager: Any, topic: str, time_ms: Callable[[], int], timeout_ms: int,
+    def __init__(self, replica_manager: ReplicaManager, topic: str, time_ms: Callable[[], int], timeout_ms: int,
                  on_committed: Callable[[int, int], None],
                  on_failed: Callable[[int, int, ErrorCode], None]) -> None:
         self.replica_manager = replica_manager
@@ -155,7 +157,7 @@ class ReplicaPartitionWriter:
         hosted = self.replica_manager.get_partition(self.topic, partition)
         next_offset = int(hosted.log_end_offset) if hosted is not None else -1
 
-        def done(future: asyncio.Future[dict[tuple[str, int], Any]]) -> None:
+        def done(future: asyncio.Future[dict[tuple[str, int], ProducePartitionResult]]) -> None:
             error = ErrorCode.NOT_COORDINATOR if future.cancelled() or future.exception() is not None \
                 else ErrorCode(future.result()[key].error)
             if error == ErrorCode.NONE:
@@ -172,7 +174,7 @@ class ReplicaPartitionWriter:
 class LogLoader:
     """Reads a partition of `topic` from its log start to its end, record by record."""
 
-    def __init__(self, replica_manager: Any, topic: str, chunk: int = 5 * 1024 * 1024) -> None:
+    def __init__(self, replica_manager: ReplicaManager, topic: str, chunk: int = 5 * 1024 * 1024) -> None:
         self.replica_manager = replica_manager
         self.topic = topic
         self.chunk = chunk
@@ -185,7 +187,7 @@ class LogLoader:
         return load_log(hosted.log, replay, self.chunk)
 
 
-def load_log(log_: Any, replay: Callable[[int, bytes | memoryview | None, bytes | memoryview | None], None],
+def load_log(log_: UnifiedLog, replay: Callable[[int, bytes | memoryview | None, bytes | memoryview | None], None],
              chunk: int = 5 * 1024 * 1024) -> int:
     """Replay every record of one partition log (control batches skipped); the offset loaded up to."""
     offset = int(log_.log_start_offset)

@@ -24,8 +24,9 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import uuid
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, TypeAlias, TypeVar, Union
+from typing import TYPE_CHECKING, TypeAlias, TypeVar, Union, cast
 
 from kbroker.coord.config import map_append_error
 from kbroker.coord.consumer_coordinator import HeartbeatRequestData, HeartbeatResult
@@ -251,11 +252,12 @@ class GroupCoordinatorService:
         box: list[T] = []
         future: asyncio.Future[T] | None = None
 
-        def complete(value: Any) -> None:
+        def complete(value: object) -> None:  # the runtime hands back what `op` returned: a T
+            result = cast(T, value)
             if future is None:
-                box.append(value)
+                box.append(result)
             elif not future.done():
-                future.set_result(value)
+                future.set_result(result)
 
         def fail(error: ErrorCode) -> None:
             complete(on_error(error))
@@ -377,7 +379,7 @@ class GroupCoordinatorService:
 
         return self._call(group_id, op, lambda e: (e, None, None, ""), read=True)
 
-    def topic_name(self, topic_id: Any) -> str | None:
+    def topic_name(self, topic_id: uuid.UUID) -> str | None:
         info = self.metadata.topic_by_id(topic_id)
         return None if info is None else str(info.name)
 

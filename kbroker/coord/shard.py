@@ -15,9 +15,15 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from typing import Any
 
-from kbroker.coord.config import CoordinatorConfig, RecordWriter, Scheduler, heartbeat_key, map_append_error
+from kbroker.coord.config import (
+    CoordinatorConfig,
+    RecordWriter,
+    Scheduler,
+    TopicLookup,
+    heartbeat_key,
+    map_append_error,
+)
 from kbroker.coord.consumer_coordinator import HeartbeatRequestData, HeartbeatResult
 from kbroker.coord.consumer_group import ConsumerGroup
 from kbroker.coord.consumer_records import ConsumerGroupRecordKey
@@ -44,7 +50,7 @@ class GroupCoordinatorShard:
 
     def __init__(self, config: CoordinatorConfig, scheduler: Scheduler, writer: RecordWriter,
                  time_ms: Callable[[], int], group_status: Callable[[str], ErrorCode] | None = None,
-                 topics: Any = None) -> None:
+                 topics: TopicLookup | None = None) -> None:
         self.config = config
         self.scheduler = scheduler
         self.writer = writer
