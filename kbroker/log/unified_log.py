@@ -68,9 +68,18 @@ class UnifiedLog(LogRetention):
         self.dir.mkdir(parents=True, exist_ok=True)
         self.leader_epoch_cache = LeaderEpochFileCache(self.dir / LEADER_EPOCH_CHECKPOINT)
         self.producer_state = ProducerStateManager(self.dir)
-        from kbroker.log.recovery import load_log  # noqa: PLC0415 - recovery builds on this module
+        from kbroker.log.recovery import load_segments, rebuild_producer_state  # noqa: PLC0415 - builds on this module
 
-        load_log(self, had_clean_shutdown)
+        loaded = load_segments(self.dir, config, log_start_offset=log_start_offset, recovery_point=recovery_point,
+                               had_clean_shutdown=had_clean_shutdown, leader_epoch_cache=self.leader_epoch_cache,
+                               producer_state=self.producer_state, time_ms=self._time,
+                               topic_partition=f"{topic}-{partition}")
+        for seg in loaded.segments:
+            self._add_segment(seg)
+        self.log_start_offset = loaded.log_start_offset
+        self.log_end_offset = loaded.log_end_offset
+        self.recovery_point = loaded.recovery_point
+        rebuild_producer_state(self)
         self.high_watermark = min(max(high_watermark, self.log_start_offset), self.log_end_offset)
 
     # --- properties ----------------------------------------------------------------------------
