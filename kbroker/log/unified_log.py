@@ -12,6 +12,7 @@ DeleteRecords and time/size retention (``.deleted`` renaming, ``file.delete.dela
 from __future__ import annotations
 
 import bisect
+import logging
 import os
 import time
 from collections.abc import Callable
@@ -39,6 +40,9 @@ from kbroker.protocol.regions import FileRegion
 __all__ = ["FetchDataInfo", "LogAppendInfo", "UnifiedLog", "EARLIEST_TIMESTAMP", "LATEST_TIMESTAMP",
            "MAX_TIMESTAMP", "EARLIEST_LOCAL_TIMESTAMP", "LATEST_TIERED_TIMESTAMP"]
 
+logger = logging.getLogger(__name__)
+
+
 def _wall_clock_ms() -> int:
     return int(time.time() * 1000)
 
@@ -61,6 +65,8 @@ class UnifiedLog(LogRetention):
         self.recovery_point = recovery_point
         self.high_watermark = 0
         self.offline = False
+        self._append_failing = False  # a storage error was logged and no append has succeeded since
+        self._offline_logged = False
         # Runs a callable off the event loop (set by LogManager; None = synchronous fsyncs).
         self.background_executor: Callable[[Callable[[], None]], object] | None = None
         self.last_flush_ms = self._time()
@@ -205,17 +211,34 @@ class UnifiedLog(LogRetention):
 
     def _write(self, data: memoryview | bytearray, headers: list[BatchHeader], infos: list[tuple[int, int, int]],
                max_timestamp: int, now: int) -> None:
-        seg = self._maybe_roll(len(data), max_timestamp, headers[0].base_offset, headers[-1].last_offset, now)
         try:
+            seg = self._maybe_roll(len(data), max_timestamp, headers[0].base_offset, headers[-1].last_offset, now)
             seg.append(data, infos)
-        except KafkaStorageError:
+        except KafkaStorageError as e:
             # segment.append truncated the file back; if the file no longer matches, recovery must run.
             try:
-                if os.fstat(seg.fd).st_size != seg.size:
+                if os.fstat(self.active_segment.fd).st_size != self.active_segment.size:
                     self.offline = True
             except OSError:
                 self.offline = True
+            self._log_storage_error(e)
             raise
+        if self._append_failing:
+            self._append_failing = False
+            logger.info("Appends to %s-%d in dir %s succeed again", self.topic, self.partition, self.parent_dir)
+
+    def _log_storage_error(self, e: KafkaStorageError) -> None:
+        """Kafka's "Error while appending records to <tp> in dir <dir>": once per failing spell (a full
+        disk under load would otherwise log every produce), and once more if the log goes offline."""
+        if self.offline and not self._offline_logged:
+            self._offline_logged = True
+            logger.error("Error while appending records to %s-%d in dir %s: %s. The log is offline until the "
+                         "broker restarts and recovers it", self.topic, self.partition, self.parent_dir, e)
+        elif not self._append_failing:
+            logger.error("Error while appending records to %s-%d in dir %s: %s. Producers get "
+                         "KAFKA_STORAGE_ERROR until the write succeeds again", self.topic, self.partition,
+                         self.parent_dir, e)
+        self._append_failing = True
 
     def _maybe_roll(self, size: int, max_timestamp: int, first_offset: int, last_offset: int, now: int) -> LogSegment:
         seg = self.active_segment
