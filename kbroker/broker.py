@@ -64,7 +64,7 @@ class Broker:
     async def start(self) -> None:
         from kbroker.api.context import BrokerServices
         from kbroker.api.dispatcher import ApiDispatcher
-        from kbroker.cluster.metadata import MetadataStore
+        from kbroker.cluster.metadata import MetadataLoadError, MetadataStore
         from kbroker.cluster.topics import TopicManager
         from kbroker.log import KafkaStorageError, LogConfig, LogManager
         from kbroker.log.manager import InconsistentMetaPropertiesError
@@ -73,18 +73,22 @@ class Broker:
         self._loop = asyncio.get_running_loop()
         config = self.config
         log_dirs = config.log_dirs
+        # Everything that can refuse the start is checked before anything is written (issue 19).
+        try:
+            default_log_config = LogConfig.from_props(config.broker_props())
+        except ValueError as e:
+            raise StartupError(str(e)) from None
+        self.metadata = MetadataStore(log_dirs[0] / METADATA_FILE)
+        try:
+            self.metadata.load()
+        except MetadataLoadError as e:
+            raise StartupError(str(e)) from None
         try:
             for d in log_dirs:
                 d.mkdir(parents=True, exist_ok=True)
         except OSError as e:
             raise StartupError(f"Cannot create log directory {e.filename}: {e.strerror}") from None
         self._lock_log_dirs(log_dirs)
-        self.metadata = MetadataStore(log_dirs[0] / METADATA_FILE)
-        self.metadata.load()
-        try:
-            default_log_config = LogConfig.from_props(config.broker_props())
-        except ValueError as e:
-            raise StartupError(str(e)) from None
         self.log_manager = LogManager(
             log_dirs,
             default_log_config,

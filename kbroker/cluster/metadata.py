@@ -64,6 +64,10 @@ class TopicInfo:
         )
 
 
+class MetadataLoadError(Exception):
+    """The persisted image cannot be read (truncated, not JSON, wrong shape): the broker does not start."""
+
+
 class MetadataStore:
     """Topics, dynamic broker configs and producer-id reservations, saved on every change."""
 
@@ -87,17 +91,28 @@ class MetadataStore:
             raw = self.path.read_text(encoding="utf-8")
         except FileNotFoundError:
             return
-        obj = json.loads(raw)
+        except (OSError, UnicodeDecodeError) as e:
+            raise MetadataLoadError(f"Cannot read the metadata image {self.path}: {e}") from None
+        try:
+            obj = json.loads(raw)
+            topics = [TopicInfo.from_json(t) for t in obj.get("topics", [])]
+            broker_configs = {str(k): str(v) for k, v in obj.get("broker_configs", {}).items()}
+            end = int(obj.get("producer_id_block_end", 0))
+        except (ValueError, KeyError, TypeError, AttributeError) as e:
+            # Written by rename, so only an outside hand truncates it: refuse rather than start empty
+            # (an empty image would delete every partition's data as strays).
+            reason = f"{type(e).__name__}: {e}" if not isinstance(e, json.JSONDecodeError) else \
+                f"not valid JSON ({e}; truncated?)"
+            raise MetadataLoadError(f"Cannot load the metadata image {self.path}: {reason}. Restore the file "
+                                    "from a backup; kbroker does not start on a damaged image") from None
         self._topics = {}
         self._by_id = {}
-        for t in obj.get("topics", []):
-            info = TopicInfo.from_json(t)
+        for info in topics:
             self._topics[info.name] = info
             self._by_id[info.topic_id] = info
-        self._broker_configs = {str(k): str(v) for k, v in obj.get("broker_configs", {}).items()}
+        self._broker_configs = broker_configs
         # Ids up to the end of the last reserved block may have been handed out before a crash:
         # restart from the block end.
-        end = int(obj.get("producer_id_block_end", 0))
         self._next_producer_id = end
         self._producer_id_block_end = end
         self.epoch += 1

@@ -381,7 +381,11 @@ class TimeIndex(AbstractIndex):
     ENTRY = struct.Struct(">qi")
     KEY = struct.Struct(">q")
 
-    GARBAGE_SLOT_ZERO_OK = True
+    # An all-zero first entry (timestamp 0 at the base offset) is dropped with the zero tail: a time
+    # index that was preallocated and never written is all holes, and reading a hole through a tmpfs
+    # mapping allocates a page - a SIGBUS on a full disk. Dropping a real (0, base) entry only makes
+    # lookups start at the segment's first batch, which is still correct.
+    GARBAGE_SLOT_ZERO_OK = False
 
     @property
     def is_full(self) -> bool:

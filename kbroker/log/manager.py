@@ -197,7 +197,13 @@ class LogManager:
         if clean:
             # The marker only vouches for the previous run; a crash from now on must trigger recovery.
             marker.unlink()
-        self._checkpoint_dir(d)
+        try:
+            self._checkpoint_dir(d)
+        except KafkaStorageError as e:
+            # A full disk: serve what is there (reads, and deletions that free space) rather than
+            # refuse to start; the periodic checkpoint writes them again.
+            logger.error("Cannot write the offset checkpoints of %s at startup (%s): the broker starts anyway; "
+                         "appends fail with KAFKA_STORAGE_ERROR until the disk has room", d, e)
 
     def _config(self, topic: str) -> LogConfig:
         if self._config_for_topic is not None:
