@@ -174,6 +174,7 @@ class LogManager:
         recovery = self._read_checkpoint(d / RECOVERY_POINT_CHECKPOINT)
         starts = self._read_checkpoint(d / LOG_START_OFFSET_CHECKPOINT)
         hws = self._read_checkpoint(d / REPLICATION_OFFSET_CHECKPOINT)
+        configs: dict[str, LogConfig] = {}
         for entry in sorted(os.listdir(d)):
             path = d / entry
             if not path.is_dir():
@@ -187,7 +188,9 @@ class LogManager:
             if tp is None:
                 continue
             topic, partition = tp
-            config = self._config(topic)
+            config = configs.get(topic)
+            if config is None:  # once per topic: resolving it walks every broker and topic config
+                config = configs[topic] = self._config(topic)
             log = UnifiedLog(path, config, topic=topic, partition=partition,
                              log_start_offset=starts.get(tp, 0), recovery_point=recovery.get(tp, 0),
                              high_watermark=hws.get(tp, 0), had_clean_shutdown=clean, time_ms=self._time)
