@@ -86,13 +86,29 @@ class Broker:
 
     async def start(self) -> None:
         from kbroker.api.dispatcher import ApiDispatcher
-        from kbroker.log import KafkaStorageError
+        from kbroker.controller.legacy_migration import (
+            LEGACY_METADATA_FILE,
+            LegacyMetadataError,
+            read_legacy_records,
+        )
+        from kbroker.log import KafkaStorageError, LogConfig
         from kbroker.log.manager import InconsistentMetaPropertiesError
         from kbroker.services import build_services
 
         self._loop = asyncio.get_running_loop()
         config = self.config
         log_dirs = config.log_dirs
+        # Everything that can refuse the start is checked before anything is written (issue 19).
+        try:
+            LogConfig.from_props(config.broker_props())
+        except ValueError as e:
+            raise StartupError(str(e)) from None
+        legacy = log_dirs[0] / LEGACY_METADATA_FILE
+        if legacy.exists():  # a kbroker 0.1 data dir: its image must read before it is migrated
+            try:
+                read_legacy_records(legacy, config.node_id)
+            except LegacyMetadataError as e:
+                raise StartupError(str(e)) from None
         try:
             for d in log_dirs:
                 d.mkdir(parents=True, exist_ok=True)
@@ -103,7 +119,7 @@ class Broker:
             # Segment-roll fsyncs run on a worker thread (os.fsync releases the GIL), never on the
             # event loop that serves every connection; the recovery point moves when they finish.
             services = build_services(config, time_ms=self.time_ms, background_executor=self._run_in_background)
-        except (ValueError, InconsistentMetaPropertiesError, KafkaStorageError) as e:
+        except (ValueError, InconsistentMetaPropertiesError, KafkaStorageError, LegacyMetadataError) as e:
             raise StartupError(str(e)) from None
         self.services = services
         self.log_manager = services.log_manager

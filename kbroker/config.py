@@ -232,6 +232,11 @@ class KafkaConfig:
                 text = Path(path).read_text(encoding="utf-8")
             except OSError as e:
                 raise ConfigError(f"Cannot read config file {path}: {e.strerror or e}") from None
+            except UnicodeDecodeError as e:
+                raise ConfigError(
+                    f"Cannot read config file {path}: not a text properties file (byte 0x{e.object[e.start]:02x} "
+                    f"at position {e.start} is not UTF-8)"
+                ) from None
             props.update(parse_properties(text))
         props.update(overrides or {})
         config = cls(props)
@@ -388,6 +393,7 @@ class KafkaConfig:
         if lo > hi:
             raise ConfigError("group.max.session.timeout.ms must be at least group.min.session.timeout.ms")
         _validate_consumer_group_keys(self._values)
+        _validate_log_defaults(self._values)
         if (
             self._values["queued.max.request.bytes"] not in (-1,)
             and self._values["queued.max.request.bytes"] < 1
@@ -406,6 +412,36 @@ def format_value(value: Any) -> str | None:
     if isinstance(value, list):
         return ",".join(str(v) for v in value)
     return str(value)
+
+
+def _validate_log_defaults(v: dict[str, Any]) -> None:
+    """The broker's `log.*` keys are the defaults of every topic config: check each against the topic
+    config's rule now, before anything is written, and name the broker key that was set (not the topic
+    key it feeds). Plus KafkaConfig.validateValues' own rules on the retention and roll times."""
+    from kbroker.log.config import TOPIC_CONFIGS
+    from kbroker.log.config import parse_value as parse_topic_value
+
+    for d in TOPIC_CONFIGS:
+        for key, multiplier in d.synonyms:
+            raw = v.get(key)
+            if raw is None:
+                continue
+            text = format_value(raw) or ""
+            try:
+                value = parse_topic_value(d, text)
+            except ValueError as e:
+                raise ConfigError(str(e).replace(f"configuration {d.name}:", f"configuration {key}:")) from None
+            if d.name == "retention.ms" and isinstance(value, int) and value < 0:
+                value = -1  # KafkaConfig.logRetentionTimeMillis: any negative value means forever
+            elif multiplier != 1 and isinstance(value, int) and value >= 0:
+                value *= multiplier
+            problem = d.validator(value) if d.validator is not None and value is not None else None
+            if problem:
+                raise ConfigError(f"Invalid value {text} for configuration {key}: {problem}")
+            if d.name == "retention.ms" and value == 0:
+                raise ConfigError(f"Invalid value {text} for configuration {key}: log.retention.ms must be "
+                                  "unlimited (-1) or, greater than or equal to 1")
+            break
 
 
 def _validate_consumer_group_keys(v: dict[str, Any]) -> None:

@@ -61,12 +61,14 @@ def atomic_write(path: Path, text: str, *, sync: bool = True) -> None:
         raise KafkaStorageError(f"cannot write {path}: {e}") from e
 
 
-def _read_lines(path: Path) -> list[str] | None:
+def _read_lines(path: Path, encoding: str = "utf-8") -> list[str] | None:
     try:
-        with open(path, encoding="utf-8") as f:
+        with open(path, encoding=encoding) as f:
             return f.read().splitlines()
     except FileNotFoundError:
         return None
+    except UnicodeDecodeError as e:
+        raise CheckpointError(f"{path}: not a text file ({e.reason} at byte {e.start})") from e
     except OSError as e:
         raise KafkaStorageError(f"cannot read {path}: {e}") from e
 
@@ -119,8 +121,11 @@ def write_leader_epoch_checkpoint(path: Path, entries: Iterable[tuple[int, int]]
 
 # --- meta.properties ------------------------------------------------------------------------------
 def read_properties(path: Path) -> dict[str, str] | None:
-    """A Java properties file (the subset Kafka writes: ``key=value``, ``#`` comments); None if missing."""
-    lines = _read_lines(path)
+    """A Java properties file (the subset Kafka writes: ``key=value``, ``#`` comments); None if missing.
+
+    Read as ISO-8859-1, as Java's ``Properties.load(InputStream)`` does: any bytes parse, so a garbage
+    file is judged by its content (no node.id), never by a decode error."""
+    lines = _read_lines(path, "iso-8859-1")
     if lines is None:
         return None
     props: dict[str, str] = {}

@@ -267,7 +267,9 @@ class LogConfig:
                         break
                 if raw is not None:
                     value = parse_value(defn, raw)
-                    if multiplier != 1 and isinstance(value, int) and value >= 0:
+                    if defn.name == "retention.ms" and isinstance(value, int) and value < 0:
+                        value = -1  # Kafka's KafkaConfig.logRetentionTimeMillis: any negative broker value is forever
+                    elif multiplier != 1 and isinstance(value, int) and value >= 0:
                         value *= multiplier
                 else:
                     value = defn.default

@@ -6,73 +6,159 @@ relative offset), both big-endian like Kafka's ``OffsetIndex``/``TimeIndex``. Th
 index files are preallocated to ``segment.index.bytes`` (rounded down to whole entries) and
 memory-mapped; they are trimmed to their valid entries when the segment rolls or the log closes,
 which is also how the number of entries is recovered when a file is reopened. Lookups are binary
-searches over the mapped entries. Mappings are opened lazily so an idle partition with many
-segments holds no maps.
+searches over the mapped entries. Must not import asyncio.
+
+Resources, as Kafka's ``LazyIndex``: nothing is read or mapped when an index is opened; the number of
+entries of a file that was never trimmed (a crash) is found on first use with a few ``pread``s, and
+the mapping is made on first lookup or append and dropped by ``release()`` (recovery releases every
+index it touched). A mapping holds no file descriptor: on Linux it is made with libc's ``mmap`` and
+the descriptor closed at once, as Java's ``MappedByteBuffer`` does (CPython's ``mmap`` module keeps a
+``dup`` of the descriptor, which made every partition cost three descriptors). The munmap runs when
+the last reference to the mapped buffer goes, so a reader holding it never touches unmapped memory.
+
+Full disks (issue 19): the preallocated file is sparse, and a store into a hole of a memory mapping
+on a full file system is a SIGBUS, not an error. So every page is allocated with ``posix_fallocate``
+before the first entry is written into it; when that fails (ENOSPC) the entry is skipped with one
+warning. An index is an optimisation (a lookup scans forward from the previous entry), so a skipped
+entry costs speed, never correctness, and the broker never dies on a full disk.
 """
 
 from __future__ import annotations
 
+import ctypes
+import errno
+import logging
 import mmap
 import os
 import struct
+import weakref
 from pathlib import Path
+from typing import TypeAlias
 
 __all__ = ["AbstractIndex", "IndexCorruptError", "OffsetIndex", "TimeIndex"]
+
+logger = logging.getLogger(__name__)
+
+_PAGE = mmap.PAGESIZE
 
 
 class IndexCorruptError(Exception):
     """An index failed its sanity check; the segment rebuilds it from the log."""
 
 
+# A mapped index: libc's mapping as a ctypes char array (no descriptor held), or CPython's mmap where
+# there is no libc.
+IndexBuffer: TypeAlias = "ctypes.Array[ctypes.c_char] | mmap.mmap"
+
+
+def _load_libc() -> ctypes.CDLL | None:
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.mmap.restype = ctypes.c_void_p
+        libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int,
+                              ctypes.c_int64]
+        libc.munmap.restype = ctypes.c_int
+        libc.munmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
+        libc.msync.restype = ctypes.c_int
+        libc.msync.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
+        return libc
+    except (OSError, AttributeError):  # pragma: no cover - not a libc platform: CPython's mmap below
+        return None
+
+
+_LIBC = _load_libc()
+_MAP_FAILED = ctypes.c_void_p(-1).value
+_MS_SYNC = getattr(mmap, "MS_SYNC", 4)
+
+
+def _munmap(addr: int, length: int) -> None:
+    if _LIBC is not None:
+        _LIBC.munmap(addr, length)
+
+
+def _map(path: Path, length: int) -> IndexBuffer:
+    """A writable shared mapping of the first ``length`` bytes of ``path`` that holds no descriptor."""
+    fd = os.open(path, os.O_RDWR)
+    try:
+        if _LIBC is None:  # pragma: no cover
+            return mmap.mmap(fd, length)
+        addr = _LIBC.mmap(None, length, mmap.PROT_READ | mmap.PROT_WRITE, mmap.MAP_SHARED, fd, 0)
+        if addr is None or addr == _MAP_FAILED:
+            err = ctypes.get_errno()
+            raise OSError(err, f"mmap of {path} failed: {os.strerror(err)}")
+    finally:
+        os.close(fd)
+    buf = (ctypes.c_char * length).from_address(addr)
+    # Unmapped when the buffer object dies: a lookup that still holds it keeps the memory valid.
+    weakref.finalize(buf, _munmap, addr, length)
+    return buf
+
+
+def _msync(m: IndexBuffer, length: int) -> None:
+    if isinstance(m, mmap.mmap) or _LIBC is None:  # pragma: no cover
+        if isinstance(m, mmap.mmap):
+            m.flush()
+        return
+    if _LIBC.msync(ctypes.addressof(m), length, _MS_SYNC) != 0:
+        err = ctypes.get_errno()
+        raise OSError(err, os.strerror(err))
+
+
 class AbstractIndex:
-    """Shared machinery: a preallocated, memory-mapped file of fixed-size big-endian entries."""
+    """Shared machinery: a preallocated, lazily memory-mapped file of fixed-size big-endian entries."""
 
     ENTRY: struct.Struct
     KEY: struct.Struct  # the first field, the search key
+    GARBAGE_SLOT_ZERO_OK = False  # whether an all-zero first entry is a real entry
 
     def __init__(self, path: Path, base_offset: int, max_index_size: int = -1) -> None:
         self.path = Path(path)
         self.base_offset = base_offset
         self.entry_size = self.ENTRY.size
-        self._mmap: mmap.mmap | None = None
-        exists = self.path.exists()
-        length = self.path.stat().st_size if exists else 0
-        # Kafka: a new index starts empty; an existing one has length / entrySize entries (it was trimmed).
-        self._entries = 0 if not exists else length // self.entry_size
+        self._mmap: IndexBuffer | None = None
+        try:
+            length = os.stat(self.path).st_size
+        except FileNotFoundError:
+            self.path.touch()
+            length = 0
+        # Kafka: a new index starts empty; an existing one has length / entrySize entries (it was
+        # trimmed) - unless a crash left it preallocated: then the zero tail is dropped on first use.
+        self._entries: int | None = 0 if length == 0 else None
         if max_index_size < 0:
             max_index_size = max(length, self.entry_size)
         self.max_index_size = max_index_size - max_index_size % self.entry_size
         self._file_length = length
-        if not exists:
-            self.path.touch()
-            self._file_length = 0
+        # Bytes of the file known to be allocated on disk (see the module docstring, full disks).
+        self._allocated = 0
+        self._alloc_warned = False
 
     # --- mapping --------------------------------------------------------------------------------
-    def _open(self) -> mmap.mmap | None:
+    def _open(self) -> IndexBuffer | None:
         if self._mmap is None and self._file_length > 0:
-            fd = os.open(self.path, os.O_RDWR)
-            try:
-                self._mmap = mmap.mmap(fd, self._file_length)
-            finally:
-                os.close(fd)  # the mapping keeps its own reference: one descriptor fewer per index
+            self._mmap = _map(self.path, self._file_length)
         return self._mmap
 
     def _unmap(self) -> None:
-        if self._mmap is not None:
-            self._mmap.close()
-            self._mmap = None
+        self._mmap = None  # the finalizer unmaps once no lookup holds the buffer any more
+
+    def release(self) -> None:
+        """Drop the mapping (dirty pages stay in the page cache); the next use maps again."""
+        self._unmap()
+
+    @property
+    def is_mapped(self) -> bool:
+        return self._mmap is not None
 
     def resize(self, new_size: int) -> None:
         """Set the file length (rounded to whole entries); never drops valid entries."""
         new_size = new_size - new_size % self.entry_size
-        new_size = max(new_size, self._entries * self.entry_size)
+        new_size = max(new_size, self.entries * self.entry_size)
         if new_size == self._file_length:
             return
-        if self._mmap is not None:
-            self._mmap.flush()
         self._unmap()
-        os.truncate(self.path, new_size)
+        os.truncate(self.path, new_size)  # growing leaves a sparse tail: pages are allocated on use
         self._file_length = new_size
+        self._allocated = min(self._allocated, new_size)
 
     def make_active(self, max_index_size: int) -> None:
         """Preallocate to ``max_index_size`` for appends (the active segment)."""
@@ -80,12 +166,43 @@ class AbstractIndex:
         self.resize(self.max_index_size)
 
     def trim_to_valid_size(self) -> None:
-        self.resize(self._entries * self.entry_size)
+        self.resize(self.entries * self.entry_size)
 
     # --- state ----------------------------------------------------------------------------------
     @property
     def entries(self) -> int:
+        if self._entries is None:
+            self._entries = self._count_entries()
         return self._entries
+
+    def _count_entries(self) -> int:
+        """Entries of a file opened from disk: all of it, less a zero tail a crash left behind.
+
+        Reads a handful of entries with pread (a binary search), never maps: a preallocated 10 MiB
+        file would otherwise fault its pages into the process (the 2.4 GB RSS of issue 19).
+        """
+        size = self.entry_size
+        n = self._file_length // size
+        if n == 0:
+            return 0
+        zero = bytes(size)
+        fd = os.open(self.path, os.O_RDONLY)
+        try:
+            def is_zero(i: int) -> bool:
+                return os.pread(fd, size, i * size) == zero
+
+            if not is_zero(n - 1):
+                return n
+            lo, hi = (1 if self.GARBAGE_SLOT_ZERO_OK else 0), n - 1  # first zero entry in [lo, hi]
+            while lo < hi:
+                mid = (lo + hi) >> 1
+                if is_zero(mid):
+                    hi = mid
+                else:
+                    lo = mid + 1
+            return lo
+        finally:
+            os.close(fd)
 
     @property
     def max_entries(self) -> int:
@@ -93,11 +210,11 @@ class AbstractIndex:
 
     @property
     def is_full(self) -> bool:
-        return self._entries >= self.max_entries
+        return self.entries >= self.max_entries
 
     @property
     def size_in_bytes(self) -> int:
-        return self._entries * self.entry_size
+        return self.entries * self.entry_size
 
     def entry(self, n: int) -> tuple[int, int]:
         m = self._open()
@@ -106,7 +223,7 @@ class AbstractIndex:
 
     def _largest_lower_bound(self, key: int) -> int:
         """Slot of the last entry whose key is <= ``key``, or -1 (keys are strictly increasing)."""
-        n = self._entries
+        n = self.entries
         if n == 0:
             return -1
         m = self._open()
@@ -123,36 +240,70 @@ class AbstractIndex:
                 hi = mid - 1
         return lo
 
-    def _write_entry(self, *fields: int) -> None:
-        if self._entries * self.entry_size + self.entry_size > self._file_length:
+    def _allocate(self, end: int) -> bool:
+        """Make sure the file's blocks up to ``end`` exist before a store through the mapping."""
+        if end <= self._allocated:
+            return True
+        start = self._allocated - self._allocated % _PAGE
+        stop = min(self._file_length, -(-end // _PAGE) * _PAGE)
+        try:
+            fd = os.open(self.path, os.O_RDWR)
+            try:
+                os.posix_fallocate(fd, start, stop - start)
+            finally:
+                os.close(fd)
+        except OSError as e:
+            if e.errno in (errno.EOPNOTSUPP, errno.EINVAL):  # no fallocate here: nothing better to do
+                self._allocated = stop
+                return True
+            if not self._alloc_warned:
+                self._alloc_warned = True
+                logger.warning("Cannot allocate index space in %s (%s): the index skips entries until the disk "
+                               "has room; lookups scan further, nothing is lost", self.path, e.strerror or e)
+            return False
+        if self._alloc_warned:
+            self._alloc_warned = False
+            logger.info("Index %s has disk space again", self.path)
+        self._allocated = stop
+        return True
+
+    def _write_entry(self, *fields: int) -> bool:
+        """Store one entry after the last; False when the disk has no room for it (it is skipped)."""
+        n = self.entries
+        end = (n + 1) * self.entry_size
+        if end > self._file_length:
             # Not preallocated (e.g. an index being rebuilt for an inactive segment): grow geometrically.
-            self.resize(max(self.max_index_size, (self._entries + 1) * self.entry_size))
-            if self._entries * self.entry_size + self.entry_size > self._file_length:
-                self.resize((self._entries + 1) * self.entry_size * 2)
+            self.resize(max(self.max_index_size, end))
+            if end > self._file_length:
+                self.resize(end * 2)
+        if not self._allocate(end):
+            return False
         m = self._open()
         assert m is not None
-        self.ENTRY.pack_into(m, self._entries * self.entry_size, *fields)
-        self._entries += 1
+        self.ENTRY.pack_into(m, n * self.entry_size, *fields)
+        self._entries = n + 1
+        return True
 
     def truncate_entries(self, n: int) -> None:
-        self._entries = max(0, min(n, self._entries))
+        self._entries = max(0, min(n, self.entries))
 
     def reset(self) -> None:
         self._entries = 0
 
     def flush(self) -> None:
         """Make the entries durable: msync the mapping, or fsync the (trimmed, unmapped) file."""
-        if self._mmap is not None:
-            self._mmap.flush()
-        else:
-            try:
-                fd = os.open(self.path, os.O_RDONLY)
-            except FileNotFoundError:
-                return  # deleted meanwhile (retention/truncation): nothing left to make durable
-            try:
-                os.fsync(fd)
-            finally:
-                os.close(fd)
+        m = self._mmap
+        if m is not None:
+            _msync(m, self._file_length if isinstance(m, mmap.mmap) else len(m))
+            return
+        try:
+            fd = os.open(self.path, os.O_RDONLY)
+        except FileNotFoundError:
+            return  # deleted meanwhile (retention/truncation): nothing left to make durable
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
 
     def close(self) -> None:
         self.trim_to_valid_size()
@@ -174,30 +325,6 @@ class AbstractIndex:
         except FileNotFoundError:
             pass
 
-    def _drop_zero_tail(self, is_garbage_slot_zero_ok: bool) -> None:
-        """Drop trailing all-zero entries left by a preallocated file that was never trimmed."""
-        n = self._entries
-        if n == 0:
-            return
-        m = self._open()
-        assert m is not None
-        zero = bytes(self.entry_size)
-        size = self.entry_size
-
-        def is_zero(i: int) -> bool:
-            return m[i * size:(i + 1) * size] == zero
-
-        if not is_zero(n - 1):
-            return
-        lo, hi = (1 if is_garbage_slot_zero_ok else 0), n - 1  # first zero entry in [lo, hi]
-        while lo < hi:
-            mid = (lo + hi) >> 1
-            if is_zero(mid):
-                hi = mid
-            else:
-                lo = mid + 1
-        self._entries = lo
-
 
 class OffsetIndex(AbstractIndex):
     """Maps offsets to physical positions in the segment's ``.log`` (Kafka's ``.index``)."""
@@ -205,24 +332,23 @@ class OffsetIndex(AbstractIndex):
     ENTRY = struct.Struct(">ii")
     KEY = struct.Struct(">i")
 
-    def __init__(self, path: Path, base_offset: int, max_index_size: int = -1) -> None:
-        super().__init__(path, base_offset, max_index_size)
-        # A never-trimmed preallocated file ends in zero entries: position 0 never appears in an
-        # entry (the first batch of a segment is never indexed), so zeros are garbage.
-        self._drop_zero_tail(False)
+    # A never-trimmed preallocated file ends in zero entries: position 0 never appears in an
+    # entry (the first batch of a segment is never indexed), so zeros are garbage.
+    GARBAGE_SLOT_ZERO_OK = False
 
     @property
     def last_offset(self) -> int:
-        if self._entries == 0:
+        if self.entries == 0:
             return self.base_offset
-        return self.base_offset + self.entry(self._entries - 1)[0]
+        return self.base_offset + self.entry(self.entries - 1)[0]
 
-    def append(self, offset: int, position: int) -> None:
-        if self._entries > 0 and offset <= self.last_offset:
+    def append(self, offset: int, position: int) -> bool:
+        """Add an entry; False when a full disk made it skip the entry (see the module docstring)."""
+        if self.entries > 0 and offset <= self.last_offset:
             raise ValueError(f"offset index append of {offset} after {self.last_offset} in {self.path}")
         if self.is_full:
             raise ValueError(f"offset index {self.path} is full")
-        self._write_entry(offset - self.base_offset, position)
+        return self._write_entry(offset - self.base_offset, position)
 
     def lookup(self, target_offset: int) -> tuple[int, int]:
         """Largest indexed (offset, position) with offset <= target, or (base_offset, 0)."""
@@ -247,9 +373,9 @@ class OffsetIndex(AbstractIndex):
         if self._file_length % self.entry_size:
             raise IndexCorruptError(f"{self.path}: length {self._file_length} is not a multiple of {self.entry_size}")
         prev_rel, prev_pos = -1, -1
-        if self._entries:
+        if self.entries:
             # Check the first and last entries and that the last is past the first (O(1) like Kafka's check).
-            first, last = self.entry(0), self.entry(self._entries - 1)
+            first, last = self.entry(0), self.entry(self.entries - 1)
             prev_rel, prev_pos = first
             if last[0] < prev_rel or last[1] < prev_pos or prev_rel < 0:
                 raise IndexCorruptError(f"{self.path}: entries are not increasing")
@@ -262,33 +388,38 @@ class TimeIndex(AbstractIndex):
     ENTRY = struct.Struct(">qi")
     KEY = struct.Struct(">q")
 
-    def __init__(self, path: Path, base_offset: int, max_index_size: int = -1) -> None:
-        super().__init__(path, base_offset, max_index_size)
-        self._drop_zero_tail(True)
+    # An all-zero first entry (timestamp 0 at the base offset) is dropped with the zero tail: a time
+    # index that was preallocated and never written is all holes, and reading a hole through a tmpfs
+    # mapping allocates a page - a SIGBUS on a full disk. Dropping a real (0, base) entry only makes
+    # lookups start at the segment's first batch, which is still correct.
+    GARBAGE_SLOT_ZERO_OK = False
 
     @property
     def is_full(self) -> bool:
         # Kafka keeps the last slot free for the entry written when the segment rolls.
-        return self._entries >= self.max_entries - 1
+        return self.entries >= self.max_entries - 1
 
     def last_entry(self) -> tuple[int, int]:
         """(timestamp, offset) of the last entry, or (-1, base_offset) when empty."""
-        if self._entries == 0:
+        if self.entries == 0:
             return -1, self.base_offset
-        ts, rel = self.entry(self._entries - 1)
+        ts, rel = self.entry(self.entries - 1)
         return ts, self.base_offset + rel
 
-    def maybe_append(self, timestamp: int, offset: int, skip_full_check: bool = False) -> None:
-        """Append only when ``timestamp`` is larger than the last entry's (Kafka's maybeAppend)."""
+    def maybe_append(self, timestamp: int, offset: int, skip_full_check: bool = False) -> bool:
+        """Append only when ``timestamp`` is larger than the last entry's (Kafka's maybeAppend).
+
+        False only when the entry was due but a full disk made the index skip it."""
         if not skip_full_check and self.is_full:
             raise ValueError(f"time index {self.path} is full")
-        if self._entries >= self.max_entries and self._entries * self.entry_size >= self._file_length:
-            return  # no slot at all (tiny segment.index.bytes); the entry is an optimisation only
+        if self.entries >= self.max_entries and self.entries * self.entry_size >= self._file_length:
+            return True  # no slot at all (tiny segment.index.bytes); the entry is an optimisation only
         last_ts, last_off = self.last_entry()
-        if self._entries and offset < last_off:
+        if self.entries and offset < last_off:
             raise ValueError(f"time index append of offset {offset} before {last_off} in {self.path}")
         if timestamp > last_ts:
-            self._write_entry(timestamp, offset - self.base_offset)
+            return self._write_entry(timestamp, offset - self.base_offset)
+        return True
 
     def lookup(self, target_timestamp: int) -> tuple[int, int]:
         """Largest (timestamp, offset) entry with timestamp <= target, or (-1, base_offset)."""
@@ -301,7 +432,7 @@ class TimeIndex(AbstractIndex):
     def truncate_to(self, offset: int) -> None:
         """Remove every entry whose offset is >= ``offset``."""
         rel = offset - self.base_offset
-        n = self._entries
+        n = self.entries
         while n > 0 and self.entry(n - 1)[1] >= rel:
             n -= 1
         self._entries = n
@@ -309,7 +440,7 @@ class TimeIndex(AbstractIndex):
     def sanity_check(self) -> None:
         if self._file_length % self.entry_size:
             raise IndexCorruptError(f"{self.path}: length {self._file_length} is not a multiple of {self.entry_size}")
-        if self._entries:
-            first, last = self.entry(0), self.entry(self._entries - 1)
+        if self.entries:
+            first, last = self.entry(0), self.entry(self.entries - 1)
             if last[0] < first[0] or last[1] < first[1] or first[1] < 0:
                 raise IndexCorruptError(f"{self.path}: entries are not increasing")

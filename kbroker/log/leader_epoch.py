@@ -10,6 +10,7 @@ change rarely, so the fsync is off the hot path.
 from __future__ import annotations
 
 import bisect
+import logging
 from pathlib import Path
 
 from kbroker.log.checkpoints import (
@@ -19,6 +20,8 @@ from kbroker.log.checkpoints import (
 )
 
 __all__ = ["LeaderEpochFileCache", "LEADER_EPOCH_CHECKPOINT", "UNDEFINED_EPOCH", "UNDEFINED_EPOCH_OFFSET"]
+
+logger = logging.getLogger(__name__)
 
 LEADER_EPOCH_CHECKPOINT = "leader-epoch-checkpoint"
 UNDEFINED_EPOCH = -1
@@ -33,8 +36,10 @@ class LeaderEpochFileCache:
         if path is not None:
             try:
                 entries = read_leader_epoch_checkpoint(path)
-            except CheckpointError:
-                entries = []  # rebuilt from the log by recovery
+            except CheckpointError as err:
+                logger.warning("Ignoring the corrupt leader epoch checkpoint %s (%s): the epochs are rebuilt from "
+                               "the batches that recovery scans", path, err)
+                entries = []
             for e, o in entries:
                 self._epochs.append(e)
                 self._starts.append(o)
@@ -42,7 +47,8 @@ class LeaderEpochFileCache:
     def entries(self) -> list[tuple[int, int]]:
         return list(zip(self._epochs, self._starts, strict=True))
 
-    def _flush(self) -> None:
+    def flush(self) -> None:
+        """Write the checkpoint file (atomically)."""
         if self.path is not None:
             write_leader_epoch_checkpoint(self.path, self.entries())
 
@@ -63,7 +69,7 @@ class LeaderEpochFileCache:
         self._epochs.append(epoch)
         self._starts.append(start_offset)
         if flush:
-            self._flush()
+            self.flush()
         return True
 
     def epoch_for_offset(self, offset: int) -> int | None:
@@ -84,16 +90,16 @@ class LeaderEpochFileCache:
             return requested_epoch, self._starts[0]
         return self._epochs[hi - 1], self._starts[hi]
 
-    def truncate_from_end(self, end_offset: int) -> None:
+    def truncate_from_end(self, end_offset: int, flush: bool = True) -> None:
         """Drop entries whose start offset is >= ``end_offset`` (log truncation)."""
         n = len(self._starts)
         while self._starts and self._starts[-1] >= end_offset:
             self._starts.pop()
             self._epochs.pop()
-        if len(self._starts) != n:
-            self._flush()
+        if len(self._starts) != n and flush:
+            self.flush()
 
-    def truncate_from_start(self, start_offset: int) -> None:
+    def truncate_from_start(self, start_offset: int, flush: bool = True) -> None:
         """Drop entries starting at or before ``start_offset`` but keep the last of them, moved to it."""
         i = bisect.bisect_right(self._starts, start_offset)
         if i == 0:
@@ -105,9 +111,10 @@ class LeaderEpochFileCache:
         del self._starts[:i]
         self._epochs.insert(0, last_epoch)
         self._starts.insert(0, start_offset)
-        self._flush()
+        if flush:
+            self.flush()
 
     def clear(self) -> None:
         self._epochs.clear()
         self._starts.clear()
-        self._flush()
+        self.flush()

@@ -12,6 +12,7 @@ shutdown (flush, producer snapshots, checkpoints, marker). Synchronous; never im
 from __future__ import annotations
 
 import json
+import logging
 import os
 import shutil
 import threading
@@ -28,6 +29,7 @@ from kbroker.log.checkpoints import (
     read_offset_checkpoint,
     read_partition_metadata,
     read_properties,
+    uuid_from_base64,
     uuid_to_base64,
     write_offset_checkpoint,
     write_partition_metadata,
@@ -52,6 +54,8 @@ LOG_START_OFFSET_CHECKPOINT = "log-start-offset-checkpoint"
 REPLICATION_OFFSET_CHECKPOINT = "replication-offset-checkpoint"
 PARTITION_METADATA = "partition.metadata"
 _SPECIAL_DIR_SUFFIXES = ("-delete", "-future", "-stray")
+
+logger = logging.getLogger(__name__)
 
 
 class InconsistentMetaPropertiesError(Exception):
@@ -96,30 +100,45 @@ class LogManager:
 
     # --- startup -------------------------------------------------------------------------------
     def _check_or_format(self, d: Path) -> None:
-        props = read_properties(d / META_PROPERTIES)
+        path = d / META_PROPERTIES
+        props = read_properties(path)
         if props is None:
             if self.cluster_id is None:
                 self.cluster_id = uuid_to_base64(random_kafka_uuid())
             dir_id = random_kafka_uuid()
-            write_properties(d / META_PROPERTIES, {"version": "1", "cluster.id": self.cluster_id,
-                                                    "node.id": str(self.node_id), "directory.id": uuid_to_base64(dir_id)})
+            write_properties(path, {"version": "1", "cluster.id": self.cluster_id,
+                                    "node.id": str(self.node_id), "directory.id": uuid_to_base64(dir_id)})
+            logger.info("Formatted log directory %s: cluster.id %s, node.id %d", d, self.cluster_id, self.node_id)
             self.directory_ids[d] = dir_id
             return
+        # Kafka refuses to start on a meta.properties it cannot understand (KafkaRaftServer's
+        # "node ID not found"): rewriting it would silently re-home the directory.
         stored_node = props.get("node.id", props.get("broker.id"))
-        if stored_node is not None and int(stored_node) != self.node_id:
+        if stored_node is None:
             raise InconsistentMetaPropertiesError(
-                f"Stored node id {stored_node} doesn't match previous node id {self.node_id} in {d / META_PROPERTIES}. "
+                f"Error: node ID not found in {d}: {path} has no node.id (is it a meta.properties file?). "
+                "Restore it, or move the directory away to format a new one.")
+        try:
+            stored_node_id = int(stored_node)
+        except ValueError:
+            raise InconsistentMetaPropertiesError(
+                f"Error: invalid node.id {stored_node!r} in {path}") from None
+        if stored_node_id != self.node_id:
+            raise InconsistentMetaPropertiesError(
+                f"Stored node id {stored_node} doesn't match previous node id {self.node_id} in {path}. "
                 "If you moved your data, make sure your configured node id matches.")
         stored_cluster = props.get("cluster.id")
         if stored_cluster is not None:
             if self.cluster_id is not None and stored_cluster != self.cluster_id:
                 raise InconsistentMetaPropertiesError(
-                    f"Invalid cluster.id in: {d / META_PROPERTIES}. Expected {self.cluster_id}, but read {stored_cluster}")
+                    f"Invalid cluster.id in: {path}. Expected {self.cluster_id}, but read {stored_cluster}")
             self.cluster_id = stored_cluster
         if "directory.id" in props:
-            from kbroker.log.checkpoints import uuid_from_base64  # noqa: PLC0415
-
-            self.directory_ids[d] = uuid_from_base64(props["directory.id"])
+            try:
+                self.directory_ids[d] = uuid_from_base64(props["directory.id"])
+            except ValueError:
+                raise InconsistentMetaPropertiesError(
+                    f"Error: invalid directory.id {props['directory.id']!r} in {path}") from None
         else:  # older layouts: add a directory id, as Kafka does when it rewrites meta.properties
             dir_id = random_kafka_uuid()
             props = dict(props, **{"directory.id": uuid_to_base64(dir_id), "version": "1",
@@ -127,7 +146,8 @@ class LogManager:
             props.pop("broker.id", None)
             if self.cluster_id is not None:
                 props["cluster.id"] = self.cluster_id
-            write_properties(d / META_PROPERTIES, props)
+            logger.info("Rewriting %s in the current format: adding directory.id %s", path, uuid_to_base64(dir_id))
+            write_properties(path, props)
             self.directory_ids[d] = dir_id
 
     def startup(self) -> None:
@@ -145,8 +165,11 @@ class LogManager:
     def _read_checkpoint(self, path: Path) -> dict[tuple[str, int], int]:
         try:
             return read_offset_checkpoint(path)
-        except CheckpointError:
-            return {}  # corrupt: treated like a missing file (full recovery), as Kafka does
+        except CheckpointError as e:
+            # Kafka: "Error occurred while reading recovery-point-offset-checkpoint file of directory
+            # ..., resetting the recovery checkpoint to 0". Treated like a missing file (full recovery).
+            logger.warning("Error occurred while reading %s (%s): resetting its offsets to 0", path, e)
+            return {}
 
     def _load_dir(self, d: Path) -> None:
         marker = d / CLEAN_SHUTDOWN_FILE
@@ -155,6 +178,7 @@ class LogManager:
         recovery = self._read_checkpoint(d / RECOVERY_POINT_CHECKPOINT)
         starts = self._read_checkpoint(d / LOG_START_OFFSET_CHECKPOINT)
         hws = self._read_checkpoint(d / REPLICATION_OFFSET_CHECKPOINT)
+        configs: dict[str, LogConfig] = {}
         for entry in sorted(os.listdir(d)):
             path = d / entry
             if not path.is_dir():
@@ -170,7 +194,9 @@ class LogManager:
                 # partition of this manager: no retention, checkpoints or cleaning for it (as in Kafka).
                 continue
             topic, partition = tp
-            config = self._config(topic)
+            config = configs.get(topic)
+            if config is None:  # once per topic: resolving it walks every broker and topic config
+                config = configs[topic] = self._config(topic)
             log = UnifiedLog(path, config, topic=topic, partition=partition,
                              log_start_offset=starts.get(tp, 0), recovery_point=recovery.get(tp, 0),
                              high_watermark=hws.get(tp, 0), had_clean_shutdown=clean, time_ms=self._time)
@@ -180,7 +206,13 @@ class LogManager:
         if clean:
             # The marker only vouches for the previous run; a crash from now on must trigger recovery.
             marker.unlink()
-        self._checkpoint_dir(d)
+        try:
+            self._checkpoint_dir(d)
+        except KafkaStorageError as e:
+            # A full disk: serve what is there (reads, and deletions that free space) rather than
+            # refuse to start; the periodic checkpoint writes them again.
+            logger.error("Cannot write the offset checkpoints of %s at startup (%s): the broker starts anyway; "
+                         "appends fail with KAFKA_STORAGE_ERROR until the disk has room", d, e)
 
     def _config(self, topic: str) -> LogConfig:
         if self._config_for_topic is not None:

@@ -13,6 +13,7 @@ Transaction state (ongoing transactions, LSO) is not tracked yet: LSO equals the
 
 from __future__ import annotations
 
+import logging
 import os
 import re
 import struct
@@ -25,6 +26,8 @@ from kbroker.log.errors import InvalidProducerEpochError, KafkaStorageError, Out
 from kbroker.protocol.record_format import NO_PRODUCER_EPOCH, NO_SEQUENCE, BatchHeader
 
 __all__ = ["BatchMetadata", "ProducerStateEntry", "ProducerStateManager", "NUM_BATCHES_TO_RETAIN"]
+
+logger = logging.getLogger(__name__)
 
 NUM_BATCHES_TO_RETAIN = 5
 SNAPSHOT_SUFFIX = ".snapshot"
@@ -254,8 +257,11 @@ class ProducerStateManager:
                 break
             try:
                 entries = self.read_snapshot(path)
-            except (OSError, ValueError):
-                self._unlink(path)  # corrupt: fall back to an older one (Kafka does the same)
+            except (OSError, ValueError) as err:
+                # Kafka: "Failed to load producer snapshot ..., deleting it": fall back to an older one.
+                logger.warning("Deleting the corrupt producer state snapshot %s (%s): its state is rebuilt from "
+                               "an older snapshot and the log", path, err)
+                self._unlink(path)
                 continue
             for e in entries:
                 self.producers[e.producer_id] = e

@@ -8,15 +8,32 @@ segment from the one holding the recovery point: each batch is CRC-checked, the 
 corrupt batch and everything after it (including later segments) is truncated away, indexes are
 rebuilt and the leader epoch cache is refilled from the batches. Then the log end offset, log start
 offset, epoch cache and producer state (latest snapshot + header replay) are made consistent.
+
+``load_segments`` returns what it found (``LoadedLog``: the segments and offsets); the ``UnifiedLog``
+installs it itself, so this module never writes a log's private state. Like Kafka, recovery does not
+fsync what it scanned and leaves the recovery point where the checkpoint had it (clamped to the log
+end): only a flush moves the recovery point. Every index is released once loaded (the mappings are
+made again on first use), so a crash-recovery start needs one descriptor per segment, like a clean one.
+
+Every repair is logged with what and how much, with Kafka's wording where Kafka has a line: a rebuilt
+index, a truncated tail (bytes, offsets, and the batches and records its headers announce), segments
+deleted after a corruption, a log emptied because its end fell below the log start offset, an
+interrupted cleaner swap completed or undone, stray files removed. Must not import asyncio.
 """
 
 from __future__ import annotations
 
+import logging
 import os
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from kbroker.log.config import LogConfig
 from kbroker.log.errors import KafkaStorageError
+from kbroker.log.leader_epoch import LeaderEpochFileCache
+from kbroker.log.producer_state import ProducerStateManager
 from kbroker.log.segment import LogSegment, segment_file_name
 from kbroker.protocol.record_format import HEADER, LOG_OVERHEAD, RECORD_BATCH_OVERHEAD, BatchHeader
 from kbroker.protocol.records import RecordBatch
@@ -24,7 +41,9 @@ from kbroker.protocol.records import RecordBatch
 if TYPE_CHECKING:
     from kbroker.log.unified_log import UnifiedLog
 
-__all__ = ["load_log", "rebuild_producer_state"]
+__all__ = ["LoadedLog", "load_segments", "rebuild_producer_state"]
+
+logger = logging.getLogger(__name__)
 
 _LEFTOVER_SUFFIXES = (".deleted", ".tmp", ".cleaned", ".swap")
 
@@ -48,7 +67,7 @@ def _next_offset_of_file(path: str | os.PathLike[str], base: int) -> int:
     return nxt
 
 
-def _complete_interrupted_swaps(d: os.PathLike[str]) -> None:
+def _complete_interrupted_swaps(d: os.PathLike[str], prefix: str) -> None:
     """Finish or undo a log cleaner swap cut short by a crash, as Kafka's LogLoader does.
 
     ``.cleaned`` files are an unfinished clean: deleted, and any ``.swap`` file at or above the
@@ -65,12 +84,14 @@ def _complete_interrupted_swaps(d: os.PathLike[str]) -> None:
             if name[:20].isdigit():
                 off = int(name[:20])
                 min_cleaned = off if min_cleaned is None else min(min_cleaned, off)
+            logger.info("%sDeleting stray .cleaned file %s (a log cleaner round cut short)", prefix, d / name)
             os.unlink(d / name)
     swaps = []
     for name in names:
         if not name.endswith(".swap") or not name[:20].isdigit():
             continue
         if (min_cleaned is not None and int(name[:20]) >= min_cleaned) or not name.endswith(".log.swap"):
+            logger.info("%sDeleting swap file %s (incomplete, or an index rebuilt from the log)", prefix, d / name)
             os.unlink(d / name)
         else:
             swaps.append(name)
@@ -83,19 +104,63 @@ def _complete_interrupted_swaps(d: os.PathLike[str]) -> None:
         if name.endswith(".swap") or not name[:20].isdigit() or name.endswith(".snapshot"):
             continue
         if lo <= int(name[:20]) < hi:
+            logger.info("%sDeleting %s: replaced by a completed log cleaner swap", prefix, d / name)
             os.unlink(d / name)  # compacted away, but not yet renamed .deleted before the crash
     for name in swaps:
+        logger.info("%sRecovering file %s: the cleaned segment replaces the old ones", prefix, d / name)
         os.replace(d / name, d / name[:-len(".swap")])
 
 
-def load_log(log: UnifiedLog, had_clean_shutdown: bool) -> None:
-    d = log.dir
-    c = log.config
+@dataclass
+class LoadedLog:
+    """What ``load_segments`` found: the segments (the last is active) and the offsets (Kafka's
+    LoadedLogOffsets)."""
+
+    segments: list[LogSegment]
+    log_start_offset: int
+    log_end_offset: int
+    recovery_point: int
+
+
+def _describe_tail(path: Path, base: int, start: int, size: int) -> str:
+    """What a truncated tail held, by the headers it announces: batches, records and offsets (best effort)."""
+    batches = records = 0
+    first = last = -1
     try:
-        _complete_interrupted_swaps(d)
+        with open(path, "rb", buffering=0) as f:
+            fd, pos = f.fileno(), start
+            while pos + RECORD_BATCH_OVERHEAD <= size:
+                raw = os.pread(fd, RECORD_BATCH_OVERHEAD, pos)
+                if len(raw) < RECORD_BATCH_OVERHEAD:
+                    break
+                h = BatchHeader._make(HEADER.unpack_from(raw))
+                bsize = h.batch_length + LOG_OVERHEAD
+                if h.batch_length < RECORD_BATCH_OVERHEAD - LOG_OVERHEAD or h.base_offset < base or h.records_count < 0:
+                    break
+                batches += 1
+                records += h.records_count
+                first = h.base_offset if first < 0 else first
+                last = h.last_offset
+                pos += bsize
+    except OSError:
+        pass
+    if not batches:
+        return "no complete batch header"
+    return f"{batches} batches with {records} records (offsets {first} to {last} by their headers)"
+
+
+def load_segments(d: Path, config: LogConfig, *, log_start_offset: int, recovery_point: int, had_clean_shutdown: bool,
+                  leader_epoch_cache: LeaderEpochFileCache, producer_state: ProducerStateManager,
+                  time_ms: Callable[[], int], topic_partition: str) -> LoadedLog:
+    """Kafka's LogLoader.load: open, check and (after a crash) recover the segments of one partition."""
+    c = config
+    prefix = f"[LogLoader partition={topic_partition}, dir={d.parent}] "
+    try:
+        _complete_interrupted_swaps(d, prefix)
         names = os.listdir(d)
         for name in names:
             if name.endswith(_LEFTOVER_SUFFIXES):
+                logger.debug("%sDeleting stray temporary file %s", prefix, d / name)
                 os.unlink(d / name)
         names = os.listdir(d)
     except OSError as e:
@@ -105,12 +170,15 @@ def load_log(log: UnifiedLog, had_clean_shutdown: bool) -> None:
     for n in names:  # an index without its .log is an orphan of an interrupted deletion
         for suffix in (".index", ".timeindex"):
             if _is_segment_name(n, suffix) and int(n[:20]) not in base_set:
+                logger.warning("%sFound an orphaned index file %s, with no corresponding log file.", prefix, d / n)
                 os.unlink(d / n)
+
+    epochs_before = leader_epoch_cache.entries()
 
     def on_batch(batch: RecordBatch) -> None:
         epoch = batch.partition_leader_epoch
-        if epoch >= 0 and epoch > log.leader_epoch_cache.latest_epoch:
-            log.leader_epoch_cache.assign(epoch, batch.base_offset, flush=False)
+        if epoch >= 0 and epoch > leader_epoch_cache.latest_epoch:
+            leader_epoch_cache.assign(epoch, batch.base_offset, flush=False)
 
     segments: list[LogSegment] = []
     for base in bases:
@@ -119,66 +187,103 @@ def load_log(log: UnifiedLog, had_clean_shutdown: bool) -> None:
         try:
             # Kafka's LogSegment.created is the load time; segment.ms prefers the first batch's timestamp.
             seg = LogSegment(d, base, index_interval_bytes=c.index_interval_bytes,
-                             max_index_size=c.segment_index_bytes, created_ms=log._time(),
+                             max_index_size=c.segment_index_bytes, created_ms=time_ms(),
                              roll_jitter_ms=LogSegment.roll_jitter(c.segment_jitter_ms, c.segment_ms))
-            if missing_index or not seg.sanity_check_indexes():
-                seg.recover()
+            if missing_index:
+                if had_clean_shutdown or base < recovery_point:
+                    logger.error("%sCould not find offset index file corresponding to log file %s, recovering "
+                                 "segment and rebuilding index files...", prefix, seg.log_path)
+                _recover_segment(seg, None, prefix)
+            elif not seg.sanity_check_indexes():
+                logger.warning("%sFound a corrupted index file corresponding to log file %s, recovering segment "
+                               "and rebuilding index files...", prefix, seg.log_path)
+                _recover_segment(seg, None, prefix)
         except OSError as e:
             raise KafkaStorageError(f"cannot open segment {base} in {d}: {e}") from e
+        seg.release_indexes()
         segments.append(seg)
 
     if not had_clean_shutdown and segments:
         start = 0
         for i, seg in enumerate(segments):
-            if seg.base_offset <= log.recovery_point:
+            if seg.base_offset <= recovery_point:
                 start = i
         for i in range(start, len(segments)):
-            try:
-                truncated = segments[i].recover(on_batch)
-            except OSError as e:
-                raise KafkaStorageError(f"recovery of {segments[i].log_path} failed: {e}") from e
+            seg = segments[i]
+            logger.debug("%sRecovering unflushed segment %d", prefix, seg.base_offset)
+            truncated = _recover_segment(seg, on_batch, prefix)
+            seg.release_indexes()
             if truncated > 0:
                 # Everything after the first bad byte is suspect: drop the later segments (Kafka does).
-                for seg in segments[i + 1:]:
-                    seg.rename_to_deleted()
+                doomed = segments[i + 1:]
+                if doomed:
+                    logger.warning("%sDeleting segments as part of log recovery: %s", prefix,
+                                   ", ".join(f"{s.log_path.name} ({s.size} bytes)" for s in doomed))
+                for later in doomed:
+                    later.rename_to_deleted()
+                    later.close_files()
                     for suffix in (".log", ".index", ".timeindex"):
-                        p = d / (segment_file_name(seg.base_offset, suffix) + ".deleted")
+                        p = d / (segment_file_name(later.base_offset, suffix) + ".deleted")
                         if p.exists():
                             os.unlink(p)
                 del segments[i + 1:]
                 break
-        for seg in segments[start:]:
-            seg.flush()
 
-    for seg in segments:
-        log._add_segment(seg)
-    if not log.segments:
-        log._add_segment(log._new_segment(log.log_start_offset))
-    log.active_segment.make_active(c.segment_index_bytes)
-    log.log_end_offset = log.active_segment.read_next_offset()
-    if log.log_end_offset < log.log_start_offset:
+    if not segments:
+        segments.append(LogSegment(d, log_start_offset, index_interval_bytes=c.index_interval_bytes,
+                                   max_index_size=c.segment_index_bytes, created_ms=time_ms(),
+                                   roll_jitter_ms=LogSegment.roll_jitter(c.segment_jitter_ms, c.segment_ms),
+                                   active=True))
+    active = segments[-1]
+    active.make_active(c.segment_index_bytes)
+    log_end_offset = active.read_next_offset()
+    active.release_indexes()
+    if log_end_offset < log_start_offset:
         # Recovery (or lost files) left less than the checkpointed log start offset: like Kafka's
         # LogLoader, drop every segment and start empty at the log start offset.
-        start = log.log_start_offset
-        for seg in log.segments:
+        logger.warning("%sDeleting all segments because logEndOffset (%d) is smaller than logStartOffset %d. This "
+                       "could happen if segment files were deleted from the file system.", prefix, log_end_offset,
+                       log_start_offset)
+        for seg in segments:
             seg.rename_to_deleted()
-        log.segments.clear()
-        log._bases.clear()
+            seg.close_files()
         for name in os.listdir(d):
             if name.endswith(".deleted"):
                 os.unlink(d / name)
-        log._add_segment(log._new_segment(start))
-        log.leader_epoch_cache.clear()
-        log.log_end_offset = start
-    log.log_start_offset = max(log.log_start_offset, log.segments[0].base_offset)
-    log.recovery_point = log.log_end_offset
-    cache = log.leader_epoch_cache
-    cache.truncate_from_end(log.log_end_offset)
-    cache.truncate_from_start(log.log_start_offset)
-    if cache.path is not None:
-        cache._flush()
-    log.producer_state.delete_snapshots_above(log.log_end_offset)
-    rebuild_producer_state(log)
+        segments = [LogSegment(d, log_start_offset, index_interval_bytes=c.index_interval_bytes,
+                               max_index_size=c.segment_index_bytes, created_ms=time_ms(),
+                               roll_jitter_ms=LogSegment.roll_jitter(c.segment_jitter_ms, c.segment_ms),
+                               active=True)]
+        leader_epoch_cache.clear()
+        log_end_offset = log_start_offset
+    log_start_offset = max(log_start_offset, segments[0].base_offset)
+    # Kafka: only a clean shutdown vouches for the data; otherwise the recovery point stays where the
+    # checkpoint had it (never past the end), so a second crash scans the same segments again.
+    new_recovery_point = log_end_offset if had_clean_shutdown else min(recovery_point, log_end_offset)
+    leader_epoch_cache.truncate_from_end(log_end_offset, flush=False)
+    leader_epoch_cache.truncate_from_start(log_start_offset, flush=False)
+    if leader_epoch_cache.entries() != epochs_before:
+        leader_epoch_cache.flush()  # written once, and only when recovery changed it
+    producer_state.delete_snapshots_above(log_end_offset)
+    return LoadedLog(segments, log_start_offset, log_end_offset, new_recovery_point)
+
+
+def _recover_segment(seg: LogSegment, on_batch: Callable[[RecordBatch], None] | None, prefix: str) -> int:
+    """Rebuild a segment's indexes from its log; log what a truncation dropped. Returns the bytes truncated."""
+    dropped: list[str] = []
+
+    def before_truncate(valid: int, size: int) -> None:
+        dropped.append(f"Found invalid messages in log segment {seg.log_path} at byte offset {valid}: truncating "
+                       f"{size - valid} bytes ({_describe_tail(seg.log_path, seg.base_offset, valid, size)})")
+
+    try:
+        truncated = seg.recover(on_batch, before_truncate)
+    except OSError as e:
+        raise KafkaStorageError(f"recovery of {seg.log_path} failed: {e}") from e
+    if truncated:
+        logger.warning("%s%s. Corruption found in segment %d, truncating to offset %d", prefix, dropped[0],
+                       seg.base_offset, seg.read_next_offset())
+    return truncated
 
 
 def rebuild_producer_state(log: UnifiedLog) -> None:

@@ -292,11 +292,13 @@ class LogSegment:
             return False
         return True
 
-    def recover(self, on_batch: Callable[[RecordBatch], None] | None = None) -> int:
+    def recover(self, on_batch: Callable[[RecordBatch], None] | None = None,
+                before_truncate: Callable[[int, int], None] | None = None) -> int:
         """Rebuild both indexes from the log, CRC-checking every batch; returns the bytes truncated.
 
         Stops at the first incomplete, malformed or corrupt batch (or one whose offsets go backwards)
         and truncates the file there, so everything before the first bad byte is kept.
+        ``before_truncate(valid_bytes, file_size)`` is called before a truncation (recovery logs it).
         """
         self.offset_index.reset()
         self.time_index.reset()
@@ -307,12 +309,15 @@ class LogSegment:
         valid = self._recover_from(size, on_batch)
         truncated = size - valid
         if truncated:
+            if before_truncate is not None:
+                before_truncate(valid, size)
             try:
                 os.ftruncate(self.fd, valid)
             except OSError as e:
                 raise KafkaStorageError(f"cannot truncate {self.log_path} during recovery: {e}") from e
         self.size = valid
-        self.time_index.maybe_append(self._max_timestamp, self._offset_of_max_timestamp, skip_full_check=True)
+        if not self.time_index.maybe_append(self._max_timestamp, self._offset_of_max_timestamp, skip_full_check=True):
+            self._time_index_exact = False  # a full disk skipped the max-timestamp entry
         return truncated
 
     def _recover_from(self, size: int, on_batch: Callable[[RecordBatch], None] | None) -> int:
@@ -374,10 +379,22 @@ class LogSegment:
 
     def on_become_inactive(self) -> None:
         """At roll: record the max timestamp in the time index, trim both indexes (Kafka does the same)."""
-        self.time_index.maybe_append(self.max_timestamp_so_far, self.offset_of_max_timestamp_so_far, skip_full_check=True)
-        self._time_index_exact = True
+        # The last time-index entry is the segment's max timestamp only if a full disk did not skip it.
+        self._time_index_exact = self.time_index.maybe_append(self.max_timestamp_so_far,
+                                                              self.offset_of_max_timestamp_so_far, skip_full_check=True)
         self.offset_index.trim_to_valid_size()
         self.time_index.trim_to_valid_size()
+
+    def release_indexes(self) -> None:
+        """Drop both index mappings (Kafka's LazyIndex): they are mapped again on first use."""
+        self.offset_index.release()
+        self.time_index.release()
+
+    def close_files(self) -> None:
+        """Close the ``.log`` descriptor of a segment that is gone (recovery deleted it)."""
+        self.offset_index.close_handler()
+        self.time_index.close_handler()
+        self.file.close()
 
     def flush(self) -> None:
         try:

@@ -12,6 +12,7 @@ DeleteRecords and time/size retention (``.deleted`` renaming, ``file.delete.dela
 from __future__ import annotations
 
 import bisect
+import logging
 import os
 from collections.abc import Callable
 from pathlib import Path
@@ -39,6 +40,9 @@ from kbroker.protocol.regions import FileRegion
 __all__ = ["FetchDataInfo", "LogAppendInfo", "UnifiedLog", "EARLIEST_TIMESTAMP", "LATEST_TIMESTAMP",
            "MAX_TIMESTAMP", "EARLIEST_LOCAL_TIMESTAMP", "LATEST_TIERED_TIMESTAMP"]
 
+logger = logging.getLogger(__name__)
+
+
 class UnifiedLog(LogRetention):
     def __init__(self, directory: Path, config: LogConfig, *, topic: str | None = None, partition: int | None = None,
                  log_start_offset: int = 0, recovery_point: int = 0, high_watermark: int = 0,
@@ -57,6 +61,8 @@ class UnifiedLog(LogRetention):
         self.recovery_point = recovery_point
         self.high_watermark = 0
         self.offline = False
+        self._append_failing = False  # a storage error was logged and no append has succeeded since
+        self._offline_logged = False
         # Runs a callable off the event loop (set by LogManager; None = synchronous fsyncs).
         self.background_executor: Callable[[Callable[[], None]], object] | None = None
         self.last_flush_ms = self._time()
@@ -64,9 +70,18 @@ class UnifiedLog(LogRetention):
         self.dir.mkdir(parents=True, exist_ok=True)
         self.leader_epoch_cache = LeaderEpochFileCache(self.dir / LEADER_EPOCH_CHECKPOINT)
         self.producer_state = ProducerStateManager(self.dir)
-        from kbroker.log.recovery import load_log  # noqa: PLC0415 - recovery builds on this module
+        from kbroker.log.recovery import load_segments, rebuild_producer_state  # noqa: PLC0415 - builds on this module
 
-        load_log(self, had_clean_shutdown)
+        loaded = load_segments(self.dir, config, log_start_offset=log_start_offset, recovery_point=recovery_point,
+                               had_clean_shutdown=had_clean_shutdown, leader_epoch_cache=self.leader_epoch_cache,
+                               producer_state=self.producer_state, time_ms=self._time,
+                               topic_partition=f"{topic}-{partition}")
+        for seg in loaded.segments:
+            self._add_segment(seg)
+        self.log_start_offset = loaded.log_start_offset
+        self.log_end_offset = loaded.log_end_offset
+        self.recovery_point = loaded.recovery_point
+        rebuild_producer_state(self)
         self.high_watermark = min(max(high_watermark, self.log_start_offset), self.log_end_offset)
 
     # --- properties ----------------------------------------------------------------------------
@@ -194,17 +209,34 @@ class UnifiedLog(LogRetention):
 
     def _write(self, data: memoryview | bytearray, headers: list[BatchHeader], infos: list[tuple[int, int, int]],
                max_timestamp: int, now: int) -> None:
-        seg = self._maybe_roll(len(data), max_timestamp, headers[0].base_offset, headers[-1].last_offset, now)
         try:
+            seg = self._maybe_roll(len(data), max_timestamp, headers[0].base_offset, headers[-1].last_offset, now)
             seg.append(data, infos)
-        except KafkaStorageError:
+        except KafkaStorageError as e:
             # segment.append truncated the file back; if the file no longer matches, recovery must run.
             try:
-                if os.fstat(seg.fd).st_size != seg.size:
+                if os.fstat(self.active_segment.fd).st_size != self.active_segment.size:
                     self.offline = True
             except OSError:
                 self.offline = True
+            self._log_storage_error(e)
             raise
+        if self._append_failing:
+            self._append_failing = False
+            logger.info("Appends to %s-%d in dir %s succeed again", self.topic, self.partition, self.parent_dir)
+
+    def _log_storage_error(self, e: KafkaStorageError) -> None:
+        """Kafka's "Error while appending records to <tp> in dir <dir>": once per failing spell (a full
+        disk under load would otherwise log every produce), and once more if the log goes offline."""
+        if self.offline and not self._offline_logged:
+            self._offline_logged = True
+            logger.error("Error while appending records to %s-%d in dir %s: %s. The log is offline until the "
+                         "broker restarts and recovers it", self.topic, self.partition, self.parent_dir, e)
+        elif not self._append_failing:
+            logger.error("Error while appending records to %s-%d in dir %s: %s. Producers get "
+                         "KAFKA_STORAGE_ERROR until the write succeeds again", self.topic, self.partition,
+                         self.parent_dir, e)
+        self._append_failing = True
 
     def _maybe_roll(self, size: int, max_timestamp: int, first_offset: int, last_offset: int, now: int) -> LogSegment:
         seg = self.active_segment

@@ -172,3 +172,42 @@ def test_background_checkpoint_writes_a_snapshot_and_never_overwrites_a_newer_on
     stale()  # type: ignore[operator]  # the older one, run late, must not go back to 3
     assert hw_on_disk() == "t 0 4"
     m.shutdown()
+
+
+@pytest.mark.parametrize("content", [b"", b"garbage without any key\n", bytes(range(256)) * 3,
+                                     b"version=1\ncluster.id=MkU3OEVBNTcwNTJENDM2Qk\ndirectory.id=x\n"])
+def test_garbage_meta_properties_refuses_to_start_and_is_left_alone(tmp_path: Path, content: bytes) -> None:
+    """Kafka refuses ("Error: node ID not found in <dir>"); rewriting it would silently re-home the dir."""
+    d = tmp_path / "logs"
+    manager([d]).shutdown()
+    (d / "meta.properties").write_bytes(content)
+    with pytest.raises(InconsistentMetaPropertiesError, match="node ID not found") as exc:
+        LogManager([d], small_config(), node_id=1).startup()
+    assert str(d / "meta.properties") in str(exc.value) and "\n" not in str(exc.value)
+    assert (d / "meta.properties").read_bytes() == content
+
+
+def test_bad_directory_id_or_node_id_refuses_with_the_file_name(tmp_path: Path) -> None:
+    d = tmp_path / "logs"
+    manager([d]).shutdown()
+    (d / "meta.properties").write_text("version=1\nnode.id=1\ncluster.id=MkU3OEVBNTcwNTJENDM2Qk\ndirectory.id=%%\n")
+    with pytest.raises(InconsistentMetaPropertiesError, match="invalid directory.id"):
+        LogManager([d], small_config(), node_id=1).startup()
+    (d / "meta.properties").write_text("version=1\nnode.id=one\n")
+    with pytest.raises(InconsistentMetaPropertiesError, match=r"invalid node.id 'one' in .*meta.properties"):
+        LogManager([d], small_config(), node_id=1).startup()
+
+
+def test_repairs_at_startup_are_logged(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    d = tmp_path / "logs"
+    m = manager([d])
+    m.get_or_create_log("t", 0).append_as_leader(memoryview(make_batch(2)), 0)
+    m.shutdown()
+    (d / "recovery-point-offset-checkpoint").write_bytes(b"\xff\xfe binary")
+    (d / "meta.properties").write_text("version=0\nbroker.id=1\ncluster.id=MkU3OEVBNTcwNTJENDM2Qk\n")
+    caplog.set_level("INFO")
+    m = manager([d])
+    assert "Error occurred while reading" in caplog.text and "recovery-point-offset-checkpoint" in caplog.text
+    assert "Rewriting" in caplog.text and "adding directory.id" in caplog.text
+    assert read_properties(d / "meta.properties")["node.id"] == "1"  # type: ignore[index]
+    m.shutdown()

@@ -13,6 +13,7 @@ import textwrap
 import time
 from pathlib import Path
 
+import pytest
 from log_test_helpers import make_batch, open_log, read_all, small_config
 
 from kbroker.log.segment import LogSegment
@@ -110,6 +111,10 @@ def test_unclean_restart_keeps_everything_when_nothing_is_torn(tmp_path: Path) -
     log2 = open_log(d, small_config(segment_bytes=2500), had_clean_shutdown=False)
     assert read_all(log2) == records
     check_indexes_agree(log2)
+    # Kafka's LogLoader: recovery neither fsyncs nor moves the recovery point (a second crash scans
+    # the same segments again); the next flush makes everything durable and moves it to the end.
+    assert log2.recovery_point == 0
+    log2.flush()
     assert log2.recovery_point == log2.log_end_offset
 
 
@@ -138,10 +143,13 @@ def test_sigkill_writer_at_random_points(tmp_path: Path) -> None:
         assert proc.stdout is not None
         ready = proc.stdout.readline()
         assert ready == b"ready\n", proc.stderr.read().decode()[-2000:] if proc.stderr else ready
+        # The first acknowledgement may wait for a roll's fsync of every segment since the recovery
+        # point (recovery no longer fsyncs, as in Kafka): wait for it, then kill at a random moment.
+        first = proc.stdout.readline()
         time.sleep(0.05 + rng.random() * 0.4)
         proc.send_signal(signal.SIGKILL)
         out, err = proc.communicate()
-        lines = [tuple(map(int, line.split())) for line in out.decode().splitlines() if line.strip()]
+        lines = [tuple(map(int, line.split())) for line in (first + out).decode().splitlines() if line.strip()]
         assert lines, err.decode()[-2000:]
         acked.extend(lines)  # type: ignore[arg-type]
         log = open_log(d, small_config(segment_bytes=20000, index_interval_bytes=512), had_clean_shutdown=False)
@@ -152,3 +160,42 @@ def test_sigkill_writer_at_random_points(tmp_path: Path) -> None:
         check_indexes_agree(log)
         log.close()
     assert isinstance(LogSegment, type)
+
+
+def test_recovery_logs_what_a_truncation_dropped(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """Kafka logs "Found invalid messages in log segment ..." and "Corruption found in segment ...,
+    truncating to offset ..."; ours also says how many bytes, batches and records went."""
+    d = tmp_path / "t-0"
+    log = open_log(d, small_config(segment_bytes=1 << 20))
+    for i in range(10):
+        log.append_as_leader(memoryview(make_batch(3, 50, tag=i)), 0)
+    seg = log.active_segment
+    positions = [pos for pos, _h in seg.iter_headers(0)]
+    crash(log)
+    with open(seg.log_path, "r+b") as f:  # corrupt the 7th batch's CRC-covered bytes
+        f.seek(positions[6] + 70)
+        f.write(b"\x00\xff\x00\xff")
+    caplog.set_level("INFO")
+    log2 = open_log(d, small_config(segment_bytes=1 << 20), had_clean_shutdown=False)
+    assert log2.log_end_offset == 18
+    text = caplog.text
+    assert "Found invalid messages in log segment" in text and f"at byte offset {positions[6]}" in text
+    assert "4 batches with 12 records (offsets 18 to 29" in text
+    assert "Corruption found in segment 0, truncating to offset 18" in text
+
+
+def test_recovery_logs_deleted_segments_and_rebuilt_indexes(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    d = tmp_path / "t-0"
+    log, _records = write_log(d, 50, 7)
+    assert len(log.segments) > 3
+    first, second = log.segments[0], log.segments[1]
+    crash(log)
+    (d / first.offset_index.path.name).unlink()
+    with open(second.log_path, "r+b") as f:
+        f.seek(second.size - 5)
+        f.write(b"\x01\x02\x03\x04\x05")
+    caplog.set_level("INFO")
+    open_log(d, small_config(segment_bytes=2500), had_clean_shutdown=False, recovery_point=second.base_offset)
+    assert f"Could not find offset index file corresponding to log file {first.log_path}" in caplog.text
+    assert "Deleting segments as part of log recovery" in caplog.text
+    assert f"Corruption found in segment {second.base_offset}" in caplog.text
