@@ -32,6 +32,12 @@ def read_legacy_records(path: Path, node_id: int) -> list[MetadataRecord]:
     """The records that rebuild the image stored in `path`."""
     try:
         obj = json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as e:
+        raise LegacyMetadataError(f"The legacy metadata file {path} is not valid JSON ({e}); restore it "
+                                  "from a backup to start this data directory") from None
+    except (OSError, UnicodeDecodeError) as e:
+        raise LegacyMetadataError(f"Cannot read the legacy metadata file {path}: {e}") from None
+    try:
         records: list[MetadataRecord] = []
         for t in obj.get("topics", []):
             name = str(t["name"])

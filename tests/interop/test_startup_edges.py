@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -29,6 +30,8 @@ from tests.support.tmpfs import fill, small_tmpfs, tmpfs_unavailable_reason
 confluent_kafka = pytest.importorskip("confluent_kafka", reason="confluent-kafka is a test dependency")
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition  # noqa: E402
 from confluent_kafka.admin import AdminClient, NewTopic  # noqa: E402
+
+LEGACY_FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "legacy-0.1.0-datadir"
 
 pytestmark = pytest.mark.interop
 
@@ -117,10 +120,10 @@ def test_binary_properties_file_names_the_file(tmp_path: Path) -> None:
 
 
 def test_truncated_metadata_file_is_one_line_and_left_alone(tmp_path: Path) -> None:
+    """A kbroker 0.1 data dir (its metadata still in `__kbroker_metadata.json`, migrated on the first
+    start of this release) whose file was truncated: one line naming the file, nothing rewritten."""
     broker = KBroker(tmp_path)
-    broker.start()
-    create_topic(broker.bootstrap, "kept", 2)
-    broker.stop()
+    shutil.copytree(LEGACY_FIXTURE, broker.log_dir)
     meta = broker.log_dir / "__kbroker_metadata.json"
     whole = meta.read_bytes()
     meta.write_bytes(whole[: len(whole) // 2])
@@ -130,10 +133,11 @@ def test_truncated_metadata_file_is_one_line_and_left_alone(tmp_path: Path) -> N
     assert len(lines) == 1 and str(meta) in lines[0] and "not valid JSON" in lines[0], err
     assert "Traceback" not in err
     assert meta.read_bytes() == whole[: len(whole) // 2]
-    meta.write_bytes(whole)  # restored from a backup: the topic is back
+    assert not (broker.log_dir / "__cluster_metadata-0").exists()  # nothing written
+    meta.write_bytes(whole)  # restored from a backup: the topics are back
     with broker:
         md = AdminClient({"bootstrap.servers": broker.bootstrap}).list_topics(timeout=30)
-        assert len(md.topics["kept"].partitions) == 2
+        assert len(md.topics["orders"].partitions) == 3
 
 
 def test_garbage_meta_properties_refuses_like_kafka(tmp_path: Path) -> None:
@@ -207,7 +211,8 @@ def test_recovery_after_kill_needs_one_descriptor_per_partition(tmp_path: Path) 
         broker.nofile = NOFILE
         broker.start(120)
         fds = open_files(broker.pid, broker.log_dir)
-        assert fds["log"] == PARTITIONS and fds["index"] == 0 and fds["other"] < 64, fds
+        # One .log descriptor per partition, plus the controller's __cluster_metadata-0 segment.
+        assert fds["log"] == PARTITIONS + 1 and fds["index"] == 0 and fds["other"] < 64, fds
         assert consume_all(broker.bootstrap, "many", PARTITIONS - 1, expect=1) == [b"v%d" % (PARTITIONS - 1)]
         # Appends map the indexes again: still no descriptor per mapping.
         p = Producer({"bootstrap.servers": broker.bootstrap, "linger.ms": 20})
