@@ -271,6 +271,10 @@ CONFIG_DEFS: dict[str, ConfigDef] = _defs(
     ConfigDef("producer.id.expiration.ms", "int", 86400000, "Idle producer ids expire.", dynamic_update=True,
               validator=at_least(1)),
     # --- kbroker-specific ---
+    ConfigDef("kbroker.max.partitions", "int", 50000,
+              "Partitions this broker hosts at most (all topics, internal ones included; -1: no bound). "
+              "Kafka has no such bound; each partition holds at least one open file.",
+              validator=at_least(-1)),
     ConfigDef("kbroker.sendfile.enable", "boolean", True,
               "kbroker only: send Fetch data with os.sendfile (false: read and write)."),
     ConfigDef("kbroker.request.receive.timeout.ms", "long", 30000,
