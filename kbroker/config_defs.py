@@ -89,6 +89,8 @@ CONFIG_DEFS: dict[str, ConfigDef] = _defs(
     # --- node and listeners (KRaft combined mode, single node) ---
     ConfigDef("node.id", "int", 1, "The node id. Kafka requires it; kbroker defaults to 1.",
               validator=at_least(0)),
+    ConfigDef("broker.rack", "string", None,
+              "Rack of this broker: registered with the controller and reported in Metadata and DescribeCluster."),
     ConfigDef("broker.id", "int", -1, "Legacy alias of node.id; must equal node.id when both are set."),
     ConfigDef("process.roles", "list", ["broker", "controller"], "Accepted for compatibility (single node).",
               validator=one_of("broker", "controller")),
