@@ -14,6 +14,7 @@ DescribeConfigs sources are comparable: every static key must come back with Kaf
 from __future__ import annotations
 
 import socket
+import struct
 from pathlib import Path
 from typing import Any
 
@@ -47,9 +48,6 @@ ABSENT_APIS: dict[int, str] = {
     26: _TXN,  # EndTxn
     27: _TXN,  # WriteTxnMarkers
     28: _TXN,  # TxnOffsetCommit
-    29: "ACLs are not implemented (no authorizer)",  # DescribeAcls
-    30: "ACLs are not implemented (no authorizer)",  # CreateAcls
-    31: "ACLs are not implemented (no authorizer)",  # DeleteAcls
     34: "one log directory per broker (JBOD is issue 19's other part)",  # AlterReplicaLogDirs
     36: _AUTH,  # SaslAuthenticate
     38: _TOKENS,  # CreateDelegationToken
@@ -163,9 +161,48 @@ def observe(bootstrap: str) -> dict[str, Any]:
         r = c.request(32, 4, D(resources=[D.DescribeConfigsResource(resource_type=4, resource_name="1",
                                                                     configuration_keys=None)],
                                include_synonyms=False, include_documentation=False))
+        out["unsupported"] = _unsupported_paths(c, bootstrap)
         out["broker_configs"] = {x.name: (x.value, x.read_only, x.config_source, x.is_sensitive, x.config_type)
                                  for x in r.results[0].configs}
     out["kafka_python_version"] = _kafka_python_version(bootstrap)
+    return out
+
+
+def _closes(bootstrap: str, frame_body: bytes) -> bool:
+    """Send one raw request (header + body, no size prefix) on a new connection: closed without an answer?"""
+    with RawKafkaClient(bootstrap, timeout=10) as c:
+        c.send_raw(struct.pack(">i", len(frame_body)) + frame_body)
+        return c.is_closed_by_peer(5.0)
+
+
+def _header(api_key: int, version: int, flexible: bool) -> bytes:
+    # Request header v1 (client id as a nullable string), v2 adds an empty tagged-field section.
+    return struct.pack(">hhih", api_key, version, 99, 5) + b"probe" + (b"\x00" if flexible else b"")
+
+
+def _unsupported_paths(c: RawKafkaClient, bootstrap: str) -> dict[str, Any]:
+    """How the broker answers what it does not serve (issue 19: clients must get a clear error)."""
+    S = API_SPECS
+    out: dict[str, Any] = {
+        "unknown_api_key": _closes(bootstrap, _header(200, 0, False)),
+        # BrokerRegistration (62) is a controller API: not enabled on a broker listener.
+        "controller_only_api": _closes(bootstrap, _header(62, 0, True) + b"\x00" * 64),
+        "metadata_version_too_high": _closes(bootstrap, _header(3, 99, True) + b"\x00" * 8),
+    }
+    DA, CA, XA = S[29].request_class, S[30].request_class, S[31].request_class
+    for v in (1, 3):
+        r = c.request(29, v, DA(resource_type_filter=1, pattern_type_filter=3, operation=1, permission_type=1))
+        out[f"describe_acls_v{v}"] = (r.error_code, r.error_message, r.resources)
+    creations = [CA.AclCreation(resource_type=2, resource_name=n, resource_pattern_type=3, principal="User:a",
+                                host="*", operation=3, permission_type=3) for n in ("t", "u")]
+    out["create_acls"] = [(x.error_code, x.error_message) for x in c.request(30, 3, CA(creations=creations)).results]
+    filters = [XA.DeleteAclsFilter(resource_type_filter=1, resource_name_filter=None, pattern_type_filter=1,
+                                   principal_filter=None, host_filter=None, operation=1, permission_type=1)]
+    out["delete_acls"] = [(x.error_code, x.error_message, x.matching_acls)
+                          for x in c.request(31, 3, XA(filters=filters)).filter_results]
+    with RawKafkaClient(bootstrap, timeout=10) as bad:
+        bad.send(29, 3, DA(resource_type_filter=0, pattern_type_filter=3, operation=1, permission_type=1))
+        out["describe_acls_unknown_filter_closes"] = bad.is_closed_by_peer(5.0)
     return out
 
 
@@ -258,3 +295,10 @@ def test_broker_static_configs_have_kafkas_source_type_and_read_only_flag(
             flags, k_flags = flags[1:], k_flags[1:]
         assert flags == k_flags, name
     assert {n for n in KNOWN_READ_ONLY_DIFFERENCES if mine[n][1] == theirs[n][1]} == set(), "stale difference"
+
+
+def test_what_is_not_served_fails_as_on_kafka(kafka: dict[str, Any], ours: dict[str, Any]) -> None:
+    """An unknown API key, an API not enabled on a broker listener and a version above the range close
+    the connection on both; ACL requests without an authorizer answer SECURITY_DISABLED on both."""
+    assert kafka["unsupported"]["unknown_api_key"] is True
+    assert ours["unsupported"] == kafka["unsupported"]
