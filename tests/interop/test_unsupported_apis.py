@@ -47,7 +47,13 @@ def test_acl_admin_calls_say_security_is_disabled(kbroker: KBroker) -> None:
 
 def test_kafka_python_acls_raise_security_disabled(kbroker: KBroker) -> None:
     from kafka import KafkaAdminClient
-    from kafka.admin import ACLFilter, ACLOperation, ACLPermissionType, ACLResourcePatternType, ResourcePatternFilter
+    from kafka.admin import (
+        ACLFilter,
+        ACLOperation,
+        ACLPermissionType,
+        ACLResourcePatternType,
+        ResourcePatternFilter,
+    )
     from kafka.admin import ResourceType as KResourceType
     from kafka.errors import SecurityDisabledError
 
