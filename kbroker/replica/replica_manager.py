@@ -17,12 +17,13 @@ the fetch purgatory and is woken by appends to any partition it reads.
 New partitions are hosted incrementally (issue 19, finding 4): creating a log costs milliseconds
 (files, index preallocation, fsync), so a CreateTopics of thousands of partitions hosted in one go
 held the loop for about a minute. `apply_delta` hosts the first :data:`SYNC_HOSTING_PARTITIONS` new
-leaders (and every internal topic's) at once, so small creations behave as before; the rest are
+leaders at once, and every one whose log already exists (start-up replay, where the log manager has
+loaded the logs) or that belongs to an internal topic, so small creations behave as before; the rest are
 hosted in chunks of at most :data:`HOSTING_CHUNK_SECONDS` of loop time, one chunk per loop turn, the
 way a Kafka broker catches up with the metadata log after the controller has answered. Until its
 turn comes a partition is in the image but not hosted, and is answered NOT_LEADER_OR_FOLLOWER
 (`missing_partition_error`), which every client retries after refreshing metadata. With no running
-loop (start-up replay, tests) everything is hosted at once.
+loop (tests that drive the services without one) everything is hosted at once.
 
 Must not import net/ or api/. The broker config and the metadata image live above this package:
 their types are imported for the type checker only. Which topics are internal is Kafka's
@@ -195,6 +196,7 @@ class ReplicaManager:
             if key in self._pending_leaders:
                 self._pending_leaders[key] = (tp, info)  # still waiting: host it with the newest state
             elif (key in self._partitions or loop is None or is_internal(tp.topic)
+                  or self.log_manager.get_log(tp.topic, tp.partition) is not None
                   or hosted_now < SYNC_HOSTING_PARTITIONS):
                 if key not in self._partitions:
                     hosted_now += 1
