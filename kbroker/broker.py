@@ -145,7 +145,7 @@ class Broker:
         epoch = services.controller.register_broker(
             [(e.name, e.host, e.port, config.security_protocol_map.get(e.name, e.name))
              for e in config.advertised_listeners],
-            None,  # broker.rack: not read yet (issue 19)
+            config["broker.rack"],
         )
         services.producer_id_manager.broker_epoch = epoch
         self._schedule_periodic_tasks()

@@ -354,6 +354,10 @@ class KafkaConfig:
     # -- validation across keys --
 
     def _validate_together(self) -> None:
+        if self.originals.get("node.id") is not None and self.originals.get("broker.id") is None:
+            # Kafka's KafkaConfig.populateSynonyms: node.id set alone sets broker.id (a static key).
+            self._values["broker.id"] = self._values["node.id"]
+            self._sources["broker.id"] = STATIC_BROKER_CONFIG
         if self.originals.get("broker.id") is not None:
             broker_id = self._values["broker.id"]
             if "node.id" not in self.originals:

@@ -76,6 +76,13 @@ class ConfigDef:
     dynamic_update: bool = False
     sensitive: bool = False
     validator: Validator | None = None
+    # Kafka's declared `ConfigDef.Type` where kbroker parses the value as another type (DescribeConfigs
+    # v3+ reports Kafka's): e.g. Kafka declares listener.security.protocol.map a STRING it splits itself.
+    kafka_type: str | None = None
+
+    @property
+    def described_type(self) -> str:
+        return self.kafka_type or self.type
 
 
 def _defs(*defs: ConfigDef) -> dict[str, ConfigDef]:
@@ -89,19 +96,21 @@ CONFIG_DEFS: dict[str, ConfigDef] = _defs(
     # --- node and listeners (KRaft combined mode, single node) ---
     ConfigDef("node.id", "int", 1, "The node id. Kafka requires it; kbroker defaults to 1.",
               validator=at_least(0)),
+    ConfigDef("broker.rack", "string", None,
+              "Rack of this broker: registered with the controller and reported in Metadata and DescribeCluster."),
     ConfigDef("broker.id", "int", -1, "Legacy alias of node.id; must equal node.id when both are set."),
     ConfigDef("process.roles", "list", ["broker", "controller"], "Accepted for compatibility (single node).",
               validator=one_of("broker", "controller")),
     ConfigDef("controller.quorum.voters", "list", [], "Accepted; kbroker is its own single-node quorum."),
     ConfigDef("controller.quorum.bootstrap.servers", "list", [], "Accepted; ignored (single node)."),
     ConfigDef("controller.listener.names", "string", None,
-              "Accepted; kbroker has no separate controller listener."),
+              "Accepted; kbroker has no separate controller listener.", kafka_type="list"),
     ConfigDef("listeners", "list", ["PLAINTEXT://127.0.0.1:9092"], "Where the broker listens."),
-    ConfigDef("advertised.listeners", "list", None, "What Metadata tells clients (default: listeners).",
-              dynamic_update=True),
+    # Kafka 4.3 reports advertised.listeners read-only (a KRaft broker registers its endpoints once).
+    ConfigDef("advertised.listeners", "list", None, "What Metadata tells clients (default: listeners)."),
     ConfigDef("listener.security.protocol.map", "list",
               ["PLAINTEXT:PLAINTEXT", "SSL:SSL", "SASL_PLAINTEXT:SASL_PLAINTEXT", "SASL_SSL:SASL_SSL"],
-              "Listener name to security protocol.", dynamic_update=True),
+              "Listener name to security protocol.", dynamic_update=True, kafka_type="string"),
     ConfigDef("inter.broker.listener.name", "string", None, "Accepted; single node."),
     ConfigDef("metadata.log.dir", "string", None, "Where __cluster_metadata-0 lives; default: the first of log.dirs."),
     # --- sockets and request queue ---
@@ -130,7 +139,7 @@ CONFIG_DEFS: dict[str, ConfigDef] = _defs(
               dynamic_update=True, validator=at_least(1)),
     # --- logs ---
     ConfigDef("log.dirs", "list", None, "Data directories (default: log.dir)."),
-    ConfigDef("log.dir", "string", "./data", "Data directory when log.dirs is not set."),
+    ConfigDef("log.dir", "string", "./data", "Data directory when log.dirs is not set.", kafka_type="list"),
     ConfigDef("num.partitions", "int", 1, "Partitions of auto-created topics.", validator=at_least(1)),
     ConfigDef("default.replication.factor", "int", 1, "Replication factor of auto-created topics."),
     ConfigDef("auto.create.topics.enable", "boolean", True, "Create topics on Metadata requests."),
@@ -271,6 +280,10 @@ CONFIG_DEFS: dict[str, ConfigDef] = _defs(
     ConfigDef("producer.id.expiration.ms", "int", 86400000, "Idle producer ids expire.", dynamic_update=True,
               validator=at_least(1)),
     # --- kbroker-specific ---
+    ConfigDef("kbroker.max.partitions", "int", 50000,
+              "Partitions this broker hosts at most (all topics, internal ones included; -1: no bound). "
+              "Kafka has no such bound; each partition holds at least one open file.",
+              validator=at_least(-1)),
     ConfigDef("kbroker.sendfile.enable", "boolean", True,
               "kbroker only: send Fetch data with os.sendfile (false: read and write)."),
     ConfigDef("kbroker.request.receive.timeout.ms", "long", 30000,

@@ -119,6 +119,7 @@ def _host_partitions(
         default_num_partitions=lambda: int(config["num.partitions"]),
         default_replication_factor=lambda: int(config["default.replication.factor"]),
         delete_topic_enable=lambda: bool(config["delete.topic.enable"]),
+        max_partitions=lambda: int(config["kbroker.max.partitions"]),
     )
     group_coordinator = GroupCoordinatorService(config, replica_manager, controller, cache, time_ms)
     loader.install_publishers([group_coordinator])

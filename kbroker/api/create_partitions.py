@@ -1,7 +1,9 @@
 """CreatePartitions (API key 37, v0-3): grow topics through the controller, one result per topic.
 
 As in Kafka's `ControllerApis.createPartitions`, a topic named twice is answered once (ahead of the
-others) with INVALID_REQUEST "Duplicate topic name." and not grown.
+others) with INVALID_REQUEST "Duplicate topic name." and not grown. The partitions one request adds
+are bounded by Kafka's MAX_RECORDS_PER_USER_OP (10,000), counted across its topics: the topic that
+crosses it fails with UNKNOWN_SERVER_ERROR, as in Kafka 4.3 (controller/replication_control.py).
 """
 
 from __future__ import annotations
@@ -30,16 +32,20 @@ async def handle(services: BrokerServices, ctx: RequestContext, header: RequestH
         Result(name=name, error_code=int(ErrorCode.INVALID_REQUEST), error_message="Duplicate topic name.")
         for name, n in counts.items() if n > 1
     ]
+    added = 0
     for t in request.topics:
         if counts[t.name] > 1:
             continue
         assignments = None if t.assignments is None else [list(a.broker_ids) for a in t.assignments]
+        before = services.metadata.topic(t.name)
         try:
-            await controller.create_partitions(t.name, t.count, validate_only=request.validate_only, assignments=assignments)
+            grown = await controller.create_partitions(t.name, t.count, validate_only=request.validate_only,
+                                                       assignments=assignments, records_in_request=added)
         except Exception as e:  # noqa: BLE001 - every failure becomes this topic's error
             code, message = error_fields(e)
             results.append(Result(name=t.name, error_code=code, error_message=message))
         else:
+            added += grown.num_partitions - (before.num_partitions if before is not None else 0)
             results.append(Result(name=t.name, error_code=0, error_message=None))
     return CreatePartitionsResponse(throttle_time_ms=0, results=results)
 

@@ -3,7 +3,9 @@
 Kafka's `ControllerApis.createTopics` shape: a name sent twice is answered once, at the end, with
 INVALID_REQUEST "Duplicate topic name." and not created; every other topic gets its own error code
 and message. From v5 a successful (or validate-only) result carries the partition count, replication
-factor and every config of the topic (KIP-525); v7 adds the topic id.
+factor and every config of the topic (KIP-525); v7 adds the topic id. A request whose topics add up
+to more than Kafka's MAX_RECORDS_PER_USER_OP (10,000) partitions is refused as a whole: every topic
+gets POLICY_VIOLATION "Excessively large number of partitions per request." (Kafka 4.3's controller).
 """
 
 from __future__ import annotations
@@ -12,7 +14,8 @@ import uuid
 from typing import Any
 
 from kbroker.api.context import BrokerServices, RequestContext
-from kbroker.protocol.errors import error_fields
+from kbroker.controller.replication_control import validate_total_number_of_partitions
+from kbroker.protocol.errors import KafkaError, error_fields
 from kbroker.protocol.headers import RequestHeader
 from kbroker.protocol.messages.create_topics import CreateTopicsRequest, CreateTopicsResponse
 
@@ -34,8 +37,22 @@ async def handle(services: BrokerServices, ctx: RequestContext, header: RequestH
             duplicates.append(t.name)
         seen.add(t.name)
     results: list[Any] = []
+    try:
+        validate_total_number_of_partitions(
+            ((t.num_partitions, len(t.assignments)) for t in request.topics if t.name not in duplicates),
+            int(services.config["num.partitions"]),
+        )
+    except KafkaError as e:
+        code, message = error_fields(e)
+        refused = True
+    else:
+        refused = False
     for t in request.topics:
         if t.name in duplicates:
+            continue
+        if refused:
+            results.append(Result(name=t.name, topic_id=_ZERO_UUID, error_code=code, error_message=message,
+                                  num_partitions=-1, replication_factor=-1, configs=[]))
             continue
         configs = {c.name: c.value for c in t.configs}
         assignments = {a.partition_index: list(a.broker_ids) for a in t.assignments}

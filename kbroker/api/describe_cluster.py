@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from kbroker.api.context import BrokerServices, RequestContext
-from kbroker.api.metadata import AUTHORIZED_OPERATIONS_OMITTED, CLUSTER_AUTHORIZED_OPERATIONS
+from kbroker.api.metadata import AUTHORIZED_OPERATIONS_OMITTED, CLUSTER_AUTHORIZED_OPERATIONS, registered_rack
 from kbroker.protocol.errors import ErrorCode
 from kbroker.protocol.headers import RequestHeader
 from kbroker.protocol.messages.describe_cluster import DescribeClusterRequest, DescribeClusterResponse
@@ -37,7 +37,7 @@ def handle(services: BrokerServices, ctx: RequestContext, header: RequestHeader,
         )
     endpoints = list(services.config.advertised_listeners)
     chosen = [e for e in endpoints if e.name == ctx.listener_name] or endpoints[:1]
-    rack = services.config.get("broker.rack")  # not in CONFIG_DEFS yet: always null
+    rack = registered_rack(services)
     brokers = [
         DescribeClusterResponse.DescribeClusterBroker(broker_id=services.node_id, host=e.host, port=e.port,
                                                       rack=rack, is_fenced=False)

@@ -85,7 +85,7 @@ def broker_config_entries(services: BrokerServices, resource_name: str, keys: se
             read_only=d is None or not d.dynamic_update,
             sensitive=sensitive,
             synonyms=synonyms if include_synonyms else [],
-            config_type=0 if d is None else _CONFIG_TYPES.get(d.type, 0),
+            config_type=0 if d is None else _CONFIG_TYPES.get(d.described_type, 0),
             documentation=(d.doc or None) if d is not None and include_documentation else None,
         ))
     return entries

@@ -1,9 +1,10 @@
-"""DescribeLogDirs (API key 35, v1-4): each log directory with the size of every partition in it.
+"""DescribeLogDirs (API key 35, v1-5): each log directory with the size of every partition in it.
 
 Used by `kafka-log-dirs` and the Admin API's `describeLogDirs`. A null topic list means every
 partition; an offline directory is reported with KAFKA_STORAGE_ERROR and no topics. The offset lag
 of a current (non-future) replica is max(0, HW - LEO) as in Kafka, i.e. 0. v4 adds the directory's
-total and usable bytes (KIP-827).
+total and usable bytes (KIP-827), v5 whether it is cordoned (KIP-1066): never, as kbroker has no
+`cordoned.log.dirs` (Kafka's default, an empty list, reports false too).
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from kbroker.protocol.messages.describe_log_dirs import DescribeLogDirsRequest, 
 
 API_KEY = 35
 MIN_VERSION = 1
-MAX_VERSION = 4
+MAX_VERSION = 5
 
 Result = DescribeLogDirsResponse.DescribeLogDirsResult
 TopicResult = DescribeLogDirsResponse.DescribeLogDirsTopic

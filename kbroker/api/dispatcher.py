@@ -129,7 +129,11 @@ class ApiDispatcher:
         ApiVersions: Kafka answers with a v0-encoded body carrying UNSUPPORTED_VERSION and the full
         list of our ranges, so that a newer client can retry with a version we know (KIP-511). The
         network layer encodes this response at version 0. Any other API: close the connection, as
-        Kafka's SocketServer does for a request it cannot parse.
+        Kafka's SocketServer does for a request it cannot parse. Checked against Kafka 4.3.1
+        (tests/differential/test_api_versions_vs_kafka.py): an unknown API key, an API not enabled on
+        a broker listener (a controller-only one such as BrokerRegistration) and a version above the
+        range all close the connection there too. Clients never get here for an API we leave out of
+        ApiVersions: they refuse it themselves, at once (docs/compatibility.md).
         """
         if header.api_key == API_VERSIONS_KEY and API_VERSIONS_KEY in self.handlers:
             module = self.handlers[API_VERSIONS_KEY].module

@@ -1,11 +1,12 @@
 """Fetch (key 1): consumer fetches with long polling, KIP-74 limits and incremental sessions.
 
-Versions 4-17 (Kafka 4.0 removed 0-3). v13+ name topics by id (KIP-516): ids are resolved through
+Versions 4-18 (Kafka 4.0 removed 0-3). v13+ name topics by id (KIP-516): ids are resolved through
 the metadata image, an unknown id answers UNKNOWN_TOPIC_ID, and a session never mixes name- and
 id-based requests (FETCH_SESSION_TOPIC_ID_ERROR). v15 moves the replica id into the tagged
 ReplicaState (KIP-903), v16 adds leader hints (KIP-951, only sent with NOT_LEADER_OR_FOLLOWER,
-which a single node never returns), v17 a replica directory id (KIP-853, followers only). v18
-(KIP-1166, the follower-side high watermark) is not advertised: it only matters to followers.
+which a single node never returns), v17 a replica directory id (KIP-853, followers only), v18
+the follower's high watermark (KIP-1166: a tagged request field only followers send; a consumer's v18
+is its v17).
 
 Records are returned as FileRegions of the segment files; the network layer sends them with
 sendfile. Below v10 a consumer cannot read zstd (KIP-110): partitions of a topic whose
@@ -30,10 +31,10 @@ from kbroker.replica.fetch_session import FetchPartitionRequest, PartitionResult
 
 API_KEY = 1
 MIN_VERSION = 4
-MAX_VERSION = 17
+MAX_VERSION = 18
 VERSION_NOTES = (
     "0-3 removed in Kafka 4.0. v13+ fetch by topic id (KIP-516), v15 ReplicaState (KIP-903), v16 leader "
-    "hints (KIP-951), v17 directory id (KIP-853). v18 (follower high watermark, KIP-1166) is follower-only."
+    "hints (KIP-951), v17 directory id (KIP-853), v18 follower high watermark (KIP-1166, a tagged field followers send)."
 )
 
 ZERO_UUID = uuid.UUID(int=0)

@@ -4,7 +4,11 @@ Versions 0-6 (v4 batches keys, KIP-699; v5 only allows the TRANSACTION_ABORTABLE
 needs transactions and so never occurs here; v6 adds the SHARE key type, KIP-932). A GROUP key
 maps to partition `abs(hashCode(group)) % partitions` of `__consumer_offsets`, created here on first
 use as Kafka does; this node leads every partition, so it is always the answer. A TRANSACTION key gets
-COORDINATOR_NOT_AVAILABLE until the transaction coordinator exists. A SHARE key answers INVALID_REQUEST below v6 and
+TRANSACTIONAL_ID_AUTHORIZATION_FAILED until the transaction coordinator exists (issue 19, finding 10):
+the Java client, librdkafka (`rd_kafka_txn_handle_FindCoordinator`) and kafka-python treat it as fatal,
+so `init_transactions()` fails at once with a clear error, whereas the retriable
+COORDINATOR_NOT_AVAILABLE answered before made transactional producers retry until `max.block.ms`.
+InitProducerId with a transactional id answers the same code. A SHARE key answers INVALID_REQUEST below v6 and
 COORDINATOR_NOT_AVAILABLE from v6 (no share coordinator: share groups are not implemented), as Kafka
 4.3's KafkaApis does when share groups are not enabled. librdkafka only enables LZ4 when this API is
 advertised.
@@ -23,8 +27,10 @@ from kbroker.protocol.messages.find_coordinator import FindCoordinatorRequest, F
 API_KEY = 10
 MIN_VERSION = 0
 MAX_VERSION = 6
-VERSION_NOTES = ("GROUP keys (creates __consumer_offsets on first use); TRANSACTION keys answer COORDINATOR_NOT_AVAILABLE "
-                 "until transactions exist; SHARE keys (v6) COORDINATOR_NOT_AVAILABLE (no share groups).")
+VERSION_NOTES = ("GROUP keys (creates __consumer_offsets on first use); TRANSACTION keys answer "
+                 "TRANSACTIONAL_ID_AUTHORIZATION_FAILED (fatal for clients) until transactions exist; SHARE keys (v6) "
+                 "COORDINATOR_NOT_AVAILABLE (no share groups).")
+TRANSACTIONS_ABSENT_MESSAGE = "This broker (kbroker) does not implement transactions yet."
 
 GROUP_KEY_TYPE = 0
 TRANSACTION_KEY_TYPE = 1
@@ -32,6 +38,8 @@ SHARE_KEY_TYPE = 2
 
 
 def _message(error: ErrorCode) -> str | None:
+    if error == ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED:
+        return TRANSACTIONS_ABSENT_MESSAGE
     return None if error == ErrorCode.NONE else error.message
 
 
@@ -50,8 +58,9 @@ def _lookup(services: BrokerServices, ctx: RequestContext, key_type: int,
     if key_type == GROUP_KEY_TYPE:
         error = runtime(services).offsets_topic_status()
     elif key_type == TRANSACTION_KEY_TYPE:
-        # No transaction coordinator yet (the transactions issue adds it as a typed service).
-        error = ErrorCode.COORDINATOR_NOT_AVAILABLE
+        # No transaction coordinator yet (the transactions issue adds it as a typed service): a code
+        # every client treats as fatal, not a retriable one it would spin on.
+        error = ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
     elif key_type == SHARE_KEY_TYPE:
         # Kafka refuses the SHARE type below v6 and, with no share coordinator, answers
         # COORDINATOR_NOT_AVAILABLE from v6 on (KafkaApis.getCoordinator).

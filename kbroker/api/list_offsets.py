@@ -1,9 +1,10 @@
 """ListOffsets (key 2): earliest, latest, by timestamp, max-timestamp, earliest-local, latest-tiered.
 
-Versions 1-10 (Kafka 4.0 removed v0). v2 adds the isolation level (read_committed answers "latest"
+Versions 1-11 (Kafka 4.0 removed v0). v2 adds the isolation level (read_committed answers "latest"
 with the last stable offset), v4 the leader epoch, v7 max-timestamp (-3), v8 earliest-local (-4),
 v9 latest-tiered (-5; without tiered storage Kafka answers offset -1), v10 a timeout that only
-matters for remote storage. v11 (earliest-pending-upload, -6) is not advertised.
+matters for remote storage, v11 earliest-pending-upload (-6, KIP-1023; without tiered storage Kafka
+4.3.1 answers offset -1, timestamp -1, leader epoch -1, as for -5).
 
 Kafka's rules (KafkaApis.handleListOffsetRequest / Partition.fetchOffsetForTimestamp): a
 partition listed twice gets one INVALID_REQUEST answer; a timestamp lookup answers the first offset whose
@@ -22,15 +23,16 @@ from kbroker.protocol.messages.list_offsets import ListOffsetsRequest, ListOffse
 
 API_KEY = 2
 MIN_VERSION = 1
-MAX_VERSION = 10
+MAX_VERSION = 11
 VERSION_NOTES = (
     "v0 removed in Kafka 4.0. -3 max-timestamp (v7), -4 earliest-local (v8), -5 latest-tiered (v9, answered "
-    "-1 without tiered storage). v11 (-6 earliest-pending-upload, KIP-1023) needs tiered storage."
+    "-1 without tiered storage), -6 earliest-pending-upload (v11, KIP-1023, answered -1 likewise)."
 )
 
 DEBUGGING_REPLICA_ID = -2
 # Special timestamps and the version that introduced each.
-_SPECIAL_MIN_VERSION = {-1: 0, -2: 0, -3: 7, -4: 8, -5: 9}
+_SPECIAL_MIN_VERSION = {-1: 0, -2: 0, -3: 7, -4: 8, -5: 9, -6: 11}
+EARLIEST_PENDING_UPLOAD_TIMESTAMP = -6
 
 
 def _partition_response(index: int, error: ErrorCode, offset: int = -1, timestamp: int = -1,
@@ -64,6 +66,9 @@ def _lookup(services: BrokerServices, topic: str, p: Any, version: int, isolatio
         epoch_error = partition.check_leader_epoch(p.current_leader_epoch)
         if epoch_error != ErrorCode.NONE:
             return _partition_response(index, epoch_error)
+    if timestamp == EARLIEST_PENDING_UPLOAD_TIMESTAMP:
+        # Nothing is pending upload without tiered storage: Kafka 4.3.1 answers -1/-1/-1.
+        return _partition_response(index, ErrorCode.NONE, -1, -1, -1)
     try:
         found = partition.fetch_offset_for_timestamp(timestamp, isolation)
     except KafkaError as exc:

@@ -39,11 +39,19 @@ CLUSTER_AUTHORIZED_OPERATIONS = sum(1 << op for op in (5, 7, 8, 9, 10, 11, 12))
 ZERO_UUID = uuid.UUID(int=0)
 
 
+def registered_rack(services: BrokerServices) -> str | None:
+    """This broker's rack as registered in the metadata image (`broker.rack`), as Kafka's metadata
+    cache reports it; None before registration or without `broker.rack`."""
+    registration = services.metadata.image.cluster.broker(services.node_id)
+    return None if registration is None else registration.rack
+
+
 def _brokers(services: BrokerServices, ctx: RequestContext) -> list[Any]:
     endpoints = list(services.config.advertised_listeners)
     chosen = [e for e in endpoints if e.name == ctx.listener_name] or endpoints[:1]
+    rack = registered_rack(services)
     return [
-        MetadataResponse.MetadataResponseBroker(node_id=services.node_id, host=e.host, port=e.port, rack=None)
+        MetadataResponse.MetadataResponseBroker(node_id=services.node_id, host=e.host, port=e.port, rack=rack)
         for e in chosen[:1]
     ]
 

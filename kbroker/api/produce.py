@@ -3,8 +3,11 @@
 Versions: 0 is *advertised* but 0-2 are refused by closing the connection (Kafka 4.0 removed them;
 KAFKA-18659: librdkafka < 2.11.1 stops compressing when the advertised minimum is 3, so Kafka
 keeps 0 in ApiVersions). The codec rejects v0-2 frames and the dispatcher closes the connection.
-Max 11: v12 is v11 plus transactions V2's implicit AddPartitionsToTxn, v13 replaces names by topic
-ids (KIP-516).
+Up to v13, as Kafka 4.3.1 advertises. v12 has v11's schema; to a transactional producer it means
+transactions V2's implicit AddPartitionsToTxn, but transactional batches are refused here anyway and a
+client only uses transactions V2 when `transaction.version >= 2` is finalized, which kbroker does not
+advertise. v13 names topics by id (KIP-516): an id absent from the metadata image answers
+UNKNOWN_TOPIC_ID for each of its partitions, and the response echoes the ids (as Kafka 4.3.1 does).
 
 Kafka's request-level checks (`KafkaApis.handleProduceRequest` + `ProduceRequest.validateRecords`):
 each partition must carry exactly one magic-2 batch (INVALID_RECORD otherwise), zstd needs v7+
@@ -38,10 +41,12 @@ API_KEY = 0
 MIN_VERSION = 3
 VERSION_NOTES = (
     "0-2 advertised but refused by closing the connection (removed in Kafka 4.0; KAFKA-18659: librdkafka "
-    "< 2.11.1 stops compressing if the minimum is 3). Max 11: v12 needs transactions V2 (KIP-890), "
-    "v13 topic ids in Produce (KIP-516)."
+    "< 2.11.1 stops compressing if the minimum is 3). v12 is v11 for non-transactional producers (transactions "
+    "V2 is not advertised); v13 names topics by id (KIP-516, UNKNOWN_TOPIC_ID for an unknown id)."
 )
-MAX_VERSION = 11
+MAX_VERSION = 13
+# The first version that names topics by id instead of by name (KIP-516).
+TOPIC_ID_VERSION = 13
 ADVERTISED_MIN_VERSION = 0
 
 # Kafka's AdminUtils.ADMIN_CLIENT_ID: the only client id allowed to write internal topics.
@@ -84,12 +89,30 @@ def _precheck(records: Any, version: int) -> ErrorCode:
     return ErrorCode.NONE
 
 
-def _response(request: ProduceRequest, results: dict[tuple[str, int], ProducePartitionResult], version: int) -> ProduceResponse:
-    topics = []
+def _topic_names(services: BrokerServices | None, request: ProduceRequest, version: int) -> list[str]:
+    """The topic name of each `topic_data` entry. From v13 entries carry topic ids: an id the image does
+    not know maps to a name no topic can have ("" + the id), whose partitions are answered
+    UNKNOWN_TOPIC_ID by `_response`."""
+    if version < TOPIC_ID_VERSION:
+        return [td.name for td in request.topic_data]
+    names = []
     for td in request.topic_data:
+        info = None if services is None else services.metadata.topic_by_id(td.topic_id)
+        names.append(info.name if info is not None else f"{_UNKNOWN_ID_PREFIX}{td.topic_id}")
+    return names
+
+
+# Topic names are at least one legal character, so this prefix never clashes with a real topic.
+_UNKNOWN_ID_PREFIX = "\0unknown-topic-id:"
+
+
+def _response(request: ProduceRequest, results: dict[tuple[str, int], ProducePartitionResult], version: int,
+              names: list[str]) -> ProduceResponse:
+    topics = []
+    for td, name in zip(request.topic_data, names, strict=True):
         parts = []
         for pd in td.partition_data:
-            r = results.get((td.name, pd.index))
+            r = results.get((name, pd.index))
             if r is None:  # duplicate entry in the request: answered once, as Kafka's map does
                 continue
             p = ProduceResponse.PartitionProduceResponse(
@@ -107,17 +130,21 @@ def _response(request: ProduceRequest, results: dict[tuple[str, int], ProducePar
                     ]
                 p.error_message = r.error_message
             parts.append(p)
-        topics.append(ProduceResponse.TopicProduceResponse(name=td.name, partition_responses=parts))
+        if version >= TOPIC_ID_VERSION:
+            topics.append(ProduceResponse.TopicProduceResponse(topic_id=td.topic_id, partition_responses=parts))
+        else:
+            topics.append(ProduceResponse.TopicProduceResponse(name=td.name, partition_responses=parts))
     return ProduceResponse(responses=topics, throttle_time_ms=0)
 
 
 def error_response(request: ProduceRequest, version: int, error: ErrorCode) -> ProduceResponse:
+    names = [td.name if version < TOPIC_ID_VERSION else str(td.topic_id) for td in request.topic_data]
     results = {
-        (td.name, pd.index): ProducePartitionResult(error)
-        for td in request.topic_data
+        (name, pd.index): ProducePartitionResult(error)
+        for td, name in zip(request.topic_data, names, strict=True)
         for pd in td.partition_data
     }
-    return _response(request, results, version)
+    return _response(request, results, version, names)
 
 
 def handle(
@@ -127,10 +154,14 @@ def handle(
     acks = request.acks
     results: dict[tuple[str, int], ProducePartitionResult] = {}
     entries: dict[tuple[str, int], Any] = {}
-    for td in request.topic_data:
+    names = _topic_names(services, request, version)
+    for td, name in zip(request.topic_data, names, strict=True):
         for pd in td.partition_data:
-            key = (td.name, pd.index)
+            key = (name, pd.index)
             if key in results or key in entries:
+                continue
+            if name.startswith(_UNKNOWN_ID_PREFIX):
+                results[key] = ProducePartitionResult(ErrorCode.UNKNOWN_TOPIC_ID)
                 continue
             error = _precheck(pd.records, version)
             if error != ErrorCode.NONE:
@@ -144,7 +175,8 @@ def handle(
         # TRANSACTIONAL_ID_AUTHORIZATION_FAILED before looking at any partition.
         if acks == 0:
             raise CloseConnection("transactional records without a transactional id")
-        return error_response(request, version, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+        return _response(request, {key: ProducePartitionResult(ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+                                   for key in (*results, *entries)}, version, names)
     internal_allowed = ctx.client_id == ADMIN_CLIENT_ID
     outcome = services.replica_manager.append_records(
         timeout_ms=request.timeout_ms,
@@ -167,11 +199,11 @@ def handle(
         return chain_future(outcome, no_response)  # an off-loop check is still running
     if isinstance(outcome, dict):
         results.update(outcome)
-        return _response(request, results, version)
+        return _response(request, results, version, names)
 
     def respond(delayed: dict[Any, Any]) -> ProduceResponse:
         results.update(delayed)
-        return _response(request, results, version)
+        return _response(request, results, version, names)
 
     # The purgatory completes `outcome`; the response is built in its done-callback (no Task).
     return chain_future(outcome, respond)

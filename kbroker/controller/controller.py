@@ -58,9 +58,10 @@ class Controller(ABC):
     @abstractmethod
     async def create_partitions(
         self, name: str, new_total: int, validate_only: bool = False,
-        assignments: Sequence[Sequence[int]] | None = None,
+        assignments: Sequence[Sequence[int]] | None = None, records_in_request: int = 0,
     ) -> TopicInfo:
-        """Grow a topic to `new_total` partitions."""
+        """Grow a topic to `new_total` partitions (`records_in_request`: partitions the same request
+        added before this topic, bounded by MAX_RECORDS_PER_USER_OP)."""
 
     @abstractmethod
     async def incremental_alter_topic_configs(

@@ -70,6 +70,7 @@ class LocalController(Controller):
         default_num_partitions: Callable[[], int],
         default_replication_factor: Callable[[], int],
         delete_topic_enable: Callable[[], bool],
+        max_partitions: Callable[[], int] | None = None,
     ) -> None:
         self.node_id = node_id
         self.metadata_log = metadata_log
@@ -85,6 +86,7 @@ class LocalController(Controller):
             default_num_partitions=default_num_partitions,
             default_replication_factor=default_replication_factor,
             delete_topic_enable=delete_topic_enable,
+            max_partitions=max_partitions,
         )
         self.configuration = ConfigurationControlManager(view, config_helper, node_id=node_id)
         self.producer_ids = ProducerIdControlManager(view)
@@ -166,9 +168,10 @@ class LocalController(Controller):
 
     async def create_partitions(
         self, name: str, new_total: int, validate_only: bool = False,
-        assignments: Sequence[Sequence[int]] | None = None,
+        assignments: Sequence[Sequence[int]] | None = None, records_in_request: int = 0,
     ) -> TopicInfo:
-        return self._apply(self.replication.create_partitions(name, new_total, assignments), validate_only)
+        result = self.replication.create_partitions(name, new_total, assignments, records_in_request)
+        return self._apply(result, validate_only)
 
     async def incremental_alter_topic_configs(
         self, name: str, ops: Iterable[tuple[str, int, str | None]], validate_only: bool = False

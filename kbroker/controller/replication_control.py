@@ -8,6 +8,18 @@ replicas = ISR = [node], leader = node, leader epoch 0, partition epoch 0, as Ka
 writes a new partition; a replication factor above the number of registered brokers is refused with
 Kafka's INVALID_REPLICATION_FACTOR message.
 
+Bounds on one request's work (issue 19, finding 4: a CreateTopics for a million partitions hung the
+broker). Kafka's controller caps the records of one user operation at `MAX_RECORDS_PER_USER_OP`
+(10,000, `QuorumController`): a CreateTopics whose partitions add up to more is refused as a whole
+with POLICY_VIOLATION "Excessively large number of partitions per request."
+(`validate_total_number_of_partitions`, checked before anything else); a CreatePartitions whose added
+partitions, counted over the request's topics, pass it fails the topic that crosses it with
+UNKNOWN_SERVER_ERROR and no message (Kafka's records list is a `BoundedList` whose overflow is not an
+`ApiException`; checked against Kafka 4.3.1). Kafka has no bound on the partitions one broker hosts;
+kbroker adds `kbroker.max.partitions` (docs/operations.md, "Resource bounds"): each hosted partition
+holds at least one file descriptor and its share of memory, and on a single node nothing else stops
+a client from exhausting them. Going past it is POLICY_VIOLATION with a message naming the key.
+
 Pure: reads the image it is given, returns a `ControllerResult`, writes nothing.
 """
 
@@ -15,7 +27,7 @@ from __future__ import annotations
 
 import re
 import uuid
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 
 from kbroker.controller.result import ControllerResult, MetadataRecord
 from kbroker.metadata.views import TOPIC_RESOURCE, MetadataView, TopicInfo
@@ -30,6 +42,10 @@ from kbroker.protocol.topic import CLUSTER_METADATA_TOPIC_NAME as CLUSTER_METADA
 from kbroker.protocol.topic import INTERNAL_TOPICS
 
 MAX_TOPIC_NAME_LENGTH = 249
+# QuorumController.MAX_RECORDS_PER_USER_OP: the most records one user operation may produce.
+MAX_RECORDS_PER_USER_OP = 10000
+EXCESSIVE_PARTITIONS_MESSAGE = "Excessively large number of partitions per request."
+MAX_PARTITIONS_CONFIG = "kbroker.max.partitions"
 _LEGAL_TOPIC_NAME = re.compile(r"[a-zA-Z0-9._-]+")
 
 
@@ -50,6 +66,27 @@ def validate_topic_name(name: str | None) -> None:
         problem = f"'{name}' contains one or more characters other than ASCII alphanumerics, '.', '_' and '-'"
     if problem is not None:
         raise _err(ErrorCode.INVALID_TOPIC_EXCEPTION, f"Topic name is invalid: {problem}")
+
+
+def validate_total_number_of_partitions(
+    topics: Iterable[tuple[int, int]], default_num_partitions: int
+) -> None:
+    """Kafka's `ReplicationControlManager.validateTotalNumberOfPartitions` for one CreateTopics request.
+
+    `topics`: (num_partitions, number of manual assignments) of each topic. A topic with assignments
+    counts them; without, -1 counts `num.partitions` and a non-positive count nothing (it fails later
+    on its own). Raises POLICY_VIOLATION when the total is above `MAX_RECORDS_PER_USER_OP`.
+    """
+    total = 0
+    for num_partitions, num_assignments in topics:
+        if num_assignments:
+            total += num_assignments
+        elif num_partitions == -1:
+            total += default_num_partitions
+        elif num_partitions > 0:
+            total += num_partitions
+    if total > MAX_RECORDS_PER_USER_OP:
+        raise _err(ErrorCode.POLICY_VIOLATION, EXCESSIVE_PARTITIONS_MESSAGE)
 
 
 def _collision_key(name: str) -> str:
@@ -88,6 +125,7 @@ class ReplicationControlManager:
         default_num_partitions: Callable[[], int],
         default_replication_factor: Callable[[], int],
         delete_topic_enable: Callable[[], bool],
+        max_partitions: Callable[[], int] | None = None,
     ) -> None:
         self._view = view
         self._validate_topic_configs = validate_topic_configs
@@ -95,8 +133,20 @@ class ReplicationControlManager:
         self._default_num_partitions = default_num_partitions
         self._default_replication_factor = default_replication_factor
         self._delete_topic_enable = delete_topic_enable
+        self._max_partitions = max_partitions
 
     # -- validation ------------------------------------------------------------------------------
+
+    def _check_partition_limit(self, view: MetadataView, adding: int) -> None:
+        """`kbroker.max.partitions`: the partitions this (single) node hosts, after the change."""
+        limit = -1 if self._max_partitions is None else self._max_partitions()
+        if limit < 0:
+            return
+        hosted = sum(t.num_partitions for t in view.topics())
+        if hosted + adding > limit:
+            raise _err(ErrorCode.POLICY_VIOLATION,
+                       f"Adding {adding} partition(s) would exceed the limit of {limit} partitions on this "
+                       f"broker ({MAX_PARTITIONS_CONFIG}); it hosts {hosted}.")
 
     def _check_name_free(self, view: MetadataView, name: str) -> None:
         if view.topic(name) is not None:
@@ -188,6 +238,7 @@ class ReplicationControlManager:
             if replication_factor == -1:
                 replication_factor = self._default_replication_factor()
             placement = self._place(range(num_partitions), replication_factor)
+        self._check_partition_limit(view, num_partitions)
         info = TopicInfo(name=name, topic_id=new_topic_id(), num_partitions=num_partitions,
                          replication_factor=replication_factor, configs=clean,
                          is_internal=name in INTERNAL_TOPICS)
@@ -218,8 +269,14 @@ class ReplicationControlManager:
 
     def create_partitions(
         self, name: str, new_total: int, assignments: Sequence[Sequence[int]] | None = None,
+        records_in_request: int = 0,
     ) -> ControllerResult[TopicInfo]:
-        """Grow a topic to `new_total` partitions (Kafka never shrinks one)."""
+        """Grow a topic to `new_total` partitions (Kafka never shrinks one).
+
+        `records_in_request`: partitions the same CreatePartitions request already added (or, validate
+        only, would add) for its earlier topics; with this topic's they may not pass
+        `MAX_RECORDS_PER_USER_OP`.
+        """
         info = self.existing(name)
         current = info.num_partitions
         if new_total == current:
@@ -237,6 +294,10 @@ class ReplicationControlManager:
             placement = {current + i: list(b) for i, b in enumerate(assignments)}
         else:
             placement = self._place(range(current, new_total), info.replication_factor)
+        if records_in_request + added > MAX_RECORDS_PER_USER_OP:
+            # Kafka: BoundedListTooLongException, not an ApiException -> UNKNOWN_SERVER_ERROR, no message.
+            raise KafkaError(None, error_code=ErrorCode.UNKNOWN_SERVER_ERROR)
+        self._check_partition_limit(self._view(), added)
         grown = TopicInfo(info.name, info.topic_id, new_total, info.replication_factor,
                           dict(info.configs), info.is_internal)
         return ControllerResult(grown, partition_records(info.topic_id, placement))

@@ -14,6 +14,17 @@ through the produce purgatory and is completed when the high watermark passes th
 (at once on a single replica, but through the same path replication will use); a fetch that finds fewer than `min_bytes` waits in
 the fetch purgatory and is woken by appends to any partition it reads.
 
+New partitions are hosted incrementally (issue 19, finding 4): creating a log costs milliseconds
+(files, index preallocation, fsync), so a CreateTopics of thousands of partitions hosted in one go
+held the loop for about a minute. `apply_delta` hosts the first :data:`SYNC_HOSTING_PARTITIONS` new
+leaders at once, and every one whose log already exists (start-up replay, where the log manager has
+loaded the logs) or that belongs to an internal topic, so small creations behave as before; the rest are
+hosted in chunks of at most :data:`HOSTING_CHUNK_SECONDS` of loop time, one chunk per loop turn, the
+way a Kafka broker catches up with the metadata log after the controller has answered. Until its
+turn comes a partition is in the image but not hosted, and is answered NOT_LEADER_OR_FOLLOWER
+(`missing_partition_error`), which every client retries after refreshing metadata. With no running
+loop (tests that drive the services without one) everything is hosted at once.
+
 Must not import net/ or api/. The broker config and the metadata image live above this package:
 their types are imported for the type checker only. Which topics are internal is Kafka's
 `Topic.isInternal` (`kbroker.protocol.topic`); a new log's config comes from the LogManager's
@@ -25,6 +36,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import time
 from collections import deque
 from collections.abc import Callable, Hashable, Mapping
 from concurrent.futures import ThreadPoolExecutor
@@ -94,6 +106,12 @@ class _PendingAppend:
     error: BaseException | None = None
 
 
+# New leaders hosted at once by `apply_delta` (beyond them: incrementally, see the module docstring).
+SYNC_HOSTING_PARTITIONS = 16
+# Loop time one deferred hosting chunk may take before yielding to other work.
+HOSTING_CHUNK_SECONDS = 0.02
+
+
 def _running_loop() -> asyncio.AbstractEventLoop | None:
     try:
         return asyncio.get_running_loop()
@@ -125,12 +143,18 @@ class ReplicaManager:
         self.fetch_manager = FetchManager(FetchSessionCache(slots, time_ms))
         self._validation_pool: ThreadPoolExecutor | None = None
         self._append_queues: dict[tuple[str, int], deque[_PendingAppend]] = {}
+        # New leaders not hosted yet (incremental hosting), in the order they will be hosted.
+        self._pending_leaders: dict[tuple[str, int], tuple[TopicPartition, PartitionInfo]] = {}
+        self._hosting_scheduled = False
+        self._shut_down = False
 
     # -- lifecycle -------------------------------------------------------------------------------
 
     name = "ReplicaManager"
 
     def shutdown(self) -> None:
+        self._shut_down = True
+        self._pending_leaders.clear()
         self.produce_purgatory.shutdown()
         self.fetch_purgatory.shutdown()
         if self._validation_pool is not None:
@@ -165,10 +189,56 @@ class ReplicaManager:
         changes = delta.local_changes(self.node_id)
         for tp in sorted(changes.deletes):
             self._stop_partition(tp.topic, tp.partition, delete=True)
+        loop = _running_loop()
+        hosted_now = 0
         for tp, info in sorted(changes.leaders.items()):
-            self._make_leader(tp, info)
+            key = (tp.topic, tp.partition)
+            if key in self._pending_leaders:
+                self._pending_leaders[key] = (tp, info)  # still waiting: host it with the newest state
+            elif (key in self._partitions or loop is None or is_internal(tp.topic)
+                  or self.log_manager.get_log(tp.topic, tp.partition) is not None
+                  or hosted_now < SYNC_HOSTING_PARTITIONS):
+                if key not in self._partitions:
+                    hosted_now += 1
+                self._make_leader(tp, info)
+            else:
+                self._pending_leaders[key] = (tp, info)
         for tp, info in sorted(changes.followers.items()):
+            self._pending_leaders.pop((tp.topic, tp.partition), None)
             self._make_follower(tp, info)
+        if self._pending_leaders and loop is not None and not self._hosting_scheduled:
+            log.info("Hosting %d new partition(s) incrementally", len(self._pending_leaders))
+            self._hosting_scheduled = True
+            loop.call_soon(self._host_pending)
+
+    def _host_pending(self) -> None:
+        """Host deferred new leaders for at most HOSTING_CHUNK_SECONDS, then yield the loop."""
+        self._hosting_scheduled = False
+        if self._shut_down:
+            return
+        deadline = time.monotonic() + HOSTING_CHUNK_SECONDS
+        pending = self._pending_leaders
+        while pending:
+            key = next(iter(pending))
+            tp, info = pending.pop(key)
+            self._make_leader(tp, info)
+            if time.monotonic() >= deadline:
+                break
+        if pending:
+            loop = _running_loop()
+            if loop is not None:
+                self._hosting_scheduled = True
+                loop.call_soon(self._host_pending)
+            else:  # pragma: no cover - a loop runs this callback
+                while pending:
+                    self._make_leader(*pending.pop(next(iter(pending))))
+        else:
+            log.info("Hosted every deferred new partition")
+
+    @property
+    def pending_hosting(self) -> int:
+        """New partitions assigned here and not hosted yet (incremental hosting)."""
+        return len(self._pending_leaders)
 
     def _host_log(self, tp: TopicPartition, info: PartitionInfo) -> UnifiedLog | None:
         try:
@@ -211,6 +281,7 @@ class ReplicaManager:
     def _stop_partition(self, topic: str, partition: int, *, delete: bool) -> None:
         """Kafka's stopPartitions: stop hosting; with `delete`, remove the log too."""
         key = (topic, partition)
+        self._pending_leaders.pop(key, None)
         self._partitions.pop(key, None)
         self.followers.pop(key, None)
         self.offline.discard(key)

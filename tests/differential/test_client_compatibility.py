@@ -1,8 +1,9 @@
 """Kafka's own ClientCompatibilityTest (kafka-tools 4.3.1) passes against kbroker.
 
 The tool drives the Java producer, consumer and Admin client through the features its flags name;
-the flags say what kbroker supports today. ACLs are not implemented yet, so DescribeAcls is not
-advertised and the tool is told to expect it unsupported. The same tool also runs against the
+the flags say what kbroker supports today. ACLs are not implemented, but like a Kafka broker without an
+authorizer kbroker answers DescribeAcls with SECURITY_DISABLED, which the tool accepts as "supported"
+(its describeAcls check returns on SecurityDisabledException), so both brokers get the same flags. The same tool also runs against the
 reference Kafka broker with Kafka's flags, so a failure of the tool itself is told apart from ours.
 """
 
@@ -46,7 +47,7 @@ def test_client_compatibility_against_kbroker(tmp_path: Path) -> None:
     broker = KBroker(tmp_path)
     broker.start()
     try:
-        _run(broker.bootstrap, "compat-kbroker", describe_acls=False)
+        _run(broker.bootstrap, "compat-kbroker", describe_acls=True)
     finally:
         broker.stop()
 

@@ -96,7 +96,7 @@ def test_api_versions_advertises_exact_ranges_and_features(api: Api) -> None:
     resp = api.call(18, 3, ApiVersionsRequest(client_software_name="kbroker-test", client_software_version="1.0"))
     assert resp.error_code == 0
     ranges = {k.api_key: (k.min_version, k.max_version) for k in resp.api_keys}
-    assert ranges[0] == (0, 11) and ranges[1] == (4, 17) and ranges[2] == (1, 10)
+    assert ranges[0] == (0, 13) and ranges[1] == (4, 18) and ranges[2] == (1, 11)
     assert ranges[3] == (0, 13) and ranges[18] == (0, 4) and ranges[22] == (0, 5)
     assert ranges == api.dispatcher.advertised_ranges()
     # group.version 1 enables KIP-848's consumer protocol (ConsumerGroupHeartbeat/Describe).
@@ -381,3 +381,40 @@ def test_topic_compression_type_recompresses(api: Api) -> None:
     stored = RecordBatch(memoryview(bytearray(f.responses[0].partitions[0].records)))
     assert stored.compression_type == CompressionType.GZIP and stored.is_valid()
     assert [r.value for r in stored.iter_records()] == [b"value-%d" % i for i in range(5)]
+
+
+def test_produce_v13_names_topics_by_id(api: Api) -> None:
+    """Produce v13 (KIP-516): topics by id; an unknown id answers UNKNOWN_TOPIC_ID per partition and the
+    response echoes the ids (Kafka 4.3.1's answers); v12 is v11's schema."""
+    info = api.tm.create_topic("t", 1)
+    unknown = uuid.uuid4()
+    req = ProduceRequest(transactional_id=None, acks=1, timeout_ms=5000, topic_data=[
+        ProduceRequest.TopicProduceData(topic_id=info.topic_id, partition_data=[
+            ProduceRequest.PartitionProduceData(index=0, records=batch(2))]),
+        ProduceRequest.TopicProduceData(topic_id=unknown, partition_data=[
+            ProduceRequest.PartitionProduceData(index=0, records=batch(1)),
+            ProduceRequest.PartitionProduceData(index=1, records=batch(1))])])
+    resp = api.call(0, 13, req)
+    assert [(t.topic_id, [(p.index, p.error_code, p.base_offset) for p in t.partition_responses])
+            for t in resp.responses] == [
+        (info.topic_id, [(0, 0, 0)]),
+        (unknown, [(0, ErrorCode.UNKNOWN_TOPIC_ID, -1), (1, ErrorCode.UNKNOWN_TOPIC_ID, -1)])]
+    resp = api.call(0, 12, produce_req("t", 0, batch(1)))
+    p = resp.responses[0].partition_responses[0]
+    assert (resp.responses[0].name, p.error_code, p.base_offset) == ("t", 0, 2)
+
+
+def test_list_offsets_v11_earliest_pending_upload(api: Api) -> None:
+    """-6 (KIP-1023) is known from v11; without tiered storage Kafka 4.3.1 answers -1/-1/-1, and
+    UNSUPPORTED_VERSION below v11."""
+    api.tm.create_topic("t", 1)
+    api.call(0, 11, produce_req("t", 0, batch(2)))
+
+    def ask(version: int) -> Any:
+        req = ListOffsetsRequest(replica_id=-1, isolation_level=0, topics=[ListOffsetsRequest.ListOffsetsTopic(
+            name="t", partitions=[ListOffsetsRequest.ListOffsetsPartition(partition_index=0, timestamp=-6)])])
+        return api.call(2, version, req).topics[0].partitions[0]
+
+    p = ask(11)
+    assert (p.error_code, p.offset, p.timestamp, p.leader_epoch) == (0, -1, -1, -1)
+    assert ask(10).error_code == ErrorCode.UNSUPPORTED_VERSION
