@@ -83,8 +83,11 @@ def test_compacted_topic_keeps_latest_value_per_key(kbroker_factory: Callable[..
     broker = kbroker_factory({**CLEANER, "log.segment.delete.delay.ms": "0"})
     admin = AdminClient({"bootstrap.servers": broker.bootstrap})
     # segment.ms lets the test roll the last updates out of the active segment (which is never cleaned).
+    # min.compaction.lag.ms: no segment is cleaned before the test has looked at the uncleaned log (on a
+    # loaded machine the producer can take longer than the cleaner's 200 ms backoff).
     fut = admin.create_topics([NewTopic(TOPIC, 1, 1, config={"cleanup.policy": "compact", "segment.ms": "3000",
-                                                             "segment.bytes": "1048576"})])[TOPIC]
+                                                             "segment.bytes": "1048576",
+                                                             "min.compaction.lag.ms": "8000"})])[TOPIC]
     fut.result(30)
     p = Producer({"bootstrap.servers": broker.bootstrap, "linger.ms": 5, "enable.idempotence": True})
     latest: dict[bytes, tuple[int, bytes | None]] = {}
