@@ -23,6 +23,11 @@ from pathlib import Path
 
 import pytest
 
+from kbroker.log.validator import CheckedBatch
+from kbroker.protocol.record_format import RECORD_BATCH_OVERHEAD
+from kbroker.protocol.records import SimpleRecord, build_batch
+
+from . import targets
 from .targets import TARGETS, guarded
 
 HERE = Path(__file__).resolve().parent
@@ -50,6 +55,31 @@ def test_corpus_and_saved_findings_replay(target: str) -> None:
             failures.append(f"{path.relative_to(ROOT)}: {e!r}")
     assert not failures, "\n".join(failures)
     assert len(paths) >= 10
+
+
+def test_records_oracle_catches_an_accepted_batch_the_log_cannot_read(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The read-back is what makes the records target find validator bugs: a validator that accepted a
+    CRC-valid batch with garbage records (the poisoned partitions of issue 19) is a finding."""
+    batch = bytearray(build_batch([SimpleRecord(b"v", b"k")] * 3, now_ms=targets.NOW_MS))
+    batch[RECORD_BATCH_OVERHEAD:] = b"\xff" * (len(batch) - RECORD_BATCH_OVERHEAD)
+    data = bytes((0x05,)) + bytes(batch)
+    targets.fuzz_records(data)  # the real validator refuses it
+    monkeypatch.setattr(targets, "check_batches", lambda records, p: [
+        CheckedBatch(0, len(records), None, targets.NOW_MS, False)])
+    with pytest.raises(targets.Finding, match="cannot be read back"):
+        targets.fuzz_records(data)
+
+
+def test_request_target_lets_only_protocol_errors_through(monkeypatch: pytest.MonkeyPatch) -> None:
+    frame = targets.request_input(0, 9, b"\x00")
+    targets.fuzz_request(frame)  # truncated Produce v9: ProtocolError, swallowed
+
+    def broken(frame: bytes) -> None:
+        raise IndexError("a decoder bug")
+
+    monkeypatch.setattr(targets, "decode_request_frame", broken)
+    with pytest.raises(IndexError):
+        targets.fuzz_request(frame)
 
 
 _DONE = re.compile(r"Done (\d+) runs in (\d+) second")
