@@ -42,8 +42,8 @@ from tests.fuzz.targets import NOW_MS, coordinator_input, request_input  # noqa:
 CAPTURES = ROOT / "tests" / "golden" / "captures"
 PRODUCE = 0
 #: byte 0 of a ``records`` input: producer's codec; zstd forced; LogAppendTime + compacted; gzip
-#: forced with tight timestamp bounds; a replica's append (not a client's).
-RECORDS_FLAGS = (0x05, 0x04, 0x1D, 0x41, 0x25)
+#: forced with tight timestamp bounds; a replica's append (not a client's); small size limits.
+RECORDS_FLAGS = (0x05, 0x04, 0x1D, 0x41, 0x25, 0x85)
 
 
 def captured_requests() -> list[tuple[int, int, bytes]]:
@@ -107,6 +107,9 @@ def generated_record_sets() -> list[bytes]:
     sets.append(bytes(build_batch(plain, producer_id=1000, producer_epoch=0, base_sequence=0, now_ms=NOW_MS)))
     sets.append(bytes(build_batch(varied, compression=CompressionType.ZSTD, producer_id=1000, producer_epoch=0,
                                   base_sequence=5, is_transactional=True, now_ms=NOW_MS)))
+    big = [SimpleRecord(b"%03d" % i * 30, None, NOW_MS) for i in range(12)]  # > SMALL_MAX_MESSAGE_BYTES
+    sets.append(bytes(build_batch(big, now_ms=NOW_MS)))
+    sets.append(bytes(build_batch(big, compression=CompressionType.SNAPPY, now_ms=NOW_MS)))
     sets.append(bytes(build_batch(plain[:1], now_ms=NOW_MS) + build_batch(varied, compression=CompressionType.LZ4,
                                                                            now_ms=NOW_MS)))
     return sets

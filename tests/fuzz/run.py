@@ -13,8 +13,9 @@ flags apply (see LIGHT below for the environment): ``-max_total_time=S``, ``-run
 
 The ``records`` target gets a structure-aware mutator besides libFuzzer's byte mutations: it takes
 one batch of the input apart (decompressing its records), mutates the records' bytes, the record
-count, the codec, the attributes or the timestamps, and puts it back together as a well-formed,
-CRC-valid batch, compressed again, so that the validator's checks inside the batch are reached.
+count, the codec, the attributes, the timestamps or the producer fields, or repeats its records
+(up to past the decompression bound), and puts it back together as a well-formed, CRC-valid batch,
+compressed again, so that the validator's checks inside the batch are reached.
 """
 
 from __future__ import annotations
@@ -83,7 +84,7 @@ def mutate_batch(batch: bytes, rng: random.Random) -> bytes:
         except Exception:  # noqa: BLE001 - garbage inside: mutate the compressed bytes as they are
             codec = 0
     for _ in range(rng.randint(1, 3)):
-        op = rng.randrange(8)
+        op = rng.randrange(9)
         if op <= 2:
             plain = atheris.Mutate(plain, max(2 * len(plain), 64))
         elif op == 3:
@@ -96,8 +97,15 @@ def mutate_batch(batch: bytes, rng: random.Random) -> bytes:
         elif op == 6:
             base_ts = rng.choice(_TIMESTAMPS)
             max_ts = rng.choice((base_ts, *_TIMESTAMPS))
-        else:
+        elif op == 7:
             pid, pepoch, seq = rng.choice(((-1, -1, -1), (1000, 0, 0), (1000, 0, -1), (1000, 5, 0x7FFFFFFF)))
+        elif plain and count > 0 and len(plain) <= targets.MAX_DECOMPRESSED // 8:
+            # many records: the decompressed-size bound, the per-record error list's bound, big walks
+            # (the product stays under twice the bound: the mutator must not be what runs out of memory)
+            times = rng.choice((10, 100, (targets.MAX_DECOMPRESSED + len(plain)) // len(plain) + 1))
+            plain = plain * times
+            count *= times
+            delta = count - 1
     section = compress(codec, plain) if 0 < codec <= CompressionType.ZSTD else plain
     attrs = (attrs & ~0x07) | codec
     out = bytearray(RECORD_BATCH_OVERHEAD + len(section))

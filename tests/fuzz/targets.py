@@ -12,9 +12,10 @@ normally or raises :class:`Finding` (or any unexpected exception, which is a fin
   ``ProtocolError``, ``UnsupportedVersionError``.
 - ``records``: the produce path's record validator, ``log.validator`` (``needs_worker``, then
   ``check_batches`` and ``assign_offsets``, the two phases ``validate_and_assign_offsets`` runs).
-  Byte 0 picks the topic's settings (forced codec, LogAppendTime, compaction, tight timestamp
-  bounds, replication instead of a client); the rest are record batches whose CRC-32C is fixed
-  before the call, so mutations reach the insides. Allowed: an accepted append, or one of the
+  Byte 0 picks the topic's settings (bits 0-2 the forced codec, 3 LogAppendTime, 4 compaction,
+  5 a replica's append instead of a client's, 6 tight timestamp bounds, 7 small max.message.bytes
+  and segment.bytes, and the CRC left as it is); the rest are record batches whose CRC-32C is
+  fixed before the call (unless bit 7), so mutations reach the insides. Allowed: an accepted append, or one of the
   storage layer's record errors carrying its Kafka code (CORRUPT_MESSAGE, INVALID_RECORD,
   INVALID_TIMESTAMP, MESSAGE_TOO_LARGE, RECORD_LIST_TOO_LARGE). Every accepted append must read back:
   each batch CRC-valid, iterable by ``RecordBatch.iter_records`` (a different decoder from the
@@ -95,6 +96,10 @@ LEADER_EPOCH = 3
 #: The fuzzer's bound on one batch's decompressed size (the broker's is 100 MiB): small enough that a
 #: bomb is found in milliseconds, the same code path as the real bound.
 MAX_DECOMPRESSED = 1 << 20
+#: max.message.bytes and segment.bytes under the "small limits" flag, so that fuzzed inputs reach the
+#: MESSAGE_TOO_LARGE and RECORD_LIST_TOO_LARGE checks.
+SMALL_MAX_MESSAGE_BYTES = 1000
+SMALL_SEGMENT_BYTES = 1500
 
 _RECORD_ERRORS = (CorruptRecordError, InvalidRecordError, InvalidTimestampError, RecordTooLargeError,
                   RecordBatchTooLargeError, DecompressionBombError)
@@ -142,11 +147,13 @@ def fuzz_request(data: bytes) -> None:
 def log_config(flags: int) -> LogConfig:
     """The topic settings byte 0 of a ``records`` input selects."""
     tight = _HOUR_MS if flags & 0x40 else None
+    small = {"max_message_bytes": SMALL_MAX_MESSAGE_BYTES, "segment_bytes": SMALL_SEGMENT_BYTES} if flags & 0x80 else {}
     return LogConfig(
         compression_type=_CODEC_NAMES[flags & 0x07],
         message_timestamp_type="LogAppendTime" if flags & 0x08 else "CreateTime",
         cleanup_policy="compact" if flags & 0x10 else "delete",
         **({"message_timestamp_before_max_ms": tight, "message_timestamp_after_max_ms": tight} if tight else {}),
+        **small,
     )
 
 
@@ -180,7 +187,8 @@ def fuzz_records(data: bytes) -> None:
     config = log_config(flags)
     from_client = not flags & 0x20
     records = bytearray(data[1:])
-    fix_crcs(records)
+    if not flags & 0x80:
+        fix_crcs(records)
     needs_worker(memoryview(records), config)  # reads headers only; must take anything
     params = validation_params(config, from_client)
     try:
