@@ -9,25 +9,28 @@ normally or raises :class:`Finding` (or any unexpected exception, which is a fin
   API key (bit 7 set: the rest is the whole frame, header included, so the header parser is fuzzed
   too), byte 1 picks the version (one past the newest too, the unsupported path), the rest is the
   body behind a well-formed request header of the right header version. Allowed: a result,
-  ``ProtocolError``, ``UnsupportedVersionError``.
+  ``ProtocolError``, ``UnsupportedVersionError``; a result must re-encode (``encode_request_frame``)
+  to a frame that decodes to an equal request.
 - ``records``: the produce path's record validator, ``log.validator`` (``needs_worker``, then
   ``check_batches`` and ``assign_offsets``, the two phases ``validate_and_assign_offsets`` runs).
   Byte 0 picks the topic's settings (bits 0-2 the forced codec, 3 LogAppendTime, 4 compaction,
   5 a replica's append instead of a client's, 6 tight timestamp bounds, 7 small max.message.bytes
-  and segment.bytes, and the CRC left as it is); the rest are record batches whose CRC-32C is
-  fixed before the call (unless bit 7), so mutations reach the insides. Allowed: an accepted append, or one of the
-  storage layer's record errors carrying its Kafka code (CORRUPT_MESSAGE, INVALID_RECORD,
-  INVALID_TIMESTAMP, MESSAGE_TOO_LARGE, RECORD_LIST_TOO_LARGE). Every accepted append must read back:
-  each batch CRC-valid, iterable by ``RecordBatch.iter_records`` (a different decoder from the
-  validator's walk) with exactly its record count, offsets consecutive from the log end, the header's
-  max timestamp the records' real maximum (or the append time), the topic's codec applied, no null
-  key on a compacted topic, and (for a client's append) parsable by kafka-python's reader, an
-  independent client's decoder. Not for a replica's append: those may hold control batches, which
-  clients never write, and kafka-python reads control records' keys more strictly than Kafka's own
-  consumer, which skips control batches. Nor where a record's attributes byte is 0x80 or more, or a
-  header key is not UTF-8: kafka-python fails on those (it reads the int8 as a varint, and decodes
-  keys strictly) while Kafka's ``DefaultRecord.readFrom`` ignores the attributes and substitutes
-  U+FFFD, accepting the batch, so kbroker accepts it too.
+  and segment.bytes, with the CRC left as it is); the rest are record batches whose CRC-32C is
+  fixed before the call (unless bit 7), so that mutations reach the insides. Allowed: an accepted
+  append, or one of the storage layer's record errors carrying its Kafka code (CORRUPT_MESSAGE,
+  INVALID_RECORD, INVALID_TIMESTAMP, MESSAGE_TOO_LARGE, RECORD_LIST_TOO_LARGE). Every accepted append
+  must read back: each batch CRC-valid, iterable by ``RecordBatch.iter_records`` (a different
+  decoder from the validator's walk) with exactly its record count, offsets consecutive from the log
+  end, the header's max timestamp the records' real maximum (or the append time), timestamps inside
+  the topic's bounds, the topic's codec applied, no null key on a compacted topic, and (for a
+  client's append) parsable by kafka-python's reader, an independent client's decoder.
+  Exceptions, each as Kafka 4.3.1 behaves: a producer's LogAppendTime batch on a CreateTime topic
+  is checked by its maxTimestamp only (``LogValidator.validateTimestamp`` reads every record's
+  timestamp as that) and rewritten as CreateTime, so its records' own timestamps are not checked;
+  kafka-python's reader is skipped for a replica's append (control batches, whose keys it reads more
+  strictly than Kafka's consumer, which skips them), for a record attributes byte of 0x80 or more
+  (kafka-python reads that int8 as a varint; Kafka ignores it) and for a header key that is not UTF-8
+  (kafka-python raises; Kafka's ``Utils.utf8`` substitutes U+FFFD).
 - ``metadata_record``: ``metadata_records.serde.decode_metadata_record``; allowed:
   ``MetadataParseError``.
 - ``coordinator_record``: ``coordinator_records.serde.decode_coordinator_record`` for the group,
@@ -69,6 +72,7 @@ from kbroker.protocol.compression import DecompressionBombError
 from kbroker.protocol.coordinator_records import Coordinator
 from kbroker.protocol.coordinator_records.serde import CoordinatorRecordParseError, decode_coordinator_record
 from kbroker.protocol.errors import ErrorCode
+from kbroker.protocol.frames import encode_request_frame
 from kbroker.protocol.headers import RequestHeader, encode_request_header
 from kbroker.protocol.messages import API_SPECS
 from kbroker.protocol.metadata_records.serde import MetadataParseError, decode_metadata_record
@@ -137,9 +141,16 @@ def request_input(api_key: int, api_version: int, body: bytes) -> bytes:
 
 def fuzz_request(data: bytes) -> None:
     try:
-        decode_request_frame(request_frame(data))
+        header, body = decode_request_frame(request_frame(data))
     except ProtocolError:  # UnsupportedVersionError included
-        pass
+        return
+    # What was decoded encodes again (the broker re-encodes requests it forwards) to the same request.
+    try:
+        again = decode_request_frame(encode_request_frame(header, body)[4:])[1]
+    except Exception as e:
+        raise Finding(f"a decoded {header!r} does not survive re-encoding: {e!r}") from e
+    if again != body:
+        raise Finding(f"a decoded {header!r} re-encodes to a different request")
 
 
 # --- record batches ------------------------------------------------------------------------------
