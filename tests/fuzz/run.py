@@ -145,7 +145,7 @@ def main() -> None:
     name = sys.argv.pop(1)
     # libFuzzer's -merge=1 (and -fork) re-runs argv[0] through the shell: make it this whole command.
     sys.argv[0] = " ".join(shlex.quote(a) for a in (sys.executable, os.path.abspath(__file__), name))
-    test_one = targets.guarded(targets.TARGETS[name])
+    test_one = targets.guarded(targets.TARGETS[name], targets.INSTRUMENTED_MAX_SECONDS)
     if name == "records":
         atheris.Setup(sys.argv, test_one, custom_mutator=mutate_records)
     else:
