@@ -13,6 +13,8 @@ normally or raises :class:`Finding` (or any unexpected exception, which is a fin
   to a frame that decodes to an equal request.
 - ``records``: the produce path's record validator, ``log.validator`` (``needs_worker``, then
   ``check_batches`` and ``assign_offsets``, the two phases ``validate_and_assign_offsets`` runs).
+  What ``needs_worker`` leaves to the event loop must be a small uncompressed walk (issue 19's
+  stalled loop: no decompression, recompression or big batch inline).
   Byte 0 picks the topic's settings (bits 0-2 the forced codec, 3 LogAppendTime, 4 compaction,
   5 a replica's append instead of a client's, 6 tight timestamp bounds, 7 small max.message.bytes
   and segment.bytes, with the CRC left as it is); the rest are record batches whose CRC-32C is
@@ -61,10 +63,13 @@ from kbroker.log.errors import (
     RecordTooLargeError,
 )
 from kbroker.log.validator import (
+    INLINE_MAX_BYTES,
+    INLINE_MAX_RECORDS,
     ValidationParams,
     assign_offsets,
     check_batches,
     needs_worker,
+    split_batches,
     target_compression,
 )
 from kbroker.protocol import ProtocolError, decode_request_frame
@@ -81,11 +86,13 @@ from kbroker.protocol.record_format import (
     COMPRESSION_CODEC_MASK,
     CONTROL_FLAG_MASK,
     CRC_OFFSET,
+    INT16,
     INT32,
     LENGTH_OFFSET,
     LOG_OVERHEAD,
     NO_TIMESTAMP,
     RECORD_BATCH_OVERHEAD,
+    RECORDS_COUNT_OFFSET,
     TIMESTAMP_TYPE_MASK,
     UINT32,
 )
@@ -204,7 +211,9 @@ def fuzz_records(data: bytes) -> None:
     records = bytearray(data[1:])
     if not flags & 0x80:
         fix_crcs(records)
-    needs_worker(memoryview(records), config)  # reads headers only; must take anything
+    inline = not needs_worker(memoryview(records), config)  # reads headers only; must take anything
+    if inline:
+        _check_inline_is_cheap(records, config)
     params = validation_params(config, from_client)
     try:
         checked = check_batches(memoryview(records), params)
@@ -218,6 +227,26 @@ def fuzz_records(data: bytes) -> None:
             raise Finding(f"{type(e).__name__} with error code {e.error_code}: {e}") from e
         return
     _read_back(bytes(result.data), producer_lat, config, params)
+
+
+def _check_inline_is_cheap(records: bytearray, config: LogConfig) -> None:
+    """What ``needs_worker`` leaves to the event loop must be a small uncompressed walk: no batch to
+    decompress or recompress, no more than INLINE_MAX_RECORDS records, INLINE_MAX_BYTES in all (or a
+    framing error that ``check_batches`` reports before checking any batch)."""
+    try:
+        spans = split_batches(records)
+    except CorruptRecordError:
+        return
+    target = target_compression(config)
+    for pos, _size in spans:
+        (attrs,) = INT16.unpack_from(records, pos + ATTRIBUTES_OFFSET)
+        (count,) = INT32.unpack_from(records, pos + RECORDS_COUNT_OFFSET)
+        codec = attrs & COMPRESSION_CODEC_MASK
+        if codec or (target is not None and target != codec) or count > INLINE_MAX_RECORDS:
+            raise Finding(f"needs_worker leaves a batch at {pos} to the event loop: codec {codec}, "
+                          f"topic codec {target}, {count} records")
+    if len(records) > INLINE_MAX_BYTES:
+        raise Finding(f"needs_worker leaves {len(records)} bytes to the event loop")
 
 
 def _read_back(data: bytes, producer_lat: list[bool], config: LogConfig, p: ValidationParams) -> None:
