@@ -10,7 +10,7 @@ normally or raises :class:`Finding` (or any unexpected exception, which is a fin
   too), byte 1 picks the version (one past the newest too, the unsupported path), the rest is the
   body behind a well-formed request header of the right header version. Allowed: a result,
   ``ProtocolError``, ``UnsupportedVersionError``; a result must re-encode (``encode_request_frame``)
-  to a frame that decodes to an equal request.
+  to a frame that decodes and re-encodes to the same bytes.
 - ``records``: the produce path's record validator, ``log.validator`` (``needs_worker``, then
   ``check_batches`` and ``assign_offsets``, the two phases ``validate_and_assign_offsets`` runs).
   What ``needs_worker`` leaves to the event loop must be a small uncompressed walk (issue 19's
@@ -155,12 +155,14 @@ def fuzz_request(data: bytes) -> None:
         header, body = decode_request_frame(request_frame(data))
     except ProtocolError:  # UnsupportedVersionError included
         return
-    # What was decoded encodes again (the broker re-encodes requests it forwards) to the same request.
+    # What was decoded encodes again (the broker re-encodes requests it forwards) to a frame that
+    # decodes and encodes to the same bytes. Bytes, not objects: a float64 field may hold NaN.
     try:
-        again = decode_request_frame(encode_request_frame(header, body)[4:])[1]
+        frame = encode_request_frame(header, body)
+        again = encode_request_frame(*decode_request_frame(frame[4:]))
     except Exception as e:
         raise Finding(f"a decoded {header!r} does not survive re-encoding: {e!r}") from e
-    if again != body:
+    if again != frame:
         raise Finding(f"a decoded {header!r} re-encodes to a different request")
 
 
