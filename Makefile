@@ -9,7 +9,7 @@ STAMP := $(VENV)/.kbroker-installed
 TEST_STAMP := $(VENV)/.kbroker-test-installed
 PYTEST_ARGS ?=
 
-.PHONY: run test test-all setup setup-test lint deadcode generate bench clean
+.PHONY: run test test-all setup setup-test lint deadcode generate bench fuzz clean
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -55,6 +55,13 @@ deadcode: $(TEST_STAMP)
 # .cache/java/ (scripts/java-deps.sh); see docs/protocol.md.
 generate: setup
 	$(PY) -m kbroker.protocol.generator
+
+# Coverage-guided fuzzing at length (tests/fuzz, docs/protocol.md "Fuzzing"): every target, or one
+# (FUZZ_TARGET=records), FUZZ_SECONDS each (default 600); findings land in tests/fuzz/crashes/.
+FUZZ_TARGET ?= request records metadata_record coordinator_record
+FUZZ_SECONDS ?= 600
+fuzz: $(TEST_STAMP)
+	@for t in $(FUZZ_TARGET); do FUZZ_PYTHON=$(PY) bash scripts/fuzz.sh run $$t $(FUZZ_SECONDS) || exit 1; done
 
 bench: setup-test
 	$(PY) benchmarks/run.py
