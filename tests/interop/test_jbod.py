@@ -8,11 +8,13 @@
 - A directory removed under the running broker goes offline alone: its partition answers
   KAFKA_STORAGE_ERROR, DescribeLogDirs reports the directory with KAFKA_STORAGE_ERROR, the other
   directory's partition keeps serving, and the broker stops cleanly on SIGTERM afterwards. When every
-  directory is gone the broker halts, as Kafka does.
+  directory is gone the broker halts, as Kafka does. Kafka's `kafka-log-dirs` tool shows both
+  directories, and the failed one with its KafkaStorageException.
 """
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 from collections.abc import Callable
@@ -240,3 +242,35 @@ def test_all_directories_failing_halts_the_broker(kbroker_factory: Callable[...,
     code = broker.proc.wait(30)
     assert code == 1
     assert "Shutdown broker because" in broker.log_text()
+
+
+def test_kafka_log_dirs_tool_sees_both_dirs_and_the_failed_one(kbroker_factory: Callable[..., KBroker],
+                                                               tmp_path: Path) -> None:
+    reason = java_unavailable_reason()
+    if reason:
+        pytest.skip(reason)
+    broker, a, b = _two_dirs(kbroker_factory, tmp_path, log_flush_offset_checkpoint_interval_ms=200)
+
+    def describe() -> dict[str, Any]:
+        proc = run_java_main("kafka-log-dirs", ["--bootstrap-server", broker.bootstrap, "--describe"], timeout=120)
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+        [only] = json.loads(proc.stdout.strip().splitlines()[-1])["brokers"]
+        return {d["logDir"]: d for d in only["logDirs"]}
+
+    admin = KafkaAdminClient(bootstrap_servers=broker.bootstrap)
+    try:
+        admin.create_topics([NewTopic("tool", 2, 1)])
+    finally:
+        admin.close()
+    before = describe()
+    assert set(before) == {str(a), str(b)} and [before[str(d)]["error"] for d in (a, b)] == [None, None]
+    assert sorted(p["partition"] for d in before.values() for p in d["partitions"]) == ["tool-0", "tool-1"]
+    in_b = int(before[str(b)]["partitions"][0]["partition"].rsplit("-", 1)[1])
+    _pull(b)
+    deadline = time.monotonic() + 30
+    while _raw_produce(broker.bootstrap, "tool", in_b) != ErrorCode.KAFKA_STORAGE_ERROR:
+        assert time.monotonic() < deadline, "the removed directory never went offline"
+        time.sleep(0.1)
+    after = describe()
+    assert "KafkaStorageException" in str(after[str(b)]["error"]) and after[str(b)]["partitions"] == []
+    assert after[str(a)]["error"] is None and [p["partition"] for p in after[str(a)]["partitions"]] == [f"tool-{1 - in_b}"]
