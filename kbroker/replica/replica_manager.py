@@ -21,9 +21,10 @@ their types are imported for the type checker only. Which topics are internal is
 
 A failed log directory (Kafka's `handleLogDirFailure`): the LogManager reports it once, possibly
 from a worker thread; the reaction runs on the event loop. Every partition whose log (or future
-log) is in that directory stops being served and joins `offline` (produce, fetch and ListOffsets
-answer KAFKA_STORAGE_ERROR), waiting operations on them complete, and a replica move touching the
-directory stops. The broker halts, as Kafka does, when every log directory is offline or when the
+log) is in that directory joins `offline` and keeps its (offline) log, as Kafka's
+`HostedPartition.Offline`: produce, fetch, ListOffsets and DeleteRecords answer KAFKA_STORAGE_ERROR
+and Metadata shows no leader with this broker as an offline replica; waiting operations on them
+complete, and a replica move touching the directory stops. The broker halts, as Kafka does, when every log directory is offline or when the
 directory holding the metadata log (`metadata.log.dir`) fails. On one node there is no other
 replica to move leadership to: the partitions stay offline until a restart with the directory
 repaired (or removed from `log.dirs`).
@@ -203,9 +204,10 @@ class ReplicaManager:
         lost: list[tuple[str, int]] = []
         for key, part in list(self._partitions.items()):
             if part.log.parent_dir == d:
+                # Kafka's HostedPartition.Offline: the partition stays known, its log is offline
+                # (every read and append raises KAFKA_STORAGE_ERROR, Metadata shows no leader).
                 lost.append(key)
                 self.alter_log_dirs.stop(key)
-                self._partitions.pop(key)
                 self.offline.add(key)
                 self.fetch_purgatory.check_and_complete(key)
                 self.produce_purgatory.check_and_complete(key)

@@ -214,7 +214,8 @@ def test_a_failed_directory_takes_only_its_partitions_offline(jbod: Stack, tmp_p
     shutil.rmtree(tmp_path / "b")
     jbod.log_manager.checkpoint()
     rm = jbod.replica_manager
-    assert ("t", in_b) in rm.offline and rm.get_partition("t", in_b) is None
+    part_b = rm.get_partition("t", in_b)
+    assert ("t", in_b) in rm.offline and part_b is not None and part_b.is_offline
     results = rm.append_records(1000, 1, False, {
         ("t", in_a): memoryview(make_batch(2)), ("t", in_b): memoryview(make_batch(2))})
     assert isinstance(results, dict)
