@@ -28,7 +28,8 @@ PartitionResult = DeleteRecordsResponse.DeleteRecordsPartitionResult
 def _delete(services: BrokerServices, topic: str, index: int, offset: int) -> int:
     partition = services.replica_manager.get_partition(topic, index)
     if partition is None:
-        raise KafkaError(error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+        offline = (topic, index) in services.replica_manager.offline  # its log dir failed
+        raise KafkaError(error_code=ErrorCode.KAFKA_STORAGE_ERROR if offline else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
     if partition.is_offline:
         raise KafkaError(error_code=ErrorCode.KAFKA_STORAGE_ERROR)
     log = partition.log

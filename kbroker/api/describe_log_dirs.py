@@ -1,10 +1,16 @@
 """DescribeLogDirs (API key 35, v1-5): each log directory with the size of every partition in it.
 
-Used by `kafka-log-dirs` and the Admin API's `describeLogDirs`. A null topic list means every
-partition; an offline directory is reported with KAFKA_STORAGE_ERROR and no topics. The offset lag
-of a current (non-future) replica is max(0, HW - LEO) as in Kafka, i.e. 0. v4 adds the directory's
-total and usable bytes (KIP-827), v5 whether it is cordoned (KIP-1066): never, as kbroker has no
-`cordoned.log.dirs` (Kafka's default, an empty list, reports false too).
+Used by `kafka-log-dirs` and the Admin API's `describeLogDirs` / `describeReplicaLogDirs`. Kafka's
+``ReplicaManager.describeLogDirs``: one result per ``log.dirs`` entry (absolute path), listing the
+logs in it, current and future (``is_future_key``: a replica being moved there by
+AlterReplicaLogDirs), for the requested partitions (null: all); topics with no listed partition are
+left out. Offset lag: max(0, HW - LEO) for a current log (0 on one replica), the current log's end
+offset minus the future log's for a future one. v4 adds the volume's total and usable bytes
+(KIP-827, Java's FileStore total/usable space: f_blocks and f_bavail times the fragment size). An
+offline directory is KAFKA_STORAGE_ERROR with no topics and -1 bytes. The metadata log is not a
+partition of the LogManager and is never listed (as in Kafka). v5 adds whether the directory is cordoned
+(KIP-1066): never, as kbroker has no `cordoned.log.dirs` (Kafka's default, an empty list, reports
+false too).
 """
 
 from __future__ import annotations
@@ -33,23 +39,25 @@ def handle(services: BrokerServices, ctx: RequestContext, header: RequestHeader,
         wanted = {}
         for t in request.topics:
             wanted.setdefault(t.topic, set()).update(t.partitions)
-    dirs = [Path(d).absolute() for d in services.config.log_dirs]
-    offline_dirs = {Path(d).absolute() for d in services.log_manager.offline_dirs}
-    by_dir: dict[Path, dict[str, list[Any]]] = {d: {} for d in dirs}
-    for partition in services.replica_manager.partitions():
-        if wanted is not None and partition.partition not in wanted.get(partition.topic, ()):
+    lm = services.log_manager
+    offline_dirs = set(lm.offline_dirs)
+    by_dir: dict[Path, dict[str, list[PartitionResult]]] = {d: {} for d in lm.log_dirs}
+    for plog in lm.all_logs() + lm.future_logs():
+        if wanted is not None and plog.partition not in wanted.get(plog.topic, ()):
             continue
-        if partition.is_offline:
+        in_dir = by_dir.get(plog.parent_dir)
+        if in_dir is None:
             continue
-        parent = partition.log.parent_dir.absolute()
-        if parent not in by_dir:
-            continue
-        lag = max(0, partition.high_watermark - partition.log_end_offset)
-        by_dir[parent].setdefault(partition.topic, []).append(
-            PartitionResult(partition_index=partition.partition, partition_size=partition.log.size_in_bytes,
-                            offset_lag=lag, is_future_key=False))
+        if plog.is_future:
+            current = lm.get_log(plog.topic, plog.partition)
+            lag = current.log_end_offset - plog.log_end_offset if current is not None else -1
+        else:
+            lag = max(0, plog.high_watermark - plog.log_end_offset)
+        in_dir.setdefault(plog.topic, []).append(
+            PartitionResult(partition_index=plog.partition, partition_size=plog.size_in_bytes,
+                            offset_lag=lag, is_future_key=plog.is_future))
     results = []
-    for d in dirs:
+    for d in lm.log_dirs:
         offline = d in offline_dirs
         total = usable = -1
         if not offline:
@@ -59,11 +67,12 @@ def handle(services: BrokerServices, ctx: RequestContext, header: RequestHeader,
             except OSError:
                 offline = True
         topics = [] if offline else [
-            TopicResult(name=name, partitions=sorted(parts, key=lambda p: p.partition_index))
+            TopicResult(name=name, partitions=sorted(parts, key=lambda p: (p.partition_index, p.is_future_key)))
             for name, parts in sorted(by_dir[d].items())
         ]
         results.append(Result(error_code=int(ErrorCode.KAFKA_STORAGE_ERROR if offline else ErrorCode.NONE),
-                              log_dir=str(d), topics=topics, total_bytes=total, usable_bytes=usable))
+                              log_dir=str(Path(os.path.abspath(d))), topics=topics, total_bytes=total,
+                              usable_bytes=usable))
     return DescribeLogDirsResponse(throttle_time_ms=0, error_code=0, results=results)
 
 

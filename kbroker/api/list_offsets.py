@@ -62,6 +62,8 @@ def _lookup(services: BrokerServices, topic: str, p: Any, version: int, isolatio
     partition = services.replica_manager.get_partition(topic, index)
     if partition is None:
         return _partition_response(index, services.replica_manager.missing_partition_error(topic, index))
+    if partition.is_offline:  # its log directory failed (Kafka's HostedPartition.Offline)
+        return _partition_response(index, ErrorCode.KAFKA_STORAGE_ERROR)
     if version >= 4:
         epoch_error = partition.check_leader_epoch(p.current_leader_epoch)
         if epoch_error != ErrorCode.NONE:

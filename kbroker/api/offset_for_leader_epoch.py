@@ -34,7 +34,8 @@ def _end_offset(services: BrokerServices, topic: str, p: Any) -> Any:
                             end_offset=UNDEFINED_OFFSET)
     partition = services.replica_manager.get_partition(topic, p.partition)
     if partition is None:
-        result.error_code = int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+        offline = (topic, p.partition) in services.replica_manager.offline  # its log dir failed
+        result.error_code = int(ErrorCode.KAFKA_STORAGE_ERROR if offline else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
         return result
     if partition.is_offline:
         result.error_code = int(ErrorCode.KAFKA_STORAGE_ERROR)

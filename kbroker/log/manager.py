@@ -7,10 +7,32 @@ offset checkpoint files (``recovery-point-offset-checkpoint``, ``log-start-offse
 ``replication-offset-checkpoint``), ``partition.metadata`` (topic id), placing new partitions in the
 directory with the fewest, retention and flush passes driven by the broker's scheduler, and a clean
 shutdown (flush, producer snapshots, checkpoints, marker). Synchronous; never imports asyncio.
+
+Several log directories (JBOD, ``log.dirs=a,b``): each has its own ``meta.properties`` (one
+cluster.id, its own directory.id), checkpoints and clean-shutdown marker. A new partition goes to
+the live directory holding the fewest logs, future logs included (Kafka's ``LogManager.nextLogDirs``;
+ties go to the first in ``log.dirs`` order, where Kafka's order among ties is a hash map's).
+
+A failed directory (Kafka's ``LogDirFailureChannel``): an I/O error that leaves a log offline, an
+unreadable directory at start-up, or a checkpoint that cannot be written (other than a full disk,
+which stays a per-append KAFKA_STORAGE_ERROR, see docs/storage.md) takes the whole directory
+offline: every log in it goes offline, no new log is placed there, and the listener (the replica
+manager) is told once. ``mark_dir_offline`` is thread-safe: background flushes and checkpoint writes
+fail on worker threads. Start-up fails only when every directory is unusable (Kafka's "none of the
+specified log dirs ... can be created").
+
+AlterReplicaLogDirs (KIP-113): ``create_future_log`` opens ``<topic>-<p>.<id>-future`` in the target
+directory, the replica manager copies into it, and ``replace_current_with_future`` swaps it in (the old
+directory is renamed ``-delete`` and removed). A ``-future`` directory found at start-up is a move
+the previous run did not finish: the current log is intact, so the copy is deleted and logged.
+
+The metadata log (``__cluster_metadata-0`` in ``metadata.log.dir``) is never one of these logs: it is
+skipped when loading, never placed, moved, counted or checkpointed here.
 """
 
 from __future__ import annotations
 
+import errno
 import json
 import logging
 import os
@@ -58,6 +80,20 @@ _SPECIAL_DIR_SUFFIXES = ("-delete", "-future", "-stray")
 logger = logging.getLogger(__name__)
 
 
+def _is_disk_full(exc: BaseException) -> bool:
+    """A full disk (ENOSPC/EDQUOT) anywhere in the cause chain: recoverable, not a failed directory."""
+    seen: BaseException | None = exc
+    while seen is not None:
+        if isinstance(seen, OSError) and seen.errno in (errno.ENOSPC, errno.EDQUOT):
+            return True
+        seen = seen.__cause__
+    return False
+
+
+class LogDirNotFoundError(KafkaStorageError):
+    """A path that is not one of ``log.dirs`` (Kafka's LogDirNotFoundException, LOG_DIR_NOT_FOUND)."""
+
+
 class InconsistentMetaPropertiesError(Exception):
     """A log directory belongs to another cluster or node (Kafka refuses to start)."""
 
@@ -97,6 +133,14 @@ class LogManager:
         self.had_clean_shutdown: dict[Path, bool] = {}
         self.started = False
         self.cleaner: LogCleaner | None = None  # told when a partition is deleted
+        # Kafka's LogDirFailureChannel: directories taken offline, each reported once to the listener.
+        self._offline_dirs: set[Path] = set()
+        self._failure_lock = threading.Lock()
+        self.log_dir_failure_listener: Callable[[Path], None] | None = None
+        # AlterReplicaLogDirs: the future log of a partition being moved, and where it goes.
+        self._future_logs: dict[tuple[str, int], UnifiedLog] = {}
+        # A target directory given before the partition's log exists (Kafka's preferredLogDirs).
+        self.preferred_log_dirs: dict[tuple[str, int], Path] = {}
 
     # --- startup -------------------------------------------------------------------------------
     def _check_or_format(self, d: Path) -> None:
@@ -151,16 +195,44 @@ class LogManager:
             self.directory_ids[d] = dir_id
 
     def startup(self) -> None:
-        """Format or check each directory, then load every partition (recovering after a crash)."""
+        """Format or check each directory, then load every partition (recovering after a crash).
+
+        A directory that cannot be created, read or loaded starts offline when another one works
+        (Kafka's createAndValidateLogDirs / loadLogs); a meta.properties of another cluster or node
+        stops the start, as in Kafka."""
+        errors: list[str] = []
         for d in self.log_dirs:
             try:
-                d.mkdir(parents=True, exist_ok=True)
-            except OSError as e:
-                raise KafkaStorageError(f"cannot create log directory {d}: {e}") from e
-            self._check_or_format(d)
+                try:
+                    d.mkdir(parents=True, exist_ok=True)
+                except OSError as e:
+                    raise KafkaStorageError(f"cannot create log directory {d}: {e}") from e
+                self._check_or_format(d)
+            except (OSError, KafkaStorageError) as e:
+                if len(self.log_dirs) == 1:
+                    raise
+                errors.append(f"{d}: {e}")
+                self._mark_offline_at_startup(d, e)
         for d in self.log_dirs:
-            self._load_dir(d)
+            if d in self._offline_dirs:
+                continue
+            try:
+                self._load_dir(d)
+            except (OSError, KafkaStorageError) as e:
+                if len(self.log_dirs) == 1:
+                    raise
+                errors.append(f"{d}: {e}")
+                self._mark_offline_at_startup(d, e)
+        if not self.live_log_dirs:
+            raise KafkaStorageError("None of the specified log dirs can be used: " + "; ".join(errors))
         self.started = True
+
+    def _mark_offline_at_startup(self, d: Path, e: BaseException) -> None:
+        logger.error("Error while loading log dir %s (%s): it is offline; the other log dirs are served", d, e)
+        with self._failure_lock:
+            self._offline_dirs.add(d)
+        for tp in [tp for tp, ld in self._log_dir_of.items() if ld == d]:
+            self._logs.pop(tp, None)  # its partitions are hosted offline (KAFKA_STORAGE_ERROR)
 
     def _read_checkpoint(self, path: Path) -> dict[tuple[str, int], int]:
         try:
@@ -186,6 +258,14 @@ class LogManager:
             if entry.endswith("-delete"):
                 shutil.rmtree(path, ignore_errors=True)  # a deletion interrupted by the shutdown
                 continue
+            if entry.endswith("-future"):
+                # A replica move (AlterReplicaLogDirs) the previous run did not finish. Kafka resumes
+                # it; here the copy goes and the current log, which is whole, stays where it is.
+                logger.warning("Deleting %s: a replica move to %s that was not finished before the "
+                               "broker stopped; the current log is kept, alter the log dir again to move it",
+                               path, d)
+                shutil.rmtree(path, ignore_errors=True)
+                continue
             if entry.endswith(_SPECIAL_DIR_SUFFIXES):
                 continue
             tp = _parse_partition_dir(entry)
@@ -200,14 +280,14 @@ class LogManager:
             log = UnifiedLog(path, config, topic=topic, partition=partition,
                              log_start_offset=starts.get(tp, 0), recovery_point=recovery.get(tp, 0),
                              high_watermark=hws.get(tp, 0), had_clean_shutdown=clean, time_ms=self._time)
-            log.background_executor = self.background_executor
+            self._adopt(log)
             self._logs[tp] = log
             self._log_dir_of[tp] = d
         if clean:
             # The marker only vouches for the previous run; a crash from now on must trigger recovery.
             marker.unlink()
         try:
-            self._checkpoint_dir(d)
+            self._checkpoint_dirs([d], background=False, raise_disk_full=True)
         except KafkaStorageError as e:
             # A full disk: serve what is there (reads, and deletions that free space) rather than
             # refuse to start; the periodic checkpoint writes them again.
@@ -221,6 +301,74 @@ class LogManager:
                 return cfg
         return self.default_config
 
+    def _adopt(self, log: UnifiedLog) -> None:
+        log.background_executor = self.background_executor
+        log.on_offline = self._on_log_offline
+
+    # --- failed directories (Kafka's LogDirFailureChannel) -------------------------------------
+    def _on_log_offline(self, log: UnifiedLog) -> None:
+        self.mark_dir_offline(log.parent_dir, f"log {log.topic}-{log.partition} went offline")
+
+    def mark_dir_offline(self, d: Path, reason: str) -> bool:
+        """Take the log directory ``d`` offline (idempotent, any thread); True the first time.
+
+        Every log in it (current and future) goes offline; the listener is told after that."""
+        d = self._configured_dir(d) or Path(d)
+        with self._failure_lock:
+            if d in self._offline_dirs or d not in self.log_dirs:
+                return False
+            self._offline_dirs.add(d)
+        logger.error("Error while handling log dir %s: %s. The dir is offline: its partitions answer "
+                     "KAFKA_STORAGE_ERROR until the broker restarts with the dir repaired or removed from log.dirs",
+                     d, reason)
+        for log in list(self._logs.values()) + list(self._future_logs.values()):
+            if log.parent_dir == d and not log.offline:
+                log.on_offline = None  # this directory is already being reported
+                log.offline = True
+        if self.log_dir_failure_listener is not None:
+            self.log_dir_failure_listener(d)
+        return True
+
+    @property
+    def offline_dirs(self) -> list[Path]:
+        """Log directories taken offline after a storage error (Kafka's offlineLogDirs)."""
+        with self._failure_lock:
+            return sorted(self._offline_dirs)
+
+    @property
+    def live_log_dirs(self) -> list[Path]:
+        """``log.dirs`` in configured order, without the offline ones (Kafka's liveLogDirs)."""
+        with self._failure_lock:
+            return [d for d in self.log_dirs if d not in self._offline_dirs]
+
+    def _configured_dir(self, path: Path | str) -> Path | None:
+        """The ``log.dirs`` entry a path names (absolute, or after resolving links), else None."""
+        p = Path(path)
+        candidates = {Path(os.path.abspath(p))}
+        try:
+            candidates.add(p.resolve())
+        except OSError:
+            pass
+        for d in self.log_dirs:
+            if d in candidates or Path(os.path.abspath(d)) in candidates:
+                return d
+            try:
+                if d.resolve() in candidates:
+                    return d
+            except OSError:
+                continue
+        return None
+
+    def log_dir_for_path(self, path: str) -> Path:
+        """The configured directory an AlterReplicaLogDirs path names: LogDirNotFoundError if none,
+        KafkaStorageError if it is offline (Kafka's ``isLogDirOnline``)."""
+        d = self._configured_dir(path) if path and os.path.isabs(path) else None
+        if d is None:
+            raise LogDirNotFoundError(f"Failed to find log dir {path}.")
+        if d not in self.live_log_dirs:
+            raise KafkaStorageError(f"Log directory {path} is offline")
+        return d
+
     # --- partitions ----------------------------------------------------------------------------
     def get_log(self, topic: str, partition: int) -> UnifiedLog | None:
         return self._logs.get((topic, partition))
@@ -228,10 +376,11 @@ class LogManager:
     def all_logs(self) -> list[UnifiedLog]:
         return list(self._logs.values())
 
-    @property
-    def offline_dirs(self) -> list[Path]:
-        """Log directories holding a log that went offline after a storage error it could not undo."""
-        return sorted({d for tp, d in self._log_dir_of.items() if self._logs[tp].offline})
+    def future_log(self, topic: str, partition: int) -> UnifiedLog | None:
+        return self._future_logs.get((topic, partition))
+
+    def future_logs(self) -> list[UnifiedLog]:
+        return list(self._future_logs.values())
 
     def log_dir_of(self, topic: str, partition: int) -> Path | None:
         return self._log_dir_of.get((topic, partition))
@@ -249,6 +398,9 @@ class LogManager:
                           topic_id: uuid.UUID | None = None) -> UnifiedLog:
         tp = (topic, partition)
         log = self._logs.get(tp)
+        if log is not None and self._log_dir_of.get(tp) in self.offline_dirs:
+            raise KafkaStorageError(f"The log of {topic}-{partition} is in the offline log directory "
+                                    f"{self._log_dir_of[tp]}")
         if log is not None and topic_id is not None:
             stored = self.topic_id_of(topic, partition)
             if stored is not None and stored != topic_id:
@@ -262,7 +414,13 @@ class LogManager:
             if topic_id is not None and not (log.dir / PARTITION_METADATA).exists():
                 write_partition_metadata(log.dir / PARTITION_METADATA, topic_id)
             return log
-        d = min(self.log_dirs, key=lambda x: sum(1 for v in self._log_dir_of.values() if v == x))
+        if self._log_dir_of.get(tp) in self._offline_dirs:
+            # Kafka refuses to create a log while a directory that may hold it is offline: a second
+            # copy would be served as if the first had never existed.
+            raise KafkaStorageError(f"Can not create log for {topic}-{partition} because log directory "
+                                    f"{self._log_dir_of[tp]} is offline")
+        preferred = self.preferred_log_dirs.pop(tp, None)
+        d = preferred if preferred in self.live_log_dirs else self.next_log_dir()
         try:
             log = UnifiedLog(d / f"{topic}-{partition}", config or self._config(topic), topic=topic,
                              partition=partition, time_ms=self._time)
@@ -270,20 +428,124 @@ class LogManager:
             raise KafkaStorageError(f"cannot create log {topic}-{partition} in {d}: {e}") from e
         if topic_id is not None:
             write_partition_metadata(log.dir / PARTITION_METADATA, topic_id)
-        log.background_executor = self.background_executor
+        self._adopt(log)
         self._logs[tp] = log
         self._log_dir_of[tp] = d
         return log
+
+    def next_log_dir(self) -> Path:
+        """Where a new log goes: the live directory with the fewest logs, future logs counted
+        (Kafka's ``LogManager.nextLogDirs``); ties go to the first in ``log.dirs``."""
+        live = self.live_log_dirs
+        if not live:
+            raise KafkaStorageError("No log directory is online: cannot create a log")
+        counts = {d: 0 for d in live}
+        for tp, d in self._log_dir_of.items():
+            if d in counts and tp in self._logs:
+                counts[d] += 1
+        for log in self._future_logs.values():
+            if log.parent_dir in counts:
+                counts[log.parent_dir] += 1
+        return min(live, key=lambda d: counts[d])
+
+    # --- replica moves between directories (AlterReplicaLogDirs, KIP-113) ---------------------
+    def create_future_log(self, topic: str, partition: int, destination: Path) -> UnifiedLog | None:
+        """Open the future log of ``topic-partition`` in ``destination`` (a live ``log.dirs`` entry).
+
+        None when the partition already lives there (nothing to move); an existing future log in
+        the same destination is returned as is, one elsewhere is dropped first (Kafka's
+        ``futureReplicaDirChanged``). The future log starts at the current log start offset and
+        carries the partition's topic id; the caller copies the records into it."""
+        tp = (topic, partition)
+        current = self._logs.get(tp)
+        if current is None:
+            raise KeyError(tp)
+        if self._offline_dirs:
+            # Kafka's LogManager: no future log while a directory is offline (it might hold one).
+            raise KafkaStorageError(f"Can not create a future log for {topic}-{partition} because log "
+                                    f"directories {', '.join(map(str, self.offline_dirs))} are offline")
+        existing = self._future_logs.get(tp)
+        if existing is not None:
+            if existing.parent_dir == destination:
+                return existing
+            self.abort_future_log(topic, partition)
+        if self._log_dir_of[tp] == destination:
+            return None
+        name = f"{topic}-{partition}.{uuid.uuid4().hex}-future"
+        try:
+            future = UnifiedLog(destination / name, current.config, topic=topic, partition=partition,
+                                time_ms=self._time)
+            if current.log_start_offset > 0:
+                future.truncate_fully_and_start_at(current.log_start_offset)
+            topic_id = self.topic_id_of(topic, partition)
+            if topic_id is not None:
+                write_partition_metadata(future.dir / PARTITION_METADATA, topic_id)
+        except OSError as e:
+            raise KafkaStorageError(f"cannot create the future log of {topic}-{partition} in {destination}: {e}") from e
+        future.is_future = True
+        self._adopt(future)
+        self._future_logs[tp] = future
+        logger.info("Created the future log of %s-%d in %s (moving from %s)", topic, partition, destination,
+                    self._log_dir_of[tp])
+        return future
+
+    def abort_future_log(self, topic: str, partition: int) -> None:
+        """Drop the future log of a move that stops (a new destination, the partition deleted)."""
+        future = self._future_logs.pop((topic, partition), None)
+        if future is None:
+            return
+        future.on_offline = None
+        future.close()
+        future.delete()
+        logger.info("Removed the future log of %s-%d in %s", topic, partition, future.parent_dir)
+
+    def forget_future_log(self, topic: str, partition: int) -> None:
+        """Drop a future log whose directory failed (nothing can be removed there)."""
+        self._future_logs.pop((topic, partition), None)
+
+    def replace_current_with_future(self, topic: str, partition: int) -> UnifiedLog:
+        """Swap the caught-up future log in (Kafka's ``replaceCurrentWithFutureLog``).
+
+        The caller guarantees nothing was appended since the future log reached the current log
+        end offset. The future directory is renamed ``<topic>-<p>`` in its directory, the old log
+        renamed ``-delete`` and removed, and both directories' checkpoints rewritten."""
+        tp = (topic, partition)
+        future = self._future_logs[tp]
+        current = self._logs[tp]
+        old_dir = self._log_dir_of[tp]
+        new_dir = future.parent_dir
+        future.high_watermark = current.high_watermark
+        future.flush()
+        current.on_offline = None  # the old copy's errors from here on are not its directory's
+        try:
+            current.rename_dir(old_dir / f"{topic}-{partition}.{uuid.uuid4().hex}-delete")
+            future.rename_dir(new_dir / f"{topic}-{partition}")
+        except OSError as e:
+            raise KafkaStorageError(f"cannot swap in the future log of {topic}-{partition}: {e}") from e
+        del self._future_logs[tp]
+        future.is_future = False
+        self._logs[tp] = future
+        self._log_dir_of[tp] = new_dir
+        current.close()
+        current.delete()
+        if self.cleaner is not None:
+            self.cleaner.forget(topic, partition, old_dir)
+        self._checkpoint_dirs([new_dir, old_dir], background=False)
+        logger.info("The log dir of %s-%d is now %s (moved from %s)", topic, partition, new_dir, old_dir)
+        return future
 
     def delete_log(self, topic: str, partition: int) -> None:
         """Forget the partition and remove its directory (renamed ``<tp>.<id>-delete`` first, like Kafka).
 
         Files are unlinked at once; FileRegions already handed out keep their open file readable."""
         tp = (topic, partition)
+        self.abort_future_log(topic, partition)
         log = self._logs.pop(tp, None)
         d = self._log_dir_of.pop(tp, None)
         if log is None or d is None:
             return
+        if d in self._offline_dirs:
+            return  # nothing can be done in a failed directory; its next start finds a stray
         target = d / f"{topic}-{partition}.{uuid.uuid4().hex}-delete"
         try:
             os.replace(log.dir, target)
@@ -308,8 +570,14 @@ class LogManager:
     def _checkpoint_dir(self, d: Path) -> None:
         self._checkpoint_dirs([d], background=False)
 
-    def _checkpoint_dirs(self, dirs: list[Path], *, background: bool) -> None:
-        snapshot = [(d, self._offsets_of_dir(d)) for d in dirs]
+    def _checkpoint_dirs(self, dirs: list[Path], *, background: bool, raise_disk_full: bool = False) -> set[Path]:
+        """Write the checkpoints of the live ones of ``dirs``. A write that fails for another reason
+        than a full disk takes that directory offline (Kafka: a checkpoint IOException is a log dir
+        failure); a full disk raises KafkaStorageError to the caller when ``raise_disk_full``, and is
+        logged otherwise (the next pass writes them again)."""
+        offline = set(self.offline_dirs)
+        failed: set[Path] = set()
+        snapshot = [(d, self._offsets_of_dir(d)) for d in dirs if d not in offline]
         with self._checkpoint_lock:
             self._checkpoint_seq += 1
             seq = self._checkpoint_seq
@@ -318,15 +586,28 @@ class LogManager:
             with self._checkpoint_lock:
                 if seq < self._checkpoint_written:
                     return  # a newer snapshot is already on disk
+                disk_full: KafkaStorageError | None = None
                 for d, offsets in snapshot:
-                    for name, values in offsets.items():
-                        write_offset_checkpoint(d / name, values)
+                    try:
+                        for name, values in offsets.items():
+                            write_offset_checkpoint(d / name, values)
+                    except KafkaStorageError as e:
+                        failed.add(d)
+                        if not _is_disk_full(e):
+                            self.mark_dir_offline(d, f"cannot write its checkpoints: {e}")
+                        elif raise_disk_full:
+                            disk_full = e
+                        else:
+                            logger.error("Cannot write the offset checkpoints of %s: %s", d, e)
                 self._checkpoint_written = seq
+                if disk_full is not None:
+                    raise disk_full
 
         if background and self.background_executor is not None:
             self.background_executor(write)
         else:
             write()
+        return failed
 
     def _offsets_of_dir(self, d: Path) -> dict[str, dict[tuple[str, int], int]]:
         logs = {tp: log for tp, log in self._logs.items() if self._log_dir_of.get(tp) == d}
@@ -357,7 +638,9 @@ class LogManager:
 
     def shutdown(self) -> None:
         """Close every log (flush + producer snapshot), write checkpoints and the clean-shutdown marker."""
-        failed_dirs: set[Path] = set()
+        failed_dirs: set[Path] = set(self.offline_dirs)
+        for tp in list(self._future_logs):
+            self.abort_future_log(*tp)
         for tp, log in list(self._logs.items()):
             try:
                 if log.offline:
@@ -365,9 +648,9 @@ class LogManager:
                 log.close()
             except KafkaStorageError:
                 failed_dirs.add(self._log_dir_of[tp])
+        failed_dirs |= self._checkpoint_dirs([d for d in self.log_dirs if d not in failed_dirs], background=False)
         for d in self.log_dirs:
-            self._checkpoint_dir(d)
-            if d not in failed_dirs:
+            if d not in failed_dirs and d not in self._offline_dirs:
                 atomic_write(d / CLEAN_SHUTDOWN_FILE, json.dumps({"version": 0, "brokerEpoch": -1}))
         self._logs.clear()
         self.started = False

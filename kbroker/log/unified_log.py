@@ -60,7 +60,12 @@ class UnifiedLog(LogRetention):
         self.log_end_offset = 0
         self.recovery_point = recovery_point
         self.high_watermark = 0
-        self.offline = False
+        self._offline = False
+        # Called once when the log goes offline (LogManager: the whole log directory goes offline,
+        # Kafka's LogDirFailureChannel). May run on a worker thread (a background flush).
+        self.on_offline: Callable[[UnifiedLog], None] | None = None
+        # A "-future" log: the copy AlterReplicaLogDirs builds in another directory (KIP-113).
+        self.is_future = False
         self._append_failing = False  # a storage error was logged and no append has succeeded since
         self._offline_logged = False
         # Runs a callable off the event loop (set by LogManager; None = synchronous fsyncs).
@@ -88,6 +93,17 @@ class UnifiedLog(LogRetention):
     @property
     def active_segment(self) -> LogSegment:
         return self.segments[-1]
+
+    @property
+    def offline(self) -> bool:
+        return self._offline
+
+    @offline.setter
+    def offline(self, value: bool) -> None:
+        was = self._offline
+        self._offline = value
+        if value and not was and self.on_offline is not None:
+            self.on_offline(self)
 
     @property
     def parent_dir(self) -> Path:
@@ -451,6 +467,23 @@ class UnifiedLog(LogRetention):
                 seg.close()
             except OSError:
                 pass
+
+    def rename_dir(self, new_dir: Path) -> None:
+        """Rename the partition directory (Kafka's ``UnifiedLog.renameDir``: a future log swapped in, a
+        log renamed for deletion) and point every open file's path at the new place."""
+        new_dir = Path(new_dir)
+        os.replace(self.dir, new_dir)
+        self.dir = new_dir
+        for seg in self.segments:
+            seg.dir = new_dir
+            seg.log_path = new_dir / seg.log_path.name
+            seg.offset_index.path = new_dir / seg.offset_index.path.name
+            seg.time_index.path = new_dir / seg.time_index.path.name
+        self.producer_state.dir = new_dir
+        if self.leader_epoch_cache.path is not None:
+            self.leader_epoch_cache.path = new_dir / self.leader_epoch_cache.path.name
+        self._pending_deletes = [(t, [new_dir / f.name for f in files], seg)
+                                 for t, files, seg in self._pending_deletes]
 
     def delete(self) -> None:
         """Remove the partition directory and everything in it (the log must not be used afterwards)."""

@@ -29,6 +29,16 @@ Must not import net/ or api/. The broker config and the metadata image live abov
 their types are imported for the type checker only. Which topics are internal is Kafka's
 `Topic.isInternal` (`kbroker.protocol.topic`); a new log's config comes from the LogManager's
 `config_for_topic` hook (the one resolver, `ConfigurationControlManager.log_config`).
+
+A failed log directory (Kafka's `handleLogDirFailure`): the LogManager reports it once, possibly
+from a worker thread; the reaction runs on the event loop. Every partition whose log (or future
+log) is in that directory joins `offline` and keeps its (offline) log, as Kafka's
+`HostedPartition.Offline`: produce, fetch, ListOffsets and DeleteRecords answer KAFKA_STORAGE_ERROR
+and Metadata shows no leader with this broker as an offline replica; waiting operations on them
+complete, and a replica move touching the directory stops. The broker halts, as Kafka does, when every log directory is offline or when the
+directory holding the metadata log (`metadata.log.dir`) fails. On one node there is no other
+replica to move leadership to: the partitions stay offline until a restart with the directory
+repaired (or removed from `log.dirs`).
 """
 
 from __future__ import annotations
@@ -41,6 +51,7 @@ from collections import deque
 from collections.abc import Callable, Hashable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from kbroker.clock import Clock, wall_clock_ms
@@ -112,6 +123,14 @@ SYNC_HOSTING_PARTITIONS = 16
 HOSTING_CHUNK_SECONDS = 0.02
 
 
+def halt_broker(reason: str) -> None:
+    """Kafka's ``Exit.halt(1)`` after a fatal log dir failure: no shutdown hooks, no clean marker
+    (the next start recovers the logs)."""
+    log.critical("%s", reason)
+    logging.shutdown()
+    os._exit(1)
+
+
 def _running_loop() -> asyncio.AbstractEventLoop | None:
     try:
         return asyncio.get_running_loop()
@@ -147,6 +166,19 @@ class ReplicaManager:
         self._pending_leaders: dict[tuple[str, int], tuple[TopicPartition, PartitionInfo]] = {}
         self._hosting_scheduled = False
         self._shut_down = False
+        # Log dir failures: reported by the LogManager (any thread), handled on the loop.
+        self._loop = _running_loop()
+        self.halt: Callable[[str], None] = halt_broker
+        self.metadata_log_dir: Path | None = None
+        try:
+            self.metadata_log_dir = Path(os.path.abspath(config.metadata_log_dir))
+        except (AttributeError, KeyError, TypeError, ValueError):
+            self.metadata_log_dir = None
+        log_manager.log_dir_failure_listener = self._log_dir_failed
+        # AlterReplicaLogDirs: the copies into future logs (kbroker.replica.alter_log_dirs).
+        from kbroker.replica.alter_log_dirs import ReplicaAlterLogDirsManager  # noqa: PLC0415 - builds on this one
+
+        self.alter_log_dirs = ReplicaAlterLogDirsManager(self)
 
     # -- lifecycle -------------------------------------------------------------------------------
 
@@ -155,6 +187,7 @@ class ReplicaManager:
     def shutdown(self) -> None:
         self._shut_down = True
         self._pending_leaders.clear()
+        self.alter_log_dirs.shutdown()
         self.produce_purgatory.shutdown()
         self.fetch_purgatory.shutdown()
         if self._validation_pool is not None:
@@ -170,6 +203,51 @@ class ReplicaManager:
 
     def partitions(self) -> list[Partition]:
         return list(self._partitions.values())
+
+    # -- failed log directories (Kafka's ReplicaManager.handleLogDirFailure) --------------------------
+
+    def _log_dir_failed(self, d: Path) -> None:
+        """The LogManager's listener: hop to the event loop when there is one (the report may come
+        from a worker thread: a background flush or checkpoint write)."""
+        loop = self._loop
+        if loop is None or loop.is_closed():
+            self.handle_log_dir_failure(d)
+        elif _running_loop() is loop:
+            loop.call_soon(self.handle_log_dir_failure, d)
+        else:
+            loop.call_soon_threadsafe(self.handle_log_dir_failure, d)
+
+    def handle_log_dir_failure(self, d: Path) -> None:
+        """Take the partitions of the failed directory offline; halt when no directory is left or
+        the metadata log's directory failed (Kafka's handleLogDirFailure and KIP-858)."""
+        d = Path(d)
+        moved = [tp for tp in self.alter_log_dirs.moving() if (f := self.log_manager.future_log(*tp)) is not None
+                 and f.parent_dir == d]
+        for tp in moved:
+            self.alter_log_dirs.stop(tp)
+        lost: list[tuple[str, int]] = []
+        for key, part in list(self._partitions.items()):
+            if part.log.parent_dir == d:
+                # Kafka's HostedPartition.Offline: the partition stays known, its log is offline
+                # (every read and append raises KAFKA_STORAGE_ERROR, Metadata shows no leader).
+                lost.append(key)
+                self.alter_log_dirs.stop(key)
+                self.offline.add(key)
+                self.fetch_purgatory.check_and_complete(key)
+                self.produce_purgatory.check_and_complete(key)
+        for key in list(self.followers):
+            plog = self.log_manager.get_log(*key)
+            if plog is not None and plog.parent_dir == d:
+                lost.append(key)
+                self.followers.pop(key)
+                self.offline.add(key)
+        log.error("Partitions %s are offline due to the failure of log directory %s",
+                  ", ".join(f"{t}-{p}" for t, p in sorted(lost)) or "(none)", d)
+        if not self.log_manager.live_log_dirs:
+            dirs = ", ".join(str(x) for x in self.log_manager.log_dirs)
+            self.halt(f"Shutdown broker because all log dirs in {dirs} have failed")
+        elif self.metadata_log_dir is not None and Path(os.path.abspath(d)) == self.metadata_log_dir:
+            self.halt(f"Shutdown broker because the metadata log dir {d} has failed")
 
     # -- metadata publisher (Kafka's ReplicaManager.applyDelta) -------------------------------------
 
@@ -282,6 +360,7 @@ class ReplicaManager:
         """Kafka's stopPartitions: stop hosting; with `delete`, remove the log too."""
         key = (topic, partition)
         self._pending_leaders.pop(key, None)
+        self.alter_log_dirs.stop(key)
         self._partitions.pop(key, None)
         self.followers.pop(key, None)
         self.offline.discard(key)
@@ -530,6 +609,8 @@ class ReplicaManager:
             return PartitionResult(ErrorCode.UNKNOWN_TOPIC_ID, aborted_transactions=[])
         partition = self._partitions.get((req.topic, req.partition))
         if partition is None:
+            if (req.topic, req.partition) in self.offline:  # its log directory failed
+                return PartitionResult(ErrorCode.KAFKA_STORAGE_ERROR)
             return PartitionResult(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, aborted_transactions=[])
         if req.topic_id.int and req.topic_id != partition.topic_id:
             # A fetch by id for an id that was replaced (topic recreated): Kafka's INCONSISTENT_TOPIC_ID.

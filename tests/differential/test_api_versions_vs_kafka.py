@@ -48,7 +48,6 @@ ABSENT_APIS: dict[int, str] = {
     26: _TXN,  # EndTxn
     27: _TXN,  # WriteTxnMarkers
     28: _TXN,  # TxnOffsetCommit
-    34: "one log directory per broker (JBOD is issue 19's other part)",  # AlterReplicaLogDirs
     36: _AUTH,  # SaslAuthenticate
     38: _TOKENS,  # CreateDelegationToken
     39: _TOKENS,  # RenewDelegationToken

@@ -336,7 +336,10 @@ def test_fetch_long_poll_through_dispatcher(api: Api) -> None:
 def test_storage_failure_maps_to_kafka_storage_error(api: Api) -> None:
     api.tm.create_topic("t", 1)
     api.call(0, 11, produce_req("t", 0, batch(1)))
+    halts: list[str] = []
+    api.rm.halt = halts.append  # Kafka halts when its only log dir fails; record it instead of exiting
     api.rm.get_partition("t", 0).log.offline = True  # what the log does after an unrecoverable I/O error
+    assert halts and halts[0].startswith("Shutdown broker because all log dirs in")
     resp = api.call(0, 11, produce_req("t", 0, batch(1)))
     assert resp.responses[0].partition_responses[0].error_code == ErrorCode.KAFKA_STORAGE_ERROR
     f = api.call(1, 12, FetchRequest(max_wait_ms=0, min_bytes=1, max_bytes=1 << 20, session_id=0, session_epoch=-1,
