@@ -225,3 +225,52 @@ def test_kafka_dump_log_decodes_the_metadata_log(tmp_path: Path) -> None:
     batches = [line for line in out.splitlines() if line.startswith("baseOffset:")]
     assert batches and all("isvalid: true" in b and "partitionLeaderEpoch: 1" in b for b in batches)
     assert f'"topicId":"{uuid_to_base64(info.topic_id)}"' in payloads[2]
+
+
+def test_batch_written_but_not_durable_is_cut_off(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The fsync of a metadata batch fails after its bytes were written: the request fails with
+    KAFKA_STORAGE_ERROR, the batch is cut off the log, and a restart does not replay it."""
+    s = build_services(_config(tmp_path))
+    try:
+        admin = SyncAdmin(s.controller, s.configs)
+        metadata_log = s.controller.metadata_log  # type: ignore[attr-defined]
+        end = metadata_log.end_offset
+
+        def fsync_fails(*args: object, **kwargs: object) -> None:
+            raise KafkaStorageError("Input/output error")
+
+        monkeypatch.setattr(metadata_log.log, "flush", fsync_fails)
+        with pytest.raises(KafkaError) as e:
+            admin.create_topic("t", 1)
+        assert e.value.error_code == ErrorCode.KAFKA_STORAGE_ERROR
+        monkeypatch.undo()
+        assert metadata_log.end_offset == end and s.metadata.topic("t") is None
+    finally:
+        shutdown_services(s)
+    again = build_services(_config(tmp_path))
+    try:
+        assert again.metadata.topic("t") is None  # the failed batch is not replayed
+        SyncAdmin(again.controller, again.configs).create_topic("t", 1)
+        assert again.metadata.topic("t") is not None
+    finally:
+        shutdown_services(again)
+
+
+def test_batch_that_cannot_be_cut_off_is_fatal(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    s = build_services(_config(tmp_path))
+    fatal: list[str] = []
+    try:
+        metadata_log = s.controller.metadata_log  # type: ignore[attr-defined]
+        metadata_log.on_fatal = fatal.append
+
+        def fails(*args: object, **kwargs: object) -> None:
+            raise KafkaStorageError("Input/output error")
+
+        monkeypatch.setattr(metadata_log.log, "flush", fails)
+        monkeypatch.setattr(metadata_log.log, "truncate_to", fails)
+        with pytest.raises(KafkaError):
+            SyncAdmin(s.controller, s.configs).create_topic("t", 1)
+        assert len(fatal) == 1 and "cannot be cut back" in fatal[0]
+    finally:
+        monkeypatch.undo()
+        shutdown_services(s)
