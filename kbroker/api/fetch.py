@@ -141,7 +141,7 @@ def _zstd_topics(rm: Any, parts: list[tuple[FetchPartitionRequest, PartitionResu
     out = set()
     for req, _result in parts:
         partition = rm.get_partition(req.topic, req.partition) if req.topic else None
-        if partition is not None and getattr(partition.log.config, "compression_type", None) == "zstd":
+        if partition is not None and partition.log.config.compression_type == "zstd":
             out.add(req.topic)
     return frozenset(out)
 

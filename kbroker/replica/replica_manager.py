@@ -112,6 +112,7 @@ class _PendingAppend:
     required_acks: int
     internal_topics_allowed: bool
     on_done: Callable[[ProducePartitionResult, int], None]
+    heavy: bool = False  # its check runs on the worker pool (`log.validator.needs_worker`)
     ready: bool = False
     checked: list[CheckedBatch] | None = None
     error: BaseException | None = None
@@ -390,8 +391,9 @@ class ReplicaManager:
         loop = _running_loop() if offload else None
         pending: list[tuple[tuple[str, int], _PendingAppend]] = []
         for key, records in entries.items():
-            if loop is not None and self._must_queue(key, records):
-                job = _PendingAppend(records, required_acks, internal_topics_allowed, lambda r, n: None)
+            heavy = loop is not None and self._is_heavy(key, records)
+            if loop is not None and (heavy or key in self._append_queues):
+                job = _PendingAppend(records, required_acks, internal_topics_allowed, lambda r, n: None, heavy)
                 pending.append((key, job))
                 continue
             result, next_offset = self._append_to_local_log(key, records, required_acks, internal_topics_allowed)
@@ -453,10 +455,9 @@ class ReplicaManager:
 
     # -- off-loop checks, in partition order ----------------------------------------------------
 
-    def _must_queue(self, key: tuple[str, int], records: memoryview | None) -> bool:
-        """An append goes through the partition's queue when one is in use or its check is heavy."""
-        if key in self._append_queues:
-            return True
+    def _is_heavy(self, key: tuple[str, int], records: memoryview | None) -> bool:
+        """Whether checking ``records`` belongs on the worker pool. An append goes through the
+        partition's queue when its check is heavy or a queue is already in use for the partition."""
         partition = self._partitions.get(key)
         if partition is None or records is None:
             return False
@@ -469,13 +470,7 @@ class ReplicaManager:
         queue = self._append_queues.setdefault(key, deque())
         queue.append(job)
         partition = self._partitions.get(key)
-        heavy = False
-        if partition is not None and job.records is not None:
-            try:
-                heavy = needs_worker(job.records, partition.log.config)
-            except Exception:  # noqa: BLE001
-                heavy = False
-        if not heavy or partition is None:
+        if not job.heavy or partition is None:
             job.ready = True  # checked inline when its turn comes
             if len(queue) == 1:
                 self._drain(key)
