@@ -35,7 +35,7 @@ from kbroker.controller.replication_control import ReplicationControlManager
 from kbroker.controller.result import ControllerResult, MetadataRecord
 from kbroker.metadata.cache import MetadataCache
 from kbroker.metadata.loader import MetadataLoader
-from kbroker.metadata.views import TopicInfo
+from kbroker.metadata.views import MetadataView, TopicInfo
 from kbroker.protocol.metadata_records import (
     FeatureLevelRecord,
     RegisterBrokerRecord,
@@ -78,7 +78,7 @@ class LocalController(Controller):
         self.cache = cache
         self.broker_epoch = -1
 
-        def view():  # type: ignore[no-untyped-def]
+        def view() -> MetadataView:
             return cache.view
 
         self.replication = ReplicationControlManager(
