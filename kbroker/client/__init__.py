@@ -1,0 +1,18 @@
+"""Outbound Kafka connections: what a node uses to talk to other nodes (Kafka's `NetworkClient`).
+
+Owns: an asyncio connection to one node that sends requests encoded by the generated codecs, matches
+responses by correlation id (several requests may be in flight, as Kafka's in-flight requests), and
+negotiates versions with ApiVersions. Used by the broker-to-controller channel, the replica fetchers
+and the Raft driver.
+
+Must not import any kbroker package other than `kbroker.protocol` and `kbroker.clock`: it is plumbing
+below every domain package (replica/, controller/, raft/, server/), none of which may be imported here.
+"""
+
+from kbroker.client.network_client import (
+    ConnectionClosedError,
+    NodeConnection,
+    RequestTimeoutError,
+)
+
+__all__ = ["ConnectionClosedError", "NodeConnection", "RequestTimeoutError"]
