@@ -22,6 +22,7 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import os
+import shlex
 import shutil
 import subprocess
 import sys
@@ -30,6 +31,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from kbroker.spark import BOOTSTRAP_CONF, BOOTSTRAP_ENV, CONNECTOR_PACKAGE, DEFAULT_BOOTSTRAP
+from kbroker.spark.preflight import PreflightError, check_bootstrap, check_java
 
 PACKAGE_DIR = Path(__file__).resolve().parent
 JOBS_DIR = PACKAGE_DIR / "jobs"
@@ -110,7 +112,9 @@ def connector_jars(*, refresh: bool = False) -> list[Path] | None:
             cmd.append(f"-Dmaven.repo.local={os.environ['KBROKER_M2_REPO']}")
         proc = subprocess.run(cmd, capture_output=True, text=True)
         if proc.returncode != 0:
-            raise SparkSetupError(f"Maven could not resolve {CONNECTOR_PACKAGE}:\n{proc.stdout[-3000:]}")
+            # Maven prints its reason on stdout, the JVM's (no JAVA_HOME, bad Java) on stderr: show both.
+            reason = (proc.stdout.strip() + "\n" + proc.stderr.strip()).strip() or f"mvn exited {proc.returncode}"
+            raise SparkSetupError(f"Maven could not resolve {CONNECTOR_PACKAGE}:\n{reason[-3000:]}")
         # Spark's own jars win: a second scala-library or hadoop-client on the classpath only
         # causes trouble, and --packages leaves them out the same way.
         shipped = {_artifact_id(p.name) for p in (spark_home() / "jars").glob("*.jar")}
@@ -180,17 +184,33 @@ def _cmd_submit(args: argparse.Namespace) -> int:
     if job_args[:1] == ["--"]:
         job_args = job_args[1:]
     try:
+        if not args.print_command:
+            # Before a JVM starts: a missing Java or a broker that is not there is one line, in seconds.
+            check_java()
+            if not args.skip_broker_check:
+                check_bootstrap(_job_bootstrap(job_args) or args.bootstrap)
         cmd, env = build_command(
             args.job, job_args, bootstrap=args.bootstrap, master=args.master, conf=args.conf or [],
             spark_args=args.spark_arg or [], use_packages=args.packages,
         )
-    except SparkSetupError as e:
+    except (SparkSetupError, PreflightError) as e:
         print(f"kbroker spark: error: {e}", file=sys.stderr)
         return 1
     if args.print_command:
-        print(" ".join(cmd))
+        # Shell-quoted, so the printed line runs when pasted (a --conf with spaces or quotes survives).
+        print(shlex.join(cmd))
         return 0
     return subprocess.call(cmd, env=env)
+
+
+def _job_bootstrap(job_args: Sequence[str]) -> str | None:
+    """The job's own --bootstrap (it wins over kbroker's, see pipeline.bootstrap_servers), if given."""
+    for i, arg in enumerate(job_args):
+        if arg == "--bootstrap" and i + 1 < len(job_args):
+            return job_args[i + 1]
+        if arg.startswith("--bootstrap="):
+            return arg.split("=", 1)[1]
+    return None
 
 
 def _cmd_jars(args: argparse.Namespace) -> int:
@@ -208,6 +228,17 @@ def _cmd_jars(args: argparse.Namespace) -> int:
 
 
 def _cmd_generate(args: argparse.Namespace) -> int:
+    try:
+        import confluent_kafka  # noqa: F401 - the generators produce with it
+    except ImportError:
+        print("kbroker spark: error: the generators need confluent-kafka: pip install 'kbroker[spark]' "
+              "(or pip install confluent-kafka==2.16.1)", file=sys.stderr)
+        return 1
+    try:
+        check_bootstrap(args.bootstrap)
+    except PreflightError as e:
+        print(f"kbroker spark: error: {e}", file=sys.stderr)
+        return 1
     from kbroker.spark import generators
 
     return generators.main([args.dataset, "--bootstrap", args.bootstrap, *args.gen_args])
@@ -238,6 +269,9 @@ def add_cli(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[typ
     p.add_argument("--packages", action="store_true",
                    help=f"resolve {CONNECTOR_PACKAGE} with Ivy (--packages) instead of Maven")
     p.add_argument("--print-command", action="store_true", help="print the spark-submit command, do not run")
+    p.add_argument("--skip-broker-check", action="store_true",
+                   help="do not check that the bootstrap servers answer before starting Spark (e.g. when "
+                        "only the executors can reach the brokers)")
     p.add_argument("job", metavar="JOB")
     p.add_argument("job_args", nargs=argparse.REMAINDER, metavar="...")
     p.set_defaults(func=_cmd_submit)
