@@ -71,7 +71,7 @@ def probe(address: str, timeout_s: float = 2.0) -> str | None:
         return "connection refused"
     except socket.gaierror as e:
         return f"cannot resolve host ({e.strerror or e})"
-    except (TimeoutError, socket.timeout):
+    except TimeoutError:
         return f"no answer within {timeout_s:g} s"
     except OSError as e:
         return e.strerror or str(e)
