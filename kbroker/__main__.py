@@ -11,7 +11,7 @@ _HINT = (
     "`.venv/bin/kbroker ...` after `make setup` in the repository, or `pip install kbroker` into this one"
 )
 
-if sys.version_info < (3, 11):
+if sys.version_info < (3, 11):  # noqa: UP036 (run by an older python3 from the repository root)
     print(f"kbroker: error: Python 3.11 or newer is needed; this is {sys.version.split()[0]} "
           f"({sys.executable}): {_HINT}", file=sys.stderr)
     raise SystemExit(1)

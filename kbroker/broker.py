@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import errno
 import fcntl
 import logging
-import errno
 import os
 import shutil
 import signal
