@@ -11,6 +11,16 @@ pytest_plugins = ["pytester"]
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
 
+def _plugin_args() -> list[str]:
+    """Load the plugin by name unless an installed kbroker already registers it (entry point `pytest11`):
+    pytest refuses the same module registered twice."""
+    from importlib.metadata import entry_points
+
+    if any(ep.value == "kbroker.testing.pytest_plugin" for ep in entry_points(group="pytest11")):
+        return []
+    return ["-p", "kbroker.testing.pytest_plugin"]
+
+
 @pytest.fixture(autouse=True)
 def _this_checkout(monkeypatch: pytest.MonkeyPatch) -> None:
     """The inner session imports this checkout's kbroker."""
@@ -51,7 +61,7 @@ def test_fixtures(pytester: pytest.Pytester) -> None:
             assert a.bootstrap_servers != b.bootstrap_servers and "x" in partitions(b.bootstrap_servers)
         """
     )
-    result = pytester.runpytest_subprocess("-p", "kbroker.testing.pytest_plugin", "-q")
+    result = pytester.runpytest_subprocess(*_plugin_args(), "-q")
     result.assert_outcomes(passed=4)
 
 
@@ -62,7 +72,7 @@ def test_failing_test_shows_its_broker_log(pytester: pytest.Pytester) -> None:
             assert False
         """
     )
-    result = pytester.runpytest_subprocess("-p", "kbroker.testing.pytest_plugin", "-q")
+    result = pytester.runpytest_subprocess(*_plugin_args(), "-q")
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines(["*--- kbroker log*", "*kbroker started*"])
 
