@@ -125,4 +125,4 @@ def test_start_time_median_of_20() -> None:
     median = statistics.median(times)
     print(f"kbroker.testing start (broker serving, topic created): median of 20 = {median * 1000:.0f} ms, "
           f"max {max(times) * 1000:.0f} ms")
-    assert median < 0.5
+    assert median < 0.8  # "well under a second"; about 0.07 s on an idle 2-core machine
