@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import statistics
@@ -83,6 +84,14 @@ def test_kill_and_restart_on_the_same_data_dir(tmp_path: Path) -> None:
     finally:
         broker.stop()
     assert "Embedded kbroker" in (tmp_path / "kbroker.log").read_text()  # a given data_dir is kept
+
+
+def test_json_logs_and_log_level(tmp_path: Path) -> None:
+    with start_broker(data_dir=tmp_path, json_logs=True, log_level="WARN", log_retention_hour=1):
+        pass
+    lines = [json.loads(x) for x in (tmp_path / "kbroker.log").read_text().splitlines() if x.strip()]
+    assert lines and all(x["log.level"] in ("WARN", "ERROR") for x in lines)
+    assert any("did you mean 'log.retention.hours'" in x["message"] for x in lines)
 
 
 def test_broker_stops_when_the_test_process_dies(tmp_path: Path) -> None:

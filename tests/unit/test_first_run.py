@@ -219,6 +219,14 @@ def test_connection_closes_tls_clients_and_sasl_on_plaintext(tmp_path: Path) -> 
                 ctx.wrap_socket(raw, server_hostname="localhost")
         broker.wait_for(r"WARN Closing connection \S+ on listener PLAINTEXT: it sent a TLS ClientHello")
         broker.wait_for(r"closed by the broker: it sent a TLS ClientHello")
+        # An HTTP client on the Kafka port (a browser, curl): recognised too.
+        with socket.create_connection(("127.0.0.1", broker.port), timeout=10) as raw:
+            raw.sendall(b"GET / HTTP/1.1\r\nHost: localhost\r\n\r\n")
+            try:
+                assert raw.recv(100) == b""  # closed, no bytes back
+            except ConnectionResetError:
+                pass  # aborted: reset, as for any foreign protocol
+        broker.wait_for(r"WARN Closing connection \S+ on listener PLAINTEXT: it sent an HTTP request")
         # SaslHandshake / SaslAuthenticate: Kafka 4.3.1's answers on a PLAINTEXT listener.
         with RawKafkaClient(broker.bootstrap) as c:
             for v in (0, 1):
