@@ -262,3 +262,33 @@ def test_connection_closes_tls_clients_and_sasl_on_plaintext(tmp_path: Path) -> 
                    for x in collect.lines), collect.lines
     finally:
         broker.stop()
+
+
+def test_bind_lost_after_the_check_removes_the_new_data_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The port is free when checked but taken when bound (a race): the data dir this start created
+    and formatted is removed again, so nothing of a failed first start stays behind."""
+    import asyncio
+
+    import kbroker.broker as broker_mod
+
+    monkeypatch.setattr(broker_mod, "check_listeners_free", lambda config: None)  # lose the race on purpose
+    data = tmp_path / "data"
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        config = KafkaConfig.load(None, {"listeners": f"PLAINTEXT://127.0.0.1:{port}", "log.dirs": str(data)})
+
+        async def start() -> str:
+            b = broker_mod.Broker(config)
+            try:
+                await b.start()
+            except broker_mod.StartupError as e:
+                await b.shutdown()
+                return str(e)
+            await b.shutdown()
+            return ""
+
+        message = asyncio.run(start())
+    assert f"port {port} is already in use" in message
+    assert not data.exists()
