@@ -10,7 +10,7 @@ then waits on a Unix socket for "start a broker" requests. Each request carries 
                       {"event": "error", "message": "..."}          (the start failed; the child exits 1)
     parent -> child   {"cmd": "create_topics", "topics": [[name, partitions, {config}], ...]}
     child -> parent   {"event": "created", "errors": {name: message}}
-    parent -> child   {"cmd": "stop"}  or EOF (the parent is gone): clean shutdown, then
+    parent -> child   {"cmd": "stop"}, EOF (the parent is gone) or SIGTERM: clean shutdown, then
     child -> parent   {"event": "stopped"} and the child exits.
 
 The zygote is single-threaded and never creates an event loop before forking (fork is safe), ignores
@@ -86,6 +86,9 @@ async def _create_topics(
 
 async def _run_broker(ctl: socket.socket, request: dict[str, Any]) -> int:
     reader, writer = await asyncio.open_unix_connection(sock=ctl)
+    stop = asyncio.Event()
+    # SIGTERM is a clean shutdown too, as for `kbroker serve` (installed before anything can be signalled).
+    asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, stop.set)
 
     def send(message: dict[str, Any]) -> None:
         writer.write(json.dumps(message).encode() + b"\n")
@@ -120,20 +123,26 @@ async def _run_broker(ctl: socket.socket, request: dict[str, Any]) -> int:
     send({"event": "ready", "bootstrap": f"{host}:{endpoint.port}", "cluster_id": broker.cluster_id,
           "pid": os.getpid(), "listeners": [str(e) for e in broker.server.bound_endpoints]})
     await writer.drain()
-    while True:
-        line = await reader.readline()
-        if not line:
-            break  # EOF: the parent is gone (or closed us): stop
-        command = json.loads(line)
-        if command.get("cmd") == "stop":
-            break
-        if command.get("cmd") == "create_topics":
-            try:
-                errors = await _create_topics((host, endpoint.port), [tuple(t) for t in command["topics"]])  # type: ignore[misc]
-            except Exception as e:  # reported, never fatal to the broker
-                errors = {"*": str(e)}
-            send({"event": "created", "errors": errors})
-            await writer.drain()
+    async def commands() -> None:
+        while True:
+            line = await reader.readline()
+            if not line:
+                break  # EOF: the parent is gone (or closed us): stop
+            command = json.loads(line)
+            if command.get("cmd") == "stop":
+                break
+            if command.get("cmd") == "create_topics":
+                try:
+                    errors = await _create_topics((host, endpoint.port), [tuple(t) for t in command["topics"]])  # type: ignore[misc]
+                except Exception as e:  # reported, never fatal to the broker
+                    errors = {"*": str(e)}
+                send({"event": "created", "errors": errors})
+                await writer.drain()
+        stop.set()
+
+    reading = asyncio.create_task(commands())
+    await stop.wait()
+    reading.cancel()
     started = time.monotonic()
     await broker.shutdown()
     logging.getLogger("kbroker.testing").info("kbroker shut down cleanly in %.3fs", time.monotonic() - started)

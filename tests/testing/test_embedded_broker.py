@@ -86,6 +86,19 @@ def test_kill_and_restart_on_the_same_data_dir(tmp_path: Path) -> None:
     assert "Embedded kbroker" in (tmp_path / "kbroker.log").read_text()  # a given data_dir is kept
 
 
+def test_sigterm_is_a_clean_shutdown(tmp_path: Path) -> None:
+    broker = KafkaBroker(data_dir=tmp_path).start()
+    pid = broker.pid
+    os.kill(pid, signal.SIGTERM)
+    deadline = time.monotonic() + 20
+    while _alive(pid) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not _alive(pid)
+    broker.stop()  # the broker is gone already: stop() only closes its side
+    assert "shut down cleanly" in (tmp_path / "kbroker.log").read_text()
+    assert (tmp_path / "data" / ".kafka_cleanshutdown").exists()
+
+
 def test_json_logs_and_log_level(tmp_path: Path) -> None:
     with start_broker(data_dir=tmp_path, json_logs=True, log_level="WARN", log_retention_hour=1):
         pass
