@@ -1,5 +1,6 @@
 # kbroker — the two commands a newcomer needs:
-#   make run    installs kbroker into .venv and runs a single-node broker (127.0.0.1:9092, data in ./data)
+#   make run    installs kbroker into .venv and runs a single-node broker (127.0.0.1:9092, data in ./data);
+#               arguments go through ARGS: make run ARGS="--override listeners=PLAINTEXT://127.0.0.1:9093"
 #   make test   installs what the tests need (Python packages, Kafka's Java jars, kcat) and runs the tests
 PYTHON ?= python3
 VENV := .venv
@@ -8,14 +9,18 @@ PIP := $(VENV)/bin/pip
 STAMP := $(VENV)/.kbroker-installed
 TEST_STAMP := $(VENV)/.kbroker-test-installed
 PYTEST_ARGS ?=
+# Arguments for `kbroker serve` in `make run` (a config file, --override KEY=VALUE, --log-level WARN, ...).
+ARGS ?=
 
 .PHONY: run test test-all setup setup-test lint deadcode generate bench fuzz clean
 
 $(PY):
+	@echo "==> Creating the virtual environment $(VENV) (once)"
 	$(PYTHON) -m venv $(VENV)
 	$(PIP) install -q --upgrade pip
 
 $(STAMP): pyproject.toml | $(PY)
+	@echo "==> Installing kbroker and its runtime dependencies into $(VENV) (pip install -e .; about a minute the first time)"
 	$(PIP) install -q -e .
 	@# Byte-compile now: an editable install compiles nothing, and with PYTHONDONTWRITEBYTECODE set
 	@# every start would recompile the generated codecs (most of a second of start-up).
@@ -23,17 +28,20 @@ $(STAMP): pyproject.toml | $(PY)
 	touch $@
 
 $(TEST_STAMP): pyproject.toml $(STAMP)
+	@echo "==> Installing the test, lint and Spark dependencies into $(VENV) (pyspark is large: a few minutes the first time)"
 	$(PIP) install -q -e '.[test,dev,spark]'
 	touch $@
 
 setup: $(STAMP)
 
 setup-test: $(TEST_STAMP)
+	@echo "==> Checking system tools the tests use (kcat, ...)"
 	bash scripts/system-deps.sh
+	@echo "==> Resolving Apache Kafka 4.3.1's Java jars with Maven into .cache/java (minutes the first time, then cached)"
 	bash scripts/java-deps.sh
 
 run: setup
-	$(VENV)/bin/kbroker serve
+	$(VENV)/bin/kbroker serve $(ARGS)
 
 test: setup-test
 	$(VENV)/bin/pytest -m "not slow" $(PYTEST_ARGS)

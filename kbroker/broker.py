@@ -10,10 +10,13 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import errno
 import fcntl
 import logging
 import os
+import shutil
 import signal
+import socket
 import sys
 import time
 from collections.abc import Callable
@@ -61,6 +64,60 @@ class StartupError(Exception):
     """The broker cannot start (a port in use, an unusable data directory): shown as one line, exit 1."""
 
 
+def bind_error_message(listener: str, host: str, port: int, e: OSError) -> str:
+    """One line for a listener that cannot bind, saying what to do (Kafka: "Socket server failed to bind
+    to host:port: Address already in use")."""
+    if e.errno == errno.EADDRINUSE:
+        other = f"PLAINTEXT://{host or '127.0.0.1'}:{port + 1 if port else 9093}"
+        return (f"Cannot listen on {listener}: port {port} is already in use (another kbroker or Kafka?). "
+                f"Stop that process, or pick another port: kbroker serve --override listeners={other} "
+                f"(in the repository: make run ARGS=\"--override listeners={other}\")")
+    if e.errno == errno.EACCES:
+        return (f"Cannot listen on {listener}: permission denied (ports below 1024 need privileges); "
+                f"pick a port above 1024 with --override listeners=PLAINTEXT://{host or '127.0.0.1'}:9092")
+    return f"Cannot listen on {listener}: {e.strerror or e}"
+
+
+def check_listeners_free(config: KafkaConfig) -> None:
+    """Bind (and release) every listener's fixed port before the data dirs are touched, so a port in
+    use stops the start with nothing written (no freshly formatted data dir left behind)."""
+    for e in config.listeners:
+        if e.port == 0:
+            continue
+        try:
+            infos = socket.getaddrinfo(e.host or None, e.port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+        except OSError as err:
+            raise StartupError(f"Cannot listen on {e}: cannot resolve host {e.host!r}: {err}") from None
+        family, kind, proto, _name, addr = infos[0]
+        with socket.socket(family, kind, proto) as probe:
+            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as the real listener does
+            try:
+                probe.bind(addr)
+            except OSError as err:
+                raise StartupError(bind_error_message(str(e), e.host, e.port, err)) from None
+
+
+def _log_recovery(log_manager: LogManager, seconds: float) -> None:
+    """After an unclean shutdown: say that recovery ran, over how many logs and segments, how long it took
+    (Kafka logs "Recovering N logs ... since no clean shutdown file was found", then "Loaded N logs in Tms")."""
+    unclean = {d for d, clean in log_manager.had_clean_shutdown.items() if not clean}
+    logs = [lg for lg in log_manager.all_logs() if lg.parent_dir in unclean]
+    if not logs:
+        return  # a new data dir, or nothing to recover
+    segments = 0
+    for lg in logs:
+        start = 0
+        for i, seg in enumerate(lg.segments):
+            if seg.base_offset <= lg.recovery_point:
+                start = i
+        segments += len(lg.segments) - start
+    log.info(
+        "Recovered %d logs (%d segments scanned) in %s after an unclean shutdown (no clean shutdown file was "
+        "found) in %d ms",
+        len(logs), segments, ", ".join(str(d) for d in sorted(unclean)), round(seconds * 1000),
+    )
+
+
 class Broker:
     """One kbroker node: storage, metadata image and controller, replica manager, coordinators, APIs, network."""
 
@@ -81,6 +138,7 @@ class Broker:
         self._lock_fds: list[int] = []
         self.log_cleaner: LogCleaner | None = None
         self._clean_future: asyncio.Future[Any] | None = None
+        self._remove_on_shutdown: list[Path] = []
 
     # -- startup --
 
@@ -109,16 +167,23 @@ class Broker:
                 read_legacy_records(legacy, config.node_id)
             except LegacyMetadataError as e:
                 raise StartupError(str(e)) from None
+        check_listeners_free(config)
+        fresh_dirs = [d for d in log_dirs if not d.exists()]
         try:
             for d in log_dirs:
                 d.mkdir(parents=True, exist_ok=True)
         except OSError as e:
-            raise StartupError(f"Cannot create log directory {e.filename}: {e.strerror}") from None
+            raise StartupError(
+                f"Cannot create log directory {e.filename}: {e.strerror}. Choose a writable directory: "
+                "--override log.dirs=/path/to/data"
+            ) from None
         self._lock_log_dirs(log_dirs)
         try:
             # Segment-roll fsyncs run on a worker thread (os.fsync releases the GIL), never on the
             # event loop that serves every connection; the recovery point moves when they finish.
+            loading = time.monotonic()
             services = build_services(config, time_ms=self.time_ms, background_executor=self._run_in_background)
+            _log_recovery(services.log_manager, time.monotonic() - loading)
         except (ValueError, InconsistentMetaPropertiesError, KafkaStorageError, LegacyMetadataError) as e:
             raise StartupError(str(e)) from None
         self.services = services
@@ -136,8 +201,11 @@ class Broker:
         try:
             bound = await self.server.start()
         except OSError as e:
+            # Lost a race for the port after check_listeners_free: leave no new data dir behind.
+            self._remove_on_shutdown = fresh_dirs
+            first = config.listeners[0]
             raise StartupError(
-                f"Cannot listen on {','.join(config['listeners'])}: {e.strerror or e}"
+                bind_error_message(",".join(config["listeners"]), first.host, first.port, e)
             ) from None
         config.set_bound_ports([Endpoint(e.name, e.host, e.port, e.security_protocol) for e in bound])
         # Register with the controller now that the listeners are bound (RegisterBrokerRecord +
@@ -221,7 +289,13 @@ class Broker:
     def _lock_log_dirs(self, log_dirs: list[Path]) -> None:
         """Take `.lock` in every log dir, as Kafka does, so two brokers never share a data directory."""
         for d in log_dirs:
-            fd = os.open(d / ".lock", os.O_RDWR | os.O_CREAT, 0o644)
+            try:
+                fd = os.open(d / ".lock", os.O_RDWR | os.O_CREAT, 0o644)
+            except OSError as e:
+                raise StartupError(
+                    f"Cannot write to log directory {d}: {e.strerror} ({d / '.lock'}). Check its owner and "
+                    "permissions, or choose another directory: --override log.dirs=/path/to/data"
+                ) from None
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except OSError:
@@ -310,6 +384,8 @@ class Broker:
         for fd in self._lock_fds:
             os.close(fd)
         self._lock_fds.clear()
+        for d in self._remove_on_shutdown:  # created by a start that failed: nothing of value in it
+            shutil.rmtree(d, ignore_errors=True)
 
 
 def _log_background_failure(fut: asyncio.Future[None]) -> None:

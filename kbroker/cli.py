@@ -8,8 +8,11 @@ registered in `SUBCOMMANDS`, so later ones (`kbroker spark submit`) add an entry
 from __future__ import annotations
 
 import argparse
+import json
 import logging
 import sys
+import time
+import traceback
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
@@ -17,15 +20,60 @@ import kbroker
 from kbroker.spark.submit import add_cli as _add_spark_cli  # imports no pyspark: spark is optional
 
 LOG_FORMAT = "[%(asctime)s] %(levelname)s %(message)s (%(name)s)"
+# Log levels as Kafka (log4j) spells them, plus Python's; WARN and WARNING are the same level, TRACE is
+# DEBUG (Python has no finer level), FATAL is CRITICAL.
+LOG_LEVELS = {"TRACE": "DEBUG", "DEBUG": "DEBUG", "INFO": "INFO", "WARN": "WARNING", "WARNING": "WARNING",
+              "ERROR": "ERROR", "FATAL": "CRITICAL", "CRITICAL": "CRITICAL", "OFF": "CRITICAL"}
 
 
-def setup_logging(level: str = "INFO") -> None:
-    """Kafka's pattern `[%d] %p %m (%c)%n`: `[2026-11-25 22:00:00,123] INFO message (logger.name)`."""
+class KafkaLevelFormatter(logging.Formatter):
+    """Kafka's pattern with log4j's level names (WARN, FATAL), so log tooling that reads Kafka reads us."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        record.levelname = _LOG4J_LEVEL.get(record.levelno, record.levelname)
+        return super().format(record)
+
+
+_LOG4J_LEVEL = {logging.WARNING: "WARN", logging.CRITICAL: "FATAL"}
+
+
+class JsonLogFormatter(logging.Formatter):
+    """One JSON object per line, with the field names of log4j2's JsonTemplateLayout ECS template
+    (`@timestamp`, `log.level`, `message`, `log.logger`, `process.thread.name`, `error.*`): the
+    layout a Kafka broker is given for structured logs, so the same shipper config reads both."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        ts = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(record.created))
+        doc: dict[str, object] = {
+            "@timestamp": f"{ts}.{int(record.msecs):03d}Z",
+            "log.level": _LOG4J_LEVEL.get(record.levelno, record.levelname),
+            "message": record.getMessage(),
+            "process.thread.name": record.threadName,
+            "log.logger": record.name,
+        }
+        if record.exc_info and record.exc_info[0] is not None:
+            doc["error.type"] = record.exc_info[0].__name__
+            doc["error.message"] = str(record.exc_info[1])
+            doc["error.stack_trace"] = "".join(traceback.format_exception(*record.exc_info))
+        return json.dumps(doc, ensure_ascii=False)
+
+
+def parse_log_level(name: str) -> str:
+    """`WARN` -> `WARNING` (Python's name); raises ValueError for an unknown level."""
+    level = LOG_LEVELS.get(name.strip().upper())
+    if level is None:
+        raise ValueError(f"unknown log level {name!r} (one of {', '.join(LOG_LEVELS)})")
+    return level
+
+
+def setup_logging(level: str = "INFO", *, json_lines: bool = False) -> None:
+    """Kafka's pattern `[%d] %p %m (%c)%n`: `[2026-11-25 22:00:00,123] INFO message (logger.name)`,
+    or JSON lines (`--log-format json`)."""
     handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(logging.Formatter(LOG_FORMAT))
+    handler.setFormatter(JsonLogFormatter() if json_lines else KafkaLevelFormatter(LOG_FORMAT))
     root = logging.getLogger()
     root.handlers[:] = [handler]
-    root.setLevel(level.upper())
+    root.setLevel(parse_log_level(level))
 
 
 def _parse_overrides(items: Sequence[str]) -> dict[str, str]:
@@ -42,7 +90,7 @@ def _cmd_serve(args: argparse.Namespace) -> int:
     from kbroker.broker import run_broker
     from kbroker.config import ConfigError, KafkaConfig
 
-    setup_logging(args.log_level)
+    setup_logging(args.log_level, json_lines=args.log_format == "json")
     try:
         overrides = _parse_overrides(args.override or [])
         config = KafkaConfig.load(Path(args.config) if args.config else None, overrides)
@@ -50,6 +98,14 @@ def _cmd_serve(args: argparse.Namespace) -> int:
         print(f"kbroker: error: {e}", file=sys.stderr)
         return 1
     return run_broker(config, config_file=args.config)
+
+
+def _log_level_arg(value: str) -> str:
+    try:
+        parse_log_level(value)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+    return value.upper()
 
 
 def _add_serve(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -69,7 +125,17 @@ def _add_serve(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
         help="set a config key (repeatable), as Kafka's --override",
     )
     p.add_argument(
-        "--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"], help="log level"
+        "--log-level",
+        default="INFO",
+        type=_log_level_arg,
+        metavar="LEVEL",
+        help="TRACE, DEBUG, INFO, WARN, ERROR or FATAL (log4j's names; WARNING and CRITICAL work too)",
+    )
+    p.add_argument(
+        "--log-format",
+        default="kafka",
+        choices=["kafka", "json"],
+        help="kafka: Kafka's log4j layout (default); json: one JSON object per line (ECS field names)",
     )
     p.set_defaults(func=_cmd_serve)
 

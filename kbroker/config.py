@@ -198,6 +198,18 @@ def parse_endpoints(name: str, items: list[str], protocol_map: dict[str, str]) -
     return endpoints
 
 
+def suggest_keys(unknown: list[str]) -> dict[str, str]:
+    """For each unknown key, the nearest key kbroker knows, when one is close (a typo, not a new key)."""
+    import difflib
+
+    found: dict[str, str] = {}
+    for key in unknown:
+        near = difflib.get_close_matches(key, CONFIG_DEFS.keys(), n=1, cutoff=0.8)
+        if near:
+            found[key] = near[0]
+    return found
+
+
 class KafkaConfig:
     """A validated broker configuration. `config[key]` is the typed value (None when unset, no default)."""
 
@@ -249,6 +261,8 @@ class KafkaConfig:
         if config.unknown_keys:
             # Kafka logs the same warning (AbstractConfig.logUnused) and carries on.
             log.warning("These configurations '%s' were supplied but are not used.", config.unknown_keys)
+            for key, near in suggest_keys(config.unknown_keys).items():
+                log.warning("Unknown configuration '%s': did you mean '%s'?", key, near)
         return config
 
     # -- access --

@@ -42,6 +42,7 @@ mvn_args=(-q -B -f "$pom" dependency:copy-dependencies
 if [[ -n "${KBROKER_M2_REPO:-}" ]]; then
     mvn_args+=(-Dmaven.repo.local="$KBROKER_M2_REPO")
 fi
+echo "java-deps.sh: resolving Apache Kafka's Java jars with Maven into .cache/java (the first run downloads them: minutes; later runs are instant)" >&2
 if ! mvn "${mvn_args[@]}" >"$root/.cache/java/mvn.log" 2>&1; then
     echo "java-deps.sh: Maven resolution failed; see $root/.cache/java/mvn.log" >&2
     tail -n 30 "$root/.cache/java/mvn.log" >&2

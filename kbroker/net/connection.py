@@ -59,6 +59,21 @@ _ids = itertools.count()
 MMAP_FRAME_THRESHOLD = 512 * 1024
 
 
+def _foreign_protocol(first: bytes) -> str | None:
+    """What the first bytes of a connection say when they are not a Kafka size prefix, or None.
+
+    A TLS record starts 0x16 (handshake) 0x03 (major version): a ClientHello from a client configured
+    for SSL (Kafka would only log an "Invalid receive" size of about 369 MB). HTTP starts with a method.
+    """
+    if first[:1] == b"\x16" and first[1:2] == b"\x03":
+        return ("it sent a TLS ClientHello to a PLAINTEXT listener: the client is configured for SSL "
+                "(security.protocol=SSL or SASL_SSL); kbroker serves PLAINTEXT only, so set "
+                "security.protocol=PLAINTEXT in the client")
+    if first in (b"GET ", b"POST", b"PUT ", b"HEAD", b"DELE", b"OPTI", b"PATC"):
+        return "it sent an HTTP request to the Kafka listener (an HTTP client or a browser pointed at the Kafka port)"
+    return None
+
+
 def new_frame_buffer(size: int) -> bytearray | mmap.mmap:
     """An exact-size, writable buffer for one request frame."""
     if size >= MMAP_FRAME_THRESHOLD:
@@ -107,6 +122,8 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self._closed = False
         self._closing_when_idle = False
         self._close_after_write = False
+        # Why the broker closed this connection (None: the client closed it), for the DEBUG close line.
+        self.close_reason: str | None = None
         self.closed_future: asyncio.Future[None] = self._loop.create_future()
         # Last complete request received or response written (connections.max.idle.ms).
         self.last_active = time.monotonic()
@@ -143,6 +160,13 @@ class KafkaConnection(asyncio.BufferedProtocol):
         log.debug("Accepted connection %s", self.connection_id)
 
     def connection_lost(self, exc: BaseException | None) -> None:
+        if not self._closed:
+            if self.close_reason is not None:
+                log.debug("Connection %s closed by the broker: %s", self.connection_id, self.close_reason)
+            elif exc is not None:
+                log.debug("Connection %s lost: %s", self.connection_id, exc)
+            else:
+                log.debug("Connection %s closed by the client", self.connection_id)
         self._closed = True
         server = self._server
         writer, self._writer = self._writer, None
@@ -212,6 +236,12 @@ class KafkaConnection(asyncio.BufferedProtocol):
 
     def _on_size(self, size: int) -> None:
         if size <= 0 or size > self._max_request:
+            foreign = _foreign_protocol(bytes(self._size_buf))
+            if foreign is not None:
+                log.warning("Closing connection %s on listener %s: %s", self.connection_id,
+                            self._listener_name, foreign)
+                self.abort(foreign)
+                return
             # Kafka: InvalidReceiveException ("Invalid receive (size = N larger than M)"): close.
             log.warning(
                 "Closing connection %s: invalid request size %d (socket.request.max.bytes=%d)",
@@ -219,7 +249,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
                 size,
                 self._max_request,
             )
-            self.abort()
+            self.abort(f"invalid request size {size}")
             return
         self._frame_size = size
         pool = self._server.memory_pool
@@ -311,16 +341,16 @@ class KafkaConnection(asyncio.BufferedProtocol):
                 return
             except codec.ProtocolError as e:
                 log.warning("Closing connection %s: malformed request: %s", self.connection_id, e)
-                self._finish(slot, None, close=True)
+                self._finish(slot, None, close=True, reason=f"malformed request: {e}")
                 return
             self.ctx.client_id = header.client_id
             result = server.dispatcher.handle(self.ctx, header, body)
             self._on_result(slot, header, header.api_version, result)
-        except CloseConnection:
-            self._finish(slot, None, close=True)
-        except Exception:
+        except CloseConnection as e:
+            self._finish(slot, None, close=True, reason=str(e) or "closed by the request handler")
+        except Exception as e:
             log.exception("Closing connection %s: error while handling a request", self.connection_id)
-            self._finish(slot, None, close=True)
+            self._finish(slot, None, close=True, reason=f"error while handling a request: {e!r}")
         finally:
             server.request_bound.release()
             server.memory_pool.release(holding)
@@ -328,7 +358,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
     def _on_result(self, slot: _Slot, header: Any, version: int, result: Any) -> None:
         if result is None:
             # handle_unsupported answers None for "close, as Kafka does".
-            self._finish(slot, None, close=True)
+            self._finish(slot, None, close=True, reason=f"unsupported request (api key {header.api_key})")
         elif result is NO_RESPONSE:
             self._finish(slot, None)
         elif asyncio.isfuture(result) or asyncio.iscoroutine(result):
@@ -342,12 +372,12 @@ class KafkaConnection(asyncio.BufferedProtocol):
             return
         try:
             result = fut.result()
-        except CloseConnection:
-            self._finish(slot, None, close=True)
+        except CloseConnection as e:
+            self._finish(slot, None, close=True, reason=str(e) or "closed by the request handler")
             return
-        except BaseException:
+        except BaseException as e:
             log.exception("Closing connection %s: error while completing a request", self.connection_id)
-            self._finish(slot, None, close=True)
+            self._finish(slot, None, close=True, reason=f"error while completing a request: {e!r}")
             return
         if result is NO_RESPONSE:
             self._finish(slot, None)
@@ -356,7 +386,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
             parts = self._encode(header, version, result)
         except Exception:
             log.exception("Closing connection %s: cannot encode a response", self.connection_id)
-            self._finish(slot, None, close=True)
+            self._finish(slot, None, close=True, reason="cannot encode a response")
             return
         self._finish(slot, parts)
 
@@ -365,7 +395,9 @@ class KafkaConnection(asyncio.BufferedProtocol):
             self._server.codec.encode_response_frame(header.api_key, version, header.correlation_id, body)
         )
 
-    def _finish(self, slot: _Slot, parts: list[Any] | None, close: bool = False) -> None:
+    def _finish(self, slot: _Slot, parts: list[Any] | None, close: bool = False, reason: str | None = None) -> None:
+        if close and reason is not None and self.close_reason is None:
+            self.close_reason = reason
         slot.parts = parts
         slot.close = close
         slot.done = True
@@ -416,7 +448,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
 
     def _on_writer_error(self, exc: BaseException) -> None:
         log.warning("Closing connection %s: cannot send a file region: %s", self.connection_id, exc)
-        self.abort()
+        self.abort(f"cannot send a file region: {exc}")
 
     # -- reading flow control --
 
@@ -466,21 +498,27 @@ class KafkaConnection(asyncio.BufferedProtocol):
     def _closing(self) -> bool:
         return self._closed or "closing" in self._pause_reasons
 
-    def close_when_idle(self) -> None:
+    def close_when_idle(self, reason: str = "the broker is shutting down") -> None:
         """Stop reading; close once every pending response is written (clean shutdown)."""
+        if self.close_reason is None:
+            self.close_reason = reason
         self._closing_when_idle = True
         self._pause("shutdown")
         if not self._queue and not self._ready and not self._writing:
             self.close()
 
-    def close(self) -> None:
+    def close(self, reason: str | None = None) -> None:
         """Close after the transport has flushed what it already holds."""
+        if reason is not None and self.close_reason is None:
+            self.close_reason = reason
         if self.transport is not None and not self.transport.is_closing():
             if self._writer is not None and self._writer.busy:
                 self.abort()
                 return
             self.transport.close()
 
-    def abort(self) -> None:
+    def abort(self, reason: str | None = None) -> None:
+        if reason is not None and self.close_reason is None:
+            self.close_reason = reason
         if self.transport is not None:
             self.transport.abort()

@@ -112,7 +112,7 @@ class KafkaServer:
                 )
                 for conn in conns:
                     if not conn.closed_future.done():
-                        conn.abort()
+                        conn.abort(f"still busy {timeout:.1f}s after the shutdown began")
                 await asyncio.wait(waiters, timeout=2.0)
         for server in self._servers:
             try:
@@ -197,10 +197,10 @@ class KafkaServer:
                     receive_ms,
                 )
                 slow += 1
-                conn.abort()
+                conn.abort(f"its request did not arrive within {receive_ms} ms")
             elif idle_deadline is not None and conn.last_active < idle_deadline and conn.idle:
                 log.debug("Closing idle connection %s", conn.connection_id)
-                conn.close()
+                conn.close(f"idle for more than {idle_ms} ms (connections.max.idle.ms)")
         if slow:
             log.info(
                 "Closed %d connections whose request did not fully arrive within %d ms "

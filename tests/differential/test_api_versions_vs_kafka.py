@@ -30,7 +30,6 @@ pytestmark = [pytest.mark.reference, pytest.mark.interop]
 _TXN = "transactions (the transaction coordinator; docs/compatibility.md, Transactions)"
 _SHARE = "share groups (KIP-932) are not implemented"
 _STREAMS = "streams groups (KIP-1071) are not implemented"
-_AUTH = "SASL authentication is not implemented (PLAINTEXT listeners only)"
 _TOKENS = "delegation tokens need SASL authentication, which is not implemented"
 _REPLICATION = "replica reassignment and leader election come with replication (single node)"
 _QUOTAS = "client quotas are not implemented"
@@ -42,13 +41,11 @@ _TELEMETRY = "client telemetry (KIP-714) is not implemented"
 # librdkafka: _UNSUPPORTED_FEATURE, kafka-python: IncompatibleBrokerVersion); one sent anyway closes
 # the connection, as Kafka does for an API not enabled on the listener.
 ABSENT_APIS: dict[int, str] = {
-    17: _AUTH,  # SaslHandshake
     24: _TXN,  # AddPartitionsToTxn
     25: _TXN,  # AddOffsetsToTxn
     26: _TXN,  # EndTxn
     27: _TXN,  # WriteTxnMarkers
     28: _TXN,  # TxnOffsetCommit
-    36: _AUTH,  # SaslAuthenticate
     38: _TOKENS,  # CreateDelegationToken
     39: _TOKENS,  # RenewDelegationToken
     40: _TOKENS,  # ExpireDelegationToken
