@@ -29,7 +29,11 @@ import re
 import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
 
-from kbroker.controller.broker_heartbeat_manager import BrokerControlState, BrokerHeartbeatReply, HeartbeatRequest
+from kbroker.controller.broker_heartbeat_manager import (
+    BrokerControlState,
+    BrokerHeartbeatReply,
+    HeartbeatRequest,
+)
 from kbroker.controller.cluster_control import ClusterControlManager
 from kbroker.controller.partition_change import Election, PartitionChangeBuilder
 from kbroker.controller.replica_placer import InvalidReplicationFactorError, StripedReplicaPlacer
