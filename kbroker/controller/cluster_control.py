@@ -12,10 +12,11 @@ the `RegisterBrokerRecord`:
 - every feature the broker declares must contain the finalized level (0 when not finalized), every
   finalized feature it does not declare must be 0, and it must declare `metadata.version`
   (UNSUPPORTED_VERSION / INVALID_REGISTRATION, Kafka's messages).
-The broker epoch is the offset of the registration record (Kafka: `offsetControl.nextWriteOffset()`),
+The broker epoch is the offset of the registration's batch (Kafka: `offsetControl.nextWriteOffset()`),
 so it only grows. A new incarnation (new incarnation id: the broker restarted) gets a new epoch and
-starts fenced; the same incarnation re-registering (a retried request) amends the registration and
-keeps its epoch and fencing state.
+starts fenced, and its previous incarnation leaves every ISR in the same batch (Kafka 4.3's
+BrokerShutdownHandler; with ELR an unclean shutdown also leaves the ELRs); the same incarnation
+re-registering (a retried request) amends the registration and keeps its epoch and fencing state.
 
 Also: `check_broker_epoch` (STALE_BROKER_EPOCH for every request a broker sends with its epoch),
 which brokers may lead (`is_active`: unfenced and not shutting down), the brokers placement may use,
@@ -64,8 +65,12 @@ class ClusterControlManager:
         cluster_id: str,
         clock: Clock,
         session_timeout_ms: int = DEFAULT_SESSION_TIMEOUT_MS,
+        broker_shutdown_handler: Callable[[int, bool, list[MetadataRecord]], None] | None = None,
     ) -> None:
         self._image = image
+        # Kafka's BrokerShutdownHandler (ReplicationControlManager.handleBrokerShutdown): the records
+        # that take a restarted broker's previous incarnation out of every ISR.
+        self.broker_shutdown_handler = broker_shutdown_handler
         self.cluster_id = cluster_id
         self.clock = clock
         self.session_timeout_ms = session_timeout_ms
@@ -191,6 +196,7 @@ class ClusterControlManager:
             features=features,
             log_dirs=list(request.log_dirs) if directory_assignment else [],
         )
+        records: list[MetadataRecord] = []
         same_incarnation = existing is not None and existing.incarnation_id == request.incarnation_id
         if same_incarnation:
             assert existing is not None
@@ -198,10 +204,16 @@ class ClusterControlManager:
             record.in_controlled_shutdown = existing.in_controlled_shutdown
             record.broker_epoch = existing.epoch
         else:
+            # A new incarnation: its previous one is gone, clean (the broker names the epoch it shut
+            # down with) or not. Kafka 4.3 first takes it out of every ISR (without ELR either way),
+            # in the same batch; the epoch stays the batch's first offset.
+            clean = existing is not None and existing.epoch == request.previous_broker_epoch
+            if self.broker_shutdown_handler is not None:
+                self.broker_shutdown_handler(broker_id, clean, records)
             record.broker_epoch = new_broker_epoch
             heartbeats.remove(broker_id)
         heartbeats.register(broker_id, record.fenced)
-        records: list[MetadataRecord] = [record]
+        records.append(record)
         return ControllerResult(BrokerRegistrationReply(record.broker_epoch), records)
 
     def _check_directories(self, broker_id: int, log_dirs: list[uuid.UUID], image: MetadataImage) -> None:

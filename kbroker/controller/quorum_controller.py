@@ -161,8 +161,11 @@ class QuorumController(Controller):
                 self._view = MetadataView(self.image, self.node_id)
             return self._view
 
-        self.cluster = ClusterControlManager(lambda: self.image, cluster_id=config.cluster_id, clock=clock,
-                                             session_timeout_ms=config.session_timeout_ms)
+        self.cluster = ClusterControlManager(
+            lambda: self.image, cluster_id=config.cluster_id, clock=clock,
+            session_timeout_ms=config.session_timeout_ms,
+            broker_shutdown_handler=lambda b, clean, records: self.replication.handle_broker_shutdown(
+                b, clean, records))
         self.replication = ReplicationControlManager(
             view, config_helper.validate_topic_configs, node_id=config.node_id,
             default_num_partitions=lambda: config.default_num_partitions,

@@ -460,6 +460,12 @@ class ReplicationControlManager:
         self.generate_leader_and_isr_updates(broker_id, NO_LEADER, records,
                                              self.partitions_with_broker_in_isr(broker_id))
 
+    def handle_broker_shutdown(self, broker_id: int, clean: bool, records: list[MetadataRecord]) -> None:
+        """A broker's previous incarnation is gone (it re-registered): out of every ISR. Without ELR
+        (kbroker's clusters) clean and unclean shutdowns are handled alike, as Kafka 4.3 does."""
+        self.generate_leader_and_isr_updates(broker_id, NO_LEADER, records,
+                                             self.partitions_with_broker_in_isr(broker_id))
+
     def handle_broker_unregistered(self, broker_id: int, broker_epoch: int, records: list[MetadataRecord]) -> None:
         self.generate_leader_and_isr_updates(broker_id, NO_LEADER, records,
                                              self.partitions_with_broker_in_isr(broker_id))

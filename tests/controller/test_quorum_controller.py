@@ -545,3 +545,25 @@ def test_empty_log_gets_the_bootstrap_records_on_first_leadership() -> None:
     assert controller.committed_image.features.metadata_version == 30
     assert controller.committed_image.features.level("group.version") == 1
     assert isinstance(raft, InMemoryRaftLog) and len(raft.batches) == 1
+
+
+def test_a_restarted_broker_leaves_every_isr_in_its_registration_batch() -> None:
+    """Kafka 4.3's BrokerShutdownHandler: the new incarnation's registration batch first takes the old
+    one out of the ISRs (moving its leaderships); the broker epoch is the batch's first offset."""
+    clock = FakeClock()
+    controller, raft, epochs = _cluster(clock)
+    _create(controller, raft, "t", 3, 3)
+    before = _partitions(controller.committed_image, "t")
+    clock.advance(SESSION_MS + 1)  # 2's session is over, but nothing has fenced it yet
+    _keep_alive(controller, raft, epochs, [1, 3])
+    base = raft.end_offset
+    op = controller.register_broker_request(registration(2, incarnation=uuid.uuid4()))
+    raft.commit()
+    assert op.result().epoch == base
+    batch = raft.batches[-1]
+    assert isinstance(batch.records[-1], RegisterBrokerRecord) and batch.records[-1].broker_epoch == base
+    assert all(isinstance(r, PartitionChangeRecord) for r in batch.records[:-1]) and len(batch.records) == 4
+    for i, p in _partitions(controller.committed_image, "t").items():
+        assert 2 not in p.isr and p.leader != 2
+        assert p.leader_epoch == before[i].leader_epoch + (1 if before[i].leader == 2 else 0)
+    assert controller.committed_image.cluster.brokers[2].fenced
