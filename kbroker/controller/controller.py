@@ -26,9 +26,17 @@ from kbroker.controller.cluster_control import BrokerRegistrationReply
 from kbroker.metadata.views import TopicInfo
 from kbroker.protocol.errors import ErrorCode, KafkaError
 from kbroker.protocol.messages.alter_partition import AlterPartitionRequest, AlterPartitionResponse
+from kbroker.protocol.messages.alter_partition_reassignments import (
+    AlterPartitionReassignmentsRequest,
+    AlterPartitionReassignmentsResponse,
+)
 from kbroker.protocol.messages.broker_heartbeat import BrokerHeartbeatRequest
 from kbroker.protocol.messages.broker_registration import BrokerRegistrationRequest
 from kbroker.protocol.messages.elect_leaders import ElectLeadersRequest, ElectLeadersResponse
+from kbroker.protocol.messages.list_partition_reassignments import (
+    ListPartitionReassignmentsRequest,
+    ListPartitionReassignmentsResponse,
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -125,6 +133,18 @@ class Controller(ABC):
 
     async def elect_leaders(self, request: ElectLeadersRequest) -> ElectLeadersResponse:
         """ElectLeaders: preferred or unclean leader election (request-level errors raise KafkaError)."""
+        raise _not_a_quorum_controller()
+
+    async def alter_partition_reassignments(
+        self, request: AlterPartitionReassignmentsRequest
+    ) -> AlterPartitionReassignmentsResponse:
+        """AlterPartitionReassignments (KIP-455): start or cancel reassignments."""
+        raise _not_a_quorum_controller()
+
+    async def list_partition_reassignments(
+        self, request: ListPartitionReassignmentsRequest
+    ) -> ListPartitionReassignmentsResponse:
+        """ListPartitionReassignments: the ongoing reassignments (committed state)."""
         raise _not_a_quorum_controller()
 
 

@@ -28,7 +28,7 @@ Periodic work is driven by `poll()` from the owner's timer, with `next_deadline_
 (`broker.session.timeout.ms`, one broker per event), and, with `auto.leader.rebalance.enable`, a
 preferred-leader election for imbalanced partitions every `leader.imbalance.check.interval.seconds`.
 
-Not here (yet): snapshots (writing and loading), UpdateFeatures, reassignment, ACLs / quotas /
+Not here (yet): snapshots (writing and loading), UpdateFeatures, ACLs / quotas /
 SCRAM, ELR (KIP-966, see `partition_change`), the controller's metrics, and a deadline per request.
 """
 
@@ -67,9 +67,17 @@ from kbroker.metadata.loader import MetadataBatch
 from kbroker.metadata.views import MetadataView, TopicInfo
 from kbroker.protocol.errors import ErrorCode, KafkaError
 from kbroker.protocol.messages.alter_partition import AlterPartitionRequest, AlterPartitionResponse
+from kbroker.protocol.messages.alter_partition_reassignments import (
+    AlterPartitionReassignmentsRequest,
+    AlterPartitionReassignmentsResponse,
+)
 from kbroker.protocol.messages.broker_heartbeat import BrokerHeartbeatRequest
 from kbroker.protocol.messages.broker_registration import BrokerRegistrationRequest
 from kbroker.protocol.messages.elect_leaders import ElectLeadersRequest, ElectLeadersResponse
+from kbroker.protocol.messages.list_partition_reassignments import (
+    ListPartitionReassignmentsRequest,
+    ListPartitionReassignmentsResponse,
+)
 from kbroker.protocol.metadata_records import RegisterBrokerRecord, UnregisterBrokerRecord
 
 log = logging.getLogger(__name__)
@@ -383,6 +391,19 @@ class QuorumController(Controller):
     def elect_leaders_request(self, request: ElectLeadersRequest) -> PendingOperation[ElectLeadersResponse]:
         return self._write("electLeaders", lambda: self.replication.elect_leaders(request))
 
+    def alter_partition_reassignments_request(
+        self, request: AlterPartitionReassignmentsRequest
+    ) -> PendingOperation[AlterPartitionReassignmentsResponse]:
+        return self._write("alterPartitionReassignments",
+                           lambda: self.replication.alter_partition_reassignments(request))
+
+    def list_partition_reassignments_request(
+        self, request: ListPartitionReassignmentsRequest
+    ) -> PendingOperation[ListPartitionReassignmentsResponse]:
+        """A read of the committed state (Kafka's appendReadEvent at the last stable offset)."""
+        return self._read("listPartitionReassignments", lambda: self.replication.list_partition_reassignments(
+            request.topics, self.committed_image))
+
     def allocate_producer_ids_request(self, broker_id: int, broker_epoch: int) -> PendingOperation[ProducerIdsBlock]:
         def generate() -> ControllerResult[ProducerIdsBlock]:
             self.cluster.check_broker_epoch(broker_id, broker_epoch)
@@ -406,6 +427,16 @@ class QuorumController(Controller):
 
     async def elect_leaders(self, request: ElectLeadersRequest) -> ElectLeadersResponse:
         return await self.elect_leaders_request(request)
+
+    async def alter_partition_reassignments(
+        self, request: AlterPartitionReassignmentsRequest
+    ) -> AlterPartitionReassignmentsResponse:
+        return await self.alter_partition_reassignments_request(request)
+
+    async def list_partition_reassignments(
+        self, request: ListPartitionReassignmentsRequest
+    ) -> ListPartitionReassignmentsResponse:
+        return await self.list_partition_reassignments_request(request)
 
     async def allocate_producer_ids(self, broker_id: int, broker_epoch: int) -> ProducerIdsBlock:
         return await self.allocate_producer_ids_request(broker_id, broker_epoch)

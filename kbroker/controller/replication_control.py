@@ -49,11 +49,20 @@ from kbroker.metadata.image import (
 from kbroker.metadata.views import TOPIC_RESOURCE, MetadataView, TopicInfo
 from kbroker.protocol.errors import ErrorCode, KafkaError
 from kbroker.protocol.messages.alter_partition import AlterPartitionRequest, AlterPartitionResponse
+from kbroker.protocol.messages.alter_partition_reassignments import (
+    AlterPartitionReassignmentsRequest,
+    AlterPartitionReassignmentsResponse,
+)
 from kbroker.protocol.messages.broker_heartbeat import BrokerHeartbeatRequest
 from kbroker.protocol.messages.elect_leaders import ElectLeadersRequest, ElectLeadersResponse
+from kbroker.protocol.messages.list_partition_reassignments import (
+    ListPartitionReassignmentsRequest,
+    ListPartitionReassignmentsResponse,
+)
 from kbroker.protocol.metadata_records import (
     BrokerRegistrationChangeRecord,
     ConfigRecord,
+    PartitionChangeRecord,
     PartitionRecord,
     RemoveTopicRecord,
     TopicRecord,
@@ -680,6 +689,119 @@ class ReplicationControlManager:
             if record is not None:
                 records.append(record)
         return ControllerResult(len(records) >= max_elections, records)
+
+    # -- reassignment (KIP-455) --------------------------------------------------------------------
+
+    def alter_partition_reassignments(
+        self, request: AlterPartitionReassignmentsRequest
+    ) -> ControllerResult[AlterPartitionReassignmentsResponse]:
+        """Start (replicas given) or cancel (replicas null) reassignments, one result per partition.
+
+        Starting one writes replicas = target + removing, adding = target - current, removing =
+        current - target; the adding replicas catch up and join the ISR by AlterPartition, and the
+        builder completes the reassignment (drops the removing ones) once every target replica is in
+        the ISR. Cancelling reverts to the original replicas (an unclean revert needs
+        `unclean.leader.election.enable`)."""
+        Response = AlterPartitionReassignmentsResponse
+        response = Response(allow_replication_factor_change=request.allow_replication_factor_change, error_code=0,
+                            error_message=None, responses=[])
+        records: list[MetadataRecord] = []
+        for topic in request.topics:
+            out = Response.ReassignableTopicResponse(name=topic.name, partitions=[])
+            response.responses.append(out)
+            for target in topic.partitions:
+                code, message = ErrorCode.NONE, None
+                try:
+                    record = self._alter_partition_reassignment(topic.name, target,
+                                                                request.allow_replication_factor_change)
+                except KafkaError as e:
+                    code, message = e.error_code, str(e) or None
+                else:
+                    if record is not None:
+                        records.append(record)
+                out.partitions.append(Response.ReassignablePartitionResponse(
+                    partition_index=target.partition_index, error_code=int(code), error_message=message))
+        return ControllerResult(response, records)
+
+    def _alter_partition_reassignment(
+        self, topic_name: str, target: AlterPartitionReassignmentsRequest.ReassignablePartition, allow_rf_change: bool,
+    ) -> PartitionChangeRecord | None:
+        topic = self._image().topics.topics_by_name.get(topic_name)
+        if topic is None:
+            raise _err(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"Unable to find a topic named {topic_name}.")
+        part = topic.partitions.get(target.partition_index)
+        if part is None:
+            raise _err(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                       f"Unable to find partition {topic_name}:{target.partition_index}.")
+        if target.replicas is None:
+            return self._cancel_partition_reassignment(topic_name, topic.id, target.partition_index, part)
+        wanted = list(target.replicas)
+        self._validate_assignment(wanted, None)
+        if not allow_rf_change:
+            current_rf = len(part.replicas)
+            if part.is_reassigning():
+                current_rf = len((set(part.replicas) | set(part.adding_replicas)) - set(part.removing_replicas))
+            if current_rf != len(wanted):
+                raise _err(ErrorCode.INVALID_REPLICATION_FACTOR,
+                           f"The replication factor is changed from {current_rf} to {len(wanted)}")
+        current = list(part.replicas)
+        removing = sorted(set(current) - set(wanted))
+        adding = sorted(set(wanted) - set(current))
+        replicas = wanted + removing
+        cluster = self._cluster()
+        builder = PartitionChangeBuilder(part, topic.id, target.partition_index,
+                                         self._acceptor(part, cluster.is_active), default_dir=cluster.default_dir)
+        if replicas != current:
+            builder.set_target_replicas(replicas)
+        if removing:
+            builder.set_target_removing(removing)
+        if adding:
+            builder.set_target_adding(adding)
+        return builder.build()
+
+    def _cancel_partition_reassignment(self, topic_name: str, topic_id: uuid.UUID, index: int,
+                                       part: PartitionRegistration) -> PartitionChangeRecord | None:
+        if not part.is_reassigning():
+            raise _err(ErrorCode.NO_REASSIGNMENT_IN_PROGRESS)
+        original = [r for r in part.replicas if r not in part.adding_replicas]
+        isr = [r for r in part.isr if r not in part.adding_replicas]
+        if not isr:
+            if not original:
+                raise _err(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                           "Invalid replica assignment: addingReplicas contains all replicas.")
+            isr = [original[0]]
+            if not self._unclean(topic_name):
+                raise _err(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                           f"Unable to revert partition assignment for {topic_name}:{index} because it would "
+                           "require an unclean leader election.")
+        builder = self._builder(topic_name, topic_id, index, part)
+        return (builder.set_target_isr(isr).set_target_replicas(original).set_target_removing([])
+                .set_target_adding([]).build())
+
+    def list_partition_reassignments(
+        self, topics: Sequence[ListPartitionReassignmentsRequest.ListPartitionReassignmentsTopics] | None,
+        image: MetadataImage | None = None,
+    ) -> ListPartitionReassignmentsResponse:
+        """The ongoing reassignments in `image` (default: the current one; Kafka reads the committed
+        state), every topic when `topics` is null; unknown names are skipped."""
+        Response = ListPartitionReassignmentsResponse
+        response = Response(error_code=0, error_message=None, topics=[])
+        image = image if image is not None else self._image()
+        wanted: list[tuple[str, list[int] | None]] = (
+            [(name, None) for name in sorted(image.topics.topics_by_name)] if topics is None
+            else [(t.name, list(t.partition_indexes)) for t in topics])
+        for name, indexes in wanted:
+            topic = image.topics.topics_by_name.get(name)
+            if topic is None:
+                continue
+            ongoing = [Response.OngoingPartitionReassignment(
+                partition_index=i, replicas=list(p.replicas), adding_replicas=list(p.adding_replicas),
+                removing_replicas=list(p.removing_replicas))
+                for i in (sorted(topic.partitions) if indexes is None else indexes)
+                if (p := topic.partitions.get(i)) is not None and p.is_reassigning()]
+            if ongoing:
+                response.topics.append(Response.OngoingTopicReassignment(name=name, partitions=ongoing))
+        return response
 
 
 # Kafka's ApiError(Errors) messages for election results (Errors' default messages, not kbroker's).

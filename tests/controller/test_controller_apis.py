@@ -33,7 +33,7 @@ from kbroker.services import build_services, shutdown_services
 from tests.controller.quorum_fakes import FakeClock, InMemoryRaftLog, new_controller, registration
 from tests.support.sync import run_now
 
-CONTROLLER_ONLY = {56, 62, 63, 64, 67, 43}
+CONTROLLER_ONLY = {56, 62, 63, 64, 67, 43, 45, 46}
 
 
 def test_broker_listener_serves_what_it_did_and_the_controller_listener_the_cluster_apis() -> None:
