@@ -213,8 +213,9 @@ class QuorumController(Controller):
 
     def handle_commit(self, batches: Sequence[MetadataBatch]) -> None:
         for batch in batches:
-            self.committed_image = _replay(self.committed_image, batch.records, batch.base_offset, batch.epoch,
-                                           self._committed_register_offsets)
+            if batch.records:  # a control batch (no records) only moves the committed offset
+                self.committed_image = _replay(self.committed_image, batch.records, batch.base_offset, batch.epoch,
+                                               self._committed_register_offsets)
             self.committed_offset = batch.last_offset
         if not self.is_active():
             self._revert_to_committed()

@@ -10,7 +10,10 @@ Protocols, so either side can be written, faked and tested alone:
   resign.
 - `RaftClientListener` (what the Raft layer calls, Kafka's `RaftClient.Listener`): `handle_commit`
   with the batches the high watermark has passed, in offset order, every batch exactly once
-  (the leader's own included); `handle_leader_change` when the leader or epoch changes.
+  (the leader's own included; a control batch, such as the LeaderChangeMessage that opens an epoch,
+  as a batch with no records, so the controller's committed offset passes it: without that, a write
+  with no records issued right after a failover would wait for the next real commit);
+  `handle_leader_change` when the leader or epoch changes.
 
 Kafka's guarantees the controller relies on (KafkaRaftClient's): the listener is told it leads epoch
 E only after it has been handed every batch committed before E began (so its committed state is the
@@ -68,7 +71,7 @@ class RaftClientListener(Protocol):
     """What the Raft layer tells the controller (Kafka's `RaftClient.Listener`)."""
 
     def handle_commit(self, batches: Sequence[MetadataBatch]) -> None:
-        """Batches the high watermark has passed, in order, each once (control batches left out)."""
+        """Batches the high watermark has passed, in order, each once (control batches with no records)."""
         ...
 
     def handle_leader_change(self, leader: LeaderAndEpoch) -> None:

@@ -3,8 +3,9 @@
 `InMemoryRaftLog` is the trivial `RaftClient` the controller's tests drive by hand: appends are
 kept uncommitted until `commit()` hands them to the listener (each batch once, in order), and
 `elect(node, epoch)` moves leadership, dropping whatever the old leader had not committed (as a new
-KRaft leader truncates it). A control record (LeaderChangeMessage) takes one offset at each epoch's
-start, as in KRaft, so broker epochs (registration offsets) are not simply record counts.
+KRaft leader truncates it). A control batch (LeaderChangeMessage, delivered with no records) takes
+one offset at each epoch's start, as in KRaft, so broker epochs (registration offsets) are not simply
+record counts.
 """
 
 from __future__ import annotations
@@ -82,8 +83,9 @@ class InMemoryRaftLog:
         """A new leader: uncommitted batches are truncated, a control record opens the epoch."""
         del self.batches[self.committed_upto + 1:]
         self.end_offset = self.batches[-1].last_offset + 1 if self.batches else 0
-        self.end_offset += 1  # LeaderChangeMessage
         self.epoch = self.epoch + 1 if epoch is None else epoch
+        self.batches.append(MetadataBatch(self.end_offset, self.epoch, 0, []))  # LeaderChangeMessage
+        self.end_offset += 1
         self.leader_id = node_id
         if self.listener is not None:
             self.listener.handle_leader_change(LeaderAndEpoch(node_id, self.epoch))
