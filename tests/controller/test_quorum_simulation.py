@@ -149,8 +149,10 @@ def _run(seed: int, steps: int) -> dict[str, int]:
             c.poll()
         elif action == "create":
             topics += 1
-            pending.append(("create", c._write("createTopics", lambda: c.replication.create_topic(
-                f"t{topics}", rnd.randint(1, 3), rnd.randint(1, 3))), None))
+            name, count, rf = f"t{topics}", rnd.randint(1, 3), rnd.randint(1, 3)
+            replication = c.replication
+            pending.append(("create", c._write("createTopics", lambda: replication.create_topic(  # noqa: B023
+                name, count, rf)), None))
         elif action == "alter":
             parts = [(t, i, p) for t in image.topics for i, p in t.partitions.items() if p.leader != NO_LEADER]
             if parts:
