@@ -94,6 +94,10 @@ def _check(image: MetadataImage, previous: MetadataImage) -> None:
                     assert p.partition_epoch > old.partition_epoch, where
 
 
+def _create(c: QuorumController, name: str, count: int, rf: int) -> object:
+    return c._write("createTopics", lambda: c.replication.create_topic(name, count, rf))
+
+
 def _run(seed: int, steps: int) -> dict[str, int]:
     rnd = random.Random(seed)
     clock = FakeClock()
@@ -149,10 +153,7 @@ def _run(seed: int, steps: int) -> dict[str, int]:
             c.poll()
         elif action == "create":
             topics += 1
-            name, count, rf = f"t{topics}", rnd.randint(1, 3), rnd.randint(1, 3)
-            replication = c.replication
-            pending.append(("create", c._write("createTopics", lambda: replication.create_topic(  # noqa: B023
-                name, count, rf)), None))
+            pending.append(("create", _create(c, f"t{topics}", rnd.randint(1, 3), rnd.randint(1, 3)), None))
         elif action == "alter":
             parts = [(t, i, p) for t in image.topics for i, p in t.partitions.items() if p.leader != NO_LEADER]
             if parts:
