@@ -279,11 +279,16 @@ class QuorumController(Controller):
             result = generate()
         except KafkaError as e:
             return PendingOperation.failed(e, name)
+        except Exception as e:  # noqa: BLE001 - a bug: our state may be half-changed
+            return self._fault(name, e)
         op: PendingOperation[T] = PendingOperation(name)
         if result.records:
             base = self.next_write_offset
             offsets = dict(self._register_offsets)
-            image = _replay(self.image, result.records, base, epoch, offsets)
+            try:
+                image = _replay(self.image, result.records, base, epoch, offsets)
+            except Exception as e:  # noqa: BLE001 - records our own image refuses: never append them
+                return self._fault(name, e)
             try:
                 last = self.raft.append(epoch, result.records)
             except NotLeaderError:
@@ -306,6 +311,17 @@ class QuorumController(Controller):
         else:
             self._pending.append(_PendingWrite(self.last_written_offset, op, result.response))  # type: ignore[arg-type]
         return op
+
+    def _fault(self, name: str, error: Exception) -> PendingOperation[T]:
+        """An unexpected error in a write (Kafka's EventHandlerExceptionInfo: not an ApiException, so it
+        causes a failover): step down so a controller with a clean state takes over."""
+        log.error("%s failed unexpectedly; renouncing leadership", name, exc_info=error)
+        epoch = self.active_epoch
+        self._renounce()
+        if epoch is not None:
+            self.raft.resign(epoch)
+        return PendingOperation.failed(KafkaError(f"{name} failed: {error}",
+                                                  error_code=ErrorCode.UNKNOWN_SERVER_ERROR), name)
 
     def _read(self, name: str, read: Callable[[], T]) -> PendingOperation[T]:
         if self.active_epoch is None:

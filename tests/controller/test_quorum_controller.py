@@ -567,3 +567,31 @@ def test_a_restarted_broker_leaves_every_isr_in_its_registration_batch() -> None
         assert 2 not in p.isr and p.leader != 2
         assert p.leader_epoch == before[i].leader_epoch + (1 if before[i].leader == 2 else 0)
     assert controller.committed_image.cluster.brokers[2].fenced
+
+
+def test_an_unexpected_error_in_a_write_makes_the_controller_step_down() -> None:
+    controller, raft, _ = _cluster(FakeClock())
+    committed = controller.committed_image
+
+    def broken() -> object:
+        raise RuntimeError("bug")
+
+    op = controller._write("broken", broken)  # type: ignore[arg-type]
+    with pytest.raises(KafkaError) as e:
+        op.result()
+    assert e.value.error_code is ErrorCode.UNKNOWN_SERVER_ERROR
+    assert not controller.is_active() and raft.leader_id is None  # resigned: another controller takes over
+    assert controller.image is committed
+
+
+@pytest.mark.parametrize("racks", [{1: "a", 2: "b", 3: "c"}, {1: "a", 2: "a", 3: "b"}])
+def test_three_brokers_rf3_topic_spans_every_rack(racks: dict[int, str | None]) -> None:
+    controller, raft, _ = _cluster(FakeClock(), racks)
+    _create(controller, raft, "t", 6, 3)
+    parts = _partitions(controller.committed_image, "t")
+    for p in parts.values():
+        assert sorted(p.replicas) == [1, 2, 3] and p.isr == p.replicas
+        # the first two replicas (the preferred leader and the next) are on different racks
+        assert racks[p.replicas[0]] != racks[p.replicas[1]]
+    if len(set(racks.values())) == 3:
+        assert {p.leader for p in parts.values()} == {1, 2, 3}
