@@ -480,6 +480,25 @@ class ReplicationControlManager:
                                              self.partitions_with_broker_in_isr(broker_id))
         records.append(UnregisterBrokerRecord(broker_id=broker_id, broker_epoch=broker_epoch))
 
+    def handle_directories_offline(self, broker_id: int, broker_epoch: int, offline: list[uuid.UUID],
+                                   records: list[MetadataRecord]) -> None:
+        """Log directories a broker reports offline in its heartbeat (KIP-858): its replicas there
+        leave their ISRs (electing new leaders), and its registration keeps only the online ones
+        (BrokerRegistrationChangeRecord v2 with `log_dirs`). Directories already offline change nothing."""
+        registration = self._cluster().registration(broker_id)
+        if registration is None:
+            return
+        newly_offline = [d for d in registration.directories if d in offline]
+        if not newly_offline:
+            return
+        image = self._image()
+        for directory in newly_offline:
+            partitions = [TopicIdPartition(t.id, i) for t in image.topics for i, p in sorted(t.partitions.items())
+                          if p.directory(broker_id) == directory]
+            self.generate_leader_and_isr_updates(broker_id, NO_LEADER, records, partitions)
+        online = [d for d in registration.directories if d not in offline]
+        records.append(BrokerRegistrationChangeRecord(broker_id=broker_id, broker_epoch=broker_epoch, log_dirs=online))
+
     def unregister_broker(self, broker_id: int) -> ControllerResult[None]:
         """UnregisterBroker (KIP-500): BROKER_ID_NOT_REGISTERED for an unknown id."""
         registration = self._cluster().registration(broker_id)
@@ -510,6 +529,8 @@ class ReplicationControlManager:
             elif states.next is BrokerControlState.CONTROLLED_SHUTDOWN:
                 self.handle_broker_in_controlled_shutdown(broker_id, request.broker_epoch, records)
         heartbeats.touch(broker_id, states.next.fenced, request.current_metadata_offset)
+        if request.offline_log_dirs:
+            self.handle_directories_offline(broker_id, request.broker_epoch, list(request.offline_log_dirs), records)
         reply = BrokerHeartbeatReply(
             is_caught_up=request.current_metadata_offset >= register_broker_record_offset,
             is_fenced=states.next.fenced,

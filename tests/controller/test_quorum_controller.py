@@ -17,6 +17,7 @@ from kbroker.controller.raft_client import LeaderAndEpoch
 from kbroker.metadata.image import NO_LEADER, LeaderRecoveryState, MetadataImage, PartitionRegistration
 from kbroker.protocol.errors import ErrorCode, KafkaError
 from kbroker.protocol.messages.alter_partition import AlterPartitionRequest
+from kbroker.protocol.messages.broker_heartbeat import BrokerHeartbeatRequest
 from kbroker.protocol.messages.elect_leaders import ElectLeadersRequest
 from kbroker.protocol.metadata_records import (
     BrokerRegistrationChangeRecord,
@@ -595,3 +596,34 @@ def test_three_brokers_rf3_topic_spans_every_rack(racks: dict[int, str | None]) 
         assert racks[p.replicas[0]] != racks[p.replicas[1]]
     if len(set(racks.values())) == 3:
         assert {p.leader for p in parts.values()} == {1, 2, 3}
+
+
+def test_a_log_directory_reported_offline_takes_its_replicas_out_of_the_isrs() -> None:
+    clock = FakeClock()
+    controller, raft, epochs = _cluster(clock)
+    _create(controller, raft, "t", 3, 3)
+    lost = uuid.UUID(int=0xD1502)  # broker 2's only directory when the topic was created
+    assert all(p.directory(2) == lost for p in _partitions(controller.committed_image, "t").values())
+    spare = uuid.UUID(int=0xD2502)
+    amend = controller.register_broker_request(registration(2, log_dirs=[lost, spare]))  # same incarnation
+    raft.commit()
+    assert amend.result().epoch == epochs[2]
+    before = _partitions(controller.committed_image, "t")
+    op = controller.broker_heartbeat(BrokerHeartbeatRequest(broker_id=2, broker_epoch=epochs[2],
+                                                            current_metadata_offset=raft.end_offset,
+                                                            offline_log_dirs=[lost]))
+    raft.commit()
+    assert not op.result().is_fenced
+    image = controller.committed_image
+    assert image.cluster.brokers[2].directories == (spare,)
+    changes = [r for r in raft.batches[-1].records]
+    assert isinstance(changes[-1], BrokerRegistrationChangeRecord) and changes[-1].log_dirs == [spare]
+    for i, p in _partitions(image, "t").items():
+        assert 2 not in p.isr and p.leader != 2
+        assert p.partition_epoch == before[i].partition_epoch + 1
+    again = controller.broker_heartbeat(BrokerHeartbeatRequest(broker_id=2, broker_epoch=epochs[2],
+                                                               current_metadata_offset=raft.end_offset,
+                                                               offline_log_dirs=[lost]))
+    raft.commit()
+    again.result()
+    assert controller.committed_image is image or controller.committed_image.topics == image.topics
