@@ -9,6 +9,11 @@ A handler module defines `API_KEY`, `MIN_VERSION`, `MAX_VERSION` (accepted and a
 optional `ADVERTISED_MIN_VERSION` (Produce advertises 0 but refuses 0-2, KAFKA-18659), an optional
 `error_response(request, version, error) -> response` used when the handler raises, and
 `handle(services, ctx, header, request)`.
+
+Listeners: a dispatcher serves one kind of listener, "broker" (the default, every client-facing
+listener) or "controller" (`controller.listener.names`, KRaft). A module is served on the kinds its
+API's spec lists (`"listeners"` in Kafka's JSON: BrokerRegistration, BrokerHeartbeat, AlterPartition
+and AllocateProducerIds are controller-only), unless it narrows them with a `LISTENERS` tuple.
 """
 
 from __future__ import annotations
@@ -47,8 +52,11 @@ class HandlerSpec:
         return self.module.__name__.rsplit(".", 1)[-1]
 
 
-def discover_handlers(package: str = "kbroker.api") -> dict[int, HandlerSpec]:
-    """Import every module of `package` and keep those that define `API_KEY`."""
+def discover_handlers(package: str = "kbroker.api", listener: str = "broker") -> dict[int, HandlerSpec]:
+    """Import every module of `package` and keep those that define `API_KEY` and are served on
+    `listener` ("broker" or "controller")."""
+    from kbroker.protocol.messages import API_SPECS
+
     pkg = importlib.import_module(package)
     specs: dict[int, HandlerSpec] = {}
     for info in sorted(pkgutil.iter_modules(pkg.__path__), key=lambda i: i.name):
@@ -57,6 +65,10 @@ def discover_handlers(package: str = "kbroker.api") -> dict[int, HandlerSpec]:
         module = importlib.import_module(f"{package}.{info.name}")
         key = getattr(module, "API_KEY", None)
         if key is None:
+            continue
+        api = API_SPECS.get(int(key))
+        served_on = getattr(module, "LISTENERS", api.listeners if api is not None else ("broker",))
+        if listener not in served_on:
             continue
         if key in specs:
             raise RuntimeError(f"API key {key} handled by both {specs[key].module.__name__} and {module.__name__}")
@@ -69,9 +81,10 @@ def discover_handlers(package: str = "kbroker.api") -> dict[int, HandlerSpec]:
 class ApiDispatcher:
     """`handle(ctx, header, body)` -> response | awaitable of a response | NO_RESPONSE."""
 
-    def __init__(self, services: BrokerServices, package: str = "kbroker.api") -> None:
+    def __init__(self, services: BrokerServices, package: str = "kbroker.api", listener: str = "broker") -> None:
         self.services = services
-        self.handlers = discover_handlers(package)
+        self.listener = listener
+        self.handlers = discover_handlers(package, listener)
         # The ApiVersions handler reads the advertised ranges from the services.
         services.api_ranges = self.advertised_ranges()
 

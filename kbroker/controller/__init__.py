@@ -6,8 +6,15 @@ validates each request with the control managers (`replication_control`, `config
 `producer_id_control`, `cluster_control`), turns it into Kafka's metadata records, appends them to
 the local `__cluster_metadata` log (`metadata_log`), makes them durable, and only then hands them
 to the broker's `MetadataLoader`, which builds the next `MetadataImage` and tells the publishers
-(replica manager, coordinators, configs). Nothing else writes metadata. The KRaft quorum (issue 13)
-slots in behind the same interface.
+(replica manager, coordinators, configs). Nothing else writes metadata.
+
+The KRaft side (issue 13, docs/controller.md): `QuorumController` implements the same interface over
+a replicated log it does not own (`raft_client`: the `RaftClient` / listener Protocols), keeping an
+uncommitted image and answering on commit; `cluster_control` (registrations) and
+`broker_heartbeat_manager` (sessions, fencing, controlled shutdown) own the brokers' lifecycle;
+`replication_control` places replicas (`replica_placer`, rack-aware) and changes leaders and ISRs
+through `partition_change` (Kafka's PartitionChangeBuilder); `pending` is the answer that completes
+on commit.
 
 Must not import net/, api/, replica/ or coord/: the controller knows records and images, not the
 services that react to them.

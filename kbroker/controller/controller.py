@@ -7,6 +7,11 @@ brokers serve, so a client that gets a success back and then asks any API sees t
 Methods are per resource (one topic, one config resource): the API handlers loop over a request's
 resources as Kafka's `ControllerApis` does, and each resource's records commit on their own (Kafka's
 CreateTopics is not atomic across topics either).
+
+The cluster-side operations (`process_broker_registration`, `process_broker_heartbeat`,
+`alter_partition`, `unregister_broker`) are what brokers ask of the active controller of a KRaft
+quorum (`QuorumController`); a single-node `LocalController` registers its own broker and refuses
+them with NOT_CONTROLLER (no other broker can join it). `elect_leaders` is answered by both.
 """
 
 from __future__ import annotations
@@ -16,7 +21,22 @@ from abc import ABC, abstractmethod
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
+from kbroker.controller.broker_heartbeat_manager import BrokerHeartbeatReply
+from kbroker.controller.cluster_control import BrokerRegistrationReply
 from kbroker.metadata.views import TopicInfo
+from kbroker.protocol.errors import ErrorCode, KafkaError
+from kbroker.protocol.messages.alter_partition import AlterPartitionRequest, AlterPartitionResponse
+from kbroker.protocol.messages.alter_partition_reassignments import (
+    AlterPartitionReassignmentsRequest,
+    AlterPartitionReassignmentsResponse,
+)
+from kbroker.protocol.messages.broker_heartbeat import BrokerHeartbeatRequest
+from kbroker.protocol.messages.broker_registration import BrokerRegistrationRequest
+from kbroker.protocol.messages.elect_leaders import ElectLeadersRequest, ElectLeadersResponse
+from kbroker.protocol.messages.list_partition_reassignments import (
+    ListPartitionReassignmentsRequest,
+    ListPartitionReassignmentsResponse,
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,3 +112,42 @@ class Controller(ABC):
     @abstractmethod
     async def allocate_producer_ids(self, broker_id: int, broker_epoch: int) -> ProducerIdsBlock:
         """The next block of producer ids for a broker (AllocateProducerIds)."""
+
+    # -- the cluster side (KRaft): what brokers ask of the active controller ---------------------------
+
+    async def process_broker_registration(self, request: BrokerRegistrationRequest) -> BrokerRegistrationReply:
+        """BrokerRegistration: register (or amend) a broker; its broker epoch."""
+        raise _not_a_quorum_controller()
+
+    async def process_broker_heartbeat(self, request: BrokerHeartbeatRequest) -> BrokerHeartbeatReply:
+        """BrokerHeartbeat: keep the session, fence/unfence, controlled shutdown."""
+        raise _not_a_quorum_controller()
+
+    async def alter_partition(self, request: AlterPartitionRequest, version: int) -> AlterPartitionResponse:
+        """AlterPartition: a partition leader's ISR change (request-level errors raise KafkaError)."""
+        raise _not_a_quorum_controller()
+
+    async def unregister_broker(self, broker_id: int) -> None:
+        """UnregisterBroker: remove a broker's registration (and it from every ISR)."""
+        raise _not_a_quorum_controller()
+
+    async def elect_leaders(self, request: ElectLeadersRequest) -> ElectLeadersResponse:
+        """ElectLeaders: preferred or unclean leader election (request-level errors raise KafkaError)."""
+        raise _not_a_quorum_controller()
+
+    async def alter_partition_reassignments(
+        self, request: AlterPartitionReassignmentsRequest
+    ) -> AlterPartitionReassignmentsResponse:
+        """AlterPartitionReassignments (KIP-455): start or cancel reassignments."""
+        raise _not_a_quorum_controller()
+
+    async def list_partition_reassignments(
+        self, request: ListPartitionReassignmentsRequest
+    ) -> ListPartitionReassignmentsResponse:
+        """ListPartitionReassignments: the ongoing reassignments (committed state)."""
+        raise _not_a_quorum_controller()
+
+
+def _not_a_quorum_controller() -> KafkaError:
+    return KafkaError("This node runs a single-node controller; brokers cannot join it.",
+                      error_code=ErrorCode.NOT_CONTROLLER)

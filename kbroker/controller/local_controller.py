@@ -36,6 +36,7 @@ from kbroker.controller.result import ControllerResult, MetadataRecord
 from kbroker.metadata.cache import MetadataCache
 from kbroker.metadata.loader import MetadataLoader
 from kbroker.metadata.views import MetadataView, TopicInfo
+from kbroker.protocol.messages.elect_leaders import ElectLeadersRequest, ElectLeadersResponse
 from kbroker.protocol.metadata_records import (
     FeatureLevelRecord,
     RegisterBrokerRecord,
@@ -192,6 +193,12 @@ class LocalController(Controller):
 
     async def allocate_producer_ids(self, broker_id: int, broker_epoch: int) -> ProducerIdsBlock:
         result = self.producer_ids.generate_next_producer_id(broker_id, broker_epoch)
+        self._commit(result.records)
+        return result.response
+
+    async def elect_leaders(self, request: ElectLeadersRequest) -> ElectLeadersResponse:
+        """One node leads every partition it hosts: each election is not needed (or cannot be had)."""
+        result = self.replication.elect_leaders(request)
         self._commit(result.records)
         return result.response
 

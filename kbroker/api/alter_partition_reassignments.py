@@ -1,0 +1,34 @@
+"""AlterPartitionReassignments (API key 45, v0-1; served on the controller listener): move replicas.
+
+Kafka's `ControllerApis.handleAlterPartitionReassignments` (KIP-455, KIP-860's
+`AllowReplicationFactorChange` in v1): per partition, start a reassignment (replicas given) or cancel
+one (replicas null), with Kafka's errors (UNKNOWN_TOPIC_OR_PARTITION, INVALID_REPLICA_ASSIGNMENT,
+INVALID_REPLICATION_FACTOR, NO_REASSIGNMENT_IN_PROGRESS). Kafka also accepts it on broker listeners
+and forwards it; kbroker's broker does not forward yet (issue 12), so the broker listener leaves it out.
+"""
+
+from __future__ import annotations
+
+from kbroker.api.context import BrokerServices, RequestContext
+from kbroker.protocol.errors import ErrorCode
+from kbroker.protocol.headers import RequestHeader
+from kbroker.protocol.messages.alter_partition_reassignments import (
+    AlterPartitionReassignmentsRequest,
+    AlterPartitionReassignmentsResponse,
+)
+
+API_KEY = 45
+MIN_VERSION = 0
+MAX_VERSION = 1
+LISTENERS = ("controller",)
+
+
+async def handle(services: BrokerServices, ctx: RequestContext, header: RequestHeader,
+                 request: AlterPartitionReassignmentsRequest) -> AlterPartitionReassignmentsResponse:
+    return await services.controller.alter_partition_reassignments(request)
+
+
+def error_response(request: AlterPartitionReassignmentsRequest, version: int,
+                   error: ErrorCode) -> AlterPartitionReassignmentsResponse:
+    return AlterPartitionReassignmentsResponse(throttle_time_ms=0, error_code=int(error), error_message=None,
+                                               responses=[])

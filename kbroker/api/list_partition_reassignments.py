@@ -1,0 +1,32 @@
+"""ListPartitionReassignments (API key 46, v0; served on the controller listener): ongoing reassignments.
+
+Kafka's `ControllerApis.handleListPartitionReassignments`: the committed state's partitions with
+adding or removing replicas, for the topics named (unknown ones are skipped) or all of them. Kafka
+also accepts it on broker listeners and forwards it; kbroker's broker does not forward yet (issue 12).
+"""
+
+from __future__ import annotations
+
+from kbroker.api.context import BrokerServices, RequestContext
+from kbroker.protocol.errors import ErrorCode
+from kbroker.protocol.headers import RequestHeader
+from kbroker.protocol.messages.list_partition_reassignments import (
+    ListPartitionReassignmentsRequest,
+    ListPartitionReassignmentsResponse,
+)
+
+API_KEY = 46
+MIN_VERSION = 0
+MAX_VERSION = 0
+LISTENERS = ("controller",)
+
+
+async def handle(services: BrokerServices, ctx: RequestContext, header: RequestHeader,
+                 request: ListPartitionReassignmentsRequest) -> ListPartitionReassignmentsResponse:
+    return await services.controller.list_partition_reassignments(request)
+
+
+def error_response(request: ListPartitionReassignmentsRequest, version: int,
+                   error: ErrorCode) -> ListPartitionReassignmentsResponse:
+    return ListPartitionReassignmentsResponse(throttle_time_ms=0, error_code=int(error), error_message=None,
+                                              topics=[])

@@ -1,0 +1,522 @@
+"""`QuorumController`: the active controller of a KRaft quorum, over a metadata log it does not own.
+
+Kafka's `QuorumController`, sans-IO. The Raft layer (`raft_client.RaftClient`) replicates
+`__cluster_metadata`; this class decides what goes into it and answers requests once it is committed:
+
+    request -> control manager checks it against the controller's *uncommitted* image -> records
+            -> replayed into that image at once (the next request sees them) -> RaftClient.append
+            -> PendingOperation, completed when handle_commit reports the batch's last offset
+               (or failed with NOT_CONTROLLER if leadership is lost first)
+
+Two images are kept. The *committed* image is every batch the Raft layer has reported committed,
+replayed in order; standby controllers keep only that one. The active controller also keeps its
+*uncommitted* image: the committed one plus every batch it has appended since. Losing leadership
+reverts to the committed image: images are immutable, so the revert is dropping a reference
+(Kafka reverts its timeline data structures to the snapshot at the last committed offset; the
+effect is the same, a rebuild from the committed image). A write with no records (a heartbeat that
+changes nothing, validate-only) is answered once everything written before it has committed, as
+Kafka's write events are.
+
+On becoming leader (`handle_leader_change` for this node, which the Raft layer calls only after it
+has delivered every batch committed before the epoch began) the controller reads the log end offset
+(the next record's offset: broker epochs are registration offsets), starts broker sessions afresh
+(`ClusterControlManager.activate`), and on an empty log writes the bootstrap records
+(`metadata.version`, `group.version`), as Kafka's activation records do.
+
+Periodic work is driven by `poll()` from the owner's timer, with `next_deadline_ms()` saying when
+(Kafka's scheduled controller events): fence brokers whose session expired
+(`broker.session.timeout.ms`, one broker per event), and, with `auto.leader.rebalance.enable`, a
+preferred-leader election for imbalanced partitions every `leader.imbalance.check.interval.seconds`.
+
+Not here (yet): snapshots (writing and loading), UpdateFeatures, ACLs / quotas /
+SCRAM, ELR (KIP-966, see `partition_change`), the controller's metrics, and a deadline per request.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from collections import deque
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TypeVar
+
+from kbroker.clock import Clock
+from kbroker.cluster.configs import ConfigHelper
+from kbroker.controller.broker_heartbeat_manager import BrokerHeartbeatReply
+from kbroker.controller.cluster_control import BrokerRegistrationReply, ClusterControlManager
+from kbroker.controller.configuration_control import ConfigurationControlManager
+from kbroker.controller.controller import Controller, ProducerIdsBlock
+from kbroker.controller.local_controller import bootstrap_records
+from kbroker.controller.pending import PendingOperation
+from kbroker.controller.producer_id_control import ProducerIdControlManager
+from kbroker.controller.raft_client import LeaderAndEpoch, NotLeaderError, RaftClient
+from kbroker.controller.replica_placer import StripedReplicaPlacer
+from kbroker.controller.replication_control import ReplicationControlManager
+from kbroker.controller.result import ControllerResult, MetadataRecord
+from kbroker.metadata.delta import MetadataDelta
+from kbroker.metadata.image import (
+    KRAFT_VERSION,
+    METADATA_VERSION,
+    ConfigResource,
+    ConfigResourceType,
+    MetadataImage,
+    MetadataProvenance,
+)
+from kbroker.metadata.loader import MetadataBatch
+from kbroker.metadata.views import MetadataView, TopicInfo
+from kbroker.protocol.errors import ErrorCode, KafkaError
+from kbroker.protocol.messages.alter_partition import AlterPartitionRequest, AlterPartitionResponse
+from kbroker.protocol.messages.alter_partition_reassignments import (
+    AlterPartitionReassignmentsRequest,
+    AlterPartitionReassignmentsResponse,
+)
+from kbroker.protocol.messages.broker_heartbeat import BrokerHeartbeatRequest
+from kbroker.protocol.messages.broker_registration import BrokerRegistrationRequest
+from kbroker.protocol.messages.elect_leaders import ElectLeadersRequest, ElectLeadersResponse
+from kbroker.protocol.messages.list_partition_reassignments import (
+    ListPartitionReassignmentsRequest,
+    ListPartitionReassignmentsResponse,
+)
+from kbroker.protocol.metadata_records import RegisterBrokerRecord, UnregisterBrokerRecord
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+UNCLEAN_LEADER_ELECTION_ENABLE = "unclean.leader.election.enable"
+
+
+@dataclass(frozen=True, slots=True)
+class QuorumControllerConfig:
+    """The settings the controller reads (Kafka's keys and defaults)."""
+
+    node_id: int
+    cluster_id: str
+    session_timeout_ms: int = 9000  # broker.session.timeout.ms
+    unclean_leader_election_enable: bool = False  # unclean.leader.election.enable (static)
+    auto_leader_rebalance_enable: bool = True  # auto.leader.rebalance.enable
+    leader_imbalance_check_interval_ms: int = 300_000  # leader.imbalance.check.interval.seconds * 1000
+    default_num_partitions: int = 1  # num.partitions
+    default_replication_factor: int = 1  # default.replication.factor
+    delete_topic_enable: bool = True  # delete.topic.enable
+    max_elections_per_imbalance: int = 1000  # ReplicationControlManager.MAX_ELECTIONS_PER_IMBALANCE
+    kraft_version: int = 0  # the raft layer's kraft.version, checked at broker registration
+    bootstrap: tuple[MetadataRecord, ...] = field(default_factory=lambda: tuple(bootstrap_records()))
+
+
+@dataclass(slots=True)
+class _PendingWrite:
+    last_offset: int
+    op: PendingOperation[object]
+    response: object
+
+
+def _not_controller(leader: LeaderAndEpoch) -> KafkaError:
+    where = "unknown" if leader.leader_id is None else str(leader.leader_id)
+    return KafkaError(f"This node is not the active controller (the active controller is {where}).",
+                      error_code=ErrorCode.NOT_CONTROLLER)
+
+
+def _replay(image: MetadataImage, records: Sequence[MetadataRecord], base_offset: int, epoch: int,
+            register_offsets: dict[int, int]) -> MetadataImage:
+    """`image` after one batch; `register_offsets` learns where each RegisterBrokerRecord sits."""
+    delta = MetadataDelta(image)
+    for i, record in enumerate(records):
+        delta.replay(record)
+        if isinstance(record, RegisterBrokerRecord):
+            register_offsets[record.broker_id] = base_offset + i
+        elif isinstance(record, UnregisterBrokerRecord):
+            register_offsets.pop(record.broker_id, None)
+    last = base_offset + max(len(records), 1) - 1
+    return delta.apply(MetadataProvenance(last, epoch, -1, True))
+
+
+class QuorumController(Controller):
+    """Kafka's QuorumController: the `Controller` the APIs call, and the Raft layer's listener."""
+
+    def __init__(
+        self,
+        config: QuorumControllerConfig,
+        raft: RaftClient,
+        config_helper: ConfigHelper,
+        *,
+        clock: Clock,
+        placer: StripedReplicaPlacer | None = None,
+    ) -> None:
+        self.config = config
+        self.node_id = config.node_id
+        self.raft = raft
+        self.clock = clock
+        # The committed state (every controller) and the active controller's uncommitted state.
+        self.committed_image = MetadataImage.EMPTY
+        self.committed_offset = -1
+        self._committed_register_offsets: dict[int, int] = {}
+        self.image = MetadataImage.EMPTY
+        self._register_offsets: dict[int, int] = {}
+        self._view = MetadataView(self.image, self.node_id)
+        # Leadership.
+        self.leader = LeaderAndEpoch(None, 0)
+        self.active_epoch: int | None = None
+        self.next_write_offset = 0
+        self.last_written_offset = -1
+        self._pending: deque[_PendingWrite] = deque()
+        # Scheduled work (ms on `clock`).
+        self._next_rebalance_ms: int | None = None
+
+        def view() -> MetadataView:
+            if self._view.image is not self.image:
+                self._view = MetadataView(self.image, self.node_id)
+            return self._view
+
+        self.cluster = ClusterControlManager(
+            lambda: self.image, cluster_id=config.cluster_id, clock=clock,
+            session_timeout_ms=config.session_timeout_ms,
+            broker_shutdown_handler=lambda b, clean, records: self.replication.handle_broker_shutdown(
+                b, clean, records))
+        self.replication = ReplicationControlManager(
+            view, config_helper.validate_topic_configs, node_id=config.node_id,
+            default_num_partitions=lambda: config.default_num_partitions,
+            default_replication_factor=lambda: config.default_replication_factor,
+            delete_topic_enable=lambda: config.delete_topic_enable,
+            cluster=self.cluster, placer=placer,
+            unclean_leader_election_enabled=self.unclean_leader_election_enabled,
+        )
+        self.configuration = ConfigurationControlManager(view, config_helper, node_id=config.node_id)
+        self.producer_ids = ProducerIdControlManager(view)
+
+    # -- state -----------------------------------------------------------------------------------------
+
+    def is_active(self) -> bool:
+        return self.active_epoch is not None
+
+    def unclean_leader_election_enabled(self, topic: str) -> bool:
+        """Topic override, else the cluster-wide dynamic broker default, else the static config."""
+        configs = self.image.configs
+        value = configs.topic_config(topic).get(UNCLEAN_LEADER_ELECTION_ENABLE)
+        if value is None:
+            value = configs.config_map(ConfigResource(ConfigResourceType.BROKER, "")).get(
+                UNCLEAN_LEADER_ELECTION_ENABLE)
+        if value is None:
+            return self.config.unclean_leader_election_enable
+        return value.strip().lower() == "true"
+
+    def finalized_features(self) -> dict[str, int]:
+        features = self.image.features
+        finalized = dict(features.finalized_versions)
+        if features.metadata_version is not None:
+            finalized[METADATA_VERSION] = features.metadata_version
+        finalized[KRAFT_VERSION] = self.config.kraft_version
+        return finalized
+
+    # -- the Raft listener -----------------------------------------------------------------------------
+
+    def handle_commit(self, batches: Sequence[MetadataBatch]) -> None:
+        for batch in batches:
+            if batch.records:  # a control batch (no records) only moves the committed offset
+                self.committed_image = _replay(self.committed_image, batch.records, batch.base_offset, batch.epoch,
+                                               self._committed_register_offsets)
+            self.committed_offset = batch.last_offset
+        if not self.is_active():
+            self._revert_to_committed()
+        self._complete_committed()
+
+    def handle_leader_change(self, leader: LeaderAndEpoch) -> None:
+        self.leader = leader
+        if leader.is_leader(self.node_id):
+            if self.active_epoch != leader.epoch:
+                if self.is_active():
+                    self._renounce()
+                self._claim(leader.epoch)
+        elif self.is_active():
+            self._renounce()
+
+    def _claim(self, epoch: int) -> None:
+        log.info("Becoming the active controller at epoch %d, committed offset %d", epoch, self.committed_offset)
+        self.active_epoch = epoch
+        self._revert_to_committed()
+        self.next_write_offset = self.raft.log_end_offset()
+        self.last_written_offset = self.next_write_offset - 1
+        self.cluster.activate()
+        if self.config.auto_leader_rebalance_enable:
+            self._next_rebalance_ms = self.clock() + self.config.leader_imbalance_check_interval_ms
+        if self.committed_image.features.metadata_version is None:
+            # An empty log: the bootstrap records (Kafka's ActivationRecordsGenerator).
+            self._write("bootstrap", lambda: ControllerResult(None, list(self.config.bootstrap)))
+
+    def _renounce(self) -> None:
+        log.info("Renouncing leadership at epoch %s; reverting to committed offset %d",
+                 self.active_epoch, self.committed_offset)
+        self.active_epoch = None
+        self.cluster.deactivate()
+        self._next_rebalance_ms = None
+        pending, self._pending = self._pending, deque()
+        error = _not_controller(self.leader)
+        for write in pending:
+            write.op.fail(error)
+        self._revert_to_committed()
+
+    def _revert_to_committed(self) -> None:
+        self.image = self.committed_image
+        self._register_offsets = dict(self._committed_register_offsets)
+
+    def _complete_committed(self) -> None:
+        while self._pending and self._pending[0].last_offset <= self.committed_offset:
+            write = self._pending.popleft()
+            write.op.complete(write.response)
+
+    # -- writing ---------------------------------------------------------------------------------------
+
+    def _write(
+        self, name: str, generate: Callable[[], ControllerResult[T]],
+        on_batch_end: Callable[[int], None] | None = None,
+    ) -> PendingOperation[T]:
+        """Run `generate` against the uncommitted image, append its records, and answer on commit."""
+        if self.active_epoch is None:
+            return PendingOperation.failed(_not_controller(self.leader), name)
+        epoch = self.active_epoch
+        try:
+            result = generate()
+        except KafkaError as e:
+            return PendingOperation.failed(e, name)
+        except Exception as e:  # noqa: BLE001 - a bug: our state may be half-changed
+            return self._fault(name, e)
+        op: PendingOperation[T] = PendingOperation(name)
+        if result.records:
+            base = self.next_write_offset
+            offsets = dict(self._register_offsets)
+            try:
+                image = _replay(self.image, result.records, base, epoch, offsets)
+            except Exception as e:  # noqa: BLE001 - records our own image refuses: never append them
+                return self._fault(name, e)
+            try:
+                last = self.raft.append(epoch, result.records)
+            except NotLeaderError:
+                self._renounce()
+                return PendingOperation.failed(_not_controller(self.leader), name)
+            if last != base + len(result.records) - 1:
+                # The log and our offsets disagree: our image cannot be trusted; step down (Kafka
+                # treats this as a fault and renounces).
+                log.error("%s: appended at %d, expected %d; renouncing", name, last, base + len(result.records) - 1)
+                self._renounce()
+                self.raft.resign(epoch)
+                return PendingOperation.failed(_not_controller(self.leader), name)
+            self.image, self._register_offsets = image, offsets
+            self.last_written_offset = last
+            self.next_write_offset = last + 1
+        if on_batch_end is not None:
+            on_batch_end(self.last_written_offset)
+        if self.last_written_offset <= self.committed_offset:
+            op.complete(result.response)
+        else:
+            self._pending.append(_PendingWrite(self.last_written_offset, op, result.response))  # type: ignore[arg-type]
+        return op
+
+    def _fault(self, name: str, error: Exception) -> PendingOperation[T]:
+        """An unexpected error in a write (Kafka's EventHandlerExceptionInfo: not an ApiException, so it
+        causes a failover): step down so a controller with a clean state takes over."""
+        log.error("%s failed unexpectedly; renouncing leadership", name, exc_info=error)
+        epoch = self.active_epoch
+        self._renounce()
+        if epoch is not None:
+            self.raft.resign(epoch)
+        return PendingOperation.failed(KafkaError(f"{name} failed: {error}",
+                                                  error_code=ErrorCode.UNKNOWN_SERVER_ERROR), name)
+
+    def _read(self, name: str, read: Callable[[], T]) -> PendingOperation[T]:
+        if self.active_epoch is None:
+            return PendingOperation.failed(_not_controller(self.leader), name)
+        op: PendingOperation[T] = PendingOperation(name)
+        try:
+            op.complete(read())
+        except KafkaError as e:
+            op.fail(e)
+        return op
+
+    # -- periodic work ---------------------------------------------------------------------------------
+
+    def next_deadline_ms(self) -> int | None:
+        """When `poll` has work next (None: nothing scheduled; not active)."""
+        if self.cluster.heartbeat_manager is None:
+            return None
+        deadlines = [d for d in (self.cluster.heartbeat_manager.next_check_time_ms(), self._next_rebalance_ms)
+                     if d is not None]
+        return min(deadlines) if deadlines else None
+
+    def poll(self) -> list[PendingOperation[int | None]]:
+        """Run the scheduled work that is due: fence brokers whose session expired (one per write),
+        then preferred-leader balancing. Returns the writes it started (a fencing answers the fenced
+        broker's id)."""
+        started: list[PendingOperation[int | None]] = []
+        while self.is_active() and self.cluster.heartbeats().find_one_stale_broker() is not None:
+            op = self._write("maybeFenceStaleBroker",
+                                                       self.replication.maybe_fence_one_stale_broker)
+            started.append(op)
+            if op.done() and op.exception() is not None:
+                break
+        now = self.clock()
+        if self.is_active() and self._next_rebalance_ms is not None and now >= self._next_rebalance_ms:
+            more = [False]
+
+            def balance() -> ControllerResult[int | None]:
+                result = self.replication.maybe_balance_partition_leaders(self.config.max_elections_per_imbalance)
+                more[0] = result.response
+                return ControllerResult(None, result.records)
+
+            started.append(self._write("maybeBalancePartitionLeaders", balance))
+            self._next_rebalance_ms = now if more[0] else now + self.config.leader_imbalance_check_interval_ms
+        return started
+
+    # -- cluster operations (typed service methods) ----------------------------------------------------
+
+    def register_broker_request(self, request: BrokerRegistrationRequest) -> PendingOperation[BrokerRegistrationReply]:
+        return self._write("registerBroker", lambda: self.cluster.register_broker(
+            request, self.next_write_offset, self.finalized_features()))
+
+    def broker_heartbeat(self, request: BrokerHeartbeatRequest) -> PendingOperation[BrokerHeartbeatReply]:
+        broker_id = request.broker_id
+        in_controlled_shutdown = [False]
+
+        def generate() -> ControllerResult[BrokerHeartbeatReply]:
+            offset = self._register_offsets.get(broker_id)
+            if offset is None:
+                raise KafkaError(f"Receive a heartbeat from broker {broker_id} before registration",
+                                 error_code=ErrorCode.STALE_BROKER_EPOCH)
+            result = self.replication.process_broker_heartbeat(request, offset)
+            in_controlled_shutdown[0] = result.response.in_controlled_shutdown
+            return result
+
+        def batch_end(offset: int) -> None:
+            if in_controlled_shutdown[0]:
+                self.cluster.heartbeats().maybe_update_controlled_shutdown_offset(broker_id, offset)
+
+        return self._write("processBrokerHeartbeat", generate, batch_end)
+
+    def alter_partition_request(self, request: AlterPartitionRequest, version: int
+                                ) -> PendingOperation[AlterPartitionResponse]:
+        return self._write("alterPartition", lambda: self.replication.alter_partition(request, version))
+
+    def unregister_broker_request(self, broker_id: int) -> PendingOperation[None]:
+        def generate() -> ControllerResult[None]:
+            result = self.replication.unregister_broker(broker_id)
+            heartbeats = self.cluster.heartbeats()
+            heartbeats.remove(broker_id)
+            return result
+
+        return self._write("unregisterBroker", generate)
+
+    def elect_leaders_request(self, request: ElectLeadersRequest) -> PendingOperation[ElectLeadersResponse]:
+        return self._write("electLeaders", lambda: self.replication.elect_leaders(request))
+
+    def alter_partition_reassignments_request(
+        self, request: AlterPartitionReassignmentsRequest
+    ) -> PendingOperation[AlterPartitionReassignmentsResponse]:
+        return self._write("alterPartitionReassignments",
+                           lambda: self.replication.alter_partition_reassignments(request))
+
+    def list_partition_reassignments_request(
+        self, request: ListPartitionReassignmentsRequest
+    ) -> PendingOperation[ListPartitionReassignmentsResponse]:
+        """A read of the committed state (Kafka's appendReadEvent at the last stable offset)."""
+        return self._read("listPartitionReassignments", lambda: self.replication.list_partition_reassignments(
+            request.topics, self.committed_image))
+
+    def allocate_producer_ids_request(self, broker_id: int, broker_epoch: int) -> PendingOperation[ProducerIdsBlock]:
+        def generate() -> ControllerResult[ProducerIdsBlock]:
+            self.cluster.check_broker_epoch(broker_id, broker_epoch)
+            return self.producer_ids.generate_next_producer_id(broker_id, broker_epoch)
+
+        return self._write("allocateProducerIds", generate)
+
+    # -- Controller (what the API handlers await) ------------------------------------------------------
+
+    async def process_broker_registration(self, request: BrokerRegistrationRequest) -> BrokerRegistrationReply:
+        return await self.register_broker_request(request)
+
+    async def process_broker_heartbeat(self, request: BrokerHeartbeatRequest) -> BrokerHeartbeatReply:
+        return await self.broker_heartbeat(request)
+
+    async def alter_partition(self, request: AlterPartitionRequest, version: int) -> AlterPartitionResponse:
+        return await self.alter_partition_request(request, version)
+
+    async def unregister_broker(self, broker_id: int) -> None:
+        await self.unregister_broker_request(broker_id)
+
+    async def elect_leaders(self, request: ElectLeadersRequest) -> ElectLeadersResponse:
+        return await self.elect_leaders_request(request)
+
+    async def alter_partition_reassignments(
+        self, request: AlterPartitionReassignmentsRequest
+    ) -> AlterPartitionReassignmentsResponse:
+        return await self.alter_partition_reassignments_request(request)
+
+    async def list_partition_reassignments(
+        self, request: ListPartitionReassignmentsRequest
+    ) -> ListPartitionReassignmentsResponse:
+        return await self.list_partition_reassignments_request(request)
+
+    async def allocate_producer_ids(self, broker_id: int, broker_epoch: int) -> ProducerIdsBlock:
+        return await self.allocate_producer_ids_request(broker_id, broker_epoch)
+
+    def _topic_write(self, name: str, generate: Callable[[], ControllerResult[TopicInfo]],
+                     validate_only: bool) -> PendingOperation[TopicInfo]:
+        if validate_only:
+            return self._write(name, lambda: ControllerResult(generate().response))
+        return self._write(name, generate)
+
+    async def create_topic(
+        self,
+        name: str,
+        num_partitions: int = -1,
+        replication_factor: int = -1,
+        configs: Mapping[str, str | None] | None = None,
+        validate_only: bool = False,
+        assignments: Mapping[int, Sequence[int]] | None = None,
+    ) -> TopicInfo:
+        return await self._topic_write("createTopics", lambda: self.replication.create_topic(
+            name, num_partitions, replication_factor, configs, assignments), validate_only)
+
+    async def delete_topic(self, name: str) -> TopicInfo:
+        return await self._write("deleteTopics", lambda: self.replication.delete_topic(name))
+
+    async def delete_topic_by_id(self, topic_id: uuid.UUID) -> TopicInfo:
+        return await self._write("deleteTopics", lambda: self.replication.delete_topic_by_id(topic_id))
+
+    async def create_partitions(
+        self, name: str, new_total: int, validate_only: bool = False,
+        assignments: Sequence[Sequence[int]] | None = None, records_in_request: int = 0,
+    ) -> TopicInfo:
+        return await self._topic_write("createPartitions", lambda: self.replication.create_partitions(
+            name, new_total, assignments, records_in_request), validate_only)
+
+    async def incremental_alter_topic_configs(
+        self, name: str, ops: Iterable[tuple[str, int, str | None]], validate_only: bool = False
+    ) -> TopicInfo:
+        ops = list(ops)
+        return await self._topic_write("incrementalAlterConfigs", lambda: self.configuration.
+                                       incremental_alter_topic_configs(name, ops), validate_only)
+
+    async def alter_topic_configs(
+        self, name: str, configs: Mapping[str, str | None], validate_only: bool = False
+    ) -> TopicInfo:
+        return await self._topic_write("legacyAlterConfigs", lambda: self.configuration.alter_topic_configs(
+            name, configs), validate_only)
+
+    async def alter_broker_configs(
+        self, default: bool, changes: Mapping[str, str | None], validate_only: bool = False
+    ) -> None:
+        def generate() -> ControllerResult[None]:
+            result = self.configuration.alter_broker_configs(default, changes)
+            return ControllerResult(None) if validate_only else result
+
+        await self._write("incrementalAlterConfigs", generate)
+
+    def register_broker(self, listeners: Sequence[tuple[str, str, int, str]], rack: str | None) -> int:
+        raise KafkaError("In a KRaft cluster a broker registers with BrokerRegistration "
+                         "(process_broker_registration), not through the local controller.",
+                         error_code=ErrorCode.INVALID_REQUEST)
+
+    def close(self) -> None:
+        """Nothing to release: the Raft layer owns the log. Pending answers fail with NOT_CONTROLLER."""
+        if self.is_active():
+            self._renounce()
