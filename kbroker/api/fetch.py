@@ -28,6 +28,7 @@ from kbroker.protocol.headers import RequestHeader
 from kbroker.protocol.messages.fetch import FetchRequest, FetchResponse
 from kbroker.replica.delayed import FetchParams
 from kbroker.replica.fetch_session import FetchPartitionRequest, PartitionResult
+from kbroker.replica.partition import FETCH_LOG_END
 
 API_KEY = 1
 MIN_VERSION = 4
@@ -97,7 +98,7 @@ def _partition_data(req: FetchPartitionRequest, r: PartitionResult, version: int
             FetchResponse.AbortedTransaction(producer_id=pid, first_offset=first)
             for pid, first in r.aborted_transactions
         ]
-    return FetchResponse.PartitionData(
+    data = FetchResponse.PartitionData(
         partition_index=req.partition,
         error_code=r.error,
         high_watermark=r.high_watermark,
@@ -107,6 +108,10 @@ def _partition_data(req: FetchPartitionRequest, r: PartitionResult, version: int
         preferred_read_replica=-1,
         records=r.records if r.records is not None else _EMPTY,
     )
+    if r.diverging_epoch is not None and version >= 12:
+        data.diverging_epoch = FetchResponse.EpochEndOffset(epoch=r.diverging_epoch[0],
+                                                            end_offset=r.diverging_epoch[1])
+    return data
 
 
 def _build_response(
@@ -168,10 +173,12 @@ def handle(services: BrokerServices, ctx: RequestContext, header: RequestHeader,
         return _build_response(version, 0, [], isolation, context.error)
     params = FetchParams(
         replica_id=replica_id,
+        replica_epoch=request.replica_state.replica_epoch if version >= 15 else -1,
         max_wait_ms=request.max_wait_ms,
         min_bytes=request.min_bytes,
         max_bytes=request.max_bytes,
-        isolation_level=isolation,
+        # A follower (a replica id, KIP-903's ReplicaState from v15) reads up to the log end offset.
+        isolation_level=FETCH_LOG_END if replica_id >= 0 else isolation,
     )
     outcome = rm.fetch_messages(params, context.partitions_to_read())
 

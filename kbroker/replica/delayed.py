@@ -22,7 +22,8 @@ if TYPE_CHECKING:
 class FetchParams:
     """Request-level fetch settings (Kafka's FetchParams)."""
 
-    replica_id: int = -1
+    replica_id: int = -1  # >= 0: a follower's fetch (reads up to the LEO, updates its replica state)
+    replica_epoch: int = -1  # the follower's broker epoch (Fetch v15+ ReplicaState, KIP-903)
     max_wait_ms: int = 0
     min_bytes: int = 1
     max_bytes: int = 0x7FFFFFFF
@@ -30,7 +31,8 @@ class FetchParams:
 
 
 class DelayedProduce(DelayedOperation["dict[tuple[str, int], ProducePartitionResult]"]):
-    """Waits until the high watermark of every appended partition passes its last offset."""
+    """Waits until the high watermark of every appended partition passes its last offset (Kafka's
+    `DelayedProduce` over `Partition.checkEnoughReplicasReachOffset`)."""
 
     __slots__ = ("_rm", "results", "required_offsets")
 
@@ -54,8 +56,15 @@ class DelayedProduce(DelayedOperation["dict[tuple[str, int], ProducePartitionRes
                 self.results[key].error = ErrorCode.NOT_LEADER_OR_FOLLOWER
                 self.results[key].base_offset = -1
                 del self.required_offsets[key]
-            elif partition.high_watermark >= required:
-                del self.required_offsets[key]
+            else:
+                done, error = partition.check_enough_replicas_reach_offset(required)
+                if done:
+                    if error != ErrorCode.NONE:
+                        # Kafka: the ISR shrank below min.insync.replicas while we waited
+                        # (NOT_ENOUGH_REPLICAS_AFTER_APPEND), or the leadership moved away.
+                        self.results[key].error = error
+                        self.results[key].base_offset = -1
+                    del self.required_offsets[key]
         if not self.required_offsets:
             return self.force_complete()
         return False

@@ -67,6 +67,8 @@ class PartitionResult:
     records_size: int = 0
     aborted_transactions: list[tuple[int, int]] | None = None
     preferred_read_replica: int = -1
+    # (epoch, end offset) for a follower whose log diverges from the leader's (KIP-595, Fetch v12+).
+    diverging_epoch: tuple[int, int] | None = None
 
 
 class CachedPartition:
@@ -93,7 +95,7 @@ class CachedPartition:
         if result.log_start_offset != self.log_start_offset_sent:
             self.log_start_offset_sent = result.log_start_offset
             must = True
-        if result.preferred_read_replica != -1:
+        if result.preferred_read_replica != -1 or result.diverging_epoch is not None:
             must = True
         return must
 
