@@ -46,7 +46,28 @@ def registered_rack(services: BrokerServices) -> str | None:
     return None if registration is None else registration.rack
 
 
+def _multi_broker(services: BrokerServices) -> bool:
+    """Whether the image registers brokers other than this one (a cluster: replication, issue 12)."""
+    return any(b != services.node_id for b in services.metadata.image.cluster.brokers)
+
+
+def _cluster_brokers(services: BrokerServices, ctx: RequestContext) -> list[Any]:
+    """Every live (unfenced) registered broker with its endpoint for the request's listener, as
+    Kafka's KRaftMetadataCache answers."""
+    out = []
+    for reg in sorted(services.metadata.image.cluster.brokers.values(), key=lambda b: b.id):
+        if reg.fenced:
+            continue
+        ep = reg.endpoint(ctx.listener_name)
+        if ep is None:
+            continue
+        out.append(MetadataResponse.MetadataResponseBroker(node_id=reg.id, host=ep.host, port=ep.port, rack=reg.rack))
+    return out
+
+
 def _brokers(services: BrokerServices, ctx: RequestContext) -> list[Any]:
+    if _multi_broker(services):
+        return _cluster_brokers(services, ctx)
     endpoints = list(services.config.advertised_listeners)
     chosen = [e for e in endpoints if e.name == ctx.listener_name] or endpoints[:1]
     rack = registered_rack(services)
@@ -60,8 +81,29 @@ def _topic_metadata(services: BrokerServices, info: Any, version: int, include_o
     rm = services.replica_manager
     partitions = []
     node = services.node_id
+    image = services.metadata.image
+    multi = _multi_broker(services)
     for p in range(info.num_partitions):
         partition = rm.get_partition(info.name, p)
+        reg = image.partition(info.name, p) if multi else None
+        if reg is not None:
+            # A cluster: the registration's leader, epochs, replicas and ISR (Kafka's KRaftMetadataCache).
+            leader_reg = image.cluster.broker(reg.leader) if reg.leader >= 0 else None
+            led_here = reg.leader == node
+            available = leader_reg is not None and not leader_reg.fenced and (
+                not led_here or (partition is not None and not partition.is_offline))
+            partitions.append(
+                MetadataResponse.MetadataResponsePartition(
+                    error_code=ErrorCode.NONE if available else ErrorCode.LEADER_NOT_AVAILABLE,
+                    partition_index=p,
+                    leader_id=reg.leader if available else -1,
+                    leader_epoch=reg.leader_epoch,
+                    replica_nodes=list(reg.replicas),
+                    isr_nodes=list(reg.isr),
+                    offline_replicas=[],
+                )
+            )
+            continue
         if partition is None:
             # Known to the image but not (yet/any more) hosted: Kafka reports the leader as absent.
             partitions.append(

@@ -208,7 +208,8 @@ class Partition:
         self.log = log
         self.leader_epoch = leader_epoch
         self.local_id = local_id
-        self.leader_id = local_id
+        # No role until make_leader / make_follower (-1: Kafka's leaderReplicaIdOpt = None).
+        self.leader_id = -1
         self.replicas = replicas or (local_id,)
         self.isr_state = IsrState.committed(frozenset(self.replicas))
         self.remote_replicas: dict[int, ReplicaState] = {

@@ -69,7 +69,7 @@ from kbroker.replica.fetch_session import (
     FetchSessionCache,
     PartitionResult,
 )
-from kbroker.replica.partition import FETCH_LOG_END, AlterPartitionItem, AlterPartitionResult, Partition
+from kbroker.replica.partition import AlterPartitionItem, AlterPartitionResult, Partition
 from kbroker.replica.purgatory import DelayedOperationPurgatory
 from kbroker.replica.replica_fetcher import (
     InitialFetchState,

@@ -1,0 +1,172 @@
+"""Replication between in-process kbroker brokers, proven with a real client (kafka-python).
+
+Three brokers (`tests.support.replica_cluster.ReplicaCluster`: real services, real listeners, a
+stand-in controller feeding every broker the same metadata records), a topic with replicas [1, 2, 3]
+and min.insync.replicas=2: records replicate to every follower byte for byte; acks=all blocks while
+the followers are stopped and is refused below min.insync.replicas; the ISR shrinks after
+replica.lag.time.max.ms and expands when the followers catch up; a leader failover loses no record
+acknowledged with acks=all and the old leader truncates what only it had.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from kafka import KafkaConsumer, KafkaProducer, TopicPartition
+from kafka.admin import KafkaAdminClient
+from kafka.errors import NotEnoughReplicasAfterAppendError, NotEnoughReplicasError
+
+from tests.support.replica_cluster import ReplicaCluster
+
+logging.getLogger("kafka").setLevel(logging.ERROR)
+
+LAG_MS = 1000
+
+
+@pytest.fixture
+def cluster(tmp_path: Path) -> Iterator[ReplicaCluster]:
+    with ReplicaCluster(tmp_path, 3, {"replica.lag.time.max.ms": str(LAG_MS)}) as c:
+        c.create_topic("t", [1, 2, 3], {"min.insync.replicas": "2"})
+        yield c
+
+
+def producer(cluster: ReplicaCluster, **kw: object) -> KafkaProducer:
+    opts: dict[str, object] = {"bootstrap_servers": cluster.bootstrap, "acks": "all", "request_timeout_ms": 15000}
+    opts.update(kw)
+    return KafkaProducer(**opts)
+
+
+def read_all(cluster: ReplicaCluster, topic: str = "t", expect: int = 0) -> list[bytes]:
+    consumer = KafkaConsumer(bootstrap_servers=cluster.bootstrap, enable_auto_commit=False,
+                             consumer_timeout_ms=3000)
+    tp = TopicPartition(topic, 0)
+    consumer.assign([tp])
+    consumer.seek_to_beginning(tp)
+    out: list[bytes] = []
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:
+        for records in consumer.poll(timeout_ms=500).values():
+            out.extend(r.value for r in records)
+        if len(out) >= expect and (expect or out):
+            break
+    consumer.close()
+    return out
+
+
+def isr_seen_by_client(cluster: ReplicaCluster, topic: str = "t") -> tuple[int, list[int]]:
+    """(leader, ISR) of partition 0 as a Metadata request answers it."""
+    admin = KafkaAdminClient(bootstrap_servers=cluster.bootstrap)
+    try:
+        (desc,) = admin.describe_topics([topic])
+        (p,) = desc["partitions"]
+        return p["leader_id"], sorted(p["isr_nodes"])
+    finally:
+        admin.close()
+
+
+def log_bytes(cluster: ReplicaCluster, node: int, topic: str = "t") -> bytes:
+    def read() -> bytes:
+        part = cluster.partition(node, topic)
+        assert part is not None
+        data = part.log.read(0, 1 << 24, max_offset=part.log_end_offset)
+        return b"" if data.region is None else data.region.read_bytes()
+
+    return cluster.call(read)
+
+
+def test_rf3_replicates_every_record_byte_for_byte(cluster: ReplicaCluster) -> None:
+    p = producer(cluster)  # idempotent: producer ids and sequences replicate too
+    for i in range(50):
+        p.send("t", f"r{i}".encode())
+    p.flush(15)
+    p.close()
+    cluster.wait_for(lambda: all(cluster.partition(n, "t").high_watermark == 50 for n in (1, 2, 3)),  # type: ignore[union-attr]
+                     what="every replica at HW 50")
+    leader_bytes = log_bytes(cluster, 1)
+    assert leader_bytes and log_bytes(cluster, 2) == leader_bytes and log_bytes(cluster, 3) == leader_bytes
+    assert [cluster.log_state(n, "t")[2] for n in (1, 2, 3)] == [[(0, 0)]] * 3
+    # The followers replayed the producer state, so a new leader would keep de-duplicating.
+    pids = [cluster.call(lambda n=n: sorted(cluster.partition(n, "t").log.producer_state.producers))  # type: ignore[union-attr, misc]
+            for n in (1, 2, 3)]
+    assert pids[0] and pids[0] == pids[1] == pids[2]
+    assert read_all(cluster, expect=50) == [f"r{i}".encode() for i in range(50)]
+    assert isr_seen_by_client(cluster) == (1, [1, 2, 3])
+    # Followers refuse clients: produce and consumer fetch go to the leader only.
+    assert cluster.call(lambda: cluster.nodes[2].services.replica_manager.get_partition("t", 0)) is None
+
+
+def test_acks_all_blocks_then_isr_shrinks_and_expands(cluster: ReplicaCluster) -> None:
+    p = producer(cluster, retries=0)
+    p.send("t", b"before").get(15)
+    cluster.pause_fetchers(2)
+    cluster.pause_fetchers(3)
+    # Both followers stopped: acks=all is appended but not answered while the ISR still counts them...
+    pending = p.send("t", b"waiting")
+    time.sleep(0.3)
+    assert not pending.is_done
+    # ...until replica.lag.time.max.ms passes: the leader shrinks the ISR to itself through
+    # AlterPartition, and the waiting produce is answered NOT_ENOUGH_REPLICAS_AFTER_APPEND.
+    with pytest.raises(NotEnoughReplicasAfterAppendError):
+        pending.get(15)
+    assert cluster.registration("t").isr == (1,)
+    assert isr_seen_by_client(cluster) == (1, [1])
+    # Below min.insync.replicas=2 acks=all is refused before the append; acks=1 still works.
+    with pytest.raises(NotEnoughReplicasError):
+        p.send("t", b"refused").get(15)
+    acks1 = producer(cluster, acks=1, retries=0)
+    assert acks1.send("t", b"acks=1").get(15).offset == 2
+    acks1.close()
+    # One follower back: it catches up to the HW and the ISR expands; acks=all works again.
+    cluster.resume_fetchers(2)
+    cluster.wait_for(lambda: cluster.registration("t").isr == (1, 2), what="ISR [1, 2]")
+    assert p.send("t", b"after").get(15).offset == 3
+    cluster.resume_fetchers(3)
+    cluster.wait_for(lambda: cluster.registration("t").isr == (1, 2, 3), what="ISR [1, 2, 3]")
+    assert isr_seen_by_client(cluster) == (1, [1, 2, 3])
+    p.close()
+    assert read_all(cluster, expect=4) == [b"before", b"waiting", b"acks=1", b"after"]
+    shrinks = [r for r in cluster.alter_partition_requests
+               if [s.broker_id for s in r.topics[0].partitions[0].new_isr_with_epochs] == [1]]
+    assert shrinks and shrinks[0].broker_epoch == cluster.nodes[1].epoch
+
+
+def test_leader_failover_keeps_acknowledged_records_and_old_leader_truncates(cluster: ReplicaCluster) -> None:
+    acked: list[bytes] = []
+    p = producer(cluster, retries=0)
+    for i in range(10):
+        p.send("t", f"a{i}".encode()).get(15)
+        acked.append(f"a{i}".encode())
+    cluster.wait_for(lambda: all(cluster.log_state(n, "t")[0] == 10 for n in (2, 3)), what="followers at 10")
+    # The followers stop; the leader takes acks=1 writes nobody else has (offsets 10-14).
+    cluster.pause_fetchers(2)
+    cluster.pause_fetchers(3)
+    lonely = producer(cluster, acks=1, retries=0)
+    for i in range(5):
+        lonely.send("t", f"lonely{i}".encode()).get(15)
+    lonely.close()
+    p.close()
+    assert cluster.log_state(1, "t")[0] == 15
+    # The leader is cut off; the controller elects broker 2 (first live ISR replica in assignment order).
+    cluster.fail_broker(1)
+    reg = cluster.registration("t")
+    assert (reg.leader, reg.leader_epoch, reg.isr) == (2, 1, (2, 3))
+    cluster.resume_fetchers(2)
+    cluster.resume_fetchers(3)
+    p2 = producer(cluster, retries=5)
+    for i in range(10):
+        p2.send("t", f"b{i}".encode()).get(15)
+        acked.append(f"b{i}".encode())
+    p2.close()
+    assert cluster.log_state(2, "t")[2] == [(0, 0), (1, 10)]
+    # The old leader comes back as a follower: its epoch-0 entries past offset 10 diverge from the new
+    # leader's log (epoch 1 starts at 10), so it truncates to 10 and copies the new records.
+    cluster.restore_broker(1)
+    cluster.wait_for(lambda: cluster.log_state(1, "t")[0] == 20 and cluster.log_state(1, "t")[2] == [(0, 0), (1, 10)],
+                     what="old leader truncated and caught up")
+    assert log_bytes(cluster, 1) == log_bytes(cluster, 2)
+    cluster.wait_for(lambda: cluster.registration("t").isr == (1, 2, 3), what="old leader back in the ISR")
+    assert read_all(cluster, expect=20) == acked
