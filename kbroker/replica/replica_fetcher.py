@@ -140,11 +140,15 @@ class ReplicaFetcher:
         self._resumed.set()
         self._task: asyncio.Task[None] | None = None
         self._closed = False
+        self._truncate_on_fetch: bool | None = None  # known once connected: the leader's Fetch >= v12
         self.fetches = 0  # completed Fetch round trips (tests and metrics)
 
     # -- partitions ------------------------------------------------------------------------------
 
     def add_partitions(self, states: dict[Key, PartitionFetchState]) -> None:
+        if self._truncate_on_fetch is False:
+            for state in states.values():
+                state.state = FetchState.TRUNCATING
         self.partitions.update(states)
         self._wake.set()
         if self._task is None:
@@ -235,7 +239,8 @@ class ReplicaFetcher:
                               request_timeout_s=timeout + self.config.fetch_wait_max_ms / 1000)
         await conn.connect()
         self._conn = conn
-        if conn.version_for(FETCH) < TRUNCATE_ON_FETCH_VERSION:
+        self._truncate_on_fetch = conn.version_for(FETCH) >= TRUNCATE_ON_FETCH_VERSION
+        if not self._truncate_on_fetch:
             for s in self.partitions.values():  # no diverging_epoch: ask OffsetForLeaderEpoch first
                 s.state = FetchState.TRUNCATING
         return conn
@@ -323,10 +328,19 @@ class ReplicaFetcher:
             part = self.host.follower_partition(*key)
             if part is None:
                 continue
-            by_topic.setdefault(key[0], []).append(FetchRequest.FetchPartition(
-                partition=key[1], current_leader_epoch=state.current_leader_epoch, fetch_offset=state.fetch_offset,
-                last_fetched_epoch=state.last_fetched_epoch, log_start_offset=part.log_start_offset,
-                partition_max_bytes=self.config.fetch_max_bytes, high_watermark=part.high_watermark))
+            # Each field only in the versions that have it (the codec refuses others): current leader
+            # epoch v9+, log start offset v5+, last fetched epoch v12+, the follower's HW v18+ (KIP-1166).
+            fp = FetchRequest.FetchPartition(partition=key[1], fetch_offset=state.fetch_offset,
+                                             partition_max_bytes=self.config.fetch_max_bytes)
+            if version >= 5:
+                fp.log_start_offset = part.log_start_offset
+            if version >= 9:
+                fp.current_leader_epoch = state.current_leader_epoch
+            if version >= 12:
+                fp.last_fetched_epoch = state.last_fetched_epoch
+            if version >= 18:
+                fp.high_watermark = part.high_watermark
+            by_topic.setdefault(key[0], []).append(fp)
             ids[key[0]] = state.topic_id
             sent[key] = (state, state.fetch_offset)
         if not sent:
@@ -338,12 +352,13 @@ class ReplicaFetcher:
             else:
                 topics.append(FetchRequest.FetchTopic(topic=topic, partitions=parts))
         node = self.host.node_id
-        request = FetchRequest(
-            replica_id=node if version < 15 else -1,
-            replica_state=FetchRequest.ReplicaState(replica_id=node, replica_epoch=self.host.broker_epoch()),
-            max_wait_ms=self.config.fetch_wait_max_ms, min_bytes=self.config.fetch_min_bytes,
-            max_bytes=self.config.fetch_response_max_bytes, isolation_level=0,
-            session_id=0, session_epoch=-1, topics=topics, forgotten_topics_data=[], rack_id="")
+        request = FetchRequest(max_wait_ms=self.config.fetch_wait_max_ms, min_bytes=self.config.fetch_min_bytes,
+                               max_bytes=self.config.fetch_response_max_bytes, isolation_level=0,
+                               session_id=0, session_epoch=-1, topics=topics)
+        if version >= 15:  # KIP-903: the replica id moves into ReplicaState, with the broker epoch
+            request.replica_state = FetchRequest.ReplicaState(replica_id=node, replica_epoch=self.host.broker_epoch())
+        else:
+            request.replica_id = node
         return request, sent
 
     async def _fetch(self, conn: NodeConnection) -> None:

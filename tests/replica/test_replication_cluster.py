@@ -20,6 +20,8 @@ from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.admin import KafkaAdminClient
 from kafka.errors import NotEnoughReplicasAfterAppendError, NotEnoughReplicasError
 
+from kbroker.protocol.errors import ErrorCode
+from kbroker.replica import replica_fetcher
 from tests.support.replica_cluster import ReplicaCluster
 
 logging.getLogger("kafka").setLevel(logging.ERROR)
@@ -134,7 +136,15 @@ def test_acks_all_blocks_then_isr_shrinks_and_expands(cluster: ReplicaCluster) -
     assert shrinks and shrinks[0].broker_epoch == cluster.nodes[1].epoch
 
 
-def test_leader_failover_keeps_acknowledged_records_and_old_leader_truncates(cluster: ReplicaCluster) -> None:
+@pytest.mark.parametrize("truncate_on_fetch", [True, False], ids=["diverging_epoch", "offset_for_leader_epoch"])
+def test_leader_failover_keeps_acknowledged_records_and_old_leader_truncates(
+        cluster: ReplicaCluster, truncate_on_fetch: bool, monkeypatch: pytest.MonkeyPatch,
+        caplog: pytest.LogCaptureFixture) -> None:
+    """With a Fetch v12+ leader the old leader learns where to truncate from `diverging_epoch`; with an
+    older leader (simulated: the fetcher's v12 threshold raised) it asks OffsetForLeaderEpoch first."""
+    if not truncate_on_fetch:
+        monkeypatch.setattr(replica_fetcher, "TRUNCATE_ON_FETCH_VERSION", 99)
+    caplog.set_level(logging.INFO, logger="kbroker.replica.replica_fetcher")
     acked: list[bytes] = []
     p = producer(cluster, retries=0)
     for i in range(10):
@@ -167,6 +177,57 @@ def test_leader_failover_keeps_acknowledged_records_and_old_leader_truncates(clu
     cluster.restore_broker(1)
     cluster.wait_for(lambda: cluster.log_state(1, "t")[0] == 20 and cluster.log_state(1, "t")[2] == [(0, 0), (1, 10)],
                      what="old leader truncated and caught up")
+    assert "Truncating t-0 from 15 to 10: the leader (broker 2) ends epoch 0 at 10" in caplog.text
     assert log_bytes(cluster, 1) == log_bytes(cluster, 2)
     cluster.wait_for(lambda: cluster.registration("t").isr == (1, 2, 3), what="old leader back in the ISR")
     assert read_all(cluster, expect=20) == acked
+
+
+def test_wire_level_leader_and_follower_answers(cluster: ReplicaCluster) -> None:
+    """Exact requests: a follower refuses clients, the leader checks follower fetches (replica
+    membership, KIP-595 divergence) and serves them up to its log end, not its HW."""
+    from kbroker.protocol.messages.fetch import FetchRequest, FetchResponse
+    from kbroker.protocol.messages.produce import ProduceRequest
+    from kbroker.protocol.records import SimpleRecord, build_batch
+    from tests.support.raw_client import RawKafkaClient
+
+    p = producer(cluster)
+    for i in range(3):
+        p.send("t", f"x{i}".encode()).get(15)
+    p.close()
+    cluster.pause_fetchers(2)
+    cluster.pause_fetchers(3)
+    acks1 = producer(cluster, acks=1, retries=0)
+    acks1.send("t", b"unreplicated").get(15)  # offset 3: LEO 4, HW 3
+    acks1.close()
+    topic_id = cluster.image.topic("t").id  # type: ignore[union-attr]
+
+    def fetch(node: int, replica_id: int, offset: int, last_epoch: int, version: int = 17) -> FetchResponse.PartitionData:
+        req = FetchRequest(replica_state=FetchRequest.ReplicaState(
+            replica_id=replica_id, replica_epoch=cluster.nodes[replica_id].epoch if replica_id in cluster.nodes else -1),
+            max_wait_ms=0, min_bytes=1, max_bytes=1 << 20, isolation_level=0, session_id=0, session_epoch=-1,
+            topics=[FetchRequest.FetchTopic(topic_id=topic_id, partitions=[FetchRequest.FetchPartition(
+                partition=0, current_leader_epoch=0, fetch_offset=offset, last_fetched_epoch=last_epoch,
+                log_start_offset=0, partition_max_bytes=1 << 20)])])
+        with RawKafkaClient(f"127.0.0.1:{cluster.nodes[node].port}") as raw:
+            resp = raw.request(1, version, req)
+        return resp.responses[0].partitions[0]
+
+    consumer = fetch(1, -1, 0, -1)
+    follower = fetch(1, 2, 0, -1)
+    assert consumer.error_code == follower.error_code == 0 and consumer.high_watermark == 3
+    assert len(follower.records) > len(consumer.records)  # the follower also gets offset 3
+    assert fetch(2, -1, 0, -1).error_code == ErrorCode.NOT_LEADER_OR_FOLLOWER  # consumer at a follower
+    assert fetch(1, 9, 0, -1).error_code == ErrorCode.NOT_LEADER_OR_FOLLOWER  # not a replica
+    # A follower claiming epoch-0 entries up to 7 while the leader's epoch 0 ends at its LEO 4: told
+    # where to truncate (diverging_epoch), no records.
+    diverged = fetch(1, 3, 7, 0)
+    assert diverged.error_code == 0 and (diverged.diverging_epoch.epoch, diverged.diverging_epoch.end_offset) == (0, 4)
+    # An epoch the leader cannot place (newer than any it has): OFFSET_OUT_OF_RANGE, as Kafka.
+    assert fetch(1, 3, 4, 5).error_code == ErrorCode.OFFSET_OUT_OF_RANGE
+    assert not diverged.records
+    with RawKafkaClient(f"127.0.0.1:{cluster.nodes[2].port}") as raw:
+        resp = raw.request(0, 9, ProduceRequest(acks=-1, timeout_ms=1000, topic_data=[ProduceRequest.TopicProduceData(
+            name="t", partition_data=[ProduceRequest.PartitionProduceData(
+                index=0, records=build_batch([SimpleRecord(b"v", None, -1)]))])]))
+    assert resp.responses[0].partition_responses[0].error_code == ErrorCode.NOT_LEADER_OR_FOLLOWER
