@@ -481,13 +481,17 @@ class Partition:
         if self.is_offline:
             raise KafkaStorageError(f"the log of {self.topic}-{self.partition} is offline")
         info = self.log.append_as_follower(records)
-        self.update_follower_high_watermark(leader_high_watermark)
+        self.update_follower_high_watermark(leader_high_watermark, leader_log_start_offset)
         return info
 
-    def update_follower_high_watermark(self, leader_high_watermark: int) -> None:
+    def update_follower_high_watermark(self, leader_high_watermark: int, leader_log_start_offset: int = -1) -> None:
+        """HW = min(leader HW, own LEO); the log start offset follows the leader's (retention or
+        DeleteRecords there: Kafka's `maybeIncrementLogStartOffset(LeaderOffsetIncremented)`), never past the HW."""
         hw = min(leader_high_watermark, self.log_end_offset)
         if hw > self.log.high_watermark:
             self.log.update_high_watermark(hw)
+        if self.log.log_start_offset < leader_log_start_offset <= self.log.high_watermark:
+            self.log.delete_records_before(leader_log_start_offset)
 
     def truncate_to(self, offset: int) -> None:
         """Truncate the follower's log (divergence found by leader epoch); the HW never passes the LEO."""

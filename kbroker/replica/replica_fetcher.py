@@ -413,7 +413,7 @@ class ReplicaFetcher:
             if records is not None and len(records) > 0:
                 part.append_records_to_follower(memoryview(records), p.high_watermark, p.log_start_offset)
             else:
-                part.update_follower_high_watermark(p.high_watermark)
+                part.update_follower_high_watermark(p.high_watermark, p.log_start_offset)
         except OffsetOutOfRangeError as exc:
             log.error("Offset mismatch appending to follower %s-%d: %s", key[0], key[1], exc)
             self._delay(key, state)

@@ -231,3 +231,29 @@ def test_wire_level_leader_and_follower_answers(cluster: ReplicaCluster) -> None
             name="t", partition_data=[ProduceRequest.PartitionProduceData(
                 index=0, records=build_batch([SimpleRecord(b"v", None, -1)]))])]))
     assert resp.responses[0].partition_responses[0].error_code == ErrorCode.NOT_LEADER_OR_FOLLOWER
+
+
+def test_new_leader_deduplicates_an_idempotent_retry(cluster: ReplicaCluster) -> None:
+    """Followers replay producer ids and sequences: a batch retried after a failover (the producer
+    never saw the first answer) is recognised by the new leader and not written twice."""
+    from kbroker.protocol.messages.produce import ProduceRequest
+    from kbroker.protocol.records import SimpleRecord, build_batch
+    from tests.support.raw_client import RawKafkaClient
+
+    def produce(node: int, seq: int, value: bytes) -> tuple[int, int]:
+        records = build_batch([SimpleRecord(value, None, -1)], producer_id=4242, producer_epoch=0, base_sequence=seq)
+        with RawKafkaClient(f"127.0.0.1:{cluster.nodes[node].port}") as raw:
+            resp = raw.request(0, 9, ProduceRequest(acks=-1, timeout_ms=10000, topic_data=[
+                ProduceRequest.TopicProduceData(name="t", partition_data=[
+                    ProduceRequest.PartitionProduceData(index=0, records=records)])]))
+        r = resp.responses[0].partition_responses[0]
+        return r.error_code, r.base_offset
+
+    assert produce(1, 0, b"first") == (0, 0)
+    assert produce(1, 1, b"second") == (0, 1)
+    cluster.fail_broker(1)
+    assert cluster.registration("t").leader == 2
+    assert produce(2, 1, b"second") == (0, 1)  # the retry: answered with the original offset
+    assert produce(2, 2, b"third") == (0, 2)
+    assert cluster.log_state(2, "t")[0] == 3
+    assert read_all(cluster, expect=3) == [b"first", b"second", b"third"]
