@@ -24,8 +24,8 @@ FENCED_LEADER_EPOCH removes it (the metadata will restart it with the new epoch)
 asks the leader's log end / start offset (ListOffsets) and truncates to it or restarts from the
 leader's log start (Kafka's `handleOutOfRangeError`). A connection failure backs the whole fetcher off.
 
-Fetches are sessionless full fetches (session epoch -1); KIP-227 incremental sessions on the
-follower side are not done yet.
+Fetches go through an incremental fetch session (KIP-227, `fetch_session_handler.py`) from Fetch v7:
+after the first full request only partitions whose position changed are listed.
 
 Must not import net/, api/ or server/.
 """
@@ -37,7 +37,7 @@ import contextlib
 import enum
 import logging
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Hashable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
@@ -50,6 +50,7 @@ from kbroker.protocol.messages.offset_for_leader_epoch import (
     OffsetForLeaderEpochRequest,
     OffsetForLeaderEpochResponse,
 )
+from kbroker.replica.fetch_session_handler import FetchSessionHandler, SessionPartition
 from kbroker.replica.truncation import offset_truncation_state
 
 if TYPE_CHECKING:
@@ -65,6 +66,11 @@ TRUNCATE_ON_FETCH_VERSION = 12
 
 Key = tuple[str, int]
 EndpointLookup = Callable[[int], "tuple[str, int] | None"]
+
+
+def _key(k: Hashable) -> Key:
+    assert isinstance(k, tuple)
+    return (str(k[0]), int(k[1]))
 
 
 class FetchState(enum.Enum):
@@ -141,7 +147,14 @@ class ReplicaFetcher:
         self._task: asyncio.Task[None] | None = None
         self._closed = False
         self._truncate_on_fetch: bool | None = None  # known once connected: the leader's Fetch >= v12
+        self._session = FetchSessionHandler()
+        self._topic_ids: dict[str, uuid.UUID] = {}
         self.fetches = 0  # completed Fetch round trips (tests and metrics)
+
+    @property
+    def session_id(self) -> int:
+        """The leader's fetch session id for this fetcher (0: none)."""
+        return self._session.session_id
 
     # -- partitions ------------------------------------------------------------------------------
 
@@ -239,6 +252,7 @@ class ReplicaFetcher:
                               request_timeout_s=timeout + self.config.fetch_wait_max_ms / 1000)
         await conn.connect()
         self._conn = conn
+        self._session.reset()  # a new connection may meet a leader that lost the session
         self._truncate_on_fetch = conn.version_for(FETCH) >= TRUNCATE_ON_FETCH_VERSION
         if not self._truncate_on_fetch:
             for s in self.partitions.values():  # no diverging_epoch: ask OffsetForLeaderEpoch first
@@ -318,48 +332,75 @@ class ReplicaFetcher:
     # -- fetch -----------------------------------------------------------------------------------
 
     def _build_fetch(self, version: int) -> tuple[FetchRequest, dict[Key, tuple[PartitionFetchState, int]]] | None:
+        """The next Fetch: every partition ready to fetch, through the session (KIP-227: an incremental
+        request lists only the partitions whose position changed, and the ones to forget)."""
         now = asyncio.get_running_loop().time()
-        by_topic: dict[str, list[FetchRequest.FetchPartition]] = {}
-        ids: dict[str, uuid.UUID] = {}
+        wanted: dict[Hashable, SessionPartition] = {}
         sent: dict[Key, tuple[PartitionFetchState, int]] = {}
+        high_watermarks: dict[Key, int] = {}
         for key, state in self.partitions.items():
             if state.state != FetchState.FETCHING or state.delayed_until > now:
                 continue
             part = self.host.follower_partition(*key)
             if part is None:
                 continue
-            # Each field only in the versions that have it (the codec refuses others): current leader
-            # epoch v9+, log start offset v5+, last fetched epoch v12+, the follower's HW v18+ (KIP-1166).
-            fp = FetchRequest.FetchPartition(partition=key[1], fetch_offset=state.fetch_offset,
-                                             partition_max_bytes=self.config.fetch_max_bytes)
-            if version >= 5:
-                fp.log_start_offset = part.log_start_offset
-            if version >= 9:
-                fp.current_leader_epoch = state.current_leader_epoch
-            if version >= 12:
-                fp.last_fetched_epoch = state.last_fetched_epoch
-            if version >= 18:
-                fp.high_watermark = part.high_watermark
-            by_topic.setdefault(key[0], []).append(fp)
-            ids[key[0]] = state.topic_id
+            wanted[key] = SessionPartition(state.fetch_offset, state.current_leader_epoch, state.last_fetched_epoch,
+                                           part.log_start_offset)
+            high_watermarks[key] = part.high_watermark
+            self._topic_ids[key[0]] = state.topic_id
             sent[key] = (state, state.fetch_offset)
         if not sent:
             return None
-        topics = []
-        for topic, parts in by_topic.items():
-            if version >= 13:
-                topics.append(FetchRequest.FetchTopic(topic_id=ids[topic], partitions=parts))
-            else:
-                topics.append(FetchRequest.FetchTopic(topic=topic, partitions=parts))
+        self._session.enabled = version >= 7
+        data = self._session.build(wanted)
+        by_topic: dict[str, list[FetchRequest.FetchPartition]] = {}
+        for k in data.to_send:
+            key = _key(k)
+            sp = wanted[key]
+            # Each field only in the versions that have it (the codec refuses others): current leader
+            # epoch v9+, log start offset v5+, last fetched epoch v12+, the follower's HW v18+ (KIP-1166).
+            fp = FetchRequest.FetchPartition(partition=key[1], fetch_offset=sp.fetch_offset,
+                                             partition_max_bytes=self.config.fetch_max_bytes)
+            if version >= 5:
+                fp.log_start_offset = sp.log_start_offset
+            if version >= 9:
+                fp.current_leader_epoch = sp.current_leader_epoch
+            if version >= 12:
+                fp.last_fetched_epoch = sp.last_fetched_epoch
+            if version >= 18:
+                fp.high_watermark = high_watermarks[key]
+            by_topic.setdefault(key[0], []).append(fp)
+        forgotten: dict[str, list[int]] = {}
+        for k in data.to_forget:
+            key = _key(k)
+            forgotten.setdefault(key[0], []).append(key[1])
         node = self.host.node_id
         request = FetchRequest(max_wait_ms=self.config.fetch_wait_max_ms, min_bytes=self.config.fetch_min_bytes,
                                max_bytes=self.config.fetch_response_max_bytes, isolation_level=0,
-                               session_id=0, session_epoch=-1, topics=topics)
+                               session_id=data.session_id if version >= 7 else 0,
+                               session_epoch=data.session_epoch if version >= 7 else -1,
+                               topics=[self._fetch_topic(version, t, ps)
+                                       for t, ps in by_topic.items()])
+        if forgotten:
+            request.forgotten_topics_data = [self._forgotten_topic(version, t, ps)
+                                             for t, ps in forgotten.items()]
         if version >= 15:  # KIP-903: the replica id moves into ReplicaState, with the broker epoch
             request.replica_state = FetchRequest.ReplicaState(replica_id=node, replica_epoch=self.host.broker_epoch())
         else:
             request.replica_id = node
         return request, sent
+
+    def _fetch_topic(self, version: int, topic: str, partitions: list[FetchRequest.FetchPartition]
+                     ) -> FetchRequest.FetchTopic:
+        """A request topic entry named by id (v13+, KIP-516) or by name."""
+        if version >= 13:
+            return FetchRequest.FetchTopic(topic_id=self._topic_ids[topic], partitions=partitions)
+        return FetchRequest.FetchTopic(topic=topic, partitions=partitions)
+
+    def _forgotten_topic(self, version: int, topic: str, partitions: list[int]) -> FetchRequest.ForgottenTopic:
+        if version >= 13:
+            return FetchRequest.ForgottenTopic(topic_id=self._topic_ids[topic], partitions=partitions)
+        return FetchRequest.ForgottenTopic(topic=topic, partitions=partitions)
 
     async def _fetch(self, conn: NodeConnection) -> None:
         version = conn.version_for(FETCH)
@@ -373,11 +414,13 @@ class ReplicaFetcher:
         request, sent = built
         response = await conn.request(FETCH, request, FetchResponse, version=version)
         self.fetches += 1
-        if response.error_code != ErrorCode.NONE:
-            log.info("Fetch from broker %d answered %s", self.source_broker_id, ErrorCode(response.error_code).name)
-            await asyncio.sleep(self.config.fetch_backoff_ms / 1000)
+        error = ErrorCode(response.error_code)
+        if not self._session.handle_response(error, response.session_id):
+            log.info("Fetch from broker %d answered %s", self.source_broker_id, error.name)
+            if error not in (ErrorCode.FETCH_SESSION_ID_NOT_FOUND, ErrorCode.INVALID_FETCH_SESSION_EPOCH):
+                await asyncio.sleep(self.config.fetch_backoff_ms / 1000)
             return
-        names = {state.topic_id: key[0] for key, (state, _) in sent.items()}
+        names = {tid: topic for topic, tid in self._topic_ids.items()}
         out_of_range: list[tuple[Key, PartitionFetchState]] = []
         for t in response.responses:
             topic = names.get(t.topic_id, "") if version >= 13 else t.topic
