@@ -234,6 +234,9 @@ CONFIG_DEFS: dict[str, ConfigDef] = _defs(
     ConfigDef("replica.socket.timeout.ms", "int", 30000, "Timeout of a follower's requests to the leader."),
     ConfigDef("num.replica.fetchers", "int", 1, "Fetchers per source broker (kbroker runs one).",
               validator=at_least(1)),
+    ConfigDef("replica.selector.class", "string", None,
+              "KIP-392: org.apache.kafka.common.replica.RackAwareReplicaSelector sends consumers with a "
+              "client.rack to an in-sync replica in their rack.", kafka_type="class"),
     # --- fetch ---
     ConfigDef("fetch.max.bytes", "int", 57671680, "Largest Fetch response.", validator=at_least(1024)),
     ConfigDef("max.incremental.fetch.session.cache.slots", "int", 1000,

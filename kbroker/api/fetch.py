@@ -105,7 +105,7 @@ def _partition_data(req: FetchPartitionRequest, r: PartitionResult, version: int
         last_stable_offset=r.last_stable_offset,
         log_start_offset=r.log_start_offset,
         aborted_transactions=aborted,
-        preferred_read_replica=-1,
+        preferred_read_replica=r.preferred_read_replica if version >= 11 else -1,
         records=r.records if r.records is not None else _EMPTY,
     )
     if r.diverging_epoch is not None and version >= 12:
@@ -179,6 +179,9 @@ def handle(services: BrokerServices, ctx: RequestContext, header: RequestHeader,
         max_bytes=request.max_bytes,
         # A follower (a replica id, KIP-903's ReplicaState from v15) reads up to the log end offset.
         isolation_level=FETCH_LOG_END if replica_id >= 0 else isolation,
+        # KIP-392: a v11+ consumer carries client metadata (its rack) and may read from a follower.
+        fetch_only_leader=replica_id >= 0 or version < 11,
+        client_rack=(request.rack_id or "") if version >= 11 else "",
     )
     outcome = rm.fetch_messages(params, context.partitions_to_read())
 

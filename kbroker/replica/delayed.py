@@ -28,6 +28,10 @@ class FetchParams:
     min_bytes: int = 1
     max_bytes: int = 0x7FFFFFFF
     isolation_level: int = 0
+    # Kafka's fetchOnlyLeader: followers and consumers below Fetch v11 read from the leader only; a v11+
+    # consumer (client metadata present, KIP-392) may read from a follower, up to its HW.
+    fetch_only_leader: bool = True
+    client_rack: str = ""  # Fetch v11+ rack_id, for the replica selector
 
 
 class DelayedProduce(DelayedOperation["dict[tuple[str, int], ProducePartitionResult]"]):
@@ -97,7 +101,7 @@ class DelayedFetch(DelayedOperation[dict[Hashable, PartitionResult]]):
         for req in self.requests:
             if not req.topic:
                 continue
-            partition = self._rm.get_partition(req.topic, req.partition)
+            partition = self._rm.partition_for_fetch(req.topic, req.partition, self.params)
             if partition is None or partition.is_offline:
                 return self.force_complete()  # the answer changed: an error to report now
             end = partition.fetchable_end(isolation)

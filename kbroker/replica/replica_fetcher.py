@@ -121,6 +121,8 @@ class FetcherHost(Protocol):
 
     def broker_epoch(self) -> int: ...
 
+    def on_follower_high_watermark_moved(self, key: tuple[str, int]) -> None: ...
+
 
 def initial_fetch_offset(partition: Partition) -> int:
     """Kafka's `ReplicaManager.initialFetchOffset`: the LEO when the log has leader epochs (the
@@ -452,6 +454,7 @@ class ReplicaFetcher:
             self._truncate(key, state, div.epoch, div.end_offset, from_fetch=True)
             return
         records = p.records
+        hw_before = part.high_watermark
         try:
             if records is not None and len(records) > 0:
                 part.append_records_to_follower(memoryview(records), p.high_watermark, p.log_start_offset)
@@ -467,6 +470,8 @@ class ReplicaFetcher:
             return
         state.fetch_offset = part.log_end_offset
         state.last_fetched_epoch = part.log.leader_epoch_cache.latest_epoch
+        if part.high_watermark != hw_before:
+            self.host.on_follower_high_watermark_moved(key)
 
     def _on_partition_error(self, key: Key, state: PartitionFetchState, error: ErrorCode) -> None:
         if error == ErrorCode.FENCED_LEADER_EPOCH:

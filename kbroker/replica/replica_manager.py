@@ -132,6 +132,9 @@ SYNC_HOSTING_PARTITIONS = 16
 HOSTING_CHUNK_SECONDS = 0.02
 
 
+RACK_AWARE_REPLICA_SELECTOR = "org.apache.kafka.common.replica.RackAwareReplicaSelector"
+
+
 def _fetcher_config(config: KafkaConfig) -> ReplicaFetcherConfig:
     """replica.fetch.* from the broker config (Kafka's names and defaults)."""
     d = ReplicaFetcherConfig()
@@ -184,6 +187,12 @@ class ReplicaManager:
             self, lambda broker_id: self.endpoint_lookup(broker_id), _fetcher_config(config))
         self._deferred_fetches: dict[tuple[str, int], InitialFetchState] = {}
         self._isr_timer: asyncio.TimerHandle | None = None
+        # KIP-392: replica.selector.class (only Kafka's RackAwareReplicaSelector is known).
+        selector = config.get("replica.selector.class") or ""
+        self.rack_aware_replica_selector = selector == RACK_AWARE_REPLICA_SELECTOR
+        if selector and not self.rack_aware_replica_selector:
+            log.warning("replica.selector.class %s is not supported: consumers read from leaders", selector)
+        self.follower_reads = 0  # consumer partition reads served as a follower (KIP-392)
         # Partitions assigned here whose log could not be opened or created (a failed disk).
         self.offline: set[tuple[str, int]] = set()
         self.produce_purgatory: DelayedOperationPurgatory[dict[tuple[str, int], ProducePartitionResult]] = (
@@ -805,12 +814,13 @@ class ReplicaManager:
         if not req.topic:
             return PartitionResult(ErrorCode.UNKNOWN_TOPIC_ID, aborted_transactions=[])
         isolation = params.isolation_level
-        partition = self._partitions.get((req.topic, req.partition))
+        partition = self.partition_for_fetch(req.topic, req.partition, params)
         if partition is None:
             if (req.topic, req.partition) in self.offline:  # its log directory failed
                 return PartitionResult(ErrorCode.KAFKA_STORAGE_ERROR)
             if (req.topic, req.partition) in self._follower_partitions:
-                # A follower here: clients go to the leader (KIP-392 follower reads are not served).
+                # A follower here, and the fetch may only read from the leader (a follower's own fetch,
+                # or a consumer below Fetch v11 without client metadata, KIP-392).
                 return PartitionResult(ErrorCode.NOT_LEADER_OR_FOLLOWER)
             return PartitionResult(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, aborted_transactions=[])
         if req.topic_id.int and req.topic_id != partition.topic_id:
@@ -841,6 +851,16 @@ class ReplicaManager:
                 return PartitionResult(ErrorCode.OFFSET_OUT_OF_RANGE)
             if follower:
                 self._update_follower_fetch_state(partition, params, req)
+            elif not partition.is_leader:
+                self.follower_reads += 1
+            elif params.client_rack and partition.is_leader:
+                preferred = self.preferred_read_replica(partition, params.client_rack, req.fetch_offset)
+                if preferred >= 0:
+                    # KIP-392: no read here; the consumer fetches from `preferred` from now on.
+                    return PartitionResult(
+                        ErrorCode.NONE, high_watermark=partition.high_watermark,
+                        last_stable_offset=partition.last_stable_offset, log_start_offset=partition.log_start_offset,
+                        aborted_transactions=[] if isolation == 1 else None, preferred_read_replica=preferred)
             if req.fetch_offset >= partition.fetchable_end(isolation) or (max_bytes <= 0 and not min_one):
                 return PartitionResult(
                     ErrorCode.NONE,
@@ -864,6 +884,41 @@ class ReplicaManager:
             records_size=info.size,
             aborted_transactions=info.aborted_transactions,
         )
+
+    def partition_for_fetch(self, topic: str, partition: int, params: FetchParams) -> Partition | None:
+        """The partition a fetch reads: the leader's, or (KIP-392: a v11+ consumer) this follower's."""
+        part = self._partitions.get((topic, partition))
+        if part is None and not params.fetch_only_leader:
+            part = self._follower_partitions.get((topic, partition))
+        return part
+
+    def preferred_read_replica(self, partition: Partition, client_rack: str, fetch_offset: int) -> int:
+        """Kafka's `findPreferredReadReplica` with `RackAwareReplicaSelector`: among the leader and the
+        ISR followers that hold `fetch_offset`, the leader if it is in the client's rack, else the most
+        caught-up replica of that rack (largest LEO, then most recently caught up); -1 for the leader
+        itself, when no selector is configured, or when no replica is in that rack."""
+        if not self.rack_aware_replica_selector:
+            return -1
+        cluster = self.metadata.image.cluster
+
+        def rack(broker_id: int) -> str | None:
+            reg = cluster.broker(broker_id)
+            return None if reg is None else reg.rack
+
+        if rack(self.node_id) == client_rack:
+            return -1
+        now = self.time_ms()
+        candidates = [
+            (r.log_end_offset, -(now - r.last_caught_up_time_ms), r.broker_id)
+            for r in partition.remote_replicas.values()
+            if r.broker_id in partition.isr and r.log_start_offset <= fetch_offset <= r.log_end_offset
+            and rack(r.broker_id) == client_rack
+        ]
+        return max(candidates)[2] if candidates else -1
+
+    def on_follower_high_watermark_moved(self, key: tuple[str, int]) -> None:
+        """A follower's HW moved (its fetcher): consumers reading from it (KIP-392) may complete."""
+        self.fetch_purgatory.check_and_complete(key)
 
     def readable_bytes(self, partition: Partition, req: FetchPartitionRequest, isolation: int) -> int:
         """Bytes a fetch at `req` would get now (used by DelayedFetch for min_bytes > 1)."""

@@ -207,12 +207,19 @@ def test_wire_level_leader_and_follower_answers(cluster: ReplicaCluster) -> None
     topic_id = cluster.image.topic("t").id  # type: ignore[union-attr]
 
     def fetch(node: int, replica_id: int, offset: int, last_epoch: int, version: int = 17) -> FetchResponse.PartitionData:
-        req = FetchRequest(replica_state=FetchRequest.ReplicaState(
-            replica_id=replica_id, replica_epoch=cluster.nodes[replica_id].epoch if replica_id in cluster.nodes else -1),
-            max_wait_ms=0, min_bytes=1, max_bytes=1 << 20, isolation_level=0, session_id=0, session_epoch=-1,
-            topics=[FetchRequest.FetchTopic(topic_id=topic_id, partitions=[FetchRequest.FetchPartition(
-                partition=0, current_leader_epoch=0, fetch_offset=offset, last_fetched_epoch=last_epoch,
-                log_start_offset=0, partition_max_bytes=1 << 20)])])
+        part = FetchRequest.FetchPartition(partition=0, current_leader_epoch=0, fetch_offset=offset,
+                                           log_start_offset=0, partition_max_bytes=1 << 20)
+        if version >= 12:
+            part.last_fetched_epoch = last_epoch
+        req = FetchRequest(max_wait_ms=0, min_bytes=1, max_bytes=1 << 20, isolation_level=0, session_id=0,
+                           session_epoch=-1, topics=[FetchRequest.FetchTopic(topic_id=topic_id, partitions=[part])
+                                                     if version >= 13 else
+                                                     FetchRequest.FetchTopic(topic="t", partitions=[part])])
+        if version >= 15:
+            req.replica_state = FetchRequest.ReplicaState(
+                replica_id=replica_id, replica_epoch=cluster.nodes[replica_id].epoch if replica_id in cluster.nodes else -1)
+        else:
+            req.replica_id = replica_id
         with RawKafkaClient(f"127.0.0.1:{cluster.nodes[node].port}") as raw:
             resp = raw.request(1, version, req)
         return resp.responses[0].partitions[0]
@@ -221,7 +228,12 @@ def test_wire_level_leader_and_follower_answers(cluster: ReplicaCluster) -> None
     follower = fetch(1, 2, 0, -1)
     assert consumer.error_code == follower.error_code == 0 and consumer.high_watermark == 3
     assert len(follower.records) > len(consumer.records)  # the follower also gets offset 3
-    assert fetch(2, -1, 0, -1).error_code == ErrorCode.NOT_LEADER_OR_FOLLOWER  # consumer at a follower
+    # A consumer at a follower: served up to the follower's HW from Fetch v11 (KIP-392's client
+    # metadata), refused below.
+    at_follower = fetch(2, -1, 0, -1)
+    assert at_follower.error_code == 0 and at_follower.high_watermark <= 3
+    assert bytes(consumer.records).startswith(bytes(at_follower.records))  # never past the follower's HW
+    assert fetch(2, -1, 0, -1, version=10).error_code == ErrorCode.NOT_LEADER_OR_FOLLOWER
     assert fetch(1, 9, 0, -1).error_code == ErrorCode.NOT_LEADER_OR_FOLLOWER  # not a replica
     # A follower claiming epoch-0 entries up to 7 while the leader's epoch 0 ends at its LEO 4: told
     # where to truncate (diverging_epoch), no records.
@@ -261,3 +273,37 @@ def test_new_leader_deduplicates_an_idempotent_retry(cluster: ReplicaCluster) ->
     assert produce(2, 2, b"third") == (0, 2)
     assert cluster.log_state(2, "t")[0] == 3
     assert read_all(cluster, expect=3) == [b"first", b"second", b"third"]
+
+
+def test_consumer_reads_from_a_follower_in_its_rack(tmp_path: Path) -> None:
+    """KIP-392: with RackAwareReplicaSelector the leader sends a consumer that has a client.rack to the
+    in-sync replica of its rack (preferred_read_replica), which serves it up to its own HW."""
+    from confluent_kafka import Consumer
+    from confluent_kafka import TopicPartition as CTopicPartition
+
+    selector = {"replica.lag.time.max.ms": str(LAG_MS),
+                "replica.selector.class": "org.apache.kafka.common.replica.RackAwareReplicaSelector"}
+    with ReplicaCluster(tmp_path, 3, selector, racks={1: "rack-a", 2: "rack-b", 3: "rack-c"}) as cluster:
+        cluster.create_topic("t", [1, 2, 3])
+        p = producer(cluster)
+        for i in range(20):
+            p.send("t", f"r{i}".encode())
+        p.flush(15)
+        p.close()
+        cluster.wait_for(lambda: cluster.log_state(3, "t")[1] == 20, what="broker 3 at HW 20")
+        consumer = Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": "kip392", "client.rack": "rack-c",
+                             "enable.auto.commit": False, "auto.offset.reset": "earliest"})
+        try:
+            consumer.assign([CTopicPartition("t", 0, 0)])
+            got: list[bytes] = []
+            deadline = time.monotonic() + 20
+            while len(got) < 20 and time.monotonic() < deadline:
+                msg = consumer.poll(0.5)
+                if msg is not None and msg.error() is None:
+                    got.append(msg.value())
+        finally:
+            consumer.close()
+        assert got == [f"r{i}".encode() for i in range(20)]
+        reads = {n: cluster.call(lambda n=n: cluster.nodes[n].services.replica_manager.follower_reads)  # type: ignore[misc]
+                 for n in (2, 3)}
+        assert reads[3] > 0 and reads[2] == 0  # served by the follower in the consumer's rack

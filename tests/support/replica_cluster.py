@@ -85,10 +85,12 @@ class Node:
 class ReplicaCluster:
     """N in-process brokers and a stand-in controller (see the module docstring)."""
 
-    def __init__(self, root: Path, n: int = 3, overrides: Mapping[str, str] | None = None) -> None:
+    def __init__(self, root: Path, n: int = 3, overrides: Mapping[str, str] | None = None, *,
+                 racks: Mapping[int, str] | None = None) -> None:
         self.root = Path(root)
         self.n = n
         self.overrides = dict(overrides or {})
+        self.racks = dict(racks or {})
         self.nodes: dict[int, Node] = {}
         self.controller = MetadataLoader()  # the controller's own image of what it published
         self.alter_partition_requests: list[AlterPartitionRequest] = []
@@ -130,6 +132,8 @@ class ReplicaCluster:
                 "replica.fetch.backoff.ms": "100",
                 "log.initial.task.delay.ms": "0",
             }
+            if i in self.racks:
+                props["broker.rack"] = self.racks[i]
             props.update(self.overrides)
             config = KafkaConfig(props)
             services = build_services(config)
@@ -149,7 +153,8 @@ class ReplicaCluster:
                                                        max_supported_version=27)]
         return [
             RegisterBrokerRecord(broker_id=node_id, incarnation_id=uuid.uuid4(), broker_epoch=node.epoch,
-                                 end_points=[endpoint], features=features, rack=None, fenced=True),
+                                 end_points=[endpoint], features=features, rack=self.racks.get(node_id),
+                                 fenced=True),
             UnfenceBrokerRecord(id=node_id, epoch=node.epoch),
         ]
 
