@@ -27,7 +27,7 @@ from kbroker.protocol.errors import ErrorCode
 from kbroker.protocol.headers import RequestHeader
 from kbroker.protocol.messages.fetch import FetchRequest, FetchResponse
 from kbroker.replica.delayed import FetchParams
-from kbroker.replica.fetch_session import FetchPartitionRequest, PartitionResult
+from kbroker.replica.fetch_session import NO_REPLICA_HIGH_WATERMARK, FetchPartitionRequest, PartitionResult
 from kbroker.replica.partition import FETCH_LOG_END
 
 API_KEY = 1
@@ -56,6 +56,8 @@ def _fetch_data(services: BrokerServices, request: FetchRequest, version: int) -
                         (topic_id, p.partition), name, topic_id, p.partition, p.fetch_offset,
                         p.partition_max_bytes, p.log_start_offset, p.current_leader_epoch,
                         p.last_fetched_epoch,
+                        # KIP-1166 (v18): the follower's HW, so its waiting fetch returns when ours is newer.
+                        p.high_watermark if version >= 18 else NO_REPLICA_HIGH_WATERMARK,
                     )
                 )
         else:

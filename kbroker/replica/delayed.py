@@ -104,6 +104,8 @@ class DelayedFetch(DelayedOperation[dict[Hashable, PartitionResult]]):
             partition = self._rm.partition_for_fetch(req.topic, req.partition, self.params)
             if partition is None or partition.is_offline:
                 return self.force_complete()  # the answer changed: an error to report now
+            if self.params.replica_id >= 0 and req.replica_high_watermark < partition.high_watermark:
+                return self.force_complete()  # KIP-1166: the follower's HW is behind ours: tell it now
             end = partition.fetchable_end(isolation)
             if end < req.fetch_offset:
                 return self.force_complete()  # truncated: the client must see OFFSET_OUT_OF_RANGE

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from kbroker.protocol.errors import ErrorCode
 
 INITIAL_EPOCH = 0
+NO_REPLICA_HIGH_WATERMARK = 2**63 - 1
 FINAL_EPOCH = -1
 INVALID_SESSION_ID = 0
 ZERO_UUID = uuid.UUID(int=0)
@@ -53,6 +54,8 @@ class FetchPartitionRequest:
     log_start_offset: int = -1
     current_leader_epoch: int = -1
     last_fetched_epoch: int = -1
+    # A follower's own HW (Fetch v18, KIP-1166); the default means "not sent".
+    replica_high_watermark: int = 2**63 - 1
 
 
 @dataclass(slots=True)

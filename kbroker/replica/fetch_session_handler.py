@@ -41,6 +41,8 @@ class SessionPartition:
     current_leader_epoch: int
     last_fetched_epoch: int
     log_start_offset: int
+    high_watermark: int = -1  # sent from Fetch v18 (KIP-1166): a new HW is re-sent, else the leader's
+    #                           wake-up rule would see a stale one
 
 
 @dataclass(frozen=True, slots=True)

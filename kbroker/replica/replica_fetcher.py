@@ -339,7 +339,6 @@ class ReplicaFetcher:
         now = asyncio.get_running_loop().time()
         wanted: dict[Hashable, SessionPartition] = {}
         sent: dict[Key, tuple[PartitionFetchState, int]] = {}
-        high_watermarks: dict[Key, int] = {}
         for key, state in self.partitions.items():
             if state.state != FetchState.FETCHING or state.delayed_until > now:
                 continue
@@ -347,8 +346,7 @@ class ReplicaFetcher:
             if part is None:
                 continue
             wanted[key] = SessionPartition(state.fetch_offset, state.current_leader_epoch, state.last_fetched_epoch,
-                                           part.log_start_offset)
-            high_watermarks[key] = part.high_watermark
+                                           part.log_start_offset, part.high_watermark if version >= 18 else -1)
             self._topic_ids[key[0]] = state.topic_id
             sent[key] = (state, state.fetch_offset)
         if not sent:
@@ -370,7 +368,7 @@ class ReplicaFetcher:
             if version >= 12:
                 fp.last_fetched_epoch = sp.last_fetched_epoch
             if version >= 18:
-                fp.high_watermark = high_watermarks[key]
+                fp.high_watermark = sp.high_watermark
             by_topic.setdefault(key[0], []).append(fp)
         forgotten: dict[str, list[int]] = {}
         for k in data.to_forget:

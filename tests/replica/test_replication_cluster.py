@@ -307,3 +307,19 @@ def test_consumer_reads_from_a_follower_in_its_rack(tmp_path: Path) -> None:
         reads = {n: cluster.call(lambda n=n: cluster.nodes[n].services.replica_manager.follower_reads)  # type: ignore[misc]
                  for n in (2, 3)}
         assert reads[3] > 0 and reads[2] == 0  # served by the follower in the consumer's rack
+
+
+def test_followers_learn_the_high_watermark_without_waiting_for_data(tmp_path: Path) -> None:
+    """KIP-1166 (Fetch v18): a follower's fetch waiting at the leader returns as soon as the leader's HW
+    passes the HW the follower sent, not after replica.fetch.wait.max.ms."""
+    with ReplicaCluster(tmp_path, 3, {"replica.fetch.wait.max.ms": "5000"}) as cluster:
+        cluster.create_topic("t", [1, 2, 3])
+        p = producer(cluster)
+        p.send("t", b"warm-up").get(15)
+        cluster.wait_for(lambda: all(cluster.log_state(n, "t")[1] == 1 for n in (2, 3)), what="followers at HW 1")
+        started = time.monotonic()
+        p.send("t", b"one").get(15)
+        cluster.wait_for(lambda: all(cluster.log_state(n, "t")[1] == 2 for n in (2, 3)), timeout=10,
+                         what="followers at HW 2")
+        assert time.monotonic() - started < 2.5  # not the 5 s fetch wait
+        p.close()
