@@ -13,8 +13,9 @@ PartitionChangeRecord for ISR and leader changes, FenceBrokerRecord for a failed
 broker replaying `__cluster_metadata` from the quorum would. Each broker's own `LocalController`
 wrote its bootstrap feature levels; the harness appends the records to that broker's copy of
 `__cluster_metadata` and replays them through its loader. The one thing each broker still decides
-alone is the producer-id block (its LocalController answers AllocateProducerIds), so two brokers
-may hand out the same producer id: tests use one idempotent producer at a time. AlterPartition requests from
+alone is the producer-id block (its LocalController answers AllocateProducerIds): each broker is
+given its own range (a ProducerIdsRecord fed to it alone, from 10^9 x its node id) so two brokers
+never hand out the same producer id. AlterPartition requests from
 leaders go to `ReplicaCluster.alter_partition`, a small controller function that checks them as
 Kafka's `ReplicationControlManager.alterPartition` does (leader, leader epoch, partition epoch,
 eligible replicas) and publishes the PartitionChangeRecord to every broker before answering.
@@ -55,6 +56,7 @@ from kbroker.protocol.metadata_records.config_record import ConfigRecord
 from kbroker.protocol.metadata_records.fence_broker_record import FenceBrokerRecord
 from kbroker.protocol.metadata_records.partition_change_record import PartitionChangeRecord
 from kbroker.protocol.metadata_records.partition_record import PartitionRecord
+from kbroker.protocol.metadata_records.producer_ids_record import ProducerIdsRecord
 from kbroker.protocol.metadata_records.register_broker_record import RegisterBrokerRecord
 from kbroker.protocol.metadata_records.topic_record import TopicRecord
 from kbroker.protocol.metadata_records.unfence_broker_record import UnfenceBrokerRecord
@@ -64,6 +66,7 @@ from tests.support.broker import free_port
 
 T = TypeVar("T")
 TOPIC_RESOURCE = 2
+PRODUCER_ID_RANGE = 10**9
 
 
 @dataclass
@@ -142,6 +145,11 @@ class ReplicaCluster:
             self.nodes[i] = node
             await self._listen(node)
         self.publish([r for i in self.nodes for r in self._registration(i)])
+        for node in self.nodes.values():
+            # Disjoint producer-id ranges: each broker's LocalController still allocates its own blocks
+            # (AllocateProducerIds has no shared controller here), from 10^9 * node id on.
+            self._feed(node, [ProducerIdsRecord(broker_id=node.node_id, broker_epoch=node.epoch,
+                                                next_producer_id=PRODUCER_ID_RANGE * node.node_id)])
 
     def _registration(self, node_id: int) -> list[Any]:
         node = self.nodes[node_id]
