@@ -323,3 +323,34 @@ def test_followers_learn_the_high_watermark_without_waiting_for_data(tmp_path: P
                          what="followers at HW 2")
         assert time.monotonic() - started < 2.5  # not the 5 s fetch wait
         p.close()
+
+
+def test_a_zombie_leader_cannot_acknowledge_acks_all(cluster: ReplicaCluster) -> None:
+    """A leader cut off from the controller while clients still reach it: the controller elects another
+    leader, the followers move to it, so the zombie's high watermark cannot pass a new write (its ISR
+    change cannot reach the controller either). acks=all there times out; the write never counts, and
+    the zombie truncates it when it rejoins as a follower."""
+    from kbroker.protocol.messages.produce import ProduceRequest
+    from kbroker.protocol.records import SimpleRecord, build_batch
+    from tests.support.raw_client import RawKafkaClient
+
+    p = producer(cluster)
+    p.send("t", b"committed").get(15)
+    p.close()
+    cluster.wait_for(lambda: all(cluster.log_state(n, "t")[1] == 1 for n in (1, 2, 3)), what="HW 1 everywhere")
+    cluster.fail_broker(1, keep_listener=True)
+    assert cluster.registration("t").leader == 2
+    with RawKafkaClient(f"127.0.0.1:{cluster.nodes[1].port}") as raw:
+        resp = raw.request(0, 9, ProduceRequest(acks=-1, timeout_ms=1500, topic_data=[ProduceRequest.TopicProduceData(
+            name="t", partition_data=[ProduceRequest.PartitionProduceData(
+                index=0, records=build_batch([SimpleRecord(b"zombie", None, -1)]))])]))
+    r = resp.responses[0].partition_responses[0]
+    assert r.error_code == ErrorCode.REQUEST_TIMED_OUT  # appended locally, never acknowledged
+    assert cluster.log_state(1, "t")[:2] == (2, 1)
+    p2 = producer(cluster)
+    p2.send("t", b"new leader").get(15)
+    p2.close()
+    cluster.restore_broker(1)
+    cluster.wait_for(lambda: cluster.log_state(1, "t")[2] == [(0, 0), (1, 1)] and cluster.log_state(1, "t")[0] == 2,
+                     what="zombie truncated and caught up")
+    assert read_all(cluster, expect=2) == [b"committed", b"new leader"]

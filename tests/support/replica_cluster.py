@@ -318,18 +318,22 @@ class ReplicaCluster:
 
     # -- failures --------------------------------------------------------------------------------
 
-    def fail_broker(self, node_id: int) -> None:
+    def fail_broker(self, node_id: int, *, keep_listener: bool = False) -> None:
         """Cut `node_id` off (listener closed, fetchers stopped) and let the controller react: fence it,
-        drop it from every ISR, elect the first live ISR replica (assignment order) where it led."""
-        self.run(self._fail(node_id))
+        drop it from every ISR, elect the first live ISR replica (assignment order) where it led.
 
-    async def _fail(self, node_id: int) -> None:
+        `keep_listener`: cut it off from the controller only -- a zombie leader that clients can still
+        reach but that no longer gets metadata or reaches the controller (its fetchers keep running)."""
+        self.run(self._fail(node_id, keep_listener))
+
+    async def _fail(self, node_id: int, keep_listener: bool = False) -> None:
         node = self.nodes[node_id]
         node.alive = False
-        node.services.replica_manager.replica_fetcher_manager.pause()
-        if node.server is not None:
-            await node.server.stop(1)
-            node.server = None
+        if not keep_listener:
+            node.services.replica_manager.replica_fetcher_manager.pause()
+            if node.server is not None:
+                await node.server.stop(1)
+                node.server = None
         records: list[Any] = [FenceBrokerRecord(id=node_id, epoch=node.epoch)]
         live = {i for i, n in self.nodes.items() if n.alive}
         for topic in self.image.topics:
@@ -353,7 +357,8 @@ class ReplicaCluster:
 
     async def _restore(self, node_id: int) -> None:
         node = self.nodes[node_id]
-        await self._listen(node)
+        if node.server is None:
+            await self._listen(node)
         node.alive = True
         for records in node.backlog:
             self._feed(node, records)
