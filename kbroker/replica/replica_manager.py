@@ -370,6 +370,10 @@ class ReplicaManager:
             self._pending_leaders.pop((tp.topic, tp.partition), None)
             self._make_follower(tp, info)
         self.start_deferred_fetchers()
+        if loop is not None and not self._shut_down and any(
+                not f.partitions for f in self.replica_fetcher_manager.fetchers.values()):
+            # Kafka's shutdownIdleFetcherThreads: a leader we no longer follow anything from.
+            loop.create_task(self.replica_fetcher_manager.shutdown_idle_fetchers())
         if self._pending_leaders and loop is not None and not self._hosting_scheduled:
             log.info("Hosting %d new partition(s) incrementally", len(self._pending_leaders))
             self._hosting_scheduled = True
