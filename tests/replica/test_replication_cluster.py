@@ -242,6 +242,15 @@ def test_wire_level_leader_and_follower_answers(cluster: ReplicaCluster) -> None
     # An epoch the leader cannot place (newer than any it has): OFFSET_OUT_OF_RANGE, as Kafka.
     assert fetch(1, 3, 4, 5).error_code == ErrorCode.OFFSET_OUT_OF_RANGE
     assert not diverged.records
+    from kbroker.protocol.messages.list_offsets import ListOffsetsRequest
+
+    def latest(replica_id: int) -> int:
+        req = ListOffsetsRequest(replica_id=replica_id, isolation_level=0, topics=[ListOffsetsRequest.ListOffsetsTopic(
+            name="t", partitions=[ListOffsetsRequest.ListOffsetsPartition(partition_index=0, timestamp=-1)])])
+        with RawKafkaClient(f"127.0.0.1:{cluster.nodes[1].port}") as raw:
+            return int(raw.request(2, 7, req).topics[0].partitions[0].offset)
+
+    assert (latest(-1), latest(2)) == (3, 4)  # a consumer's "latest" is the HW, a follower's the LEO
     with RawKafkaClient(f"127.0.0.1:{cluster.nodes[2].port}") as raw:
         resp = raw.request(0, 9, ProduceRequest(acks=-1, timeout_ms=1000, topic_data=[ProduceRequest.TopicProduceData(
             name="t", partition_data=[ProduceRequest.PartitionProduceData(
