@@ -363,3 +363,28 @@ def test_a_zombie_leader_cannot_acknowledge_acks_all(cluster: ReplicaCluster) ->
     cluster.wait_for(lambda: cluster.log_state(1, "t")[2] == [(0, 0), (1, 1)] and cluster.log_state(1, "t")[0] == 2,
                      what="zombie truncated and caught up")
     assert read_all(cluster, expect=2) == [b"committed", b"new leader"]
+
+
+def test_follower_bounce_while_producing(cluster: ReplicaCluster) -> None:
+    """A follower shut down cleanly and started again on its data while an acks=all producer runs: the
+    producer never fails (min.insync.replicas=2 still holds), the restarted follower replays its
+    metadata, catches up from its log end and rejoins the ISR with identical bytes."""
+    p = producer(cluster)
+    sent = 0
+    for _ in range(20):
+        p.send("t", f"m{sent}".encode()).get(15)
+        sent += 1
+    cluster.stop_broker(3)
+    assert cluster.registration("t").isr == (1, 2)
+    for _ in range(30):
+        p.send("t", f"m{sent}".encode()).get(15)
+        sent += 1
+    cluster.start_broker(3)
+    for _ in range(10):
+        p.send("t", f"m{sent}".encode()).get(15)
+        sent += 1
+    p.close()
+    cluster.wait_for(lambda: cluster.registration("t").isr == (1, 2, 3), what="broker 3 back in the ISR")
+    cluster.wait_for(lambda: cluster.log_state(3, "t")[0] == sent, what="broker 3 caught up")
+    assert log_bytes(cluster, 3) == log_bytes(cluster, 1)
+    assert read_all(cluster, expect=sent) == [f"m{i}".encode() for i in range(sent)]

@@ -366,6 +366,29 @@ class ReplicaCluster:
         node.services.replica_manager.replica_fetcher_manager.resume()
         self._publish(self._registration(node_id))
 
+    def stop_broker(self, node_id: int) -> None:
+        """A clean shutdown of `node_id` (listener, fetchers, then every log flushed and closed); the
+        controller fences it and moves leadership as for a failure."""
+        self.run(self._stop(node_id))
+
+    async def _stop(self, node_id: int) -> None:
+        node = self.nodes[node_id]
+        await self._fail(node_id)
+        await node.services.replica_manager.replica_fetcher_manager.shutdown()
+        shutdown_services(node.services)
+
+    def start_broker(self, node_id: int) -> None:
+        """Start a stopped broker again on its data: its services replay its copy of `__cluster_metadata`
+        (hosting its partitions as followers of the current leaders), then it gets what it missed and
+        re-registers with a new broker epoch."""
+        self.run(self._start_again(node_id))
+
+    async def _start_again(self, node_id: int) -> None:
+        node = self.nodes[node_id]
+        node.services = build_services(node.config)
+        node.services.replica_manager.set_alter_partition_sender(self._sender(node_id))
+        await self._restore(node_id)
+
     def pause_fetchers(self, node_id: int) -> None:
         """A follower that stops fetching (SIGSTOP in-process); its listener stays up. Returns once a
         fetch already waiting at the leader (replica.fetch.wait.max.ms) has had time to come back, so
