@@ -29,7 +29,9 @@ def _delete(services: BrokerServices, topic: str, index: int, offset: int) -> in
     partition = services.replica_manager.get_partition(topic, index)
     if partition is None:
         offline = (topic, index) in services.replica_manager.offline  # its log dir failed
-        raise KafkaError(error_code=ErrorCode.KAFKA_STORAGE_ERROR if offline else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+        follower = services.replica_manager.follower_partition(topic, index) is not None  # only the leader deletes
+        raise KafkaError(error_code=ErrorCode.KAFKA_STORAGE_ERROR if offline else ErrorCode.NOT_LEADER_OR_FOLLOWER
+                         if follower else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
     if partition.is_offline:
         raise KafkaError(error_code=ErrorCode.KAFKA_STORAGE_ERROR)
     log = partition.log

@@ -1,4 +1,5 @@
-"""DescribeCluster (API key 60, v0-2): the cluster id, this node as the only broker and as the "controller".
+"""DescribeCluster (API key 60, v0-2): the cluster id, the brokers (this node alone on a single node, every
+registered broker in a cluster) and a "controller".
 
 KRaft brokers report a random live broker as the controller id, since clients cannot reach the
 controllers (KIP-590); on one node that is us. Asking a broker for CONTROLLER endpoints (v1+
@@ -35,14 +36,17 @@ def handle(services: BrokerServices, ctx: RequestContext, header: RequestHeader,
             controller_id=-1,
             brokers=[],
         )
-    endpoints = list(services.config.advertised_listeners)
-    chosen = [e for e in endpoints if e.name == ctx.listener_name] or endpoints[:1]
-    rack = registered_rack(services)
-    brokers = [
-        DescribeClusterResponse.DescribeClusterBroker(broker_id=services.node_id, host=e.host, port=e.port,
-                                                      rack=rack, is_fenced=False)
-        for e in chosen[:1]
-    ]
+    if any(b != services.node_id for b in services.metadata.image.cluster.brokers):
+        brokers = _cluster_brokers(services, ctx, header.api_version >= 2 and request.include_fenced_brokers)
+    else:
+        endpoints = list(services.config.advertised_listeners)
+        chosen = [e for e in endpoints if e.name == ctx.listener_name] or endpoints[:1]
+        rack = registered_rack(services)
+        brokers = [
+            DescribeClusterResponse.DescribeClusterBroker(broker_id=services.node_id, host=e.host, port=e.port,
+                                                          rack=rack, is_fenced=False)
+            for e in chosen[:1]
+        ]
     ops = CLUSTER_AUTHORIZED_OPERATIONS if request.include_cluster_authorized_operations \
         else AUTHORIZED_OPERATIONS_OMITTED
     return DescribeClusterResponse(
@@ -55,6 +59,19 @@ def handle(services: BrokerServices, ctx: RequestContext, header: RequestHeader,
         brokers=brokers,
         cluster_authorized_operations=ops,
     )
+
+
+def _cluster_brokers(services: BrokerServices, ctx: RequestContext, include_fenced: bool) -> list[Any]:
+    """A cluster (replication, issue 12): every registered broker with an endpoint for the request's
+    listener; fenced ones only when asked (v2, KIP-1073)."""
+    out = []
+    for reg in sorted(services.metadata.image.cluster.brokers.values(), key=lambda b: b.id):
+        ep = reg.endpoint(ctx.listener_name)
+        if ep is None or (reg.fenced and not include_fenced):
+            continue
+        out.append(DescribeClusterResponse.DescribeClusterBroker(broker_id=reg.id, host=ep.host, port=ep.port,
+                                                                 rack=reg.rack, is_fenced=reg.fenced))
+    return out
 
 
 def error_response(request: DescribeClusterRequest, version: int, error: Any) -> DescribeClusterResponse:

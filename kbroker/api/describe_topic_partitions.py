@@ -15,7 +15,7 @@ import uuid
 from typing import Any
 
 from kbroker.api.context import BrokerServices, RequestContext
-from kbroker.api.metadata import TOPIC_AUTHORIZED_OPERATIONS
+from kbroker.api.metadata import TOPIC_AUTHORIZED_OPERATIONS, cluster_partition
 from kbroker.controller.replication_control import validate_topic_name
 from kbroker.protocol.errors import ErrorCode, KafkaError
 from kbroker.protocol.headers import RequestHeader
@@ -39,6 +39,12 @@ PartitionResult = Resp.DescribeTopicPartitionsResponsePartition
 
 def _partition(services: BrokerServices, topic: str, index: int) -> Any:
     node = services.node_id
+    view = cluster_partition(services, topic, index)
+    if view is not None:  # a cluster: the image's registration (replication, issue 12)
+        return PartitionResult(error_code=int(view.error), partition_index=index, leader_id=view.leader,
+                               leader_epoch=view.leader_epoch, replica_nodes=list(view.replicas),
+                               isr_nodes=list(view.isr), eligible_leader_replicas=list(view.elr),
+                               last_known_elr=list(view.last_known_elr), offline_replicas=[])
     partition = services.replica_manager.get_partition(topic, index)
     if partition is None:
         return PartitionResult(error_code=int(ErrorCode.LEADER_NOT_AVAILABLE), partition_index=index,

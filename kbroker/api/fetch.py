@@ -27,7 +27,8 @@ from kbroker.protocol.errors import ErrorCode
 from kbroker.protocol.headers import RequestHeader
 from kbroker.protocol.messages.fetch import FetchRequest, FetchResponse
 from kbroker.replica.delayed import FetchParams
-from kbroker.replica.fetch_session import FetchPartitionRequest, PartitionResult
+from kbroker.replica.fetch_session import NO_REPLICA_HIGH_WATERMARK, FetchPartitionRequest, PartitionResult
+from kbroker.replica.partition import FETCH_LOG_END
 
 API_KEY = 1
 MIN_VERSION = 4
@@ -55,6 +56,8 @@ def _fetch_data(services: BrokerServices, request: FetchRequest, version: int) -
                         (topic_id, p.partition), name, topic_id, p.partition, p.fetch_offset,
                         p.partition_max_bytes, p.log_start_offset, p.current_leader_epoch,
                         p.last_fetched_epoch,
+                        # KIP-1166 (v18): the follower's HW, so its waiting fetch returns when ours is newer.
+                        p.high_watermark if version >= 18 else NO_REPLICA_HIGH_WATERMARK,
                     )
                 )
         else:
@@ -97,16 +100,20 @@ def _partition_data(req: FetchPartitionRequest, r: PartitionResult, version: int
             FetchResponse.AbortedTransaction(producer_id=pid, first_offset=first)
             for pid, first in r.aborted_transactions
         ]
-    return FetchResponse.PartitionData(
+    data = FetchResponse.PartitionData(
         partition_index=req.partition,
         error_code=r.error,
         high_watermark=r.high_watermark,
         last_stable_offset=r.last_stable_offset,
         log_start_offset=r.log_start_offset,
         aborted_transactions=aborted,
-        preferred_read_replica=-1,
+        preferred_read_replica=r.preferred_read_replica if version >= 11 else -1,
         records=r.records if r.records is not None else _EMPTY,
     )
+    if r.diverging_epoch is not None and version >= 12:
+        data.diverging_epoch = FetchResponse.EpochEndOffset(epoch=r.diverging_epoch[0],
+                                                            end_offset=r.diverging_epoch[1])
+    return data
 
 
 def _build_response(
@@ -168,10 +175,15 @@ def handle(services: BrokerServices, ctx: RequestContext, header: RequestHeader,
         return _build_response(version, 0, [], isolation, context.error)
     params = FetchParams(
         replica_id=replica_id,
+        replica_epoch=request.replica_state.replica_epoch if version >= 15 else -1,
         max_wait_ms=request.max_wait_ms,
         min_bytes=request.min_bytes,
         max_bytes=request.max_bytes,
-        isolation_level=isolation,
+        # A follower (a replica id, KIP-903's ReplicaState from v15) reads up to the log end offset.
+        isolation_level=FETCH_LOG_END if replica_id >= 0 else isolation,
+        # KIP-392: a v11+ consumer carries client metadata (its rack) and may read from a follower.
+        fetch_only_leader=replica_id >= 0 or version < 11,
+        client_rack=(request.rack_id or "") if version >= 11 else "",
     )
     outcome = rm.fetch_messages(params, context.partitions_to_read())
 

@@ -87,7 +87,9 @@ def handle(
     services: BrokerServices, ctx: RequestContext, header: RequestHeader, request: ListOffsetsRequest
 ) -> ListOffsetsResponse:
     version = header.api_version
-    if request.replica_id == DEBUGGING_REPLICA_ID:
+    if request.replica_id == DEBUGGING_REPLICA_ID or request.replica_id >= 0:
+        # Kafka's isClientRequest is false for the debugging id and for followers (a replica id):
+        # "latest" is then the log end offset, not the high watermark.
         isolation: int | None = None
     else:
         isolation = 1 if version >= 2 and request.isolation_level == 1 else 0

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Awaitable
+from dataclasses import dataclass
 from typing import Any
 
 from kbroker.api.context import BrokerServices, RequestContext
@@ -46,7 +47,61 @@ def registered_rack(services: BrokerServices) -> str | None:
     return None if registration is None else registration.rack
 
 
+def _multi_broker(services: BrokerServices) -> bool:
+    """Whether the image registers brokers other than this one (a cluster: replication, issue 12)."""
+    return any(b != services.node_id for b in services.metadata.image.cluster.brokers)
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterPartitionView:
+    """A partition as the metadata image registers it (Kafka's KRaftMetadataCache view)."""
+
+    error: ErrorCode
+    leader: int
+    leader_epoch: int
+    replicas: tuple[int, ...]
+    isr: tuple[int, ...]
+    elr: tuple[int, ...]
+    last_known_elr: tuple[int, ...]
+
+
+def cluster_partition(services: BrokerServices, topic: str, index: int) -> ClusterPartitionView | None:
+    """The registration's leader, epochs, replicas and ISR when the image registers other brokers (a
+    cluster, issue 12); None on a single node (the answer then comes from the hosted partition). The
+    leader is reported only if its broker is registered and unfenced and, when it is this broker, the
+    partition is hosted and online (else LEADER_NOT_AVAILABLE, leader -1)."""
+    if not _multi_broker(services):
+        return None
+    image = services.metadata.image
+    reg = image.partition(topic, index)
+    if reg is None:
+        return None
+    leader_reg = image.cluster.broker(reg.leader) if reg.leader >= 0 else None
+    hosted = services.replica_manager.get_partition(topic, index)
+    available = leader_reg is not None and not leader_reg.fenced and (
+        reg.leader != services.node_id or (hosted is not None and not hosted.is_offline))
+    return ClusterPartitionView(ErrorCode.NONE if available else ErrorCode.LEADER_NOT_AVAILABLE,
+                                reg.leader if available else -1, reg.leader_epoch, reg.replicas, reg.isr, reg.elr,
+                                reg.last_known_elr)
+
+
+def _cluster_brokers(services: BrokerServices, ctx: RequestContext) -> list[Any]:
+    """Every live (unfenced) registered broker with its endpoint for the request's listener, as
+    Kafka's KRaftMetadataCache answers."""
+    out = []
+    for reg in sorted(services.metadata.image.cluster.brokers.values(), key=lambda b: b.id):
+        if reg.fenced:
+            continue
+        ep = reg.endpoint(ctx.listener_name)
+        if ep is None:
+            continue
+        out.append(MetadataResponse.MetadataResponseBroker(node_id=reg.id, host=ep.host, port=ep.port, rack=reg.rack))
+    return out
+
+
 def _brokers(services: BrokerServices, ctx: RequestContext) -> list[Any]:
+    if _multi_broker(services):
+        return _cluster_brokers(services, ctx)
     endpoints = list(services.config.advertised_listeners)
     chosen = [e for e in endpoints if e.name == ctx.listener_name] or endpoints[:1]
     rack = registered_rack(services)
@@ -60,8 +115,23 @@ def _topic_metadata(services: BrokerServices, info: Any, version: int, include_o
     rm = services.replica_manager
     partitions = []
     node = services.node_id
+    multi = _multi_broker(services)
     for p in range(info.num_partitions):
         partition = rm.get_partition(info.name, p)
+        view = cluster_partition(services, info.name, p) if multi else None
+        if view is not None:
+            partitions.append(
+                MetadataResponse.MetadataResponsePartition(
+                    error_code=view.error,
+                    partition_index=p,
+                    leader_id=view.leader,
+                    leader_epoch=view.leader_epoch,
+                    replica_nodes=list(view.replicas),
+                    isr_nodes=list(view.isr),
+                    offline_replicas=[],
+                )
+            )
+            continue
         if partition is None:
             # Known to the image but not (yet/any more) hosted: Kafka reports the leader as absent.
             partitions.append(

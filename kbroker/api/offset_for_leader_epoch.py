@@ -34,8 +34,11 @@ def _end_offset(services: BrokerServices, topic: str, p: Any) -> Any:
                             end_offset=UNDEFINED_OFFSET)
     partition = services.replica_manager.get_partition(topic, p.partition)
     if partition is None:
-        offline = (topic, p.partition) in services.replica_manager.offline  # its log dir failed
-        result.error_code = int(ErrorCode.KAFKA_STORAGE_ERROR if offline else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+        rm = services.replica_manager
+        offline = (topic, p.partition) in rm.offline  # its log dir failed
+        follower = rm.follower_partition(topic, p.partition) is not None  # only the leader answers
+        result.error_code = int(ErrorCode.KAFKA_STORAGE_ERROR if offline else ErrorCode.NOT_LEADER_OR_FOLLOWER
+                                if follower else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
         return result
     if partition.is_offline:
         result.error_code = int(ErrorCode.KAFKA_STORAGE_ERROR)

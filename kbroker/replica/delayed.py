@@ -22,15 +22,21 @@ if TYPE_CHECKING:
 class FetchParams:
     """Request-level fetch settings (Kafka's FetchParams)."""
 
-    replica_id: int = -1
+    replica_id: int = -1  # >= 0: a follower's fetch (reads up to the LEO, updates its replica state)
+    replica_epoch: int = -1  # the follower's broker epoch (Fetch v15+ ReplicaState, KIP-903)
     max_wait_ms: int = 0
     min_bytes: int = 1
     max_bytes: int = 0x7FFFFFFF
     isolation_level: int = 0
+    # Kafka's fetchOnlyLeader: followers and consumers below Fetch v11 read from the leader only; a v11+
+    # consumer (client metadata present, KIP-392) may read from a follower, up to its HW.
+    fetch_only_leader: bool = True
+    client_rack: str = ""  # Fetch v11+ rack_id, for the replica selector
 
 
 class DelayedProduce(DelayedOperation["dict[tuple[str, int], ProducePartitionResult]"]):
-    """Waits until the high watermark of every appended partition passes its last offset."""
+    """Waits until the high watermark of every appended partition passes its last offset (Kafka's
+    `DelayedProduce` over `Partition.checkEnoughReplicasReachOffset`)."""
 
     __slots__ = ("_rm", "results", "required_offsets")
 
@@ -54,8 +60,15 @@ class DelayedProduce(DelayedOperation["dict[tuple[str, int], ProducePartitionRes
                 self.results[key].error = ErrorCode.NOT_LEADER_OR_FOLLOWER
                 self.results[key].base_offset = -1
                 del self.required_offsets[key]
-            elif partition.high_watermark >= required:
-                del self.required_offsets[key]
+            else:
+                done, error = partition.check_enough_replicas_reach_offset(required)
+                if done:
+                    if error != ErrorCode.NONE:
+                        # Kafka: the ISR shrank below min.insync.replicas while we waited
+                        # (NOT_ENOUGH_REPLICAS_AFTER_APPEND), or the leadership moved away.
+                        self.results[key].error = error
+                        self.results[key].base_offset = -1
+                    del self.required_offsets[key]
         if not self.required_offsets:
             return self.force_complete()
         return False
@@ -88,9 +101,11 @@ class DelayedFetch(DelayedOperation[dict[Hashable, PartitionResult]]):
         for req in self.requests:
             if not req.topic:
                 continue
-            partition = self._rm.get_partition(req.topic, req.partition)
+            partition = self._rm.partition_for_fetch(req.topic, req.partition, self.params)
             if partition is None or partition.is_offline:
                 return self.force_complete()  # the answer changed: an error to report now
+            if self.params.replica_id >= 0 and req.replica_high_watermark < partition.high_watermark:
+                return self.force_complete()  # KIP-1166: the follower's HW is behind ours: tell it now
             end = partition.fetchable_end(isolation)
             if end < req.fetch_offset:
                 return self.force_complete()  # truncated: the client must see OFFSET_OUT_OF_RANGE

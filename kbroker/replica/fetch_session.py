@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from kbroker.protocol.errors import ErrorCode
 
 INITIAL_EPOCH = 0
+NO_REPLICA_HIGH_WATERMARK = 2**63 - 1
 FINAL_EPOCH = -1
 INVALID_SESSION_ID = 0
 ZERO_UUID = uuid.UUID(int=0)
@@ -53,6 +54,8 @@ class FetchPartitionRequest:
     log_start_offset: int = -1
     current_leader_epoch: int = -1
     last_fetched_epoch: int = -1
+    # A follower's own HW (Fetch v18, KIP-1166); the default means "not sent".
+    replica_high_watermark: int = 2**63 - 1
 
 
 @dataclass(slots=True)
@@ -67,6 +70,8 @@ class PartitionResult:
     records_size: int = 0
     aborted_transactions: list[tuple[int, int]] | None = None
     preferred_read_replica: int = -1
+    # (epoch, end offset) for a follower whose log diverges from the leader's (KIP-595, Fetch v12+).
+    diverging_epoch: tuple[int, int] | None = None
 
 
 class CachedPartition:
@@ -93,7 +98,7 @@ class CachedPartition:
         if result.log_start_offset != self.log_start_offset_sent:
             self.log_start_offset_sent = result.log_start_offset
             must = True
-        if result.preferred_read_replica != -1:
+        if result.preferred_read_replica != -1 or result.diverging_epoch is not None:
             must = True
         return must
 

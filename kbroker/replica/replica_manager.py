@@ -61,6 +61,7 @@ from kbroker.log.unified_log import UnifiedLog
 from kbroker.log.validator import CheckedBatch, check_batches, needs_worker, validation_params
 from kbroker.protocol.errors import ErrorCode, KafkaError
 from kbroker.protocol.topic import is_internal
+from kbroker.replica.alter_partition_manager import AlterPartitionManager, SendAlterPartition
 from kbroker.replica.delayed import DelayedFetch, DelayedProduce, FetchParams
 from kbroker.replica.fetch_session import (
     FetchManager,
@@ -68,8 +69,15 @@ from kbroker.replica.fetch_session import (
     FetchSessionCache,
     PartitionResult,
 )
-from kbroker.replica.partition import Partition
+from kbroker.replica.partition import AlterPartitionItem, AlterPartitionResult, Partition
 from kbroker.replica.purgatory import DelayedOperationPurgatory
+from kbroker.replica.replica_fetcher import (
+    InitialFetchState,
+    ReplicaFetcherConfig,
+    ReplicaFetcherManager,
+    initial_fetch_offset,
+)
+from kbroker.replica.truncation import UNDEFINED_EPOCH, diverging_epoch
 
 if TYPE_CHECKING:
     from kbroker.config import KafkaConfig
@@ -124,6 +132,22 @@ SYNC_HOSTING_PARTITIONS = 16
 HOSTING_CHUNK_SECONDS = 0.02
 
 
+RACK_AWARE_REPLICA_SELECTOR = "org.apache.kafka.common.replica.RackAwareReplicaSelector"
+
+
+def _fetcher_config(config: KafkaConfig) -> ReplicaFetcherConfig:
+    """replica.fetch.* from the broker config (Kafka's names and defaults)."""
+    d = ReplicaFetcherConfig()
+    return ReplicaFetcherConfig(
+        fetch_wait_max_ms=int(config.get("replica.fetch.wait.max.ms", d.fetch_wait_max_ms)),
+        fetch_min_bytes=int(config.get("replica.fetch.min.bytes", d.fetch_min_bytes)),
+        fetch_max_bytes=int(config.get("replica.fetch.max.bytes", d.fetch_max_bytes)),
+        fetch_response_max_bytes=int(config.get("replica.fetch.response.max.bytes", d.fetch_response_max_bytes)),
+        fetch_backoff_ms=int(config.get("replica.fetch.backoff.ms", d.fetch_backoff_ms)),
+        socket_timeout_ms=int(config.get("replica.socket.timeout.ms", d.socket_timeout_ms)),
+    )
+
+
 def halt_broker(reason: str) -> None:
     """Kafka's ``Exit.halt(1)`` after a fatal log dir failure: no shutdown hooks, no clean marker
     (the next start recovers the logs)."""
@@ -151,8 +175,24 @@ class ReplicaManager:
         self.time_ms = time_ms
         self.node_id = config.node_id
         self._partitions: dict[tuple[str, int], Partition] = {}
-        # Partitions this broker follows: (topic, partition) -> leader id.
+        # Partitions this broker follows: (topic, partition) -> leader id, and their Partition objects.
         self.followers: dict[tuple[str, int], int] = {}
+        self._follower_partitions: dict[tuple[str, int], Partition] = {}
+        # Replication (issue 12): replica.lag.time.max.ms, the fetchers, the ISR-change channel.
+        self.replica_lag_time_max_ms = int(config.get("replica.lag.time.max.ms", 30000))
+        self.alter_partition_manager = AlterPartitionManager(self.node_id, self.broker_epoch, None)
+        # The leader's address for the inter-broker listener; the wiring may replace it.
+        self.endpoint_lookup: Callable[[int], tuple[str, int] | None] = self._image_endpoint
+        self.replica_fetcher_manager = ReplicaFetcherManager(
+            self, lambda broker_id: self.endpoint_lookup(broker_id), _fetcher_config(config))
+        self._deferred_fetches: dict[tuple[str, int], InitialFetchState] = {}
+        self._isr_timer: asyncio.TimerHandle | None = None
+        # KIP-392: replica.selector.class (only Kafka's RackAwareReplicaSelector is known).
+        selector = config.get("replica.selector.class") or ""
+        self.rack_aware_replica_selector = selector == RACK_AWARE_REPLICA_SELECTOR
+        if selector and not self.rack_aware_replica_selector:
+            log.warning("replica.selector.class %s is not supported: consumers read from leaders", selector)
+        self.follower_reads = 0  # consumer partition reads served as a follower (KIP-392)
         # Partitions assigned here whose log could not be opened or created (a failed disk).
         self.offline: set[tuple[str, int]] = set()
         self.produce_purgatory: DelayedOperationPurgatory[dict[tuple[str, int], ProducePartitionResult]] = (
@@ -188,6 +228,11 @@ class ReplicaManager:
     def shutdown(self) -> None:
         self._shut_down = True
         self._pending_leaders.clear()
+        if self._isr_timer is not None:
+            self._isr_timer.cancel()
+            self._isr_timer = None
+        self.replica_fetcher_manager.close_now()
+        self.alter_partition_manager.shutdown()
         self.alter_log_dirs.shutdown()
         self.produce_purgatory.shutdown()
         self.fetch_purgatory.shutdown()
@@ -204,6 +249,43 @@ class ReplicaManager:
 
     def partitions(self) -> list[Partition]:
         return list(self._partitions.values())
+
+    def follower_partition(self, topic: str, partition: int) -> Partition | None:
+        """The partition if this broker follows it (the replica fetchers' view)."""
+        return self._follower_partitions.get((topic, partition))
+
+    # -- replication: the image's view of the cluster ---------------------------------------------
+
+    def set_alter_partition_sender(self, send: SendAlterPartition | None) -> None:
+        """The wiring's channel to the controller for AlterPartition (server/ provides it)."""
+        self.alter_partition_manager.send_alter_partition = send
+
+    def broker_epoch(self) -> int:
+        """This broker's epoch as registered in the metadata image (-1 before registration)."""
+        reg = self.metadata.image.cluster.broker(self.node_id)
+        return -1 if reg is None else reg.epoch
+
+    def is_replica_eligible(self, broker_id: int, broker_epoch: int) -> bool:
+        """Kafka's `isReplicaIsrEligible`: registered, unfenced, not in controlled shutdown, and (when
+        the follower sent one) at the broker epoch it registered with (KIP-903: a restarted broker with a
+        stale log must not rejoin through a fetch of its previous incarnation)."""
+        reg = self.metadata.image.cluster.broker(broker_id)
+        if reg is None or reg.fenced or reg.in_controlled_shutdown:
+            return False
+        return broker_epoch < 0 or reg.epoch == broker_epoch
+
+    def _image_endpoint(self, broker_id: int) -> tuple[str, int] | None:
+        """A broker's endpoint for the inter-broker listener, from its registration in the image
+        (`inter.broker.listener.name`, else this broker's first listener's name, else any)."""
+        reg = self.metadata.image.cluster.broker(broker_id)
+        if reg is None:
+            return None
+        name = self.config.get("inter.broker.listener.name")
+        if not name:
+            listeners = self.config.listeners
+            name = listeners[0].name if listeners else "PLAINTEXT"
+        ep = reg.endpoint(str(name)) or next(iter(reg.listeners.values()), None)
+        return None if ep is None else (ep.host, ep.port)
 
     # -- failed log directories (Kafka's ReplicaManager.handleLogDirFailure) --------------------------
 
@@ -241,6 +323,8 @@ class ReplicaManager:
             if plog is not None and plog.parent_dir == d:
                 lost.append(key)
                 self.followers.pop(key)
+                self._follower_partitions.pop(key, None)
+                self.replica_fetcher_manager.remove_fetcher_for_partitions([key])
                 self.offline.add(key)
         log.error("Partitions %s are offline due to the failure of log directory %s",
                   ", ".join(f"{t}-{p}" for t, p in sorted(lost)) or "(none)", d)
@@ -285,6 +369,11 @@ class ReplicaManager:
         for tp, info in sorted(changes.followers.items()):
             self._pending_leaders.pop((tp.topic, tp.partition), None)
             self._make_follower(tp, info)
+        self.start_deferred_fetchers()
+        if loop is not None and not self._shut_down and any(
+                not f.partitions for f in self.replica_fetcher_manager.fetchers.values()):
+            # Kafka's shutdownIdleFetcherThreads: a leader we no longer follow anything from.
+            loop.create_task(self.replica_fetcher_manager.shutdown_idle_fetchers())
         if self._pending_leaders and loop is not None and not self._hosting_scheduled:
             log.info("Hosting %d new partition(s) incrementally", len(self._pending_leaders))
             self._hosting_scheduled = True
@@ -331,38 +420,86 @@ class ReplicaManager:
         self.offline.discard((tp.topic, tp.partition))
         return plog
 
+    def _new_partition(self, tp: TopicPartition, info: PartitionInfo, plog: UnifiedLog) -> Partition:
+        reg = info.partition
+        return Partition(tp.topic, tp.partition, info.topic_id, plog, leader_epoch=reg.leader_epoch,
+                         local_id=self.node_id, replicas=tuple(reg.replicas), time_ms=self.time_ms,
+                         replica_lag_time_max_ms=self.replica_lag_time_max_ms,
+                         is_replica_eligible=self.is_replica_eligible, local_broker_epoch=self.broker_epoch)
+
     def _make_leader(self, tp: TopicPartition, info: PartitionInfo) -> None:
         key = (tp.topic, tp.partition)
         reg = info.partition
         self.followers.pop(key, None)
+        # Kafka's makeLeaders: stop fetching first, then take the leadership.
+        self.replica_fetcher_manager.remove_fetcher_for_partitions([key])
+        self._deferred_fetches.pop(key, None)
         part = self._partitions.get(key)
+        if part is None:
+            part = self._follower_partitions.pop(key, None)
+            if part is None:
+                plog = self._host_log(tp, info)
+                if plog is None:
+                    return
+                part = self._new_partition(tp, info, plog)
+            self._partitions[key] = part
+        part.make_leader(reg.leader_epoch, reg.partition_epoch, tuple(reg.replicas), tuple(reg.isr))
+        # An ISR shrink committed by the metadata may let the HW (and waiting acks=all) move.
+        self.on_high_watermark_moved(key)
+        if len(part.replicas) > 1:
+            self._ensure_isr_expiration()
+
+    def _make_follower(self, tp: TopicPartition, info: PartitionInfo) -> None:
+        """Kafka's makeFollower (`applyLocalFollowersDelta`): stop serving as leader (waiting produces
+        answer NOT_LEADER_OR_FOLLOWER), keep (or create) the log, take the new leader and epochs, and
+        (re)start the fetcher from the leader when the leader epoch changed. The log is not truncated
+        here: the fetcher truncates by leader epoch once it reaches the leader."""
+        key = (tp.topic, tp.partition)
+        reg = info.partition
+        part = self._partitions.pop(key, None)
+        if part is not None:
+            self.fetch_purgatory.check_and_complete(key)
+            self.produce_purgatory.check_and_complete(key)
+        else:
+            part = self._follower_partitions.get(key)
         if part is None:
             plog = self._host_log(tp, info)
             if plog is None:
                 return
-            part = Partition(tp.topic, tp.partition, info.topic_id, plog,
-                             leader_epoch=reg.leader_epoch, local_id=self.node_id, replicas=tuple(reg.replicas))
-            self._partitions[key] = part
-        part.make_leader(reg.leader_epoch, reg.partition_epoch, tuple(reg.replicas), tuple(reg.isr))
-        # Becoming leader (Kafka's makeLeader) recomputes the high watermark from the ISR: after
-        # a crash the checkpointed value can lag the log, and on one replica HW = LEO.
-        part.maybe_increment_high_watermark()
+            part = self._new_partition(tp, info, plog)
+        self._follower_partitions[key] = part
+        self.followers[key] = reg.leader
+        had_fetcher = self.replica_fetcher_manager.fetch_state(*key) is not None or key in self._deferred_fetches
+        new_epoch = part.make_follower(reg.leader, reg.leader_epoch, reg.partition_epoch, tuple(reg.replicas),
+                                       tuple(reg.isr))
+        if reg.leader < 0 or reg.leader == self.node_id:
+            self.replica_fetcher_manager.remove_fetcher_for_partitions([key])
+            self._deferred_fetches.pop(key, None)
+            return
+        if new_epoch or not had_fetcher:
+            self.replica_fetcher_manager.remove_fetcher_for_partitions([key])
+            init = InitialFetchState(info.topic_id, reg.leader, reg.leader_epoch, initial_fetch_offset(part))
+            if _running_loop() is None or self._shut_down:
+                self._deferred_fetches[key] = init  # started by the first apply_delta on the loop
+            else:
+                self._deferred_fetches.pop(key, None)
+                self.replica_fetcher_manager.add_fetcher_for_partitions({key: init})
 
-    def _make_follower(self, tp: TopicPartition, info: PartitionInfo) -> None:
-        """Kafka's makeFollower: stop serving as leader, keep (or create) the log. The replica fetcher
-        that copies from the leader comes with replication (issue 12); a single node never gets here."""
-        key = (tp.topic, tp.partition)
-        if key in self._partitions:
-            self._stop_partition(tp.topic, tp.partition, delete=False)
-        if self._host_log(tp, info) is not None:
-            self.followers[key] = info.partition.leader
+    def start_deferred_fetchers(self) -> None:
+        """Start the fetchers of partitions that became followers before the event loop ran."""
+        if self._deferred_fetches and _running_loop() is not None and not self._shut_down:
+            deferred, self._deferred_fetches = self._deferred_fetches, {}
+            self.replica_fetcher_manager.add_fetcher_for_partitions(deferred)
 
     def _stop_partition(self, topic: str, partition: int, *, delete: bool) -> None:
         """Kafka's stopPartitions: stop hosting; with `delete`, remove the log too."""
         key = (topic, partition)
         self._pending_leaders.pop(key, None)
         self.alter_log_dirs.stop(key)
+        self.replica_fetcher_manager.remove_fetcher_for_partitions([key])
+        self._deferred_fetches.pop(key, None)
         self._partitions.pop(key, None)
+        self._follower_partitions.pop(key, None)
         self.followers.pop(key, None)
         self.offline.discard(key)
         if delete:
@@ -558,6 +695,84 @@ class ReplicaManager:
         self.produce_purgatory.check_and_complete(key)
         self.fetch_purgatory.check_and_complete(key)
 
+    # -- ISR changes (Kafka's isr-expiration task and Partition.submitAlterPartition) -------------------
+
+    def _ensure_isr_expiration(self) -> None:
+        """Run `maybe_shrink_isr` every replica.lag.time.max.ms / 2, as Kafka's ReplicaManager does."""
+        loop = _running_loop()
+        if self._isr_timer is not None or loop is None or self._shut_down:
+            return
+        self._isr_timer = loop.call_later(max(0.001, self.replica_lag_time_max_ms / 2000), self._isr_expiration)
+
+    def _isr_expiration(self) -> None:
+        self._isr_timer = None
+        if self._shut_down:
+            return
+        try:
+            self.maybe_shrink_isrs()
+        finally:
+            if any(len(p.replicas) > 1 for p in self._partitions.values()):
+                self._ensure_isr_expiration()
+
+    def maybe_shrink_isrs(self) -> int:
+        """Propose shrinking the ISR of every led partition with lagging followers; how many were."""
+        n = 0
+        for part in list(self._partitions.values()):
+            item = part.maybe_shrink_isr()
+            if item is not None:
+                log.info("Shrinking ISR of %s-%d from %s to %s", part.topic, part.partition, sorted(part.isr),
+                         list(item.new_isr))
+                self._submit_alter_partition(part, item)
+                n += 1
+        return n
+
+    def _submit_alter_partition(self, part: Partition, item: AlterPartitionItem) -> None:
+        if _running_loop() is None:
+            return
+        fut = self.alter_partition_manager.submit(item)
+
+        def done(f: asyncio.Future[AlterPartitionResult]) -> None:
+            if f.cancelled():
+                return
+            self._on_alter_partition_result(part, item, f.result())
+
+        fut.add_done_callback(done)
+
+    def _on_alter_partition_result(self, part: Partition, item: AlterPartitionItem,
+                                   result: AlterPartitionResult) -> None:
+        if self._shut_down:
+            return
+        if result.error != ErrorCode.NONE:
+            log.info("AlterPartition of %s-%d to ISR %s: %s", part.topic, part.partition, list(item.new_isr),
+                     result.error.name)
+        retry = part.handle_alter_partition_response(item, result)
+        if retry and part.is_leader and self._partitions.get(part.key) is part:
+            loop = _running_loop()
+            if loop is not None:
+                loop.call_later(self.alter_partition_manager.retry_backoff_ms / 1000,
+                                self._retry_alter_partition, part, item)
+            return
+        # A committed shrink may move the HW (and answer waiting acks=all, maybe with
+        # NOT_ENOUGH_REPLICAS_AFTER_APPEND); a committed expansion changes nothing waiting but is harmless.
+        part.maybe_increment_high_watermark()
+        self.on_high_watermark_moved(part.key)
+
+    def _retry_alter_partition(self, part: Partition, item: AlterPartitionItem) -> None:
+        if not self._shut_down and part.isr_state.pending is item:
+            self._submit_alter_partition(part, item)
+
+    def _update_follower_fetch_state(self, part: Partition, params: FetchParams, req: FetchPartitionRequest) -> None:
+        """Kafka's `Partition.updateFollowerFetchState` + `maybeExpandIsr` after a follower's read."""
+        moved = part.update_follower_fetch_state(params.replica_id, req.fetch_offset, req.log_start_offset,
+                                                 params.replica_epoch)
+        item = part.maybe_expand_isr(params.replica_id)
+        if item is not None:
+            log.info("Expanding ISR of %s-%d from %s to %s", part.topic, part.partition, sorted(part.isr),
+                     list(item.new_isr))
+            self._submit_alter_partition(part, item)
+        if moved:
+            self.on_high_watermark_moved(part.key)
+
     # -- fetch -----------------------------------------------------------------------------------
 
     def fetch_messages(
@@ -587,7 +802,7 @@ class ReplicaManager:
         total = 0
         out: dict[Hashable, PartitionResult] = {}
         for req in requests:
-            result = self._read_partition(req, params.isolation_level, min(req.max_bytes, limit), min_one)
+            result = self._read_partition(req, params, min(req.max_bytes, limit), min_one)
             out[req.key] = result
             if result.records_size > 0:
                 total += result.records_size
@@ -596,16 +811,21 @@ class ReplicaManager:
         return out, total
 
     def _read_partition(
-        self, req: FetchPartitionRequest, isolation: int, max_bytes: int, min_one: bool
+        self, req: FetchPartitionRequest, params: FetchParams, max_bytes: int, min_one: bool
     ) -> PartitionResult:
         # Partitions Kafka rejects before reading (KafkaApis: unknown to the metadata cache) carry an
         # empty aborted-transactions list; errors from the read itself carry null.
         if not req.topic:
             return PartitionResult(ErrorCode.UNKNOWN_TOPIC_ID, aborted_transactions=[])
-        partition = self._partitions.get((req.topic, req.partition))
+        isolation = params.isolation_level
+        partition = self.partition_for_fetch(req.topic, req.partition, params)
         if partition is None:
             if (req.topic, req.partition) in self.offline:  # its log directory failed
                 return PartitionResult(ErrorCode.KAFKA_STORAGE_ERROR)
+            if (req.topic, req.partition) in self._follower_partitions:
+                # A follower here, and the fetch may only read from the leader (a follower's own fetch,
+                # or a consumer below Fetch v11 without client metadata, KIP-392).
+                return PartitionResult(ErrorCode.NOT_LEADER_OR_FOLLOWER)
             return PartitionResult(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, aborted_transactions=[])
         if req.topic_id.int and req.topic_id != partition.topic_id:
             # A fetch by id for an id that was replaced (topic recreated): Kafka's INCONSISTENT_TOPIC_ID.
@@ -615,9 +835,36 @@ class ReplicaManager:
             return PartitionResult(epoch_error)
         # Errors carry -1 for the offsets, as Kafka's LogReadResult for an exception does
         # (OFFSET_OUT_OF_RANGE included: the client resets its position with ListOffsets).
+        follower = params.replica_id >= 0
+        if follower and params.replica_id not in partition.remote_replicas:
+            return PartitionResult(ErrorCode.NOT_LEADER_OR_FOLLOWER)
         try:
+            if follower:
+                # KIP-595 truncation on fetch: a follower whose last epoch ends earlier here is told
+                # where (diverging_epoch), gets no records, and its fetch state is not updated.
+                diverging = diverging_epoch(req.last_fetched_epoch, req.fetch_offset,
+                                            partition.log.end_offset_for_epoch)
+                if diverging is not None:
+                    if diverging[0] == UNDEFINED_EPOCH or req.fetch_offset < partition.log_start_offset:
+                        return PartitionResult(ErrorCode.OFFSET_OUT_OF_RANGE)
+                    return PartitionResult(
+                        ErrorCode.NONE, high_watermark=partition.high_watermark,
+                        last_stable_offset=partition.last_stable_offset,
+                        log_start_offset=partition.log_start_offset, diverging_epoch=diverging)
             if req.fetch_offset < partition.log_start_offset or req.fetch_offset > partition.log_end_offset:
                 return PartitionResult(ErrorCode.OFFSET_OUT_OF_RANGE)
+            if follower:
+                self._update_follower_fetch_state(partition, params, req)
+            elif not partition.is_leader:
+                self.follower_reads += 1
+            elif params.client_rack and partition.is_leader:
+                preferred = self.preferred_read_replica(partition, params.client_rack, req.fetch_offset)
+                if preferred >= 0:
+                    # KIP-392: no read here; the consumer fetches from `preferred` from now on.
+                    return PartitionResult(
+                        ErrorCode.NONE, high_watermark=partition.high_watermark,
+                        last_stable_offset=partition.last_stable_offset, log_start_offset=partition.log_start_offset,
+                        aborted_transactions=[] if isolation == 1 else None, preferred_read_replica=preferred)
             if req.fetch_offset >= partition.fetchable_end(isolation) or (max_bytes <= 0 and not min_one):
                 return PartitionResult(
                     ErrorCode.NONE,
@@ -641,6 +888,41 @@ class ReplicaManager:
             records_size=info.size,
             aborted_transactions=info.aborted_transactions,
         )
+
+    def partition_for_fetch(self, topic: str, partition: int, params: FetchParams) -> Partition | None:
+        """The partition a fetch reads: the leader's, or (KIP-392: a v11+ consumer) this follower's."""
+        part = self._partitions.get((topic, partition))
+        if part is None and not params.fetch_only_leader:
+            part = self._follower_partitions.get((topic, partition))
+        return part
+
+    def preferred_read_replica(self, partition: Partition, client_rack: str, fetch_offset: int) -> int:
+        """Kafka's `findPreferredReadReplica` with `RackAwareReplicaSelector`: among the leader and the
+        ISR followers that hold `fetch_offset`, the leader if it is in the client's rack, else the most
+        caught-up replica of that rack (largest LEO, then most recently caught up); -1 for the leader
+        itself, when no selector is configured, or when no replica is in that rack."""
+        if not self.rack_aware_replica_selector:
+            return -1
+        cluster = self.metadata.image.cluster
+
+        def rack(broker_id: int) -> str | None:
+            reg = cluster.broker(broker_id)
+            return None if reg is None else reg.rack
+
+        if rack(self.node_id) == client_rack:
+            return -1
+        now = self.time_ms()
+        candidates = [
+            (r.log_end_offset, -(now - r.last_caught_up_time_ms), r.broker_id)
+            for r in partition.remote_replicas.values()
+            if r.broker_id in partition.isr and r.log_start_offset <= fetch_offset <= r.log_end_offset
+            and rack(r.broker_id) == client_rack
+        ]
+        return max(candidates)[2] if candidates else -1
+
+    def on_follower_high_watermark_moved(self, key: tuple[str, int]) -> None:
+        """A follower's HW moved (its fetcher): consumers reading from it (KIP-392) may complete."""
+        self.fetch_purgatory.check_and_complete(key)
 
     def readable_bytes(self, partition: Partition, req: FetchPartitionRequest, isolation: int) -> int:
         """Bytes a fetch at `req` would get now (used by DelayedFetch for min_bytes > 1)."""

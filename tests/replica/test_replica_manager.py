@@ -54,8 +54,9 @@ def test_acks_all_waits_until_high_watermark_passes(env: Env) -> None:
     """The delayed-produce path replication will use: a second ISR member holds the HW back."""
     env.create_topic("t")
     part = env.rm.get_partition("t", 0)
-    part.isr.add(2)
-    part.follower_end_offsets[2] = 0
+    # A second replica in the ISR (as a PartitionChangeRecord would make it), at offset 0.
+    part.make_leader(part.leader_epoch, part.partition_epoch + 1, (1, 2), (1, 2))
+    part.update_follower_fetch_state(2, 0)
 
     async def main() -> None:
         out = env.rm.append_records(5000, -1, False, {("t", 0): batch(1)})
@@ -76,7 +77,7 @@ def test_acks_all_waits_until_high_watermark_passes(env: Env) -> None:
 def test_acks_all_times_out_with_request_timed_out(env: Env) -> None:
     env.create_topic("t")
     part = env.rm.get_partition("t", 0)
-    part.isr.add(2)
+    part.make_leader(part.leader_epoch, part.partition_epoch + 1, (1, 2), (1, 2))
 
     async def main() -> None:
         out = env.rm.append_records(20, -1, False, {("t", 0): batch(1)})
