@@ -1,0 +1,102 @@
+"""A single node writes KRaft snapshots of its image, restarts from the newest one, and trims its
+metadata log behind them, with Kafka's keys (metadata.log.max.record.bytes.between.snapshots,
+metadata.log.max.snapshot.interval.ms, metadata.max.retention.bytes/ms) on a fake clock.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from kbroker.config import KafkaConfig
+from kbroker.controller.metadata_log import CLUSTER_METADATA_DIR
+from kbroker.metadata.image_writer import image_records
+from kbroker.services import build_services, shutdown_services
+from kbroker.snapshot import OffsetAndEpoch, parse_snapshot_path, read_snapshot_file
+from tests.support.sync import SyncAdmin
+
+
+class FakeClock:
+    def __init__(self) -> None:
+        self.now = 1_800_000_000_000
+
+    def __call__(self) -> int:
+        return self.now
+
+
+def _config(root: Path, **extra: str) -> KafkaConfig:
+    props = {"log.dirs": str(root / "data"), "node.id": "1",
+             # Small segments (Kafka's internal floor lowered, as its own tests do) and snapshots every ~4 KB.
+             "metadata.log.segment.min.bytes": "1024", "metadata.log.segment.bytes": "4096",
+             "metadata.log.max.record.bytes.between.snapshots": "4000"}
+    props.update(extra)
+    return KafkaConfig(props)
+
+
+def _meta_dir(root: Path) -> Path:
+    return root / "data" / CLUSTER_METADATA_DIR
+
+
+def _snapshot_ids(root: Path) -> list[OffsetAndEpoch]:
+    out = []
+    for name in sorted(os.listdir(_meta_dir(root))):
+        sp = parse_snapshot_path(_meta_dir(root) / name)
+        if sp is not None and not sp.partial and not sp.deleted:
+            out.append(sp.snapshot_id)
+    return out
+
+
+def _segments(root: Path) -> list[int]:
+    return sorted(int(n[:-4]) for n in os.listdir(_meta_dir(root)) if n.endswith(".log"))
+
+
+def _churn(admin: SyncAdmin, rounds: int, prefix: str = "t") -> None:
+    for i in range(rounds):
+        admin.create_topic(f"{prefix}{i}", 3, configs={"retention.ms": str(1000 + i)})
+        admin.incremental_alter_topic_configs(f"{prefix}{i}", [("cleanup.policy", 0, "compact")])
+        if i % 3 == 0:
+            admin.delete_topic(f"{prefix}{i}")
+
+
+def test_snapshots_restart_and_trim(tmp_path: Path) -> None:
+    clock = FakeClock()
+    config = _config(tmp_path, **{"metadata.max.retention.bytes": "1"})
+    s = build_services(config, time_ms=clock)
+    admin = SyncAdmin(s.controller, s.configs)
+    for _ in range(4):
+        _churn(admin, 10, prefix=f"t{clock.now}-")
+        clock.now += 61_000  # past KafkaRaftClient's 60 s cleaner interval
+    log = s.controller.metadata_log  # type: ignore[attr-defined]
+    written = sorted(set(_snapshot_ids(tmp_path)) | set(log.snapshots.snapshot_ids))
+    assert len(written) >= 2, written
+    # One more commit after the cleaner interval: retention (1 byte: always breached) keeps only the
+    # newest snapshot, and the log start offset moves up to it.
+    admin.alter_broker_configs(False, {"log.retention.ms": "5000"})
+    ids = _snapshot_ids(tmp_path)
+    assert ids == log.snapshots.snapshot_ids and len(ids) == 1, ids
+    assert log.start_offset == ids[0].offset > 0
+    segs = _segments(tmp_path)
+    assert segs and segs[0] > 0, segs  # segment 0 (the bootstrap records) is gone
+    # Every segment left ends after the log start offset (the ones wholly below it were deleted).
+    assert all(nxt > log.start_offset for nxt in segs[1:]) and segs[0] <= log.start_offset
+    # The snapshot holds exactly the image as of its offset: a header, the image's records, a footer.
+    contents = read_snapshot_file(_meta_dir(tmp_path) / f"{ids[-1].offset:020d}-{ids[-1].epoch:010d}.checkpoint")
+    assert contents.header.last_contained_log_timestamp > 0
+    before = s.metadata.image
+    end_before = log.end_offset
+    shutdown_services(s)
+
+    s2 = build_services(config, time_ms=clock)
+    try:
+        after = s2.metadata.image
+        assert image_records(after) == image_records(before)
+        assert after.provenance.last_contained_offset == before.provenance.last_contained_offset
+        assert s2.controller.metadata_log.end_offset == end_before  # type: ignore[attr-defined]
+        # Segments wholly below the log start offset are gone from disk.
+        start = s2.controller.metadata_log.start_offset  # type: ignore[attr-defined]
+        assert start > 0
+        segs = _segments(tmp_path)
+        assert segs[0] <= start and all(b <= start for b in segs[:1])
+        assert not any(n.endswith(".deleted") for n in os.listdir(_meta_dir(tmp_path)))
+    finally:
+        shutdown_services(s2)
