@@ -237,12 +237,12 @@ def _feature_levels(req: FormatRequest, dynamic_quorum: bool) -> tuple[int, dict
     """Kafka's ``calculateEffectiveReleaseVersion`` and ``calculateEffectiveFeatureLevels``."""
     requested: dict[str, int] = {}
     for item in req.features:
-        name, sep, level = item.partition("=")
-        name = name.strip()
-        if not sep or not name:
+        key, sep, text = item.partition("=")
+        key = key.strip()
+        if not sep or not key:
             raise FormatterError(f"Can't parse feature={item}. The format must be feature=level.")
         try:
-            requested[name] = int(level.strip())
+            requested[key] = int(text.strip())
         except ValueError:
             raise FormatterError(f"Can't parse feature={item}. The level must be a number.") from None
     if METADATA_VERSION in requested:

@@ -31,12 +31,21 @@ from pathlib import Path
 import crc32c
 
 from kbroker.protocol.compression import CompressionType
-from kbroker.protocol.messages import kraft_version_record, snapshot_footer_record, snapshot_header_record, voters_record
+from kbroker.protocol.messages import (
+    kraft_version_record,
+    snapshot_footer_record,
+    snapshot_header_record,
+    voters_record,
+)
 from kbroker.protocol.messages.kraft_version_record import KRaftVersionRecord
 from kbroker.protocol.messages.snapshot_footer_record import SnapshotFooterRecord
 from kbroker.protocol.messages.snapshot_header_record import SnapshotHeaderRecord
 from kbroker.protocol.messages.voters_record import VotersRecord
-from kbroker.protocol.metadata_records.serde import MetadataParseError, encode_metadata_record, read_metadata_record
+from kbroker.protocol.metadata_records.serde import (
+    MetadataParseError,
+    encode_metadata_record,
+    read_metadata_record,
+)
 from kbroker.protocol.record_format import ATTRIBUTES_OFFSET, CRC_OFFSET, INT16, UINT32, RecordsError
 from kbroker.protocol.records import (
     ControlRecordType,

@@ -263,3 +263,80 @@ def test_kbroker_starts_on_its_own_formatted_directory(tmp_path: Path) -> None:
         assert image_records(services.metadata.image)[0] == FeatureLevelRecord(name="metadata.version", feature_level=21)
     finally:
         shutdown_services(services)
+
+
+def test_kbroker_reads_kafka_written_snapshots(tmp_path: Path) -> None:
+    """Snapshots Apache Kafka writes (format's KIP-853 checkpoint and bootstrap file here; a controller's
+    image snapshot in test_kbroker_loads_a_reference_kafka_controller_snapshot) load in kbroker."""
+    cfg = _properties(tmp_path / "kafka.properties", str(tmp_path / "kafka" / "data"), quorum="dynamic")
+    k = run_java_main("kafka-storage", ["format", "-c", str(cfg), "-t", CLUSTER_ID, "--standalone"], timeout=120)
+    assert k.returncode == 0, k.stderr
+    boot = read_snapshot_file(tmp_path / "kafka" / "data" / "bootstrap.checkpoint")
+    assert boot.records[0] == FeatureLevelRecord(name="metadata.version", feature_level=30)
+    assert {r.name for r in boot.records} >= {"group.version", "transaction.version"}  # type: ignore[attr-defined]
+    voters = read_snapshot_file(tmp_path / "kafka" / "data" / CLUSTER_METADATA_DIR
+                                / "00000000000000000000-0000000000.checkpoint")
+    assert voters.records == [] and voters.kraft_version == 1 and voters.voters is not None
+    assert voters.voters.voters[0].voter_id == 1 and voters.voters.voters[0].endpoints[0].name == "CONTROLLER"
+    assert (uuid_from_base64(read_properties(tmp_path / "kafka" / "data" / "meta.properties")["directory.id"])
+            == voters.voters.voters[0].voter_directory_id)
+
+
+@pytest.mark.reference
+def test_kbroker_loads_a_reference_kafka_controller_snapshot(tmp_path: Path) -> None:
+    import time
+
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    from kbroker.metadata.image import MetadataProvenance
+    from kbroker.metadata.loader import MetadataLoader
+    from tests.support.reference_kafka import reference_unavailable_reason, start_reference_kafka
+
+    reason = reference_unavailable_reason()
+    if reason:
+        pytest.skip(reason)
+    bootstrap, stop = start_reference_kafka(
+        tmp_path, overrides={"metadata.log.max.record.bytes.between.snapshots": "200"})
+    try:
+        names = [f"ref-{i}" for i in range(12)]
+        admin = AdminClient({"bootstrap.servers": bootstrap})
+        for f in admin.create_topics([NewTopic(n, 2, 1, config={"retention.ms": "4321"}) for n in names]).values():
+            f.result(60)
+        meta = tmp_path / "reference-kafka" / "data" / CLUSTER_METADATA_DIR
+        deadline = time.monotonic() + 60
+        found: list[str] = []
+        latest = None
+        while time.monotonic() < deadline:
+            snaps = sorted(p for p in meta.iterdir()
+                           if (sp := parse_snapshot_path(p)) and not sp.partial and not sp.deleted
+                           and sp.snapshot_id.offset > 0)
+            if snaps:
+                latest = snaps[-1]
+                try:
+                    contents = read_snapshot_file(latest)
+                except (OSError, ValueError):
+                    contents = None
+                if contents is not None:
+                    found = [r.name for r in contents.records if type(r).__name__ == "TopicRecord"]  # type: ignore[attr-defined]
+                    if set(names) <= set(found):
+                        break
+            time.sleep(0.5)
+        assert latest is not None and set(names) <= set(found), (latest, found)
+    finally:
+        stop()
+    sp = parse_snapshot_path(latest)
+    assert sp is not None
+    contents = read_snapshot_file(latest)
+    loader = MetadataLoader()
+    image = loader.handle_load_snapshot(contents.records, MetadataProvenance(
+        sp.snapshot_id.offset - 1, sp.snapshot_id.epoch, contents.last_contained_log_timestamp, True))
+    for n in names:
+        topic = image.topics.topics_by_name[n]
+        assert len(topic.partitions) == 2
+    assert image.features.metadata_version == 30
+    # Written back by kbroker, the same image's records read back to the same image.
+    from kbroker.snapshot import OffsetAndEpoch, build_snapshot, read_snapshot
+
+    again = read_snapshot(build_snapshot(image_records(image), OffsetAndEpoch(sp.snapshot_id.offset, 1),
+                                         last_contained_log_timestamp=0, now_ms=0))
+    assert MetadataLoader().handle_load_snapshot(again.records, image.provenance) == image
