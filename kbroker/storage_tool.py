@@ -413,7 +413,7 @@ def storage_info(config: KafkaConfig, out: TextIO = sys.stdout) -> int:
             props_seen = props
         elif props.get("cluster.id") != props_seen.get("cluster.id") or props.get("node.id") != props_seen.get("node.id"):
             problems.append(f"Found inconsistent properties in {Path(d) / META_PROPERTIES}")
-    print("Found log directories:", file=out)
+    print(f"Found log director{'y' if len(found) == 1 else 'ies'}:", file=out)
     for d in found:
         print(f"  {d}", file=out)
     print("", file=out)

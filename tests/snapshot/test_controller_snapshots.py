@@ -92,6 +92,12 @@ def test_snapshots_restart_and_trim(tmp_path: Path) -> None:
         assert image_records(after) == image_records(before)
         assert after.provenance.last_contained_offset == before.provenance.last_contained_offset
         assert s2.controller.metadata_log.end_offset == end_before  # type: ignore[attr-defined]
+        # The publishers saw the snapshot's image: every partition of every topic is hosted again.
+        topics = after.topics.topics_by_name
+        assert topics
+        for name, topic in topics.items():
+            for index in topic.partitions:
+                assert s2.replica_manager.get_partition(name, index) is not None, (name, index)
         # Segments wholly below the log start offset are gone from disk.
         start = s2.controller.metadata_log.start_offset  # type: ignore[attr-defined]
         assert start > 0

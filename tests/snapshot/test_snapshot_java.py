@@ -340,3 +340,32 @@ def test_kbroker_loads_a_reference_kafka_controller_snapshot(tmp_path: Path) -> 
     again = read_snapshot(build_snapshot(image_records(image), OffsetAndEpoch(sp.snapshot_id.offset, 1),
                                          last_contained_log_timestamp=0, now_ms=0))
     assert MetadataLoader().handle_load_snapshot(again.records, image.provenance) == image
+
+
+def test_info_matches_kafka_storage_info(tmp_path: Path) -> None:
+    formatted = tmp_path / "formatted"
+    cfg = _properties(tmp_path / "one.properties", str(formatted))
+    assert _kbroker("storage", "format", "-c", str(cfg), "-t", CLUSTER_ID).returncode == 0
+    (tmp_path / "empty").mkdir()
+    cfg = _properties(tmp_path / "info.properties",
+                      f"{tmp_path / 'empty'},{tmp_path / 'missing'},{formatted}")
+    for config in (tmp_path / "one.properties", cfg):
+        k = run_java_main("kafka-storage", ["info", "--config", str(config)], timeout=120)
+        b = _kbroker("storage", "info", "--config", str(config))
+        assert (b.returncode, b.stdout) == (k.returncode, k.stdout)
+    assert k.returncode == 1 and "is not formatted." in k.stdout
+
+
+@pytest.mark.parametrize(("quorum", "args"), [
+    ("static", ["--standalone"]),
+    ("dynamic", []),
+    ("static", ["--feature", "foo.version=1"]),
+    ("static", ["--release-version", "4.3", "--feature", "metadata.version=30"]),
+])
+def test_format_errors_match_kafka_storage(tmp_path: Path, quorum: str, args: list[str]) -> None:
+    cfg = _properties(tmp_path / "e.properties", str(tmp_path / "data"), quorum=quorum)
+    k = run_java_main("kafka-storage", ["format", "-c", str(cfg), "-t", CLUSTER_ID, *args], timeout=120)
+    b = _kbroker("storage", "format", "-c", str(cfg), "-t", CLUSTER_ID, *args)
+    assert k.returncode == b.returncode == 1
+    assert b.stderr.strip() == k.stderr.strip()
+    assert not (tmp_path / "data" / "meta.properties").exists()
