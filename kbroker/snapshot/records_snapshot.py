@@ -69,9 +69,10 @@ _RECORD_OVERHEAD = 32
 _BATCH_OVERHEAD = 61
 
 
-class CorruptSnapshotError(Exception):
+class CorruptSnapshotError(ValueError):
     """A snapshot file that is not a whole, valid snapshot (Kafka's CorruptRecordException /
-    IllegalStateException from RecordsSnapshotReader)."""
+    IllegalStateException from RecordsSnapshotReader). A ValueError, so a start on a corrupt snapshot
+    stops with one line, as on any other unusable data."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,7 +85,7 @@ class SnapshotContents:
     voters: VotersRecord | None = None
     batches: int = 0
     size_in_bytes: int = 0
-    # (base offset, epoch of the batch, number of records) of each data batch, for tools and tests.
+    # (base offset, number of records) of each data batch, for tools and tests.
     data_batches: list[tuple[int, int]] = field(default_factory=list)
 
     @property
@@ -239,6 +240,8 @@ def read_snapshot(data: bytes | bytearray | memoryview) -> SnapshotContents:
                     count += 1
                 data_batches.append((batch.base_offset, count))
             pos += size
+    except CorruptSnapshotError:
+        raise
     except (RecordsError, MetadataParseError, ProtocolError, struct.error, ValueError) as e:
         raise CorruptSnapshotError(f"cannot read the snapshot: {e}") from e
     if header is None:
@@ -251,7 +254,11 @@ def read_snapshot(data: bytes | bytearray | memoryview) -> SnapshotContents:
 def read_snapshot_file(path: Path) -> SnapshotContents:
     """Read a snapshot file; ``CorruptSnapshotError`` if it is not a whole snapshot, OSError if unreadable."""
     with open(path, "rb") as f:
-        return read_snapshot(f.read())
+        data = f.read()
+    try:
+        return read_snapshot(data)
+    except CorruptSnapshotError as e:
+        raise CorruptSnapshotError(f"{path}: {e}") from e
 
 
 def fsync_dir(directory: Path) -> None:

@@ -34,7 +34,7 @@ log = logging.getLogger(__name__)
 SNAPSHOT_CLEAN_INTERVAL_MS = 60000
 
 
-class InconsistentSnapshotError(Exception):
+class InconsistentSnapshotError(ValueError):
     """The log was trimmed but no snapshot covers its start (Kafka's IllegalStateException)."""
 
 
@@ -69,9 +69,6 @@ class SnapshotRegistry:
 
     def latest_snapshot_id(self) -> OffsetAndEpoch | None:
         return max(self._snapshots) if self._snapshots else None
-
-    def earliest_snapshot_id(self) -> OffsetAndEpoch | None:
-        return min(self._snapshots) if self._snapshots else None
 
     def path(self, snapshot_id: OffsetAndEpoch) -> Path:
         return snapshot_path(self.directory, snapshot_id)

@@ -8,6 +8,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+import pytest
+
 from kbroker.config import KafkaConfig
 from kbroker.controller.metadata_log import CLUSTER_METADATA_DIR
 from kbroker.metadata.image_writer import image_records
@@ -106,3 +108,19 @@ def test_snapshots_restart_and_trim(tmp_path: Path) -> None:
         assert not any(n.endswith(".deleted") for n in os.listdir(_meta_dir(tmp_path)))
     finally:
         shutdown_services(s2)
+
+
+def test_a_corrupt_latest_snapshot_stops_the_start_with_its_name(tmp_path: Path) -> None:
+    config = _config(tmp_path)
+    s = build_services(config)
+    _churn(SyncAdmin(s.controller, s.configs), 25)
+    shutdown_services(s)
+    ids = _snapshot_ids(tmp_path)
+    assert ids
+    path = _meta_dir(tmp_path) / f"{ids[-1].offset:020d}-{ids[-1].epoch:010d}.checkpoint"
+    os.chmod(path, 0o600)
+    data = bytearray(path.read_bytes())
+    data[len(data) // 2] ^= 0xFF  # a flipped bit: the batch CRC no longer matches
+    path.write_bytes(bytes(data))
+    with pytest.raises(ValueError, match=str(path.name)):
+        build_services(config)
