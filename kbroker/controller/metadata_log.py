@@ -36,6 +36,7 @@ from kbroker.log.unified_log import UnifiedLog
 from kbroker.metadata.image import MetadataImage, MetadataProvenance
 from kbroker.metadata.image_writer import image_records
 from kbroker.metadata.loader import MetadataBatch
+from kbroker.protocol.messages.voters_record import VotersRecord
 from kbroker.protocol.metadata_records.serde import decode_metadata_record, encode_metadata_record
 from kbroker.protocol.records import RecordBatch, SimpleRecord, batch_size_at, build_batch
 from kbroker.snapshot import OffsetAndEpoch, SnapshotContents, build_snapshot
@@ -100,6 +101,10 @@ class ClusterMetadataLog:
         self.snapshots = SnapshotRegistry(self.directory, time_ms, file_delete_delay_ms=self.config.file_delete_delay_ms)
         self.snapshots.recover(int(self.log.log_start_offset))
         self._truncate_to_latest_snapshot()
+        # KIP-853: the kraft.version and voter set of a dynamic quorum live in the snapshots' header
+        # batches (first in the 0-0 checkpoint `kafka-storage format --standalone` writes); every new
+        # snapshot carries them forward, so retention never drops the only copy.
+        self.kraft_version, self.voters = self._latest_voters()
         self.log.update_high_watermark(self.log.log_end_offset)
         self._last_clean_ms = time_ms()
 
@@ -191,6 +196,13 @@ class ClusterMetadataLog:
             log.info("Truncating %s fully to start at the latest snapshot %s", self.directory, latest)
             self.log.truncate_fully_and_start_at(latest.offset)
 
+    def _latest_voters(self) -> tuple[int, VotersRecord | None]:
+        for snapshot_id in reversed(self.snapshots.snapshot_ids):
+            contents = self.snapshots.read(snapshot_id)
+            if contents.kraft_version is not None:
+                return contents.kraft_version, contents.voters
+        return 0, None
+
     def latest_snapshot(self) -> tuple[OffsetAndEpoch, SnapshotContents] | None:
         """The newest snapshot with records in it (the KIP-853 bootstrap snapshot 0-0 holds none)."""
         latest = self.snapshots.latest_snapshot_id()
@@ -211,7 +223,8 @@ class ClusterMetadataLog:
             raise ValueError(f"Cannot create a snapshot with an id ({snapshot_id}) greater than the "
                              f"high-watermark ({self.log.high_watermark})")
         data = build_snapshot(image_records(image), snapshot_id,
-                              last_contained_log_timestamp=p.last_contained_log_time_ms, now_ms=self.time_ms())
+                              last_contained_log_timestamp=p.last_contained_log_time_ms, now_ms=self.time_ms(),
+                              kraft_version=self.kraft_version, voters=self.voters)
         path = self.snapshots.create(snapshot_id, data, p.last_contained_log_time_ms)
         if path is not None:
             log.info("Wrote KRaft snapshot %s (%d bytes)%s", path.name, len(data), f" because {reason}" if reason else "")

@@ -124,3 +124,34 @@ def test_a_corrupt_latest_snapshot_stops_the_start_with_its_name(tmp_path: Path)
     path.write_bytes(bytes(data))
     with pytest.raises(ValueError, match=str(path.name)):
         build_services(config)
+
+
+def test_snapshots_carry_the_standalone_voter_set_forward(tmp_path: Path) -> None:
+    """A node formatted with --standalone keeps its KIP-853 voter set (the 0-0 checkpoint's
+    KRaftVersionRecord + VotersRecord) in every snapshot it writes, so retention, which deletes the
+    0-0 checkpoint, never drops the only copy."""
+    from kbroker.storage_tool import FormatRequest, format_storage
+
+    clock = FakeClock()
+    config = _config(tmp_path, **{
+        "metadata.max.retention.bytes": "1", "controller.quorum.bootstrap.servers": "127.0.0.1:9093",
+        "listeners": "PLAINTEXT://127.0.0.1:9092,CONTROLLER://127.0.0.1:9093",
+        "controller.listener.names": "CONTROLLER",
+        "listener.security.protocol.map": "CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT"})
+    import io
+    assert format_storage(config, FormatRequest(cluster_id="MkU3OEVBNTcwNTJENDM2Qk", standalone=True), io.StringIO()) == 0
+    formatted = read_snapshot_file(_meta_dir(tmp_path) / "00000000000000000000-0000000000.checkpoint")
+    s = build_services(config, time_ms=clock)
+    try:
+        admin = SyncAdmin(s.controller, s.configs)
+        for _ in range(3):
+            _churn(admin, 10, prefix=f"v{clock.now}-")
+            clock.now += 61_000
+        admin.alter_broker_configs(False, {"log.retention.ms": "5000"})
+        ids = _snapshot_ids(tmp_path)
+        assert len(ids) == 1 and ids[0].offset > 0  # the 0-0 checkpoint was retired by retention
+        latest = read_snapshot_file(_meta_dir(tmp_path) / f"{ids[0].offset:020d}-{ids[0].epoch:010d}.checkpoint")
+        assert latest.kraft_version == 1 and latest.voters == formatted.voters
+        assert s.cluster_id == "MkU3OEVBNTcwNTJENDM2Qk"
+    finally:
+        shutdown_services(s)
