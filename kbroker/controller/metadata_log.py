@@ -198,7 +198,7 @@ class ClusterMetadataLog:
 
     def _latest_voters(self) -> tuple[int, VotersRecord | None]:
         for snapshot_id in reversed(self.snapshots.snapshot_ids):
-            contents = self.snapshots.read(snapshot_id)
+            contents = self.snapshots.read_header(snapshot_id)
             if contents.kraft_version is not None:
                 return contents.kraft_version, contents.voters
         return 0, None

@@ -261,6 +261,34 @@ def read_snapshot_file(path: Path) -> SnapshotContents:
         raise CorruptSnapshotError(f"{path}: {e}") from e
 
 
+def read_snapshot_header_file(path: Path) -> SnapshotContents:
+    """Only the header batch of a snapshot file (header, kraft.version, voters; no records): what
+    retention and the voter set need, without parsing the image (Kafka's
+    ``Snapshots.lastContainedLogTimestamp`` reads just as far)."""
+    with open(path, "rb") as f:
+        head = f.read(_BATCH_OVERHEAD)
+        if len(head) < 12:
+            raise CorruptSnapshotError(f"{path}: truncated header batch")
+        try:
+            size = batch_size_at(head, 0)
+        except RecordsError as e:
+            raise CorruptSnapshotError(f"{path}: {e}") from e
+        if size < _BATCH_OVERHEAD or size > MAX_BATCH_SIZE_BYTES:
+            raise CorruptSnapshotError(f"{path}: invalid header batch size {size}")
+        data = head + f.read(size - len(head))
+    try:
+        batch = RecordBatch(memoryview(data))
+        if len(data) < size or not batch.is_control or not batch.is_valid():
+            raise CorruptSnapshotError("the first batch is not a valid control batch")
+        # A snapshot of just this batch and a footer, parsed by the one reader.
+        footer = _control_batch([(ControlRecordType.SNAPSHOT_FOOTER, _encode_control(
+            snapshot_footer_record.ENCODERS, SnapshotFooterRecord(version=0)))],
+            base_offset=batch.next_offset, epoch=batch.partition_leader_epoch, now_ms=batch.max_timestamp)
+        return read_snapshot(data + bytes(footer))
+    except CorruptSnapshotError as e:
+        raise CorruptSnapshotError(f"{path}: {e}") from e
+
+
 def fsync_dir(directory: Path) -> None:
     fd = os.open(directory, os.O_RDONLY)
     try:

@@ -25,7 +25,12 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Protocol
 
-from kbroker.snapshot.records_snapshot import SnapshotContents, read_snapshot_file, write_snapshot_file
+from kbroker.snapshot.records_snapshot import (
+    SnapshotContents,
+    read_snapshot_file,
+    read_snapshot_header_file,
+    write_snapshot_file,
+)
 from kbroker.snapshot.snapshots import OffsetAndEpoch, deleted_path, list_snapshot_paths, snapshot_path
 
 log = logging.getLogger(__name__)
@@ -110,6 +115,12 @@ class SnapshotRegistry:
         self._snapshots[snapshot_id] = contents.last_contained_log_timestamp
         return contents
 
+    def read_header(self, snapshot_id: OffsetAndEpoch) -> SnapshotContents:
+        """The header batch only (no records): timestamp, kraft.version, voters."""
+        contents = read_snapshot_header_file(self.path(snapshot_id))
+        self._snapshots[snapshot_id] = contents.last_contained_log_timestamp
+        return contents
+
     def size_of(self, snapshot_id: OffsetAndEpoch) -> int:
         try:
             return os.path.getsize(self.path(snapshot_id))
@@ -120,7 +131,7 @@ class SnapshotRegistry:
         ts = self._snapshots.get(snapshot_id)
         if ts is None:
             try:
-                ts = self.read(snapshot_id).last_contained_log_timestamp
+                ts = self.read_header(snapshot_id).last_contained_log_timestamp
             except Exception as e:  # noqa: BLE001 - an unreadable snapshot is never the reason to trim
                 log.warning("Cannot read the timestamp of snapshot %s: %s", snapshot_id, e)
                 return None

@@ -289,3 +289,25 @@ def test_parse_initial_controllers() -> None:
         parse_initial_controllers("0@a:1:JEXY6aqzQY-32P5TStzaFg,0@b:2:MvDxzVmcRsaTz33bUuRU6A")
     with pytest.raises(FormatterError, match="No @"):
         parse_initial_controllers("a:1:JEXY6aqzQY-32P5TStzaFg")
+
+
+def test_header_only_read(tmp_path: Path) -> None:
+    from kbroker.protocol.messages.voters_record import VotersRecord
+    from kbroker.snapshot.records_snapshot import read_snapshot_header_file
+
+    voters = VotersRecord(version=0, voters=[VotersRecord.Voter(
+        voter_id=3, voter_directory_id=uuid.UUID(int=7),
+        endpoints=[VotersRecord.Endpoint(name="CONTROLLER", host="h", port=1)],
+        kraft_version_feature=VotersRecord.KRaftVersionFeature(min_supported_version=0, max_supported_version=1))])
+    data = build_snapshot(_records(50), OffsetAndEpoch(51, 2), last_contained_log_timestamp=77, now_ms=5,
+                          kraft_version=1, voters=voters)
+    path = write_snapshot_file(tmp_path, OffsetAndEpoch(51, 2), data)
+    head = read_snapshot_header_file(path)
+    assert head.records == [] and head.last_contained_log_timestamp == 77
+    assert head.kraft_version == 1 and head.voters == voters
+    full = read_snapshot_file(path)
+    assert full.voters == voters and len(full.records) == 50
+    bad = tmp_path / "00000000000000000001-0000000001.checkpoint"
+    bad.write_bytes(data[10:])
+    with pytest.raises(CorruptSnapshotError, match=bad.name):
+        read_snapshot_header_file(bad)
