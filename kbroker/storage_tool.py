@@ -309,6 +309,8 @@ def format_storage(config: KafkaConfig, req: FormatRequest, out: TextIO = sys.st
     if flags > 1:
         raise FormatterError("Only one of --standalone, --initial-controllers and --no-initial-controllers "
                              "may be given.")
+    if req.standalone and "controller" not in roles:
+        raise FormatterError("You can only use --standalone on a controller.")
     if voters_cfg and (req.standalone or req.initial_controllers is not None):
         raise FormatterError("You cannot specify controller.quorum.voters and format the node with "
                              "--initial-controllers or --standalone. If you want to use dynamic quorum, please "

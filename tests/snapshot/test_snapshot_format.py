@@ -258,6 +258,8 @@ def test_format_writes_every_dir(tmp_path: Path) -> None:
     ({"standalone": True}, {"controller.quorum.voters": "1@127.0.0.1:9093"}, "You cannot specify controller.quorum.voters"),
     ({}, {"controller.quorum.bootstrap.servers": "127.0.0.1:9093"}, "you must specify one of the following"),
     ({"cluster_id": "not-a-uuid"}, {}, "does not appear to be a valid UUID"),
+    ({"standalone": True}, {"process.roles": "broker", "controller.quorum.bootstrap.servers": "h:1"},
+     "You can only use --standalone on a controller."),
     ({"add_scram": ["SCRAM-SHA-256=[name=alice,password=x]"]}, {}, "--add-scram is not supported"),
     ({"initial_controllers": "1@host:9093"}, {"controller.quorum.bootstrap.servers": "h:1"}, "No colon following port"),
 ])
