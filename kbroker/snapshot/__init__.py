@@ -4,8 +4,8 @@ Owns: snapshot ids and file names (``<end offset:020d>-<epoch:010d>.checkpoint``
 while written, ``.checkpoint.deleted`` once retired: ``snapshots.py``), the records layout of a
 snapshot (a control batch with ``SnapshotHeaderRecord`` and, from kraft.version 1, ``KRaftVersionRecord``
 and ``VotersRecord``; the data batches; a control batch with ``SnapshotFooterRecord``:
-``records_snapshot.py``), writing one atomically (part file, fsync, read-only, rename, as Kafka's
-``FileRawSnapshotWriter``) and reading one back, the set of snapshots of a metadata log directory and
+``records_snapshot.py``), raw files (``raw.py``: Kafka's ``FileRawSnapshotWriter`` — part file, fsync,
+read-only, rename — and ``FileRawSnapshotReader``, whose slices FetchSnapshot serves), the set of snapshots of a metadata log directory and
 its retention (``snapshot_registry.py``: Kafka's ``KafkaMetadataLog`` snapshot half), and the
 ``bootstrap.checkpoint`` file (``bootstrap.py``: Kafka's ``BootstrapDirectory``).
 
@@ -15,6 +15,7 @@ metadata log that owns the snapshots (``kbroker.controller.metadata_log``; the R
 what the log looks like through the small ``MetadataLogView`` protocol.
 """
 
+from kbroker.snapshot.raw import FileRawSnapshotReader, FileRawSnapshotWriter
 from kbroker.snapshot.records_snapshot import (
     CorruptSnapshotError,
     SnapshotContents,
@@ -35,6 +36,8 @@ from kbroker.snapshot.snapshots import (
 __all__ = [
     "BOOTSTRAP_SNAPSHOT_ID",
     "CorruptSnapshotError",
+    "FileRawSnapshotReader",
+    "FileRawSnapshotWriter",
     "OffsetAndEpoch",
     "SnapshotContents",
     "SnapshotPath",

@@ -59,7 +59,8 @@ from kbroker.protocol.records import (
     parse_control_record_type,
 )
 from kbroker.protocol.types import ProtocolError
-from kbroker.snapshot.snapshots import OffsetAndEpoch, partial_path, snapshot_path
+from kbroker.snapshot.raw import FileRawSnapshotWriter, fsync_dir
+from kbroker.snapshot.snapshots import OffsetAndEpoch
 
 # KafkaRaftClient.MAX_BATCH_SIZE_BYTES: the largest batch a snapshot (or the metadata log) holds.
 MAX_BATCH_SIZE_BYTES = 8 * 1024 * 1024
@@ -289,14 +290,6 @@ def read_snapshot_header_file(path: Path) -> SnapshotContents:
         raise CorruptSnapshotError(f"{path}: {e}") from e
 
 
-def fsync_dir(directory: Path) -> None:
-    fd = os.open(directory, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
 def write_file_atomically(target: Path, data: bytes, temp: Path, *, read_only: bool) -> None:
     """Write ``temp``, fsync it, (make it read-only,) rename it to ``target``, fsync the directory."""
     try:
@@ -319,8 +312,6 @@ def write_file_atomically(target: Path, data: bytes, temp: Path, *, read_only: b
 def write_snapshot_file(log_dir: Path, snapshot_id: OffsetAndEpoch, data: bytes) -> Path:
     """Freeze a snapshot into ``log_dir`` (Kafka's FileRawSnapshotWriter: part file, fsync, read-only,
     atomic rename); the path of the ``.checkpoint`` file."""
-    log_dir = Path(log_dir)
-    log_dir.mkdir(parents=True, exist_ok=True)
-    target = snapshot_path(log_dir, snapshot_id)
-    write_file_atomically(target, data, partial_path(log_dir, snapshot_id), read_only=True)
-    return target
+    with FileRawSnapshotWriter(Path(log_dir), snapshot_id) as writer:
+        writer.append(data)
+        return writer.freeze()

@@ -25,6 +25,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Protocol
 
+from kbroker.snapshot.raw import FileRawSnapshotReader, FileRawSnapshotWriter
 from kbroker.snapshot.records_snapshot import (
     SnapshotContents,
     read_snapshot_file,
@@ -109,6 +110,28 @@ class SnapshotRegistry:
         path = write_snapshot_file(self.directory, snapshot_id, data)
         self._snapshots[snapshot_id] = last_contained_log_timestamp
         return path
+
+    def create_writer(self, snapshot_id: OffsetAndEpoch) -> FileRawSnapshotWriter | None:
+        """A raw writer for a snapshot fetched from the leader (FetchSnapshot; Kafka's
+        ``createNewSnapshotUnchecked``): register it with ``on_frozen`` after ``freeze``. None if the
+        snapshot exists."""
+        if snapshot_id in self._snapshots:
+            return None
+        return FileRawSnapshotWriter(self.directory, snapshot_id)
+
+    def on_frozen(self, snapshot_id: OffsetAndEpoch) -> None:
+        self._snapshots.setdefault(snapshot_id, None)
+
+    def open_reader(self, snapshot_id: OffsetAndEpoch) -> FileRawSnapshotReader | None:
+        """The raw bytes of a known snapshot (what FetchSnapshot serves); None if unknown or gone."""
+        if snapshot_id not in self._snapshots:
+            return None
+        try:
+            return FileRawSnapshotReader(self.directory, snapshot_id)
+        except FileNotFoundError:
+            log.warning("Couldn't read %s; expected to find snapshot file %s", snapshot_id, self.path(snapshot_id))
+            self._snapshots.pop(snapshot_id, None)
+            return None
 
     def read(self, snapshot_id: OffsetAndEpoch) -> SnapshotContents:
         contents = read_snapshot_file(self.path(snapshot_id))

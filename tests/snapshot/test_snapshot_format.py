@@ -334,3 +334,34 @@ def test_damaged_snapshots_only_raise_corrupt_snapshot(flips: list[tuple[int, in
     except CorruptSnapshotError:
         return
     assert contents.header is not None
+
+
+def test_raw_slices_copy_a_snapshot_chunk_by_chunk(tmp_path: Path) -> None:
+    """What FetchSnapshot does: the leader serves slices, the follower appends them and freezes."""
+    sid = OffsetAndEpoch(201, 4)
+    leader = SnapshotRegistry(tmp_path / "leader", lambda: 0)
+    leader.recover(0)
+    data = build_snapshot(_records(200), sid, last_contained_log_timestamp=1, now_ms=1)
+    leader.create(sid, data, 1)
+    follower = SnapshotRegistry(tmp_path / "follower", lambda: 0)
+    follower.recover(0)
+    reader = leader.open_reader(sid)
+    writer = follower.create_writer(sid)
+    assert reader is not None and writer is not None
+    with reader, writer:
+        position = 0
+        while chunk := reader.slice(position, 1000):  # unaligned to batches
+            writer.append(chunk)
+            position += len(chunk)
+        assert reader.slice(reader.size_in_bytes + 5, 10) == b""
+        assert list((tmp_path / "follower").glob("*.checkpoint")) == []  # invisible until frozen
+        writer.freeze()
+    follower.on_frozen(sid)
+    assert follower.snapshot_ids == [sid] and follower.read(sid).records == _records(200)
+    assert leader.open_reader(OffsetAndEpoch(5, 1)) is None and follower.create_writer(sid) is None
+    # An abandoned fetch leaves nothing behind.
+    other = follower.create_writer(OffsetAndEpoch(300, 4))
+    assert other is not None
+    other.append(b"partial")
+    other.close()
+    assert sorted(p.name for p in (tmp_path / "follower").iterdir()) == [f"{filename_from_snapshot_id(sid)}.checkpoint"]
