@@ -4,9 +4,9 @@ Owns: snapshot ids and file names (``<end offset:020d>-<epoch:010d>.checkpoint``
 while written, ``.checkpoint.deleted`` once retired: ``snapshots.py``), the records layout of a
 snapshot (a control batch with ``SnapshotHeaderRecord`` and, from kraft.version 1, ``KRaftVersionRecord``
 and ``VotersRecord``; the data batches; a control batch with ``SnapshotFooterRecord``:
-``records_snapshot.py``), raw files (``raw.py``: Kafka's ``FileRawSnapshotWriter`` — part file, fsync,
-read-only, rename — and ``FileRawSnapshotReader``, whose slices FetchSnapshot serves), the set of snapshots of a metadata log directory and
-its retention (``snapshot_registry.py``: Kafka's ``KafkaMetadataLog`` snapshot half), and the
+``records_snapshot.py``), raw files (``raw.py``: Kafka's ``FileRawSnapshotWriter`` -- part file,
+fsync, read-only, rename -- and ``FileRawSnapshotReader``, whose slices FetchSnapshot serves), the
+set of snapshots of a metadata log directory and its retention (``snapshot_registry.py``: Kafka's ``KafkaMetadataLog`` snapshot half), and the
 ``bootstrap.checkpoint`` file (``bootstrap.py``: Kafka's ``BootstrapDirectory``).
 
 Synchronous storage beside ``kbroker.log``: it imports only ``kbroker.protocol`` and
