@@ -283,6 +283,7 @@ def test_kbroker_reads_kafka_written_snapshots(tmp_path: Path) -> None:
 
 
 @pytest.mark.reference
+@pytest.mark.slow  # a whole reference Kafka (about 20 s)
 def test_kbroker_loads_a_reference_kafka_controller_snapshot(tmp_path: Path) -> None:
     import time
 
@@ -358,9 +359,9 @@ def test_info_matches_kafka_storage_info(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize(("quorum", "args"), [
     ("static", ["--standalone"]),
-    ("dynamic", []),
-    ("static", ["--feature", "foo.version=1"]),
-    ("static", ["--release-version", "4.3", "--feature", "metadata.version=30"]),
+    pytest.param("dynamic", [], marks=pytest.mark.slow),
+    pytest.param("static", ["--feature", "foo.version=1"], marks=pytest.mark.slow),
+    pytest.param("static", ["--release-version", "4.3", "--feature", "metadata.version=30"], marks=pytest.mark.slow),
 ])
 def test_format_errors_match_kafka_storage(tmp_path: Path, quorum: str, args: list[str]) -> None:
     cfg = _properties(tmp_path / "e.properties", str(tmp_path / "data"), quorum=quorum)
