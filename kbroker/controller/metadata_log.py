@@ -237,9 +237,14 @@ class ClusterMetadataLog:
             self.snapshots.delete_pending(now)
             return False
         self._last_clean_ms = now
-        cleaned = self.snapshots.maybe_clean(self, retention_bytes=self.config.retention_max_bytes,
-                                             retention_ms=self.config.retention_ms)
-        self.log.delete_pending_files(now)
+        try:
+            cleaned = self.snapshots.maybe_clean(self, retention_bytes=self.config.retention_max_bytes,
+                                                 retention_ms=self.config.retention_ms)
+            self.log.delete_pending_files(now)
+        except (KafkaStorageError, OSError) as e:
+            # Retention is housekeeping: the commit that ran it stands; the next pass tries again.
+            log.error("Error while cleaning the metadata log %s behind its snapshots: %s", self.directory, e)
+            return False
         return cleaned
 
 
