@@ -53,6 +53,7 @@ from kbroker.log.checkpoints import (
     write_properties,
 )
 from kbroker.protocol.messages.voters_record import VotersRecord
+from kbroker.protocol.metadata_records import FeatureLevelRecord
 from kbroker.snapshot import BOOTSTRAP_SNAPSHOT_ID, build_snapshot, write_snapshot_file
 from kbroker.snapshot.bootstrap import BootstrapMetadata, write_bootstrap_file
 
@@ -287,6 +288,19 @@ def _feature_levels(req: FormatRequest, dynamic_quorum: bool) -> tuple[int, dict
     return mv, levels
 
 
+def _describe_bootstrap(bootstrap: BootstrapMetadata) -> str:
+    """Java's ``BootstrapMetadata.toString`` (what kafka-storage format prints first)."""
+    parts = []
+    for r in bootstrap.records:
+        if isinstance(r, FeatureLevelRecord):
+            parts.append(f"ApiMessageAndVersion(FeatureLevelRecord(name='{r.name}', featureLevel={r.feature_level}) "
+                         "at version 0)")
+        else:
+            parts.append(f"ApiMessageAndVersion({r!r})")
+    return (f"BootstrapMetadata(records=[{', '.join(parts)}], metadataVersionLevel={bootstrap.metadata_version_level}, "
+            f"source={bootstrap.source})")
+
+
 def format_storage(config: KafkaConfig, req: FormatRequest, out: TextIO = sys.stdout,
                    now_ms: int | None = None) -> int:
     """``kafka-storage format``: raises ``FormatterError`` (exit 1) or returns 0."""
@@ -360,6 +374,7 @@ def format_storage(config: KafkaConfig, req: FormatRequest, out: TextIO = sys.st
     if not empty:
         print("All of the log directories are already formatted.", file=out)
         return 0
+    print(f"Bootstrap metadata: {_describe_bootstrap(bootstrap)}", file=out)
     now = int(time.time() * 1000) if now_ms is None else now_ms
     used_dir_ids = {uuid_from_base64(p["directory.id"]) for p in formatted.values() if "directory.id" in p}
     for d in empty:
