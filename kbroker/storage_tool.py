@@ -46,6 +46,7 @@ from typing import TextIO
 
 from kbroker.config import ConfigError, KafkaConfig, parse_endpoints
 from kbroker.log.checkpoints import (
+    java_properties_order,
     random_kafka_uuid,
     read_properties,
     uuid_from_base64,
@@ -377,7 +378,10 @@ def format_storage(config: KafkaConfig, req: FormatRequest, out: TextIO = sys.st
     print(f"Bootstrap metadata: {_describe_bootstrap(bootstrap)}", file=out)
     now = int(time.time() * 1000) if now_ms is None else now_ms
     used_dir_ids = {uuid_from_base64(p["directory.id"]) for p in formatted.values() if "directory.id" in p}
-    for d in empty:
+    # Kafka writes the new directories in the iteration order of a java.util.HashMap keyed by path
+    # (MetaPropertiesEnsemble.Copier.writeLogDirChanges), not sorted: the same hash-bucket order as
+    # Properties.store, so its "Formatting ..." lines come out in the same order here.
+    for d in java_properties_order(empty):
         if d != metadata_dir:
             kind = "data directory"
         elif initial is None:

@@ -104,27 +104,35 @@ def _compare_dirs(kafka_dir: Path, kb_dir: Path) -> None:
         assert stat.S_IMODE(os.stat(kafka_dir / name).st_mode) == stat.S_IMODE(os.stat(kb_dir / name).st_mode)
 
 
-def test_format_is_kafka_storage_format(tmp_path: Path) -> None:
-    kafka_cfg = _properties(tmp_path / "kafka.properties", str(tmp_path / "kafka" / "data"))
-    kb_cfg = _properties(tmp_path / "kb.properties", str(tmp_path / "kb" / "data"))
-    k = run_java_main("kafka-storage", ["format", "--config", str(kafka_cfg), "--cluster-id", CLUSTER_ID,
+def _format_both(tmp_path: Path, name: str, log_dirs: list[str], quorum: str, args: list[str]) -> tuple[str, str]:
+    """`kafka-storage format` and `kbroker storage format` on the same config and paths
+    (`tmp_path/node/<dir>`), each result moved aside to `tmp_path/<name>-kafka` and `-kb`: their stdout."""
+    node = tmp_path / "node"
+    cfg = _properties(tmp_path / f"{name}.properties", ",".join(str(node / d) for d in log_dirs), quorum=quorum)
+    k = run_java_main("kafka-storage", ["format", "--config", str(cfg), "--cluster-id", CLUSTER_ID, *args,
                                         *KBROKER_FEATURES], timeout=120)
     assert k.returncode == 0, k.stderr
-    b = _kbroker("storage", "format", "--config", str(kb_cfg), "--cluster-id", CLUSTER_ID)
+    node.rename(tmp_path / f"{name}-kafka")
+    b = _kbroker("storage", "format", "--config", str(cfg), "--cluster-id", CLUSTER_ID, *args)
     assert b.returncode == 0, b.stderr
-    assert f"Formatting metadata directory {tmp_path / 'kb' / 'data'} with metadata.version 4.3-IV0." in b.stdout
+    node.rename(tmp_path / f"{name}-kb")
+    return k.stdout, b.stdout
+
+
+def test_format_is_kafka_storage_format(tmp_path: Path) -> None:
+    k_out, b_out = _format_both(tmp_path, "default", ["data"], "static", [])
     # The whole output is Kafka's (its "Bootstrap metadata: BootstrapMetadata(...)" line included).
-    assert b.stdout.replace(f"{tmp_path}/kb/", "<dir>/") == k.stdout.replace(f"{tmp_path}/kafka/", "<dir>/")
-    _compare_dirs(tmp_path / "kafka" / "data", tmp_path / "kb" / "data")
-    # The same at an older release version, with an explicit feature.
-    for cfg, d in ((kafka_cfg, "kafka"), (kb_cfg, "kb")):
-        _properties(cfg, str(tmp_path / f"{d}-39" / "data"))
-    k = run_java_main("kafka-storage", ["format", "-c", str(kafka_cfg), "-t", CLUSTER_ID, "--release-version", "3.9",
-                                        "--feature", "group.version=0"], timeout=120)
-    b = _kbroker("storage", "format", "-c", str(kb_cfg), "-t", CLUSTER_ID, "--release-version", "3.9",
-                 "--feature", "group.version=0")
-    assert k.returncode == 0 and b.returncode == 0, (k.stderr, b.stderr)
-    _compare_dirs(tmp_path / "kafka-39" / "data", tmp_path / "kb-39" / "data")
+    assert b_out == k_out
+    assert f"Formatting metadata directory {tmp_path / 'node' / 'data'} with metadata.version 4.3-IV0." in b_out
+    _compare_dirs(tmp_path / "default-kafka" / "data", tmp_path / "default-kb" / "data")
+    # The same at an older release version, with an explicit feature, on three directories.
+    k_out, b_out = _format_both(tmp_path, "v39", ["d1", "d2", "d3"], "static",
+                                ["--release-version", "3.9", "--feature", "group.version=0"])
+    assert b_out == k_out and b_out.count("Formatting") == 3
+    for d in ("d1", "d2", "d3"):
+        _compare_dirs(tmp_path / "v39-kafka" / d, tmp_path / "v39-kb" / d)
+    (tmp_path / "kb").mkdir()
+    (tmp_path / "default-kb" / "data").rename(tmp_path / "kb" / "data")
 
     # Kafka's tool reads kbroker's directory, and refuses to format it again, as it does its own.
     info = run_java_main("kafka-storage", ["info", "--config", str(_properties(
@@ -143,15 +151,11 @@ def test_format_is_kafka_storage_format(tmp_path: Path) -> None:
 
 def test_format_initial_controllers_is_kafka_storage_format(tmp_path: Path) -> None:
     voters = "1@127.0.0.1:9093:vKiwV36-TRC6w9FhxgbnGg,2@127.0.0.1:9094:yhnzRgSMsIsoTdje-aISQQ"
-    dirs = {name: f"{tmp_path / name / 'meta'},{tmp_path / name / 'data'}" for name in ("kafka", "kb")}
-    kafka_cfg = _properties(tmp_path / "kafka.properties", dirs["kafka"], quorum="dynamic")
-    kb_cfg = _properties(tmp_path / "kb.properties", dirs["kb"], quorum="dynamic")
-    k = run_java_main("kafka-storage", ["format", "-c", str(kafka_cfg), "-t", CLUSTER_ID, "--initial-controllers",
-                                        voters, *KBROKER_FEATURES], timeout=120)
-    b = _kbroker("storage", "format", "-c", str(kb_cfg), "-t", CLUSTER_ID, "--initial-controllers", voters)
-    assert k.returncode == 0 and b.returncode == 0, (k.stderr, b.stderr)
-    assert "Formatting dynamic metadata voter directory" in b.stdout and "Formatting data directory" in b.stdout
-    assert b.stdout.replace(f"{tmp_path}/kb/", "<dir>/") == k.stdout.replace(f"{tmp_path}/kafka/", "<dir>/")
+    k_out, b_out = _format_both(tmp_path, "quorum", ["meta", "data"], "dynamic", ["--initial-controllers", voters])
+    assert "Formatting dynamic metadata voter directory" in b_out and "Formatting data directory" in b_out
+    assert b_out == k_out  # the directories in Kafka's (hash) order too
+    (tmp_path / "quorum-kafka").rename(tmp_path / "kafka")
+    (tmp_path / "quorum-kb").rename(tmp_path / "kb")
     for sub in ("meta", "data"):
         _compare_dirs(tmp_path / "kafka" / sub, tmp_path / "kb" / sub)
     # The voter's metadata directory keeps the voter's directory id.
@@ -211,9 +215,17 @@ def test_kafka_tools_read_kbroker_snapshots_and_log(tmp_path: Path) -> None:
     assert in_snapshot
     cmd = java_command("org.apache.kafka.shell.MetadataShell", ["--snapshot", str(latest), "ls", "/image/topics/byName"])
     cmd[cmd.index("-cp") + 1] = _shell_classpath()
-    shell = subprocess.run(cmd, capture_output=True, text=True, timeout=180)
-    assert shell.returncode == 0, shell.stderr
-    assert sorted(shell.stdout.split()) == in_snapshot
+    # Kafka 4.3.1's shell sometimes runs the command before its loader has published the image and
+    # prints nothing (an ordering race of its own, cf. KAFKA-15371; it does the same on snapshots Kafka
+    # wrote: 2 runs in 8 on one here): an empty answer is asked again, a wrong one fails.
+    listed: list[str] = []
+    for _ in range(6):
+        shell = subprocess.run(cmd, capture_output=True, text=True, timeout=180)
+        assert shell.returncode == 0, shell.stderr
+        listed = sorted(shell.stdout.split())
+        if listed:
+            break
+    assert listed == in_snapshot
     # And kbroker loads its own snapshot back to the image it had at that offset (a prefix of the final one).
     assert set(in_snapshot) <= set(names) and image.topics.topics_by_name.keys() >= set(in_snapshot) - {names[0]}
 
