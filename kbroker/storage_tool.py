@@ -2,7 +2,8 @@
 ``org.apache.kafka.metadata.storage.Formatter``), writing what Kafka 4.3.1 writes.
 
 ``format --config server.properties --cluster-id ID`` formats every directory of ``log.dirs`` and
-``metadata.log.dir`` (in sorted order, as Kafka's TreeSet) that has no ``meta.properties`` yet:
+``metadata.log.dir`` that has no ``meta.properties`` yet (in the order Kafka writes them: a Java
+``HashMap``'s, by path hash):
 
 - ``meta.properties``: ``version=1``, ``node.id``, ``cluster.id``, ``directory.id`` (a new random id;
   the voter's own id for the metadata directory of an ``--initial-controllers`` voter), written as
