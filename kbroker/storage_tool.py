@@ -371,7 +371,8 @@ def format_storage(config: KafkaConfig, req: FormatRequest, out: TextIO = sys.st
                                  "node id matches. If you intend to create a new node, you should remove all data "
                                  "in your data directories.")
     if formatted and not req.ignore_formatted:
-        raise FormatterError(f"Log directory {next(iter(formatted))} is already formatted. Use --ignore-formatted "
+        first = java_properties_order(list(formatted))[0]  # the first key of Kafka's HashMap
+        raise FormatterError(f"Log directory {first} is already formatted. Use --ignore-formatted "
                              "to ignore this directory and format the others.")
     if not empty:
         print("All of the log directories are already formatted.", file=out)
