@@ -1,4 +1,5 @@
-"""The `kbroker` command line: `kbroker serve [CONFIG] [--override K=V]...`, `--version`, `--help`.
+"""The `kbroker` command line: `kbroker serve [CONFIG] [--override K=V]...`, `kbroker storage
+format|info|random-uuid` (kafka-storage.sh, `storage_tool.py`), `--version`, `--help`.
 
 Owns argument parsing, logging setup (Kafka's log4j pattern on stderr) and exit codes: 0 after a clean
 shutdown, 1 for a configuration or startup error (a one-line message, no traceback). Subcommands are
@@ -18,6 +19,7 @@ from pathlib import Path
 
 import kbroker
 from kbroker.spark.submit import add_cli as _add_spark_cli  # imports no pyspark: spark is optional
+from kbroker.storage_tool import add_cli as _add_storage_cli
 
 LOG_FORMAT = "[%(asctime)s] %(levelname)s %(message)s (%(name)s)"
 # Log levels as Kafka (log4j) spells them, plus Python's; WARN and WARNING are the same level, TRACE is
@@ -141,7 +143,8 @@ def _add_serve(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
 
 
 # Each entry adds one subcommand to the parser.
-SUBCOMMANDS: list[Callable[[argparse._SubParsersAction], None]] = [_add_serve, _add_spark_cli]  # type: ignore[type-arg]
+SUBCOMMANDS: list[Callable[[argparse._SubParsersAction], None]] = [  # type: ignore[type-arg]
+    _add_serve, _add_spark_cli, _add_storage_cli]
 
 
 def build_parser() -> argparse.ArgumentParser:

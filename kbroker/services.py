@@ -25,7 +25,7 @@ from kbroker.cluster.configs import ConfigHelper
 from kbroker.config import KafkaConfig
 from kbroker.controller.legacy_migration import LEGACY_METADATA_FILE
 from kbroker.controller.local_controller import LocalController
-from kbroker.controller.metadata_log import ClusterMetadataLog
+from kbroker.controller.metadata_log import ClusterMetadataLog, MetadataLogConfig
 from kbroker.coord.producer_id_manager import ProducerIdManager
 from kbroker.coord.service import GroupCoordinatorService
 from kbroker.log.cleaner_manager import LogCleaner
@@ -86,6 +86,22 @@ def build_services(
         raise
 
 
+def metadata_log_config(config: KafkaConfig) -> MetadataLogConfig:
+    """The metadata log's keys (Kafka's MetadataLogConfig); ValueError as Kafka's InvalidConfigurationException."""
+    segment_bytes = int(config["metadata.log.segment.bytes"])
+    min_bytes = int(config["metadata.log.segment.min.bytes"])
+    if segment_bytes < min_bytes:
+        raise ValueError(f"Cannot set metadata.log.segment.bytes below {min_bytes}: {segment_bytes}")
+    return MetadataLogConfig(
+        segment_bytes=segment_bytes,
+        segment_ms=int(config["metadata.log.segment.ms"]),
+        retention_max_bytes=int(config["metadata.max.retention.bytes"]),
+        retention_ms=int(config["metadata.max.retention.ms"]),
+        max_bytes_between_snapshots=int(config["metadata.log.max.record.bytes.between.snapshots"]),
+        max_snapshot_interval_ms=int(config["metadata.log.max.snapshot.interval.ms"]),
+    )
+
+
 def _host_partitions(
     config: KafkaConfig,
     time_ms: Clock,
@@ -112,7 +128,7 @@ def _host_partitions(
     loader.install_publishers([cache, replica_manager, DynamicConfigPublisher(config_helper, replica_manager)])
     controller = LocalController(
         node_id=node_id,
-        metadata_log=ClusterMetadataLog(config.metadata_log_dir, time_ms),
+        metadata_log=ClusterMetadataLog(config.metadata_log_dir, time_ms, config=metadata_log_config(config)),
         loader=loader,
         cache=cache,
         config_helper=config_helper,

@@ -8,9 +8,14 @@ request is answered. Commits are synchronous inside the operation, so the contro
 brokers' image never differ; the Raft controller (issue 13) keeps an uncommitted view of its own and
 answers when the quorum's high watermark passes the batch, behind the same `Controller` interface.
 
-At start (`load`) it replays the whole log into the loader. On an empty log it writes the bootstrap
-records (`metadata.version` and `group.version` feature levels, as `kafka-storage format` does), and
-first migrates a legacy `__kbroker_metadata.json` if one is there (`legacy_migration`).
+At start (`load`) it loads the newest snapshot of the log, if any, and replays the log after it into
+the loader. On an empty log it writes the bootstrap records: those of `bootstrap.checkpoint` in the
+metadata log directory (written by `kbroker storage format` or `kafka-storage format`; feature levels
+kbroker does not implement are dropped with a warning), else `metadata.version` and `group.version`
+as `kbroker storage format` would; and first migrates a legacy `__kbroker_metadata.json` if one is
+there (`legacy_migration`). A `SnapshotGenerator` publisher writes a snapshot every
+`metadata.log.max.record.bytes.between.snapshots` bytes / `metadata.log.max.snapshot.interval.ms`,
+and each commit lets the metadata log apply its snapshot retention (`ClusterMetadataLog.maybe_clean`).
 After the network is up the broker registers (`register_broker`): `RegisterBrokerRecord` + `UnfenceBrokerRecord`
 with a new broker epoch (the registration's offset) and incarnation id.
 
@@ -29,12 +34,14 @@ from kbroker.cluster.configs import ConfigHelper
 from kbroker.controller.configuration_control import ConfigurationControlManager
 from kbroker.controller.controller import Controller, ProducerIdsBlock
 from kbroker.controller.legacy_migration import read_legacy_records, retire
-from kbroker.controller.metadata_log import ClusterMetadataLog
+from kbroker.controller.metadata_log import ClusterMetadataLog, snapshot_provenance
 from kbroker.controller.producer_id_control import ProducerIdControlManager
 from kbroker.controller.replication_control import ReplicationControlManager
 from kbroker.controller.result import ControllerResult, MetadataRecord
 from kbroker.metadata.cache import MetadataCache
+from kbroker.metadata.image import MetadataImage
 from kbroker.metadata.loader import MetadataLoader
+from kbroker.metadata.snapshot_generator import SnapshotGenerator
 from kbroker.metadata.views import MetadataView, TopicInfo
 from kbroker.protocol.messages.elect_leaders import ElectLeadersRequest, ElectLeadersResponse
 from kbroker.protocol.metadata_records import (
@@ -42,6 +49,7 @@ from kbroker.protocol.metadata_records import (
     RegisterBrokerRecord,
     UnfenceBrokerRecord,
 )
+from kbroker.snapshot.bootstrap import read_bootstrap_file
 
 log = logging.getLogger(__name__)
 
@@ -52,9 +60,34 @@ GROUP_VERSION_LEVEL = 1
 SECURITY_PROTOCOL_IDS = {"PLAINTEXT": 0, "SSL": 1, "SASL_PLAINTEXT": 2, "SASL_SSL": 3}
 
 
+# Feature levels kbroker implements (its broker registers these ranges): a bootstrap.checkpoint may
+# finalize others (Kafka 4.3's format enables transaction.version 2, share.version 1, ...), which a
+# kbroker node drops rather than claim them.
+SUPPORTED_FEATURES = {"metadata.version": (7, METADATA_VERSION_LEVEL), "group.version": (0, GROUP_VERSION_LEVEL)}
+
+
 def bootstrap_records() -> list[MetadataRecord]:
     return [FeatureLevelRecord(name="metadata.version", feature_level=METADATA_VERSION_LEVEL),
             FeatureLevelRecord(name="group.version", feature_level=GROUP_VERSION_LEVEL)]
+
+
+def bootstrap_records_from(metadata_log_dir: Path) -> list[MetadataRecord]:
+    """The records of `<metadata.log.dir>/bootstrap.checkpoint` (Kafka's BootstrapDirectory.read), kept
+    to what kbroker implements; `bootstrap_records()` when there is no such file."""
+    bootstrap = read_bootstrap_file(metadata_log_dir)
+    if bootstrap is None:
+        return bootstrap_records()
+    records: list[MetadataRecord] = []
+    for r in bootstrap.records:
+        if isinstance(r, FeatureLevelRecord):
+            lo_hi = SUPPORTED_FEATURES.get(r.name)
+            if lo_hi is None or not lo_hi[0] <= r.feature_level <= lo_hi[1]:
+                log.warning("Ignoring %s=%d of %s: kbroker supports %s", r.name, r.feature_level, bootstrap.source,
+                            f"levels {lo_hi[0]}-{lo_hi[1]}" if lo_hi else "no level of it")
+                continue
+        records.append(r)
+    log.info("Bootstrapping the metadata log from %s", bootstrap.source)
+    return records
 
 
 class LocalController(Controller):
@@ -95,15 +128,26 @@ class LocalController(Controller):
     # -- start-up ------------------------------------------------------------------------------------
 
     def load(self, legacy_metadata_file: Path | None = None) -> None:
-        """Replay the log into the loader; bootstrap (and migrate a legacy JSON image) when it is empty."""
+        """Load the newest snapshot, replay the log after it into the loader; bootstrap (and migrate a
+        legacy JSON image) when the log is empty."""
+        self._install_snapshot_generator()
+        start_offset = 0
+        latest = self.metadata_log.latest_snapshot()
+        if latest is not None:
+            snapshot_id, contents = latest
+            self.loader.handle_load_snapshot(contents.records, snapshot_provenance(snapshot_id, contents))
+            start_offset = snapshot_id.offset
+            log.info("Loaded snapshot %s (%d records) of %s", snapshot_id, len(contents.records),
+                     self.metadata_log.directory)
         replayed = 0
-        for batch in self.metadata_log.read_all():
+        for batch in self.metadata_log.read_all(start_offset):
             self.loader.handle_commit([batch])
             replayed += len(batch.records)
         if self.metadata_log.end_offset > 0:
             log.info("Loaded %d metadata records from %s", replayed, self.metadata_log.directory)
+            self.metadata_log.maybe_clean(force=True)
             return
-        records = bootstrap_records()
+        records = bootstrap_records_from(self.metadata_log.directory.parent)
         migrated = legacy_metadata_file is not None and legacy_metadata_file.exists()
         if migrated:
             assert legacy_metadata_file is not None
@@ -141,6 +185,21 @@ class LocalController(Controller):
         if not records:
             return
         self.loader.handle_commit([self.metadata_log.append(records)])
+        self.metadata_log.maybe_clean()
+
+    # -- snapshots (kbroker.snapshot) ----------------------------------------------------------------
+
+    def _install_snapshot_generator(self) -> None:
+        if any(p.name == "SnapshotGenerator" for p in self.loader.publishers):
+            return
+        cfg = self.metadata_log.config
+        self.loader.install_publishers([SnapshotGenerator(
+            self._emit_snapshot, max_bytes_since_last_snapshot=cfg.max_bytes_between_snapshots,
+            max_time_since_last_snapshot_ms=cfg.max_snapshot_interval_ms, time_ms=self.metadata_log.time_ms,
+            fault_handler=lambda msg, e: log.error("%s: %s", msg, e, exc_info=e))])
+
+    def _emit_snapshot(self, image: MetadataImage, reason: str) -> None:
+        self.metadata_log.create_snapshot(image, reason)
 
     def _apply(self, result: ControllerResult[TopicInfo], validate_only: bool) -> TopicInfo:
         if not validate_only:

@@ -8,8 +8,15 @@ controller operation, so an operation's records become durable together, as Kafk
 `ControllerResult`s do.
 
 The directory lives under `metadata.log.dir` (default: the first of `log.dirs`) and is not one of the
-`LogManager`'s partitions: Kafka's LogManager skips it too. Never deleted by retention (Kafka trims the
-metadata log only behind snapshots, which come with the Raft quorum, issue 13).
+`LogManager`'s partitions: Kafka's LogManager skips it too. No time or size retention of its own:
+the log is trimmed only behind snapshots (`kbroker.snapshot`), as Kafka's `KafkaMetadataLog` does.
+
+Snapshots (the "snapshots" section below the class): `<end offset>-<epoch>.checkpoint` files in the
+same directory, written by `create_snapshot` (the `SnapshotGenerator` decides when), listed by a
+`SnapshotRegistry` recovered at open; `maybe_clean` applies `metadata.max.retention.bytes/ms`
+(moving the log start offset to a newer snapshot and deleting the segments below it) at most every
+60 s, as KafkaRaftClient's cleaner. `latest_snapshot` and `read_all(start)` let a start-up load the
+newest snapshot and replay only the log after it.
 
 Synchronous, no asyncio: appends and `flush` (fsync) run where the controller calls them.
 """
@@ -19,15 +26,21 @@ from __future__ import annotations
 import logging
 import os
 from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 from kbroker.controller.result import MetadataRecord
 from kbroker.log.config import LogConfig
 from kbroker.log.errors import KafkaStorageError
 from kbroker.log.unified_log import UnifiedLog
+from kbroker.metadata.image import MetadataImage, MetadataProvenance
+from kbroker.metadata.image_writer import image_records
 from kbroker.metadata.loader import MetadataBatch
+from kbroker.protocol.messages.voters_record import VotersRecord
 from kbroker.protocol.metadata_records.serde import decode_metadata_record, encode_metadata_record
 from kbroker.protocol.records import RecordBatch, SimpleRecord, batch_size_at, build_batch
+from kbroker.snapshot import OffsetAndEpoch, SnapshotContents, build_snapshot
+from kbroker.snapshot.snapshot_registry import SNAPSHOT_CLEAN_INTERVAL_MS, SnapshotRegistry
 
 CLUSTER_METADATA_TOPIC = "__cluster_metadata"
 CLUSTER_METADATA_DIR = f"{CLUSTER_METADATA_TOPIC}-0"
@@ -48,24 +61,52 @@ def _halt(reason: str) -> None:
     os._exit(1)
 
 
-def _metadata_log_config() -> LogConfig:
-    # Kafka's metadata log: 1 GiB segments (metadata.log.segment.bytes), no time or size retention.
+@dataclass(frozen=True, slots=True)
+class MetadataLogConfig:
+    """Kafka's `MetadataLogConfig`: the `metadata.log.*` / `metadata.max.retention.*` keys (defaults as Kafka's)."""
+
+    segment_bytes: int = 1 << 30                          # metadata.log.segment.bytes
+    segment_ms: int = 7 * 24 * 3600 * 1000                # metadata.log.segment.ms
+    retention_max_bytes: int = 100 * 1024 * 1024          # metadata.max.retention.bytes
+    retention_ms: int = 7 * 24 * 3600 * 1000              # metadata.max.retention.ms
+    max_bytes_between_snapshots: int = 20 * 1024 * 1024   # metadata.log.max.record.bytes.between.snapshots
+    max_snapshot_interval_ms: int = 3600 * 1000           # metadata.log.max.snapshot.interval.ms
+    file_delete_delay_ms: int = 60000                     # ServerLogConfigs.LOG_DELETE_DELAY_MS_DEFAULT
+
+
+def _metadata_log_config(config: MetadataLogConfig) -> LogConfig:
+    # Kafka's KafkaMetadataLog: segments by metadata.log.segment.bytes/ms, no time or size retention
+    # of the segments themselves (they go only behind snapshots).
+    # Below a topic's 1 MiB floor (tests lower metadata.log.segment.min.bytes) via internal.segment.bytes.
+    size_key = "segment.bytes" if config.segment_bytes >= 1 << 20 else "internal.segment.bytes"
     return LogConfig.from_props({}, {"retention.ms": "-1", "retention.bytes": "-1",
-                                     "segment.bytes": str(1 << 30)})
+                                     size_key: str(config.segment_bytes),
+                                     "segment.ms": str(config.segment_ms),
+                                     "file.delete.delay.ms": str(config.file_delete_delay_ms)})
 
 
 class ClusterMetadataLog:
     """Append batches of metadata records; replay them from the start."""
 
     def __init__(self, metadata_log_dir: Path, time_ms: Callable[[], int],
-                 on_fatal: Callable[[str], None] | None = None) -> None:
+                 on_fatal: Callable[[str], None] | None = None, config: MetadataLogConfig | None = None) -> None:
         self.directory = Path(metadata_log_dir) / CLUSTER_METADATA_DIR
         self.time_ms = time_ms
         self.on_fatal = on_fatal or _halt
+        self.config = config or MetadataLogConfig()
         # Recovery from offset 0 on every start: the metadata log is small, and a torn tail after a
         # crash must be cut before the first replay.
-        self.log = UnifiedLog(self.directory, _metadata_log_config(), topic=CLUSTER_METADATA_TOPIC,
+        self.log = UnifiedLog(self.directory, _metadata_log_config(self.config), topic=CLUSTER_METADATA_TOPIC,
                               partition=0, had_clean_shutdown=False, time_ms=time_ms)
+        self.snapshots = SnapshotRegistry(self.directory, time_ms, file_delete_delay_ms=self.config.file_delete_delay_ms)
+        self.snapshots.recover(int(self.log.log_start_offset))
+        self._truncate_to_latest_snapshot()
+        # KIP-853: the kraft.version and voter set of a dynamic quorum live in the snapshots' header
+        # batches (first in the 0-0 checkpoint `kafka-storage format --standalone` writes); every new
+        # snapshot carries them forward, so retention never drops the only copy.
+        self.kraft_version, self.voters = self._latest_voters()
+        self.log.update_high_watermark(self.log.log_end_offset)
+        self._last_clean_ms = time_ms()
 
     @property
     def end_offset(self) -> int:
@@ -99,9 +140,9 @@ class ClusterMetadataLog:
         self.log.update_high_watermark(self.log.log_end_offset)
         return MetadataBatch(int(info.first_offset), SINGLE_NODE_QUORUM_EPOCH, now, list(records), len(batch))
 
-    def read_all(self) -> Iterator[MetadataBatch]:
-        """Every data batch, records decoded, in log order."""
-        offset = int(self.log.log_start_offset)
+    def read_all(self, start_offset: int | None = None) -> Iterator[MetadataBatch]:
+        """Every data batch from `start_offset` (default: the log start), records decoded, in log order."""
+        offset = max(int(self.log.log_start_offset), start_offset or 0)
         end = self.end_offset
         while offset < end:
             info = self.log.read(offset, _READ_CHUNK, max_offset=end, min_one_message=True)
@@ -127,4 +168,86 @@ class ClusterMetadataLog:
             offset = next_offset
 
     def close(self) -> None:
+        self.snapshots.delete_pending(0, force=True)
         self.log.close()
+
+    # -- snapshots (kbroker.snapshot) ----------------------------------------------------------------
+
+    @property
+    def start_offset(self) -> int:
+        return int(self.log.log_start_offset)
+
+    @property
+    def size_in_bytes(self) -> int:
+        return int(self.log.size_in_bytes)
+
+    def increment_log_start_offset(self, offset: int) -> bool:
+        """Kafka's `maybeIncrementLogStartOffset` + `deleteOldSegments` (`MetadataLogView`)."""
+        if offset <= self.log.log_start_offset or offset > self.log.high_watermark:
+            return False
+        self.log.delete_records_before(offset)
+        return True
+
+    def _truncate_to_latest_snapshot(self) -> None:
+        # Kafka's truncateToLatestSnapshot: a snapshot past the log end (a follower that crashed after
+        # fetching it) makes the log start over at the snapshot's end offset.
+        latest = self.snapshots.latest_snapshot_id()
+        if latest is not None and latest.offset > self.log.log_end_offset:
+            log.info("Truncating %s fully to start at the latest snapshot %s", self.directory, latest)
+            self.log.truncate_fully_and_start_at(latest.offset)
+
+    def _latest_voters(self) -> tuple[int, VotersRecord | None]:
+        for snapshot_id in reversed(self.snapshots.snapshot_ids):
+            contents = self.snapshots.read_header(snapshot_id)
+            if contents.kraft_version is not None:
+                return contents.kraft_version, contents.voters
+        return 0, None
+
+    def latest_snapshot(self) -> tuple[OffsetAndEpoch, SnapshotContents] | None:
+        """The newest snapshot with records in it (the KIP-853 bootstrap snapshot 0-0 holds none)."""
+        latest = self.snapshots.latest_snapshot_id()
+        if latest is None or latest.offset == 0:
+            return None
+        return latest, self.snapshots.read(latest)
+
+    def create_snapshot(self, image: MetadataImage, reason: str = "") -> Path | None:
+        """Write a snapshot of `image` (which must reflect a committed prefix of this log): its id is the
+        image's last offset + 1 and epoch. None if that snapshot exists or is below the log start."""
+        p = image.provenance
+        snapshot_id = OffsetAndEpoch(p.last_contained_offset + 1, p.last_contained_epoch)
+        if snapshot_id.offset < self.log.log_start_offset:
+            log.info("Cannot create a snapshot with an id (%s) less than the log start offset (%d)",
+                     snapshot_id, self.log.log_start_offset)
+            return None
+        if snapshot_id.offset > self.log.high_watermark:
+            raise ValueError(f"Cannot create a snapshot with an id ({snapshot_id}) greater than the "
+                             f"high-watermark ({self.log.high_watermark})")
+        data = build_snapshot(image_records(image), snapshot_id,
+                              last_contained_log_timestamp=p.last_contained_log_time_ms, now_ms=self.time_ms(),
+                              kraft_version=self.kraft_version, voters=self.voters)
+        path = self.snapshots.create(snapshot_id, data, p.last_contained_log_time_ms)
+        if path is not None:
+            log.info("Wrote KRaft snapshot %s (%d bytes)%s", path.name, len(data), f" because {reason}" if reason else "")
+        return path
+
+    def maybe_clean(self, force: bool = False) -> bool:
+        """Snapshot retention (`metadata.max.retention.bytes/ms`), at most every 60 s unless `force`."""
+        now = self.time_ms()
+        if not force and now - self._last_clean_ms < SNAPSHOT_CLEAN_INTERVAL_MS:
+            self.snapshots.delete_pending(now)
+            return False
+        self._last_clean_ms = now
+        try:
+            cleaned = self.snapshots.maybe_clean(self, retention_bytes=self.config.retention_max_bytes,
+                                                 retention_ms=self.config.retention_ms)
+            self.log.delete_pending_files(now)
+        except (KafkaStorageError, OSError) as e:
+            # Retention is housekeeping: the commit that ran it stands; the next pass tries again.
+            log.error("Error while cleaning the metadata log %s behind its snapshots: %s", self.directory, e)
+            return False
+        return cleaned
+
+
+def snapshot_provenance(snapshot_id: OffsetAndEpoch, contents: SnapshotContents) -> MetadataProvenance:
+    """The provenance of an image loaded from a snapshot (Kafka: offset = snapshot end offset - 1)."""
+    return MetadataProvenance(snapshot_id.offset - 1, snapshot_id.epoch, contents.last_contained_log_timestamp, True)

@@ -141,9 +141,39 @@ def read_properties(path: Path) -> dict[str, str] | None:
     return props
 
 
+def _java_string_hash(s: str) -> int:
+    """Java's ``String.hashCode`` (over UTF-16 code units, int arithmetic; here as unsigned 32 bits)."""
+    h = 0
+    data = s.encode("utf-16-be", "surrogatepass")
+    for i in range(0, len(data), 2):
+        h = (31 * h + (data[i] << 8 | data[i + 1])) & 0xFFFFFFFF
+    return h
+
+
+def java_properties_order(keys: Iterable[str]) -> list[str]:
+    """The order Java 17's ``Properties.store`` writes ``keys`` in (inserted in the given order).
+
+    ``Properties`` keeps its entries in a ``ConcurrentHashMap`` (16 bins for up to 12 keys, one more
+    doubling per 0.75 load): ``store`` walks the bins in index order (``spread(hashCode) & (n - 1)``),
+    a bin's keys in insertion order. So Kafka's meta.properties reads ``node.id, directory.id,
+    version, cluster.id``; writing the same order makes kbroker's file byte-comparable to Kafka's."""
+    ordered = list(dict.fromkeys(keys))
+    n = 16
+    while len(ordered) >= n * 3 // 4:
+        n *= 2
+
+    def bin_of(k: str) -> int:
+        h = _java_string_hash(k)
+        return ((h ^ (h >> 16)) & 0x7FFFFFFF) & (n - 1)
+
+    return sorted(ordered, key=lambda k: bin_of(k))  # stable: insertion order within a bin
+
+
 def write_properties(path: Path, props: Mapping[str, str]) -> None:
+    """A Java properties file as Kafka writes meta.properties (``Properties.store(writer, "")``:
+    an empty comment line, the date line, then ``key=value`` lines in Java's hash order), fsynced."""
     header = "#\n#" + time.strftime("%a %b %d %H:%M:%S UTC %Y", time.gmtime()) + "\n"
-    atomic_write(path, header + "".join(f"{k}={v}\n" for k, v in sorted(props.items())))
+    atomic_write(path, header + "".join(f"{k}={props[k]}\n" for k in java_properties_order(props)))
 
 
 # --- UUIDs and partition.metadata -----------------------------------------------------------------
