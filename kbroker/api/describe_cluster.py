@@ -43,6 +43,18 @@ def handle(services: BrokerServices, ctx: RequestContext, header: RequestHeader,
                                                       rack=rack, is_fenced=False)
         for e in chosen[:1]
     ]
+    controller_id = services.node_id
+    if services.kraft is not None:
+        # A KRaft cluster: every registered broker with this listener; fenced ones only when asked (v2).
+        include_fenced = header.api_version >= 2 and request.include_fenced_brokers
+        brokers = []
+        for b in sorted(services.metadata.image.cluster.brokers.values(), key=lambda b: b.id):
+            e = b.endpoint(ctx.listener_name)
+            if e is not None and (include_fenced or not b.fenced):
+                brokers.append(DescribeClusterResponse.DescribeClusterBroker(
+                    broker_id=b.id, host=e.host, port=e.port, rack=b.rack, is_fenced=b.fenced))
+        alive = [b.broker_id for b in brokers if not b.is_fenced]
+        controller_id = services.node_id if services.node_id in alive else (alive[0] if alive else -1)
     ops = CLUSTER_AUTHORIZED_OPERATIONS if request.include_cluster_authorized_operations \
         else AUTHORIZED_OPERATIONS_OMITTED
     return DescribeClusterResponse(
@@ -51,7 +63,7 @@ def handle(services: BrokerServices, ctx: RequestContext, header: RequestHeader,
         error_message=None,
         endpoint_type=BROKER_ENDPOINT,
         cluster_id=services.cluster_id,
-        controller_id=services.node_id,
+        controller_id=controller_id,
         brokers=brokers,
         cluster_authorized_operations=ops,
     )
