@@ -214,12 +214,14 @@ class MetadataFetcher:
         if conn is not None:
             await conn.close()
 
-    def build_fetch_request(self) -> FetchRequest:
+    def build_fetch_request(self, version: int) -> FetchRequest:
         s = self.settings
+        # v15 (KIP-903) moved the replica id into replica_state.
         return FetchRequest(
             cluster_id=s.cluster_id,
-            replica_id=s.node_id,
-            replica_state=FetchRequest.ReplicaState(replica_id=s.node_id, replica_epoch=-1),
+            replica_id=s.node_id if version < 15 else -1,
+            replica_state=FetchRequest.ReplicaState(replica_id=s.node_id if version >= 15 else -1,
+                                                    replica_epoch=-1),
             max_wait_ms=FETCH_MAX_WAIT_MS,
             min_bytes=0,
             max_bytes=FETCH_MAX_BYTES,
@@ -243,7 +245,9 @@ class MetadataFetcher:
         timeout = (FETCH_MAX_WAIT_MS + s.quorum_fetch_timeout_ms) / 1000
         self._in_flight = True
         try:
-            resp = await conn.request(FETCH, self.build_fetch_request(), FetchResponse, timeout_s=timeout)
+            version = conn.version_for(FETCH)
+            resp = await conn.request(FETCH, self.build_fetch_request(version), FetchResponse, version=version,
+                                      timeout_s=timeout)
         finally:
             self._in_flight = False
         target = self._conn_target
