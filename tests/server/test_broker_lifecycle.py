@@ -7,7 +7,10 @@ import uuid
 
 from kbroker.protocol.errors import ErrorCode
 from kbroker.protocol.messages.broker_heartbeat import BrokerHeartbeatRequest, BrokerHeartbeatResponse
-from kbroker.protocol.messages.broker_registration import BrokerRegistrationRequest, BrokerRegistrationResponse
+from kbroker.protocol.messages.broker_registration import (
+    BrokerRegistrationRequest,
+    BrokerRegistrationResponse,
+)
 from kbroker.server.broker_lifecycle import BrokerLifecycle, BrokerState, RegistrationInfo
 from kbroker.server.settings import BrokerListener
 
