@@ -299,6 +299,11 @@ class MetadataFetcher:
             log.warning("Metadata fetch from %s: partition error %s", source, code)
             self._backoff_after_round = True
             return
+        if self.leader.endpoint is None and self.leader.leader_id >= 0 and source is not None:
+            # Only the leader answers a fetch without error: it is the node we asked (a bootstrap
+            # server whose endpoint the answer did not carry in NodeEndpoints).
+            self._set_leader(LeaderAndEpoch(self.leader.leader_id, self.leader.epoch,
+                                            QuorumNode(self.leader.leader_id, source.host, source.port)))
         if part.diverging_epoch.epoch >= 0:
             end = part.diverging_epoch.end_offset
             if end < self.next_commit_offset:

@@ -31,7 +31,10 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaCluster]:
     try:
         c.start_controllers()
         c.add_kafka_broker(KAFKA_ID).start()
-        c.kbroker(KB_ID).start(timeout=90)
+        # This broker finds the quorum through controller.quorum.bootstrap.servers (KIP-853), the
+        # one in test_kraft_broker.py through controller.quorum.voters.
+        c.kbroker(KB_ID, {"controller.quorum.voters": "",
+                          "controller.quorum.bootstrap.servers": c.bootstrap_controllers}).start(timeout=90)
         yield c
     finally:
         c.stop_all()
