@@ -150,6 +150,7 @@ def test_kafka_topics_creates_through_kbroker_and_clients_produce_and_consume(cl
     assert sorted(got) == sorted(sent)
 
 
+@pytest.mark.filterwarnings("ignore:alter_configs has been deprecated:DeprecationWarning")
 def test_config_and_partition_changes_are_forwarded_and_visible_at_once(cluster: KafkaCluster) -> None:
     from confluent_kafka.admin import AdminClient, ConfigResource, NewPartitions, NewTopic
 
@@ -169,6 +170,15 @@ def test_config_and_partition_changes_are_forwarded_and_visible_at_once(cluster:
     desc = admin.describe_configs([ConfigResource("TOPIC", "events")])
     configs = next(iter(desc.values())).result(30)
     assert configs["retention.ms"].value == "123456"
+    # IncrementalAlterConfigs (KIP-339), also forwarded.
+    from confluent_kafka.admin import AlterConfigOpType, ConfigEntry
+
+    incremental = ConfigResource("TOPIC", "events", incremental_configs=[
+        ConfigEntry("segment.ms", "600000", incremental_operation=AlterConfigOpType.SET)])
+    for f in admin.incremental_alter_configs([incremental]).values():
+        f.result(30)
+    configs = next(iter(admin.describe_configs([ConfigResource("TOPIC", "events")]).values())).result(30)
+    assert (configs["segment.ms"].value, configs["retention.ms"].value) == ("600000", "123456")
     # Errors come back as the controller gives them.
     bad = admin.create_topics([NewTopic("events", num_partitions=1, replication_factor=1)])
     with pytest.raises(Exception, match="TOPIC_ALREADY_EXISTS|already exists"):
@@ -179,6 +189,19 @@ def test_config_and_partition_changes_are_forwarded_and_visible_at_once(cluster:
     for f in admin.delete_topics(["events"]).values():
         f.result(30)
     assert "events" not in admin.list_topics(timeout=20).topics
+
+
+def test_a_broker_of_another_cluster_or_unformatted_is_refused(cluster: KafkaCluster) -> None:
+    from tests.support.broker import KBrokerError
+    from tests.support.kafka_cluster import new_cluster_id
+
+    stranger = cluster.kbroker(5, cluster_id=new_cluster_id())
+    with pytest.raises(KBrokerError, match="INCONSISTENT_CLUSTER_ID"):
+        stranger.start(timeout=60)
+    unformatted = cluster.kbroker(6, format_dirs=False)
+    with pytest.raises(KBrokerError, match="No meta.properties found"):
+        unformatted.start(timeout=60)
+    assert not (unformatted.log_dir / "meta.properties").exists()  # it invented no cluster id
 
 
 def test_stopping_kbroker_fences_it_and_it_rejoins(cluster: KafkaCluster) -> None:

@@ -225,16 +225,19 @@ class KafkaCluster:
             "broker.heartbeat.interval.ms": "500",
         }
 
-    def kbroker(self, node_id: int, overrides: Mapping[str, str] | None = None) -> KBroker:
-        """A kbroker broker of this cluster, its log dir formatted with `kafka-storage format` (not started)."""
+    def kbroker(self, node_id: int, overrides: Mapping[str, str] | None = None, *, cluster_id: str | None = None,
+                format_dirs: bool = True) -> KBroker:
+        """A kbroker broker of this cluster, its log dir formatted with `kafka-storage format` (not started).
+        `cluster_id` formats it for another cluster; `format_dirs=False` leaves it unformatted."""
         workdir = self.workdir / f"kbroker-{node_id}"
         kb = KBroker(workdir)
         props = self.kbroker_properties(node_id, kb.port, kb.log_dir)
         props.update(overrides or {})
         kb.overrides = props
-        config = workdir / "format.properties"
-        _write_props(config, props)
-        format_storage(config, self.cluster_id, workdir / "format.log")
+        if format_dirs:
+            config = workdir / "format.properties"
+            _write_props(config, props)
+            format_storage(config, cluster_id or self.cluster_id, workdir / "format.log")
         self.kbrokers.append(kb)
         return kb
 
