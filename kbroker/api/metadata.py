@@ -202,9 +202,14 @@ async def _create_then_answer(services: BrokerServices, ctx: RequestContext, hea
     """Kafka's auto topic creation: the missing topics are created through the controller (with the
     broker's defaults) before the answer; a topic whose creation failed gets that error."""
     errors: dict[str, ErrorCode] = {}
+    # A KRaft broker asks the controller with its own num.partitions / default.replication.factor, as
+    # Kafka's AutoTopicCreationManager does (-1 would take the controller's).
+    explicit = services.kraft is not None
+    partitions = int(services.config["num.partitions"]) if explicit else -1
+    replication = int(services.config["default.replication.factor"]) if explicit else -1
     for name in missing:
         try:
-            await services.controller.create_topic(name)
+            await services.controller.create_topic(name, partitions, replication)
         except KafkaError as exc:
             if exc.error_code != ErrorCode.TOPIC_ALREADY_EXISTS:  # raced with another creation
                 errors[name] = exc.error_code

@@ -83,7 +83,11 @@ class ControllerChannel:
         `error_code`) and on lost connections until the timeout."""
         deadline = time.monotonic() + (timeout_ms if timeout_ms is not None else self.request_timeout_ms) / 1000
         last: Exception | None = None
+        attempt = 0
         while True:
+            # Back off exponentially (up to a second) while the controller cannot be reached.
+            backoff = min(1.0, self.retry_backoff_ms / 1000 * (2 ** min(attempt, 10)))
+            attempt += 1
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 raise RequestTimeoutError(f"no answer from the active controller to api {api_key}: {last}")
@@ -97,13 +101,13 @@ class ControllerChannel:
             except (ConnectionClosedError, OSError) as exc:
                 last = exc
                 await self._drop()
-                await asyncio.sleep(self.retry_backoff_ms / 1000)
+                await asyncio.sleep(backoff)
                 continue
             if getattr(resp, "error_code", 0) == ErrorCode.NOT_CONTROLLER:
                 last = ConnectionError(f"node {controller_id} is no longer the active controller")
                 self.fetcher.forget_leader(controller_id)
                 await self._drop()
-                await asyncio.sleep(self.retry_backoff_ms / 1000)
+                await asyncio.sleep(backoff)
                 continue
             return resp
 

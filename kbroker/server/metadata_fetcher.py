@@ -177,17 +177,23 @@ class MetadataFetcher:
 
     async def _run(self) -> None:
         backoff = self.settings.quorum_retry_backoff_ms / 1000
+        failures = 0
         while not self._closed:
             target = self.leader.endpoint or self._next_bootstrap()
             try:
                 conn = await self._connection(target)
                 await self._fetch_once(conn)
+                failures = 0
             except (ConnectionClosedError, RequestTimeoutError, OSError) as exc:
                 log.debug("Metadata fetch from %s failed: %s", target, exc)
                 await self._drop_connection()
                 if self.leader.endpoint == target:
                     self._set_leader(LeaderAndEpoch(-1, self.leader.epoch, None))
-                await asyncio.sleep(backoff)
+                # Exponential backoff up to a second once every controller has failed in turn, as
+                # Kafka's clients back off reconnecting (reconnect.backoff.max.ms).
+                failures += 1
+                rounds = failures // max(1, len(self.settings.quorum_bootstrap))
+                await asyncio.sleep(min(1.0, backoff * (2 ** min(rounds, 10))))
             except asyncio.CancelledError:
                 raise
             except Exception:

@@ -32,7 +32,8 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaCluster]:
     c = KafkaCluster(tmp_path_factory.mktemp("kraft"))
     try:
         c.start_controllers()
-        c.kbroker(KB_ID).start(timeout=90)
+        # num.partitions differs from the controller's (1): auto-created topics must take the broker's.
+        c.kbroker(KB_ID, {"num.partitions": "2"}).start(timeout=90)
         yield c
     finally:
         c.stop_all()
@@ -148,6 +149,18 @@ def test_kafka_topics_creates_through_kbroker_and_clients_produce_and_consume(cl
             got.append(msg.value())
     consumer.close()
     assert sorted(got) == sorted(sent)
+
+
+def test_auto_created_topics_take_the_brokers_defaults(cluster: KafkaCluster) -> None:
+    from confluent_kafka import Producer
+
+    kb = cluster.kbrokers[0]
+    producer = Producer({"bootstrap.servers": kb.bootstrap})
+    producer.produce("auto-made", value=b"x")
+    assert producer.flush(30) == 0
+    described = run_java_main("kafka-topics", ["--bootstrap-server", kb.bootstrap, "--describe",
+                                               "--topic", "auto-made"], timeout=90)
+    assert "PartitionCount: 2" in described.stdout, described.stdout + described.stderr
 
 
 @pytest.mark.filterwarnings("ignore:alter_configs has been deprecated:DeprecationWarning")
