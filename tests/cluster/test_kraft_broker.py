@@ -204,6 +204,32 @@ def test_config_and_partition_changes_are_forwarded_and_visible_at_once(cluster:
     assert "events" not in admin.list_topics(timeout=20).topics
 
 
+def test_kbroker_follows_a_restarted_controller_into_its_new_epoch(cluster: KafkaCluster) -> None:
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    kb = cluster.kbrokers[0]
+    controller = cluster.controllers[0]
+    controller.stop()
+    controller.start()
+    # The restarted voter elects itself in a new epoch; kbroker finds it, keeps heartbeating, and
+    # forwards to it again.
+    admin = AdminClient({"bootstrap.servers": kb.bootstrap})
+    deadline = time.monotonic() + 60
+    while True:
+        futures = admin.create_topics([NewTopic("after-restart", num_partitions=1, replication_factor=1)])
+        try:
+            next(iter(futures.values())).result(30)
+            break
+        except Exception as exc:  # noqa: BLE001 - retried until the quorum is back
+            if "TOPIC_ALREADY_EXISTS" in str(exc) or "already exists" in str(exc):
+                break
+            assert time.monotonic() < deadline, f"no topic creation after the controller restart: {exc}"
+            time.sleep(1)
+    assert "after-restart" in admin.list_topics(timeout=20).topics
+    assert "in epoch 2" in kb.log_text()
+    assert sorted(admin.list_topics(timeout=20).brokers) == [KB_ID]
+
+
 def test_a_broker_of_another_cluster_or_unformatted_is_refused(cluster: KafkaCluster) -> None:
     from tests.support.broker import KBrokerError
     from tests.support.kafka_cluster import new_cluster_id
