@@ -202,6 +202,9 @@ def _kraft_broker_services(
     links = KRaftBrokerLinks(kraft_broker_settings(config, log_manager.cluster_id, log_manager),
                              metadata_log_dir=config.metadata_log_dir, loader=loader, cache=cache, time_ms=time_ms)
     controller = links.controller
+    # The replication seam (issue 12): ISR changes go to the controller through
+    # `links.channel.send_alter_partition` with `links.broker_epoch()`; a follower finds its leader's
+    # endpoint in the image (`image.cluster.broker(id).endpoint(listener)`).
     group_coordinator = GroupCoordinatorService(config, replica_manager, controller, cache, time_ms)
     loader.install_publishers([group_coordinator])
     links.load_local()
