@@ -199,8 +199,12 @@ def _kraft_broker_services(
     `KRaftBrokerLinks.catch_up()` has fetched the log (it needs the event loop: `Broker.start`)."""
     assert log_manager.cluster_id is not None
     node_id = config.node_id
+    def offline_log_dirs() -> list[uuid.UUID]:
+        return [log_manager.directory_ids[d] for d in log_manager.offline_dirs if d in log_manager.directory_ids]
+
     links = KRaftBrokerLinks(kraft_broker_settings(config, log_manager.cluster_id, log_manager),
-                             metadata_log_dir=config.metadata_log_dir, loader=loader, cache=cache, time_ms=time_ms)
+                             metadata_log_dir=config.metadata_log_dir, loader=loader, cache=cache, time_ms=time_ms,
+                             offline_log_dirs=offline_log_dirs)
     controller = links.controller
     # The replication seam (issue 12): ISR changes go to the controller through
     # `links.channel.send_alter_partition` with `links.broker_epoch()`; a follower finds its leader's

@@ -24,6 +24,8 @@ registration record.
   session and a newer one replaced it), or a heartbeat answered with NOT_REGISTERED-like errors: register
   again, with a new broker epoch (the incarnation id stays: it is the same process).
 - NOT_CONTROLLER or no answer: the driver rediscovers the controller and the request is retried.
+- Heartbeats carry the `directory.id`s of log dirs that failed (KIP-858), so the controller moves
+  leadership off the replicas in them.
 """
 
 from __future__ import annotations
@@ -139,7 +141,8 @@ class BrokerLifecycle:
 
     # -- what to send --------------------------------------------------------------------------------
 
-    def poll(self, now_ms: int, metadata_offset: int) -> BrokerRegistrationRequest | BrokerHeartbeatRequest | None:
+    def poll(self, now_ms: int, metadata_offset: int, offline_log_dirs: Sequence[uuid.UUID] = ()
+             ) -> BrokerRegistrationRequest | BrokerHeartbeatRequest | None:
         if self.in_flight or now_ms < self.next_send_ms or self.state in (BrokerState.SHUTTING_DOWN,
                                                                           BrokerState.NOT_RUNNING):
             return None
@@ -162,6 +165,8 @@ class BrokerLifecycle:
             current_metadata_offset=max(metadata_offset, 0),
             want_fence=not self.ready_to_unfence,
             want_shut_down=self.state == BrokerState.PENDING_CONTROLLED_SHUTDOWN,
+            # KIP-858: the controller moves leadership off replicas in a failed directory.
+            offline_log_dirs=sorted(offline_log_dirs),
         )
 
     # -- answers -------------------------------------------------------------------------------------
@@ -237,10 +242,12 @@ class BrokerLifecycleManager:
     """The asyncio driver of `BrokerLifecycle`."""
 
     def __init__(self, lifecycle: BrokerLifecycle, sender: ControllerSender, metadata_offset: Callable[[], int],
-                 time_ms: Callable[[], int]) -> None:
+                 time_ms: Callable[[], int],
+                 offline_log_dirs: Callable[[], Sequence[uuid.UUID]] = lambda: ()) -> None:
         self.lifecycle = lifecycle
         self.sender = sender
         self.metadata_offset = metadata_offset
+        self.offline_log_dirs = offline_log_dirs
         self.time_ms = time_ms
         self._wake = asyncio.Event()
         self._changed = asyncio.Event()
@@ -295,7 +302,7 @@ class BrokerLifecycleManager:
         lc = self.lifecycle
         while lc.state not in (BrokerState.SHUTTING_DOWN, BrokerState.NOT_RUNNING):
             now = self.time_ms()
-            req = lc.poll(now, self.metadata_offset())
+            req = lc.poll(now, self.metadata_offset(), self.offline_log_dirs())
             if req is None:
                 self._wake.clear()
                 delay = max(0.0, (lc.next_send_ms - now) / 1000)

@@ -43,9 +43,11 @@ class KRaftStartupError(Exception):
 
 class KRaftBrokerLinks:
     def __init__(self, settings: KRaftBrokerSettings, *, metadata_log_dir: Path, loader: MetadataLoader,
-                 cache: MetadataCache, time_ms: Callable[[], int]) -> None:
+                 cache: MetadataCache, time_ms: Callable[[], int],
+                 offline_log_dirs: Callable[[], Sequence[uuid.UUID]] = lambda: ()) -> None:
         self.settings = settings
         self.time_ms = time_ms
+        self.offline_log_dirs = offline_log_dirs
         self.metadata_log = KafkaMetadataLog(metadata_log_dir)
         self.fetcher = MetadataFetcher(settings, self.metadata_log, loader)
         self.channel = ControllerChannel(self.fetcher, node_id=settings.node_id,
@@ -89,7 +91,7 @@ class KRaftBrokerLinks:
         lifecycle = BrokerLifecycle(info, heartbeat_interval_ms=s.heartbeat_interval_ms,
                                     retry_backoff_ms=max(s.quorum_retry_backoff_ms, 100))
         self.lifecycle = BrokerLifecycleManager(lifecycle, self.channel, lambda: self.fetcher.applied_offset,
-                                                self.time_ms)
+                                                self.time_ms, self.offline_log_dirs)
         self.lifecycle.start()
         # Registration happens after the initial catch-up here, so the broker is ready to be unfenced at
         # once (Kafka's BrokerServer calls setReadyToUnfence after its catch-up and publishers).

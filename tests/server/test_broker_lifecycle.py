@@ -144,3 +144,11 @@ def test_controlled_shutdown_before_registration_has_nothing_to_hand_over() -> N
     lc.begin_controlled_shutdown(0)
     assert lc.state == BrokerState.SHUTTING_DOWN
     assert lc.poll(0, 0) is None
+
+
+def test_heartbeats_report_failed_log_dirs() -> None:
+    lc = lifecycle()
+    registered(lc)
+    hb = lc.poll(0, 3, [DIR])
+    assert isinstance(hb, BrokerHeartbeatRequest)
+    assert hb.offline_log_dirs == [DIR]
