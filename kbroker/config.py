@@ -473,7 +473,7 @@ def _validate_kraft_broker_keys(v: dict[str, Any], controller_listeners: set[str
             raise ConfigError(f"Invalid value {item} for configuration controller.quorum.voters: "
                               "expected id@host:port")
     for item in v["controller.quorum.bootstrap.servers"]:
-        if not re.match(r"^(\[[0-9A-Fa-f:.]+\]|[^:\[\]]+):\d+$", item.strip()):
+        if not re.match(r"^(\[[0-9A-Fa-f:.]+\]|[^:\[\]@]+):\d+$", item.strip()):
             raise ConfigError(f"Invalid value {item} for configuration controller.quorum.bootstrap.servers: "
                               "expected host:port")
 
