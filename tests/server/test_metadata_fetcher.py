@@ -17,7 +17,7 @@ from kbroker.protocol.metadata_records import FeatureLevelRecord, PartitionRecor
 from kbroker.protocol.metadata_records.serde import encode_metadata_record
 from kbroker.protocol.records import SimpleRecord, build_batch
 from kbroker.server.kafka_metadata_log import KafkaMetadataLog, SnapshotId
-from kbroker.server.metadata_fetcher import METADATA_TOPIC_ID, MetadataFetcher
+from kbroker.server.metadata_fetcher import METADATA_TOPIC_ID, LeaderAndEpoch, MetadataFetcher
 from kbroker.server.settings import KRaftBrokerSettings, QuorumNode
 
 DIR_ID = uuid.UUID(int=99)
@@ -144,3 +144,63 @@ def test_a_snapshot_replaces_the_image_and_the_log_starts_at_its_end(tmp_path: P
     again, cache2 = fetcher(tmp_path)
     again.load_local()
     assert cache2.topic("new") is not None and again.next_commit_offset == 100
+
+
+def test_the_fetch_loop_fails_over_to_the_new_leader(tmp_path: Path) -> None:
+    """The leader (node 1) goes away: the fetcher forgets it, asks the voters in turn, follows node 2's
+    answer (FENCED_LEADER_EPOCH naming itself in epoch 6) and fetches from it."""
+    import asyncio
+
+    from kbroker.client import ConnectionClosedError
+    from kbroker.protocol.messages.fetch import FetchRequest
+
+    sent: list[tuple[int, int, int]] = []  # (port, fetch offset, current leader epoch)
+
+    class Conn:
+        def __init__(self, host: str, port: int) -> None:
+            self.port = port
+            self.connected = False
+
+        async def connect(self) -> None:
+            if self.port == 9001:
+                raise ConnectionClosedError("node 1 is down")
+            self.connected = True
+
+        def version_for(self, api_key: int) -> int:
+            return 17
+
+        async def request(self, api_key: int, body: FetchRequest, response_type: type[object],
+                          **_: object) -> FetchResponse:
+            p = body.topics[0].partitions[0]
+            sent.append((self.port, p.fetch_offset, p.current_leader_epoch))
+            if p.current_leader_epoch < 6:
+                return answer(error=ErrorCode.FENCED_LEADER_EPOCH, leader=2, epoch=6)
+            if p.fetch_offset == 0:
+                return answer(batch(0, 6, *topic("a", T1)), hw=2, leader=2, epoch=6)
+            await asyncio.sleep(0.05)
+            return answer(None, hw=2, leader=2, epoch=6)
+
+        async def close(self) -> None:
+            self.connected = False
+
+    s = KRaftBrokerSettings(node_id=3, cluster_id="cid", voters=(QuorumNode(1, "h", 9001), QuorumNode(2, "h", 9002)),
+                            bootstrap_servers=(), controller_listener_name="CONTROLLER", rack=None,
+                            log_dir_ids=(DIR_ID,), metadata_directory_id=DIR_ID, quorum_retry_backoff_ms=1)
+    cache = MetadataCache(3)
+    loader = MetadataLoader()
+    loader.install_publishers([cache])
+    f = MetadataFetcher(s, KafkaMetadataLog(tmp_path), loader, connection_factory=Conn)  # type: ignore[arg-type]
+
+    async def run() -> None:
+        f._set_leader(LeaderAndEpoch(1, 5, QuorumNode(1, "h", 9001)))
+        f.start()
+        await f.wait_caught_up(5)
+        await f.barrier(5)
+        await f.close()
+
+    asyncio.run(run())
+    assert (f.leader.leader_id, f.leader.epoch) == (2, 6)
+    assert f.leader.endpoint == QuorumNode(2, "h", 9002)
+    assert cache.topic("a") is not None
+    assert sent[0] == (9002, 0, 5)  # node 1 refused the connection; node 2 said who leads now
+    assert (9002, 0, 6) in sent and sent[-1][1] == 2
