@@ -153,7 +153,12 @@ class MetadataFetcher:
         target = self._fetches_done + (2 if self._in_flight else 1)
 
         async def wait() -> None:
-            while self._fetches_done < target and not (done is not None and done()):
+            hw: int | None = None
+            while not (done is not None and done()):
+                if hw is None and self._fetches_done >= target:
+                    hw = self.high_watermark  # what the leader had committed when it answered
+                if hw is not None and self.next_commit_offset >= hw:
+                    return
                 self._progress.clear()
                 await self._progress.wait()
 
@@ -370,8 +375,9 @@ class MetadataFetcher:
         self._check_caught_up()
 
     def _check_caught_up(self) -> None:
-        if self.high_watermark >= 0 and self.next_commit_offset >= min(self.high_watermark,
-                                                                       self.metadata_log.end_offset) \
+        # Caught up: everything the leader has committed is applied (not merely everything fetched so far:
+        # a first fetch may stop at max_bytes below the high watermark).
+        if self.high_watermark >= 0 and self.next_commit_offset >= self.high_watermark \
                 and not self.caught_up.is_set():
             log.info("Caught up with the metadata log at offset %d (high watermark %d)", self.next_commit_offset,
                      self.high_watermark)

@@ -91,6 +91,10 @@ def test_only_batches_below_the_high_watermark_reach_the_image(tmp_path: Path) -
     assert (p.fetch_offset, p.last_fetched_epoch) == (5, 1)
     f.handle_fetch_response(answer(None, hw=5), None)
     assert cache.topic("b") is not None
+    # A fetch that stops below the leader's high watermark (max_bytes) is not caught up yet.
+    behind, _ = fetcher(tmp_path / "behind")
+    behind.handle_fetch_response(answer(batch(0, 1, *topic("a", T1)), hw=10), None)
+    assert behind.applied_offset == 1 and not behind.caught_up.is_set()
     assert f.applied_offset == 4
     assert cache.image.provenance.last_contained_offset == 4
 
