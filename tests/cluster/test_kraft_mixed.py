@@ -101,6 +101,12 @@ def test_both_brokers_list_each_other(cluster: KafkaCluster) -> None:
         assert md.brokers[KB_ID].port == kb.port
         assert md.brokers[KAFKA_ID].port == _kafka(cluster).port
         assert md.cluster_id == cluster.cluster_id
+        # DescribeCluster (the Java admin's describeCluster) too.
+        admin = AdminClient({"bootstrap.servers": bootstrap})
+        described = admin.describe_cluster().result(30)
+        assert sorted(n.id for n in described.nodes) == [KAFKA_ID, KB_ID]
+        assert described.cluster_id == cluster.cluster_id
+        assert described.controller.id in (KAFKA_ID, KB_ID)
 
 
 def test_leaders_on_each_kind_serve_clients_bootstrapped_on_either(cluster: KafkaCluster) -> None:
