@@ -24,6 +24,7 @@ from __future__ import annotations
 import logging
 import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import TypeVar
 
 from kbroker.client import RequestTimeoutError
 from kbroker.controller.controller import Controller, ProducerIdsBlock
@@ -61,6 +62,24 @@ TOPIC_CONFIG_SOURCE = 1  # DescribeConfigsResponse ConfigSource.TOPIC_CONFIG
 ZERO_UUID = uuid.UUID(int=0)
 
 
+_NOT_CONTROLLER_RETRIES = 5
+T = TypeVar("T")
+
+
+def _resource_errors(resp: object) -> set[int]:
+    """The per-resource error codes of a forwarded admin response."""
+    if isinstance(resp, CreateTopicsResponse):
+        return {t.error_code for t in resp.topics}
+    if isinstance(resp, DeleteTopicsResponse):
+        return {t.error_code for t in resp.responses}
+    if isinstance(resp, CreatePartitionsResponse):
+        return {t.error_code for t in resp.results}
+    if isinstance(resp, IncrementalAlterConfigsResponse | AlterConfigsResponse):
+        return {r.error_code for r in resp.responses}
+    code = getattr(resp, "error_code", 0)
+    return {code} if isinstance(code, int) else set()
+
+
 def _raise_for(code: int, message: str | None) -> None:
     if code == ErrorCode.NONE:
         return
@@ -85,12 +104,22 @@ class RemoteController(Controller):
 
     # -- plumbing ------------------------------------------------------------------------------------
 
-    async def _send(self, api_key: int, body: object, response_type: type[object]) -> object:
-        try:
-            return await self.channel.send(api_key, body, response_type)
-        except (RequestTimeoutError, TimeoutError) as exc:
-            raise KafkaError(f"The active controller did not answer: {exc}",
-                             error_code=ErrorCode.REQUEST_TIMED_OUT) from exc
+    async def _send(self, api_key: int, body: object, response_type: type[T]) -> T:
+        """Send to the active controller. Kafka's controller answers NOT_CONTROLLER per resource (not at
+        the top level) when it lost the leadership meanwhile: then the request goes to the new leader,
+        as the channel does for a top-level NOT_CONTROLLER."""
+        for _ in range(_NOT_CONTROLLER_RETRIES):
+            try:
+                resp = await self.channel.send(api_key, body, response_type)
+            except (RequestTimeoutError, TimeoutError) as exc:
+                raise KafkaError(f"The active controller did not answer: {exc}",
+                                 error_code=ErrorCode.REQUEST_TIMED_OUT) from exc
+            if ErrorCode.NOT_CONTROLLER not in _resource_errors(resp):
+                return resp
+            leader = self.fetcher.leader.leader_id
+            log.info("Controller %d is no longer active; sending api %d to the next one", leader, api_key)
+            self.fetcher.forget_leader(leader)
+        return resp
 
     async def _caught_up(self, done: Callable[[], bool] | None = None) -> None:
         """Wait until this broker's image holds what the controller just committed."""
@@ -120,7 +149,6 @@ class RemoteController(Controller):
         )
         req = CreateTopicsRequest(topics=[topic], timeout_ms=self.request_timeout_ms, validate_only=validate_only)
         resp = await self._send(CREATE_TOPICS, req, CreateTopicsResponse)
-        assert isinstance(resp, CreateTopicsResponse)
         result = next((r for r in resp.topics if r.name == name), None)
         if result is None:
             raise KafkaError("The controller's answer did not name the topic", error_code=ErrorCode.UNKNOWN_SERVER_ERROR)
@@ -144,7 +172,6 @@ class RemoteController(Controller):
         req = DeleteTopicsRequest(topics=[state], topic_names=[state.name] if state.name else [],
                                   timeout_ms=self.request_timeout_ms)
         resp = await self._send(DELETE_TOPICS, req, DeleteTopicsResponse)
-        assert isinstance(resp, DeleteTopicsResponse)
         if not resp.responses:
             raise KafkaError("The controller's answer named no topic", error_code=ErrorCode.UNKNOWN_SERVER_ERROR)
         result = resp.responses[0]
@@ -173,7 +200,6 @@ class RemoteController(Controller):
                 CreatePartitionsRequest.CreatePartitionsAssignment(broker_ids=list(a)) for a in assignments])
         req = CreatePartitionsRequest(topics=[topic], timeout_ms=self.request_timeout_ms, validate_only=validate_only)
         resp = await self._send(CREATE_PARTITIONS, req, CreatePartitionsResponse)
-        assert isinstance(resp, CreatePartitionsResponse)
         if not resp.results:
             raise KafkaError("The controller's answer named no topic", error_code=ErrorCode.UNKNOWN_SERVER_ERROR)
         _raise_for(resp.results[0].error_code, resp.results[0].error_message)
@@ -202,7 +228,6 @@ class RemoteController(Controller):
                      for k, op, v in ops])
         req = IncrementalAlterConfigsRequest(resources=[res], validate_only=validate_only)
         resp = await self._send(INCREMENTAL_ALTER_CONFIGS, req, IncrementalAlterConfigsResponse)
-        assert isinstance(resp, IncrementalAlterConfigsResponse)
         if not resp.responses:
             raise KafkaError("The controller's answer named no resource", error_code=ErrorCode.UNKNOWN_SERVER_ERROR)
         _raise_for(resp.responses[0].error_code, resp.responses[0].error_message)
@@ -226,7 +251,6 @@ class RemoteController(Controller):
             configs=[AlterConfigsRequest.AlterableConfig(name=k, value=v) for k, v in configs.items()])
         req = AlterConfigsRequest(resources=[res], validate_only=validate_only)
         resp = await self._send(ALTER_CONFIGS, req, AlterConfigsResponse)
-        assert isinstance(resp, AlterConfigsResponse)
         if not resp.responses:
             raise KafkaError("The controller's answer named no resource", error_code=ErrorCode.UNKNOWN_SERVER_ERROR)
         _raise_for(resp.responses[0].error_code, resp.responses[0].error_message)
@@ -254,7 +278,6 @@ class RemoteController(Controller):
         # The lifecycle's current epoch: the one passed in may predate a re-registration.
         req = AllocateProducerIdsRequest(broker_id=self.node_id, broker_epoch=self.broker_epoch())
         resp = await self._send(ALLOCATE_PRODUCER_IDS, req, AllocateProducerIdsResponse)
-        assert isinstance(resp, AllocateProducerIdsResponse)
         _raise_for(resp.error_code, None)
         return ProducerIdsBlock(self.node_id, int(resp.producer_id_start), int(resp.producer_id_len))
 

@@ -136,3 +136,28 @@ def test_remote_controller_maps_the_controllers_errors(tmp_path: Path) -> None:
     assert [(c.name, c.value) for c in topic.configs] == [("cleanup.policy", "compact")]
     # The lifecycle's current broker epoch, not the one the caller had.
     assert sent[1][2].broker_epoch == 21
+
+
+def test_a_per_topic_not_controller_goes_to_the_next_leader(tmp_path: Path) -> None:
+    """Kafka's controller answers NOT_CONTROLLER in the topic's result when it lost the leadership."""
+    moved = CreateTopicsResponse.CreatableTopicResult(name="t", error_code=int(ErrorCode.NOT_CONTROLLER))
+    ok = CreateTopicsResponse.CreatableTopicResult(name="t", error_code=0, topic_id=uuid.UUID(int=9),
+                                                   num_partitions=4, replication_factor=1, configs=[])
+    fetcher, channel, sent = make(tmp_path, [CreateTopicsResponse(topics=[moved]), CreateTopicsResponse(topics=[ok])])
+    controller = RemoteController(node_id=3, channel=channel, fetcher=fetcher, cache=MetadataCache(3),
+                                  broker_epoch=lambda: 21, request_timeout_ms=2000)
+
+    async def run() -> int:
+        fetcher._set_leader(LeaderAndEpoch(1, 5, QuorumNode(1, "h", 9001)))
+
+        async def new_leader() -> None:
+            await asyncio.sleep(0.05)
+            fetcher._set_leader(LeaderAndEpoch(2, 6, QuorumNode(2, "h", 9002)))
+
+        task = asyncio.get_running_loop().create_task(new_leader())
+        info = await controller.create_topic("t", 4, 1, validate_only=True)
+        await task
+        return info.num_partitions
+
+    assert asyncio.run(run()) == 4
+    assert [port for port, _, _ in sent] == [9001, 9002]
