@@ -43,6 +43,7 @@ from kbroker.metadata.loader import MetadataBatch, MetadataLoader
 from kbroker.protocol.errors import ErrorCode
 from kbroker.protocol.messages.fetch import FetchRequest, FetchResponse
 from kbroker.protocol.messages.fetch_snapshot import FetchSnapshotRequest, FetchSnapshotResponse
+from kbroker.protocol.metadata_records import RemoveTopicRecord, TopicRecord
 from kbroker.server.kafka_metadata_log import (
     CLUSTER_METADATA_TOPIC,
     KafkaMetadataLog,
@@ -421,6 +422,25 @@ class MetadataFetcher:
         self._load_snapshot_bytes(snap, blob)
         self.next_commit_offset = snap.end_offset
 
+    def _remove_topics_the_snapshot_lacks(self, records: list[object], snap: SnapshotId) -> None:
+        """A snapshot replaces an older, non-empty image (a broker that was away longer than the leader
+        kept its log): topics deleted meanwhile are not in it, and a snapshot loads as a whole new image,
+        which tells the publishers of no deletion. Kafka's loader marks what a snapshot lacks as deleted
+        (MetadataDelta.finishSnapshot); here the deletions are published first, as RemoveTopicRecords
+        just after the old image's offset (below the snapshot's end), so the replica manager stops and
+        deletes those partitions and the group coordinator drops their offsets."""
+        image = self.loader.image
+        if image.topics.is_empty():
+            return
+        kept = {r.topic_id for r in records if isinstance(r, TopicRecord)}
+        gone = [t.id for t in image.topics if t.id not in kept]
+        if not gone or image.offset + 1 >= snap.end_offset:
+            return
+        log.info("Metadata snapshot %d-%d lacks %d topic(s) of the current image: removing them", snap.end_offset,
+                 snap.epoch, len(gone))
+        self.loader.handle_commit([MetadataBatch(image.offset + 1, snap.epoch, image.provenance.last_contained_log_time_ms,
+                                                 [RemoveTopicRecord(topic_id=t) for t in gone])])
+
     def _load_snapshot_bytes(self, snap: SnapshotId, blob: bytes) -> None:
         records: list[object] = []
         last_ts = -1
@@ -429,5 +449,6 @@ class MetadataFetcher:
                 continue
             records.extend(decode_batch(batch, size).records)
             last_ts = max(last_ts, batch.max_timestamp)
+        self._remove_topics_the_snapshot_lacks(records, snap)
         self.loader.handle_load_snapshot(records, MetadataProvenance(snap.end_offset - 1, snap.epoch, last_ts, True))
         log.info("Loaded metadata snapshot %d-%d (%d records)", snap.end_offset, snap.epoch, len(records))

@@ -137,9 +137,22 @@ def test_a_snapshot_replaces_the_image_and_the_log_starts_at_its_end(tmp_path: P
     assert snap == SnapshotId(100, 4)
     blob = batch(0, 4, FeatureLevelRecord(name="metadata.version", feature_level=30), *topic("new", T2))
     f.metadata_log.install_snapshot(snap, blob)
+    deleted: list[str] = []
+
+    class Deletions:
+        name = "deletions"
+
+        def on_metadata_update(self, delta: object, image: object, manifest: object) -> None:
+            topics = getattr(delta, "topics_delta", None)
+            if topics is not None:
+                deleted.extend(t.name for t in topics.deleted_topics())
+
+    f.loader.install_publishers([Deletions()])
     f._load_snapshot_bytes(snap, blob)
     f.next_commit_offset = snap.end_offset
     assert cache.topic("new") is not None and cache.topic("old") is None
+    # The publishers were told that "old" is gone (the snapshot lacks it), as Kafka's finishSnapshot does.
+    assert deleted == ["old"]
     assert cache.image.provenance.last_contained_offset == 99
     p = f.build_fetch_request(17).topics[0].partitions[0]
     assert (p.fetch_offset, p.last_fetched_epoch) == (100, 4)
