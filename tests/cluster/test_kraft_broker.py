@@ -53,18 +53,23 @@ def controller_records(cluster: KafkaCluster) -> list[dict[str, object]]:
     return out
 
 
-def broker_fenced_after(records: list[dict[str, object]], broker_id: int, epoch: int) -> bool:
-    """Whether a record after registration `epoch` fenced broker `broker_id` (FenceBrokerRecord, or a
-    BrokerRegistrationChangeRecord with fenced=1, as Kafka 4.3 writes on controlled shutdown)."""
+def fencings(records: list[dict[str, object]], broker_id: int, epoch: int) -> int:
+    """How many records fenced broker `broker_id` in registration `epoch` (FenceBrokerRecord, or a
+    BrokerRegistrationChangeRecord with fenced=1, as Kafka 4.3 writes)."""
+    count = 0
     for r in records:
         data = r["data"]
         assert isinstance(data, dict)
         if r["type"] == "FENCE_BROKER_RECORD" and data.get("id") == broker_id and data.get("epoch") == epoch:
-            return True
+            count += 1
         if (r["type"] == "BROKER_REGISTRATION_CHANGE_RECORD" and data.get("brokerId") == broker_id
                 and data.get("brokerEpoch") == epoch and data.get("fenced") == 1):
-            return True
-    return False
+            count += 1
+    return count
+
+
+def broker_fenced_after(records: list[dict[str, object]], broker_id: int, epoch: int) -> bool:
+    return fencings(records, broker_id, epoch) > 0
 
 
 def registrations(records: list[dict[str, object]], broker_id: int) -> list[int]:
@@ -230,6 +235,46 @@ def test_kbroker_follows_a_restarted_controller_into_its_new_epoch(cluster: Kafk
     assert sorted(admin.list_topics(timeout=20).brokers) == [KB_ID]
 
 
+def broker_unfenced_after_fence(records: list[dict[str, object]], broker_id: int, epoch: int) -> bool:
+    """Whether, after a fencing of (broker_id, epoch), a record unfenced it again in the same epoch."""
+    fenced = False
+    for r in records:
+        data = r["data"]
+        assert isinstance(data, dict)
+        mine = data.get("brokerId", data.get("id")) == broker_id and data.get("brokerEpoch", data.get("epoch")) == epoch
+        if not mine:
+            continue
+        if r["type"] == "FENCE_BROKER_RECORD" or (r["type"] == "BROKER_REGISTRATION_CHANGE_RECORD"
+                                                  and data.get("fenced") == 1):
+            fenced = True
+        elif fenced and (r["type"] == "UNFENCE_BROKER_RECORD" or (r["type"] == "BROKER_REGISTRATION_CHANGE_RECORD"
+                                                                  and data.get("fenced") == -1)):
+            return True
+    return False
+
+
+def test_a_paused_broker_loses_its_session_and_is_unfenced_when_it_resumes(cluster: KafkaCluster) -> None:
+    import os
+    import signal
+
+    kb = cluster.kbrokers[0]
+    epoch = registrations(controller_records(cluster), KB_ID)[-1]
+    os.kill(kb.pid, signal.SIGSTOP)  # no heartbeats past the controller's broker.session.timeout.ms (4 s)
+    try:
+        deadline = time.monotonic() + 30
+        while not broker_fenced_after(controller_records(cluster), KB_ID, epoch):
+            assert time.monotonic() < deadline, "the controller did not fence the paused kbroker"
+            time.sleep(1)
+    finally:
+        os.kill(kb.pid, signal.SIGCONT)
+    # Resumed: its heartbeats (same epoch, not wanting to be fenced) get it unfenced again.
+    deadline = time.monotonic() + 30
+    while not broker_unfenced_after_fence(controller_records(cluster), KB_ID, epoch):
+        assert time.monotonic() < deadline, "the controller did not unfence the resumed kbroker"
+        time.sleep(1)
+    assert registrations(controller_records(cluster), KB_ID)[-1] == epoch  # no new registration needed
+
+
 def test_a_broker_of_another_cluster_or_unformatted_is_refused(cluster: KafkaCluster) -> None:
     from tests.support.broker import KBrokerError
     from tests.support.kafka_cluster import new_cluster_id
@@ -245,10 +290,11 @@ def test_a_broker_of_another_cluster_or_unformatted_is_refused(cluster: KafkaClu
 
 def test_stopping_kbroker_fences_it_and_it_rejoins(cluster: KafkaCluster) -> None:
     kb = cluster.kbrokers[0]
-    first = registrations(controller_records(cluster), KB_ID)[-1]
+    before = controller_records(cluster)
+    first = registrations(before, KB_ID)[-1]
     assert kb.stop() == 0
     assert "The controller completed the controlled shutdown" in kb.log_text()
-    assert broker_fenced_after(controller_records(cluster), KB_ID, first)
+    assert fencings(controller_records(cluster), KB_ID, first) == fencings(before, KB_ID, first) + 1
 
     # Restart on the same data: it replays its local metadata log, registers again (new epoch), and
     # the data written before is still there.
