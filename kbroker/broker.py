@@ -196,6 +196,15 @@ class Broker:
         # so groups answer COORDINATOR_LOAD_IN_PROGRESS only while their partition loads.
         self.group_coordinator = services.group_coordinator
         self.group_coordinator.startup()
+        if services.kraft is not None:
+            # process.roles=broker: fetch the quorum's metadata log until the image holds what it has
+            # committed (hosting this broker's partitions as it goes), before listening and registering.
+            from kbroker.server.kraft_broker import KRaftStartupError
+
+            try:
+                await services.kraft.catch_up()
+            except KRaftStartupError as e:
+                raise StartupError(str(e)) from None
         self.dispatcher = ApiDispatcher(services)
         self.server = KafkaServer(socket_server_config(config), self.dispatcher)
         try:
@@ -210,11 +219,17 @@ class Broker:
         config.set_bound_ports([Endpoint(e.name, e.host, e.port, e.security_protocol) for e in bound])
         # Register with the controller now that the listeners are bound (RegisterBrokerRecord +
         # UnfenceBrokerRecord, a new broker epoch), as Kafka's BrokerLifecycleManager does.
-        epoch = services.controller.register_broker(
-            [(e.name, e.host, e.port, config.security_protocol_map.get(e.name, e.name))
-             for e in config.advertised_listeners],
-            config["broker.rack"],
-        )
+        listeners = [(e.name, e.host, e.port, config.security_protocol_map.get(e.name, e.name))
+                     for e in config.advertised_listeners]
+        if services.kraft is not None:
+            from kbroker.server.kraft_broker import KRaftStartupError
+
+            try:
+                epoch = await services.kraft.register(listeners)
+            except KRaftStartupError as e:
+                raise StartupError(str(e)) from None
+        else:
+            epoch = services.controller.register_broker(listeners, config["broker.rack"])
         services.producer_id_manager.broker_epoch = epoch
         self._schedule_periodic_tasks()
 
@@ -363,12 +378,19 @@ class Broker:
         for t in self._timers.values():
             t.cancel()
         self._timers.clear()
+        kraft = self.services.kraft if self.services is not None else None
+        if kraft is not None:
+            # Kafka's controlled shutdown: while still serving, the controller moves this broker's
+            # leaderships away (clients follow them), then fences it.
+            await kraft.controlled_shutdown(self.config["kbroker.shutdown.timeout.ms"] / 1000)
         if self.group_coordinator is not None:
             # Answers JoinGroup/SyncGroup requests still waiting with NOT_COORDINATOR, so the
             # in-flight requests the server waits for below can finish at once.
             self.group_coordinator.shutdown()
         if self.server is not None:
             await self.server.stop(self.config["kbroker.shutdown.timeout.ms"] / 1000)
+        if kraft is not None:
+            await kraft.close()  # stop fetching metadata before the replica manager goes
         if self.replica_manager is not None:
             self.replica_manager.shutdown()
         if self.log_cleaner is not None:

@@ -253,7 +253,7 @@ class KafkaConfig:
         props.update(overrides or {})
         config = cls(props)
         voters = [v for v in config["controller.quorum.voters"] if not v.startswith(f"{config.node_id}@")]
-        if voters:
+        if voters and not config.is_kraft_broker:
             log.warning(
                 "controller.quorum.voters lists other nodes (%s): kbroker runs a single node and ignores them",
                 ",".join(voters),
@@ -291,6 +291,12 @@ class KafkaConfig:
     @property
     def node_id(self) -> int:
         return int(self._values["node.id"])
+
+    @property
+    def is_kraft_broker(self) -> bool:
+        """`process.roles=broker`: this node is a broker of a cluster run by KRaft controllers
+        (kbroker/server/, docs/cluster.md). Unset or `broker,controller`: kbroker's single node."""
+        return list(self._values["process.roles"]) == ["broker"]
 
     @property
     def log_dirs(self) -> list[Path]:
@@ -411,6 +417,8 @@ class KafkaConfig:
         if lo > hi:
             raise ConfigError("group.max.session.timeout.ms must be at least group.min.session.timeout.ms")
         _validate_consumer_group_keys(self._values)
+        if self.is_kraft_broker:
+            _validate_kraft_broker_keys(self._values, self.controller_listener_names)
         _validate_log_defaults(self._values)
         if (
             self._values["queued.max.request.bytes"] not in (-1,)
@@ -460,6 +468,28 @@ def _validate_log_defaults(v: dict[str, Any]) -> None:
                 raise ConfigError(f"Invalid value {text} for configuration {key}: log.retention.ms must be "
                                   "unlimited (-1) or, greater than or equal to 1")
             break
+
+
+def _validate_kraft_broker_keys(v: dict[str, Any], controller_listeners: set[str]) -> None:
+    """process.roles=broker, as Kafka's KafkaConfig checks it: the broker must be able to reach the
+    quorum (voters or bootstrap servers) on a named controller listener."""
+    if "controller" in v["process.roles"]:
+        return
+    if not v["controller.quorum.voters"] and not v["controller.quorum.bootstrap.servers"]:
+        raise ConfigError("If using process.roles, either controller.quorum.bootstrap.servers must contain the "
+                          "set of bootstrap controllers or controller.quorum.voters must contain a parseable "
+                          "set of controllers.")
+    if not controller_listeners:
+        raise ConfigError("controller.listener.names must contain at least one value when running KRaft with "
+                          "just the broker role")
+    for item in v["controller.quorum.voters"]:
+        if not re.match(r"^\d+@(\[[0-9A-Fa-f:.]+\]|[^:\[\]@]+):\d+$", item.strip()):
+            raise ConfigError(f"Invalid value {item} for configuration controller.quorum.voters: "
+                              "expected id@host:port")
+    for item in v["controller.quorum.bootstrap.servers"]:
+        if not re.match(r"^(\[[0-9A-Fa-f:.]+\]|[^:\[\]@]+):\d+$", item.strip()):
+            raise ConfigError(f"Invalid value {item} for configuration controller.quorum.bootstrap.servers: "
+                              "expected host:port")
 
 
 def _validate_consumer_group_keys(v: dict[str, Any]) -> None:

@@ -315,6 +315,28 @@ CONFIG_DEFS: dict[str, ConfigDef] = _defs(
               validator=at_least(1)),
     ConfigDef("producer.id.expiration.ms", "int", 86400000, "Idle producer ids expire.", dynamic_update=True,
               validator=at_least(1)),
+    # --- KRaft broker: joining a cluster of KRaft controllers (kbroker/server/, docs/cluster.md) ---
+    # With process.roles=broker these are read; otherwise (single node) they are accepted and ignored.
+    ConfigDef("broker.heartbeat.interval.ms", "int", 2000,
+              "How often a broker heartbeats to the active controller (BrokerHeartbeat)."),
+    ConfigDef("broker.session.timeout.ms", "int", 9000,
+              "The controller's: a broker that has not heartbeated for this long is fenced. Read by "
+              "controllers; accepted here for documentation."),
+    ConfigDef("initial.broker.registration.timeout.ms", "int", 60000,
+              "How long a starting broker waits to catch up with the metadata log and register before "
+              "it gives up."),
+    ConfigDef("controller.quorum.request.timeout.ms", "int", 2000,
+              "Timeout of a Raft request (the metadata Fetch / FetchSnapshot) to a controller."),
+    ConfigDef("controller.quorum.fetch.timeout.ms", "int", 2000,
+              "With no successful metadata fetch from the leader for this long, look for the leader again."),
+    ConfigDef("controller.quorum.retry.backoff.ms", "int", 20,
+              "Wait before retrying a failed Raft request."),
+    ConfigDef("controller.socket.timeout.ms", "int", 30000,
+              "Timeout of a request to the active controller (registration, heartbeat, forwarded admin "
+              "requests, AllocateProducerIds, AlterPartition)."),
+    ConfigDef("controlled.shutdown.enable", "boolean", True,
+              "A stopping broker first asks the controller to move its leaderships away (BrokerHeartbeat "
+              "want_shut_down)."),
     # --- kbroker-specific ---
     ConfigDef("kbroker.max.partitions", "int", 50000,
               "Partitions this broker hosts at most (all topics, internal ones included; -1: no bound). "

@@ -16,6 +16,7 @@ built here but started by the caller (`services.group_coordinator.startup()` nee
 from __future__ import annotations
 
 import logging
+import uuid
 from collections.abc import Callable
 
 from kbroker.api.context import BrokerServices
@@ -30,10 +31,12 @@ from kbroker.coord.producer_id_manager import ProducerIdManager
 from kbroker.coord.service import GroupCoordinatorService
 from kbroker.log.cleaner_manager import LogCleaner
 from kbroker.log.config import LogConfig
-from kbroker.log.manager import LogManager
+from kbroker.log.manager import META_PROPERTIES, LogManager
 from kbroker.metadata.cache import MetadataCache
 from kbroker.metadata.loader import MetadataLoader
 from kbroker.replica.replica_manager import ReplicaManager
+from kbroker.server.kraft_broker import KRaftBrokerLinks
+from kbroker.server.settings import KRaftBrokerSettings, parse_bootstrap_servers, parse_voters
 
 log = logging.getLogger(__name__)
 
@@ -74,6 +77,8 @@ def build_services(
         producer_id_expiration_ms=config["producer.id.expiration.ms"],
     )
     replica_manager = ReplicaManager(config, log_manager, cache, time_ms)
+    if config.is_kraft_broker:
+        _check_formatted(config)
     # Formats empty log dirs (meta.properties with a new cluster id, as `kafka-storage.sh format`
     # would), then recovers every partition log found on disk.
     log_manager.startup()
@@ -126,6 +131,8 @@ def _host_partitions(
     # A publisher that fails is logged and the others still run, as on a Kafka broker.
     loader = MetadataLoader(fault_handler=_log_metadata_fault)
     loader.install_publishers([cache, replica_manager, DynamicConfigPublisher(config_helper, replica_manager)])
+    if config.is_kraft_broker:
+        return _kraft_broker_services(config, time_ms, cache, config_helper, log_manager, replica_manager, loader)
     controller = LocalController(
         node_id=node_id,
         metadata_log=ClusterMetadataLog(config.metadata_log_dir, time_ms, config=metadata_log_config(config)),
@@ -154,6 +161,86 @@ def _host_partitions(
         cluster_id=log_manager.cluster_id,
         node_id=node_id,
         time_ms=time_ms,
+    )
+
+
+def _check_formatted(config: KafkaConfig) -> None:
+    """A broker joining a cluster needs the cluster's id in meta.properties, as Kafka's broker does: it
+    never invents one (a single node formats its own dirs)."""
+    missing = [d for d in config.log_dirs if not (d / META_PROPERTIES).exists()]
+    if missing:
+        raise ValueError(
+            f"No meta.properties found in {', '.join(map(str, missing))}: with process.roles=broker the log "
+            "directories must be formatted with the cluster's id first (kafka-storage.sh format -t <cluster id> "
+            "-c <this config>, docs/cluster.md)")
+
+
+def kraft_broker_settings(config: KafkaConfig, cluster_id: str, log_manager: LogManager) -> KRaftBrokerSettings:
+    """The cluster-link settings of a process.roles=broker node, read from its config."""
+    ids = log_manager.directory_ids
+    metadata_dir = config.metadata_log_dir
+    metadata_id = ids.get(metadata_dir) or next(iter(ids.values()), uuid.uuid4())
+    listener_names = sorted(config.controller_listener_names)
+    raw_names = [n.strip().upper() for n in str(config["controller.listener.names"] or "").split(",") if n.strip()]
+    return KRaftBrokerSettings(
+        node_id=config.node_id,
+        cluster_id=cluster_id,
+        voters=parse_voters(config["controller.quorum.voters"]),
+        bootstrap_servers=parse_bootstrap_servers(config["controller.quorum.bootstrap.servers"]),
+        controller_listener_name=(raw_names or listener_names)[0],
+        rack=config["broker.rack"],
+        log_dir_ids=tuple(ids[d] for d in config.log_dirs if d in ids),
+        metadata_directory_id=metadata_id,
+        heartbeat_interval_ms=int(config["broker.heartbeat.interval.ms"]),
+        initial_registration_timeout_ms=int(config["initial.broker.registration.timeout.ms"]),
+        quorum_request_timeout_ms=int(config["controller.quorum.request.timeout.ms"]),
+        quorum_fetch_timeout_ms=int(config["controller.quorum.fetch.timeout.ms"]),
+        quorum_retry_backoff_ms=int(config["controller.quorum.retry.backoff.ms"]),
+        controller_socket_timeout_ms=int(config["controller.socket.timeout.ms"]),
+        controlled_shutdown_enable=bool(config["controlled.shutdown.enable"]),
+    )
+
+
+def _kraft_broker_services(
+    config: KafkaConfig,
+    time_ms: Clock,
+    cache: MetadataCache,
+    config_helper: ConfigHelper,
+    log_manager: LogManager,
+    replica_manager: ReplicaManager,
+    loader: MetadataLoader,
+) -> BrokerServices:
+    """process.roles=broker: the image comes from the quorum's metadata log (MetadataFetcher) and every
+    change goes to the active controller (RemoteController). Nothing is hosted until the broker's
+    `KRaftBrokerLinks.catch_up()` has fetched the log (it needs the event loop: `Broker.start`)."""
+    assert log_manager.cluster_id is not None
+    node_id = config.node_id
+    def offline_log_dirs() -> list[uuid.UUID]:
+        return [log_manager.directory_ids[d] for d in log_manager.offline_dirs if d in log_manager.directory_ids]
+
+    links = KRaftBrokerLinks(kraft_broker_settings(config, log_manager.cluster_id, log_manager),
+                             metadata_log_dir=config.metadata_log_dir, loader=loader, cache=cache, time_ms=time_ms,
+                             offline_log_dirs=offline_log_dirs)
+    controller = links.controller
+    # Replication (issue 12): ISR changes go to the active controller through the controller channel;
+    # the replica manager reads this broker's epoch and its leaders' endpoints from the image.
+    replica_manager.set_alter_partition_sender(links.channel.send_alter_partition)
+    group_coordinator = GroupCoordinatorService(config, replica_manager, controller, cache, time_ms)
+    loader.install_publishers([group_coordinator])
+    links.load_local()
+    return BrokerServices(
+        config=config,
+        log_manager=log_manager,
+        metadata=cache,
+        configs=config_helper,
+        controller=controller,
+        producer_id_manager=ProducerIdManager(controller, node_id),
+        replica_manager=replica_manager,
+        group_coordinator=group_coordinator,
+        cluster_id=log_manager.cluster_id,
+        node_id=node_id,
+        time_ms=time_ms,
+        kraft=links,
     )
 
 

@@ -25,6 +25,7 @@ if TYPE_CHECKING:
     from kbroker.log.manager import LogManager
     from kbroker.metadata.cache import MetadataCache
     from kbroker.replica.replica_manager import ReplicaManager
+    from kbroker.server.kraft_broker import KRaftBrokerLinks
 
 
 class CloseConnection(Exception):
@@ -112,5 +113,8 @@ class BrokerServices:
     cluster_id: str
     node_id: int
     time_ms: Clock = field(default=wall_clock_ms)
+    # process.roles=broker: the links to the KRaft cluster (metadata fetcher, lifecycle, controller
+    # channel); None on kbroker's single node.
+    kraft: KRaftBrokerLinks | None = None
     # Filled by the dispatcher: api key -> (advertised min, max) for ApiVersions.
     api_ranges: dict[int, tuple[int, int]] = field(default_factory=dict)

@@ -1,5 +1,4 @@
-"""DescribeCluster (API key 60, v0-2): the cluster id, the brokers (this node alone on a single node, every
-registered broker in a cluster) and a "controller".
+"""DescribeCluster (API key 60, v0-2): the cluster id, this node as the only broker and as the "controller".
 
 KRaft brokers report a random live broker as the controller id, since clients cannot reach the
 controllers (KIP-590); on one node that is us. Asking a broker for CONTROLLER endpoints (v1+
@@ -11,7 +10,12 @@ from __future__ import annotations
 from typing import Any
 
 from kbroker.api.context import BrokerServices, RequestContext
-from kbroker.api.metadata import AUTHORIZED_OPERATIONS_OMITTED, CLUSTER_AUTHORIZED_OPERATIONS, registered_rack
+from kbroker.api.metadata import (
+    AUTHORIZED_OPERATIONS_OMITTED,
+    CLUSTER_AUTHORIZED_OPERATIONS,
+    in_cluster,
+    registered_rack,
+)
 from kbroker.protocol.errors import ErrorCode
 from kbroker.protocol.headers import RequestHeader
 from kbroker.protocol.messages.describe_cluster import DescribeClusterRequest, DescribeClusterResponse
@@ -36,17 +40,26 @@ def handle(services: BrokerServices, ctx: RequestContext, header: RequestHeader,
             controller_id=-1,
             brokers=[],
         )
-    if any(b != services.node_id for b in services.metadata.image.cluster.brokers):
-        brokers = _cluster_brokers(services, ctx, header.api_version >= 2 and request.include_fenced_brokers)
-    else:
-        endpoints = list(services.config.advertised_listeners)
-        chosen = [e for e in endpoints if e.name == ctx.listener_name] or endpoints[:1]
-        rack = registered_rack(services)
-        brokers = [
-            DescribeClusterResponse.DescribeClusterBroker(broker_id=services.node_id, host=e.host, port=e.port,
-                                                          rack=rack, is_fenced=False)
-            for e in chosen[:1]
-        ]
+    endpoints = list(services.config.advertised_listeners)
+    chosen = [e for e in endpoints if e.name == ctx.listener_name] or endpoints[:1]
+    rack = registered_rack(services)
+    brokers = [
+        DescribeClusterResponse.DescribeClusterBroker(broker_id=services.node_id, host=e.host, port=e.port,
+                                                      rack=rack, is_fenced=False)
+        for e in chosen[:1]
+    ]
+    controller_id = services.node_id
+    if in_cluster(services):
+        # A KRaft cluster: every registered broker with this listener; fenced ones only when asked (v2).
+        include_fenced = header.api_version >= 2 and request.include_fenced_brokers
+        brokers = []
+        for b in sorted(services.metadata.image.cluster.brokers.values(), key=lambda b: b.id):
+            e = b.endpoint(ctx.listener_name)
+            if e is not None and (include_fenced or not b.fenced):
+                brokers.append(DescribeClusterResponse.DescribeClusterBroker(
+                    broker_id=b.id, host=e.host, port=e.port, rack=b.rack, is_fenced=b.fenced))
+        alive = [b.broker_id for b in brokers if not b.is_fenced]
+        controller_id = services.node_id if services.node_id in alive else (alive[0] if alive else -1)
     ops = CLUSTER_AUTHORIZED_OPERATIONS if request.include_cluster_authorized_operations \
         else AUTHORIZED_OPERATIONS_OMITTED
     return DescribeClusterResponse(
@@ -55,23 +68,10 @@ def handle(services: BrokerServices, ctx: RequestContext, header: RequestHeader,
         error_message=None,
         endpoint_type=BROKER_ENDPOINT,
         cluster_id=services.cluster_id,
-        controller_id=services.node_id,
+        controller_id=controller_id,
         brokers=brokers,
         cluster_authorized_operations=ops,
     )
-
-
-def _cluster_brokers(services: BrokerServices, ctx: RequestContext, include_fenced: bool) -> list[Any]:
-    """A cluster (replication, issue 12): every registered broker with an endpoint for the request's
-    listener; fenced ones only when asked (v2, KIP-1073)."""
-    out = []
-    for reg in sorted(services.metadata.image.cluster.brokers.values(), key=lambda b: b.id):
-        ep = reg.endpoint(ctx.listener_name)
-        if ep is None or (reg.fenced and not include_fenced):
-            continue
-        out.append(DescribeClusterResponse.DescribeClusterBroker(broker_id=reg.id, host=ep.host, port=ep.port,
-                                                                 rack=reg.rack, is_fenced=reg.fenced))
-    return out
 
 
 def error_response(request: DescribeClusterRequest, version: int, error: Any) -> DescribeClusterResponse:

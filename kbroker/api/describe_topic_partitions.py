@@ -15,7 +15,7 @@ import uuid
 from typing import Any
 
 from kbroker.api.context import BrokerServices, RequestContext
-from kbroker.api.metadata import TOPIC_AUTHORIZED_OPERATIONS, cluster_partition
+from kbroker.api.metadata import TOPIC_AUTHORIZED_OPERATIONS, in_cluster
 from kbroker.controller.replication_control import validate_topic_name
 from kbroker.protocol.errors import ErrorCode, KafkaError
 from kbroker.protocol.headers import RequestHeader
@@ -37,14 +37,32 @@ TopicResult = Resp.DescribeTopicPartitionsResponseTopic
 PartitionResult = Resp.DescribeTopicPartitionsResponsePartition
 
 
-def _partition(services: BrokerServices, topic: str, index: int) -> Any:
+def _remote_partition(services: BrokerServices, reg: Any, index: int, listener_name: str) -> Any:
+    """A KRaft cluster's partition led by another broker (or none), as the image says."""
+    brokers = services.metadata.image.cluster.brokers
+    leader = brokers.get(reg.leader)
+    leader_ok = leader is not None and leader.endpoint(listener_name) is not None
+
+    def reachable(node: int) -> bool:
+        b = brokers.get(node)
+        return b is not None and not b.fenced and b.endpoint(listener_name) is not None
+
+    return PartitionResult(
+        error_code=int(ErrorCode.NONE if leader_ok else ErrorCode.LEADER_NOT_AVAILABLE), partition_index=index,
+        leader_id=reg.leader if leader_ok else -1, leader_epoch=reg.leader_epoch, replica_nodes=list(reg.replicas),
+        isr_nodes=list(reg.isr), eligible_leader_replicas=list(reg.elr), last_known_elr=list(reg.last_known_elr),
+        offline_replicas=[r for r in reg.replicas if not reachable(r)])
+
+
+def _partition(services: BrokerServices, topic: str, index: int, listener_name: str = "PLAINTEXT") -> Any:
     node = services.node_id
-    view = cluster_partition(services, topic, index)
-    if view is not None:  # a cluster: the image's registration (replication, issue 12)
-        return PartitionResult(error_code=int(view.error), partition_index=index, leader_id=view.leader,
-                               leader_epoch=view.leader_epoch, replica_nodes=list(view.replicas),
-                               isr_nodes=list(view.isr), eligible_leader_replicas=list(view.elr),
-                               last_known_elr=list(view.last_known_elr), offline_replicas=[])
+    replicas, isr = [node], [node]
+    if in_cluster(services):
+        reg = services.metadata.image.partition(topic, index)
+        if reg is not None and reg.leader != node:
+            return _remote_partition(services, reg, index, listener_name)
+        if reg is not None:
+            replicas, isr = list(reg.replicas), list(reg.isr)
     partition = services.replica_manager.get_partition(topic, index)
     if partition is None:
         return PartitionResult(error_code=int(ErrorCode.LEADER_NOT_AVAILABLE), partition_index=index,
@@ -56,8 +74,8 @@ def _partition(services: BrokerServices, topic: str, index: int) -> Any:
         partition_index=index,
         leader_id=-1 if offline else node,
         leader_epoch=partition.leader_epoch,
-        replica_nodes=[node],
-        isr_nodes=[] if offline else [node],
+        replica_nodes=replicas,
+        isr_nodes=[] if offline else isr,
         eligible_leader_replicas=[],
         last_known_elr=[],
         offline_replicas=[node] if offline else [],
@@ -103,7 +121,7 @@ def handle(services: BrokerServices, ctx: RequestContext, header: RequestHeader,
             continue
         start = cursor.partition_index if cursor is not None and name == cursor_topic else 0
         end = min(info.num_partitions, start + remaining)
-        partitions = [_partition(services, name, i) for i in range(start, end)]
+        partitions = [_partition(services, name, i, ctx.listener_name) for i in range(start, end)]
         response.topics.append(TopicResult(error_code=0, name=name, topic_id=info.topic_id,
                                            is_internal=info.is_internal, partitions=partitions,
                                            topic_authorized_operations=TOPIC_AUTHORIZED_OPERATIONS))

@@ -23,6 +23,7 @@ from kbroker.api.context import BrokerServices, RequestContext
 from kbroker.protocol.errors import ErrorCode
 from kbroker.protocol.headers import RequestHeader
 from kbroker.protocol.messages.find_coordinator import FindCoordinatorRequest, FindCoordinatorResponse
+from kbroker.protocol.topic import GROUP_METADATA_TOPIC_NAME
 
 API_KEY = 10
 MIN_VERSION = 0
@@ -54,7 +55,7 @@ def error_response(request: FindCoordinatorRequest, version: int, error: ErrorCo
 
 
 def _lookup(services: BrokerServices, ctx: RequestContext, key_type: int,
-            version: int) -> tuple[ErrorCode, int, str, int]:
+            version: int, key: str = "") -> tuple[ErrorCode, int, str, int]:
     if key_type == GROUP_KEY_TYPE:
         error = runtime(services).offsets_topic_status()
     elif key_type == TRANSACTION_KEY_TYPE:
@@ -69,6 +70,15 @@ def _lookup(services: BrokerServices, ctx: RequestContext, key_type: int,
         error = ErrorCode.INVALID_REQUEST
     if error != ErrorCode.NONE:
         return error, -1, "", -1
+    if services.kraft is not None:
+        # In a KRaft cluster the coordinator is the leader of the group's __consumer_offsets partition.
+        image = services.metadata.image
+        reg = image.partition(GROUP_METADATA_TOPIC_NAME, runtime(services).partition_for(key))
+        leader = image.cluster.broker(reg.leader) if reg is not None else None
+        endpoint = leader.endpoint(ctx.listener_name) if leader is not None and not leader.fenced else None
+        if reg is None or endpoint is None:
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE, -1, "", -1
+        return ErrorCode.NONE, reg.leader, endpoint.host, endpoint.port
     endpoints = list(services.config.advertised_listeners)
     chosen = [e for e in endpoints if e.name == ctx.listener_name] or endpoints[:1]
     if not chosen:
@@ -97,11 +107,11 @@ def _answer(services: BrokerServices, ctx: RequestContext, header: RequestHeader
     if version >= 4:
         coordinators = []
         for key in request.coordinator_keys:
-            error, node, host, port = _lookup(services, ctx, request.key_type, version)
+            error, node, host, port = _lookup(services, ctx, request.key_type, version, key)
             coordinators.append(FindCoordinatorResponse.Coordinator(
                 key=key, node_id=node, host=host, port=port, error_code=error, error_message=_message(error)))
         return FindCoordinatorResponse(coordinators=coordinators)
     key_type = request.key_type if version >= 1 else GROUP_KEY_TYPE
-    error, node, host, port = _lookup(services, ctx, key_type, version)
+    error, node, host, port = _lookup(services, ctx, key_type, version, request.key)
     return FindCoordinatorResponse(error_code=error, error_message=_message(error), node_id=node, host=host,
                                    port=port)

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Awaitable
-from dataclasses import dataclass
 from typing import Any
 
 from kbroker.api.context import BrokerServices, RequestContext
@@ -47,61 +46,29 @@ def registered_rack(services: BrokerServices) -> str | None:
     return None if registration is None else registration.rack
 
 
-def _multi_broker(services: BrokerServices) -> bool:
-    """Whether the image registers brokers other than this one (a cluster: replication, issue 12)."""
-    return any(b != services.node_id for b in services.metadata.image.cluster.brokers)
+def in_cluster(services: BrokerServices) -> bool:
+    """Whether answers come from the image's registrations: a KRaft broker, or any node whose image
+    registers brokers other than itself (replication, issue 12); False on the single node, whose
+    answers come from its own listeners and hosted partitions."""
+    return services.kraft is not None or any(b != services.node_id for b in services.metadata.image.cluster.brokers)
 
 
-@dataclass(frozen=True, slots=True)
-class ClusterPartitionView:
-    """A partition as the metadata image registers it (Kafka's KRaftMetadataCache view)."""
-
-    error: ErrorCode
-    leader: int
-    leader_epoch: int
-    replicas: tuple[int, ...]
-    isr: tuple[int, ...]
-    elr: tuple[int, ...]
-    last_known_elr: tuple[int, ...]
-
-
-def cluster_partition(services: BrokerServices, topic: str, index: int) -> ClusterPartitionView | None:
-    """The registration's leader, epochs, replicas and ISR when the image registers other brokers (a
-    cluster, issue 12); None on a single node (the answer then comes from the hosted partition). The
-    leader is reported only if its broker is registered and unfenced and, when it is this broker, the
-    partition is hosted and online (else LEADER_NOT_AVAILABLE, leader -1)."""
-    if not _multi_broker(services):
-        return None
-    image = services.metadata.image
-    reg = image.partition(topic, index)
-    if reg is None:
-        return None
-    leader_reg = image.cluster.broker(reg.leader) if reg.leader >= 0 else None
-    hosted = services.replica_manager.get_partition(topic, index)
-    available = leader_reg is not None and not leader_reg.fenced and (
-        reg.leader != services.node_id or (hosted is not None and not hosted.is_offline))
-    return ClusterPartitionView(ErrorCode.NONE if available else ErrorCode.LEADER_NOT_AVAILABLE,
-                                reg.leader if available else -1, reg.leader_epoch, reg.replicas, reg.isr, reg.elr,
-                                reg.last_known_elr)
-
-
-def _cluster_brokers(services: BrokerServices, ctx: RequestContext) -> list[Any]:
-    """Every live (unfenced) registered broker with its endpoint for the request's listener, as
-    Kafka's KRaftMetadataCache answers."""
+def alive_brokers(services: BrokerServices, listener_name: str) -> list[tuple[int, str, int, str | None]]:
+    """(id, host, port, rack) of every unfenced registered broker with an endpoint on `listener_name`,
+    by id (Kafka's KRaftMetadataCache.getAliveBrokerNodes): the brokers of a KRaft cluster, or this node
+    alone on a single node."""
     out = []
-    for reg in sorted(services.metadata.image.cluster.brokers.values(), key=lambda b: b.id):
-        if reg.fenced:
-            continue
-        ep = reg.endpoint(ctx.listener_name)
-        if ep is None:
-            continue
-        out.append(MetadataResponse.MetadataResponseBroker(node_id=reg.id, host=ep.host, port=ep.port, rack=reg.rack))
+    for b in sorted(services.metadata.image.cluster.brokers.values(), key=lambda b: b.id):
+        e = b.endpoint(listener_name)
+        if not b.fenced and e is not None:
+            out.append((b.id, e.host, e.port, b.rack))
     return out
 
 
 def _brokers(services: BrokerServices, ctx: RequestContext) -> list[Any]:
-    if _multi_broker(services):
-        return _cluster_brokers(services, ctx)
+    if in_cluster(services):
+        return [MetadataResponse.MetadataResponseBroker(node_id=i, host=h, port=p, rack=r)
+                for i, h, p, r in alive_brokers(services, ctx.listener_name)]
     endpoints = list(services.config.advertised_listeners)
     chosen = [e for e in endpoints if e.name == ctx.listener_name] or endpoints[:1]
     rack = registered_rack(services)
@@ -111,27 +78,41 @@ def _brokers(services: BrokerServices, ctx: RequestContext) -> list[Any]:
     ]
 
 
-def _topic_metadata(services: BrokerServices, info: Any, version: int, include_ops: bool) -> Any:
+def _remote_partition(services: BrokerServices, index: int, reg: Any, listener_name: str, version: int) -> Any:
+    """A partition led by another broker (or by none), as the image says (Kafka's
+    KRaftMetadataCache.partitionMetadata): no reachable leader -> LEADER_NOT_AVAILABLE with leader -1;
+    replicas whose broker is fenced, unregistered or without this listener are offline."""
+    brokers = services.metadata.image.cluster.brokers
+
+    def reachable(node: int) -> bool:
+        b = brokers.get(node)
+        return b is not None and not b.fenced and b.endpoint(listener_name) is not None
+
+    leader = brokers.get(reg.leader)
+    leader_ok = leader is not None and leader.endpoint(listener_name) is not None
+    return MetadataResponse.MetadataResponsePartition(
+        error_code=ErrorCode.NONE if leader_ok else ErrorCode.LEADER_NOT_AVAILABLE,
+        partition_index=index,
+        leader_id=reg.leader if leader_ok else -1,
+        leader_epoch=reg.leader_epoch,
+        replica_nodes=list(reg.replicas),
+        isr_nodes=list(reg.isr),
+        offline_replicas=[r for r in reg.replicas if not reachable(r)] if version >= 5 else [],
+    )
+
+
+def _topic_metadata(services: BrokerServices, info: Any, version: int, include_ops: bool,
+                    listener_name: str = "PLAINTEXT") -> Any:
     rm = services.replica_manager
     partitions = []
     node = services.node_id
-    multi = _multi_broker(services)
+    topic_image = services.metadata.image.topics.get_topic(info.topic_id) if in_cluster(services) else None
     for p in range(info.num_partitions):
-        partition = rm.get_partition(info.name, p)
-        view = cluster_partition(services, info.name, p) if multi else None
-        if view is not None:
-            partitions.append(
-                MetadataResponse.MetadataResponsePartition(
-                    error_code=view.error,
-                    partition_index=p,
-                    leader_id=view.leader,
-                    leader_epoch=view.leader_epoch,
-                    replica_nodes=list(view.replicas),
-                    isr_nodes=list(view.isr),
-                    offline_replicas=[],
-                )
-            )
+        reg = topic_image.partition(p) if topic_image is not None else None
+        if reg is not None and reg.leader != node:
+            partitions.append(_remote_partition(services, p, reg, listener_name, version))
             continue
+        partition = rm.get_partition(info.name, p)
         if partition is None:
             # Known to the image but not (yet/any more) hosted: Kafka reports the leader as absent.
             partitions.append(
@@ -147,6 +128,8 @@ def _topic_metadata(services: BrokerServices, info: Any, version: int, include_o
             )
             continue
         offline = partition.is_offline
+        replicas = list(reg.replicas) if reg is not None else [node]
+        isr = list(reg.isr) if reg is not None else [node]
         partitions.append(
             MetadataResponse.MetadataResponsePartition(
                 # A failed log directory: the controller drops the replica from leadership, so Kafka's
@@ -155,8 +138,8 @@ def _topic_metadata(services: BrokerServices, info: Any, version: int, include_o
                 partition_index=p,
                 leader_id=-1 if offline else node,
                 leader_epoch=partition.leader_epoch,
-                replica_nodes=[node],
-                isr_nodes=[] if offline else [node],
+                replica_nodes=replicas,
+                isr_nodes=[] if offline else isr,
                 offline_replicas=[node] if offline and version >= 5 else [],
             )
         )
@@ -183,6 +166,17 @@ def _error_topic(name: str | None, error: ErrorCode, version: int, topic_id: uui
     if version >= 10 and topic_id is not None:
         topic.topic_id = topic_id
     return topic
+
+
+def _controller_id(services: BrokerServices, ctx: RequestContext) -> int:
+    """A KRaft broker names an alive broker as the controller (KIP-590: clients send controller-bound
+    admin requests to a broker, which forwards them); Kafka picks one at random, kbroker itself."""
+    if services.kraft is None:
+        return services.node_id
+    alive = [b[0] for b in alive_brokers(services, ctx.listener_name)]
+    if services.node_id in alive or not alive:
+        return services.node_id if alive else -1
+    return alive[0]
 
 
 def error_response(request: Any, version: int, error: ErrorCode) -> MetadataResponse:
@@ -215,9 +209,14 @@ async def _create_then_answer(services: BrokerServices, ctx: RequestContext, hea
     """Kafka's auto topic creation: the missing topics are created through the controller (with the
     broker's defaults) before the answer; a topic whose creation failed gets that error."""
     errors: dict[str, ErrorCode] = {}
+    # A KRaft broker asks the controller with its own num.partitions / default.replication.factor, as
+    # Kafka's AutoTopicCreationManager does (-1 would take the controller's).
+    explicit = services.kraft is not None
+    partitions = int(services.config["num.partitions"]) if explicit else -1
+    replication = int(services.config["default.replication.factor"]) if explicit else -1
     for name in missing:
         try:
-            await services.controller.create_topic(name)
+            await services.controller.create_topic(name, partitions, replication)
         except KafkaError as exc:
             if exc.error_code != ErrorCode.TOPIC_ALREADY_EXISTS:  # raced with another creation
                 errors[name] = exc.error_code
@@ -236,7 +235,7 @@ def _answer(services: BrokerServices, ctx: RequestContext, header: RequestHeader
     all_topics = requested is None or (version == 0 and not requested)
     if all_topics or requested is None:
         for listed in sorted(store.topics(), key=lambda t: t.name):
-            topics_out.append(_topic_metadata(services, listed, version, include_ops))
+            topics_out.append(_topic_metadata(services, listed, version, include_ops, ctx.listener_name))
     else:
         seen: set[str] = set()
         for t in requested:
@@ -248,7 +247,7 @@ def _answer(services: BrokerServices, ctx: RequestContext, header: RequestHeader
                 if by_id is None:
                     topics_out.append(_error_topic(None, ErrorCode.UNKNOWN_TOPIC_ID, version, topic_id))
                 else:
-                    topics_out.append(_topic_metadata(services, by_id, version, include_ops))
+                    topics_out.append(_topic_metadata(services, by_id, version, include_ops, ctx.listener_name))
                 continue
             if name in seen:
                 continue
@@ -260,13 +259,13 @@ def _answer(services: BrokerServices, ctx: RequestContext, header: RequestHeader
             if info is None:
                 topics_out.append(_error_topic(name, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, version))
                 continue
-            topics_out.append(_topic_metadata(services, info, version, include_ops))
+            topics_out.append(_topic_metadata(services, info, version, include_ops, ctx.listener_name))
 
     response = MetadataResponse(
         throttle_time_ms=0,
         brokers=_brokers(services, ctx),
         cluster_id=services.cluster_id,
-        controller_id=services.node_id,
+        controller_id=_controller_id(services, ctx),
         topics=topics_out,
     )
     if 8 <= version <= 10 and request.include_cluster_authorized_operations:

@@ -1,0 +1,126 @@
+"""`ControllerChannel`: send any request to the active controller (Kafka's `NodeToControllerChannelManager`).
+
+The active controller is the leader of the metadata quorum, which the `MetadataFetcher` follows: its id
+and its endpoint on the controller listener (from the Fetch response's NodeEndpoints, or
+`controller.quorum.voters`). The channel keeps one `NodeConnection` to it. A request that gets no answer
+(connection lost, timeout) or a NOT_CONTROLLER answer makes the channel forget that controller and wait
+for the fetcher to find the new leader, then send again, until `controller.socket.timeout.ms` runs out
+(then `RequestTimeoutError`). Requests that are not idempotent (CreateTopics after a lost answer) may
+thus be applied twice; the second attempt then gets the controller's answer to a repeat (e.g.
+TOPIC_ALREADY_EXISTS), as with Kafka's forwarding.
+
+The typed entry points other packages take as callables:
+- `send_alter_partition(AlterPartitionRequest) -> AlterPartitionResponse` (the replica manager's
+  AlterPartitionManager sends ISR changes with it);
+- `send_registration` / `send_heartbeat` (the `BrokerLifecycleManager`);
+- `send(api_key, body, ResponseType)` for anything else (forwarded admin requests, AllocateProducerIds).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Callable
+from typing import TypeVar
+
+from kbroker.client import ConnectionClosedError, NodeConnection, RequestTimeoutError
+from kbroker.protocol.errors import ErrorCode
+from kbroker.protocol.messages.alter_partition import AlterPartitionRequest, AlterPartitionResponse
+from kbroker.protocol.messages.broker_heartbeat import BrokerHeartbeatRequest, BrokerHeartbeatResponse
+from kbroker.protocol.messages.broker_registration import (
+    BrokerRegistrationRequest,
+    BrokerRegistrationResponse,
+)
+from kbroker.server.broker_lifecycle import BROKER_HEARTBEAT, BROKER_REGISTRATION
+from kbroker.server.metadata_fetcher import MetadataFetcher
+from kbroker.server.settings import QuorumNode
+
+log = logging.getLogger(__name__)
+
+ALTER_PARTITION = 56
+T = TypeVar("T")
+
+
+class ControllerChannel:
+    """One connection to the active controller, rediscovered through the metadata fetcher."""
+
+    def __init__(self, fetcher: MetadataFetcher, *, node_id: int, request_timeout_ms: int = 30000,
+                 retry_backoff_ms: int = 50,
+                 connection_factory: Callable[[str, int], NodeConnection] | None = None) -> None:
+        self.fetcher = fetcher
+        self.request_timeout_ms = request_timeout_ms
+        self.retry_backoff_ms = retry_backoff_ms
+        self._connection_factory = connection_factory or (
+            lambda host, port: NodeConnection(host, port, client_id=f"broker-{node_id}-to-controller",
+                                              request_timeout_s=request_timeout_ms / 1000))
+        self._conn: NodeConnection | None = None
+        self._target: tuple[int, QuorumNode] | None = None
+        self._lock = asyncio.Lock()
+
+    async def _connection(self, deadline: float) -> tuple[int, NodeConnection]:
+        async with self._lock:
+            leader = await self.fetcher.wait_for_leader(max(0.0, deadline - time.monotonic()))
+            assert leader.endpoint is not None
+            target = (leader.leader_id, leader.endpoint)
+            if self._conn is not None and self._conn.connected and self._target == target:
+                return leader.leader_id, self._conn
+            await self._drop()
+            conn = self._connection_factory(leader.endpoint.host, leader.endpoint.port)
+            await conn.connect()
+            self._conn, self._target = conn, target
+            return leader.leader_id, conn
+
+    async def _drop(self) -> None:
+        conn, self._conn, self._target = self._conn, None, None
+        if conn is not None:
+            await conn.close()
+
+    async def send(self, api_key: int, body: object, response_type: type[T], *,
+                   timeout_ms: int | None = None) -> T:
+        """Send to the active controller and return its answer, retrying on NOT_CONTROLLER (top-level
+        `error_code`) and on lost connections until the timeout."""
+        deadline = time.monotonic() + (timeout_ms if timeout_ms is not None else self.request_timeout_ms) / 1000
+        last: Exception | None = None
+        attempt = 0
+        while True:
+            # Back off exponentially (up to a second) while the controller cannot be reached.
+            backoff = min(1.0, self.retry_backoff_ms / 1000 * (2 ** min(attempt, 10)))
+            attempt += 1
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise RequestTimeoutError(f"no answer from the active controller to api {api_key}: {last}")
+            try:
+                controller_id, conn = await self._connection(deadline)
+                resp = await conn.request(api_key, body, response_type, timeout_s=remaining)
+            except TimeoutError as exc:
+                last = exc
+                await self._drop()
+                continue
+            except (ConnectionClosedError, OSError) as exc:
+                last = exc
+                await self._drop()
+                await asyncio.sleep(backoff)
+                continue
+            if getattr(resp, "error_code", 0) == ErrorCode.NOT_CONTROLLER:
+                last = ConnectionError(f"node {controller_id} is no longer the active controller")
+                self.fetcher.forget_leader(controller_id)
+                await self._drop()
+                await asyncio.sleep(backoff)
+                continue
+            return resp
+
+    async def send_registration(self, req: BrokerRegistrationRequest) -> BrokerRegistrationResponse:
+        return await self.send(BROKER_REGISTRATION, req, BrokerRegistrationResponse)
+
+    async def send_heartbeat(self, req: BrokerHeartbeatRequest) -> BrokerHeartbeatResponse:
+        return await self.send(BROKER_HEARTBEAT, req, BrokerHeartbeatResponse)
+
+    async def send_alter_partition(self, req: AlterPartitionRequest) -> AlterPartitionResponse:
+        """The seam for the replica manager's AlterPartitionManager (ISR expand/shrink)."""
+        return await self.send(ALTER_PARTITION, req, AlterPartitionResponse)
+
+    async def close(self) -> None:
+        with contextlib.suppress(Exception):
+            await self._drop()

@@ -1,0 +1,124 @@
+"""`KRaftBrokerLinks`: a broker's links to a KRaft cluster, started and stopped in Kafka's order.
+
+Owns the pieces a `process.roles=broker` node has instead of the single node's `LocalController`: the
+local `__cluster_metadata-0` (`KafkaMetadataLog`), the `MetadataFetcher` (Raft observer), the
+`ControllerChannel`, the `RemoteController` the API handlers call, and the `BrokerLifecycleManager`.
+
+Start (driven by `kbroker.broker.Broker`): `load_local()` (a local snapshot, if any) -> `catch_up()`
+(fetch until the image holds everything the leader has committed) -> the broker binds its listeners ->
+`register(listeners)` (BrokerRegistration, heartbeats, wait until the controller unfences it) -> serve.
+Stop: `controlled_shutdown()` while still serving (the controller moves leadership away), then the
+broker closes its listeners, then `close()`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import uuid
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+from kbroker.metadata.cache import MetadataCache
+from kbroker.metadata.loader import MetadataLoader
+from kbroker.server.broker_lifecycle import (
+    BrokerLifecycle,
+    BrokerLifecycleManager,
+    BrokerState,
+    RegistrationInfo,
+    listeners_for_registration,
+)
+from kbroker.server.controller_channel import ControllerChannel
+from kbroker.server.kafka_metadata_log import KafkaMetadataLog
+from kbroker.server.metadata_fetcher import MetadataFetcher
+from kbroker.server.remote_controller import RemoteController
+from kbroker.server.settings import KRaftBrokerSettings
+
+log = logging.getLogger(__name__)
+
+
+class KRaftStartupError(Exception):
+    """The broker could not join the cluster (no quorum leader, a refused registration, ...)."""
+
+
+class KRaftBrokerLinks:
+    def __init__(self, settings: KRaftBrokerSettings, *, metadata_log_dir: Path, loader: MetadataLoader,
+                 cache: MetadataCache, time_ms: Callable[[], int],
+                 offline_log_dirs: Callable[[], Sequence[uuid.UUID]] = lambda: ()) -> None:
+        self.settings = settings
+        self.time_ms = time_ms
+        self.offline_log_dirs = offline_log_dirs
+        self.metadata_log = KafkaMetadataLog(metadata_log_dir)
+        self.fetcher = MetadataFetcher(settings, self.metadata_log, loader)
+        self.channel = ControllerChannel(self.fetcher, node_id=settings.node_id,
+                                         request_timeout_ms=settings.controller_socket_timeout_ms)
+        self.incarnation_id = uuid.uuid4()
+        self.lifecycle: BrokerLifecycleManager | None = None
+        self.controller = RemoteController(node_id=settings.node_id, channel=self.channel, fetcher=self.fetcher,
+                                           cache=cache, broker_epoch=self.broker_epoch,
+                                           request_timeout_ms=settings.controller_socket_timeout_ms)
+
+    def broker_epoch(self) -> int:
+        return -1 if self.lifecycle is None else self.lifecycle.broker_epoch
+
+    def load_local(self) -> None:
+        self.fetcher.load_local()
+
+    async def catch_up(self) -> None:
+        """Fetch the metadata log until the image holds what the quorum has committed."""
+        self.fetcher.start()
+        timeout = self.settings.initial_registration_timeout_ms / 1000
+        deadline = asyncio.get_running_loop().time() + timeout
+        while not self.fetcher.caught_up.is_set():
+            if self.fetcher.fatal_error is not None:
+                raise KRaftStartupError(self.fetcher.fatal_error)
+            left = deadline - asyncio.get_running_loop().time()
+            if left <= 0:
+                raise KRaftStartupError(
+                    f"no metadata from the controller quorum ({', '.join(map(str, self.settings.quorum_bootstrap))}) "
+                    f"within initial.broker.registration.timeout.ms={self.settings.initial_registration_timeout_ms}")
+            try:
+                await asyncio.wait_for(self.fetcher.caught_up.wait(), min(left, 0.5))
+            except TimeoutError:
+                continue
+
+    async def register(self, listeners: Sequence[tuple[str, str, int, str]]) -> int:
+        """Register with the advertised listeners (name, host, port, security protocol) and wait until the
+        controller unfences this broker; the broker epoch."""
+        s = self.settings
+        info = RegistrationInfo(node_id=s.node_id, cluster_id=s.cluster_id, incarnation_id=self.incarnation_id,
+                                listeners=listeners_for_registration(listeners), log_dirs=s.log_dir_ids, rack=s.rack)
+        lifecycle = BrokerLifecycle(info, heartbeat_interval_ms=s.heartbeat_interval_ms,
+                                    retry_backoff_ms=max(s.quorum_retry_backoff_ms, 100))
+        self.lifecycle = BrokerLifecycleManager(lifecycle, self.channel, lambda: self.fetcher.applied_offset,
+                                                self.time_ms, self.offline_log_dirs)
+        self.lifecycle.start()
+        # Registration happens after the initial catch-up here, so the broker is ready to be unfenced at
+        # once (Kafka's BrokerServer calls setReadyToUnfence after its catch-up and publishers).
+        self.lifecycle.set_ready_to_unfence()
+        try:
+            await self.lifecycle.wait_unfenced(s.initial_registration_timeout_ms / 1000)
+        except TimeoutError:
+            err = lifecycle.last_error
+            raise KRaftStartupError(
+                f"the controller did not unfence broker {s.node_id} within "
+                f"initial.broker.registration.timeout.ms={s.initial_registration_timeout_ms}"
+                + (f" (last error: {err.name if hasattr(err, 'name') else err})" if err is not None else "")
+            ) from None
+        return lifecycle.broker_epoch
+
+    async def controlled_shutdown(self, timeout_s: float) -> None:
+        lc = self.lifecycle
+        if lc is None or not self.settings.controlled_shutdown_enable:
+            return
+        if lc.state in (BrokerState.RUNNING, BrokerState.RECOVERY):
+            log.info("Controlled shutdown: asking the controller to move leadership away from broker %d",
+                     self.settings.node_id)
+            await lc.controlled_shutdown(timeout_s)
+
+    async def close(self) -> None:
+        if self.lifecycle is not None:
+            await self.lifecycle.close()
+        await self.fetcher.close()
+        await self.channel.close()
+        self.metadata_log.close()

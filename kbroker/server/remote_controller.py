@@ -1,0 +1,285 @@
+"""`RemoteController`: the `Controller` of a broker in a KRaft cluster; every change goes to the active
+controller (Kafka's forwarding of admin requests from a broker to the controller).
+
+How it forwards: directly, not in an Envelope. Kafka's brokers wrap a client's request in an Envelope
+(KIP-590) so the controller can authorize it as the original principal and answer with the client's
+version; Kafka's controller also serves CreateTopics, DeleteTopics, CreatePartitions,
+IncrementalAlterConfigs and AlterConfigs themselves on its listener (ControllerApis; that is how
+`--bootstrap-controller` admin clients use them). kbroker has no authorizer (every principal is
+ANONYMOUS on PLAINTEXT), so the principal an Envelope would carry changes nothing, and the API handlers
+call the `Controller` interface one resource at a time: one direct request per topic or config resource,
+answered by the controller with Kafka's own error codes and messages, is the faithful and simpler choice.
+When kbroker gains ACLs, forwarding moves to Envelope (the principal must travel).
+
+Every change waits, after the controller's success, until this broker's image holds it (the
+`MetadataFetcher`'s barrier: a fetch sent after the answer, applied up to the high watermark it
+reported), so a client's next Metadata on this broker sees it, as Kafka's brokers do.
+
+Errors come back as `KafkaError(error_code, message)` with the controller's code and message;
+no answer within `controller.socket.timeout.ms` is REQUEST_TIMED_OUT.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import TypeVar
+
+from kbroker.client import RequestTimeoutError
+from kbroker.controller.controller import Controller, ProducerIdsBlock
+from kbroker.metadata.cache import MetadataCache
+from kbroker.metadata.views import TopicInfo
+from kbroker.protocol.errors import ErrorCode, KafkaError
+from kbroker.protocol.messages.allocate_producer_ids import (
+    AllocateProducerIdsRequest,
+    AllocateProducerIdsResponse,
+)
+from kbroker.protocol.messages.alter_configs import AlterConfigsRequest, AlterConfigsResponse
+from kbroker.protocol.messages.create_partitions import CreatePartitionsRequest, CreatePartitionsResponse
+from kbroker.protocol.messages.create_topics import CreateTopicsRequest, CreateTopicsResponse
+from kbroker.protocol.messages.delete_topics import DeleteTopicsRequest, DeleteTopicsResponse
+from kbroker.protocol.messages.incremental_alter_configs import (
+    IncrementalAlterConfigsRequest,
+    IncrementalAlterConfigsResponse,
+)
+from kbroker.server.controller_channel import ControllerChannel
+from kbroker.server.metadata_fetcher import MetadataFetcher
+
+log = logging.getLogger(__name__)
+
+CREATE_TOPICS = 19
+DELETE_TOPICS = 20
+ALTER_CONFIGS = 33
+CREATE_PARTITIONS = 37
+INCREMENTAL_ALTER_CONFIGS = 44
+ALLOCATE_PRODUCER_IDS = 67
+
+TOPIC_RESOURCE = 2
+BROKER_RESOURCE = 4
+OP_SET, OP_DELETE = 0, 1
+TOPIC_CONFIG_SOURCE = 1  # DescribeConfigsResponse ConfigSource.TOPIC_CONFIG
+ZERO_UUID = uuid.UUID(int=0)
+
+
+_NOT_CONTROLLER_RETRIES = 5
+T = TypeVar("T")
+
+
+def _resource_errors(resp: object) -> set[int]:
+    """The per-resource error codes of a forwarded admin response."""
+    if isinstance(resp, CreateTopicsResponse):
+        return {t.error_code for t in resp.topics}
+    if isinstance(resp, DeleteTopicsResponse):
+        return {t.error_code for t in resp.responses}
+    if isinstance(resp, CreatePartitionsResponse):
+        return {t.error_code for t in resp.results}
+    if isinstance(resp, IncrementalAlterConfigsResponse | AlterConfigsResponse):
+        return {r.error_code for r in resp.responses}
+    code = getattr(resp, "error_code", 0)
+    return {code} if isinstance(code, int) else set()
+
+
+def _raise_for(code: int, message: str | None) -> None:
+    if code == ErrorCode.NONE:
+        return
+    try:
+        error = ErrorCode(code)
+    except ValueError:
+        error = ErrorCode.UNKNOWN_SERVER_ERROR
+    raise KafkaError(message or None, error_code=error)
+
+
+class RemoteController(Controller):
+    """Forwards every metadata change to the active controller of the KRaft quorum."""
+
+    def __init__(self, *, node_id: int, channel: ControllerChannel, fetcher: MetadataFetcher, cache: MetadataCache,
+                 broker_epoch: Callable[[], int], request_timeout_ms: int = 30000) -> None:
+        self.node_id = node_id
+        self.channel = channel
+        self.fetcher = fetcher
+        self.cache = cache
+        self.broker_epoch = broker_epoch
+        self.request_timeout_ms = request_timeout_ms
+
+    # -- plumbing ------------------------------------------------------------------------------------
+
+    async def _send(self, api_key: int, body: object, response_type: type[T]) -> T:
+        """Send to the active controller. Kafka's controller answers NOT_CONTROLLER per resource (not at
+        the top level) when it lost the leadership meanwhile: then the request goes to the new leader,
+        as the channel does for a top-level NOT_CONTROLLER."""
+        for _ in range(_NOT_CONTROLLER_RETRIES):
+            try:
+                resp = await self.channel.send(api_key, body, response_type)
+            except (RequestTimeoutError, TimeoutError) as exc:
+                raise KafkaError(f"The active controller did not answer: {exc}",
+                                 error_code=ErrorCode.REQUEST_TIMED_OUT) from exc
+            if ErrorCode.NOT_CONTROLLER not in _resource_errors(resp):
+                return resp
+            leader = self.fetcher.leader.leader_id
+            log.info("Controller %d is no longer active; sending api %d to the next one", leader, api_key)
+            self.fetcher.forget_leader(leader)
+        return resp
+
+    async def _caught_up(self, done: Callable[[], bool] | None = None) -> None:
+        """Wait until this broker's image holds what the controller just committed."""
+        try:
+            await self.fetcher.barrier(self.request_timeout_ms / 1000, done)
+        except TimeoutError as exc:
+            raise KafkaError("The change was made but this broker's metadata has not caught up with it yet",
+                             error_code=ErrorCode.REQUEST_TIMED_OUT) from exc
+
+    # -- topics --------------------------------------------------------------------------------------
+
+    async def create_topic(
+        self,
+        name: str,
+        num_partitions: int = -1,
+        replication_factor: int = -1,
+        configs: Mapping[str, str | None] | None = None,
+        validate_only: bool = False,
+        assignments: Mapping[int, Sequence[int]] | None = None,
+    ) -> TopicInfo:
+        topic = CreateTopicsRequest.CreatableTopic(
+            name=name, num_partitions=num_partitions if not assignments else -1,
+            replication_factor=replication_factor if not assignments else -1,
+            assignments=[CreateTopicsRequest.CreatableReplicaAssignment(partition_index=p, broker_ids=list(b))
+                         for p, b in sorted((assignments or {}).items())],
+            configs=[CreateTopicsRequest.CreatableTopicConfig(name=k, value=v) for k, v in (configs or {}).items()],
+        )
+        req = CreateTopicsRequest(topics=[topic], timeout_ms=self.request_timeout_ms, validate_only=validate_only)
+        resp = await self._send(CREATE_TOPICS, req, CreateTopicsResponse)
+        result = next((r for r in resp.topics if r.name == name), None)
+        if result is None:
+            raise KafkaError("The controller's answer did not name the topic", error_code=ErrorCode.UNKNOWN_SERVER_ERROR)
+        _raise_for(result.error_code, result.error_message)
+        overrides = {c.name: c.value for c in (result.configs or [])
+                     if c.config_source == TOPIC_CONFIG_SOURCE and c.value is not None}
+        described = TopicInfo(name=name, topic_id=result.topic_id, num_partitions=result.num_partitions,
+                              replication_factor=result.replication_factor, configs=overrides)
+        if validate_only:
+            return described
+        topic_id = result.topic_id
+
+        def created() -> bool:
+            info = self.cache.topic(name)
+            return info is not None and info.topic_id == topic_id
+
+        await self._caught_up(created)
+        return self.cache.topic(name) or described
+
+    async def _delete(self, state: DeleteTopicsRequest.DeleteTopicState, known: TopicInfo | None) -> TopicInfo:
+        req = DeleteTopicsRequest(topics=[state], topic_names=[state.name] if state.name else [],
+                                  timeout_ms=self.request_timeout_ms)
+        resp = await self._send(DELETE_TOPICS, req, DeleteTopicsResponse)
+        if not resp.responses:
+            raise KafkaError("The controller's answer named no topic", error_code=ErrorCode.UNKNOWN_SERVER_ERROR)
+        result = resp.responses[0]
+        _raise_for(result.error_code, result.error_message)
+        topic_id = result.topic_id if result.topic_id != ZERO_UUID else (known.topic_id if known else ZERO_UUID)
+        await self._caught_up(lambda: self.cache.topic_by_id(topic_id) is None)
+        if known is not None:
+            return known
+        return TopicInfo(name=result.name or "", topic_id=topic_id, num_partitions=0)
+
+    async def delete_topic(self, name: str) -> TopicInfo:
+        return await self._delete(DeleteTopicsRequest.DeleteTopicState(name=name, topic_id=ZERO_UUID),
+                                  self.cache.topic(name))
+
+    async def delete_topic_by_id(self, topic_id: uuid.UUID) -> TopicInfo:
+        return await self._delete(DeleteTopicsRequest.DeleteTopicState(name=None, topic_id=topic_id),
+                                  self.cache.topic_by_id(topic_id))
+
+    async def create_partitions(
+        self, name: str, new_total: int, validate_only: bool = False,
+        assignments: Sequence[Sequence[int]] | None = None, records_in_request: int = 0,
+    ) -> TopicInfo:
+        topic = CreatePartitionsRequest.CreatePartitionsTopic(
+            name=name, count=new_total,
+            assignments=None if assignments is None else [
+                CreatePartitionsRequest.CreatePartitionsAssignment(broker_ids=list(a)) for a in assignments])
+        req = CreatePartitionsRequest(topics=[topic], timeout_ms=self.request_timeout_ms, validate_only=validate_only)
+        resp = await self._send(CREATE_PARTITIONS, req, CreatePartitionsResponse)
+        if not resp.results:
+            raise KafkaError("The controller's answer named no topic", error_code=ErrorCode.UNKNOWN_SERVER_ERROR)
+        _raise_for(resp.results[0].error_code, resp.results[0].error_message)
+        before = self.cache.topic(name)
+        if not validate_only:
+            def grown() -> bool:
+                info = self.cache.topic(name)
+                return info is not None and info.num_partitions >= new_total
+
+            await self._caught_up(grown)
+        info = self.cache.topic(name) or before
+        if info is None:
+            raise KafkaError(error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+        if validate_only:
+            return TopicInfo(info.name, info.topic_id, new_total, info.replication_factor, dict(info.configs),
+                             info.is_internal)
+        return info
+
+    # -- configs -------------------------------------------------------------------------------------
+
+    async def _incremental(self, resource_type: int, resource_name: str,
+                           ops: Iterable[tuple[str, int, str | None]], validate_only: bool) -> None:
+        res = IncrementalAlterConfigsRequest.AlterConfigsResource(
+            resource_type=resource_type, resource_name=resource_name,
+            configs=[IncrementalAlterConfigsRequest.AlterableConfig(name=k, config_operation=op, value=v)
+                     for k, op, v in ops])
+        req = IncrementalAlterConfigsRequest(resources=[res], validate_only=validate_only)
+        resp = await self._send(INCREMENTAL_ALTER_CONFIGS, req, IncrementalAlterConfigsResponse)
+        if not resp.responses:
+            raise KafkaError("The controller's answer named no resource", error_code=ErrorCode.UNKNOWN_SERVER_ERROR)
+        _raise_for(resp.responses[0].error_code, resp.responses[0].error_message)
+        if not validate_only:
+            await self._caught_up()
+
+    async def incremental_alter_topic_configs(
+        self, name: str, ops: Iterable[tuple[str, int, str | None]], validate_only: bool = False
+    ) -> TopicInfo:
+        await self._incremental(TOPIC_RESOURCE, name, ops, validate_only)
+        info = self.cache.topic(name)
+        if info is None:
+            raise KafkaError(error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+        return info
+
+    async def alter_topic_configs(
+        self, name: str, configs: Mapping[str, str | None], validate_only: bool = False
+    ) -> TopicInfo:
+        res = AlterConfigsRequest.AlterConfigsResource(
+            resource_type=TOPIC_RESOURCE, resource_name=name,
+            configs=[AlterConfigsRequest.AlterableConfig(name=k, value=v) for k, v in configs.items()])
+        req = AlterConfigsRequest(resources=[res], validate_only=validate_only)
+        resp = await self._send(ALTER_CONFIGS, req, AlterConfigsResponse)
+        if not resp.responses:
+            raise KafkaError("The controller's answer named no resource", error_code=ErrorCode.UNKNOWN_SERVER_ERROR)
+        _raise_for(resp.responses[0].error_code, resp.responses[0].error_message)
+        if not validate_only:
+            await self._caught_up()
+        info = self.cache.topic(name)
+        if info is None:
+            raise KafkaError(error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+        return info
+
+    async def alter_broker_configs(
+        self, default: bool, changes: Mapping[str, str | None], validate_only: bool = False
+    ) -> None:
+        ops = [(k, OP_SET if v is not None else OP_DELETE, v) for k, v in changes.items()]
+        await self._incremental(BROKER_RESOURCE, "" if default else str(self.node_id), ops, validate_only)
+
+    # -- brokers and producer ids --------------------------------------------------------------------
+
+    def register_broker(self, listeners: Sequence[tuple[str, str, int, str]], rack: str | None) -> int:
+        """Registration is the `BrokerLifecycleManager`'s (asynchronous, heartbeated); this is the epoch
+        it holds (-1 before the controller accepted it)."""
+        return self.broker_epoch()
+
+    async def allocate_producer_ids(self, broker_id: int, broker_epoch: int) -> ProducerIdsBlock:
+        # The lifecycle's current epoch: the one passed in may predate a re-registration.
+        req = AllocateProducerIdsRequest(broker_id=self.node_id, broker_epoch=self.broker_epoch())
+        resp = await self._send(ALLOCATE_PRODUCER_IDS, req, AllocateProducerIdsResponse)
+        _raise_for(resp.error_code, None)
+        return ProducerIdsBlock(self.node_id, int(resp.producer_id_start), int(resp.producer_id_len))
+
+    def close(self) -> None:
+        """Connections close with the broker's cluster links (`KRaftBrokerLinks.shutdown`)."""
