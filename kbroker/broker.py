@@ -24,6 +24,8 @@ import kbroker
 from kbroker.clock import Clock, wall_clock_ms
 from kbroker.config import Endpoint, KafkaConfig
 from kbroker.net import KafkaServer, ListenerEndpoint, SocketServerConfig
+from kbroker.net.http_listener import HttpEndpoint
+from kbroker.observability import BrokerObservability
 
 if TYPE_CHECKING:
     from kbroker.api.context import BrokerServices
@@ -81,6 +83,8 @@ class Broker:
         self._lock_fds: list[int] = []
         self.log_cleaner: LogCleaner | None = None
         self._clean_future: asyncio.Future[Any] | None = None
+        self.observability: BrokerObservability | None = None
+        self.metrics_endpoint: HttpEndpoint | None = None
 
     # -- startup --
 
@@ -101,6 +105,7 @@ class Broker:
         # Everything that can refuse the start is checked before anything is written (issue 19).
         try:
             LogConfig.from_props(config.broker_props())
+            observability = self.observability = BrokerObservability(config)  # checks kbroker.metrics.listener
         except ValueError as e:
             raise StartupError(str(e)) from None
         legacy = log_dirs[0] / LEGACY_METADATA_FILE
@@ -132,12 +137,19 @@ class Broker:
         self.group_coordinator = services.group_coordinator
         self.group_coordinator.startup()
         self.dispatcher = ApiDispatcher(services)
-        self.server = KafkaServer(socket_server_config(config), self.dispatcher)
+        self.server = KafkaServer(socket_server_config(config), self.dispatcher, metrics=services.metrics)
         try:
             bound = await self.server.start()
         except OSError as e:
             raise StartupError(
                 f"Cannot listen on {','.join(config['listeners'])}: {e.strerror or e}"
+            ) from None
+        try:
+            self.metrics_endpoint = await observability.start(services, self.server)
+        except OSError as e:
+            raise StartupError(
+                f"Cannot listen on kbroker.metrics.listener={config['kbroker.metrics.listener']}: "
+                f"{e.strerror or e}"
             ) from None
         config.set_bound_ports([Endpoint(e.name, e.host, e.port, e.security_protocol) for e in bound])
         # Register with the controller now that the listeners are bound (RegisterBrokerRecord +
@@ -148,6 +160,7 @@ class Broker:
             config["broker.rack"],
         )
         services.producer_id_manager.broker_epoch = epoch
+        observability.set_running()  # /health/ready answers 200 from now on
         self._schedule_periodic_tasks()
 
     def _run_in_background(self, job: Callable[[], None]) -> None:
@@ -289,12 +302,16 @@ class Broker:
         for t in self._timers.values():
             t.cancel()
         self._timers.clear()
+        if self.observability is not None:
+            self.observability.set_shutting_down()
         if self.group_coordinator is not None:
             # Answers JoinGroup/SyncGroup requests still waiting with NOT_COORDINATOR, so the
             # in-flight requests the server waits for below can finish at once.
             self.group_coordinator.shutdown()
         if self.server is not None:
             await self.server.stop(self.config["kbroker.shutdown.timeout.ms"] / 1000)
+        if self.observability is not None:
+            await self.observability.stop()
         if self.replica_manager is not None:
             self.replica_manager.shutdown()
         if self.log_cleaner is not None:
@@ -365,12 +382,16 @@ async def _serve(config: KafkaConfig, config_file: str | None) -> int:
     assert broker.server is not None
     listening = ", ".join(str(e) for e in broker.server.bound_endpoints)
     data = ", ".join(str(d) for d in config.log_dirs)
+    endpoint = broker.metrics_endpoint
+    http = (f", metrics and health on {endpoint}/metrics, {endpoint}/health/live and {endpoint}/health/ready"
+            if endpoint is not None else "")
     log.info(
-        "kbroker started: node %d, cluster %s, listening on %s, data in %s. "
+        "kbroker started: node %d, cluster %s, listening on %s%s, data in %s. "
         "Stop it with Ctrl-C or `kill -TERM %d`.",
         config.node_id,
         broker.cluster_id,
         listening,
+        http,
         data,
         os.getpid(),
     )

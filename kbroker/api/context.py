@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from kbroker.clock import Clock, wall_clock_ms
+from kbroker.metrics.meters import BrokerMetrics
 
 if TYPE_CHECKING:
     from kbroker.cluster.configs import ConfigHelper
@@ -114,3 +115,5 @@ class BrokerServices:
     time_ms: Clock = field(default=wall_clock_ms)
     # Filled by the dispatcher: api key -> (advertised min, max) for ApiVersions.
     api_ranges: dict[int, tuple[int, int]] = field(default_factory=dict)
+    # The meters the network layer and the replica manager record into (None: kbroker.metrics.enable=false).
+    metrics: BrokerMetrics | None = None

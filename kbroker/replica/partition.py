@@ -17,6 +17,7 @@ from kbroker.log.errors import KafkaStorageError
 from kbroker.log.results import LogAppendInfo
 from kbroker.log.unified_log import UnifiedLog
 from kbroker.log.validator import CheckedBatch
+from kbroker.metrics.meters import TopicMetrics
 from kbroker.protocol.errors import ErrorCode, KafkaError
 from kbroker.protocol.regions import FileRegion
 
@@ -41,7 +42,7 @@ class Partition:
     """A topic-partition this broker leads."""
 
     __slots__ = ("topic", "partition", "topic_id", "log", "leader_epoch", "partition_epoch", "local_id",
-                 "replicas", "isr", "follower_end_offsets", "key")
+                 "replicas", "isr", "follower_end_offsets", "key", "topic_stats")
 
     def __init__(self, topic: str, partition: int, topic_id: uuid.UUID, log: UnifiedLog, leader_epoch: int = 0,
                  local_id: int = 1, replicas: tuple[int, ...] = ()) -> None:
@@ -57,6 +58,9 @@ class Partition:
         self.follower_end_offsets: dict[int, int] = {r: 0 for r in self.replicas if r != local_id}
         self.key = (topic, partition)
         self.partition_epoch = 0
+        # The topic's BrokerTopicMetrics, bound by the replica manager when it hosts the partition
+        # (None: metrics off), so the data path records without a lookup.
+        self.topic_stats: TopicMetrics | None = None
 
     def __repr__(self) -> str:
         return f"Partition({self.topic}-{self.partition}, epoch={self.leader_epoch})"
