@@ -1,0 +1,44 @@
+"""Helpers of the metrics tests: fetch a URL of the broker's HTTP listener, parse the exposition."""
+
+from __future__ import annotations
+
+import re
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+from prometheus_client.parser import text_string_to_metric_families
+
+from tests.support.broker import KBroker, free_port
+
+METRICS_LINE = re.compile(r"Metrics on (http://[0-9.]+:\d+)/metrics")
+
+
+def http_get(url: str, timeout: float = 5.0) -> tuple[int, str]:
+    """(status, body) of a GET; 4xx/5xx are answers, not exceptions."""
+    try:
+        with urllib.request.urlopen(url, timeout=timeout) as resp:
+            return resp.status, resp.read().decode()
+    except urllib.error.HTTPError as e:
+        return e.code, e.read().decode()
+
+
+def samples(text: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+    """Every sample of an exposition: (name, sorted labels) -> value."""
+    out: dict[tuple[str, tuple[tuple[str, str], ...]], float] = {}
+    for family in text_string_to_metric_families(text):
+        for s in family.samples:
+            out[(s.name, tuple(sorted(s.labels.items())))] = s.value
+    return out
+
+
+def value(text: str, name: str, **labels: str) -> float:
+    return samples(text)[(name, tuple(sorted(labels.items())))]
+
+
+def metrics_broker(workdir: Path, **overrides: str) -> tuple[KBroker, str]:
+    """A started broker with its HTTP listener on a free port; (broker, http://host:port)."""
+    port = free_port()
+    props = {"kbroker.metrics.listener": f"http://127.0.0.1:{port}", **overrides}
+    broker = KBroker(workdir, props).start()
+    return broker, f"http://127.0.0.1:{port}"
