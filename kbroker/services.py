@@ -32,8 +32,8 @@ from kbroker.log.cleaner_manager import LogCleaner
 from kbroker.log.config import LogConfig
 from kbroker.log.manager import LogManager
 from kbroker.metadata.cache import MetadataCache
-from kbroker.metrics.meters import BrokerMetrics
 from kbroker.metadata.loader import MetadataLoader
+from kbroker.metrics.meters import BrokerMetrics
 from kbroker.replica.replica_manager import ReplicaManager
 
 log = logging.getLogger(__name__)

@@ -11,7 +11,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from tests.support.broker import KBroker, free_port
 
-METRICS_LINE = re.compile(r"Metrics on (http://[0-9.]+:\d+)/metrics")
+DOCS = Path(__file__).resolve().parents[2] / "docs" / "operations.md"
 
 
 def http_get(url: str, timeout: float = 5.0) -> tuple[int, str]:
@@ -42,3 +42,13 @@ def metrics_broker(workdir: Path, **overrides: str) -> tuple[KBroker, str]:
     props = {"kbroker.metrics.listener": f"http://127.0.0.1:{port}", **overrides}
     broker = KBroker(workdir, props).start()
     return broker, f"http://127.0.0.1:{port}"
+
+
+def undocumented(text: str) -> list[str]:
+    """Metric families of an exposition that docs/operations.md, "Metrics", does not name."""
+    docs = DOCS.read_text()
+    section = docs[docs.index("## Metrics"):]
+    names = {f.name for f in text_string_to_metric_families(text)}
+    return sorted(n for n in names
+                  if not n.startswith(("process_", "python_"))
+                  and not re.search(rf"`{re.escape(n)}(_total|_bucket|\b)", section))

@@ -15,7 +15,7 @@ import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from tests.metrics.scrape import http_get, metrics_broker, samples, value
+from tests.metrics.scrape import http_get, metrics_broker, samples, undocumented, value
 
 pytestmark = pytest.mark.interop
 
@@ -90,6 +90,8 @@ def test_produced_bytes_and_records_are_counted(tmp_path: Path) -> None:
         fetch = sum(v for (name, labels), v in samples(final).items()
                     if name == "kafka_network_requestmetrics_requests_total" and ("request", "Fetch") in labels)
         assert fetch >= 1
+        missing = undocumented(final)  # every name of a real broker's scrape is in docs/operations.md
+        assert not missing, f"not in docs/operations.md, Metrics: {missing}"
     finally:
         assert broker.stop() == 0, broker.log_text()
 
