@@ -100,7 +100,8 @@ def run_rows(target: KBrokerTarget, rows: list[str], scale: float, url: str | No
                 cpu1, req1 = cpu_seconds(target.pid), produce_requests(url)
                 r["broker_cpu_s"] = cpu1 - cpu0
                 r["broker_cpu_us_per_record"] = (cpu1 - cpu0) / r["records"] * 1e6
-                r["produce_requests"] = req1 - req0
+                if url is not None:
+                    r["produce_requests"] = req1 - req0
                 res[row] = r
         finally:
             target.stop()

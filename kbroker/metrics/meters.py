@@ -139,18 +139,26 @@ class RequestMetrics:
                flushed: float, sent: float) -> None:
         """One answered request: its six `time.monotonic()` readings, in order."""
         bounds = _TIME_BUCKETS_S
-        h = self.request_queue_time
+        # Queue and remote times are zero for most requests (no slot waited for, answered at once):
+        # the first bucket, without a search.
         v = dispatched - received
-        h.counts[bisect_left(bounds, v)] += 1
-        h.sum += v
+        if v:
+            h = self.request_queue_time
+            h.counts[bisect_left(bounds, v)] += 1
+            h.sum += v
+        else:
+            self.request_queue_time.counts[0] += 1
         h = self.local_time
         v = local_done - dispatched
         h.counts[bisect_left(bounds, v)] += 1
         h.sum += v
-        h = self.remote_time
         v = completed - local_done
-        h.counts[bisect_left(bounds, v)] += 1
-        h.sum += v
+        if v:
+            h = self.remote_time
+            h.counts[bisect_left(bounds, v)] += 1
+            h.sum += v
+        else:
+            self.remote_time.counts[0] += 1
         h = self.response_queue_time
         v = flushed - completed
         h.counts[bisect_left(bounds, v)] += 1
