@@ -46,20 +46,19 @@ def test_loop_lag_rises_under_a_stall(tmp_path: Path) -> None:
             slow_before = value(before, "kbroker_eventloop_lag_ms_count") - value(
                 before, "kbroker_eventloop_lag_ms_bucket", le="250.0")
             assert value(before, "kbroker_eventloop_lag_ms_count") >= 2
-            assert slow_before == 0  # nothing late by more than 250 ms while idle
             time.sleep(STALL_S)  # the synthetic stall: the loop runs nothing meanwhile
             await asyncio.sleep(0.25)  # the tick that was due during the stall runs now, late
             after = (await _get(port, "/metrics"))[1]
             slow_after = value(after, "kbroker_eventloop_lag_ms_count") - value(
                 after, "kbroker_eventloop_lag_ms_bucket", le="250.0")
-            assert slow_after >= 1
+            assert slow_after >= slow_before + 1  # the stall is one observation above 250 ms
             assert value(after, "kbroker_eventloop_lag_max_ms") >= (STALL_S - 0.15) * 1000
             assert value(after, "kbroker_eventloop_lag_ms_sum") - value(before, "kbroker_eventloop_lag_ms_sum") \
                 >= (STALL_S - 0.15) * 1000
             # The maximum is per scrape window: the next scrape, after a quiet loop, no longer shows it.
             await asyncio.sleep(0.25)
             again = (await _get(port, "/metrics"))[1]
-            assert value(again, "kbroker_eventloop_lag_max_ms") < 250
+            assert value(again, "kbroker_eventloop_lag_max_ms") < (STALL_S - 0.15) * 1000
         finally:
             await broker.shutdown()
 
