@@ -279,6 +279,12 @@ class ReplicaManager:
         changes = delta.local_changes(self.node_id)
         for tp in sorted(changes.deletes):
             self._stop_partition(tp.topic, tp.partition, delete=True)
+        if changes.deletes and self.metrics is not None:
+            # Kafka's BrokerTopicStats.removeMetrics for the topics no longer hosted here (one pass
+            # over the hosted partitions per delta, not per deleted partition).
+            hosted = {t for t, _p in self._partitions}
+            for topic in {tp.topic for tp in changes.deletes} - hosted:
+                self.metrics.remove_topic(topic)
         loop = _running_loop()
         hosted_now = 0
         for tp, info in sorted(changes.leaders.items()):
@@ -380,8 +386,6 @@ class ReplicaManager:
         self.offline.discard(key)
         if delete:
             self.log_manager.delete_log(topic, partition)
-            if self.metrics is not None and not any(t == topic for t, _p in self._partitions):
-                self.metrics.remove_topic(topic)  # Kafka's BrokerTopicStats.removeMetrics
         # Waiting operations on the partition complete now with their errors.
         self.fetch_purgatory.check_and_complete(key)
         self.produce_purgatory.check_and_complete(key)

@@ -92,6 +92,21 @@ def test_produced_bytes_and_records_are_counted(tmp_path: Path) -> None:
         assert fetch >= 1
         missing = undocumented(final)  # every name of a real broker's scrape is in docs/operations.md
         assert not missing, f"not in docs/operations.md, Metrics: {missing}"
+
+        # Deleting the topic removes its series (Kafka's removeMetrics); the broker-wide counter keeps its bytes.
+        total = value(final, "kafka_server_brokertopicmetrics_bytesin_total")
+        admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+        for f in admin.delete_topics(["m1"]).values():
+            f.result(30)
+        deadline = time.monotonic() + 10
+        while True:
+            gone = http_get(f"{http}/metrics")[1]
+            if ("kafka_log_log_size", (("partition", "0"), ("topic", "m1"))) not in samples(gone):
+                break
+            assert time.monotonic() < deadline, "the deleted topic's log is still reported"
+            time.sleep(0.1)
+        assert ("kafka_server_brokertopicmetrics_bytesin_total", (("topic", "m1"),)) not in samples(gone)
+        assert value(gone, "kafka_server_brokertopicmetrics_bytesin_total") >= total
     finally:
         assert broker.stop() == 0, broker.log_text()
 
