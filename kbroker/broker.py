@@ -115,6 +115,14 @@ class Broker:
             except LegacyMetadataError as e:
                 raise StartupError(str(e)) from None
         try:
+            # The metrics/health listener binds before anything is written: a port in use creates nothing.
+            self.metrics_endpoint = await observability.bind()
+        except OSError as e:
+            raise StartupError(
+                f"Cannot listen on kbroker.metrics.listener={config['kbroker.metrics.listener']}: "
+                f"{e.strerror or e}"
+            ) from None
+        try:
             for d in log_dirs:
                 d.mkdir(parents=True, exist_ok=True)
         except OSError as e:
@@ -144,13 +152,7 @@ class Broker:
             raise StartupError(
                 f"Cannot listen on {','.join(config['listeners'])}: {e.strerror or e}"
             ) from None
-        try:
-            self.metrics_endpoint = await observability.start(services, self.server)
-        except OSError as e:
-            raise StartupError(
-                f"Cannot listen on kbroker.metrics.listener={config['kbroker.metrics.listener']}: "
-                f"{e.strerror or e}"
-            ) from None
+        observability.attach(services, self.server)
         config.set_bound_ports([Endpoint(e.name, e.host, e.port, e.security_protocol) for e in bound])
         # Register with the controller now that the listeners are bound (RegisterBrokerRecord +
         # UnfenceBrokerRecord, a new broker epoch), as Kafka's BrokerLifecycleManager does.

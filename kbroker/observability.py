@@ -48,7 +48,9 @@ class BrokerState(enum.IntEnum):
 
 
 class BrokerObservability:
-    """Metrics sources, probes and the HTTP listener of one broker."""
+    """Metrics sources, probes and the HTTP listener of one broker: `bind()` first thing at start-up,
+    `attach()` once the services exist and the Kafka listeners are bound, `set_running()` once the
+    broker is registered, `set_shutting_down()` and `stop()` on the way out."""
 
     def __init__(self, config: KafkaConfig) -> None:
         self.config = config
@@ -65,21 +67,31 @@ class BrokerObservability:
 
     # -- lifecycle --
 
-    async def start(self, services: BrokerServices, server: KafkaServer) -> HttpEndpoint | None:
-        """Start the loop monitor and the HTTP listener (if configured); returns where it listens.
-        Raises OSError when the listener cannot bind."""
+    async def bind(self) -> HttpEndpoint | None:
+        """Open the HTTP listener, if configured, before anything is written (a port in use refuses
+        the start with nothing created). Until `attach`, /metrics holds the broker state only and
+        /health/ready answers 503. Raises OSError when it cannot bind."""
+        if self.endpoint is None:
+            return None
+        self.exposition = self._exposition()
+        self.http = MetricsHttpServer(self.endpoint, self.render, CONTENT_TYPE, self.live, self.ready)
+        bound = await self.http.start()
+        log.info("Metrics on %s/metrics, health on %s/health/live and %s/health/ready", bound, bound, bound)
+        return bound
+
+    def attach(self, services: BrokerServices, server: KafkaServer) -> None:
+        """The services are built and the Kafka listeners bound: expose them, start the loop monitor."""
         self.services, self.server = services, server
         self.metrics = services.metrics
         if self.metrics is not None:
             self.monitor = EventLoopMonitor(asyncio.get_running_loop(), self.metrics.event_loop)
             self.monitor.start()
-        if self.endpoint is None:
-            return None
-        self.exposition = self._exposition()
-        self.http = MetricsHttpServer(self.endpoint, self.exposition.render, CONTENT_TYPE, self.live, self.ready)
-        bound = await self.http.start()
-        log.info("Metrics on %s/metrics, health on %s/health/live and %s/health/ready", bound, bound, bound)
-        return bound
+        if self.http is not None:
+            self.exposition = self._exposition()
+
+    def render(self) -> bytes:
+        assert self.exposition is not None
+        return self.exposition.render()
 
     def set_running(self) -> None:
         """The broker is registered (and, with a quorum, unfenced): it serves."""

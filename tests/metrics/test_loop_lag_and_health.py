@@ -91,3 +91,25 @@ def test_health_ready_follows_the_broker_state(tmp_path: Path) -> None:
             pass
 
     asyncio.run(main())
+
+
+def test_before_the_services_exist_ready_is_503_and_metrics_show_starting(tmp_path: Path) -> None:
+    """The listener binds first thing (so a taken port refuses the start before anything is written):
+    until the logs are loaded and the broker registered it says STARTING."""
+    from kbroker.observability import BrokerObservability
+
+    async def main() -> None:
+        observability = BrokerObservability(_config(tmp_path))
+        endpoint = await observability.bind()
+        assert endpoint is not None
+        try:
+            status, body = await _get(endpoint.port, "/health/ready")
+            assert status == 503 and '"broker_state": "STARTING"' in body
+            assert (await _get(endpoint.port, "/health/live"))[0] == 200
+            text = (await _get(endpoint.port, "/metrics"))[1]
+            assert value(text, "kafka_server_kafkaserver_brokerstate") == 1
+        finally:
+            await observability.stop()
+        assert not (tmp_path / "data").exists()
+
+    asyncio.run(main())

@@ -140,6 +140,7 @@ def test_a_taken_metrics_port_is_a_one_line_startup_error(tmp_path: Path) -> Non
         with pytest.raises(KBrokerError, match="Cannot listen on kbroker.metrics.listener"):
             broker.start(timeout=20)
         broker.kill()
+        assert not broker.log_dir.exists()  # refused before the data directory was created
     bad = KBroker(tmp_path / "bad", {"kbroker.metrics.listener": "tcp://nowhere"})
     with pytest.raises(KBrokerError, match="kbroker.metrics.listener: expected http://host:port"):
         bad.start(timeout=20)
