@@ -27,6 +27,8 @@ import kbroker
 from kbroker.clock import Clock, wall_clock_ms
 from kbroker.config import Endpoint, KafkaConfig
 from kbroker.net import KafkaServer, ListenerEndpoint, SocketServerConfig
+from kbroker.net.http_listener import HttpEndpoint
+from kbroker.observability import BrokerObservability
 
 if TYPE_CHECKING:
     from kbroker.api.context import BrokerServices
@@ -139,6 +141,8 @@ class Broker:
         self.log_cleaner: LogCleaner | None = None
         self._clean_future: asyncio.Future[Any] | None = None
         self._remove_on_shutdown: list[Path] = []
+        self.observability: BrokerObservability | None = None
+        self.metrics_endpoint: HttpEndpoint | None = None
 
     # -- startup --
 
@@ -159,6 +163,7 @@ class Broker:
         # Everything that can refuse the start is checked before anything is written (issue 19).
         try:
             LogConfig.from_props(config.broker_props())
+            observability = self.observability = BrokerObservability(config)  # checks kbroker.metrics.listener
         except ValueError as e:
             raise StartupError(str(e)) from None
         legacy = log_dirs[0] / LEGACY_METADATA_FILE
@@ -169,6 +174,14 @@ class Broker:
                 raise StartupError(str(e)) from None
         check_listeners_free(config)
         fresh_dirs = [d for d in log_dirs if not d.exists()]
+        try:
+            # The metrics/health listener binds before anything is written: a port in use creates nothing.
+            self.metrics_endpoint = await observability.bind()
+        except OSError as e:
+            raise StartupError(
+                f"Cannot listen on kbroker.metrics.listener={config['kbroker.metrics.listener']}: "
+                f"{e.strerror or e}"
+            ) from None
         try:
             for d in log_dirs:
                 d.mkdir(parents=True, exist_ok=True)
@@ -206,7 +219,7 @@ class Broker:
             except KRaftStartupError as e:
                 raise StartupError(str(e)) from None
         self.dispatcher = ApiDispatcher(services)
-        self.server = KafkaServer(socket_server_config(config), self.dispatcher)
+        self.server = KafkaServer(socket_server_config(config), self.dispatcher, metrics=services.metrics)
         try:
             bound = await self.server.start()
         except OSError as e:
@@ -216,6 +229,7 @@ class Broker:
             raise StartupError(
                 bind_error_message(",".join(config["listeners"]), first.host, first.port, e)
             ) from None
+        observability.attach(services, self.server)
         config.set_bound_ports([Endpoint(e.name, e.host, e.port, e.security_protocol) for e in bound])
         # Register with the controller now that the listeners are bound (RegisterBrokerRecord +
         # UnfenceBrokerRecord, a new broker epoch), as Kafka's BrokerLifecycleManager does.
@@ -231,6 +245,7 @@ class Broker:
         else:
             epoch = services.controller.register_broker(listeners, config["broker.rack"])
         services.producer_id_manager.broker_epoch = epoch
+        observability.set_running()  # /health/ready answers 200 from now on
         self._schedule_periodic_tasks()
 
     def _run_in_background(self, job: Callable[[], None]) -> None:
@@ -378,6 +393,8 @@ class Broker:
         for t in self._timers.values():
             t.cancel()
         self._timers.clear()
+        if self.observability is not None:
+            self.observability.set_shutting_down()
         kraft = self.services.kraft if self.services is not None else None
         if kraft is not None:
             # Kafka's controlled shutdown: while still serving, the controller moves this broker's
@@ -391,6 +408,8 @@ class Broker:
             await self.server.stop(self.config["kbroker.shutdown.timeout.ms"] / 1000)
         if kraft is not None:
             await kraft.close()  # stop fetching metadata before the replica manager goes
+        if self.observability is not None:
+            await self.observability.stop()
         if self.replica_manager is not None:
             self.replica_manager.shutdown()
         if self.log_cleaner is not None:
@@ -463,12 +482,16 @@ async def _serve(config: KafkaConfig, config_file: str | None) -> int:
     assert broker.server is not None
     listening = ", ".join(str(e) for e in broker.server.bound_endpoints)
     data = ", ".join(str(d) for d in config.log_dirs)
+    endpoint = broker.metrics_endpoint
+    http = (f", metrics and health on {endpoint}/metrics, {endpoint}/health/live and {endpoint}/health/ready"
+            if endpoint is not None else "")
     log.info(
-        "kbroker started: node %d, cluster %s, listening on %s, data in %s. "
+        "kbroker started: node %d, cluster %s, listening on %s%s, data in %s. "
         "Stop it with Ctrl-C or `kill -TERM %d`.",
         config.node_id,
         broker.cluster_id,
         listening,
+        http,
         data,
         os.getpid(),
     )

@@ -349,5 +349,11 @@ CONFIG_DEFS: dict[str, ConfigDef] = _defs(
               "connection is closed (<= 0: no deadline)."),
     ConfigDef("kbroker.shutdown.timeout.ms", "long", 30000,
               "kbroker only: how long a clean shutdown waits for in-flight requests.", validator=at_least(0)),
+    ConfigDef("kbroker.metrics.listener", "string", "",
+              "kbroker only: http://host:port of the HTTP listener serving /metrics (Prometheus), "
+              "/health/live and /health/ready; empty: none (Kafka has no HTTP listener)."),
+    ConfigDef("kbroker.metrics.enable", "boolean", True,
+              "kbroker only: record broker metrics (false: nothing is recorded, /metrics shows only "
+              "collect-time gauges)."),
 )
 # fmt: on

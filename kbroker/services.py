@@ -34,6 +34,7 @@ from kbroker.log.config import LogConfig
 from kbroker.log.manager import META_PROPERTIES, LogManager
 from kbroker.metadata.cache import MetadataCache
 from kbroker.metadata.loader import MetadataLoader
+from kbroker.metrics.meters import BrokerMetrics
 from kbroker.replica.replica_manager import ReplicaManager
 from kbroker.server.kraft_broker import KRaftBrokerLinks
 from kbroker.server.settings import KRaftBrokerSettings, parse_bootstrap_servers, parse_voters
@@ -43,6 +44,15 @@ log = logging.getLogger(__name__)
 
 def _log_metadata_fault(message: str, exc: Exception) -> None:
     log.error("Metadata loading fault: %s", message, exc_info=exc)
+
+
+def broker_metrics(config: KafkaConfig) -> BrokerMetrics | None:
+    """The broker's meters, or None when `kbroker.metrics.enable` is false (nothing is recorded)."""
+    if not config["kbroker.metrics.enable"]:
+        return None
+    from kbroker.protocol import API_SPECS
+
+    return BrokerMetrics({key: spec.name for key, spec in API_SPECS.items()})
 
 
 def build_services(
@@ -79,6 +89,7 @@ def build_services(
     replica_manager = ReplicaManager(config, log_manager, cache, time_ms)
     if config.is_kraft_broker:
         _check_formatted(config)
+    replica_manager.metrics = broker_metrics(config)
     # Formats empty log dirs (meta.properties with a new cluster id, as `kafka-storage.sh format`
     # would), then recovers every partition log found on disk.
     log_manager.startup()
@@ -161,6 +172,7 @@ def _host_partitions(
         cluster_id=log_manager.cluster_id,
         node_id=node_id,
         time_ms=time_ms,
+        metrics=replica_manager.metrics,
     )
 
 

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from kbroker.clock import Clock, wall_clock_ms
+from kbroker.metrics.meters import BrokerMetrics
 
 if TYPE_CHECKING:
     from kbroker.cluster.configs import ConfigHelper
@@ -118,3 +119,5 @@ class BrokerServices:
     kraft: KRaftBrokerLinks | None = None
     # Filled by the dispatcher: api key -> (advertised min, max) for ApiVersions.
     api_ranges: dict[int, tuple[int, int]] = field(default_factory=dict)
+    # The meters the network layer and the replica manager record into (None: kbroker.metrics.enable=false).
+    metrics: BrokerMetrics | None = None

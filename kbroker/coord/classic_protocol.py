@@ -31,6 +31,7 @@ from kbroker.coord.group import (
     JoinResult,
     SyncResult,
 )
+from kbroker.metrics.meters import GROUP_COORDINATOR_METRICS
 from kbroker.protocol.errors import ErrorCode, KafkaError
 
 if TYPE_CHECKING:
@@ -252,6 +253,7 @@ class ClassicGroupProtocol:
         self.gm.scheduler.cancel(sync_key(group.group_id))
         initial = group.state == S.EMPTY
         group.transition_to(S.PREPARING_REBALANCE, self.gm.time_ms())
+        GROUP_COORDINATOR_METRICS.classic_rebalances += 1  # Kafka's group-rebalance-count{protocol=classic}
         log.info("Preparing to rebalance group %s in state %s with old generation %d (reason: %s)",
                  group.group_id, group.state, group.generation_id, reason)
         if initial:

@@ -43,6 +43,7 @@ from kbroker.coord.consumer_group import (
     reconcile,
 )
 from kbroker.coord.records import encode_group_metadata_key
+from kbroker.metrics.meters import GROUP_COORDINATOR_METRICS
 from kbroker.protocol.errors import ErrorCode
 
 if TYPE_CHECKING:
@@ -244,6 +245,7 @@ class ConsumerGroupProtocol:
         member.client_id, member.client_host = req.client_id, req.client_host
         if self.refresh_subscribed_metadata(group) or bump:
             group.group_epoch += 1
+            GROUP_COORDINATOR_METRICS.consumer_rebalances += 1  # consumer-group-rebalance-count
             group.state_timestamp_ms = self.gm.time_ms()
         if group.target_assignment_epoch < group.group_epoch:
             self.compute_target_assignment(group)
@@ -436,6 +438,7 @@ class ConsumerGroupProtocol:
         if self.gm.migration.should_downgrade(group, member):
             return self.gm.migration.downgrade_to_classic_group(group)  # the last consumer-protocol member left
         group.group_epoch += 1
+        GROUP_COORDINATOR_METRICS.consumer_rebalances += 1
         group.state_timestamp_ms = self.gm.time_ms()
         self.refresh_subscribed_metadata(group)
         self.compute_target_assignment(group)

@@ -14,6 +14,7 @@ from __future__ import annotations
 import bisect
 import logging
 import os
+import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -34,6 +35,7 @@ from kbroker.log.results import (
 from kbroker.log.retention import LogRetention
 from kbroker.log.segment import LogSegment
 from kbroker.log.validator import CheckedBatch, split_batches, validate_and_assign_offsets
+from kbroker.metrics.meters import LOG_FLUSH_STATS
 from kbroker.protocol.records import BatchHeader, RecordBatch
 from kbroker.protocol.regions import FileRegion
 
@@ -309,6 +311,7 @@ class UnifiedLog(LogRetention):
         segs = self._segments_to_flush(offset)
         if background and self.background_executor is not None:
             def job() -> None:
+                started = time.monotonic()
                 try:
                     for seg in segs:
                         if not seg.deleted and not seg.file.closed:
@@ -316,14 +319,17 @@ class UnifiedLog(LogRetention):
                 except KafkaStorageError:
                     self.offline = True  # durability unknown: like Kafka, take the log offline
                     raise
+                LOG_FLUSH_STATS.observe(time.monotonic() - started)
                 # Only forward, and never past a truncation that happened while the fsync ran.
                 if self.recovery_point < offset <= self.log_end_offset:
                     self.recovery_point = offset
 
             self.background_executor(job)
         else:
+            started = time.monotonic()
             for seg in segs:
                 seg.flush()
+            LOG_FLUSH_STATS.observe(time.monotonic() - started)  # Kafka's LogFlushStats.logFlushTimer
             self.recovery_point = offset
         self.last_flush_ms = self._time()
 

@@ -43,6 +43,7 @@ from kbroker.api.context import NO_RESPONSE, CloseConnection
 from kbroker.net.writer import ResponseWriter
 
 if TYPE_CHECKING:
+    from kbroker.metrics.meters import RequestMetrics
     from kbroker.net.server import KafkaServer
 
 log = logging.getLogger(__name__)
@@ -82,14 +83,21 @@ def new_frame_buffer(size: int) -> bytearray | mmap.mmap:
 
 
 class _Slot:
-    """One request's place in the response order."""
+    """One request's place in the response order, and (metrics on) the times of its life."""
 
-    __slots__ = ("parts", "done", "close")
+    __slots__ = ("parts", "done", "close", "stats", "received", "dispatched", "local_done", "completed")
 
     def __init__(self) -> None:
         self.parts: list[Any] | None = None
         self.done = False
         self.close = False
+        # Kafka's RequestMetrics of the request's API (None: metrics off, or not decoded), and the
+        # time.monotonic() readings its times are split by (kbroker.metrics.meters.RequestMetrics).
+        self.stats: RequestMetrics | None = None
+        self.received = 0.0
+        self.dispatched = 0.0
+        self.local_done = 0.0
+        self.completed = 0.0
 
 
 class KafkaConnection(asyncio.BufferedProtocol):
@@ -97,7 +105,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
 
     def __init__(self, server: KafkaServer, listener_name: str) -> None:
         self._server = server
-        self._listener_name = listener_name
+        self._listener_name = self.listener_name = listener_name
         self._loop = server.loop
         self._max_request = server.config.socket_request_max_bytes
         self.transport: asyncio.Transport | None = None
@@ -113,8 +121,8 @@ class KafkaConnection(asyncio.BufferedProtocol):
         # When the frame being read started arriving (its first size byte, or the moment reading resumed
         # after the broker paused it); 0.0 while no frame is partly received.
         self.receiving_since = 0.0
-        # Complete frames waiting for a request slot, with the pool bytes each holds.
-        self._ready: deque[tuple[memoryview, int]] = deque()
+        # Complete frames waiting for a request slot, with the pool bytes each holds and when it arrived.
+        self._ready: deque[tuple[memoryview, int, float]] = deque()
         self._queue: deque[_Slot] = deque()
         self._writer: ResponseWriter | None = None
         self._pause_reasons: set[str] = set()
@@ -175,7 +183,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
         server.memory_pool.forget(self)
         server.request_bound.forget(self)  # a slot already passed to us comes back in on_request_granted
         holding, self._holding = self._holding, 0
-        for _frame, held in self._ready:
+        for _frame, held, _received in self._ready:
             holding += held
         self._ready.clear()
         self._drop_frame_buffer()
@@ -211,8 +219,8 @@ class KafkaConnection(asyncio.BufferedProtocol):
             self._filled = 0
             self._frame_size = -1
             self.receiving_since = 0.0
-            self.last_active = time.monotonic()
-            self._on_frame_received(frame)
+            self.last_active = now = time.monotonic()
+            self._on_frame_received(frame, now)
 
     def eof_received(self) -> bool:
         # Closing after a half-close is what Kafka does too; pending responses are flushed first.
@@ -293,17 +301,17 @@ class KafkaConnection(asyncio.BufferedProtocol):
 
     # -- the request queue bound --
 
-    def _on_frame_received(self, frame: memoryview) -> None:
+    def _on_frame_received(self, frame: memoryview, received: float) -> None:
         holding, self._holding = self._holding, 0
         bound = self._server.request_bound
         if self._ready or not bound.try_acquire():
             # The request queue is full: keep the frame, stop reading, wait for a slot (FIFO).
-            self._ready.append((frame, holding))
+            self._ready.append((frame, holding, received))
             self._pause("queue")
             if len(self._ready) == 1:
                 bound.wait(self)
             return
-        self._dispatch(frame, holding)
+        self._dispatch(frame, holding, received, received)
 
     def on_request_granted(self) -> None:
         """RequestQueueBound callback (scheduled, never re-entrant): a slot is held for us."""
@@ -311,8 +319,8 @@ class KafkaConnection(asyncio.BufferedProtocol):
         if self._closing or not self._ready:
             bound.release()  # passed on to the next waiter; our frames are dropped at close
             return
-        frame, holding = self._ready.popleft()
-        self._dispatch(frame, holding)
+        frame, holding, received = self._ready.popleft()
+        self._dispatch(frame, holding, received, time.monotonic())
         if self._ready:
             bound.wait(self)
         else:
@@ -320,8 +328,11 @@ class KafkaConnection(asyncio.BufferedProtocol):
 
     # -- dispatch --
 
-    def _dispatch(self, frame: memoryview, holding: int) -> None:
-        """Hand one complete request to the dispatcher; it holds a request slot and `holding` bytes."""
+    def _dispatch(self, frame: memoryview, holding: int, received: float, dispatched: float) -> None:
+        """Hand one complete request to the dispatcher; it holds a request slot and `holding` bytes.
+
+        `received`: when its last byte arrived; `dispatched`: now (the same when no slot was waited for).
+        """
         server = self._server
         codec = server.codec
         slot = _Slot()
@@ -344,7 +355,16 @@ class KafkaConnection(asyncio.BufferedProtocol):
                 self._finish(slot, None, close=True, reason=f"malformed request: {e}")
                 return
             self.ctx.client_id = header.client_id
-            result = server.dispatcher.handle(self.ctx, header, body)
+            metrics = server.metrics
+            if metrics is not None:
+                stats = slot.stats = metrics.request(header.api_key)
+                stats.requests[header.api_version] += 1
+                slot.received = received
+                slot.dispatched = dispatched
+                result = server.dispatcher.handle(self.ctx, header, body)
+                slot.local_done = slot.completed = time.monotonic()
+            else:
+                result = server.dispatcher.handle(self.ctx, header, body)
             self._on_result(slot, header, header.api_version, result)
         except CloseConnection as e:
             self._finish(slot, None, close=True, reason=str(e) or "closed by the request handler")
@@ -370,6 +390,8 @@ class KafkaConnection(asyncio.BufferedProtocol):
     def _on_awaited(self, slot: _Slot, header: Any, version: int, fut: asyncio.Future[Any]) -> None:
         if self._closed:
             return
+        if slot.stats is not None:
+            slot.completed = time.monotonic()  # the delayed operation (a purgatory) is done
         try:
             result = fut.result()
         except CloseConnection as e:
@@ -417,20 +439,32 @@ class KafkaConnection(asyncio.BufferedProtocol):
             return
         q = self._queue
         batch: list[Any] = []
+        timed: list[_Slot] | None = None
         close = False
         while q and q[0].done:
             slot = q.popleft()
             if slot.close:
                 close = True
                 break
+            if slot.stats is not None:
+                if timed is None:
+                    timed = [slot]
+                else:
+                    timed.append(slot)
             if slot.parts:
                 batch.extend(slot.parts)
         if batch:
-            self.last_active = time.monotonic()
-            if not writer.write(batch):
+            self.last_active = flushed = time.monotonic()
+            written = writer.write(batch)
+            if timed is not None:
+                self._record(timed, flushed, time.monotonic())
+            if not written:
                 # A file region is being sent; _on_writer_idle continues (and closes, if asked to).
                 self._close_after_write = close
                 return
+        elif timed is not None:  # answered by nothing (acks=0): no queue or send time
+            now = time.monotonic()
+            self._record(timed, now, now)
         if close:
             self.close()
             return
@@ -438,6 +472,17 @@ class KafkaConnection(asyncio.BufferedProtocol):
             self._unpause("pending")
         if not q and not self._ready and self._closing_when_idle:
             self.close()
+
+    @staticmethod
+    def _record(slots: list[_Slot], flushed: float, sent: float) -> None:
+        """RequestMetrics of requests whose responses were handed to the transport together.
+
+        A Fetch response with file regions is "sent" when its first part is written; the rest of its
+        sendfile is not in ResponseSendTimeMs (docs/operations.md, "Metrics")."""
+        for slot in slots:
+            stats = slot.stats
+            if stats is not None:
+                stats.record(slot.received, slot.dispatched, slot.local_done, slot.completed, flushed, sent)
 
     def _on_writer_idle(self) -> None:
         self.last_active = time.monotonic()
@@ -478,6 +523,11 @@ class KafkaConnection(asyncio.BufferedProtocol):
     def _writing(self) -> bool:
         """A file region (and what follows it) is still being sent."""
         return self._writer is not None and self._writer.busy
+
+    @property
+    def waiting_requests(self) -> int:
+        """Complete requests waiting for a `queued.max.requests` slot (Kafka's RequestQueueSize share)."""
+        return len(self._ready)
 
     @property
     def reading_paused(self) -> bool:

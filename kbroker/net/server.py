@@ -22,6 +22,7 @@ import time
 from collections.abc import Callable
 from typing import Any, Protocol
 
+from kbroker.metrics.meters import BrokerMetrics
 from kbroker.net.bounds import MemoryPool, RequestQueueBound
 from kbroker.net.connection import KafkaConnection
 from kbroker.net.settings import ListenerEndpoint, SocketServerConfig
@@ -52,6 +53,7 @@ class KafkaServer:
         codec: Any = None,
         context_factory: Callable[[str, tuple[str, int], str], Any] | None = None,
         loop: asyncio.AbstractEventLoop | None = None,
+        metrics: BrokerMetrics | None = None,
     ) -> None:
         if codec is None:
             import kbroker.protocol as codec
@@ -59,6 +61,8 @@ class KafkaServer:
         self.dispatcher = dispatcher
         self.codec = codec
         self.new_context = context_factory or _default_context_factory
+        # RequestMetrics and socket-server metrics are recorded into it (None: metrics off).
+        self.metrics = metrics
         self.loop = loop or asyncio.get_running_loop()
         self.memory_pool = MemoryPool(config.queued_max_request_bytes)
         self.request_bound = RequestQueueBound(config.queued_max_requests, self.loop.call_soon)
@@ -134,12 +138,16 @@ class KafkaServer:
         self.connections.add(conn)
         self._per_ip[ip] = count + 1
         self._conn_ip[conn] = ip
+        if self.metrics is not None:
+            self.metrics.listener(conn.listener_name).connection_creation += 1
         return True
 
     def unregister(self, conn: KafkaConnection) -> None:
         if conn in self.connections:
             self.connections.discard(conn)
             ip = self._conn_ip.pop(conn)
+            if self.metrics is not None:
+                self.metrics.listener(conn.listener_name).connection_close += 1
             left = self._per_ip[ip] - 1
             if left:
                 self._per_ip[ip] = left

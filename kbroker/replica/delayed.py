@@ -119,6 +119,7 @@ class DelayedFetch(DelayedOperation[dict[Hashable, PartitionResult]]):
 
     def on_complete(self) -> dict[Hashable, PartitionResult]:
         results, _ = self._rm.read_from_local_log(self.params, self.requests)
+        self._rm.record_fetch(self.params, self.requests, results)
         return results
 
 

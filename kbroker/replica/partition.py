@@ -34,6 +34,7 @@ from kbroker.log.errors import KafkaStorageError
 from kbroker.log.results import LogAppendInfo
 from kbroker.log.unified_log import UnifiedLog
 from kbroker.log.validator import CheckedBatch
+from kbroker.metrics.meters import TopicMetrics
 from kbroker.protocol.errors import ErrorCode, KafkaError
 from kbroker.protocol.regions import FileRegion
 
@@ -195,7 +196,7 @@ class Partition:
 
     __slots__ = ("topic", "partition", "topic_id", "log", "leader_epoch", "partition_epoch", "local_id",
                  "replicas", "isr_state", "remote_replicas", "key", "leader_id", "leader_epoch_start_offset",
-                 "time_ms", "replica_lag_time_max_ms", "is_replica_eligible", "local_broker_epoch")
+                 "time_ms", "replica_lag_time_max_ms", "is_replica_eligible", "local_broker_epoch", "topic_stats")
 
     def __init__(self, topic: str, partition: int, topic_id: uuid.UUID, log: UnifiedLog, leader_epoch: int = 0,
                  local_id: int = 1, replicas: tuple[int, ...] = (), *, time_ms: Callable[[], int] | None = None,
@@ -223,6 +224,9 @@ class Partition:
         # unfenced, not shutting down, the epoch it registered with: KIP-903).
         self.is_replica_eligible: Callable[[int, int], bool] = is_replica_eligible or (lambda _b, _e: True)
         self.local_broker_epoch: Callable[[], int] = local_broker_epoch or (lambda: -1)
+        # The topic's BrokerTopicMetrics, bound by the replica manager when it hosts the partition
+        # (None: metrics off), so the data path records without a lookup.
+        self.topic_stats: TopicMetrics | None = None
 
     def __repr__(self) -> str:
         role = "leader" if self.is_leader else f"follower of {self.leader_id}"

@@ -59,6 +59,7 @@ from kbroker.log.errors import KafkaStorageError
 from kbroker.log.manager import LogManager
 from kbroker.log.unified_log import UnifiedLog
 from kbroker.log.validator import CheckedBatch, check_batches, needs_worker, validation_params
+from kbroker.metrics.meters import BrokerMetrics, TopicMetrics
 from kbroker.protocol.errors import ErrorCode, KafkaError
 from kbroker.protocol.topic import is_internal
 from kbroker.replica.alter_partition_manager import AlterPartitionManager, SendAlterPartition
@@ -93,6 +94,13 @@ _NO_LOG_START_ERRORS = frozenset({
     ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.MESSAGE_TOO_LARGE,
     ErrorCode.RECORD_LIST_TOO_LARGE, ErrorCode.CORRUPT_MESSAGE, ErrorCode.KAFKA_STORAGE_ERROR,
     ErrorCode.INVALID_TOPIC_EXCEPTION,
+})
+# Fetch errors Kafka does not count as failed fetch requests (ReplicaManager.readFromLog's expected ones).
+_EXPECTED_FETCH_ERRORS = frozenset({
+    ErrorCode.NONE, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, ErrorCode.NOT_LEADER_OR_FOLLOWER,
+    ErrorCode.UNKNOWN_LEADER_EPOCH, ErrorCode.FENCED_LEADER_EPOCH, ErrorCode.REPLICA_NOT_AVAILABLE,
+    ErrorCode.KAFKA_STORAGE_ERROR, ErrorCode.INCONSISTENT_TOPIC_ID, ErrorCode.UNKNOWN_TOPIC_ID,
+    ErrorCode.OFFSET_OUT_OF_RANGE,
 })
 
 
@@ -174,6 +182,9 @@ class ReplicaManager:
         self.metadata = metadata
         self.time_ms = time_ms
         self.node_id = config.node_id
+        # BrokerTopicMetrics and the ISR counters are recorded here (None: metrics off); set by the
+        # wiring before any partition is hosted.
+        self.metrics: BrokerMetrics | None = None
         self._partitions: dict[tuple[str, int], Partition] = {}
         # Partitions this broker follows: (topic, partition) -> leader id, and their Partition objects.
         self.followers: dict[tuple[str, int], int] = {}
@@ -352,6 +363,12 @@ class ReplicaManager:
         changes = delta.local_changes(self.node_id)
         for tp in sorted(changes.deletes):
             self._stop_partition(tp.topic, tp.partition, delete=True)
+        if changes.deletes and self.metrics is not None:
+            # Kafka's BrokerTopicStats.removeMetrics for the topics no longer hosted here (one pass
+            # over the hosted partitions per delta, not per deleted partition).
+            hosted = {t for t, _p in self._partitions}
+            for topic in {tp.topic for tp in changes.deletes} - hosted:
+                self.metrics.remove_topic(topic)
         loop = _running_loop()
         hosted_now = 0
         for tp, info in sorted(changes.leaders.items()):
@@ -422,10 +439,13 @@ class ReplicaManager:
 
     def _new_partition(self, tp: TopicPartition, info: PartitionInfo, plog: UnifiedLog) -> Partition:
         reg = info.partition
-        return Partition(tp.topic, tp.partition, info.topic_id, plog, leader_epoch=reg.leader_epoch,
+        part = Partition(tp.topic, tp.partition, info.topic_id, plog, leader_epoch=reg.leader_epoch,
                          local_id=self.node_id, replicas=tuple(reg.replicas), time_ms=self.time_ms,
                          replica_lag_time_max_ms=self.replica_lag_time_max_ms,
                          is_replica_eligible=self.is_replica_eligible, local_broker_epoch=self.broker_epoch)
+        if self.metrics is not None:
+            part.topic_stats = self.metrics.topic(tp.topic)
+        return part
 
     def _make_leader(self, tp: TopicPartition, info: PartitionInfo) -> None:
         key = (tp.topic, tp.partition)
@@ -656,11 +676,16 @@ class ReplicaManager:
         if is_internal(topic) and not internal_topics_allowed:
             log.debug("refused a client write to internal topic %s", topic)
             return ProducePartitionResult(ErrorCode.INVALID_TOPIC_EXCEPTION), -1
+        stats = partition.topic_stats
+        if stats is not None:
+            stats.total_produce_requests += 1
         try:
             if check_error is not None:
                 raise check_error
             info = partition.append_records_to_leader(records, required_acks, checked=checked)
         except KafkaError as exc:
+            if stats is not None:
+                self._record_produce_error(stats, exc.error_code, records)
             record_errors = exc.record_errors
             # Kafka only fills error_message for record validation failures
             # (RecordValidationException: INVALID_RECORD / INVALID_TIMESTAMP), never for CRC,
@@ -680,7 +705,12 @@ class ReplicaManager:
             return ProducePartitionResult(ErrorCode.KAFKA_STORAGE_ERROR), -1
         except Exception:  # noqa: BLE001 - a checker bug must not take the broker down
             log.exception("unexpected error appending to %s-%d", topic, key[1])
+            if stats is not None:
+                stats.failed_produce_requests += 1
             return ProducePartitionResult(ErrorCode.UNKNOWN_SERVER_ERROR), -1
+        if stats is not None:
+            stats.bytes_in += info.valid_bytes
+            stats.messages_in += info.num_messages
         # A duplicate batch (idempotent retry) returns the original offsets: the HW is past them.
         # An empty append (no batches) reports last offset -1, so it waits for offset 0: nothing.
         return ProducePartitionResult(
@@ -689,6 +719,15 @@ class ReplicaManager:
             log_append_time_ms=info.log_append_time,
             log_start_offset=info.log_start_offset,
         ), info.last_offset + 1
+
+    @staticmethod
+    def _record_produce_error(stats: TopicMetrics, error: ErrorCode, records: memoryview | None) -> None:
+        """Kafka's appendToLocalLog: an oversized batch is rejected bytes; errors other than the expected
+        ones (unknown partition, not leader, too large, corrupt, storage) are failed produce requests."""
+        if error in (ErrorCode.MESSAGE_TOO_LARGE, ErrorCode.RECORD_LIST_TOO_LARGE):
+            stats.bytes_rejected += len(records) if records is not None else 0
+        if error not in _NO_LOG_START_ERRORS:
+            stats.failed_produce_requests += 1
 
     def on_high_watermark_moved(self, key: tuple[str, int]) -> None:
         """Complete what waited for this partition's high watermark (acks=all produces, fetches)."""
@@ -786,12 +825,32 @@ class ReplicaManager:
             or total >= params.min_bytes
             or any(r.error != ErrorCode.NONE for r in results.values())
         ):
+            self.record_fetch(params, requests, results)
             return results
         op = DelayedFetch(self, params, requests)
         keys = [(r.topic, r.partition) for r in requests if r.topic]
         if self.fetch_purgatory.try_complete_else_watch(op, keys):
             return op.future.result()
         return op.future
+
+    def record_fetch(self, params: FetchParams, requests: list[FetchPartitionRequest],
+                     results: Mapping[Hashable, PartitionResult]) -> None:
+        """BrokerTopicMetrics of a consumer fetch being answered with `results` (Kafka counts bytes out
+        in its response callback, so a delayed fetch counts only what it finally sends). Follower
+        fetches count nothing here: replication brings ReplicationBytesOut."""
+        if self.metrics is None or params.replica_id >= 0:
+            return
+        hosted = self._partitions
+        for req in requests:
+            partition = hosted.get((req.topic, req.partition))
+            stats = None if partition is None else partition.topic_stats
+            result = results.get(req.key)
+            if stats is None or result is None:
+                continue
+            stats.total_fetch_requests += 1
+            stats.bytes_out += result.records_size
+            if result.error not in _EXPECTED_FETCH_ERRORS:
+                stats.failed_fetch_requests += 1
 
     def read_from_local_log(
         self, params: FetchParams, requests: list[FetchPartitionRequest]

@@ -1,5 +1,6 @@
 """kbroker.net's import rules (issue 11): it depends on kbroker.protocol and the API dispatcher interface
-(kbroker.api.context) only; its settings come as a `SocketServerConfig`, never from kbroker.config.
+(kbroker.api.context) only, and records into kbroker.metrics (issue 16); its settings come as a
+`SocketServerConfig`, never from kbroker.config.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from pathlib import Path
 import kbroker.net
 
 NET_DIR = Path(kbroker.net.__file__).parent
-ALLOWED = ("kbroker.net", "kbroker.protocol", "kbroker.api.context")
+ALLOWED = ("kbroker.net", "kbroker.protocol", "kbroker.api.context", "kbroker.metrics.meters")
 
 
 def _kbroker_imports(path: Path) -> list[str]:

@@ -1,0 +1,280 @@
+"""The meters the broker records into: cheap on the hot paths, read only at scrape time.
+
+Kafka keeps Yammer meters and histograms in a registry (BrokerTopicStats, RequestMetrics,
+ReplicaManager's, LogFlushStats); kbroker keeps the same quantities as plain counters on slotted
+objects, bound once (a `Partition` holds its topic's `TopicMetrics`, a request its API's
+`RequestMetrics`), so that recording is an attribute increment and a histogram observation one
+`bisect`. Rates are left to Prometheus (`rate()` over the `_total` counters), where Kafka's Yammer
+meters computed one-, five- and fifteen-minute rates in the broker.
+
+Times are recorded in seconds (the difference of two `time.monotonic()` readings) and exposed in
+milliseconds, as Kafka's `...TimeMs` histograms are.
+
+Threads: everything here is updated on the event loop, except `LOG_FLUSH_STATS` (fsyncs also run on
+the background executor), which takes a lock. Imports nothing of kbroker.
+"""
+
+from __future__ import annotations
+
+import threading
+from bisect import bisect_left
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+
+# Bucket upper bounds (inclusive, Prometheus' `le`) of every time histogram, in milliseconds:
+# from a tenth of a millisecond (a request answered on the loop) to 30 s (request.timeout.ms).
+TIME_BUCKETS_MS: tuple[float, ...] = (
+    0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 25.0, 50.0, 100.0, 250.0, 500.0, 1000.0, 2500.0, 5000.0, 10000.0,
+    30000.0,
+)
+_TIME_BUCKETS_S: tuple[float, ...] = tuple(b / 1000 for b in TIME_BUCKETS_MS)
+
+# Highest API version a per-version request counter holds (Kafka's highest today is 18, Fetch).
+MAX_TRACKED_VERSION = 31
+# API keys are below this (Kafka's highest today is 92); larger ones are counted in the last slot.
+MAX_API_KEY = 128
+
+
+class Histogram:
+    """Bucket counts (not cumulative: `counts[i]` counts observations in bucket i, the last one above
+    every bound) and their sum, in seconds."""
+
+    __slots__ = ("bounds", "counts", "sum")
+
+    def __init__(self, bounds: tuple[float, ...] = _TIME_BUCKETS_S) -> None:
+        self.bounds = bounds
+        self.counts = [0] * (len(bounds) + 1)
+        self.sum = 0.0
+
+    def observe(self, seconds: float) -> None:
+        self.counts[bisect_left(self.bounds, seconds)] += 1
+        self.sum += seconds
+
+    @property
+    def count(self) -> int:
+        return sum(self.counts)
+
+    def snapshot(self) -> tuple[list[int], float]:
+        """(bucket counts, sum): a consistent copy to expose."""
+        return list(self.counts), self.sum
+
+
+class LockedHistogram(Histogram):
+    """A histogram observed from several threads (the log flush time: fsyncs also run on workers)."""
+
+    __slots__ = ("_lock",)
+
+    def __init__(self, bounds: tuple[float, ...] = _TIME_BUCKETS_S) -> None:
+        super().__init__(bounds)
+        self._lock = threading.Lock()
+
+    def observe(self, seconds: float) -> None:
+        with self._lock:
+            self.counts[bisect_left(self.bounds, seconds)] += 1
+            self.sum += seconds
+
+    def snapshot(self) -> tuple[list[int], float]:
+        with self._lock:
+            return list(self.counts), self.sum
+
+
+class TopicMetrics:
+    """Kafka's BrokerTopicMetrics for one topic (`kafka.server:type=BrokerTopicMetrics,topic=...`).
+
+    Updated where Kafka updates them: bytes and messages in, and the produce request counts, per
+    partition appended (ReplicaManager.appendToLocalLog); bytes out per partition read for a consumer
+    fetch; the fetch request counts per partition fetched.
+    """
+
+    __slots__ = (
+        "topic", "bytes_in", "messages_in", "bytes_out", "bytes_rejected", "total_produce_requests",
+        "failed_produce_requests", "total_fetch_requests", "failed_fetch_requests",
+    )
+
+    FIELDS = (
+        "bytes_in", "messages_in", "bytes_out", "bytes_rejected", "total_produce_requests",
+        "failed_produce_requests", "total_fetch_requests", "failed_fetch_requests",
+    )
+
+    def __init__(self, topic: str) -> None:
+        self.topic = topic
+        self.bytes_in = 0
+        self.messages_in = 0
+        self.bytes_out = 0
+        self.bytes_rejected = 0
+        self.total_produce_requests = 0
+        self.failed_produce_requests = 0
+        self.total_fetch_requests = 0
+        self.failed_fetch_requests = 0
+
+    def values(self) -> tuple[int, ...]:
+        return tuple(getattr(self, f) for f in self.FIELDS)
+
+
+class RequestMetrics:
+    """Kafka's RequestMetrics for one API: requests per version, and the six time histograms.
+
+    A request's life, as Kafka splits it (`RequestChannel.Request.updateRequestMetrics`):
+    request queue (complete frame received -> handed to its handler: waiting for a
+    `queued.max.requests` slot), local (the handler's synchronous work), remote (a delayed operation
+    waiting in a purgatory: acks=all, Fetch long polling, a JoinGroup), response queue (answer ready
+    -> its turn to be written: responses leave in request order), send (the write into the
+    transport), total (all of it).
+    """
+
+    __slots__ = ("api_key", "requests", "request_queue_time", "local_time", "remote_time",
+                 "response_queue_time", "response_send_time", "total_time")
+
+    def __init__(self, api_key: int) -> None:
+        self.api_key = api_key
+        self.requests = [0] * (MAX_TRACKED_VERSION + 1)
+        self.request_queue_time = Histogram()
+        self.local_time = Histogram()
+        self.remote_time = Histogram()
+        self.response_queue_time = Histogram()
+        self.response_send_time = Histogram()
+        self.total_time = Histogram()
+
+    def record(self, received: float, dispatched: float, local_done: float, completed: float,
+               flushed: float, sent: float) -> None:
+        """One answered request: its six `time.monotonic()` readings, in order."""
+        bounds = _TIME_BUCKETS_S
+        # Queue and remote times are zero for most requests (no slot waited for, answered at once):
+        # the first bucket, without a search.
+        v = dispatched - received
+        if v:
+            h = self.request_queue_time
+            h.counts[bisect_left(bounds, v)] += 1
+            h.sum += v
+        else:
+            self.request_queue_time.counts[0] += 1
+        h = self.local_time
+        v = local_done - dispatched
+        h.counts[bisect_left(bounds, v)] += 1
+        h.sum += v
+        v = completed - local_done
+        if v:
+            h = self.remote_time
+            h.counts[bisect_left(bounds, v)] += 1
+            h.sum += v
+        else:
+            self.remote_time.counts[0] += 1
+        h = self.response_queue_time
+        v = flushed - completed
+        h.counts[bisect_left(bounds, v)] += 1
+        h.sum += v
+        h = self.response_send_time
+        v = sent - flushed
+        h.counts[bisect_left(bounds, v)] += 1
+        h.sum += v
+        h = self.total_time
+        v = sent - received
+        h.counts[bisect_left(bounds, v)] += 1
+        h.sum += v
+
+    def histograms(self) -> Iterator[tuple[str, Histogram]]:
+        """(Kafka's MBean name, histogram) of each time."""
+        yield "RequestQueueTimeMs", self.request_queue_time
+        yield "LocalTimeMs", self.local_time
+        yield "RemoteTimeMs", self.remote_time
+        yield "ResponseQueueTimeMs", self.response_queue_time
+        yield "ResponseSendTimeMs", self.response_send_time
+        yield "TotalTimeMs", self.total_time
+
+
+class ListenerMetrics:
+    """Kafka's socket-server-metrics of one listener: connections opened and closed."""
+
+    __slots__ = ("listener", "connection_creation", "connection_close")
+
+    def __init__(self, listener: str) -> None:
+        self.listener = listener
+        self.connection_creation = 0
+        self.connection_close = 0
+
+
+@dataclass
+class EventLoopMetrics:
+    """kbroker's analogue of Kafka's network-processor idle ratio: the event loop's health.
+
+    `lag` holds how late a timer scheduled every `interval` fired (a loop busy with other work, or
+    blocked, runs it late); `idle_ratio` is the share of wall time the loop's thread was not on the
+    CPU over the last window (Kafka's NetworkProcessorAvgIdlePercent, 0..1). Fed by
+    `kbroker.net.loop_monitor.EventLoopMonitor`.
+    """
+
+    lag: Histogram = field(default_factory=Histogram)
+    last_lag: float = 0.0
+    max_lag: float = 0.0  # the largest lag since the last scrape (reset by the collector)
+    idle_ratio: float = 1.0
+
+
+@dataclass
+class GroupCoordinatorMetrics:
+    """Rebalances started, per protocol (Kafka's group-coordinator-metrics group-rebalance-count and
+    consumer-group-rebalance-count). Process-wide, like Kafka's static coordinator metrics."""
+
+    classic_rebalances: int = 0
+    consumer_rebalances: int = 0
+
+
+class BrokerMetrics:
+    """Every meter one broker records into; built by the wiring, handed to net/ and replica/.
+
+    `api_names` maps API keys to Kafka's request names (`Produce`, `Fetch`...) for the `request`
+    label; the wiring takes them from kbroker.protocol.
+    """
+
+    def __init__(self, api_names: Mapping[int, str] | None = None) -> None:
+        self.api_names: Mapping[int, str] = dict(api_names or {})
+        self.topics: dict[str, TopicMetrics] = {}
+        # Totals of topics whose meters were removed (the topic was deleted): the broker-wide
+        # counters (BrokerTopicMetrics without a topic) must never go down.
+        self.retired = [0] * len(TopicMetrics.FIELDS)
+        self.requests: list[RequestMetrics | None] = [None] * MAX_API_KEY
+        self.listeners: dict[str, ListenerMetrics] = {}
+        self.event_loop = EventLoopMetrics()
+        # ReplicaManager's IsrShrinksPerSec / IsrExpandsPerSec (replication feeds them).
+        self.isr_shrinks = 0
+        self.isr_expands = 0
+
+    def topic(self, topic: str) -> TopicMetrics:
+        """The topic's meters, created at first use (a partition binds them when it is hosted)."""
+        stats = self.topics.get(topic)
+        if stats is None:
+            stats = self.topics[topic] = TopicMetrics(topic)
+        return stats
+
+    def remove_topic(self, topic: str) -> None:
+        """Kafka's BrokerTopicStats.removeMetrics: the topic was deleted."""
+        stats = self.topics.pop(topic, None)
+        if stats is not None:
+            self.retired = [a + b for a, b in zip(self.retired, stats.values(), strict=True)]
+
+    def totals(self) -> tuple[int, ...]:
+        """The broker-wide BrokerTopicMetrics (all topics, deleted ones included)."""
+        out = list(self.retired)
+        for stats in self.topics.values():
+            for i, v in enumerate(stats.values()):
+                out[i] += v
+        return tuple(out)
+
+    def request(self, api_key: int) -> RequestMetrics:
+        """The API's request meters (one list index on the request path once created)."""
+        slot = api_key if 0 <= api_key < MAX_API_KEY else MAX_API_KEY - 1
+        stats = self.requests[slot]
+        if stats is None:
+            stats = self.requests[slot] = RequestMetrics(slot)
+        return stats
+
+    def listener(self, name: str) -> ListenerMetrics:
+        stats = self.listeners.get(name)
+        if stats is None:
+            stats = self.listeners[name] = ListenerMetrics(name)
+        return stats
+
+
+# Kafka's LogFlushStats.logFlushTimer: one process-wide timer, fed by every log's flush.
+LOG_FLUSH_STATS = LockedHistogram()
+# Kafka's group coordinator rebalance counters.
+GROUP_COORDINATOR_METRICS = GroupCoordinatorMetrics()
