@@ -11,7 +11,7 @@ import shutil
 import subprocess
 from pathlib import Path
 
-from tests.packaging.support import REPO_ROOT, clean_env, copy_source, new_venv, pip_install
+from tests.distribution.support import REPO_ROOT, clean_env, copy_source, new_venv, pip_install
 
 
 def test_example_project_passes_with_the_installed_plugin(tmp_path: Path) -> None:

@@ -20,7 +20,7 @@ import pytest
 
 import kbroker
 from kbroker.client import NodeConnection
-from tests.packaging.support import clean_env, copy_source, new_venv, pip_install
+from tests.distribution.support import clean_env, copy_source, new_venv, pip_install
 
 
 @pytest.fixture(scope="module")
