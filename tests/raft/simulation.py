@@ -1,0 +1,542 @@
+"""A deterministic simulation of a KRaft quorum: N `KafkaRaftClient`s, a fake clock, a hostile network.
+
+Everything random comes from one `random.Random(seed)`, so a seed number reproduces a run exactly
+(`python -m tests.raft.simulation --seed 1234 --voters 5` replays one and prints its trace).
+
+The network drops, delays (so reorders) and duplicates messages and partitions nodes; nodes crash
+and restart with their durable state (the quorum-state store, and the log as `MemoryRaftLog.crash`
+leaves it: flushed batches and a random prefix of the rest) or shut down gracefully (the leader
+resigns with EndQuorumEpoch first). A client appends records on whoever believes it leads. Faults
+come in stretches separated by healthy stretches (no faults, every node up).
+
+Checked after every step (`SafetyViolation` on the first failure):
+
+- election safety: at most one leader per epoch, ever;
+- leader completeness: a new leader's log holds every entry committed so far (or a snapshot of them);
+- committed entries never change: the batches below any node's high watermark equal the ones first
+  seen committed at those offsets (so all replicas agree up to their high watermarks), and a node
+  never truncates below its high watermark;
+- state machine safety: every listener sees exactly the committed batches, in order, each once
+  (snapshots included: a snapshot's content is the digest of the committed prefix it replaces);
+- the high watermark of a node never decreases (within one incarnation);
+- liveness: at the end of each healthy stretch there is a leader and something new was committed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import heapq
+import random
+import time
+from dataclasses import dataclass, field
+
+from kbroker.protocol.frames import (
+    decode_request_frame,
+    decode_response_frame,
+    encode_request_frame,
+    encode_response_frame,
+)
+from kbroker.protocol.headers import RequestHeader
+from kbroker.protocol.messages import API_SPECS
+from kbroker.protocol.records import RecordBatch, batch_size_at
+from kbroker.protocol.types import join_parts
+from kbroker.raft.client import KafkaRaftClient, PlantedBugs
+from kbroker.raft.config import Endpoint, QuorumConfig
+from kbroker.raft.messages import (
+    LeaderAndEpoch,
+    NotLeaderError,
+    OutboundRequest,
+    OutboundResponse,
+    RaftBatch,
+    RaftRequestBody,
+    RaftResponseBody,
+)
+from kbroker.raft.quorum_state import LeaderState
+from kbroker.raft.quorum_state_store import MemoryQuorumStateStore
+from kbroker.raft.raft_log import MemoryRaftLog, OffsetAndEpoch
+
+GENESIS = hashlib.sha256(b"kraft").digest()
+
+
+class SafetyViolation(AssertionError):
+    pass
+
+
+def chain(prev: bytes, data: bytes) -> bytes:
+    return hashlib.sha256(prev + data).digest()
+
+
+@dataclass
+class Faults:
+    drop: float = 0.05
+    duplicate: float = 0.02
+    max_delay_ms: int = 20
+    long_delay: float = 0.02  # a message held for up to 400 ms (reordering)
+    crash_rate: float = 0.15  # crashes per simulated second in a fault stretch (whole cluster)
+    partition_rate: float = 0.2
+    snapshot_every: int = 25  # batches a node applies between its snapshots (0: never)
+
+
+@dataclass
+class SimConfig:
+    voters: int = 3
+    observers: int = 1
+    duration_ms: int = 20_000
+    healthy_ms: int = 9_000
+    fault_ms: tuple[int, int] = (1_000, 5_000)
+    append_interval_ms: int = 60
+    roundtrip: bool = False  # encode and decode every message with the generated codecs
+    faults: Faults = field(default_factory=Faults)
+    planted: PlantedBugs = field(default_factory=PlantedBugs)
+
+
+class SimLog(MemoryRaftLog):
+    """A MemoryRaftLog that refuses (as a violation) to truncate below its node's high watermark."""
+
+    guard = 0
+
+    def truncate_to(self, offset: int) -> None:
+        if offset < self.guard and offset < self.end_offset():
+            raise SafetyViolation(f"truncation to {offset} below the high watermark {self.guard}")
+        super().truncate_to(offset)
+
+
+class StateMachine:
+    """The listener: a digest chain over the committed batches it applied."""
+
+    def __init__(self, sim: Simulation, node_id: int) -> None:
+        self.sim = sim
+        self.node_id = node_id
+        self.next_offset = 0
+        self.digest = GENESIS
+        self.applied_since_snapshot = 0
+        self.pending: list[tuple[int, bytes]] = []  # (end offset, digest) to verify against the global chain
+        self.leader = LeaderAndEpoch(-1, 0)
+
+    def handle_commit(self, batches: list[RaftBatch]) -> None:
+        for b in batches:
+            if b.base_offset != self.next_offset:
+                raise SafetyViolation(f"node {self.node_id}: listener got batch at {b.base_offset}, "
+                                      f"expected {self.next_offset}")
+            self.digest = chain(self.digest, b.data)
+            self.next_offset = b.last_offset + 1
+            self.pending.append((self.next_offset, self.digest))
+            self.applied_since_snapshot += 1
+
+    def handle_load_snapshot(self, snapshot_id: OffsetAndEpoch, data: bytes) -> None:
+        offset_text, _, digest_hex = data.decode().partition(":")
+        if int(offset_text) != snapshot_id.offset:
+            raise SafetyViolation(f"node {self.node_id}: snapshot {snapshot_id} holds offset {offset_text}")
+        self.next_offset = snapshot_id.offset
+        self.digest = bytes.fromhex(digest_hex)
+        self.pending.append((self.next_offset, self.digest))
+
+    def handle_leader_change(self, leader: LeaderAndEpoch) -> None:
+        self.leader = leader
+
+
+class SimNode:
+    def __init__(self, sim: Simulation, node_id: int) -> None:
+        self.sim = sim
+        self.node_id = node_id
+        self.store = MemoryQuorumStateStore()
+        self.log = SimLog()
+        self.alive = False
+        self.incarnation = 0
+        self.client: KafkaRaftClient | None = None
+        self.sm = StateMachine(sim, node_id)
+        self.checked_upto = 0
+        self.last_hw = -1
+        self.shutting_down_at = -1
+
+    def start(self, now_ms: int) -> None:
+        self.alive = True
+        self.incarnation += 1
+        self.sm = StateMachine(self.sim, self.node_id)
+        self.checked_upto = self.log.start_offset()
+        self.log.guard = 0
+        self.last_hw = -1
+        self.shutting_down_at = -1
+        self.client = KafkaRaftClient(self.node_id, self.sim.quorum_config, self.log, self.store, self.sm,
+                                      self.sim.rng, now_ms, cluster_id="sim-cluster", planted=self.sim.cfg.planted)
+
+    def crash(self) -> None:
+        self.alive = False
+        self.client = None
+        survivor = self.log.crash(self.sim.rng)
+        log = SimLog()
+        log.batches, log._bases, log._start = survivor.batches, survivor._bases, survivor._start
+        log._flushed, log.snapshots = survivor._flushed, survivor.snapshots
+        self.log = log
+
+
+@dataclass(order=True)
+class Envelope:
+    at: int
+    seq: int
+    src: int = field(compare=False)
+    dst: int = field(compare=False)
+    message: OutboundRequest | OutboundResponse = field(compare=False)
+    origin_incarnation: int = field(compare=False)
+
+
+class Simulation:
+    def __init__(self, seed: int, cfg: SimConfig | None = None, trace: bool = False) -> None:
+        self.seed = seed
+        self.cfg = cfg or SimConfig()
+        self.rng = random.Random(seed)
+        self.trace = trace
+        voter_ids = list(range(1, self.cfg.voters + 1))
+        self.quorum_config = QuorumConfig(voters={v: Endpoint(f"node{v}", 9093) for v in voter_ids})
+        node_ids = voter_ids + [100 + i for i in range(self.cfg.observers)]
+        self.nodes = {n: SimNode(self, n) for n in node_ids}
+        self.now = 0
+        self.steps = 0
+        self.seq = 0
+        self.queue: list[Envelope] = []
+        self.pending_requests: dict[int, tuple[int, int, int, int]] = {}  # request id -> (src, corr, api, incarnation)
+        self.next_request_id = 0
+        self.partition: set[int] = set()
+        self.leaders: dict[int, int] = {}
+        self.committed: dict[int, bytes] = {}  # base offset -> batch bytes, the first seen committed
+        self.committed_end = 0
+        self.chain_at: dict[int, bytes] = {0: GENESIS}
+        self.next_append_ms = 0
+        self.appends = 0
+        self.value_seq = 0
+        self.in_fault_stretch = False
+        self.stretch_end = 0
+        self.healthy_commit_mark = 0
+        self.next_crash_check = 0
+        self.elections = 0
+        self.snapshots_installed = 0
+        self.messages = 0
+        self._response_corr: dict[int, int] = {}  # request id -> the sender's correlation id
+        for node in self.nodes.values():
+            node.start(0)
+
+    # --- logging ---------------------------------------------------------------------------------
+    def log(self, text: str) -> None:
+        if self.trace:
+            print(f"[{self.now:>7}] {text}")
+
+    # --- the network -----------------------------------------------------------------------------
+    def connected(self, a: int, b: int) -> bool:
+        return (a in self.partition) == (b in self.partition)
+
+    def send(self, src: int, dst: int, message: OutboundRequest | OutboundResponse) -> None:
+        f = self.cfg.faults
+        faulty = self.in_fault_stretch
+        if faulty and self.rng.random() < f.drop:
+            return
+        copies = 2 if faulty and self.rng.random() < f.duplicate else 1
+        for _ in range(copies):
+            delay = self.rng.randint(1, f.max_delay_ms if faulty else 5)
+            if faulty and self.rng.random() < f.long_delay:
+                delay += self.rng.randint(0, 400)
+            self.seq += 1
+            heapq.heappush(self.queue, Envelope(self.now + delay, self.seq, src, dst, message,
+                                                self.nodes[src].incarnation))
+
+    def roundtrip_request(self, body: RaftRequestBody, api_key: int) -> RaftRequestBody:
+        version = API_SPECS[api_key].max_version
+        frame = encode_request_frame(RequestHeader(api_key=api_key, api_version=version, correlation_id=7,
+                                                   client_id="raft"), body)
+        _, decoded = decode_request_frame(memoryview(frame)[4:])
+        return decoded  # type: ignore[no-any-return]
+
+    def roundtrip_response(self, body: RaftResponseBody, api_key: int) -> RaftResponseBody:
+        version = API_SPECS[api_key].max_version
+        parts = encode_response_frame(api_key, version, 7, body)
+        data = join_parts(parts)
+        _, decoded = decode_response_frame(api_key, version, memoryview(data)[4:])
+        return decoded  # type: ignore[no-any-return]
+
+    def deliver(self, env: Envelope) -> None:
+        dst = self.nodes[env.dst]
+        if not dst.alive or dst.client is None or not self.connected(env.src, env.dst):
+            return
+        self.messages += 1
+        msg = env.message
+        if isinstance(msg, OutboundRequest):
+            self.next_request_id += 1
+            rid = self.next_request_id
+            self.pending_requests[rid] = (env.src, msg.correlation_id, msg.api_key, env.origin_incarnation)
+            body = self.roundtrip_request(msg.body, msg.api_key) if self.cfg.roundtrip else msg.body
+            self.log(f"{env.src}->{env.dst} {type(body).__name__}")
+            dst.client.handle_request(msg.api_key, body, rid, self.now)
+        else:
+            if env.origin_incarnation != dst.incarnation:
+                return  # an answer to a request a previous incarnation sent
+            rbody = self.roundtrip_response(msg.body, msg.api_key) if self.cfg.roundtrip else msg.body
+            self.log(f"{env.src}->{env.dst} {type(rbody).__name__}")
+            dst.client.handle_response(env.src, msg.api_key, self.pending_correlation(msg), rbody, self.now)
+        self.flush_node(dst)
+
+    def pending_correlation(self, msg: OutboundResponse) -> int:
+        return self._response_corr[msg.request_id]
+
+    def flush_node(self, node: SimNode) -> None:
+        if node.client is None:
+            return
+        for out in node.client.poll(self.now):
+            if isinstance(out, OutboundRequest):
+                self.send(node.node_id, out.destination, out)
+            else:
+                pending = self.pending_requests.pop(out.request_id, None)
+                if pending is None:
+                    continue
+                src, corr, _api, incarnation = pending
+                self._response_corr[out.request_id] = corr
+                self.send_response(node.node_id, src, out, incarnation)
+
+    def send_response(self, src: int, dst: int, message: OutboundResponse, incarnation: int) -> None:
+        f = self.cfg.faults
+        faulty = self.in_fault_stretch
+        if faulty and self.rng.random() < f.drop:
+            return
+        copies = 2 if faulty and self.rng.random() < f.duplicate else 1
+        for _ in range(copies):
+            delay = self.rng.randint(1, f.max_delay_ms if faulty else 5)
+            if faulty and self.rng.random() < f.long_delay:
+                delay += self.rng.randint(0, 400)
+            self.seq += 1
+            heapq.heappush(self.queue, Envelope(self.now + delay, self.seq, src, dst, message, incarnation))
+
+    # --- faults and the client -------------------------------------------------------------------
+    def begin_stretch(self) -> None:
+        if self.in_fault_stretch:
+            # Heal: everyone up, no partition, then a healthy stretch.
+            self.in_fault_stretch = False
+            self.partition = set()
+            for node in self.nodes.values():
+                if not node.alive:
+                    node.start(self.now)
+                    self.log(f"node {node.node_id} restarts (heal)")
+            self.stretch_end = self.now + self.cfg.healthy_ms
+            self.healthy_commit_mark = self.committed_end
+        else:
+            if self.stretch_end > 0:
+                self.check_liveness()
+            self.in_fault_stretch = True
+            self.stretch_end = self.now + self.rng.randint(*self.cfg.fault_ms)
+
+    def check_liveness(self) -> None:
+        leaders = [n for n in self.nodes.values() if n.alive and n.client is not None and n.client.is_leader]
+        if not leaders:
+            raise SafetyViolation(f"liveness: no leader after a {self.cfg.healthy_ms} ms healthy stretch")
+        if self.committed_end <= self.healthy_commit_mark:
+            raise SafetyViolation(f"liveness: nothing committed in a {self.cfg.healthy_ms} ms healthy stretch "
+                                  f"(committed end {self.committed_end})")
+
+    def maybe_fault(self) -> None:
+        f = self.cfg.faults
+        if not self.in_fault_stretch or self.now < self.next_crash_check:
+            return
+        self.next_crash_check = self.now + 100
+        if self.rng.random() < f.crash_rate / 10:
+            node = self.rng.choice(list(self.nodes.values()))
+            if node.alive:
+                if self.rng.random() < 0.3 and node.client is not None and node.client.is_leader:
+                    node.client.resign(self.now)  # graceful: EndQuorumEpoch, then down a moment later
+                    self.flush_node(node)
+                    node.shutting_down_at = self.now + self.rng.randint(1, 50)
+                    self.log(f"node {node.node_id} resigns (graceful shutdown)")
+                else:
+                    self.log(f"node {node.node_id} crashes")
+                    node.crash()
+            else:
+                self.log(f"node {node.node_id} restarts")
+                node.start(self.now)
+        if self.rng.random() < f.partition_rate / 10:
+            if self.partition:
+                self.partition = set()
+                self.log("partition heals")
+            else:
+                ids = list(self.nodes)
+                self.partition = set(self.rng.sample(ids, self.rng.randint(1, len(ids) - 1)))
+                self.log(f"partition {sorted(self.partition)} | rest")
+
+    def maybe_append(self) -> None:
+        if self.now < self.next_append_ms:
+            return
+        self.next_append_ms = self.now + self.rng.randint(1, 2 * self.cfg.append_interval_ms)
+        leaders = [n for n in self.nodes.values() if n.alive and n.client is not None and n.client.is_leader]
+        if not leaders:
+            return
+        node = self.rng.choice(leaders)
+        assert node.client is not None
+        values = []
+        for _ in range(self.rng.randint(1, 3)):
+            self.value_seq += 1
+            values.append(f"v{self.value_seq}".encode())
+        try:
+            node.client.append(values, self.now)
+            self.appends += 1
+        except NotLeaderError:
+            pass
+        self.flush_node(node)
+
+    def maybe_snapshot(self, node: SimNode) -> None:
+        every = self.cfg.faults.snapshot_every
+        client = node.client
+        if not every or client is None or node.sm.applied_since_snapshot < every:
+            return
+        offset = node.sm.next_offset
+        if offset <= node.log.start_offset() or offset > client.high_watermark():
+            return
+        node.sm.applied_since_snapshot = 0
+        data = f"{offset}:{node.sm.digest.hex()}".encode()
+        client.create_snapshot(offset, data)
+
+    # --- the checks ------------------------------------------------------------------------------
+    def record_committed(self, base: int, data: bytes) -> None:
+        known = self.committed.get(base)
+        if known is None:
+            self.committed[base] = data
+            while self.committed_end in self.committed:
+                batch = self.committed[self.committed_end]
+                end = RecordBatch(memoryview(batch)).next_offset
+                self.chain_at[end] = chain(self.chain_at[self.committed_end], batch)
+                self.committed_end = end
+        elif known != data:
+            raise SafetyViolation(f"committed batch at offset {base} changed")
+
+    def check(self) -> None:
+        for node in self.nodes.values():
+            client = node.client
+            if not node.alive or client is None:
+                continue
+            s = client.state
+            if isinstance(s, LeaderState):
+                leader = self.leaders.get(s.epoch)
+                if leader is None:
+                    self.leaders[s.epoch] = node.node_id
+                    self.elections += 1
+                    self.log(f"node {node.node_id} leads epoch {s.epoch}")
+                    self.check_leader_completeness(node)
+                elif leader != node.node_id:
+                    raise SafetyViolation(f"two leaders in epoch {s.epoch}: {leader} and {node.node_id}")
+            hw = client.high_watermark()
+            if hw < node.last_hw:
+                raise SafetyViolation(f"node {node.node_id}: high watermark went back {node.last_hw} -> {hw}")
+            node.last_hw = hw
+            self.check_committed_prefix(node, hw)
+            self.check_state_machine(node)
+
+    def check_committed_prefix(self, node: SimNode, hw: int) -> None:
+        log = node.log
+        if node.checked_upto < log.start_offset():
+            node.checked_upto = log.start_offset()  # a snapshot replaced the prefix (checked on its own)
+        limit = min(hw, log.end_offset())
+        if node.checked_upto >= limit:
+            return
+        data = log.read(node.checked_upto, 1 << 30)
+        buf = memoryview(data)
+        pos = 0
+        while pos < len(buf):
+            size = batch_size_at(buf, pos)
+            batch = RecordBatch(buf[pos:pos + size])
+            if batch.next_offset > limit:
+                break
+            self.record_committed(batch.base_offset, bytes(buf[pos:pos + size]))
+            node.checked_upto = batch.next_offset
+            pos += size
+        log.guard = node.checked_upto
+
+    def check_leader_completeness(self, node: SimNode) -> None:
+        log = node.log
+        if log.end_offset() < self.committed_end:
+            raise SafetyViolation(f"new leader {node.node_id} (epoch {node.client.epoch if node.client else -1}) "
+                                  f"has end offset {log.end_offset()} below the committed end "
+                                  f"{self.committed_end}")
+        start = log.start_offset()
+        if start > 0:
+            snap = log.latest_snapshot_id()
+            if snap is None or start not in self.chain_at and start <= self.committed_end:
+                raise SafetyViolation(f"leader {node.node_id}: log starts at {start} without a committed snapshot")
+        for base, data in self.committed.items():
+            if base < start:
+                continue
+            got = log.read(base, 1)
+            if not got or got[: len(data)] != data:
+                raise SafetyViolation(f"new leader {node.node_id} lacks committed batch at offset {base}")
+
+    def check_state_machine(self, node: SimNode) -> None:
+        sm = node.sm
+        keep: list[tuple[int, bytes]] = []
+        for end, digest in sm.pending:
+            want = self.chain_at.get(end)
+            if want is None:
+                if end <= self.committed_end:
+                    raise SafetyViolation(f"node {node.node_id}: applied up to {end}, not a committed batch end")
+                keep.append((end, digest))
+            elif want != digest:
+                raise SafetyViolation(f"node {node.node_id}: state machine diverged at offset {end}")
+        sm.pending = keep
+
+    # --- the loop --------------------------------------------------------------------------------
+    def next_time(self) -> int:
+        t = self.stretch_end
+        if self.queue:
+            t = min(t, self.queue[0].at)
+        for node in self.nodes.values():
+            if node.alive and node.client is not None:
+                t = min(t, node.client.next_deadline_ms())
+                if node.shutting_down_at >= 0:
+                    t = min(t, node.shutting_down_at)
+        t = min(t, self.next_append_ms)
+        if self.in_fault_stretch:
+            t = min(t, self.next_crash_check)
+        return max(t, self.now)
+
+    def step(self) -> None:
+        self.steps += 1
+        self.now = self.next_time()
+        if self.now >= self.stretch_end:
+            self.begin_stretch()
+        while self.queue and self.queue[0].at <= self.now:
+            env = heapq.heappop(self.queue)
+            self.deliver(env)
+        for node in self.nodes.values():
+            if node.shutting_down_at >= 0 and self.now >= node.shutting_down_at:
+                self.log(f"node {node.node_id} stops")
+                node.crash()
+                node.shutting_down_at = -1
+            if node.alive and node.client is not None and node.client.next_deadline_ms() <= self.now:
+                self.flush_node(node)
+        self.maybe_fault()
+        self.maybe_append()
+        self.check()
+        for node in self.nodes.values():
+            if node.alive and node.client is not None:
+                self.maybe_snapshot(node)
+
+    def run(self, duration_ms: int | None = None, max_steps: int | None = None) -> Simulation:
+        end = self.cfg.duration_ms if duration_ms is None else duration_ms
+        while self.now < end and (max_steps is None or self.steps < max_steps):
+            self.step()
+        return self
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description="Run one seed of the KRaft simulation")
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--voters", type=int, default=3)
+    parser.add_argument("--observers", type=int, default=1)
+    parser.add_argument("--duration-ms", type=int, default=20_000)
+    parser.add_argument("--roundtrip", action="store_true")
+    parser.add_argument("--trace", action="store_true")
+    args = parser.parse_args()
+    cfg = SimConfig(voters=args.voters, observers=args.observers, duration_ms=args.duration_ms,
+                    roundtrip=args.roundtrip)
+    t0 = time.perf_counter()
+    sim = Simulation(args.seed, cfg, trace=args.trace)
+    sim.run()
+    print(f"seed {args.seed}: {sim.steps} steps, {sim.messages} messages, {sim.elections} elections, "
+          f"committed end {sim.committed_end}, {time.perf_counter() - t0:.2f}s")
+
+
+if __name__ == "__main__":
+    main()
