@@ -386,8 +386,11 @@ class KafkaRaftClient:
             else:
                 self._transition_to_unattached(epoch, now_ms)
             return True
-        if (epoch == s.epoch and leader_id >= 0 and leader_id != self.node_id
+        knows_leader = isinstance(s, ProspectiveState) and s.leader_id >= 0
+        if (epoch == s.epoch and leader_id >= 0 and leader_id != self.node_id and not knows_leader
                 and isinstance(s, UnattachedState | ProspectiveState | CandidateState)):
+            # A leader learnt in this epoch. Not the one a prospective already knew and lost touch with:
+            # following it again would stall the election forever (found by the simulation, seed 3).
             self._transition_to_follower(epoch, leader_id, now_ms)
             return True
         return False

@@ -86,6 +86,8 @@ class SimConfig:
     healthy_ms: int = 9_000
     fault_ms: tuple[int, int] = (1_000, 5_000)
     append_interval_ms: int = 60
+    max_fetch_bytes: int = 8 * 1024 * 1024  # small values split fetch responses (wider windows for races)
+    timeout_scale: int = 1  # 1: Kafka's default timeouts; k: each divided by k
     roundtrip: bool = False  # encode and decode every message with the generated codecs
     faults: Faults = field(default_factory=Faults)
     planted: PlantedBugs = field(default_factory=PlantedBugs)
@@ -149,6 +151,7 @@ class SimNode:
         self.checked_upto = 0
         self.last_hw = -1
         self.shutting_down_at = -1
+        self.deadline = 0  # the client's next_deadline_ms after the last time it was driven
 
     def start(self, now_ms: int) -> None:
         self.alive = True
@@ -160,6 +163,7 @@ class SimNode:
         self.shutting_down_at = -1
         self.client = KafkaRaftClient(self.node_id, self.sim.quorum_config, self.log, self.store, self.sm,
                                       self.sim.rng, now_ms, cluster_id="sim-cluster", planted=self.sim.cfg.planted)
+        self.deadline = now_ms
 
     def crash(self) -> None:
         self.alive = False
@@ -188,7 +192,15 @@ class Simulation:
         self.rng = random.Random(seed)
         self.trace = trace
         voter_ids = list(range(1, self.cfg.voters + 1))
-        self.quorum_config = QuorumConfig(voters={v: Endpoint(f"node{v}", 9093) for v in voter_ids})
+        voters = {v: Endpoint(f"node{v}", 9093) for v in voter_ids}
+        if self.cfg.timeout_scale == 1:
+            self.quorum_config = QuorumConfig(voters=voters, max_fetch_bytes=self.cfg.max_fetch_bytes)
+        else:  # Kafka's timeouts divided: more elections per simulated second, same protocol
+            k = self.cfg.timeout_scale
+            self.quorum_config = QuorumConfig(
+                voters=voters, max_fetch_bytes=self.cfg.max_fetch_bytes, election_timeout_ms=1000 // k,
+                fetch_timeout_ms=2000 // k, election_backoff_max_ms=1000 // k, request_timeout_ms=2000 // k,
+                fetch_max_wait_ms=500 // k)
         node_ids = voter_ids + [100 + i for i in range(self.cfg.observers)]
         self.nodes = {n: SimNode(self, n) for n in node_ids}
         self.now = 0
@@ -213,6 +225,7 @@ class Simulation:
         self.snapshots_installed = 0
         self.messages = 0
         self._response_corr: dict[int, int] = {}  # request id -> the sender's correlation id
+        self.touched: set[SimNode] = set()  # nodes driven in this step: the ones to check
         for node in self.nodes.values():
             node.start(0)
 
@@ -280,7 +293,10 @@ class Simulation:
     def flush_node(self, node: SimNode) -> None:
         if node.client is None:
             return
-        for out in node.client.poll(self.now):
+        self.touched.add(node)
+        outbound = node.client.poll(self.now)
+        node.deadline = node.client.next_deadline_ms()
+        for out in outbound:
             if isinstance(out, OutboundRequest):
                 self.send(node.node_id, out.destination, out)
             else:
@@ -336,7 +352,11 @@ class Simulation:
             return
         self.next_crash_check = self.now + 100
         if self.rng.random() < f.crash_rate / 10:
-            node = self.rng.choice(list(self.nodes.values()))
+            leaders = self.current_leaders()
+            if leaders and self.rng.random() < 0.5:
+                node = self.rng.choice(leaders)  # leaders fail more often: more elections to get wrong
+            else:
+                node = self.rng.choice(list(self.nodes.values()))
             if node.alive:
                 if self.rng.random() < 0.3 and node.client is not None and node.client.is_leader:
                     node.client.resign(self.now)  # graceful: EndQuorumEpoch, then down a moment later
@@ -356,7 +376,16 @@ class Simulation:
             else:
                 ids = list(self.nodes)
                 self.partition = set(self.rng.sample(ids, self.rng.randint(1, len(ids) - 1)))
+                leaders = self.current_leaders()
+                if leaders and self.rng.random() < 0.5:  # cut the leader off with a minority
+                    leader = leaders[0].node_id
+                    others = [v for v in self.quorum_config.voters if v != leader]
+                    minority = self.rng.sample(others, self.rng.randint(0, self.cfg.voters // 2 - 1))
+                    self.partition = {leader, *minority}
                 self.log(f"partition {sorted(self.partition)} | rest")
+
+    def current_leaders(self) -> list[SimNode]:
+        return [n for n in self.nodes.values() if n.alive and n.client is not None and n.client.is_leader]
 
     def maybe_append(self) -> None:
         if self.now < self.next_append_ms:
@@ -384,7 +413,7 @@ class Simulation:
         if not every or client is None or node.sm.applied_since_snapshot < every:
             return
         offset = node.sm.next_offset
-        if offset <= node.log.start_offset() or offset > client.high_watermark():
+        if offset <= node.log.start_offset() or offset > node.checked_upto:
             return
         node.sm.applied_since_snapshot = 0
         data = f"{offset}:{node.sm.digest.hex()}".encode()
@@ -404,7 +433,8 @@ class Simulation:
             raise SafetyViolation(f"committed batch at offset {base} changed")
 
     def check(self) -> None:
-        for node in self.nodes.values():
+        touched, self.touched = self.touched, set()
+        for node in sorted(touched, key=lambda n: n.node_id):
             client = node.client
             if not node.alive or client is None:
                 continue
@@ -482,8 +512,8 @@ class Simulation:
         if self.queue:
             t = min(t, self.queue[0].at)
         for node in self.nodes.values():
-            if node.alive and node.client is not None:
-                t = min(t, node.client.next_deadline_ms())
+            if node.alive:
+                t = min(t, node.deadline)
                 if node.shutting_down_at >= 0:
                     t = min(t, node.shutting_down_at)
         t = min(t, self.next_append_ms)
@@ -504,12 +534,13 @@ class Simulation:
                 self.log(f"node {node.node_id} stops")
                 node.crash()
                 node.shutting_down_at = -1
-            if node.alive and node.client is not None and node.client.next_deadline_ms() <= self.now:
+            if node.alive and node.deadline <= self.now:
                 self.flush_node(node)
         self.maybe_fault()
         self.maybe_append()
-        self.check()
-        for node in self.nodes.values():
+        touched = sorted(self.touched, key=lambda n: n.node_id)
+        self.check()  # first: a node's committed batches are recorded before a snapshot trims them
+        for node in touched:
             if node.alive and node.client is not None:
                 self.maybe_snapshot(node)
 
@@ -520,17 +551,47 @@ class Simulation:
         return self
 
 
+def config_for_seed(seed: int, voters: int, *, observers: int = 1, roundtrip: bool = False,
+                    planted: PlantedBugs | None = None) -> SimConfig:
+    """The suite's configuration of one seed: the fault mix is drawn from the seed too."""
+    rng = random.Random(seed * 7919 + voters)
+    scale = rng.choice((1, 5, 5, 5))  # mostly Kafka's timeouts / 5: more elections per step
+    k = 2 if scale > 1 else 5  # simulated seconds per (Kafka-default) second of stretch
+    return SimConfig(
+        voters=voters, observers=observers, timeout_scale=scale,
+        duration_ms=1200 * k, healthy_ms=1200 * k // 2 if scale > 1 else 6000,
+        fault_ms=(400 * k, 1200 * k) if scale > 1 else (2000, 6000),
+        append_interval_ms=20 if scale > 1 else 60,
+        max_fetch_bytes=rng.choice((300, 1000, 8 * 1024 * 1024)),
+        roundtrip=roundtrip,
+        faults=Faults(drop=rng.choice((0.0, 0.05, 0.1, 0.2)), duplicate=rng.choice((0.0, 0.05)),
+                      max_delay_ms=rng.choice((5, 20, 50)), long_delay=rng.choice((0.0, 0.02)),
+                      crash_rate=rng.choice((0.5, 1.0, 2.0)) * scale, partition_rate=rng.choice((0.5, 1.0, 2.0)) * scale,
+                      snapshot_every=rng.choice((0, 10, 25))),
+        planted=planted or PlantedBugs())
+
+
+def run_seed(seed: int, voters: int, **kwargs: object) -> Simulation:
+    """Run one seed of the suite (raises SafetyViolation with the seed in its message)."""
+    sim = Simulation(seed, config_for_seed(seed, voters, **kwargs))  # type: ignore[arg-type]
+    try:
+        return sim.run()
+    except SafetyViolation as e:
+        raise SafetyViolation(f"seed {seed} ({voters} voters) at {sim.now} ms, step {sim.steps}: {e}") from e
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description="Run one seed of the KRaft simulation")
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--voters", type=int, default=3)
     parser.add_argument("--observers", type=int, default=1)
-    parser.add_argument("--duration-ms", type=int, default=20_000)
+    parser.add_argument("--duration-ms", type=int, default=0, help="0: the suite's duration for the seed")
     parser.add_argument("--roundtrip", action="store_true")
     parser.add_argument("--trace", action="store_true")
     args = parser.parse_args()
-    cfg = SimConfig(voters=args.voters, observers=args.observers, duration_ms=args.duration_ms,
-                    roundtrip=args.roundtrip)
+    cfg = config_for_seed(args.seed, args.voters, observers=args.observers, roundtrip=args.roundtrip)
+    if args.duration_ms:
+        cfg.duration_ms = args.duration_ms
     t0 = time.perf_counter()
     sim = Simulation(args.seed, cfg, trace=args.trace)
     sim.run()
