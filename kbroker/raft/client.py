@@ -269,19 +269,22 @@ class KafkaRaftClient:
         for corr, inflight in list(self._inflight.items()):
             if inflight.deadline_ms <= now_ms:
                 self.handle_failure(inflight.destination, corr, now_ms)
-        s = self.quorum.state
-        if isinstance(s, LeaderState):
-            self._poll_leader(s, now_ms)
-        elif isinstance(s, FollowerState):
-            self._poll_follower(s, now_ms)
-        elif isinstance(s, CandidateState):
-            self._poll_candidate(s, now_ms)
-        elif isinstance(s, ProspectiveState):
-            self._poll_prospective(s, now_ms)
-        elif isinstance(s, UnattachedState):
-            self._poll_unattached(s, now_ms)
-        elif isinstance(s, ResignedState):
-            self._poll_resigned(s, now_ms)
+        for _ in range(4):  # a transition runs the new state's duties in the same poll
+            s = self.quorum.state
+            if isinstance(s, LeaderState):
+                self._poll_leader(s, now_ms)
+            elif isinstance(s, FollowerState):
+                self._poll_follower(s, now_ms)
+            elif isinstance(s, CandidateState):
+                self._poll_candidate(s, now_ms)
+            elif isinstance(s, ProspectiveState):
+                self._poll_prospective(s, now_ms)
+            elif isinstance(s, UnattachedState):
+                self._poll_unattached(s, now_ms)
+            elif isinstance(s, ResignedState):
+                self._poll_resigned(s, now_ms)
+            if self.quorum.state is s:
+                break
         self._deliver(now_ms)
         for key in [k for k, until in self._backoff_until.items() if until <= now_ms]:
             del self._backoff_until[key]
@@ -704,7 +707,6 @@ class KafkaRaftClient:
         return EndQuorumEpochRequest(cluster_id=self.cluster_id, topics=[EndQuorumEpochRequest.TopicData(
             topic_name=CLUSTER_METADATA_TOPIC_NAME, partitions=[EndQuorumEpochRequest.PartitionData(
                 partition_index=CLUSTER_METADATA_PARTITION, leader_id=self.node_id, leader_epoch=s.epoch,
-                preferred_successors=list(s.preferred_successors),
                 preferred_candidates=[EndQuorumEpochRequest.ReplicaInfo(candidate_id=c)
                                       for c in s.preferred_successors])])],
             leader_endpoints=[] if ep is None else [EndQuorumEpochRequest.LeaderEndpoint(
@@ -747,7 +749,7 @@ class KafkaRaftClient:
     # --- Fetch ------------------------------------------------------------------------------------
     def _build_fetch_request(self, epoch: int, high_watermark: int) -> FetchRequest:
         return FetchRequest(
-            cluster_id=self.cluster_id, replica_id=self.node_id,
+            cluster_id=self.cluster_id, replica_id=-1,
             replica_state=FetchRequest.ReplicaState(replica_id=self.node_id, replica_epoch=-1),
             max_wait_ms=self.config.fetch_max_wait_ms, min_bytes=0, max_bytes=self.config.max_fetch_bytes,
             topics=[FetchRequest.FetchTopic(

@@ -96,5 +96,20 @@ class RaftListener(Protocol):
     def handle_leader_change(self, leader: LeaderAndEpoch) -> None: ...
 
 
+def request_for_version(body: RaftRequestBody, version: int) -> RaftRequestBody:
+    """The client builds requests in their latest shape; a peer that negotiated an older version gets
+    the fields that version has (Fetch < v15 carries the replica id at the top level, EndQuorumEpoch v0
+    names `preferred_successors`). Returns `body` itself when nothing changes."""
+    if isinstance(body, FetchRequest) and version < 15 and body.replica_id < 0:
+        body.replica_id = body.replica_state.replica_id
+        body.replica_state = FetchRequest.ReplicaState()
+    elif isinstance(body, EndQuorumEpochRequest) and version == 0:
+        for t in body.topics:
+            for p in t.partitions:
+                p.preferred_successors = [c.candidate_id for c in p.preferred_candidates]
+                p.preferred_candidates = []
+    return body
+
+
 class NotLeaderError(Exception):
     """`append` on a node that is not the leader of the current epoch (Kafka's NotLeaderException)."""

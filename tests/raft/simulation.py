@@ -97,6 +97,11 @@ class SimLog(MemoryRaftLog):
     """A MemoryRaftLog that refuses (as a violation) to truncate below its node's high watermark."""
 
     guard = 0
+    installed = 0  # snapshots fetched from the leader and installed (this node, every incarnation)
+
+    def install_snapshot(self, snapshot_id: OffsetAndEpoch, data: bytes) -> None:
+        self.installed += 1
+        super().install_snapshot(snapshot_id, data)
 
     def truncate_to(self, offset: int) -> None:
         if offset < self.guard and offset < self.end_offset():
@@ -172,6 +177,7 @@ class SimNode:
         log = SimLog()
         log.batches, log._bases, log._start = survivor.batches, survivor._bases, survivor._start
         log._flushed, log.snapshots = survivor._flushed, survivor.snapshots
+        log.installed = self.log.installed
         self.log = log
 
 
@@ -222,7 +228,6 @@ class Simulation:
         self.healthy_commit_mark = 0
         self.next_crash_check = 0
         self.elections = 0
-        self.snapshots_installed = 0
         self.messages = 0
         self._response_corr: dict[int, int] = {}  # request id -> the sender's correlation id
         self.touched: set[SimNode] = set()  # nodes driven in this step: the ones to check
@@ -383,6 +388,10 @@ class Simulation:
                     minority = self.rng.sample(others, self.rng.randint(0, self.cfg.voters // 2 - 1))
                     self.partition = {leader, *minority}
                 self.log(f"partition {sorted(self.partition)} | rest")
+
+    @property
+    def snapshots_installed(self) -> int:
+        return sum(n.log.installed for n in self.nodes.values())
 
     def current_leaders(self) -> list[SimNode]:
         return [n for n in self.nodes.values() if n.alive and n.client is not None and n.client.is_leader]
