@@ -24,6 +24,7 @@ from pathlib import Path
 
 from kbroker.log.config import LogConfig
 from kbroker.log.unified_log import UnifiedLog
+from kbroker.protocol.records import RecordBatch, batch_size_at
 from kbroker.protocol.topic import CLUSTER_METADATA_TOPIC_NAME
 from kbroker.raft.raft_log import OffsetAndEpoch, epoch_end_offset
 
@@ -101,6 +102,11 @@ class KafkaMetadataLog:
         self.log.append_as_follower(memoryview(bytearray(data)))
 
     def truncate_to(self, offset: int) -> None:
+        """Cut at a batch boundary: a batch holding `offset` goes whole (Raft's batches are atomic)."""
+        if self.start_offset() <= offset < self.end_offset():
+            chunk = self.read(offset, 1)
+            if len(chunk) >= 8:
+                offset = min(offset, RecordBatch(memoryview(chunk)[: batch_size_at(chunk, 0)]).base_offset)
         self.log.truncate_to(offset)
 
     def read(self, start_offset: int, max_bytes: int) -> bytes:

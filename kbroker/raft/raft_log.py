@@ -136,7 +136,7 @@ def truncate_to_end_offset(log: RaftLog, end: OffsetAndEpoch) -> int:
         offset = min(local.offset, end.offset) if local.epoch == end.epoch else local.offset
     offset = max(offset, log.start_offset())
     log.truncate_to(offset)
-    return offset
+    return log.end_offset()  # whole batches go: it may land below `offset`
 
 
 def epoch_end_offset(entries: list[tuple[int, int]], epoch: int, log_end: int, log_start: int) -> OffsetAndEpoch:
