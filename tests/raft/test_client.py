@@ -16,7 +16,13 @@ from kbroker.protocol.messages.vote import VoteRequest, VoteResponse
 from kbroker.protocol.records import RecordBatch, SimpleRecord, build_batch
 from kbroker.raft.client import KafkaRaftClient, PlantedBugs
 from kbroker.raft.control_records import leader_change_of
-from kbroker.raft.messages import NotLeaderError, OutboundRequest, OutboundResponse, RaftOutbound, request_for_version
+from kbroker.raft.messages import (
+    NotLeaderError,
+    OutboundRequest,
+    OutboundResponse,
+    RaftOutbound,
+    request_for_version,
+)
 from kbroker.raft.quorum_state import (
     CandidateState,
     FollowerState,

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from kbroker.protocol.types import ZERO_UUID
 from kbroker.raft.quorum_state_store import (
     ElectionState,
     FileQuorumStateStore,
@@ -17,7 +18,6 @@ from kbroker.raft.quorum_state_store import (
     uuid_from_kafka_string,
     uuid_to_kafka_string,
 )
-from kbroker.protocol.types import ZERO_UUID
 
 
 def test_version_0_is_kafkas_static_quorum_format() -> None:

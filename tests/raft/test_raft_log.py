@@ -163,9 +163,8 @@ def test_a_cluster_on_disk_survives_a_full_restart(tmp_path: Path) -> None:
     c.run_until(lambda: all(cl.high_watermark() > last for cl in c.clients.values()))
     epoch = c.clients[leader].epoch
     text = (tmp_path / f"node{leader}" / "__cluster_metadata-0" / "quorum-state").read_text()
-    assert text == ('{"clusterId":"","leaderId":%d,"leaderEpoch":%d,"votedId":%d,"appliedOffset":0,'
-                    '"currentVoters":[{"voterId":1},{"voterId":2},{"voterId":3}],"data_version":0}'
-                    % (leader, epoch, leader))
+    assert text == (f'{{"clusterId":"","leaderId":{leader},"leaderEpoch":{epoch},"votedId":{leader},'
+                    '"appliedOffset":0,"currentVoters":[{"voterId":1},{"voterId":2},{"voterId":3}],"data_version":0}')
     for n in (1, 2, 3):
         log = c.logs[n]
         assert isinstance(log, KafkaMetadataLog)

@@ -34,7 +34,7 @@ def _run_chunk(voters: int, first: int, count: int, **kwargs: object) -> tuple[i
     return steps, elections, committed, installs
 
 
-@pytest.mark.parametrize("first", range(0, 1200, CHUNK))
+@pytest.mark.parametrize("first", range(0, 2000, CHUNK))
 def test_three_voters_and_an_observer(first: int) -> None:
     steps, elections, committed, installs = _run_chunk(3, first, CHUNK)
     # The runs did something: leaders elected, entries committed, snapshots fetched, in every chunk.
@@ -60,24 +60,22 @@ def test_same_seed_same_run() -> None:
     assert a.committed == b.committed
 
 
-def _violations(bugs: PlantedBugs, seeds: range) -> list[str]:
-    found = []
-    for seed in seeds:
-        try:
-            run_seed(seed, 3, planted=bugs)
-        except SafetyViolation as e:
-            found.append(str(e))
-    return found
-
-
 def test_planted_bug_vote_without_log_comparison_is_caught() -> None:
     """Granting votes without comparing logs elects leaders that lack committed entries: the
-    simulation must see it (and the same seeds are clean without the bug)."""
-    seeds = range(0, 150)
-    with_bug = _violations(PlantedBugs(grant_vote_without_log_check=True), seeds)
-    assert len(with_bug) >= 3, with_bug
-    assert any("lacks committed" in v or "below the committed end" in v or "changed" in v for v in with_bug)
-    assert _violations(PlantedBugs(), seeds) == []
+    simulation must catch it, and the very seeds that catch it must pass without the bug."""
+    caught: dict[int, str] = {}
+    for seed in range(200):
+        try:
+            run_seed(seed, 3, planted=PlantedBugs(grant_vote_without_log_check=True))
+        except SafetyViolation as e:
+            caught[seed] = str(e)
+            if len(caught) == 5:
+                break
+    assert len(caught) == 5, caught
+    assert any("lacks committed" in v or "below the committed end" in v or "changed" in v
+               for v in caught.values()), caught
+    for seed in caught:
+        run_seed(seed, 3)  # clean without the bug (raises SafetyViolation otherwise)
 
 
 @pytest.mark.slow
