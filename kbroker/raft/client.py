@@ -146,6 +146,7 @@ class KafkaRaftClient:
         self._delivered = 0  # next offset the listener has not seen
         self._notified_leader: LeaderAndEpoch | None = None
         self._observer_target = -1
+        self._linger_deadline = NO_DEADLINE  # when the leader flushes what it appended
         self._hw_carry = -1  # the highest high watermark known in this incarnation (committed stays so)
         self._maybe_become_leader_alone(now_ms)
 
@@ -186,6 +187,7 @@ class KafkaRaftClient:
         batch = build_batch([SimpleRecord(value=v, timestamp=now_ms) for v in values], base_offset=base,
                             partition_leader_epoch=s.epoch, now_ms=now_ms)
         self.log.append(bytes(batch))
+        self._linger_deadline = min(self._linger_deadline, now_ms + self.config.append_linger_ms)
         return base + len(values) - 1
 
     def create_snapshot(self, offset: int, data: bytes) -> OffsetAndEpoch:
@@ -302,7 +304,7 @@ class KafkaRaftClient:
         if isinstance(s, LeaderState):
             deadlines.append(s.check_quorum_deadline_ms)
             if self.log.flushed_end_offset() < self.log.end_offset():
-                deadlines.append(0)  # appended, not yet flushed: poll now
+                deadlines.append(self._linger_deadline)  # appended, not yet flushed
         elif isinstance(s, UnattachedState) and not self.quorum.is_voter:
             pass  # an observer has no election timer
         elif isinstance(s, FollowerState):
@@ -355,6 +357,7 @@ class KafkaRaftClient:
     # --- transitions with side effects --------------------------------------------------------------
     def _on_state_change(self) -> None:
         self._snapshot_fetch = None
+        self._linger_deadline = NO_DEADLINE
         for p in self._parked:  # parked fetches of a leader that is no longer one: answer them now
             self._outbox.append(OutboundResponse(p.request_id, ApiKey.FETCH, self._fetch_error(
                 ErrorCode.NOT_LEADER_OR_FOLLOWER)))
@@ -416,6 +419,7 @@ class KafkaRaftClient:
                                           granting_voters=leader.granting_voters, base_offset=start,
                                           epoch=leader.epoch, now_ms=now_ms)
         self.log.append(bytes(batch))
+        self._linger_deadline = now_ms  # the LeaderChangeMessage goes out at once
         log.info("node %d is the leader in epoch %d (epoch start offset %d)", self.node_id, leader.epoch, start)
 
     def _resign(self, preferred: list[int], now_ms: int) -> None:
@@ -508,6 +512,8 @@ class KafkaRaftClient:
         if not self._can_send(s.leader_id, ApiKey.FETCH, now_ms) or not self._can_send(
                 s.leader_id, ApiKey.FETCH_SNAPSHOT, now_ms):
             return
+        if self.quorum.is_voter and self.log.flushed_end_offset() < self.log.end_offset():
+            self.log.flush()  # a fetch offset claims durability: batches left from a leadership must be flushed
         if self._snapshot_fetch is not None:
             self._send(s.leader_id, ApiKey.FETCH_SNAPSHOT, self._build_fetch_snapshot(s.epoch), now_ms)
         else:
@@ -516,8 +522,9 @@ class KafkaRaftClient:
     def _poll_leader(self, s: LeaderState, now_ms: int) -> None:
         # Make appended batches durable (Kafka's linger + flushLeaderLog); the leader's own end offset
         # counts for the high watermark only once flushed.
-        if self.log.flushed_end_offset() < self.log.end_offset():
+        if self.log.flushed_end_offset() < self.log.end_offset() and now_ms >= self._linger_deadline:
             self.log.flush()
+            self._linger_deadline = NO_DEADLINE
         own = s.voter_states[self.node_id]
         own.end_offset = self.log.flushed_end_offset()
         own.last_fetch_ms = own.last_caught_up_ms = now_ms

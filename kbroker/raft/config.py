@@ -12,6 +12,8 @@ not in it is an observer (it fetches, never votes). The timeouts keep Kafka's na
   election (Kafka's exponential backoff, capped here).
 - `controller.quorum.request.timeout.ms` (2000): an outbound request with no answer by then failed.
 - `controller.quorum.retry.backoff.ms` (20): the wait before a failed request is retried.
+- `controller.quorum.append.linger.ms` (25): how long the leader lets appended batches wait before
+  it flushes them (its own end offset counts for the high watermark only once flushed).
 - `controller.quorum.fetch.max.wait.ms` is not a Kafka key: the leader parks a caught-up follower's
   Fetch for at most 500 ms as Kafka's `KafkaRaftClient.FETCH_MAX_WAIT_MS` does.
 """
@@ -25,6 +27,7 @@ FETCH_TIMEOUT_MS = 2000
 ELECTION_BACKOFF_MAX_MS = 1000
 REQUEST_TIMEOUT_MS = 2000
 RETRY_BACKOFF_MS = 20
+APPEND_LINGER_MS = 25
 FETCH_MAX_WAIT_MS = 500
 # Kafka's LeaderState.CHECK_QUORUM_TIMEOUT_FACTOR.
 CHECK_QUORUM_TIMEOUT_FACTOR = 1.5
@@ -80,6 +83,7 @@ class QuorumConfig:
     election_backoff_max_ms: int = ELECTION_BACKOFF_MAX_MS
     request_timeout_ms: int = REQUEST_TIMEOUT_MS
     retry_backoff_ms: int = RETRY_BACKOFF_MS
+    append_linger_ms: int = APPEND_LINGER_MS
     fetch_max_wait_ms: int = FETCH_MAX_WAIT_MS
     max_fetch_bytes: int = MAX_FETCH_SIZE_BYTES
     max_fetch_snapshot_bytes: int = MAX_FETCH_SNAPSHOT_SIZE_BYTES
@@ -96,6 +100,7 @@ class QuorumConfig:
             election_backoff_max_ms=num("controller.quorum.election.backoff.max.ms", ELECTION_BACKOFF_MAX_MS),
             request_timeout_ms=num("controller.quorum.request.timeout.ms", REQUEST_TIMEOUT_MS),
             retry_backoff_ms=num("controller.quorum.retry.backoff.ms", RETRY_BACKOFF_MS),
+            append_linger_ms=num("controller.quorum.append.linger.ms", APPEND_LINGER_MS),
         )
 
     @property

@@ -207,9 +207,13 @@ def test_bad_vote_requests_are_answered_with_errors(body: VoteRequest) -> None:
 def test_a_single_voter_elects_itself_and_commits_after_the_flush() -> None:
     client, log, _, listener = make_client(voters=1)
     assert client.is_leader and client.epoch == 1
+    client.poll(0)  # the LeaderChangeMessage is flushed at once
+    assert client.high_watermark() == 1
     offset = client.append([b"x", b"y"], 5)
-    assert offset == 2 and client.high_watermark() < 0  # not durable yet: not committed
-    client.poll(5)
+    assert offset == 2 and client.high_watermark() == 1  # not durable yet: not committed
+    client.poll(29)
+    assert client.high_watermark() == 1 and client.next_deadline_ms() == 30  # controller.quorum.append.linger.ms
+    client.poll(30)
     assert log.flushed_end_offset() == 3 and client.high_watermark() == 3
     assert listener.values() == [b"x", b"y"]
 
