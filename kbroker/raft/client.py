@@ -37,6 +37,7 @@ import logging
 import random
 import uuid
 from dataclasses import dataclass
+from typing import Protocol, TypeVar
 
 from kbroker.protocol.errors import ErrorCode
 from kbroker.protocol.messages import ApiKey
@@ -46,7 +47,7 @@ from kbroker.protocol.messages.end_quorum_epoch import EndQuorumEpochRequest, En
 from kbroker.protocol.messages.fetch import FetchRequest, FetchResponse
 from kbroker.protocol.messages.fetch_snapshot import FetchSnapshotRequest, FetchSnapshotResponse
 from kbroker.protocol.messages.vote import VoteRequest, VoteResponse
-from kbroker.protocol.records import RecordBatch, SimpleRecord, batch_size_at, build_batch
+from kbroker.protocol.records import RecordBatch, RecordsError, SimpleRecord, batch_size_at, build_batch
 from kbroker.protocol.topic import CLUSTER_METADATA_TOPIC_NAME
 from kbroker.protocol.types import ZERO_UUID
 from kbroker.raft.config import QuorumConfig
@@ -82,6 +83,13 @@ CLUSTER_METADATA_PARTITION = 0
 NO_DEADLINE = 1 << 62
 
 log = logging.getLogger(__name__)
+_E = TypeVar("_E", covariant=True)
+
+
+class _EndpointFactory(Protocol[_E]):
+    """A generated `NodeEndpoint` class (Vote, BeginQuorumEpoch, Fetch, FetchSnapshot responses)."""
+
+    def __call__(self, *, node_id: int, host: str, port: int) -> _E: ...
 
 
 @dataclass
@@ -653,12 +661,13 @@ class KafkaRaftClient:
             self._lost_election(s, now_ms)
 
     # --- BeginQuorumEpoch / EndQuorumEpoch --------------------------------------------------------
-    def _leader_endpoints(self, cls: type) -> list:  # type: ignore[type-arg]
+    def _leader_endpoints(self, make: _EndpointFactory[_E]) -> list[_E]:
+        """The `node_endpoints` of a response: the known leader's controller endpoint (KIP-853)."""
         leader = self.quorum.leader_id()
         ep = self.config.voters.get(leader)
         if ep is None:
             return []
-        return [cls(node_id=leader, host=ep.host, port=ep.port)]
+        return [make(node_id=leader, host=ep.host, port=ep.port)]
 
     def _build_begin_quorum_epoch(self, s: LeaderState, destination: int) -> BeginQuorumEpochRequest:
         ep = self.config.voters.get(self.node_id)
@@ -878,18 +887,20 @@ class KafkaRaftClient:
         buf = memoryview(data)
         pos = 0
         end = self.log.end_offset()
-        while pos + 12 <= len(buf):
-            size = batch_size_at(buf, pos)
-            if pos + size > len(buf):
-                break  # a partial batch at the end of a size-limited response
-            b = RecordBatch(buf[pos:pos + size])
-            if b.base_offset >= end:
-                if b.base_offset != end or not b.is_valid():
-                    break
-                break_at = pos
-                self.log.append(bytes(buf[break_at:break_at + size]))
-                end = b.next_offset
-            pos += size
+        try:
+            while pos + 12 <= len(buf):
+                size = batch_size_at(buf, pos)
+                if pos + size > len(buf):
+                    break  # a partial batch at the end of a size-limited response
+                b = RecordBatch(buf[pos:pos + size])
+                if b.base_offset >= end:
+                    if b.base_offset != end or not b.is_valid():
+                        break
+                    self.log.append(bytes(buf[pos:pos + size]))
+                    end = b.next_offset
+                pos += size
+        except (RecordsError, ValueError) as e:  # a corrupt response: keep what was valid, fetch again
+            log.warning("node %d: bad records in a fetch response at offset %d: %s", self.node_id, end, e)
         if self.quorum.is_voter:
             self.log.flush()  # the next fetch offset tells the leader this is durable
 

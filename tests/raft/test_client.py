@@ -388,3 +388,15 @@ def test_request_for_version_moves_fields_for_older_peers() -> None:
     assert isinstance(fetch.body, FetchRequest) and fetch.body.replica_id == -1
     old = request_for_version(fetch.body, 14)
     assert isinstance(old, FetchRequest) and old.replica_id == 1 and old.replica_state.replica_id == -1
+
+
+@pytest.mark.parametrize("records", [b"\x00" * 20, b"\xff" * 70, b"garbage"])
+def test_corrupt_records_in_a_fetch_response_do_not_crash_the_follower(records: bytes) -> None:
+    client, log, *_ = make_client(stored=ElectionState(2, leader_id=3))
+    (fetch,) = requests(client.poll(0), ApiKey.FETCH)
+    response = FetchResponse(responses=[FetchResponse.FetchableTopicResponse(partitions=[
+        FetchResponse.PartitionData(high_watermark=0, current_leader=FetchResponse.LeaderIdAndEpoch(
+            leader_id=3, leader_epoch=2), records=records)])])
+    client.handle_response(3, ApiKey.FETCH, fetch.correlation_id, response, 1)
+    client.poll(1)
+    assert log.end_offset() == 0 and isinstance(client.state, FollowerState)
