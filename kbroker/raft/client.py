@@ -98,6 +98,7 @@ class PlantedBugs:
 
     grant_vote_without_log_check: bool = False
     count_old_epoch_entries: bool = False
+    count_unvalidated_fetch_offsets: bool = False
 
 
 @dataclass
@@ -808,6 +809,8 @@ class KafkaRaftClient:
             return self._fetch_error(ErrorCode.UNKNOWN_LEADER_EPOCH)
         if not isinstance(s, LeaderState):
             return self._fetch_error(ErrorCode.NOT_LEADER_OR_FOLLOWER)
+        if self.planted.count_unvalidated_fetch_offsets:
+            self._record_fetch(s, replica_id, p.fetch_offset, now_ms)
         valid = validate_offset_and_epoch(self.log, p.fetch_offset, p.last_fetched_epoch)
         partition = FetchResponse.PartitionData(
             partition_index=CLUSTER_METADATA_PARTITION, error_code=ErrorCode.NONE, high_watermark=s.high_watermark,

@@ -60,19 +60,25 @@ def test_same_seed_same_run() -> None:
     assert a.committed == b.committed
 
 
-def test_planted_bug_vote_without_log_comparison_is_caught() -> None:
-    """Granting votes without comparing logs elects leaders that lack committed entries: the
-    simulation must catch it, and the very seeds that catch it must pass without the bug."""
+@pytest.mark.parametrize(("bug", "wanted", "max_seeds"), [
+    # Votes granted without comparing logs elect leaders that lack committed entries.
+    ("grant_vote_without_log_check", 5, 200),
+    # A leader that counts a follower's fetch offset before checking it against its log (a diverged
+    # follower's stale tail) commits entries a majority does not hold.
+    ("count_unvalidated_fetch_offsets", 3, 400),
+])
+def test_planted_bugs_are_caught(bug: str, wanted: int, max_seeds: int) -> None:
+    """The simulation catches each planted bug, and the very seeds that catch it pass without it."""
     caught: dict[int, str] = {}
-    for seed in range(200):
+    for seed in range(max_seeds):
         try:
-            run_seed(seed, 3, planted=PlantedBugs(grant_vote_without_log_check=True))
+            run_seed(seed, 3, planted=PlantedBugs(**{bug: True}))
         except SafetyViolation as e:
             caught[seed] = str(e)
-            if len(caught) == 5:
+            if len(caught) == wanted:
                 break
-    assert len(caught) == 5, caught
-    assert any("lacks committed" in v or "below the committed end" in v or "changed" in v
+    assert len(caught) == wanted, caught
+    assert all("lacks committed" in v or "below the committed end" in v or "changed" in v
                for v in caught.values()), caught
     for seed in caught:
         run_seed(seed, 3)  # clean without the bug (raises SafetyViolation otherwise)
