@@ -600,11 +600,15 @@ class KafkaRaftClient:
             return self._vote_response(ErrorCode.NONE, False, ErrorCode.INCONSISTENT_VOTER_SET)
         if epoch < self.epoch:
             return self._vote_response(ErrorCode.NONE, False, ErrorCode.FENCED_LEADER_EPOCH)
+        # Kafka: a candidate's log cannot end in its own epoch (a prospective's may: same epoch).
+        if p.last_offset_epoch > epoch or (not p.pre_vote and p.last_offset_epoch == epoch):
+            return self._vote_response(ErrorCode.INVALID_REQUEST, False)
+        if epoch > self.epoch:
+            # Kafka moves to the newer epoch on any vote request, a pre-vote's too.
+            self._transition_to_unattached(epoch, now_ms)
         log_ok = self._log_is_ok(p.last_offset_epoch, p.last_offset)
         if p.pre_vote:
-            return self._vote_response(ErrorCode.NONE, log_ok and self._can_grant_pre_vote(epoch, now_ms))
-        if epoch > self.epoch:
-            self._transition_to_unattached(epoch, now_ms)
+            return self._vote_response(ErrorCode.NONE, log_ok and self._can_grant_pre_vote(now_ms))
         s = self.quorum.state
         voted = self.quorum.voted_id()
         if isinstance(s, UnattachedState) and voted < 0:
@@ -620,10 +624,8 @@ class KafkaRaftClient:
             granted = voted == candidate  # a retried request for the vote already cast
         return self._vote_response(ErrorCode.NONE, granted)
 
-    def _can_grant_pre_vote(self, epoch: int, now_ms: int) -> bool:
+    def _can_grant_pre_vote(self, now_ms: int) -> bool:
         s = self.quorum.state
-        if epoch > s.epoch:
-            return True
         if isinstance(s, LeaderState):
             return False
         if isinstance(s, FollowerState):
