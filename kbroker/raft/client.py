@@ -1040,6 +1040,8 @@ class KafkaRaftClient:
             pos = 0
             while pos + 12 <= len(chunk):
                 size = batch_size_at(chunk, pos)
+                if pos + size > len(chunk):
+                    break
                 b = RaftBatch.of(bytes(chunk[pos:pos + size]))
                 pos += size
                 if b.last_offset >= hw:

@@ -113,7 +113,16 @@ class KafkaMetadataLog:
         if start_offset >= self.end_offset():
             return b""
         info = self.log.read(start_offset, max_bytes, min_one_message=True)
-        return b"" if info.region is None else info.region.read_bytes()
+        if info.region is None:
+            return b""
+        data = info.region.read_bytes()
+        pos = 0
+        while pos + 12 <= len(data):  # whole batches only: a size-bounded read may end inside one
+            size = batch_size_at(data, pos)
+            if pos + size > len(data):
+                break
+            pos += size
+        return data[:pos]
 
     def flush(self) -> None:
         self.log.flush()

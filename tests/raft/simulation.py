@@ -30,6 +30,7 @@ import heapq
 import random
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from kbroker.protocol.frames import (
     decode_request_frame,
@@ -52,6 +53,7 @@ from kbroker.raft.messages import (
     RaftRequestBody,
     RaftResponseBody,
 )
+from kbroker.raft.metadata_log import KafkaMetadataLog
 from kbroker.raft.quorum_state import LeaderState
 from kbroker.raft.quorum_state_store import MemoryQuorumStateStore
 from kbroker.raft.raft_log import MemoryRaftLog, OffsetAndEpoch
@@ -88,6 +90,7 @@ class SimConfig:
     append_interval_ms: int = 60
     max_fetch_bytes: int = 8 * 1024 * 1024  # small values split fetch responses (wider windows for races)
     timeout_scale: int = 1  # 1: Kafka's default timeouts; k: each divided by k
+    disk_dir: Path | None = None  # KafkaMetadataLog under this directory instead of the in-memory log
     roundtrip: bool = False  # encode and decode every message with the generated codecs
     faults: Faults = field(default_factory=Faults)
     planted: PlantedBugs = field(default_factory=PlantedBugs)
@@ -98,6 +101,22 @@ class SimLog(MemoryRaftLog):
 
     guard = 0
     installed = 0  # snapshots fetched from the leader and installed (this node, every incarnation)
+
+    def install_snapshot(self, snapshot_id: OffsetAndEpoch, data: bytes) -> None:
+        self.installed += 1
+        super().install_snapshot(snapshot_id, data)
+
+    def truncate_to(self, offset: int) -> None:
+        if offset < self.guard and offset < self.end_offset():
+            raise SafetyViolation(f"truncation to {offset} below the high watermark {self.guard}")
+        super().truncate_to(offset)
+
+
+class DiskSimLog(KafkaMetadataLog):
+    """The on-disk log under the same guard (a simulated crash is a process crash: the OS keeps the files)."""
+
+    guard = 0
+    installed = 0
 
     def install_snapshot(self, snapshot_id: OffsetAndEpoch, data: bytes) -> None:
         self.installed += 1
@@ -148,7 +167,8 @@ class SimNode:
         self.sim = sim
         self.node_id = node_id
         self.store = MemoryQuorumStateStore()
-        self.log = SimLog()
+        self.log: SimLog | DiskSimLog = (
+            SimLog() if sim.cfg.disk_dir is None else DiskSimLog(sim.cfg.disk_dir / f"node{node_id}"))
         self.alive = False
         self.incarnation = 0
         self.client: KafkaRaftClient | None = None
@@ -173,6 +193,12 @@ class SimNode:
     def crash(self) -> None:
         self.alive = False
         self.client = None
+        if isinstance(self.log, DiskSimLog):
+            installed = self.log.installed
+            self.log.close()
+            self.log = DiskSimLog(self.log.directory.parent)
+            self.log.installed = installed
+            return
         survivor = self.log.crash(self.sim.rng)
         log = SimLog()
         log.batches, log._bases, log._start = survivor.batches, survivor._bases, survivor._start
@@ -553,6 +579,12 @@ class Simulation:
             if node.alive and node.client is not None:
                 self.maybe_snapshot(node)
 
+    def close(self) -> None:
+        """Close on-disk logs (the in-memory ones need nothing)."""
+        for node in self.nodes.values():
+            if isinstance(node.log, DiskSimLog):
+                node.log.close()
+
     def run(self, duration_ms: int | None = None, max_steps: int | None = None) -> Simulation:
         end = self.cfg.duration_ms if duration_ms is None else duration_ms
         while self.now < end and (max_steps is None or self.steps < max_steps):
@@ -580,9 +612,11 @@ def config_for_seed(seed: int, voters: int, *, observers: int = 1, roundtrip: bo
         planted=planted or PlantedBugs())
 
 
-def run_seed(seed: int, voters: int, **kwargs: object) -> Simulation:
+def run_seed(seed: int, voters: int, disk_dir: Path | None = None, **kwargs: object) -> Simulation:
     """Run one seed of the suite (raises SafetyViolation with the seed in its message)."""
-    sim = Simulation(seed, config_for_seed(seed, voters, **kwargs))  # type: ignore[arg-type]
+    cfg = config_for_seed(seed, voters, **kwargs)  # type: ignore[arg-type]
+    cfg.disk_dir = disk_dir
+    sim = Simulation(seed, cfg)
     try:
         return sim.run()
     except SafetyViolation as e:
