@@ -215,6 +215,7 @@ class Envelope:
     dst: int = field(compare=False)
     message: OutboundRequest | OutboundResponse = field(compare=False)
     origin_incarnation: int = field(compare=False)
+    connection_failed: bool = field(compare=False, default=False)  # tell `dst` its request to `src` failed
 
 
 class Simulation:
@@ -272,6 +273,13 @@ class Simulation:
     def send(self, src: int, dst: int, message: OutboundRequest | OutboundResponse) -> None:
         f = self.cfg.faults
         faulty = self.in_fault_stretch
+        unreachable = not self.nodes[dst].alive or not self.connected(src, dst)
+        if isinstance(message, OutboundRequest) and unreachable and self.rng.random() < 0.5:
+            # The driver sees the connection fail (refused, reset) rather than a silent loss.
+            self.seq += 1
+            heapq.heappush(self.queue, Envelope(self.now + 1, self.seq, dst, src, message,
+                                                self.nodes[src].incarnation, connection_failed=True))
+            return
         if faulty and self.rng.random() < f.drop:
             return
         copies = 2 if faulty and self.rng.random() < f.duplicate else 1
@@ -299,6 +307,12 @@ class Simulation:
 
     def deliver(self, env: Envelope) -> None:
         dst = self.nodes[env.dst]
+        if env.connection_failed:
+            if dst.alive and dst.client is not None and env.origin_incarnation == dst.incarnation:
+                assert isinstance(env.message, OutboundRequest)
+                dst.client.handle_failure(env.src, env.message.correlation_id, self.now)
+                self.flush_node(dst)
+            return
         if not dst.alive or dst.client is None or not self.connected(env.src, env.dst):
             return
         self.messages += 1
