@@ -47,7 +47,14 @@ from kbroker.protocol.messages.end_quorum_epoch import EndQuorumEpochRequest, En
 from kbroker.protocol.messages.fetch import FetchRequest, FetchResponse
 from kbroker.protocol.messages.fetch_snapshot import FetchSnapshotRequest, FetchSnapshotResponse
 from kbroker.protocol.messages.vote import VoteRequest, VoteResponse
-from kbroker.protocol.records import RecordBatch, RecordsError, SimpleRecord, batch_size_at, build_batch
+from kbroker.protocol.records import (
+    CorruptRecordError,
+    RecordBatch,
+    RecordsError,
+    SimpleRecord,
+    batch_size_at,
+    build_batch,
+)
 from kbroker.protocol.topic import CLUSTER_METADATA_TOPIC_NAME
 from kbroker.protocol.types import ZERO_UUID
 from kbroker.raft.config import QuorumConfig
@@ -195,9 +202,27 @@ class KafkaRaftClient:
         base = self.log.end_offset()
         batch = build_batch([SimpleRecord(value=v, timestamp=now_ms) for v in values], base_offset=base,
                             partition_leader_epoch=s.epoch, now_ms=now_ms)
-        self.log.append(bytes(batch))
+        return self.append_batch(batch, now_ms)
+
+    def append_batch(self, batch: bytes | bytearray, now_ms: int) -> int:
+        """Append one record batch built by the caller (any compression; control batches too) as the
+        leader: its base offset and partition leader epoch are stamped here (both outside the CRC).
+        Returns the offset of its last record; raises NotLeaderError off the leader, and
+        CorruptRecordError if `batch` is not one valid v2 batch."""
+        s = self.quorum.state
+        if not isinstance(s, LeaderState):
+            raise NotLeaderError(f"node {self.node_id} is not the leader (epoch {self.epoch})")
+        data = bytearray(batch)
+        if len(data) < 61 or batch_size_at(data, 0) != len(data):
+            raise CorruptRecordError("append_batch takes exactly one record batch")
+        view = RecordBatch(memoryview(data))
+        if not view.is_valid():
+            raise CorruptRecordError("the batch fails its CRC")
+        view.set_base_offset(self.log.end_offset())
+        view.set_partition_leader_epoch(s.epoch)
+        self.log.append(bytes(data))
         self._linger_deadline = min(self._linger_deadline, now_ms + self.config.append_linger_ms)
-        return base + len(values) - 1
+        return view.last_offset
 
     def create_snapshot(self, offset: int, data: bytes) -> OffsetAndEpoch:
         """Store a snapshot of the state up to `offset` (at most the high watermark, on a batch end) and
@@ -227,7 +252,8 @@ class KafkaRaftClient:
 
     # --- the driver's API ---------------------------------------------------------------------------
     def handle_request(self, api_key: int, body: RaftRequestBody, request_id: int, now_ms: int) -> None:
-        """An inbound request; its response comes out of `poll` as an OutboundResponse with `request_id`."""
+        """An inbound request; its response comes out of `poll` as an OutboundResponse with `request_id`
+        (call `poll` after this; a parked Fetch is answered by a later `poll`)."""
         response: RaftResponseBody | None
         if isinstance(body, VoteRequest):
             response = self._handle_vote_request(body, now_ms)
@@ -248,9 +274,10 @@ class KafkaRaftClient:
 
     def handle_response(self, source: int, api_key: int, correlation_id: int, body: RaftResponseBody,
                         now_ms: int) -> None:
-        inflight = self._inflight.pop(correlation_id, None)
+        inflight = self._inflight.get(correlation_id)
         if inflight is None or inflight.destination != source or inflight.api_key != api_key:
             return  # late (already timed out) or not ours
+        del self._inflight[correlation_id]
         self._inflight_by_dest.pop((source, api_key), None)
         current = inflight.state is self.quorum.state
         if isinstance(body, VoteResponse):

@@ -13,7 +13,7 @@ from kbroker.protocol.messages.describe_quorum import DescribeQuorumRequest, Des
 from kbroker.protocol.messages.end_quorum_epoch import EndQuorumEpochRequest
 from kbroker.protocol.messages.fetch import FetchRequest, FetchResponse
 from kbroker.protocol.messages.vote import VoteRequest, VoteResponse
-from kbroker.protocol.records import RecordBatch, SimpleRecord, build_batch
+from kbroker.protocol.records import CorruptRecordError, RecordBatch, SimpleRecord, build_batch
 from kbroker.raft.client import KafkaRaftClient, PlantedBugs
 from kbroker.raft.control_records import leader_change_of
 from kbroker.raft.messages import (
@@ -402,3 +402,19 @@ def test_corrupt_records_in_a_fetch_response_do_not_crash_the_follower(records: 
     client.handle_response(3, ApiKey.FETCH, fetch.correlation_id, response, 1)
     client.poll(1)
     assert log.end_offset() == 0 and isinstance(client.state, FollowerState)
+
+
+def test_append_batch_stamps_offsets_and_epoch_and_rejects_garbage() -> None:
+    client, log, _, listener = make_client(voters=1)
+    client.poll(0)
+    built = build_batch([SimpleRecord(value=b"p"), SimpleRecord(value=b"q")], base_offset=77, now_ms=3)
+    assert client.append_batch(built, 3) == 2
+    b = RecordBatch(memoryview(log.read(1, 1 << 20)))
+    assert (b.base_offset, b.partition_leader_epoch, b.is_valid()) == (1, 1, True)
+    client.poll(100)
+    assert listener.values() == [b"p", b"q"]
+    with pytest.raises(CorruptRecordError):
+        client.append_batch(b"nonsense", 100)
+    built[-1] ^= 0xFF
+    with pytest.raises(CorruptRecordError):
+        client.append_batch(built, 100)
