@@ -281,7 +281,7 @@ def test_a_diverging_follower_truncates_and_converges() -> None:
 
 
 def test_a_follower_below_the_log_start_fetches_the_snapshot() -> None:
-    c = LocalCluster(3)
+    c = LocalCluster(3, config=quorum_config(3, max_fetch_snapshot_bytes=4))  # several FetchSnapshot chunks
     leader = c.elect()
     lagging = next(n for n in c.clients if n != leader)
     c.down.add(lagging)
