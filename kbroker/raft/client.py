@@ -363,6 +363,9 @@ class KafkaRaftClient:
             return [(v, ApiKey.VOTE) for v in self.quorum.voters
                     if v != self.node_id and v not in s.granted and v not in s.rejected]
         if isinstance(s, FollowerState):
+            if (s.leader_id, ApiKey.FETCH) in self._inflight_by_dest or (
+                    s.leader_id, ApiKey.FETCH_SNAPSHOT) in self._inflight_by_dest:
+                return []
             return [(s.leader_id, ApiKey.FETCH_SNAPSHOT if self._snapshot_fetch is not None else ApiKey.FETCH)]
         if isinstance(s, LeaderState):
             return [(v, ApiKey.BEGIN_QUORUM_EPOCH) for v in s.begin_epoch_unacked]
@@ -545,8 +548,13 @@ class KafkaRaftClient:
             else:
                 self._transition_to_unattached(s.epoch, now_ms)
             return
-        if not self._can_send(s.leader_id, ApiKey.FETCH, now_ms) or not self._can_send(
-                s.leader_id, ApiKey.FETCH_SNAPSHOT, now_ms):
+        # One fetch at a time: a Fetch or, while a snapshot comes in, a FetchSnapshot (the same key
+        # `_wanted_sends` reports, so `next_deadline_ms` and this agree on the backoff that applies).
+        if (s.leader_id, ApiKey.FETCH) in self._inflight_by_dest or (
+                s.leader_id, ApiKey.FETCH_SNAPSHOT) in self._inflight_by_dest:
+            return
+        api = ApiKey.FETCH_SNAPSHOT if self._snapshot_fetch is not None else ApiKey.FETCH
+        if not self._can_send(s.leader_id, api, now_ms):
             return
         if self.quorum.is_voter and self.log.flushed_end_offset() < self.log.end_offset():
             self.log.flush()  # a fetch offset claims durability: batches left from a leadership must be flushed

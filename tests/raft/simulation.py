@@ -257,6 +257,7 @@ class Simulation:
         self.elections = 0
         self.messages = 0
         self._response_corr: dict[int, int] = {}  # request id -> the sender's correlation id
+        self.steps_at_now = 0
         self.touched: set[SimNode] = set()  # nodes driven in this step: the ones to check
         for node in self.nodes.values():
             node.start(0)
@@ -572,7 +573,15 @@ class Simulation:
 
     def step(self) -> None:
         self.steps += 1
-        self.now = self.next_time()
+        now = self.next_time()
+        if now == self.now:
+            self.steps_at_now += 1
+            if self.steps_at_now > 2000:
+                raise SafetyViolation(f"no progress: a client asks to be polled again and again at {now} ms "
+                                      "(a deadline in the past that poll does not clear: a busy loop)")
+        else:
+            self.steps_at_now = 0
+        self.now = now
         if self.now >= self.stretch_end:
             self.begin_stretch()
         while self.queue and self.queue[0].at <= self.now:
