@@ -509,8 +509,11 @@ class Partition:
         )
         region = data.region
         size = 0 if region is None else region.size
-        # No transactions yet: read_committed gets an empty aborted list, the others none.
-        aborted: list[tuple[int, int]] | None = [] if isolation_level == READ_COMMITTED else None
+        # read_committed gets the aborted transactions overlapping what it may read (Kafka's
+        # collectAbortedTxns up to the LSO); the other isolation levels none.
+        aborted: list[tuple[int, int]] | None = None
+        if isolation_level == READ_COMMITTED:
+            aborted = self.log.collect_aborted_transactions(fetch_offset, lso) if size else []
         return ReadInfo(region if size else None, size, hw, lso, self.log_start_offset, aborted)
 
     def fetch_offset_for_timestamp(self, timestamp: int, isolation_level: int | None) -> tuple[int, int, int] | None:
