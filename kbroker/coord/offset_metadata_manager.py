@@ -63,6 +63,10 @@ class OffsetMetadataManager:
         self.writer = writer
         self.time_ms = time_ms
         self.group_status = group_status
+        # TxnOffsetCommit: producer id -> group -> the offsets its open transaction committed, made
+        # visible (written as ordinary offset records) by its COMMIT marker, dropped by ABORT. In
+        # memory only: kept across a restart only if the transaction completes before it.
+        self.pending_txn_offsets: dict[int, dict[str, list[CommitRequestPartition]]] = {}
 
     # -- OffsetCommit ---------------------------------------------------------------------------------
 
@@ -128,6 +132,44 @@ class OffsetMetadataManager:
         for p, value in values:
             self.store.replay(group_id, p.topic, p.partition, value)
         return results
+
+    # -- TxnOffsetCommit ------------------------------------------------------------------------------
+
+    def txn_commit_offsets(self, group_id: str, producer_id: int, generation_id: int, member_id: str,
+                           group_instance_id: str | None, partitions: list[CommitRequestPartition]) -> list[ErrorCode]:
+        """Kafka's TxnOffsetCommit: the offsets wait for the transaction's marker."""
+        error = self.group_status(group_id)
+        if error != ErrorCode.NONE:
+            return [error] * len(partitions)
+        group = self.gm.groups.get(group_id)
+        if group is not None and generation_id >= 0:
+            try:
+                group.validate_offset_commit(member_id, group_instance_id, generation_id)
+            except KafkaError as e:
+                return [e.error_code] * len(partitions)
+        results = []
+        pending = self.pending_txn_offsets.setdefault(producer_id, {}).setdefault(group_id, [])
+        for p in partitions:
+            if len((p.metadata or "").encode()) > self.config.offset_metadata_max_bytes:
+                results.append(ErrorCode.OFFSET_METADATA_TOO_LARGE)
+                continue
+            pending[:] = [q for q in pending if (q.topic, q.partition) != (p.topic, p.partition)]
+            pending.append(p)
+            results.append(ErrorCode.NONE)
+        return results
+
+    def complete_txn(self, producer_id: int, commit: bool) -> None:
+        """The transaction's marker reached this partition: its pending offsets become committed
+        offsets (COMMIT) or are dropped (ABORT)."""
+        groups = self.pending_txn_offsets.pop(producer_id, {})
+        if not commit:
+            return
+        for group_id, partitions in groups.items():
+            self._write_offsets(group_id, -1, partitions)
+
+    def has_pending_txn_offsets(self, group_id: str, topic: str, partition: int) -> bool:
+        return any((q.topic, q.partition) == (topic, partition)
+                   for groups in self.pending_txn_offsets.values() for q in groups.get(group_id, []))
 
     # -- OffsetFetch ----------------------------------------------------------------------------------
 

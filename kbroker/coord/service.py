@@ -364,6 +364,21 @@ class GroupCoordinatorService:
                        partitions: list[tuple[str, int]]) -> Answer[tuple[ErrorCode, list[ErrorCode]]]:
         return self._call(group_id, lambda shard: shard.delete_offsets(group_id, partitions), lambda e: (e, []))
 
+    def txn_commit_offsets(self, group_id: str, producer_id: int, generation_id: int, member_id: str,
+                           group_instance_id: str | None,
+                           partitions: list[CommitRequestPartition]) -> Answer[list[ErrorCode]]:
+        """TxnOffsetCommit: offsets held until the producer's transaction commits."""
+        return self._call(group_id, lambda shard: shard.offset_manager.txn_commit_offsets(
+            group_id, producer_id, generation_id, member_id, group_instance_id, partitions),
+            lambda e: [e] * len(partitions))
+
+    def complete_transaction(self, partition: int, producer_id: int, commit: bool) -> None:
+        """A transaction marker was written to `__consumer_offsets` partition `partition`."""
+        if self.runtime is None or not self.active:
+            return
+        self.runtime.write(partition, lambda shard: shard.offset_manager.complete_txn(producer_id, commit),
+                           _ignore, _ignore)
+
     # -- the consumer protocol (KIP-848) -------------------------------------------------------------
 
     def consumer_group_heartbeat(self, req: HeartbeatRequestData) -> Answer[HeartbeatResult]:
