@@ -148,11 +148,12 @@ class TransactionStateShard:
             self.txns.pop(tid, None)
             return
         try:
-            _version, v = decode_coordinator_value(Coordinator.TRANSACTION, record_type, bytes(value))
+            v, _version = decode_coordinator_value(Coordinator.TRANSACTION, record_type, bytes(value))
         except CoordinatorRecordParseError:
             log.warning("Skipping an unreadable transaction log value of %s at offset %d", tid, offset)
             return
-        assert isinstance(v, TransactionLogValue)
+        if not isinstance(v, TransactionLogValue):
+            return
         parts = {(p.topic, pid) for p in (v.transaction_partitions or []) for pid in p.partition_ids}
         self.txns[tid] = TransactionMetadata(
             tid, v.producer_id, v.producer_epoch, v.transaction_timeout_ms, TransactionState(v.transaction_status),
