@@ -18,8 +18,9 @@ the producer refreshes its metadata. Transactional batches without a transaction
 whole request with TRANSACTIONAL_ID_AUTHORIZATION_FAILED (as Kafka). With one, and
 `transaction.partition.verification.enable` (KIP-890 part 1), a transactional batch for a partition
 that is not in the producer's Ongoing transaction (asked of the in-process transaction coordinator) is
-refused: INVALID_PRODUCER_EPOCH for a producer id/epoch that is not the transaction's current one,
-else INVALID_TXN_STATE, so a late produce after an abort cannot open a hanging transaction.
+refused (NOT_ENOUGH_REPLICAS while the coordinator is unavailable, INVALID_PRODUCER_ID_MAPPING /
+INVALID_PRODUCER_EPOCH for a producer that is not the transaction's current one, INVALID_TXN_STATE
+for a partition not added), so a late produce after an abort cannot open a hanging transaction.
 The records inside each batch are checked by ``log.validator`` (Kafka's LogValidator); the replica
 manager runs the expensive checks on a worker pool (``offload=True``), so the response, acks=0's
 included, may wait for a future.
@@ -96,11 +97,20 @@ def _precheck(records: Any, version: int, services: BrokerServices | None = None
 
 def _verify(services: BrokerServices | None, transactional_id: str, producer_id: int, epoch: int, topic: str,
             partition: int) -> ErrorCode:
-    """KIP-890 part 1: the partition must be in the producer's Ongoing transaction."""
+    """KIP-890 part 1: the partition must be in the producer's Ongoing transaction. The answers are
+    Kafka's AddPartitionsToTxnManager's: an unreachable coordinator NOT_ENOUGH_REPLICAS, an unknown
+    id or producer INVALID_PRODUCER_ID_MAPPING, a fenced epoch INVALID_PRODUCER_EPOCH, a partition
+    not in the transaction INVALID_TXN_STATE."""
     if services is None or not services.config["transaction.partition.verification.enable"]:
         return ErrorCode.NONE
-    txn = services.transaction_coordinator.describe(transactional_id)
-    if txn is None or txn.producer_id != producer_id or txn.producer_epoch != epoch:
+    coordinator = services.transaction_coordinator
+    if coordinator.state_topic_status() != ErrorCode.NONE or \
+            coordinator.coordinator_status(transactional_id) != ErrorCode.NONE:
+        return ErrorCode.NOT_ENOUGH_REPLICAS
+    txn = coordinator.describe(transactional_id)
+    if txn is None or txn.producer_id != producer_id:
+        return ErrorCode.INVALID_PRODUCER_ID_MAPPING
+    if txn.producer_epoch != epoch:
         return ErrorCode.INVALID_PRODUCER_EPOCH
     if txn.state != TransactionState.ONGOING or (topic, partition) not in txn.partitions:
         return ErrorCode.INVALID_TXN_STATE
