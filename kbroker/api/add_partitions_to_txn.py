@@ -17,7 +17,10 @@ from kbroker.api._txn import fenced_for
 from kbroker.api.context import BrokerServices, RequestContext
 from kbroker.protocol.errors import ErrorCode
 from kbroker.protocol.headers import RequestHeader
-from kbroker.protocol.messages.add_partitions_to_txn import AddPartitionsToTxnRequest, AddPartitionsToTxnResponse
+from kbroker.protocol.messages.add_partitions_to_txn import (
+    AddPartitionsToTxnRequest,
+    AddPartitionsToTxnResponse,
+)
 
 API_KEY = 24
 MIN_VERSION = 0

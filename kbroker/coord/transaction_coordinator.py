@@ -31,7 +31,12 @@ from typing import TYPE_CHECKING, TypeVar, cast
 from kbroker.coord.coordinator_runtime import CoordinatorRuntime, CoordinatorTimer, Record
 from kbroker.coord.runtime import LogLoader, LoopScheduler, ReplicaPartitionWriter, partition_for
 from kbroker.coord.service import Answer
-from kbroker.coord.transaction_state import InitResult, TopicPartition, TransactionMetadata, TransactionStateShard
+from kbroker.coord.transaction_state import (
+    InitResult,
+    TopicPartition,
+    TransactionMetadata,
+    TransactionStateShard,
+)
 from kbroker.protocol.errors import ErrorCode, KafkaError
 from kbroker.protocol.topic import GROUP_METADATA_TOPIC_NAME, TRANSACTION_STATE_TOPIC_NAME
 

@@ -31,6 +31,7 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from kbroker.protocol.coordinator_records import Coordinator
 from kbroker.protocol.coordinator_records.serde import (
     CoordinatorRecordParseError,
     decode_coordinator_key,
@@ -38,7 +39,6 @@ from kbroker.protocol.coordinator_records.serde import (
     encode_coordinator_key,
     encode_coordinator_value,
 )
-from kbroker.protocol.coordinator_records import Coordinator
 from kbroker.protocol.coordinator_records.transaction_log import TransactionLogKey, TransactionLogValue
 from kbroker.protocol.errors import ErrorCode
 
