@@ -206,16 +206,19 @@ class TransactionStateShard:
                        TransactionState.PREPARE_EPOCH_FENCE):
             return InitResult(ErrorCode.CONCURRENT_TRANSACTIONS)
         if expected_producer_id >= 0:
-            # KIP-360: a producer re-initialising with its id/epoch must match the current (or the
-            # previous, for a retry) incarnation; otherwise it is a zombie.
-            current = (m.producer_id, m.producer_epoch)
-            if (expected_producer_id, expected_epoch) != current and \
-                    (expected_producer_id, expected_epoch) != (m.producer_id, m.last_producer_epoch):
+            # KIP-360: a producer re-initialising with its id/epoch must be the current incarnation;
+            # a retry of a bump it already got (its previous epoch, recorded only by such a bump)
+            # gets the current epoch again; anything else is a zombie.
+            expected = (expected_producer_id, expected_epoch)
+            if m.last_producer_epoch >= 0 and expected == (m.producer_id, m.last_producer_epoch):
+                return InitResult(ErrorCode.NONE, m.producer_id, m.producer_epoch)
+            if expected != (m.producer_id, m.producer_epoch):
                 return InitResult(ErrorCode.PRODUCER_FENCED)
         if m.state == TransactionState.ONGOING:
             # Fence the old incarnation and abort its transaction with the bumped epoch, which the
             # new incarnation then uses (Kafka's client retries and gets one more bump).
             fenced = self._bump(m, new_producer_id)
+            fenced.last_producer_epoch = NO_PRODUCER_EPOCH
             fenced.state = TransactionState.PREPARE_ABORT
             fenced.txn_timeout_ms = txn_timeout_ms
             error = self._put(fenced)
@@ -226,6 +229,8 @@ class TransactionStateShard:
             done = self.txns[transactional_id]
             return InitResult(ErrorCode.NONE, done.producer_id, done.producer_epoch)
         updated = self._bump(m, new_producer_id)
+        if expected_producer_id < 0 and updated.producer_id == m.producer_id:
+            updated.last_producer_epoch = NO_PRODUCER_EPOCH  # a new incarnation, not a retry
         updated.state = TransactionState.EMPTY
         updated.partitions = set()
         updated.txn_timeout_ms = txn_timeout_ms
