@@ -438,8 +438,7 @@ class LogSegment:
         self.offset_index.close_handler()
         self.time_index.close_handler()
         paths = []
-        txn_index = self.dir / segment_file_name(self.base_offset, ".txnindex")
-        for p in (self.log_path, self.offset_index.path, self.time_index.path, txn_index):
+        for p in (self.log_path, self.offset_index.path, self.time_index.path):
             target = p.with_name(p.name + DELETED_SUFFIX)
             try:
                 os.replace(p, target)

@@ -41,11 +41,6 @@ _TELEMETRY = "client telemetry (KIP-714) is not implemented"
 # librdkafka: _UNSUPPORTED_FEATURE, kafka-python: IncompatibleBrokerVersion); one sent anyway closes
 # the connection, as Kafka does for an API not enabled on the listener.
 ABSENT_APIS: dict[int, str] = {
-    24: _TXN,  # AddPartitionsToTxn
-    25: _TXN,  # AddOffsetsToTxn
-    26: _TXN,  # EndTxn
-    27: _TXN,  # WriteTxnMarkers
-    28: _TXN,  # TxnOffsetCommit
     38: _TOKENS,  # CreateDelegationToken
     39: _TOKENS,  # RenewDelegationToken
     40: _TOKENS,  # ExpireDelegationToken
