@@ -28,3 +28,15 @@ def test_java_transactional_producer(kbroker: KBroker) -> None:
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "fenced ProducerFencedException" in lines, proc.stdout + proc.stderr
     assert "read c0,c1,c2,fresh" in lines, proc.stdout + proc.stderr
+    # kafka-transactions (ListTransactions, DescribeTransactions, DescribeProducers).
+    listed = run_java_main("kafka-transactions", ["--bootstrap-server", kbroker.bootstrap, "list"], timeout=120)
+    assert listed.returncode == 0, listed.stdout + listed.stderr
+    assert any(line.split()[:1] == ["java-tid"] and "CompleteCommit" in line for line in listed.stdout.splitlines()), \
+        listed.stdout
+    described = run_java_main("kafka-transactions", ["--bootstrap-server", kbroker.bootstrap, "describe",
+                                                     "--transactional-id", "java-tid"], timeout=120)
+    assert described.returncode == 0 and "CompleteCommit" in described.stdout, described.stdout + described.stderr
+    producers = run_java_main("kafka-transactions", ["--bootstrap-server", kbroker.bootstrap, "describe-producers",
+                                                     "--topic", "java-txn", "--partition", "0"], timeout=120)
+    assert producers.returncode == 0, producers.stdout + producers.stderr
+    assert len(producers.stdout.strip().splitlines()) >= 2, producers.stdout  # a header and the producer
