@@ -14,7 +14,10 @@ from kbroker.api.context import BrokerServices, RequestContext
 from kbroker.coord.transaction_state import TransactionState
 from kbroker.protocol.errors import ErrorCode
 from kbroker.protocol.headers import RequestHeader
-from kbroker.protocol.messages.describe_transactions import DescribeTransactionsRequest, DescribeTransactionsResponse
+from kbroker.protocol.messages.describe_transactions import (
+    DescribeTransactionsRequest,
+    DescribeTransactionsResponse,
+)
 
 API_KEY = 65
 MIN_VERSION = 0

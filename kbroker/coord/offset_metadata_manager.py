@@ -174,9 +174,11 @@ class OffsetMetadataManager:
     # -- OffsetFetch ----------------------------------------------------------------------------------
 
     def fetch_offsets(self, group_id: str, partitions: list[tuple[str, int]] | None,
-                      member_id: str | None = None, member_epoch: int = -1) -> tuple[ErrorCode, list[FetchedOffset]]:
+                      member_id: str | None = None, member_epoch: int = -1,
+                      require_stable: bool = False) -> tuple[ErrorCode, list[FetchedOffset]]:
         """All committed offsets (`partitions` None) or the requested ones (-1 when none). A consumer
-        group member (OffsetFetch v9+) must be at its current epoch."""
+        group member (OffsetFetch v9+) must be at its current epoch. With `require_stable` (KIP-447)
+        a requested partition with a pending transactional commit answers UNSTABLE_OFFSET_COMMIT."""
         error = self.group_status(group_id)
         if error == ErrorCode.NONE:
             error = self.gm.validate_offset_fetch(group_id, member_id, member_epoch)
@@ -192,6 +194,9 @@ class OffsetMetadataManager:
             ]
         out = []
         for t, p in partitions:
+            if require_stable and self.has_pending_txn_offsets(group_id, t, p):
+                out.append(FetchedOffset(t, p, error=ErrorCode.UNSTABLE_OFFSET_COMMIT))
+                continue
             v = self.store.get(group_id, t, p)
             out.append(FetchedOffset(t, p) if v is None else FetchedOffset(t, p, v.offset, v.leader_epoch, v.metadata))
         return ErrorCode.NONE, out

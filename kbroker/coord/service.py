@@ -356,8 +356,10 @@ class GroupCoordinatorService:
             lambda e: [e] * len(partitions))
 
     def fetch_offsets(self, group_id: str, partitions: list[tuple[str, int]] | None, member_id: str | None = None,
-                      member_epoch: int = -1) -> Answer[tuple[ErrorCode, list[FetchedOffset]]]:
-        return self._call(group_id, lambda shard: shard.fetch_offsets(group_id, partitions, member_id, member_epoch),
+                      member_epoch: int = -1,
+                      require_stable: bool = False) -> Answer[tuple[ErrorCode, list[FetchedOffset]]]:
+        return self._call(group_id, lambda shard: shard.fetch_offsets(group_id, partitions, member_id, member_epoch,
+                                                                      require_stable),
                           lambda e: (e, []), read=True)
 
     def delete_offsets(self, group_id: str,

@@ -118,8 +118,8 @@ class GroupCoordinatorShard:
                                                   retention_ms, partitions, api_version)
 
     def fetch_offsets(self, group_id: str, partitions: list[tuple[str, int]] | None, member_id: str | None = None,
-                      member_epoch: int = -1) -> tuple[ErrorCode, list[FetchedOffset]]:
-        return self.offset_manager.fetch_offsets(group_id, partitions, member_id, member_epoch)
+                      member_epoch: int = -1, require_stable: bool = False) -> tuple[ErrorCode, list[FetchedOffset]]:
+        return self.offset_manager.fetch_offsets(group_id, partitions, member_id, member_epoch, require_stable)
 
     def delete_offsets(self, group_id: str, partitions: list[tuple[str, int]]) -> tuple[ErrorCode, list[ErrorCode]]:
         return self.offset_manager.delete_offsets(group_id, partitions)
