@@ -95,6 +95,10 @@ def _precheck(records: Any, version: int, services: BrokerServices | None = None
     return ErrorCode.NONE
 
 
+VERIFICATION_UNAVAILABLE = ("Unable to verify the partition has been added to the transaction. "
+                            "Underlying error: COORDINATOR_NOT_AVAILABLE")
+
+
 def _verify(services: BrokerServices | None, transactional_id: str, producer_id: int, epoch: int, topic: str,
             partition: int) -> ErrorCode:
     """KIP-890 part 1: the partition must be in the producer's Ongoing transaction. The answers are
@@ -192,7 +196,10 @@ def handle(
                 results[key] = ProducePartitionResult(ErrorCode.UNKNOWN_TOPIC_ID)
                 continue
             error = _precheck(pd.records, version, services, request.transactional_id, name, pd.index)
-            if error != ErrorCode.NONE:
+            if error == ErrorCode.NOT_ENOUGH_REPLICAS:
+                # Only the KIP-890 verification answers this here (its coordinator is unavailable).
+                results[key] = ProducePartitionResult(error, error_message=VERIFICATION_UNAVAILABLE)
+            elif error != ErrorCode.NONE:
                 results[key] = ProducePartitionResult(error)
             else:
                 entries[key] = pd.records
