@@ -77,6 +77,7 @@ class TransactionCoordinatorService:
         self.scheduler: LoopScheduler | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._abort_timer: asyncio.TimerHandle | None = None
+        self._expire_timer: asyncio.TimerHandle | None = None
 
     # -- lifecycle -----------------------------------------------------------------------------------
 
@@ -96,11 +97,13 @@ class TransactionCoordinatorService:
                         and self.runtime.schedule_load(p):
                     loop.call_soon(self.runtime.run_load, p)
         self._schedule_abort(loop, int(self.config["transaction.abort.timed.out.transaction.cleanup.interval.ms"]))
+        self._schedule_expiry(loop, int(self.config["transaction.remove.expired.transaction.cleanup.interval.ms"]))
 
     def shutdown(self) -> None:
         self.active = False
-        if self._abort_timer is not None:
-            self._abort_timer.cancel()
+        for timer in (self._abort_timer, self._expire_timer):
+            if timer is not None:
+                timer.cancel()
         if self.runtime is not None:
             self.runtime.close()
         if self.scheduler is not None:
@@ -133,6 +136,23 @@ class TransactionCoordinatorService:
             self._abort_timer = loop.call_later(interval_ms / 1000, run)
 
         self._abort_timer = loop.call_later(interval_ms / 1000, run)
+
+    def _schedule_expiry(self, loop: asyncio.AbstractEventLoop, interval_ms: int) -> None:
+        def run() -> None:
+            if not self.active or self.runtime is None:
+                return
+            self.expire_transactional_ids()
+            self._expire_timer = loop.call_later(interval_ms / 1000, run)
+
+        self._expire_timer = loop.call_later(interval_ms / 1000, run)
+
+    def expire_transactional_ids(self) -> None:
+        if self.runtime is None:
+            return
+        now = self.time_ms()
+        expiration = int(self.config["transactional.id.expiration.ms"])
+        for p, _shard in self.runtime.active_shards():
+            self.runtime.write(p, lambda shard: shard.expire_transactional_ids(now, expiration), _ignore, _ignore)
 
     def abort_timed_out_transactions(self) -> None:
         if self.runtime is None:

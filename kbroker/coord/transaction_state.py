@@ -330,5 +330,17 @@ class TransactionStateShard:
                 aborted.append(m.transactional_id)
         return aborted
 
+    def expire_transactional_ids(self, now_ms: int, expiration_ms: int) -> list[str]:
+        """Kafka's removeExpiredTransactionalIds: ids with no open transaction whose last update is
+        `transactional.id.expiration.ms` old are removed (a tombstone in `__transaction_state`)."""
+        idle = (TransactionState.EMPTY, TransactionState.COMPLETE_COMMIT, TransactionState.COMPLETE_ABORT)
+        expired = [m.transactional_id for m in self.txns.values()
+                   if m.state in idle and m.txn_last_update_timestamp_ms + expiration_ms <= now_ms]
+        if not expired or self._append([(encode_key(tid), None) for tid in expired]) != ErrorCode.NONE:
+            return []
+        for tid in expired:
+            del self.txns[tid]
+        return expired
+
     def describe(self, transactional_id: str) -> TransactionMetadata | None:
         return self.txns.get(transactional_id)

@@ -126,3 +126,17 @@ def test_concurrent_and_invalid_states() -> None:
     h.shard.txns["t"].state = TransactionState.PREPARE_ABORT
     assert h.shard.add_partitions("t", 101, 0, {("a", 0)}) == ErrorCode.CONCURRENT_TRANSACTIONS
     assert h.shard.init_producer_id("t", 60_000, -1, -1, h.pid).error == ErrorCode.CONCURRENT_TRANSACTIONS
+
+
+def test_idle_transactional_ids_expire_with_a_tombstone() -> None:
+    h = Harness()
+    h.shard.init_producer_id("idle", 60_000, -1, -1, h.pid)
+    h.shard.init_producer_id("busy", 60_000, -1, -1, h.pid)
+    h.shard.add_partitions("busy", 102, 0, {("a", 0)})
+    h.now += 10_000
+    assert h.shard.expire_transactional_ids(h.now, 20_000) == []
+    h.now += 10_000
+    assert h.shard.expire_transactional_ids(h.now, 20_000) == ["idle"]  # "busy" has an open transaction
+    assert set(h.shard.txns) == {"busy"}
+    assert h.log[-1][1] is None
+    assert set(h.reloaded().txns) == {"busy"}
