@@ -19,6 +19,8 @@ from kbroker.protocol.messages.list_transactions import ListTransactionsRequest
 from kbroker.protocol.messages.offset_fetch import OffsetFetchRequest
 from kbroker.protocol.messages.txn_offset_commit import TxnOffsetCommitRequest
 from kbroker.protocol.messages.write_txn_markers import WriteTxnMarkersRequest
+from kbroker.protocol.messages.produce import ProduceRequest
+from kbroker.protocol.records import SimpleRecord, build_batch
 from tests.coord.stack import Stack
 
 T = TxnOffsetCommitRequest
@@ -92,6 +94,16 @@ def test_txn_offsets_pending_until_commit(tmp_path: Path) -> None:
         log = s.replica_manager.get_partition("orders", 0).log
         assert log.log_end_offset == 1  # the ABORT marker
         assert log.collect_aborted_transactions(0, 1) == [(pid, 0)]
+        # KIP-890 part 1: a late transactional produce after the abort (the partition is no longer in
+        # an Ongoing transaction) is refused, so it cannot open a hanging transaction.
+        late = bytes(build_batch([SimpleRecord(b"late", None, 1)], producer_id=pid, producer_epoch=epoch,
+                                 base_sequence=0, is_transactional=True))
+        produced = await s.call(0, 9, ProduceRequest(transactional_id="tx", acks=-1, timeout_ms=5000, topic_data=[
+            ProduceRequest.TopicProduceData(name="orders", partition_data=[
+                ProduceRequest.PartitionProduceData(index=0, records=late)])]))
+        assert produced.responses[0].partition_responses[0].error_code == E.INVALID_TXN_STATE
+        log.update_high_watermark(log.log_end_offset)
+        assert log.last_stable_offset == log.log_end_offset == 1  # no hanging transaction
         # WriteTxnMarkers: a COMMIT marker for another producer, appended as the leader.
         W = WriteTxnMarkersRequest
         w = await s.call(27, 1, W(markers=[W.WritableTxnMarker(
