@@ -1,9 +1,9 @@
 """TxnOffsetCommit (key 28): a transactional producer commits a group's offsets inside its transaction.
 
 Versions 0-5 (v3 adds the group's generation / member / instance, checked like OffsetCommit's when
-the generation is set). The group coordinator holds the offsets as pending for the producer id; the
-transaction's COMMIT marker on the group's `__consumer_offsets` partition writes them as committed
-offsets, ABORT drops them (`OffsetMetadataManager.txn_commit_offsets` / `complete_txn`). The producer
+the generation is set). The group coordinator writes the offsets to `__consumer_offsets` in a
+transactional batch of the producer and holds them as pending; the transaction's COMMIT marker on
+that partition makes them the committed offsets, ABORT drops them (on load too) (`OffsetMetadataManager.txn_commit_offsets` / `complete_txn`). The producer
 must be the transaction's current incarnation (checked with the transaction coordinator first:
 PRODUCER_FENCED / INVALID_PRODUCER_EPOCH below v3).
 """
@@ -63,7 +63,7 @@ def handle(services: BrokerServices, ctx: RequestContext, header: RequestHeader,
         return _response(request, errors)
     generation = request.generation_id if version >= 3 else -1
     answer = coordinator(services).txn_commit_offsets(
-        request.group_id, request.producer_id, generation, request.member_id if version >= 3 else "",
+        request.group_id, request.producer_id, request.producer_epoch, generation, request.member_id if version >= 3 else "",
         request.group_instance_id if version >= 3 else None, valid)
 
     def respond(results: list[ErrorCode]) -> TxnOffsetCommitResponse:

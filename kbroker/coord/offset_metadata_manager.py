@@ -63,10 +63,12 @@ class OffsetMetadataManager:
         self.writer = writer
         self.time_ms = time_ms
         self.group_status = group_status
-        # TxnOffsetCommit: producer id -> group -> the offsets its open transaction committed, made
-        # visible (written as ordinary offset records) by its COMMIT marker, dropped by ABORT. In
-        # memory only: kept across a restart only if the transaction completes before it.
-        self.pending_txn_offsets: dict[int, dict[str, list[CommitRequestPartition]]] = {}
+        # TxnOffsetCommit: producer id -> group -> (topic, partition) -> the offset its open
+        # transaction committed. Written to the log as a transactional batch of the producer; made
+        # visible by its COMMIT marker, dropped by ABORT (also when the log is loaded again).
+        self.pending_txn_offsets: dict[int, dict[str, dict[tuple[str, int], OffsetCommitValue]]] = {}
+        # Appends records as a transactional batch of (producer id, epoch); set by the shard.
+        self.txn_writer: Callable[[list[tuple[bytes, bytes | None]], int, int], ErrorCode] | None = None
 
     # -- OffsetCommit ---------------------------------------------------------------------------------
 
@@ -135,9 +137,11 @@ class OffsetMetadataManager:
 
     # -- TxnOffsetCommit ------------------------------------------------------------------------------
 
-    def txn_commit_offsets(self, group_id: str, producer_id: int, generation_id: int, member_id: str,
-                           group_instance_id: str | None, partitions: list[CommitRequestPartition]) -> list[ErrorCode]:
-        """Kafka's TxnOffsetCommit: the offsets wait for the transaction's marker."""
+    def txn_commit_offsets(self, group_id: str, producer_id: int, producer_epoch: int, generation_id: int,
+                           member_id: str, group_instance_id: str | None,
+                           partitions: list[CommitRequestPartition]) -> list[ErrorCode]:
+        """Kafka's TxnOffsetCommit: the offsets are written in a transactional batch of the producer
+        and wait for the transaction's marker."""
         error = self.group_status(group_id)
         if error != ErrorCode.NONE:
             return [error] * len(partitions)
@@ -147,29 +151,50 @@ class OffsetMetadataManager:
                 group.validate_offset_commit(member_id, group_instance_id, generation_id)
             except KafkaError as e:
                 return [e.error_code] * len(partitions)
-        results = []
-        pending = self.pending_txn_offsets.setdefault(producer_id, {}).setdefault(group_id, [])
+        now = self.time_ms()
+        results: list[ErrorCode] = []
+        records: list[tuple[bytes, bytes | None]] = []
+        values: list[tuple[CommitRequestPartition, OffsetCommitValue]] = []
         for p in partitions:
-            if len((p.metadata or "").encode()) > self.config.offset_metadata_max_bytes:
+            metadata = p.metadata or ""
+            if len(metadata.encode()) > self.config.offset_metadata_max_bytes:
                 results.append(ErrorCode.OFFSET_METADATA_TOO_LARGE)
                 continue
-            pending[:] = [q for q in pending if (q.topic, q.partition) != (p.topic, p.partition)]
-            pending.append(p)
+            value = OffsetCommitValue(offset=p.offset, leader_epoch=p.leader_epoch, metadata=metadata,
+                                      commit_timestamp=now, expire_timestamp=-1)
+            records.append((encode_offset_commit_key(group_id, p.topic, p.partition),
+                            encode_offset_commit_value(value)))
+            values.append((p, value))
             results.append(ErrorCode.NONE)
+        if records and self.txn_writer is not None:
+            write_error = self.txn_writer(records, producer_id, producer_epoch)
+            if write_error != ErrorCode.NONE:
+                mapped = map_append_error(write_error, for_commit=True)
+                return [mapped if r == ErrorCode.NONE else r for r in results]
+        pending = self.pending_txn_offsets.setdefault(producer_id, {}).setdefault(group_id, {})
+        for p, value in values:
+            pending[(p.topic, p.partition)] = value
         return results
 
+    def replay_pending(self, producer_id: int, group_id: str, topic: str, partition: int,
+                       value: OffsetCommitValue) -> None:
+        """A transactional offset record read back from the log."""
+        self.pending_txn_offsets.setdefault(producer_id, {}).setdefault(group_id, {})[(topic, partition)] = value
+
     def complete_txn(self, producer_id: int, commit: bool) -> None:
-        """The transaction's marker reached this partition: its pending offsets become committed
-        offsets (COMMIT) or are dropped (ABORT)."""
+        """The transaction's marker is in this partition: its pending offsets become committed
+        offsets (COMMIT) or are dropped (ABORT). Nothing is written: the marker is the record."""
         groups = self.pending_txn_offsets.pop(producer_id, {})
         if not commit:
             return
-        for group_id, partitions in groups.items():
-            self._write_offsets(group_id, -1, partitions)
+        for group_id, offsets in groups.items():
+            for (topic, partition), value in offsets.items():
+                self.store.replay(group_id, topic, partition, value)
+            if group_id not in self.gm.groups and group_id not in self.gm.consumer_groups:
+                self.gm.groups[group_id] = ClassicGroup(group_id, state_timestamp_ms=self.time_ms())
 
     def has_pending_txn_offsets(self, group_id: str, topic: str, partition: int) -> bool:
-        return any((q.topic, q.partition) == (topic, partition)
-                   for groups in self.pending_txn_offsets.values() for q in groups.get(group_id, []))
+        return any((topic, partition) in groups.get(group_id, {}) for groups in self.pending_txn_offsets.values())
 
     # -- OffsetFetch ----------------------------------------------------------------------------------
 

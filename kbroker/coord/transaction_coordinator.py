@@ -28,7 +28,7 @@ import logging
 from collections.abc import Callable
 from typing import TYPE_CHECKING, TypeVar, cast
 
-from kbroker.coord.coordinator_runtime import CoordinatorRuntime, CoordinatorTimer, Record
+from kbroker.coord.coordinator_runtime import Append, CoordinatorRuntime, CoordinatorTimer
 from kbroker.coord.runtime import LogLoader, LoopScheduler, ReplicaPartitionWriter, partition_for
 from kbroker.coord.service import Answer
 from kbroker.coord.transaction_state import (
@@ -110,7 +110,7 @@ class TransactionCoordinatorService:
             self.scheduler.cancel_all()
 
     def _new_shard(self, partition: int, timer: CoordinatorTimer,
-                   append: Callable[[list[Record]], ErrorCode]) -> TransactionStateShard:
+                   append: Append) -> TransactionStateShard:
         hosted = self.replica_manager.get_partition(TRANSACTION_STATE_TOPIC, partition)
         # The coordinator epoch is the partition's leader epoch (Kafka: the epoch of the
         # __transaction_state partition's leadership), carried in every marker.

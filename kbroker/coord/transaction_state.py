@@ -171,6 +171,13 @@ class TransactionStateShard:
     def on_unloaded(self) -> None:
         return None
 
+    def replay_transactional(self, producer_id: int, offset: int, key: bytes | memoryview | None,
+                             value: bytes | memoryview | None) -> None:
+        self.replay(offset, key, value)  # __transaction_state holds no transactional batches
+
+    def replay_end_txn(self, producer_id: int, commit: bool) -> None:
+        return None
+
     # -- writing -----------------------------------------------------------------------------------
 
     def _put(self, m: TransactionMetadata) -> ErrorCode:

@@ -17,9 +17,9 @@ from kbroker.protocol.messages.find_coordinator import FindCoordinatorRequest
 from kbroker.protocol.messages.init_producer_id import InitProducerIdRequest
 from kbroker.protocol.messages.list_transactions import ListTransactionsRequest
 from kbroker.protocol.messages.offset_fetch import OffsetFetchRequest
+from kbroker.protocol.messages.produce import ProduceRequest
 from kbroker.protocol.messages.txn_offset_commit import TxnOffsetCommitRequest
 from kbroker.protocol.messages.write_txn_markers import WriteTxnMarkersRequest
-from kbroker.protocol.messages.produce import ProduceRequest
 from kbroker.protocol.records import SimpleRecord, build_batch
 from tests.coord.stack import Stack
 
@@ -60,6 +60,13 @@ def test_txn_offsets_pending_until_commit(tmp_path: Path) -> None:
         assert r.topics[0].partitions[0].error_code == E.NONE
         assert await _fetch(s, True) == (E.UNSTABLE_OFFSET_COMMIT, -1)
         assert await _fetch(s, False) == (E.NONE, -1)
+        # The pending offset is in the log as a transactional batch: reloading the group's partition
+        # (a restart, a leadership change) keeps it pending.
+        gp = s.runtime.partition_for("g")
+        s.runtime.runtime.unload(gp)
+        assert s.runtime.runtime.schedule_load(gp)
+        s.runtime.runtime.run_load(gp)
+        assert await _fetch(s, True) == (E.UNSTABLE_OFFSET_COMMIT, -1)
         listed = await s.call(66, 1, ListTransactionsRequest(state_filters=["Ongoing"], producer_id_filters=[]))
         assert [(t.transactional_id, t.transaction_state) for t in listed.transaction_states] == [("tx", "Ongoing")]
         described = await s.call(65, 0, DescribeTransactionsRequest(transactional_ids=["tx", "nope"]))
@@ -78,6 +85,11 @@ def test_txn_offsets_pending_until_commit(tmp_path: Path) -> None:
                 break
             await asyncio.sleep(0.01)
         assert await _fetch(s, True) == (E.NONE, 42)
+        # Reloaded after the COMMIT marker: the offset is committed, read back from the log.
+        s.runtime.runtime.unload(gp)
+        s.runtime.runtime.schedule_load(gp)
+        s.runtime.runtime.run_load(gp)
+        assert await _fetch(s, True) == (E.NONE, 42)
         # The next transaction aborts: its offset is dropped.
         parts = await s.call(24, 3, AddPartitionsToTxnRequest(
             v3_and_below_transactional_id="tx", v3_and_below_producer_id=pid, v3_and_below_producer_epoch=epoch,
@@ -91,6 +103,10 @@ def test_txn_offsets_pending_until_commit(tmp_path: Path) -> None:
         assert end.error_code == E.NONE
         await asyncio.sleep(0.05)
         assert await _fetch(s, True) == (E.NONE, 42)
+        s.runtime.runtime.unload(gp)
+        s.runtime.runtime.schedule_load(gp)
+        s.runtime.runtime.run_load(gp)
+        assert await _fetch(s, True) == (E.NONE, 42)  # the aborted 99 stays dropped after a reload
         log = s.replica_manager.get_partition("orders", 0).log
         assert log.log_end_offset == 1  # the ABORT marker
         assert log.collect_aborted_transactions(0, 1) == [(pid, 0)]
