@@ -80,3 +80,23 @@ def test_marker_with_older_epoch_is_refused(tmp_path: Path) -> None:
     log.append_as_leader(_txn_batch(7, 0, epoch=3), 0)
     with pytest.raises(InvalidProducerEpochError):
         log.append_txn_marker(7, 2, 1, commit=True, leader_epoch=0)
+
+
+def test_compaction_drops_aborted_records_and_keeps_committed(tmp_path: Path) -> None:
+    """An aborted write of a key neither survives compaction nor shadows the committed value
+    (Kafka's CleanedTransactionMetadata)."""
+    from tests.log.cleaner_helpers import Env, compact_config, records
+
+    env = Env(tmp_path, compact_config())
+    env.append([(b"k", b"committed"), (b"j", b"1")])
+    aborted = build_batch([SimpleRecord(b"aborted", b"k", 1000), SimpleRecord(b"gone", b"x", 1000)],
+                          producer_id=7, producer_epoch=0, base_sequence=0, is_transactional=True, now_ms=1000)
+    env.log.append_as_leader(memoryview(aborted), 0)
+    env.log.append_txn_marker(7, 0, 1, commit=False, leader_epoch=0)
+    for i in range(40):  # roll segments so the transaction lies in the cleanable section
+        env.append([(b"filler-%d" % (i % 3), b"v" * 60)])
+    assert env.cleaner.clean_once() is not None
+    kept = {(k, v) for _o, k, v in records(env.log)}
+    assert (b"k", b"committed") in kept
+    assert (b"k", b"aborted") not in kept and (b"x", b"gone") not in kept
+    env.lm.shutdown()
