@@ -214,9 +214,19 @@ class OffsetMetadataManager:
             return ErrorCode.NONE, [FetchedOffset(t, p) for t, p in partitions or []]
         if partitions is None:
             stored = self.store.group_offsets(group_id)
-            return ErrorCode.NONE, [
-                FetchedOffset(t, p, v.offset, v.leader_epoch, v.metadata) for (t, p), v in sorted(stored.items())
-            ]
+            out_all = []
+            for (t, p), v in sorted(stored.items()):
+                if require_stable and self.has_pending_txn_offsets(group_id, t, p):
+                    out_all.append(FetchedOffset(t, p, error=ErrorCode.UNSTABLE_OFFSET_COMMIT))
+                else:
+                    out_all.append(FetchedOffset(t, p, v.offset, v.leader_epoch, v.metadata))
+            if require_stable:
+                # Partitions with only a pending transactional offset are listed too (Kafka's fetchAllOffsets).
+                for groups in self.pending_txn_offsets.values():
+                    for (t, p) in sorted(groups.get(group_id, {})):
+                        if (t, p) not in stored:
+                            out_all.append(FetchedOffset(t, p, error=ErrorCode.UNSTABLE_OFFSET_COMMIT))
+            return ErrorCode.NONE, out_all
         out = []
         for t, p in partitions:
             if require_stable and self.has_pending_txn_offsets(group_id, t, p):

@@ -60,6 +60,9 @@ def test_txn_offsets_pending_until_commit(tmp_path: Path) -> None:
         assert r.topics[0].partitions[0].error_code == E.NONE
         assert await _fetch(s, True) == (E.UNSTABLE_OFFSET_COMMIT, -1)
         assert await _fetch(s, False) == (E.NONE, -1)
+        every = await s.call(9, 7, OffsetFetchRequest(group_id="g", require_stable=True, topics=None))
+        assert [(t.name, p.partition_index, p.error_code) for t in every.topics for p in t.partitions] == [
+            ("orders", 0, E.UNSTABLE_OFFSET_COMMIT)]
         # The pending offset is in the log as a transactional batch: reloading the group's partition
         # (a restart, a leadership change) keeps it pending.
         gp = s.runtime.partition_for("g")
