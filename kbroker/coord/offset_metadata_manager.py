@@ -215,11 +215,11 @@ class OffsetMetadataManager:
         if partitions is None:
             stored = self.store.group_offsets(group_id)
             out_all = []
-            for (t, p), v in sorted(stored.items()):
+            for (t, p), committed in sorted(stored.items()):
                 if require_stable and self.has_pending_txn_offsets(group_id, t, p):
                     out_all.append(FetchedOffset(t, p, error=ErrorCode.UNSTABLE_OFFSET_COMMIT))
                 else:
-                    out_all.append(FetchedOffset(t, p, v.offset, v.leader_epoch, v.metadata))
+                    out_all.append(FetchedOffset(t, p, committed.offset, committed.leader_epoch, committed.metadata))
             if require_stable:
                 # Partitions with only a pending transactional offset are listed too (Kafka's fetchAllOffsets).
                 for groups in self.pending_txn_offsets.values():
