@@ -209,6 +209,7 @@ class Broker:
         # so groups answer COORDINATOR_LOAD_IN_PROGRESS only while their partition loads.
         self.group_coordinator = services.group_coordinator
         self.group_coordinator.startup()
+        services.transaction_coordinator.startup()
         if services.kraft is not None:
             # process.roles=broker: fetch the quorum's metadata log until the image holds what it has
             # committed (hosting this broker's partitions as it goes), before listening and registering.
@@ -404,6 +405,8 @@ class Broker:
             # Answers JoinGroup/SyncGroup requests still waiting with NOT_COORDINATOR, so the
             # in-flight requests the server waits for below can finish at once.
             self.group_coordinator.shutdown()
+        if self.services is not None:
+            self.services.transaction_coordinator.shutdown()
         if self.server is not None:
             await self.server.stop(self.config["kbroker.shutdown.timeout.ms"] / 1000)
         if kraft is not None:

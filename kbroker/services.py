@@ -29,6 +29,7 @@ from kbroker.controller.local_controller import LocalController
 from kbroker.controller.metadata_log import ClusterMetadataLog, MetadataLogConfig
 from kbroker.coord.producer_id_manager import ProducerIdManager
 from kbroker.coord.service import GroupCoordinatorService
+from kbroker.coord.transaction_coordinator import TransactionCoordinatorService
 from kbroker.log.cleaner_manager import LogCleaner
 from kbroker.log.config import LogConfig
 from kbroker.log.manager import META_PROPERTIES, LogManager
@@ -156,7 +157,10 @@ def _host_partitions(
         max_partitions=lambda: int(config["kbroker.max.partitions"]),
     )
     group_coordinator = GroupCoordinatorService(config, replica_manager, controller, cache, time_ms)
-    loader.install_publishers([group_coordinator])
+    producer_id_manager = ProducerIdManager(controller, node_id)
+    transaction_coordinator = TransactionCoordinatorService(config, replica_manager, controller, cache,
+                                                            producer_id_manager, group_coordinator, time_ms)
+    loader.install_publishers([group_coordinator, transaction_coordinator])
     # Replays __cluster_metadata (bootstrapping it, and migrating a legacy JSON image, on first start):
     # the replica manager hosts every local partition as the image is applied.
     controller.load(config.log_dirs[0] / LEGACY_METADATA_FILE)
@@ -166,9 +170,10 @@ def _host_partitions(
         metadata=cache,
         configs=config_helper,
         controller=controller,
-        producer_id_manager=ProducerIdManager(controller, node_id),
+        producer_id_manager=producer_id_manager,
         replica_manager=replica_manager,
         group_coordinator=group_coordinator,
+        transaction_coordinator=transaction_coordinator,
         cluster_id=log_manager.cluster_id,
         node_id=node_id,
         time_ms=time_ms,
@@ -238,7 +243,10 @@ def _kraft_broker_services(
     # the replica manager reads this broker's epoch and its leaders' endpoints from the image.
     replica_manager.set_alter_partition_sender(links.channel.send_alter_partition)
     group_coordinator = GroupCoordinatorService(config, replica_manager, controller, cache, time_ms)
-    loader.install_publishers([group_coordinator])
+    producer_id_manager = ProducerIdManager(controller, node_id)
+    transaction_coordinator = TransactionCoordinatorService(config, replica_manager, controller, cache,
+                                                            producer_id_manager, group_coordinator, time_ms)
+    loader.install_publishers([group_coordinator, transaction_coordinator])
     links.load_local()
     return BrokerServices(
         config=config,
@@ -246,9 +254,10 @@ def _kraft_broker_services(
         metadata=cache,
         configs=config_helper,
         controller=controller,
-        producer_id_manager=ProducerIdManager(controller, node_id),
+        producer_id_manager=producer_id_manager,
         replica_manager=replica_manager,
         group_coordinator=group_coordinator,
+        transaction_coordinator=transaction_coordinator,
         cluster_id=log_manager.cluster_id,
         node_id=node_id,
         time_ms=time_ms,
@@ -258,6 +267,7 @@ def _kraft_broker_services(
 
 def shutdown_services(services: BrokerServices) -> None:
     """Stop what `build_services` started, in reverse (the broker adds its network and cleaner steps)."""
+    services.transaction_coordinator.shutdown()
     services.group_coordinator.shutdown()
     services.replica_manager.shutdown()
     services.controller.close()

@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from kbroker.controller.controller import Controller
     from kbroker.coord.producer_id_manager import ProducerIdManager
     from kbroker.coord.service import GroupCoordinatorService
+    from kbroker.coord.transaction_coordinator import TransactionCoordinatorService
     from kbroker.log.manager import LogManager
     from kbroker.metadata.cache import MetadataCache
     from kbroker.replica.replica_manager import ReplicaManager
@@ -111,6 +112,7 @@ class BrokerServices:
     producer_id_manager: ProducerIdManager
     replica_manager: ReplicaManager
     group_coordinator: GroupCoordinatorService
+    transaction_coordinator: TransactionCoordinatorService
     cluster_id: str
     node_id: int
     time_ms: Clock = field(default=wall_clock_ms)

@@ -1,14 +1,11 @@
-"""FindCoordinator (key 10): which broker coordinates a group (and, later, a transactional id).
+"""FindCoordinator (key 10): which broker coordinates a group or a transactional id.
 
 Versions 0-6 (v4 batches keys, KIP-699; v5 only allows the TRANSACTION_ABORTABLE error, KIP-890, which
 needs transactions and so never occurs here; v6 adds the SHARE key type, KIP-932). A GROUP key
 maps to partition `abs(hashCode(group)) % partitions` of `__consumer_offsets`, created here on first
-use as Kafka does; this node leads every partition, so it is always the answer. A TRANSACTION key gets
-TRANSACTIONAL_ID_AUTHORIZATION_FAILED until the transaction coordinator exists (issue 19, finding 10):
-the Java client, librdkafka (`rd_kafka_txn_handle_FindCoordinator`) and kafka-python treat it as fatal,
-so `init_transactions()` fails at once with a clear error, whereas the retriable
-COORDINATOR_NOT_AVAILABLE answered before made transactional producers retry until `max.block.ms`.
-InitProducerId with a transactional id answers the same code. A SHARE key answers INVALID_REQUEST below v6 and
+use as Kafka does; this node leads every partition, so it is always the answer. A TRANSACTION key maps
+to partition `abs(hashCode(transactional.id)) % partitions` of `__transaction_state`, created on first
+use the same way (the transaction coordinator, `TransactionCoordinatorService`). A SHARE key answers INVALID_REQUEST below v6 and
 COORDINATOR_NOT_AVAILABLE from v6 (no share coordinator: share groups are not implemented), as Kafka
 4.3's KafkaApis does when share groups are not enabled. librdkafka only enables LZ4 when this API is
 advertised.
@@ -23,15 +20,13 @@ from kbroker.api.context import BrokerServices, RequestContext
 from kbroker.protocol.errors import ErrorCode
 from kbroker.protocol.headers import RequestHeader
 from kbroker.protocol.messages.find_coordinator import FindCoordinatorRequest, FindCoordinatorResponse
-from kbroker.protocol.topic import GROUP_METADATA_TOPIC_NAME
+from kbroker.protocol.topic import GROUP_METADATA_TOPIC_NAME, TRANSACTION_STATE_TOPIC_NAME
 
 API_KEY = 10
 MIN_VERSION = 0
 MAX_VERSION = 6
-VERSION_NOTES = ("GROUP keys (creates __consumer_offsets on first use); TRANSACTION keys answer "
-                 "TRANSACTIONAL_ID_AUTHORIZATION_FAILED (fatal for clients) until transactions exist; SHARE keys (v6) "
-                 "COORDINATOR_NOT_AVAILABLE (no share groups).")
-TRANSACTIONS_ABSENT_MESSAGE = "This broker (kbroker) does not implement transactions yet."
+VERSION_NOTES = ("GROUP keys (creates __consumer_offsets on first use); TRANSACTION keys (creates "
+                 "__transaction_state on first use); SHARE keys (v6) COORDINATOR_NOT_AVAILABLE (no share groups).")
 
 GROUP_KEY_TYPE = 0
 TRANSACTION_KEY_TYPE = 1
@@ -39,8 +34,6 @@ SHARE_KEY_TYPE = 2
 
 
 def _message(error: ErrorCode) -> str | None:
-    if error == ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED:
-        return TRANSACTIONS_ABSENT_MESSAGE
     return None if error == ErrorCode.NONE else error.message
 
 
@@ -59,9 +52,9 @@ def _lookup(services: BrokerServices, ctx: RequestContext, key_type: int,
     if key_type == GROUP_KEY_TYPE:
         error = runtime(services).offsets_topic_status()
     elif key_type == TRANSACTION_KEY_TYPE:
-        # No transaction coordinator yet (the transactions issue adds it as a typed service): a code
-        # every client treats as fatal, not a retriable one it would spin on.
-        error = ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+        error = services.transaction_coordinator.state_topic_status()
+        if error == ErrorCode.NONE:
+            error = services.transaction_coordinator.coordinator_status(key)
     elif key_type == SHARE_KEY_TYPE:
         # Kafka refuses the SHARE type below v6 and, with no share coordinator, answers
         # COORDINATOR_NOT_AVAILABLE from v6 on (KafkaApis.getCoordinator).
@@ -73,7 +66,10 @@ def _lookup(services: BrokerServices, ctx: RequestContext, key_type: int,
     if services.kraft is not None:
         # In a KRaft cluster the coordinator is the leader of the group's __consumer_offsets partition.
         image = services.metadata.image
-        reg = image.partition(GROUP_METADATA_TOPIC_NAME, runtime(services).partition_for(key))
+        if key_type == TRANSACTION_KEY_TYPE:
+            reg = image.partition(TRANSACTION_STATE_TOPIC_NAME, services.transaction_coordinator.partition_for(key))
+        else:
+            reg = image.partition(GROUP_METADATA_TOPIC_NAME, runtime(services).partition_for(key))
         leader = image.cluster.broker(reg.leader) if reg is not None else None
         endpoint = leader.endpoint(ctx.listener_name) if leader is not None and not leader.fenced else None
         if reg is None or endpoint is None:
@@ -92,12 +88,21 @@ def handle(services: BrokerServices, ctx: RequestContext, header: RequestHeader,
     if key_type == GROUP_KEY_TYPE and runtime(services).offsets_topic_status() == ErrorCode.COORDINATOR_NOT_AVAILABLE:
         # First group request: create __consumer_offsets through the controller, then answer.
         return _after_creating_offsets_topic(services, ctx, header, request)
+    if key_type == TRANSACTION_KEY_TYPE and \
+            services.transaction_coordinator.state_topic_status() == ErrorCode.COORDINATOR_NOT_AVAILABLE:
+        return _after_creating_state_topic(services, ctx, header, request)
     return _answer(services, ctx, header, request)
 
 
 async def _after_creating_offsets_topic(services: BrokerServices, ctx: RequestContext, header: RequestHeader,
                                         request: FindCoordinatorRequest) -> FindCoordinatorResponse:
     await runtime(services).create_offsets_topic()
+    return _answer(services, ctx, header, request)
+
+
+async def _after_creating_state_topic(services: BrokerServices, ctx: RequestContext, header: RequestHeader,
+                                      request: FindCoordinatorRequest) -> FindCoordinatorResponse:
+    await services.transaction_coordinator.create_state_topic()
     return _answer(services, ctx, header, request)
 
 

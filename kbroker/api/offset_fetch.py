@@ -4,8 +4,9 @@ Versions 1-10. v9 adds KIP-848's member id and epoch: a consumer group member mu
 epoch (UNKNOWN_MEMBER_ID / STALE_MEMBER_EPOCH as the group's error); an admin fetch (no member id,
 epoch -1) is always allowed. v10 names topics by id (an unknown id answers UNKNOWN_TOPIC_ID in its
 partitions; committed offsets of topics that no longer exist are left out of an all-topics fetch).
-Partitions without a commit answer offset -1. `require_stable` (v7+) only matters for pending transactional commits, which do not exist
-yet. In v1 a group-level error (COORDINATOR_LOAD_IN_PROGRESS, NOT_COORDINATOR) is reported in every
+Partitions without a commit answer offset -1. `require_stable` (v7+, KIP-447): a requested partition
+with a pending transactional commit (TxnOffsetCommit not yet committed) answers UNSTABLE_OFFSET_COMMIT,
+which the consumer retries. In v1 a group-level error (COORDINATOR_LOAD_IN_PROGRESS, NOT_COORDINATOR) is reported in every
 requested partition, as the version has no top-level error.
 """
 
@@ -90,11 +91,12 @@ def handle(services: BrokerServices, ctx: RequestContext, header: Any, request: 
                 requested, unknown_ids = _requested_by_id(services, g.topics)
             else:
                 requested = _requested(g.topics)
-            answers.append(then(coord.fetch_offsets(g.group_id, requested, member_id, epoch),
+            answers.append(then(coord.fetch_offsets(g.group_id, requested, member_id, epoch, request.require_stable),
                                 partial(_group, services, version, g.group_id, unknown_ids)))
         return then(gather(answers), lambda groups: R(groups=groups))
     requested = _requested(request.topics)
-    return then(coord.fetch_offsets(request.group_id, requested),
+    stable = request.require_stable if version >= 7 else False
+    return then(coord.fetch_offsets(request.group_id, requested, require_stable=stable),
                 lambda a: _single_group(version, requested, *a))
 
 

@@ -15,9 +15,12 @@ each partition must carry exactly one magic-2 batch (INVALID_RECORD otherwise), 
 from ReplicaManager), unknown partitions get UNKNOWN_TOPIC_OR_PARTITION, and the request may
 partly succeed. acks=0: no response at all; if any partition failed the connection is closed so
 the producer refreshes its metadata. Transactional batches without a transactional id fail the
-whole request with TRANSACTIONAL_ID_AUTHORIZATION_FAILED (as Kafka); with one they are refused
-with INVALID_TXN_STATE until the transaction coordinator exists (no AddPartitionsToTxn can have
-happened; Kafka's verification would answer NOT_ENOUGH_REPLICAS while its coordinator is away).
+whole request with TRANSACTIONAL_ID_AUTHORIZATION_FAILED (as Kafka). With one, and
+`transaction.partition.verification.enable` (KIP-890 part 1), a transactional batch for a partition
+that is not in the producer's Ongoing transaction (asked of the in-process transaction coordinator) is
+refused (NOT_ENOUGH_REPLICAS while the coordinator is unavailable, INVALID_PRODUCER_ID_MAPPING /
+INVALID_PRODUCER_EPOCH for a producer that is not the transaction's current one, INVALID_TXN_STATE
+for a partition not added), so a late produce after an abort cannot open a hanging transaction.
 The records inside each batch are checked by ``log.validator`` (Kafka's LogValidator); the replica
 manager runs the expensive checks on a worker pool (``offload=True``), so the response, acks=0's
 included, may wait for a future.
@@ -29,6 +32,7 @@ from typing import Any
 
 from kbroker.api._futures import chain_future
 from kbroker.api.context import NO_RESPONSE, BrokerServices, CloseConnection, RequestContext
+from kbroker.coord.transaction_state import TransactionState
 from kbroker.protocol.compression import CompressionType
 from kbroker.protocol.errors import ErrorCode
 from kbroker.protocol.headers import RequestHeader
@@ -55,7 +59,8 @@ ADMIN_CLIENT_ID = "__admin_client"
 _LEGACY_RECORD_OVERHEAD_V0 = 14
 
 
-def _precheck(records: Any, version: int) -> ErrorCode:
+def _precheck(records: Any, version: int, services: BrokerServices | None = None, transactional_id: str | None = None,
+              topic: str = "", partition: int = -1) -> ErrorCode:
     """The header-only checks Kafka does before the log sees the batch (no record is touched):
     ``ProduceRequest.validateRecords`` over ``ByteBufferLogInputStream``'s framing. A size field
     under 14 (LegacyRecord's minimum) or a magic outside 0-2 is CORRUPT_MESSAGE; a whole magic-0/1
@@ -85,6 +90,33 @@ def _precheck(records: Any, version: int) -> ErrorCode:
     if batch.compression_type == CompressionType.ZSTD and version < 7:
         return ErrorCode.UNSUPPORTED_COMPRESSION_TYPE
     if batch.is_transactional:
+        return ErrorCode.INVALID_TXN_STATE if transactional_id is None else _verify(
+            services, transactional_id, batch.producer_id, batch.producer_epoch, topic, partition)
+    return ErrorCode.NONE
+
+
+VERIFICATION_UNAVAILABLE = ("Unable to verify the partition has been added to the transaction. "
+                            "Underlying error: COORDINATOR_NOT_AVAILABLE")
+
+
+def _verify(services: BrokerServices | None, transactional_id: str, producer_id: int, epoch: int, topic: str,
+            partition: int) -> ErrorCode:
+    """KIP-890 part 1: the partition must be in the producer's Ongoing transaction. The answers are
+    Kafka's AddPartitionsToTxnManager's: an unreachable coordinator NOT_ENOUGH_REPLICAS, an unknown
+    id or producer INVALID_PRODUCER_ID_MAPPING, a fenced epoch INVALID_PRODUCER_EPOCH, a partition
+    not in the transaction INVALID_TXN_STATE."""
+    if services is None or not services.config["transaction.partition.verification.enable"]:
+        return ErrorCode.NONE
+    coordinator = services.transaction_coordinator
+    if coordinator.state_topic_status() != ErrorCode.NONE or \
+            coordinator.coordinator_status(transactional_id) != ErrorCode.NONE:
+        return ErrorCode.NOT_ENOUGH_REPLICAS
+    txn = coordinator.describe(transactional_id)
+    if txn is None or txn.producer_id != producer_id:
+        return ErrorCode.INVALID_PRODUCER_ID_MAPPING
+    if txn.producer_epoch != epoch:
+        return ErrorCode.INVALID_PRODUCER_EPOCH
+    if txn.state != TransactionState.ONGOING or (topic, partition) not in txn.partitions:
         return ErrorCode.INVALID_TXN_STATE
     return ErrorCode.NONE
 
@@ -163,8 +195,11 @@ def handle(
             if name.startswith(_UNKNOWN_ID_PREFIX):
                 results[key] = ProducePartitionResult(ErrorCode.UNKNOWN_TOPIC_ID)
                 continue
-            error = _precheck(pd.records, version)
-            if error != ErrorCode.NONE:
+            error = _precheck(pd.records, version, services, request.transactional_id, name, pd.index)
+            if error == ErrorCode.NOT_ENOUGH_REPLICAS:
+                # Only the KIP-890 verification answers this here (its coordinator is unavailable).
+                results[key] = ProducePartitionResult(error, error_message=VERIFICATION_UNAVAILABLE)
+            elif error != ErrorCode.NONE:
                 results[key] = ProducePartitionResult(error)
             else:
                 entries[key] = pd.records

@@ -50,6 +50,14 @@ from kbroker.protocol.errors import ErrorCode
 log = logging.getLogger(__name__)
 
 Record = tuple[bytes, bytes | None]  # (key, value or None for a tombstone)
+# The producer id and epoch of a transactional write (TxnOffsetCommit's records), else None.
+TxnProducer = tuple[int, int]
+
+
+class Append(Protocol):
+    """A shard's way to append its records (optionally as a transactional batch of a producer)."""
+
+    def __call__(self, records: list[Record], producer: TxnProducer | None = None) -> ErrorCode: ...
 
 
 class CoordinatorShard(Protocol):
@@ -63,6 +71,13 @@ class CoordinatorShard(Protocol):
 
     def on_unloaded(self) -> None:
         """The partition is lost: answer what still waits in the shard with NOT_COORDINATOR."""
+
+    def replay_transactional(self, producer_id: int, offset: int, key: bytes | memoryview | None,
+                             value: bytes | memoryview | None) -> None:
+        """A record of a transactional batch of `producer_id`, read back while loading."""
+
+    def replay_end_txn(self, producer_id: int, commit: bool) -> None:
+        """A COMMIT/ABORT marker of `producer_id`, read back while loading."""
 
 
 S = TypeVar("S", bound=CoordinatorShard)
@@ -78,15 +93,21 @@ class PartitionWriter(Protocol):
     """Appends coordinator records to the leader's local log (synchronously; the commit, the high
     watermark passing `next_offset`, is reported later through `on_high_watermark_updated`)."""
 
-    def append(self, partition: int, records: list[Record]) -> AppendResult: ...
+    def append(self, partition: int, records: list[Record], producer: TxnProducer | None = None) -> AppendResult: ...
+
+
+Replay = Callable[[int, bytes | memoryview | None, bytes | memoryview | None], None]
+ReplayTransactional = Callable[[int, int, bytes | memoryview | None, bytes | memoryview | None], None]
+ReplayEndTxn = Callable[[int, bool], None]
 
 
 class CoordinatorLoader(Protocol):
     """Replays every record of a partition's log; returns the log end offset it loaded up to (all of
-    it committed: only a leader with its high watermark at the end loads)."""
+    it committed: only a leader with its high watermark at the end loads). Records of transactional
+    batches go to `replay_txn`, transaction markers to `replay_end_txn`."""
 
-    def load(self, partition: int, replay: Callable[[int, bytes | memoryview | None,
-                                                     bytes | memoryview | None], None]) -> int: ...
+    def load(self, partition: int, replay: Replay, replay_txn: ReplayTransactional | None = None,
+             replay_end_txn: ReplayEndTxn | None = None) -> int: ...
 
 
 class CoordinatorState(enum.Enum):
@@ -115,12 +136,12 @@ class CoordinatorContext(Generic[S]):
     # (offset the high watermark must reach, the responses held until then), in offset order.
     pending: deque[tuple[int, list[Deferred]]] = field(default_factory=deque)
 
-    def append(self, writer: PartitionWriter, records: list[Record]) -> ErrorCode:
+    def append(self, writer: PartitionWriter, records: list[Record], producer: TxnProducer | None = None) -> ErrorCode:
         if self.state != CoordinatorState.ACTIVE and self.state != CoordinatorState.LOADING:
             return ErrorCode.NOT_COORDINATOR
         if not records:
             return ErrorCode.NONE
-        result = writer.append(self.partition, records)
+        result = writer.append(self.partition, records, producer)
         if result.error == ErrorCode.NONE:
             self.last_written_offset = max(self.last_written_offset, result.next_offset)
         return result.error
@@ -162,7 +183,7 @@ class CoordinatorTimer:
         return len(self._keys)
 
 
-ShardFactory = Callable[[int, CoordinatorTimer, Callable[[list[Record]], ErrorCode]], S]
+ShardFactory = Callable[[int, CoordinatorTimer, Append], S]
 
 
 class CoordinatorRuntime(Generic[S]):
@@ -217,10 +238,13 @@ class CoordinatorRuntime(Generic[S]):
             return
         timer = CoordinatorTimer(self.run_timer, partition, self._scheduler)
         ctx.timer = timer
-        shard = self._shard_factory(partition, timer, lambda records: ctx.append(self._writer, records))
+        def append(records: list[Record], producer: TxnProducer | None = None) -> ErrorCode:
+            return ctx.append(self._writer, records, producer)
+
+        shard = self._shard_factory(partition, timer, append)
         ctx.shard = shard
         try:
-            end = self._loader.load(partition, shard.replay)
+            end = self._loader.load(partition, shard.replay, shard.replay_transactional, shard.replay_end_txn)
         except Exception:
             log.exception("Failed to load coordinator partition %d", partition)
             timer.cancel_all()
@@ -377,5 +401,5 @@ def _safe(fn: Callable[[ErrorCode], None] | Callable[[], None], *args: ErrorCode
         log.exception("Coordinator response callback failed")
 
 
-__all__ = ["AppendResult", "CoordinatorContext", "CoordinatorLoader", "CoordinatorRuntime", "CoordinatorShard",
+__all__ = ["Append", "AppendResult", "TxnProducer", "CoordinatorContext", "CoordinatorLoader", "CoordinatorRuntime", "CoordinatorShard",
            "CoordinatorState", "CoordinatorTimer", "Deferred", "PartitionWriter", "Record"]

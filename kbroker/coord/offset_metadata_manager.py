@@ -63,6 +63,12 @@ class OffsetMetadataManager:
         self.writer = writer
         self.time_ms = time_ms
         self.group_status = group_status
+        # TxnOffsetCommit: producer id -> group -> (topic, partition) -> the offset its open
+        # transaction committed. Written to the log as a transactional batch of the producer; made
+        # visible by its COMMIT marker, dropped by ABORT (also when the log is loaded again).
+        self.pending_txn_offsets: dict[int, dict[str, dict[tuple[str, int], OffsetCommitValue]]] = {}
+        # Appends records as a transactional batch of (producer id, epoch); set by the shard.
+        self.txn_writer: Callable[[list[tuple[bytes, bytes | None]], int, int], ErrorCode] | None = None
 
     # -- OffsetCommit ---------------------------------------------------------------------------------
 
@@ -129,12 +135,75 @@ class OffsetMetadataManager:
             self.store.replay(group_id, p.topic, p.partition, value)
         return results
 
+    # -- TxnOffsetCommit ------------------------------------------------------------------------------
+
+    def txn_commit_offsets(self, group_id: str, producer_id: int, producer_epoch: int, generation_id: int,
+                           member_id: str, group_instance_id: str | None,
+                           partitions: list[CommitRequestPartition]) -> list[ErrorCode]:
+        """Kafka's TxnOffsetCommit: the offsets are written in a transactional batch of the producer
+        and wait for the transaction's marker."""
+        error = self.group_status(group_id)
+        if error != ErrorCode.NONE:
+            return [error] * len(partitions)
+        group = self.gm.groups.get(group_id)
+        if group is not None and generation_id >= 0:
+            try:
+                group.validate_offset_commit(member_id, group_instance_id, generation_id)
+            except KafkaError as e:
+                return [e.error_code] * len(partitions)
+        now = self.time_ms()
+        results: list[ErrorCode] = []
+        records: list[tuple[bytes, bytes | None]] = []
+        values: list[tuple[CommitRequestPartition, OffsetCommitValue]] = []
+        for p in partitions:
+            metadata = p.metadata or ""
+            if len(metadata.encode()) > self.config.offset_metadata_max_bytes:
+                results.append(ErrorCode.OFFSET_METADATA_TOO_LARGE)
+                continue
+            value = OffsetCommitValue(offset=p.offset, leader_epoch=p.leader_epoch, metadata=metadata,
+                                      commit_timestamp=now, expire_timestamp=-1)
+            records.append((encode_offset_commit_key(group_id, p.topic, p.partition),
+                            encode_offset_commit_value(value)))
+            values.append((p, value))
+            results.append(ErrorCode.NONE)
+        if records and self.txn_writer is not None:
+            write_error = self.txn_writer(records, producer_id, producer_epoch)
+            if write_error != ErrorCode.NONE:
+                mapped = map_append_error(write_error, for_commit=True)
+                return [mapped if r == ErrorCode.NONE else r for r in results]
+        pending = self.pending_txn_offsets.setdefault(producer_id, {}).setdefault(group_id, {})
+        for p, value in values:
+            pending[(p.topic, p.partition)] = value
+        return results
+
+    def replay_pending(self, producer_id: int, group_id: str, topic: str, partition: int,
+                       value: OffsetCommitValue) -> None:
+        """A transactional offset record read back from the log."""
+        self.pending_txn_offsets.setdefault(producer_id, {}).setdefault(group_id, {})[(topic, partition)] = value
+
+    def complete_txn(self, producer_id: int, commit: bool) -> None:
+        """The transaction's marker is in this partition: its pending offsets become committed
+        offsets (COMMIT) or are dropped (ABORT). Nothing is written: the marker is the record."""
+        groups = self.pending_txn_offsets.pop(producer_id, {})
+        if not commit:
+            return
+        for group_id, offsets in groups.items():
+            for (topic, partition), value in offsets.items():
+                self.store.replay(group_id, topic, partition, value)
+            if group_id not in self.gm.groups and group_id not in self.gm.consumer_groups:
+                self.gm.groups[group_id] = ClassicGroup(group_id, state_timestamp_ms=self.time_ms())
+
+    def has_pending_txn_offsets(self, group_id: str, topic: str, partition: int) -> bool:
+        return any((topic, partition) in groups.get(group_id, {}) for groups in self.pending_txn_offsets.values())
+
     # -- OffsetFetch ----------------------------------------------------------------------------------
 
     def fetch_offsets(self, group_id: str, partitions: list[tuple[str, int]] | None,
-                      member_id: str | None = None, member_epoch: int = -1) -> tuple[ErrorCode, list[FetchedOffset]]:
+                      member_id: str | None = None, member_epoch: int = -1,
+                      require_stable: bool = False) -> tuple[ErrorCode, list[FetchedOffset]]:
         """All committed offsets (`partitions` None) or the requested ones (-1 when none). A consumer
-        group member (OffsetFetch v9+) must be at its current epoch."""
+        group member (OffsetFetch v9+) must be at its current epoch. With `require_stable` (KIP-447)
+        a requested partition with a pending transactional commit answers UNSTABLE_OFFSET_COMMIT."""
         error = self.group_status(group_id)
         if error == ErrorCode.NONE:
             error = self.gm.validate_offset_fetch(group_id, member_id, member_epoch)
@@ -145,11 +214,24 @@ class OffsetMetadataManager:
             return ErrorCode.NONE, [FetchedOffset(t, p) for t, p in partitions or []]
         if partitions is None:
             stored = self.store.group_offsets(group_id)
-            return ErrorCode.NONE, [
-                FetchedOffset(t, p, v.offset, v.leader_epoch, v.metadata) for (t, p), v in sorted(stored.items())
-            ]
+            out_all = []
+            for (t, p), committed in sorted(stored.items()):
+                if require_stable and self.has_pending_txn_offsets(group_id, t, p):
+                    out_all.append(FetchedOffset(t, p, error=ErrorCode.UNSTABLE_OFFSET_COMMIT))
+                else:
+                    out_all.append(FetchedOffset(t, p, committed.offset, committed.leader_epoch, committed.metadata))
+            if require_stable:
+                # Partitions with only a pending transactional offset are listed too (Kafka's fetchAllOffsets).
+                for groups in self.pending_txn_offsets.values():
+                    for (t, p) in sorted(groups.get(group_id, {})):
+                        if (t, p) not in stored:
+                            out_all.append(FetchedOffset(t, p, error=ErrorCode.UNSTABLE_OFFSET_COMMIT))
+            return ErrorCode.NONE, out_all
         out = []
         for t, p in partitions:
+            if require_stable and self.has_pending_txn_offsets(group_id, t, p):
+                out.append(FetchedOffset(t, p, error=ErrorCode.UNSTABLE_OFFSET_COMMIT))
+                continue
             v = self.store.get(group_id, t, p)
             out.append(FetchedOffset(t, p) if v is None else FetchedOffset(t, p, v.offset, v.leader_epoch, v.metadata))
         return ErrorCode.NONE, out

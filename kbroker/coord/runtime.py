@@ -20,8 +20,16 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from kbroker.coord.config import CoordinatorConfig
-from kbroker.coord.coordinator_runtime import AppendResult, Record
+from kbroker.coord.coordinator_runtime import (
+    AppendResult,
+    Record,
+    Replay,
+    ReplayEndTxn,
+    ReplayTransactional,
+    TxnProducer,
+)
 from kbroker.protocol.errors import ErrorCode
+from kbroker.protocol.record_format import ControlRecordType, parse_control_record_type
 from kbroker.protocol.records import RecordBatch, SimpleRecord, batch_size_at, build_batch
 from kbroker.protocol.topic import GROUP_METADATA_TOPIC_NAME
 
@@ -139,10 +147,21 @@ class ReplicaPartitionWriter:
         self.on_committed = on_committed
         self.on_failed = on_failed
 
-    def append(self, partition: int, records: list[Record]) -> AppendResult:
+    def append(self, partition: int, records: list[Record], producer: TxnProducer | None = None) -> AppendResult:
         key = (self.topic, partition)
         now = self.time_ms()
-        batch = build_batch([SimpleRecord(value, k, now) for k, value in records], now_ms=now)
+        simple = [SimpleRecord(value, k, now) for k, value in records]
+        if producer is None:
+            batch = build_batch(simple, now_ms=now)
+        else:
+            # A transactional batch of the producer (TxnOffsetCommit), in sequence with what this
+            # partition already holds from it, so the log's producer state accepts it.
+            pid, epoch = producer
+            hosted = self.replica_manager.get_partition(self.topic, partition)
+            entry = hosted.log.producer_state.producers.get(pid) if hosted is not None else None
+            seq = entry.last_seq + 1 if entry is not None and entry.producer_epoch == epoch and entry.batches else 0
+            batch = build_batch(simple, now_ms=now, producer_id=pid, producer_epoch=epoch, base_sequence=seq,
+                                is_transactional=True)
         results = self.replica_manager.append_records(self.timeout_ms, -1, True, {key: memoryview(batch)})
         if isinstance(results, dict):
             result = results[key]
@@ -179,17 +198,19 @@ class LogLoader:
         self.topic = topic
         self.chunk = chunk
 
-    def load(self, partition: int, replay: Callable[[int, bytes | memoryview | None,
-                                                     bytes | memoryview | None], None]) -> int:
+    def load(self, partition: int, replay: Replay, replay_txn: ReplayTransactional | None = None,
+             replay_end_txn: ReplayEndTxn | None = None) -> int:
         hosted = self.replica_manager.get_partition(self.topic, partition)
         if hosted is None:
             return 0
-        return load_log(hosted.log, replay, self.chunk)
+        return load_log(hosted.log, replay, self.chunk, replay_txn, replay_end_txn)
 
 
-def load_log(log_: UnifiedLog, replay: Callable[[int, bytes | memoryview | None, bytes | memoryview | None], None],
-             chunk: int = 5 * 1024 * 1024) -> int:
-    """Replay every record of one partition log (control batches skipped); the offset loaded up to."""
+def load_log(log_: UnifiedLog, replay: Replay, chunk: int = 5 * 1024 * 1024,
+             replay_txn: ReplayTransactional | None = None, replay_end_txn: ReplayEndTxn | None = None) -> int:
+    """Replay every record of one partition log; the offset loaded up to. Records of transactional
+    batches go to `replay_txn` and COMMIT/ABORT markers to `replay_end_txn` when given (other
+    control batches are skipped)."""
     offset = int(log_.log_start_offset)
     end = int(log_.log_end_offset)
     while offset < end:
@@ -207,11 +228,24 @@ def load_log(log_: UnifiedLog, replay: Callable[[int, bytes | memoryview | None,
             pos += size
             next_offset = batch.next_offset
             if batch.is_control:
+                if replay_end_txn is not None and batch.producer_id >= 0 and next_offset > offset:
+                    for record in batch.iter_records():
+                        try:
+                            marker = parse_control_record_type(None if record.key is None else bytes(record.key))
+                        except Exception:  # noqa: BLE001 - an unreadable control record is skipped
+                            break
+                        if marker in (ControlRecordType.COMMIT, ControlRecordType.ABORT):
+                            replay_end_txn(batch.producer_id, marker == ControlRecordType.COMMIT)
+                        break
                 continue
+            transactional = replay_txn is not None and batch.is_transactional and batch.producer_id >= 0
             for record in batch.iter_records():
                 if record.offset < offset:
                     continue
-                replay(record.offset, record.key, record.value)
+                if transactional and replay_txn is not None:
+                    replay_txn(batch.producer_id, record.offset, record.key, record.value)
+                else:
+                    replay(record.offset, record.key, record.value)
         if next_offset <= offset:
             break
         offset = next_offset

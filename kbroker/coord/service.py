@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, TypeAlias, TypeVar, Union, cast
 from kbroker.coord.config import map_append_error
 from kbroker.coord.consumer_coordinator import HeartbeatRequestData, HeartbeatResult
 from kbroker.coord.consumer_group import ConsumerGroup
-from kbroker.coord.coordinator_runtime import CoordinatorRuntime, CoordinatorTimer, Record
+from kbroker.coord.coordinator_runtime import Append, CoordinatorRuntime, CoordinatorTimer
 from kbroker.coord.group import JoinResult, SyncResult
 from kbroker.coord.group_metadata_manager import GroupDescription
 from kbroker.coord.offset_metadata_manager import CommitRequestPartition, FetchedOffset
@@ -106,10 +106,11 @@ class GroupCoordinatorService:
         interval = int(self.config["offsets.retention.check.interval.ms"])
         self._schedule_expiry(loop, interval)
 
-    def _new_shard(self, partition: int, timer: CoordinatorTimer,
-                   append: Callable[[list[Record]], ErrorCode]) -> GroupCoordinatorShard:
-        return GroupCoordinatorShard(self.coordinator_config, timer, lambda _group, records: append(records),
-                                     lambda: self.time_ms(), topics=self.metadata)
+    def _new_shard(self, partition: int, timer: CoordinatorTimer, append: Append) -> GroupCoordinatorShard:
+        shard = GroupCoordinatorShard(self.coordinator_config, timer, lambda _group, records: append(records),
+                                      lambda: self.time_ms(), topics=self.metadata)
+        shard.offset_manager.txn_writer = lambda records, pid, epoch: append(records, (pid, epoch))
+        return shard
 
     def _on_committed(self, partition: int, offset: int) -> None:
         if self.runtime is not None:
@@ -356,13 +357,30 @@ class GroupCoordinatorService:
             lambda e: [e] * len(partitions))
 
     def fetch_offsets(self, group_id: str, partitions: list[tuple[str, int]] | None, member_id: str | None = None,
-                      member_epoch: int = -1) -> Answer[tuple[ErrorCode, list[FetchedOffset]]]:
-        return self._call(group_id, lambda shard: shard.fetch_offsets(group_id, partitions, member_id, member_epoch),
+                      member_epoch: int = -1,
+                      require_stable: bool = False) -> Answer[tuple[ErrorCode, list[FetchedOffset]]]:
+        return self._call(group_id, lambda shard: shard.fetch_offsets(group_id, partitions, member_id, member_epoch,
+                                                                      require_stable),
                           lambda e: (e, []), read=True)
 
     def delete_offsets(self, group_id: str,
                        partitions: list[tuple[str, int]]) -> Answer[tuple[ErrorCode, list[ErrorCode]]]:
         return self._call(group_id, lambda shard: shard.delete_offsets(group_id, partitions), lambda e: (e, []))
+
+    def txn_commit_offsets(self, group_id: str, producer_id: int, producer_epoch: int, generation_id: int,
+                           member_id: str, group_instance_id: str | None,
+                           partitions: list[CommitRequestPartition]) -> Answer[list[ErrorCode]]:
+        """TxnOffsetCommit: offsets held until the producer's transaction commits."""
+        return self._call(group_id, lambda shard: shard.offset_manager.txn_commit_offsets(
+            group_id, producer_id, producer_epoch, generation_id, member_id, group_instance_id, partitions),
+            lambda e: [e] * len(partitions))
+
+    def complete_transaction(self, partition: int, producer_id: int, commit: bool) -> None:
+        """A transaction marker was written to `__consumer_offsets` partition `partition`."""
+        if self.runtime is None or not self.active:
+            return
+        self.runtime.write(partition, lambda shard: shard.offset_manager.complete_txn(producer_id, commit),
+                           _ignore, _ignore)
 
     # -- the consumer protocol (KIP-848) -------------------------------------------------------------
 

@@ -118,8 +118,8 @@ class GroupCoordinatorShard:
                                                   retention_ms, partitions, api_version)
 
     def fetch_offsets(self, group_id: str, partitions: list[tuple[str, int]] | None, member_id: str | None = None,
-                      member_epoch: int = -1) -> tuple[ErrorCode, list[FetchedOffset]]:
-        return self.offset_manager.fetch_offsets(group_id, partitions, member_id, member_epoch)
+                      member_epoch: int = -1, require_stable: bool = False) -> tuple[ErrorCode, list[FetchedOffset]]:
+        return self.offset_manager.fetch_offsets(group_id, partitions, member_id, member_epoch, require_stable)
 
     def delete_offsets(self, group_id: str, partitions: list[tuple[str, int]]) -> tuple[ErrorCode, list[ErrorCode]]:
         return self.offset_manager.delete_offsets(group_id, partitions)
@@ -204,6 +204,21 @@ class GroupCoordinatorShard:
 
     def replay(self, offset: int, key: bytes | memoryview | None, value: bytes | memoryview | None) -> None:
         self.replay_record(key, value)
+
+    def replay_transactional(self, producer_id: int, offset: int, key: bytes | memoryview | None,
+                             value: bytes | memoryview | None) -> None:
+        """An offset record of a transaction (TxnOffsetCommit): pending until the marker."""
+        if key is None:
+            return
+        k = decode_key(key)
+        if isinstance(k, OffsetCommitKey) and value is not None:
+            self.offset_manager.replay_pending(producer_id, k.group, k.topic, k.partition,
+                                               decode_offset_commit_value(value))
+        else:
+            self.replay_record(key, value)
+
+    def replay_end_txn(self, producer_id: int, commit: bool) -> None:
+        self.offset_manager.complete_txn(producer_id, commit)
 
     def replay_record(self, key: bytes | memoryview | None, value: bytes | memoryview | None) -> None:
         """Apply one `__consumer_offsets` record read back from the log."""

@@ -7,7 +7,9 @@ until their batch's delete horizon, KIP-534), the batch rebuild (same base offse
 lastOffsetDelta, producer fields and partition leader epoch; records re-encoded with their original
 offsets and timestamps; re-compressed with the batch's codec; an emptied batch is kept as a bare
 header only where Kafka keeps one: the last batch of an active producer, or the last batch of the
-cleaning round), grouping segments by size, writing each group into a ``.cleaned`` segment, and the
+cleaning round), the records of aborted transactions (Kafka's CleanedTransactionMetadata: a
+transactional batch inside an aborted range of the ``.txnindex`` is neither mapped nor kept; the
+ABORT/COMMIT markers themselves are kept), grouping segments by size, writing each group into a ``.cleaned`` segment, and the
 swap (``.cleaned`` -> ``.swap`` -> live name, old segments renamed ``.deleted`` and unlinked after
 ``file.delete.delay.ms``).
 
@@ -221,6 +223,14 @@ class Cleaner:
         self._run_on_log_thread = run_on_log_thread or (lambda fn: fn())
         # Tests: called at the named steps ("cleaned", "swap-renamed", "old-deleted", "swapped").
         self._hook = hook
+        # producer id -> (first offset, marker offset) of its aborted transactions (this round).
+        self._aborted: dict[int, list[tuple[int, int]]] = {}
+
+    def _is_aborted(self, b: RecordBatch) -> bool:
+        """A data batch of an aborted transaction (its records must not survive compaction)."""
+        if not b.is_transactional or b.is_control or b.producer_id < 0:
+            return False
+        return any(first <= b.base_offset < last for first, last in self._aborted.get(b.producer_id, ()))
 
     # --- the offset map ------------------------------------------------------------------------------
     def build_offset_map(self, segments: list[LogSegment], start: int, end: int) -> OffsetMap:
@@ -234,7 +244,7 @@ class Cleaner:
                     continue
                 if b.base_offset >= end:
                     break
-                if not b.is_control:
+                if not b.is_control and not self._is_aborted(b):
                     for offset, key, _has_value in record_keys(b):
                         if key is not None and start <= offset < end and not m.put(key, offset):
                             return m  # full: the round stops at the last offset mapped, as in Kafka
@@ -244,12 +254,18 @@ class Cleaner:
 
     # --- one round -------------------------------------------------------------------------------------
     def clean(self, log: UnifiedLog, segments: list[LogSegment], first_dirty: int, first_uncleanable: int,
-              now_ms: int, last_offsets_of_producers: dict[int, int]) -> CleanResult:
+              now_ms: int, last_offsets_of_producers: dict[int, int],
+              aborted_txns: list[tuple[int, int, int]] | None = None) -> CleanResult:
         """Clean ``segments`` (every inactive segment below ``first_uncleanable``, oldest first).
 
         ``last_offsets_of_producers`` (producer id -> last data offset, read on the log's thread)
-        keeps the batches that hold an active producer's last sequence. Returns the new checkpoint.
+        keeps the batches that hold an active producer's last sequence; ``aborted_txns`` (producer
+        id, first offset, marker offset), from the aborted-transaction index, are dropped. Returns
+        the new checkpoint.
         """
+        self._aborted = {}
+        for pid, first, last in aborted_txns or ():
+            self._aborted.setdefault(pid, []).append((first, last))
         dirty = [s for i, s in enumerate(segments)
                  if (segments[i + 1].base_offset if i + 1 < len(segments) else first_uncleanable) > first_dirty]
         m = self.build_offset_map(dirty, first_dirty, first_uncleanable)
@@ -317,7 +333,11 @@ class Cleaner:
         for _pos, b in iter_file_batches(seg, self._abort):
             last = b.last_offset
             if b.is_control:
-                kept_batch: bytes | bytearray | memoryview | None = b.buf  # no transactions yet: markers stay
+                kept_batch: bytes | bytearray | memoryview | None = b.buf  # markers stay (see the docstring)
+            elif self._is_aborted(b):
+                result.records_read += b.records_count
+                retain = (producers.get(b.producer_id) == last) or last + 1 == upper_bound
+                kept_batch = _empty_batch(b) if retain else None
             else:
                 horizon = b.delete_horizon_ms if b.has_delete_horizon else -1
                 keep_offsets: set[int] = set()

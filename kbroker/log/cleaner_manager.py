@@ -218,13 +218,15 @@ class LogCleaner:
         log = ltc.log
         segments = [s for s in log.segments[:-1] if s.base_offset < ltc.first_uncleanable]
         producers = {pid: e.last_offset for pid, e in log.producer_state.producers.items() if e.last_offset >= 0}
+        aborted = [(e.producer_id, e.first_offset, e.last_offset) for e in log.aborted_txns.entries()]
         self.in_progress = ltc.tp
         cleaner = Cleaner(self.dedupe_buffer_size, abort=lambda: self._aborted,
                           run_on_log_thread=lambda fn: bool(run_on_log_thread(fn)), hook=self.hook)
 
         def job() -> CleanResult | None:
             try:
-                result = cleaner.clean(log, segments, ltc.first_dirty, ltc.first_uncleanable, now, producers)
+                result = cleaner.clean(log, segments, ltc.first_dirty, ltc.first_uncleanable, now, producers,
+                                       aborted_txns=aborted)
             except CleanAborted as e:
                 logger.info("Cleaning of %s-%d stopped: %s", ltc.tp[0], ltc.tp[1], e)
                 run_on_log_thread(self._done)

@@ -8,7 +8,12 @@ accepted with any sequence (KIP-360). Snapshots use Kafka's format (int16 versio
 CRC-32C of the rest, int32 count, then 46-byte entries: producer id, epoch, last sequence, last
 offset, offset delta, timestamp, coordinator epoch, current txn first offset). Like Kafka, a
 snapshot keeps only each producer's last batch; the log after the snapshot is replayed on load.
-Transaction state (ongoing transactions, LSO) is not tracked yet: LSO equals the high watermark.
+
+Transactions (Kafka's ProducerStateManager/ProducerAppendInfo): a transactional data batch of a
+producer with no open transaction sets its ``current_txn_first_offset``; a COMMIT/ABORT marker
+(``complete_txn``) clears it and returns the ``CompletedTxn``. The first unstable offset (the smallest
+open transaction's first offset) bounds the last stable offset; snapshots carry
+``current_txn_first_offset`` so a restart rebuilds it.
 """
 
 from __future__ import annotations
@@ -18,6 +23,7 @@ import os
 import re
 import struct
 from collections import deque
+from dataclasses import dataclass
 from pathlib import Path
 
 import crc32c
@@ -25,7 +31,7 @@ import crc32c
 from kbroker.log.errors import InvalidProducerEpochError, KafkaStorageError, OutOfOrderSequenceError
 from kbroker.protocol.record_format import NO_PRODUCER_EPOCH, NO_SEQUENCE, BatchHeader
 
-__all__ = ["BatchMetadata", "ProducerStateEntry", "ProducerStateManager", "NUM_BATCHES_TO_RETAIN"]
+__all__ = ["CompletedTxn", "BatchMetadata", "ProducerStateEntry", "ProducerStateManager", "NUM_BATCHES_TO_RETAIN"]
 
 logger = logging.getLogger(__name__)
 
@@ -35,6 +41,14 @@ SNAPSHOT_VERSION = 1
 _SNAP_HEAD = struct.Struct(">hIi")  # version, crc, entry count
 _SNAP_ENTRY = struct.Struct(">qhiqiqiq")
 _SNAPSHOT_RE = re.compile(r"^(\d{20})\.snapshot$")
+
+
+@dataclass(frozen=True, slots=True)
+class CompletedTxn:
+    producer_id: int
+    first_offset: int
+    last_offset: int
+    is_aborted: bool
 
 
 def _in_sequence(last_seq: int, next_seq: int) -> bool:
@@ -135,7 +149,41 @@ class ProducerStateManager:
                 updated[pid] = entry
             self._check(entry, h)
             entry.add_batch(h.producer_epoch, h.last_sequence, h.last_offset, h.last_offset_delta, h.max_timestamp)
+            if h.is_transactional and entry.current_txn_first_offset < 0:
+                entry.current_txn_first_offset = h.base_offset
         return updated, None
+
+    def complete_txn(self, h: BatchHeader, is_abort: bool, coordinator_epoch: int = -1) -> CompletedTxn:
+        """Apply an end-transaction marker batch (Kafka's appendEndTxnMarker); an older epoch is
+        INVALID_PRODUCER_EPOCH. Returns the completed transaction (first offset = the marker's own
+        when the producer had no open transaction here)."""
+        pid = h.producer_id
+        entry = self.producers.get(pid)
+        if entry is None:
+            entry = self.producers[pid] = ProducerStateEntry(pid, h.producer_epoch)
+        if h.producer_epoch < entry.producer_epoch:
+            raise InvalidProducerEpochError(
+                f"Epoch of producer {pid} in the transaction marker is {h.producer_epoch}, "
+                f"which is smaller than the last seen epoch {entry.producer_epoch}")
+        if h.producer_epoch != entry.producer_epoch:
+            entry.batches.clear()
+            entry.producer_epoch = h.producer_epoch
+        first = entry.current_txn_first_offset
+        entry.current_txn_first_offset = -1
+        if coordinator_epoch >= 0:
+            entry.coordinator_epoch = coordinator_epoch
+        self.map_end_offset = max(self.map_end_offset, h.next_offset)
+        return CompletedTxn(pid, first if first >= 0 else h.last_offset, h.last_offset, is_abort)
+
+    def first_unstable_offset(self) -> int | None:
+        """The first offset of the oldest open transaction (None when none is open)."""
+        firsts = [e.current_txn_first_offset for e in self.producers.values() if e.current_txn_first_offset >= 0]
+        return min(firsts) if firsts else None
+
+    def ongoing_transactions(self) -> dict[int, int]:
+        """producer id -> first offset of its open transaction."""
+        return {pid: e.current_txn_first_offset for pid, e in self.producers.items()
+                if e.current_txn_first_offset >= 0}
 
     @staticmethod
     def _check(entry: ProducerStateEntry, h: BatchHeader) -> None:
@@ -167,18 +215,28 @@ class ProducerStateManager:
         return len(expired)
 
     # --- replay (recovery, followers) ------------------------------------------------------------
-    def replay(self, h: BatchHeader) -> None:
-        """Apply a batch already in the log, without validation (Kafka's non-client origins)."""
+    def replay(self, h: BatchHeader, marker: int | None = None) -> CompletedTxn | None:
+        """Apply a batch already in the log, without validation (Kafka's non-client origins).
+        ``marker``: the control record type of a control batch (0 ABORT, 1 COMMIT)."""
         if h.last_offset < self.map_end_offset:
-            return
+            return None
         pid = h.producer_id
+        done: CompletedTxn | None = None
         if pid >= 0 and not h.is_control:
             entry = self.producers.get(pid)
             if entry is None:
                 entry = self.producers[pid] = ProducerStateEntry(pid)
             if h.producer_epoch >= entry.producer_epoch:
                 entry.add_batch(h.producer_epoch, h.last_sequence, h.last_offset, h.last_offset_delta, h.max_timestamp)
+                if h.is_transactional and entry.current_txn_first_offset < 0:
+                    entry.current_txn_first_offset = h.base_offset
+        elif pid >= 0 and marker in (0, 1):
+            try:
+                done = self.complete_txn(h, marker == 0)
+            except InvalidProducerEpochError:
+                done = None
         self.map_end_offset = h.next_offset
+        return done
 
     # --- snapshots ------------------------------------------------------------------------------
     def snapshot_path(self, offset: int) -> Path:

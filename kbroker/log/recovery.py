@@ -296,6 +296,11 @@ def rebuild_producer_state(log: UnifiedLog) -> None:
         if nxt is not None and nxt <= start:
             continue
         pos = seg.offset_index.lookup(start)[1] if seg.base_offset <= start else 0
-        for _pos, h in seg.iter_headers(pos):
-            ps.replay(h)
+        for hpos, h in seg.iter_headers(pos):
+            marker = None
+            if h.is_control and h.producer_id >= 0:
+                from kbroker.log.unified_log import marker_type  # noqa: PLC0415 - builds on this module
+
+                marker = marker_type(os.pread(seg.fd, h.size, hpos))
+            log.on_completed_txn(ps.replay(h, marker), seg.base_offset)
     ps.map_end_offset = log.log_end_offset

@@ -22,7 +22,7 @@ from kbroker.clock import wall_clock_ms
 from kbroker.log.config import LogConfig
 from kbroker.log.errors import KafkaStorageError, LogOfflineError, OffsetOutOfRangeError
 from kbroker.log.leader_epoch import LEADER_EPOCH_CHECKPOINT, LeaderEpochFileCache
-from kbroker.log.producer_state import ProducerStateManager
+from kbroker.log.producer_state import CompletedTxn, ProducerStateManager
 from kbroker.log.results import (
     EARLIEST_LOCAL_TIMESTAMP,
     EARLIEST_TIMESTAMP,
@@ -34,15 +34,28 @@ from kbroker.log.results import (
 )
 from kbroker.log.retention import LogRetention
 from kbroker.log.segment import LogSegment
+from kbroker.log.transaction_index import AbortedTransactions, AbortedTxn
 from kbroker.log.validator import CheckedBatch, split_batches, validate_and_assign_offsets
 from kbroker.metrics.meters import LOG_FLUSH_STATS
-from kbroker.protocol.records import BatchHeader, RecordBatch
+from kbroker.protocol.record_format import ControlRecordType, parse_control_record_type
+from kbroker.protocol.records import BatchHeader, RecordBatch, build_control_batch
 from kbroker.protocol.regions import FileRegion
 
 __all__ = ["FetchDataInfo", "LogAppendInfo", "UnifiedLog", "EARLIEST_TIMESTAMP", "LATEST_TIMESTAMP",
            "MAX_TIMESTAMP", "EARLIEST_LOCAL_TIMESTAMP", "LATEST_TIERED_TIMESTAMP"]
 
 logger = logging.getLogger(__name__)
+
+
+def marker_type(batch: memoryview | bytes) -> int | None:
+    """The control record type of a control batch (0 ABORT, 1 COMMIT), None when unreadable."""
+    try:
+        for record in RecordBatch(memoryview(batch)).iter_records():
+            key = record.key
+            return int(parse_control_record_type(None if key is None else bytes(key)))
+    except Exception:  # noqa: BLE001 - a malformed control batch is not a marker
+        return None
+    return None
 
 
 class UnifiedLog(LogRetention):
@@ -77,6 +90,7 @@ class UnifiedLog(LogRetention):
         self.dir.mkdir(parents=True, exist_ok=True)
         self.leader_epoch_cache = LeaderEpochFileCache(self.dir / LEADER_EPOCH_CHECKPOINT)
         self.producer_state = ProducerStateManager(self.dir)
+        self.aborted_txns = AbortedTransactions(self.dir)
         from kbroker.log.recovery import load_segments, rebuild_producer_state  # noqa: PLC0415 - builds on this module
 
         loaded = load_segments(self.dir, config, log_start_offset=log_start_offset, recovery_point=recovery_point,
@@ -114,7 +128,53 @@ class UnifiedLog(LogRetention):
 
     @property
     def last_stable_offset(self) -> int:
-        return self.high_watermark  # no transactions yet
+        """Kafka's LSO: the first offset of the oldest open transaction, capped at the high watermark."""
+        first = self.producer_state.first_unstable_offset()
+        return self.high_watermark if first is None else min(first, self.high_watermark)
+
+    def collect_aborted_transactions(self, fetch_offset: int, upper_bound: int) -> list[tuple[int, int]]:
+        """(producer id, first offset) of the aborted transactions overlapping [fetch_offset, upper_bound)."""
+        return [(e.producer_id, e.first_offset) for e in self.aborted_txns.collect(fetch_offset, upper_bound)]
+
+    def on_completed_txn(self, done: CompletedTxn | None, segment_base: int) -> None:
+        """Index an aborted transaction (its marker is in the segment at ``segment_base``)."""
+        if done is None or not done.is_aborted:
+            return
+        first = self.producer_state.first_unstable_offset()
+        lso = done.last_offset + 1 if first is None else first
+        self.aborted_txns.append(segment_base, AbortedTxn(done.producer_id, done.first_offset, done.last_offset, lso))
+
+    def append_txn_marker(self, producer_id: int, producer_epoch: int, coordinator_epoch: int, commit: bool,
+                          leader_epoch: int, *, now_ms: int | None = None) -> LogAppendInfo:
+        """Append a COMMIT/ABORT control batch as the leader (Kafka's appendAsLeader with the
+        coordinator origin, from WriteTxnMarkers): closes the producer's open transaction here."""
+        self._check_online()
+        now = self._time() if now_ms is None else now_ms
+        batch = build_control_batch(ControlRecordType.COMMIT if commit else ControlRecordType.ABORT,
+                                    producer_id=producer_id, producer_epoch=producer_epoch, timestamp=now,
+                                    coordinator_epoch=coordinator_epoch)
+        vr = validate_and_assign_offsets(memoryview(batch), self.log_end_offset, leader_epoch, self.config, now,
+                                         from_client=False, topic_partition=f"{self.topic}-{self.partition}")
+        h = vr.headers[0]
+        saved = self.producer_state.producers.get(producer_id)
+        saved = saved.copy() if saved is not None else None
+        done = self.producer_state.complete_txn(h, not commit, coordinator_epoch)
+        try:
+            self._write(vr.data, vr.headers, vr.batch_infos(), vr.max_timestamp, now)
+        except KafkaStorageError:
+            if saved is not None:
+                self.producer_state.producers[producer_id] = saved
+            raise
+        self.log_end_offset = vr.next_offset
+        self.producer_state.map_end_offset = vr.next_offset
+        if leader_epoch >= 0 and leader_epoch > self.leader_epoch_cache.latest_epoch:
+            self.leader_epoch_cache.assign(leader_epoch, vr.first_offset)
+        self.on_completed_txn(done, self.active_segment.base_offset)
+        self._maybe_flush_on_append()
+        return LogAppendInfo(first_offset=vr.first_offset, last_offset=vr.last_offset, max_timestamp=vr.max_timestamp,
+                             offset_of_max_timestamp=vr.offset_of_max_timestamp,
+                             log_start_offset=self.log_start_offset, num_messages=1,
+                             valid_bytes=vr.valid_bytes, leader_epoch=leader_epoch)
 
     @property
     def size_in_bytes(self) -> int:
@@ -214,8 +274,11 @@ class UnifiedLog(LogRetention):
         infos = [(h.last_offset, h.max_timestamp, h.size) for h in headers]
         self._write(records[:total], headers, infos, max_ts, self._time())
         self.log_end_offset = headers[-1].next_offset
+        pos = 0
         for h in headers:
-            self.producer_state.replay(h)
+            marker = marker_type(records[pos:pos + h.size]) if h.is_control else None
+            pos += h.size
+            self.on_completed_txn(self.producer_state.replay(h, marker), self.active_segment.base_offset)
         for h in headers:
             if h.partition_leader_epoch > self.leader_epoch_cache.latest_epoch:
                 self.leader_epoch_cache.assign(h.partition_leader_epoch, h.base_offset)
@@ -458,6 +521,7 @@ class UnifiedLog(LogRetention):
         from kbroker.log.recovery import rebuild_producer_state  # noqa: PLC0415
 
         self.producer_state.delete_snapshots_above(offset)
+        self.aborted_txns.truncate_to(offset)
         rebuild_producer_state(self)
 
     # --- lifecycle -----------------------------------------------------------------------------
@@ -486,6 +550,7 @@ class UnifiedLog(LogRetention):
             seg.offset_index.path = new_dir / seg.offset_index.path.name
             seg.time_index.path = new_dir / seg.time_index.path.name
         self.producer_state.dir = new_dir
+        self.aborted_txns.rename_dir(new_dir)
         if self.leader_epoch_cache.path is not None:
             self.leader_epoch_cache.path = new_dir / self.leader_epoch_cache.path.name
         self._pending_deletes = [(t, [new_dir / f.name for f in files], seg)

@@ -466,6 +466,19 @@ class Partition:
         self.maybe_increment_high_watermark()
         return info
 
+    def append_txn_marker(self, producer_id: int, producer_epoch: int, coordinator_epoch: int,
+                          commit: bool) -> LogAppendInfo:
+        """Append a COMMIT/ABORT transaction marker as the leader (WriteTxnMarkers; Kafka's
+        appendRecordsToLeader with the coordinator origin)."""
+        if self.is_offline:
+            raise KafkaStorageError(f"the log of {self.topic}-{self.partition} is offline")
+        if not self.is_leader:
+            raise KafkaError(f"{self.topic}-{self.partition} is not led here",
+                             error_code=ErrorCode.NOT_LEADER_OR_FOLLOWER)
+        info = self.log.append_txn_marker(producer_id, producer_epoch, coordinator_epoch, commit, self.leader_epoch)
+        self.maybe_increment_high_watermark()
+        return info
+
     def check_enough_replicas_reach_offset(self, required_offset: int) -> tuple[bool, ErrorCode]:
         """Kafka's `checkEnoughReplicasReachOffset` for DelayedProduce: done when the HW passed the
         batch; NOT_ENOUGH_REPLICAS_AFTER_APPEND if the ISR shrank below min.insync.replicas meanwhile."""
@@ -513,8 +526,11 @@ class Partition:
         )
         region = data.region
         size = 0 if region is None else region.size
-        # No transactions yet: read_committed gets an empty aborted list, the others none.
-        aborted: list[tuple[int, int]] | None = [] if isolation_level == READ_COMMITTED else None
+        # read_committed gets the aborted transactions overlapping what it may read (Kafka's
+        # collectAbortedTxns up to the LSO); the other isolation levels none.
+        aborted: list[tuple[int, int]] | None = None
+        if isolation_level == READ_COMMITTED:
+            aborted = self.log.collect_aborted_transactions(fetch_offset, lso) if size else []
         return ReadInfo(region if size else None, size, hw, lso, self.log_start_offset, aborted)
 
     def fetch_offset_for_timestamp(self, timestamp: int, isolation_level: int | None) -> tuple[int, int, int] | None:

@@ -47,7 +47,8 @@ def test_broker_listener_serves_what_it_did_and_the_controller_listener_the_clus
 def _services(controller: object) -> BrokerServices:
     return BrokerServices(config=None, log_manager=None, metadata=None, configs=None,  # type: ignore[arg-type]
                           controller=controller, producer_id_manager=None, replica_manager=None,  # type: ignore[arg-type]
-                          group_coordinator=None, cluster_id="c", node_id=3000)  # type: ignore[arg-type]
+                          group_coordinator=None, transaction_coordinator=None,  # type: ignore[arg-type]
+                          cluster_id="c", node_id=3000)
 
 
 class Wire:

@@ -38,6 +38,7 @@ class Stack:
     def start(self) -> None:
         """Needs a running loop (schedules loading and timers on it)."""
         self.runtime.startup()
+        self.services.transaction_coordinator.startup()
 
     async def wait_loaded(self) -> None:
         for _ in range(1000):

@@ -25,14 +25,14 @@ class FakePartitions:
         self.logs: dict[int, list[Record]] = {}
         self.fail_with: E | None = None
 
-    def append(self, partition: int, records: list[Record]) -> AppendResult:
+    def append(self, partition: int, records: list[Record], producer: object = None) -> AppendResult:
         if self.fail_with is not None:
             return AppendResult(self.fail_with)
         log = self.logs.setdefault(partition, [])
         log.extend(records)
         return AppendResult(E.NONE, len(log))
 
-    def load(self, partition: int, replay: Callable[[int, Any, Any], None]) -> int:
+    def load(self, partition: int, replay: Callable[[int, Any, Any], None], *_: object) -> int:
         log = self.logs.get(partition, [])
         for offset, (key, value) in enumerate(log):
             replay(offset, key, value)

@@ -59,7 +59,8 @@ def test_find_coordinator_versions(tmp_path: Path) -> None:
         assert (r0.error_code, r0.node_id, r0.host, r0.port) == (0, 1, "127.0.0.1", 9092)
         assert s.metadata.topic("__consumer_offsets") is not None
         r3 = await s.call(10, 3, FindCoordinatorRequest(key="tx", key_type=1))
-        assert r3.error_code == E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED and r3.node_id == -1
+        assert r3.error_code == E.NONE and r3.node_id == 1  # creates __transaction_state
+        assert s.metadata.topic("__transaction_state") is not None
         r4 = await s.call(10, 4, FindCoordinatorRequest(key_type=0, coordinator_keys=["a", "b"]))
         assert [(c.key, c.error_code, c.node_id) for c in r4.coordinators] == [("a", 0, 1), ("b", 0, 1)]
         bad = await s.call(10, 4, FindCoordinatorRequest(key_type=7, coordinator_keys=["a"]))

@@ -27,7 +27,6 @@ from tests.support.reference_kafka import reference_unavailable_reason, start_re
 
 pytestmark = [pytest.mark.reference, pytest.mark.interop]
 
-_TXN = "transactions (the transaction coordinator; docs/compatibility.md, Transactions)"
 _SHARE = "share groups (KIP-932) are not implemented"
 _STREAMS = "streams groups (KIP-1071) are not implemented"
 _TOKENS = "delegation tokens need SASL authentication, which is not implemented"
@@ -41,11 +40,6 @@ _TELEMETRY = "client telemetry (KIP-714) is not implemented"
 # librdkafka: _UNSUPPORTED_FEATURE, kafka-python: IncompatibleBrokerVersion); one sent anyway closes
 # the connection, as Kafka does for an API not enabled on the listener.
 ABSENT_APIS: dict[int, str] = {
-    24: _TXN,  # AddPartitionsToTxn
-    25: _TXN,  # AddOffsetsToTxn
-    26: _TXN,  # EndTxn
-    27: _TXN,  # WriteTxnMarkers
-    28: _TXN,  # TxnOffsetCommit
     38: _TOKENS,  # CreateDelegationToken
     39: _TOKENS,  # RenewDelegationToken
     40: _TOKENS,  # ExpireDelegationToken
@@ -59,10 +53,7 @@ ABSENT_APIS: dict[int, str] = {
     51: _SCRAM,  # AlterUserScramCredentials
     55: "no Raft metadata quorum (issue 13)",  # DescribeQuorum
     57: "feature levels are fixed (no UpdateFeatures)",  # UpdateFeatures
-    61: _TXN + "; producer state is not exposed yet",  # DescribeProducers
     64: "single node: no broker to unregister",  # UnregisterBroker
-    65: _TXN,  # DescribeTransactions
-    66: _TXN,  # ListTransactions
     76: _TELEMETRY,  # GetTelemetrySubscriptions
     77: _TELEMETRY,  # PushTelemetry
     78: _SHARE,  # ShareGroupHeartbeat

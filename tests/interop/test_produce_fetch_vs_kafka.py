@@ -29,8 +29,6 @@ pytestmark = [pytest.mark.interop, pytest.mark.reference]
 KNOWN_DIFFERENCES = {
     "metadata_autocreate_first": "kbroker creates topics synchronously and describes them at once; "
     "Kafka answers UNKNOWN_TOPIC_OR_PARTITION until its controller has created the topic",
-    "produce_transactional_with_id": "no transaction coordinator yet: kbroker refuses with INVALID_TXN_STATE; "
-    "Kafka's partition verification answers NOT_ENOUGH_REPLICAS while its coordinator is unavailable",
 }
 
 

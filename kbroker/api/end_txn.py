@@ -1,0 +1,44 @@
+"""EndTxn (key 26): commit or abort the producer's transaction.
+
+Versions 0-5. The coordinator writes PrepareCommit/PrepareAbort, the COMMIT/ABORT markers to every
+partition of the transaction, then CompleteCommit/CompleteAbort, and answers once all of it is
+written (Kafka answers after PrepareX and sends the markers asynchronously; on a single node the
+markers are local appends, so the client's next transaction never meets CONCURRENT_TRANSACTIONS).
+v5 (transactions version 2) returns the producer id and epoch; kbroker does not advertise
+`transaction.version` 2, so clients do not send it expecting an epoch bump, and v5 answers the
+current id and epoch.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kbroker.api._groups import then
+from kbroker.api._txn import fenced_for
+from kbroker.api.context import BrokerServices, RequestContext
+from kbroker.protocol.errors import ErrorCode
+from kbroker.protocol.headers import RequestHeader
+from kbroker.protocol.messages.end_txn import EndTxnRequest, EndTxnResponse
+
+API_KEY = 26
+MIN_VERSION = 0
+MAX_VERSION = 5
+
+
+def error_response(request: EndTxnRequest, version: int, error: ErrorCode) -> EndTxnResponse:
+    return EndTxnResponse(throttle_time_ms=0, error_code=error, producer_id=-1, producer_epoch=-1)
+
+
+def handle(services: BrokerServices, ctx: RequestContext, header: RequestHeader, request: EndTxnRequest) -> Any:
+    version = header.api_version
+    answer = services.transaction_coordinator.end_transaction(request.transactional_id, request.producer_id,
+                                                              request.producer_epoch, request.committed)
+
+    def respond(error: ErrorCode) -> EndTxnResponse:
+        error = fenced_for("EndTxn", version, error)
+        if error != ErrorCode.NONE:
+            return error_response(request, version, error)
+        return EndTxnResponse(throttle_time_ms=0, error_code=error, producer_id=request.producer_id,
+                              producer_epoch=request.producer_epoch)
+
+    return then(answer, respond)

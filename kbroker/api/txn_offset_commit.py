@@ -1,0 +1,74 @@
+"""TxnOffsetCommit (key 28): a transactional producer commits a group's offsets inside its transaction.
+
+Versions 0-5 (v3 adds the group's generation / member / instance, checked like OffsetCommit's when
+the generation is set). The group coordinator writes the offsets to `__consumer_offsets` in a
+transactional batch of the producer and holds them as pending; the transaction's COMMIT marker on
+that partition makes them the committed offsets, ABORT drops them (on load too) (`OffsetMetadataManager.txn_commit_offsets` / `complete_txn`). The producer
+must be the transaction's current incarnation (checked with the transaction coordinator first:
+PRODUCER_FENCED / INVALID_PRODUCER_EPOCH below v3).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kbroker.api._groups import coordinator, then
+from kbroker.api._txn import fenced_for
+from kbroker.api.context import BrokerServices, RequestContext
+from kbroker.coord.offset_metadata_manager import CommitRequestPartition
+from kbroker.coord.transaction_state import TransactionState
+from kbroker.protocol.errors import ErrorCode
+from kbroker.protocol.headers import RequestHeader
+from kbroker.protocol.messages.txn_offset_commit import TxnOffsetCommitRequest, TxnOffsetCommitResponse
+
+API_KEY = 28
+MIN_VERSION = 0
+MAX_VERSION = 5
+
+R = TxnOffsetCommitResponse
+
+
+def _response(request: TxnOffsetCommitRequest, errors: dict[tuple[str, int], ErrorCode]) -> TxnOffsetCommitResponse:
+    return R(throttle_time_ms=0, topics=[R.TxnOffsetCommitResponseTopic(name=t.name, partitions=[
+        R.TxnOffsetCommitResponsePartition(partition_index=p.partition_index, error_code=errors[(t.name, p.partition_index)])
+        for p in t.partitions]) for t in request.topics])
+
+
+def error_response(request: TxnOffsetCommitRequest, version: int, error: ErrorCode) -> TxnOffsetCommitResponse:
+    return _response(request, {(t.name, p.partition_index): error for t in request.topics for p in t.partitions})
+
+
+def handle(services: BrokerServices, ctx: RequestContext, header: RequestHeader,
+           request: TxnOffsetCommitRequest) -> Any:
+    version = header.api_version
+    txn = services.transaction_coordinator.describe(request.transactional_id)
+    if txn is None or txn.producer_id != request.producer_id:
+        return error_response(request, version, ErrorCode.INVALID_PRODUCER_ID_MAPPING)
+    if txn.producer_epoch != request.producer_epoch:
+        return error_response(request, version, fenced_for("TxnOffsetCommit", version, ErrorCode.PRODUCER_FENCED))
+    if txn.state != TransactionState.ONGOING:
+        return error_response(request, version, ErrorCode.INVALID_TXN_STATE)
+    errors: dict[tuple[str, int], ErrorCode] = {}
+    valid: list[CommitRequestPartition] = []
+    for t in request.topics:
+        info = services.metadata.topic(t.name)
+        for p in t.partitions:
+            if info is None or not 0 <= p.partition_index < info.num_partitions:
+                errors[(t.name, p.partition_index)] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                continue
+            valid.append(CommitRequestPartition(t.name, p.partition_index, p.committed_offset,
+                                                p.committed_leader_epoch if version >= 2 else -1,
+                                                p.committed_metadata))
+    if not valid:
+        return _response(request, errors)
+    generation = request.generation_id if version >= 3 else -1
+    answer = coordinator(services).txn_commit_offsets(
+        request.group_id, request.producer_id, request.producer_epoch, generation, request.member_id if version >= 3 else "",
+        request.group_instance_id if version >= 3 else None, valid)
+
+    def respond(results: list[ErrorCode]) -> TxnOffsetCommitResponse:
+        for p, error in zip(valid, results, strict=True):
+            errors[(p.topic, p.partition)] = error
+        return _response(request, errors)
+
+    return then(answer, respond)

@@ -1,0 +1,350 @@
+"""The transaction coordinator service (Kafka's TransactionCoordinator + TransactionStateManager +
+TransactionMarkerChannelManager, on the coordinator runtime).
+
+It owns a `CoordinatorRuntime` of `TransactionStateShard`s, one per `__transaction_state` partition this
+broker leads (`abs(hashCode(transactional.id)) % transaction.state.log.num.partitions`, as Kafka's
+`partitionFor`), loaded from the log when the broker becomes leader (a metadata publisher, like the
+group coordinator) and answering COORDINATOR_LOAD_IN_PROGRESS meanwhile. `__transaction_state` is
+created on first use (FindCoordinator key type 1 or InitProducerId with a transactional id), compacted,
+with `transaction.state.log.num.partitions` partitions and `transaction.state.log.segment.bytes`
+segments; its replication factor is `transaction.state.log.replication.factor` capped at the brokers
+this single node has (1), as `offsets.topic.replication.factor` is.
+
+Markers: Kafka's coordinator sends WriteTxnMarkers to each partition's leader. Every partition is led
+by this node, so the marker writer appends the COMMIT/ABORT control batch through the partition
+directly (`Partition.append_txn_marker`, what the WriteTxnMarkers handler also calls); a marker for a
+`__consumer_offsets` partition also completes the group coordinator's pending transactional offsets.
+
+The periodic task `transaction.abort.timed.out.transaction.cleanup.interval.ms` aborts transactions
+older than their `transaction.timeout.ms` with a bumped epoch (the producer is fenced).
+
+Must not import kbroker.net or kbroker.api.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable
+from typing import TYPE_CHECKING, TypeVar, cast
+
+from kbroker.coord.coordinator_runtime import Append, CoordinatorRuntime, CoordinatorTimer
+from kbroker.coord.runtime import LogLoader, LoopScheduler, ReplicaPartitionWriter, partition_for
+from kbroker.coord.service import Answer
+from kbroker.coord.transaction_state import (
+    InitResult,
+    TopicPartition,
+    TransactionMetadata,
+    TransactionStateShard,
+)
+from kbroker.protocol.errors import ErrorCode, KafkaError
+from kbroker.protocol.topic import GROUP_METADATA_TOPIC_NAME, TRANSACTION_STATE_TOPIC_NAME
+
+if TYPE_CHECKING:
+    from kbroker.config import KafkaConfig
+    from kbroker.controller.controller import Controller
+    from kbroker.coord.producer_id_manager import ProducerIdManager
+    from kbroker.coord.service import GroupCoordinatorService
+    from kbroker.metadata.cache import MetadataCache
+    from kbroker.metadata.delta import MetadataDelta
+    from kbroker.metadata.image import MetadataImage
+    from kbroker.metadata.loader import LoaderManifest
+    from kbroker.replica.replica_manager import ReplicaManager
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+TRANSACTION_STATE_TOPIC = TRANSACTION_STATE_TOPIC_NAME
+
+
+class TransactionCoordinatorService:
+    """What the transaction API handlers call; a metadata publisher for `__transaction_state`."""
+
+    name = "TransactionCoordinator"
+
+    def __init__(self, config: KafkaConfig, replica_manager: ReplicaManager, controller: Controller,
+                 metadata: MetadataCache, producer_ids: ProducerIdManager, groups: GroupCoordinatorService,
+                 time_ms: Callable[[], int]) -> None:
+        self.config = config
+        self.replica_manager = replica_manager
+        self.controller = controller
+        self.metadata = metadata
+        self.producer_ids = producer_ids
+        self.groups = groups
+        self.time_ms = time_ms
+        self.active = False
+        self.runtime: CoordinatorRuntime[TransactionStateShard] | None = None
+        self.scheduler: LoopScheduler | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._abort_timer: asyncio.TimerHandle | None = None
+        self._expire_timer: asyncio.TimerHandle | None = None
+
+    # -- lifecycle -----------------------------------------------------------------------------------
+
+    def startup(self) -> None:
+        loop = self._loop = asyncio.get_running_loop()
+        self.scheduler = LoopScheduler(loop)
+        writer = ReplicaPartitionWriter(self.replica_manager, TRANSACTION_STATE_TOPIC, lambda: self.time_ms(),
+                                        int(self.config["offsets.commit.timeout.ms"]),
+                                        self._on_committed, self._on_write_failed)
+        self.runtime = CoordinatorRuntime(writer, LogLoader(self.replica_manager, TRANSACTION_STATE_TOPIC),
+                                          self._new_shard, self.scheduler)
+        self.active = True
+        info = self.metadata.topic(TRANSACTION_STATE_TOPIC)
+        if info is not None:
+            for p in range(info.num_partitions):
+                if self.replica_manager.get_partition(TRANSACTION_STATE_TOPIC, p) is not None \
+                        and self.runtime.schedule_load(p):
+                    loop.call_soon(self.runtime.run_load, p)
+        self._schedule_abort(loop, int(self.config["transaction.abort.timed.out.transaction.cleanup.interval.ms"]))
+        self._schedule_expiry(loop, int(self.config["transaction.remove.expired.transaction.cleanup.interval.ms"]))
+
+    def shutdown(self) -> None:
+        self.active = False
+        for timer in (self._abort_timer, self._expire_timer):
+            if timer is not None:
+                timer.cancel()
+        if self.runtime is not None:
+            self.runtime.close()
+        if self.scheduler is not None:
+            self.scheduler.cancel_all()
+
+    def _new_shard(self, partition: int, timer: CoordinatorTimer,
+                   append: Append) -> TransactionStateShard:
+        hosted = self.replica_manager.get_partition(TRANSACTION_STATE_TOPIC, partition)
+        # The coordinator epoch is the partition's leader epoch (Kafka: the epoch of the
+        # __transaction_state partition's leadership), carried in every marker.
+        epoch = max(0, int(hosted.leader_epoch)) if hosted is not None else 0
+        return TransactionStateShard(partition, append, self.write_markers, lambda: self.time_ms(), epoch)
+
+    def _on_committed(self, partition: int, offset: int) -> None:
+        if self.runtime is not None:
+            self.runtime.on_high_watermark_updated(partition, offset)
+
+    def _on_write_failed(self, partition: int, offset: int, error: ErrorCode) -> None:
+        if self.runtime is not None:
+            mapped = ErrorCode.NOT_COORDINATOR if error in (ErrorCode.NOT_LEADER_OR_FOLLOWER,
+                                                             ErrorCode.UNKNOWN_TOPIC_OR_PARTITION) \
+                else ErrorCode.COORDINATOR_NOT_AVAILABLE
+            self.runtime.on_write_failed(partition, offset, mapped)
+
+    def _schedule_abort(self, loop: asyncio.AbstractEventLoop, interval_ms: int) -> None:
+        def run() -> None:
+            if not self.active or self.runtime is None:
+                return
+            self.abort_timed_out_transactions()
+            self._abort_timer = loop.call_later(interval_ms / 1000, run)
+
+        self._abort_timer = loop.call_later(interval_ms / 1000, run)
+
+    def _schedule_expiry(self, loop: asyncio.AbstractEventLoop, interval_ms: int) -> None:
+        def run() -> None:
+            if not self.active or self.runtime is None:
+                return
+            self.expire_transactional_ids()
+            self._expire_timer = loop.call_later(interval_ms / 1000, run)
+
+        self._expire_timer = loop.call_later(interval_ms / 1000, run)
+
+    def expire_transactional_ids(self) -> None:
+        if self.runtime is None:
+            return
+        now = self.time_ms()
+        expiration = int(self.config["transactional.id.expiration.ms"])
+        for p, _shard in self.runtime.active_shards():
+            self.runtime.write(p, lambda shard: shard.expire_transactional_ids(now, expiration), _ignore, _ignore)
+
+    def abort_timed_out_transactions(self) -> None:
+        if self.runtime is None:
+            return
+        now = self.time_ms()
+        for p, _shard in self.runtime.active_shards():
+            def op(shard: TransactionStateShard) -> list[str]:
+                aborted = shard.abort_timed_out(now)
+                for tid in aborted:
+                    log.info("Aborted the timed-out transaction of %s", tid)
+                return aborted
+
+            self.runtime.write(p, op, _ignore, _ignore)
+
+    # -- ownership -----------------------------------------------------------------------------------
+
+    def num_partitions(self) -> int:
+        info = self.metadata.topic(TRANSACTION_STATE_TOPIC)
+        if info is not None:
+            return int(info.num_partitions)
+        return int(self.config["transaction.state.log.num.partitions"])
+
+    def partition_for(self, transactional_id: str) -> int:
+        return partition_for(transactional_id, self.num_partitions())
+
+    def state_topic_status(self) -> ErrorCode:
+        if self.metadata.topic(TRANSACTION_STATE_TOPIC) is not None:
+            return ErrorCode.NONE
+        return ErrorCode.COORDINATOR_NOT_AVAILABLE
+
+    async def create_state_topic(self) -> ErrorCode:
+        if self.metadata.topic(TRANSACTION_STATE_TOPIC) is not None:
+            return ErrorCode.NONE
+        configs = {
+            "cleanup.policy": "compact",
+            "compression.type": "uncompressed",
+            "min.insync.replicas": "1",
+            "segment.bytes": str(int(self.config["transaction.state.log.segment.bytes"])),
+            "unclean.leader.election.enable": "false",
+        }
+        try:
+            await self.controller.create_topic(TRANSACTION_STATE_TOPIC,
+                                               num_partitions=int(self.config["transaction.state.log.num.partitions"]),
+                                               replication_factor=1, configs=configs)
+        except KafkaError as exc:
+            if exc.error_code == ErrorCode.TOPIC_ALREADY_EXISTS:
+                return ErrorCode.NONE
+            log.warning("Cannot create %s: %s", TRANSACTION_STATE_TOPIC, exc)
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE
+        return ErrorCode.NONE
+
+    def _partition(self, transactional_id: str) -> int:
+        p = self.partition_for(transactional_id)
+        rt = self.runtime
+        if rt is None or not self.active:
+            return p
+        hosted = self.replica_manager.get_partition(TRANSACTION_STATE_TOPIC, p) is not None
+        known = rt.context(p) is not None
+        if hosted and not known and rt.schedule_load(p) and self._loop is not None:
+            self._loop.call_soon(rt.run_load, p)
+        elif known and not hosted:
+            rt.unload(p)
+        return p
+
+    def coordinator_status(self, transactional_id: str) -> ErrorCode:
+        """NONE when this broker coordinates the id (FindCoordinator), else the reason."""
+        if not self.active or self.runtime is None:
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE
+        error = self.runtime.status(self._partition(transactional_id))
+        return ErrorCode.NONE if error == ErrorCode.COORDINATOR_LOAD_IN_PROGRESS else error
+
+    # -- metadata publisher --------------------------------------------------------------------------
+
+    def on_metadata_update(self, delta: MetadataDelta, image: MetadataImage, manifest: LoaderManifest) -> None:
+        topics = delta.topics_delta
+        rt = self.runtime
+        if topics is None or not self.active or rt is None:
+            return
+        changes = delta.local_changes(self.metadata.node_id)
+        created = topics.topic_was_created(TRANSACTION_STATE_TOPIC)
+        for tp in changes.leaders:
+            if tp.topic == TRANSACTION_STATE_TOPIC and rt.schedule_load(tp.partition):
+                if created:
+                    rt.run_load(tp.partition)
+                elif self._loop is not None:
+                    self._loop.call_soon(rt.run_load, tp.partition)
+        for tp in list(changes.followers) + sorted(changes.deletes):
+            if tp.topic == TRANSACTION_STATE_TOPIC and rt.context(tp.partition) is not None:
+                rt.unload(tp.partition)
+
+    # -- markers (what WriteTxnMarkers does on the partition leaders) --------------------------------
+
+    def write_markers(self, producer_id: int, producer_epoch: int, coordinator_epoch: int, commit: bool,
+                      partitions: set[TopicPartition]) -> dict[TopicPartition, ErrorCode]:
+        failed: dict[TopicPartition, ErrorCode] = {}
+        for topic, p in sorted(partitions):
+            error = self.write_marker(topic, p, producer_id, producer_epoch, coordinator_epoch, commit)
+            if error != ErrorCode.NONE:
+                failed[(topic, p)] = error
+        return failed
+
+    def write_marker(self, topic: str, p: int, producer_id: int, producer_epoch: int, coordinator_epoch: int,
+                     commit: bool) -> ErrorCode:
+        """Append one COMMIT/ABORT marker to a partition led here (the WriteTxnMarkers handler's work)."""
+        partition = self.replica_manager.get_partition(topic, p)
+        if partition is None:
+            return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+        try:
+            partition.append_txn_marker(producer_id, producer_epoch, coordinator_epoch, commit)
+        except KafkaError as exc:
+            return exc.error_code
+        except OSError:
+            return ErrorCode.KAFKA_STORAGE_ERROR
+        self.replica_manager.on_high_watermark_moved((topic, p))
+        if topic == GROUP_METADATA_TOPIC_NAME:
+            self.groups.complete_transaction(p, producer_id, commit)
+        return ErrorCode.NONE
+
+    # -- operations ----------------------------------------------------------------------------------
+
+    def _call(self, transactional_id: str, op: Callable[[TransactionStateShard], T],
+              on_error: Callable[[ErrorCode], T]) -> Answer[T]:
+        partition = self._partition(transactional_id)
+        if self.runtime is None or not self.active:
+            return on_error(ErrorCode.NOT_COORDINATOR)
+        box: list[T] = []
+        future: asyncio.Future[T] | None = None
+
+        def complete(value: object) -> None:
+            result = cast(T, value)
+            if future is None:
+                box.append(result)
+            elif not future.done():
+                future.set_result(result)
+
+        self.runtime.write(partition, op, complete, lambda error: complete(on_error(error)))
+        if box:
+            return box[0]
+        assert self._loop is not None
+        future = self._loop.create_future()
+        return future
+
+    async def init_producer_id(self, transactional_id: str, txn_timeout_ms: int, producer_id: int,
+                               producer_epoch: int) -> InitResult:
+        if txn_timeout_ms <= 0 or txn_timeout_ms > int(self.config["transaction.max.timeout.ms"]):
+            return InitResult(ErrorCode.INVALID_TRANSACTION_TIMEOUT)
+        if self.state_topic_status() != ErrorCode.NONE:
+            error = await self.create_state_topic()
+            if error != ErrorCode.NONE:
+                return InitResult(error)
+        status = self.runtime.status(self._partition(transactional_id)) if self.runtime else ErrorCode.NOT_COORDINATOR
+        if status != ErrorCode.NONE:
+            return InitResult(status)
+        fresh = await self.producer_ids.generate_producer_id()
+        answer = self._call(transactional_id, lambda shard: shard.init_producer_id(
+            transactional_id, txn_timeout_ms, producer_id, producer_epoch, lambda: fresh), InitResult)
+        return await answer if isinstance(answer, asyncio.Future) else answer
+
+    def add_partitions(self, transactional_id: str, producer_id: int, producer_epoch: int,
+                       partitions: set[TopicPartition], verify_only: bool = False) -> Answer[ErrorCode]:
+        return self._call(transactional_id, lambda shard: shard.add_partitions(
+            transactional_id, producer_id, producer_epoch, partitions, verify_only), _same)
+
+    def add_offsets(self, transactional_id: str, producer_id: int, producer_epoch: int,
+                    group_id: str) -> Answer[ErrorCode]:
+        """AddOffsetsToTxn: the group's `__consumer_offsets` partition joins the transaction."""
+        tp = (GROUP_METADATA_TOPIC_NAME, self.groups.partition_for(group_id))
+        return self.add_partitions(transactional_id, producer_id, producer_epoch, {tp})
+
+    def end_transaction(self, transactional_id: str, producer_id: int, producer_epoch: int,
+                        commit: bool) -> Answer[ErrorCode]:
+        return self._call(transactional_id, lambda shard: shard.end_transaction(
+            transactional_id, producer_id, producer_epoch, commit), _same)
+
+    def describe(self, transactional_id: str) -> TransactionMetadata | None:
+        if self.runtime is None:
+            return None
+        ctx = self.runtime.context(self._partition(transactional_id))
+        return None if ctx is None or ctx.shard is None else ctx.shard.describe(transactional_id)
+
+    def all_transactions(self) -> list[TransactionMetadata]:
+        if self.runtime is None:
+            return []
+        return [m for _p, shard in self.runtime.active_shards() for m in shard.txns.values()]
+
+
+def _same(value: T) -> T:
+    return value
+
+
+def _ignore(_value: object) -> None:
+    return None
+
+
+__all__ = ["TRANSACTION_STATE_TOPIC", "TransactionCoordinatorService"]

@@ -1,0 +1,353 @@
+"""The transaction coordinator's state machine for one `__transaction_state` partition (Kafka's
+TransactionStateManager + TransactionCoordinator logic, per shard).
+
+One `TransactionMetadata` per transactional id, rebuilt from `TransactionLogKey`/`TransactionLogValue`
+records (record type 0 of the transaction coordinator; the value at version 0, the layout Kafka writes
+for transaction versions 0 and 1; a tombstone removes the id). Every state change is a record appended
+through the runtime before the in-memory state follows it (an append that fails changes nothing).
+
+States and their on-disk ids are Kafka's (`TransactionState`): Empty 0, Ongoing 1, PrepareCommit 2,
+PrepareAbort 3, CompleteCommit 4, CompleteAbort 5, Dead 6, PrepareEpochFence 7.
+
+Operations (each runs as one write operation of the runtime):
+- `init_producer_id`: a new id gets a producer id and epoch 0; a known one gets its epoch bumped
+  (a new producer id when the epoch is exhausted), which fences the older incarnation: its next
+  request fails with PRODUCER_FENCED. An Ongoing transaction of the old incarnation is aborted first
+  with the bumped epoch (Kafka's PrepareEpochFence; on a single node the markers are written at once,
+  so the caller gets its epoch in one round trip instead of CONCURRENT_TRANSACTIONS + retry).
+- `add_partitions`: Ongoing with the partitions added (the transaction starts on the first one).
+- `end_transaction`: PrepareCommit/PrepareAbort, the markers (`MarkerWriter`: WriteTxnMarkers' work,
+  done directly by the broker hosting the partitions), then CompleteCommit/CompleteAbort.
+- `abort_timed_out`: Ongoing transactions older than their timeout are aborted with a bumped epoch
+  (Kafka's abortTimedOutTransactions: the producer is fenced).
+
+Sans-IO: no asyncio; must not import kbroker.net or kbroker.api.
+"""
+
+from __future__ import annotations
+
+import enum
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from kbroker.protocol.coordinator_records import Coordinator
+from kbroker.protocol.coordinator_records.serde import (
+    CoordinatorRecordParseError,
+    decode_coordinator_key,
+    decode_coordinator_value,
+    encode_coordinator_key,
+    encode_coordinator_value,
+)
+from kbroker.protocol.coordinator_records.transaction_log import TransactionLogKey, TransactionLogValue
+from kbroker.protocol.errors import ErrorCode
+
+log = logging.getLogger(__name__)
+
+TopicPartition = tuple[str, int]
+Record = tuple[bytes, bytes | None]
+MAX_EPOCH = 32767
+NO_PRODUCER_ID = -1
+NO_PRODUCER_EPOCH = -1
+
+
+class TransactionState(enum.IntEnum):
+    EMPTY = 0
+    ONGOING = 1
+    PREPARE_COMMIT = 2
+    PREPARE_ABORT = 3
+    COMPLETE_COMMIT = 4
+    COMPLETE_ABORT = 5
+    DEAD = 6
+    PREPARE_EPOCH_FENCE = 7
+
+    @property
+    def kafka_name(self) -> str:
+        return {0: "Empty", 1: "Ongoing", 2: "PrepareCommit", 3: "PrepareAbort", 4: "CompleteCommit",
+                5: "CompleteAbort", 6: "Dead", 7: "PrepareEpochFence"}[int(self)]
+
+
+@dataclass(slots=True)
+class TransactionMetadata:
+    transactional_id: str
+    producer_id: int
+    producer_epoch: int
+    txn_timeout_ms: int
+    state: TransactionState = TransactionState.EMPTY
+    partitions: set[TopicPartition] = field(default_factory=set)
+    txn_start_timestamp_ms: int = -1
+    txn_last_update_timestamp_ms: int = -1
+    previous_producer_id: int = NO_PRODUCER_ID
+    last_producer_epoch: int = NO_PRODUCER_EPOCH
+
+    def copy(self) -> TransactionMetadata:
+        return TransactionMetadata(self.transactional_id, self.producer_id, self.producer_epoch, self.txn_timeout_ms,
+                                   self.state, set(self.partitions), self.txn_start_timestamp_ms,
+                                   self.txn_last_update_timestamp_ms, self.previous_producer_id,
+                                   self.last_producer_epoch)
+
+
+def encode_key(transactional_id: str) -> bytes:
+    return encode_coordinator_key(TransactionLogKey(transactional_id=transactional_id))
+
+
+def encode_value(m: TransactionMetadata) -> bytes:
+    by_topic: dict[str, list[int]] = {}
+    for topic, partition in sorted(m.partitions):
+        by_topic.setdefault(topic, []).append(partition)
+    value = TransactionLogValue(
+        producer_id=m.producer_id, producer_epoch=m.producer_epoch, transaction_timeout_ms=m.txn_timeout_ms,
+        transaction_status=int(m.state),
+        transaction_partitions=[TransactionLogValue.PartitionsSchema(topic=t, partition_ids=ps)
+                                for t, ps in by_topic.items()],
+        transaction_last_update_timestamp_ms=m.txn_last_update_timestamp_ms,
+        transaction_start_timestamp_ms=m.txn_start_timestamp_ms)
+    return encode_coordinator_value(value, 0)
+
+
+def record_of(m: TransactionMetadata) -> Record:
+    return encode_key(m.transactional_id), encode_value(m)
+
+
+# (producer id, epoch, coordinator epoch, commit?, partitions) -> the partitions whose marker failed.
+MarkerWriter = Callable[[int, int, int, bool, set[TopicPartition]], dict[TopicPartition, ErrorCode]]
+
+
+@dataclass(slots=True)
+class InitResult:
+    error: ErrorCode
+    producer_id: int = -1
+    producer_epoch: int = -1
+
+
+class TransactionStateShard:
+    """The transactional ids of one `__transaction_state` partition."""
+
+    def __init__(self, partition: int, append: Callable[[list[Record]], ErrorCode], write_markers: MarkerWriter,
+                 time_ms: Callable[[], int], coordinator_epoch: int = 0) -> None:
+        self.partition = partition
+        self._append = append
+        self._write_markers = write_markers
+        self.time_ms = time_ms
+        self.coordinator_epoch = coordinator_epoch
+        self.txns: dict[str, TransactionMetadata] = {}
+
+    # -- the runtime's shard protocol --------------------------------------------------------------
+
+    def replay(self, offset: int, key: bytes | memoryview | None, value: bytes | memoryview | None) -> None:
+        if key is None:
+            return
+        try:
+            record_type, decoded = decode_coordinator_key(Coordinator.TRANSACTION, bytes(key))
+        except CoordinatorRecordParseError:
+            return
+        if not isinstance(decoded, TransactionLogKey):
+            return
+        tid = decoded.transactional_id
+        if value is None:
+            self.txns.pop(tid, None)
+            return
+        try:
+            v, _version = decode_coordinator_value(Coordinator.TRANSACTION, record_type, bytes(value))
+        except CoordinatorRecordParseError:
+            log.warning("Skipping an unreadable transaction log value of %s at offset %d", tid, offset)
+            return
+        if not isinstance(v, TransactionLogValue):
+            return
+        parts = {(p.topic, pid) for p in (v.transaction_partitions or []) for pid in p.partition_ids}
+        self.txns[tid] = TransactionMetadata(
+            tid, v.producer_id, v.producer_epoch, v.transaction_timeout_ms, TransactionState(v.transaction_status),
+            parts, v.transaction_start_timestamp_ms, v.transaction_last_update_timestamp_ms)
+
+    def on_loaded(self) -> None:
+        """Finish what a previous incarnation left half-done: transactions in PrepareCommit /
+        PrepareAbort get their markers and complete (Kafka's loading hands them to the marker channel)."""
+        for m in list(self.txns.values()):
+            if m.state in (TransactionState.PREPARE_COMMIT, TransactionState.PREPARE_ABORT):
+                self._complete(m, m.state == TransactionState.PREPARE_COMMIT)
+            elif m.state == TransactionState.PREPARE_EPOCH_FENCE:
+                self._complete(m, False)
+
+    def on_unloaded(self) -> None:
+        return None
+
+    def replay_transactional(self, producer_id: int, offset: int, key: bytes | memoryview | None,
+                             value: bytes | memoryview | None) -> None:
+        self.replay(offset, key, value)  # __transaction_state holds no transactional batches
+
+    def replay_end_txn(self, producer_id: int, commit: bool) -> None:
+        return None
+
+    # -- writing -----------------------------------------------------------------------------------
+
+    def _put(self, m: TransactionMetadata) -> ErrorCode:
+        m.txn_last_update_timestamp_ms = self.time_ms()
+        error = self._append([record_of(m)])
+        if error == ErrorCode.NONE:
+            self.txns[m.transactional_id] = m
+        return error
+
+    def _complete(self, m: TransactionMetadata, commit: bool) -> ErrorCode:
+        """Markers to every partition of the transaction, then CompleteCommit/CompleteAbort."""
+        failed = self._write_markers(m.producer_id, m.producer_epoch, self.coordinator_epoch, commit,
+                                     set(m.partitions))
+        for tp, error in failed.items():
+            # Kafka's marker channel retries until the partition takes the marker or is gone; on one
+            # node a failure here is a deleted partition or an offline log.
+            log.warning("Transaction marker for %s of %s not written: %s", tp, m.transactional_id, error.name)
+        done = m.copy()
+        done.state = TransactionState.COMPLETE_COMMIT if commit else TransactionState.COMPLETE_ABORT
+        done.partitions = set()
+        return self._put(done)
+
+    # -- InitProducerId ----------------------------------------------------------------------------
+
+    def init_producer_id(self, transactional_id: str, txn_timeout_ms: int, expected_producer_id: int,
+                         expected_epoch: int, new_producer_id: Callable[[], int]) -> InitResult:
+        m = self.txns.get(transactional_id)
+        if m is None or m.state == TransactionState.DEAD:
+            fresh = TransactionMetadata(transactional_id, new_producer_id(), 0, txn_timeout_ms)
+            error = self._put(fresh)
+            return InitResult(error) if error != ErrorCode.NONE else InitResult(ErrorCode.NONE, fresh.producer_id, 0)
+        if m.state in (TransactionState.PREPARE_COMMIT, TransactionState.PREPARE_ABORT,
+                       TransactionState.PREPARE_EPOCH_FENCE):
+            return InitResult(ErrorCode.CONCURRENT_TRANSACTIONS)
+        if expected_producer_id >= 0:
+            # KIP-360: a producer re-initialising with its id/epoch must be the current incarnation;
+            # a retry of a bump it already got (its previous epoch, recorded only by such a bump)
+            # gets the current epoch again; anything else is a zombie.
+            expected = (expected_producer_id, expected_epoch)
+            if m.last_producer_epoch >= 0 and expected == (m.producer_id, m.last_producer_epoch):
+                return InitResult(ErrorCode.NONE, m.producer_id, m.producer_epoch)
+            if expected != (m.producer_id, m.producer_epoch):
+                return InitResult(ErrorCode.PRODUCER_FENCED)
+        if m.state == TransactionState.ONGOING:
+            # Fence the old incarnation and abort its transaction with the bumped epoch, which the
+            # new incarnation then uses (Kafka's client retries and gets one more bump).
+            fenced = self._bump(m, new_producer_id)
+            fenced.last_producer_epoch = NO_PRODUCER_EPOCH
+            fenced.state = TransactionState.PREPARE_ABORT
+            fenced.txn_timeout_ms = txn_timeout_ms
+            error = self._put(fenced)
+            if error == ErrorCode.NONE:
+                error = self._complete(fenced, False)
+            if error != ErrorCode.NONE:
+                return InitResult(error)
+            done = self.txns[transactional_id]
+            return InitResult(ErrorCode.NONE, done.producer_id, done.producer_epoch)
+        updated = self._bump(m, new_producer_id)
+        if expected_producer_id < 0 and updated.producer_id == m.producer_id:
+            updated.last_producer_epoch = NO_PRODUCER_EPOCH  # a new incarnation, not a retry
+        updated.state = TransactionState.EMPTY
+        updated.partitions = set()
+        updated.txn_timeout_ms = txn_timeout_ms
+        updated.txn_start_timestamp_ms = -1
+        error = self._put(updated)
+        if error != ErrorCode.NONE:
+            return InitResult(error)
+        return InitResult(ErrorCode.NONE, updated.producer_id, updated.producer_epoch)
+
+    @staticmethod
+    def _bump(m: TransactionMetadata, new_producer_id: Callable[[], int] | None = None) -> TransactionMetadata:
+        """The next epoch; a new producer id (epoch 0) once the epoch is exhausted."""
+        out = m.copy()
+        out.last_producer_epoch = m.producer_epoch
+        if m.producer_epoch + 1 >= MAX_EPOCH and new_producer_id is not None:
+            out.previous_producer_id = m.producer_id
+            out.producer_id = new_producer_id()
+            out.producer_epoch = 0
+            out.last_producer_epoch = NO_PRODUCER_EPOCH
+        else:
+            out.producer_epoch = m.producer_epoch + 1
+        return out
+
+    # -- AddPartitionsToTxn / AddOffsetsToTxn ------------------------------------------------------
+
+    def _check_producer(self, transactional_id: str, producer_id: int, epoch: int
+                        ) -> tuple[ErrorCode, TransactionMetadata | None]:
+        m = self.txns.get(transactional_id)
+        if m is None or m.state == TransactionState.DEAD:
+            return ErrorCode.INVALID_PRODUCER_ID_MAPPING, None
+        if m.producer_id != producer_id:
+            return ErrorCode.INVALID_PRODUCER_ID_MAPPING, None
+        if m.producer_epoch != epoch:
+            return ErrorCode.PRODUCER_FENCED, None
+        return ErrorCode.NONE, m
+
+    def add_partitions(self, transactional_id: str, producer_id: int, epoch: int,
+                       partitions: set[TopicPartition], verify_only: bool = False) -> ErrorCode:
+        error, m = self._check_producer(transactional_id, producer_id, epoch)
+        if m is None:
+            return error
+        if m.state in (TransactionState.PREPARE_COMMIT, TransactionState.PREPARE_ABORT,
+                       TransactionState.PREPARE_EPOCH_FENCE):
+            return ErrorCode.CONCURRENT_TRANSACTIONS
+        if m.state == TransactionState.ONGOING and partitions <= m.partitions:
+            return ErrorCode.NONE
+        if verify_only:
+            return ErrorCode.INVALID_TXN_STATE
+        updated = m.copy()
+        if m.state != TransactionState.ONGOING:
+            updated.txn_start_timestamp_ms = self.time_ms()
+            updated.partitions = set()
+        updated.state = TransactionState.ONGOING
+        updated.partitions |= partitions
+        return self._put(updated)
+
+    # -- EndTxn ------------------------------------------------------------------------------------
+
+    def end_transaction(self, transactional_id: str, producer_id: int, epoch: int, commit: bool) -> ErrorCode:
+        error, m = self._check_producer(transactional_id, producer_id, epoch)
+        if m is None:
+            return error
+        state = m.state
+        if state == TransactionState.ONGOING:
+            prepared = m.copy()
+            prepared.state = TransactionState.PREPARE_COMMIT if commit else TransactionState.PREPARE_ABORT
+            error = self._put(prepared)
+            if error != ErrorCode.NONE:
+                return error
+            return self._complete(prepared, commit)
+        if state == TransactionState.COMPLETE_COMMIT:
+            return ErrorCode.NONE if commit else ErrorCode.INVALID_TXN_STATE
+        if state == TransactionState.COMPLETE_ABORT:
+            return ErrorCode.INVALID_TXN_STATE if commit else ErrorCode.NONE
+        if state in (TransactionState.PREPARE_COMMIT, TransactionState.PREPARE_ABORT,
+                     TransactionState.PREPARE_EPOCH_FENCE):
+            return ErrorCode.CONCURRENT_TRANSACTIONS
+        if state == TransactionState.EMPTY and not commit:
+            # librdkafka / the Java client abort an empty transaction without calling EndTxn; an
+            # abort of an Empty id is harmless.
+            return ErrorCode.NONE
+        return ErrorCode.INVALID_TXN_STATE
+
+    # -- the coordinator's own aborts --------------------------------------------------------------
+
+    def abort_timed_out(self, now_ms: int) -> list[str]:
+        """Abort (with a bumped epoch, fencing the producer) every Ongoing transaction past its timeout."""
+        aborted = []
+        for m in list(self.txns.values()):
+            if m.state != TransactionState.ONGOING or m.txn_start_timestamp_ms < 0:
+                continue
+            if now_ms < m.txn_start_timestamp_ms + m.txn_timeout_ms:
+                continue
+            fenced = self._bump(m) if m.producer_epoch + 1 < MAX_EPOCH else m.copy()
+            fenced.state = TransactionState.PREPARE_ABORT
+            if self._put(fenced) == ErrorCode.NONE and self._complete(fenced, False) == ErrorCode.NONE:
+                aborted.append(m.transactional_id)
+        return aborted
+
+    def expire_transactional_ids(self, now_ms: int, expiration_ms: int) -> list[str]:
+        """Kafka's removeExpiredTransactionalIds: ids with no open transaction whose last update is
+        `transactional.id.expiration.ms` old are removed (a tombstone in `__transaction_state`)."""
+        idle = (TransactionState.EMPTY, TransactionState.COMPLETE_COMMIT, TransactionState.COMPLETE_ABORT)
+        expired = [m.transactional_id for m in self.txns.values()
+                   if m.state in idle and m.txn_last_update_timestamp_ms + expiration_ms <= now_ms]
+        if not expired or self._append([(encode_key(tid), None) for tid in expired]) != ErrorCode.NONE:
+            return []
+        for tid in expired:
+            del self.txns[tid]
+        return expired
+
+    def describe(self, transactional_id: str) -> TransactionMetadata | None:
+        return self.txns.get(transactional_id)
