@@ -254,7 +254,7 @@ CONFIG_DEFS: dict[str, ConfigDef] = _defs(
               validator=at_least(1)),
     ConfigDef("replica.selector.class", "string", None,
               "KIP-392: org.apache.kafka.common.replica.RackAwareReplicaSelector sends consumers with a "
-              "client.rack to an in-sync replica in their rack.", kafka_type="class"),
+              "client.rack to an in-sync replica in their rack."),
     # --- fetch ---
     ConfigDef("fetch.max.bytes", "int", 57671680, "Largest Fetch response.", validator=at_least(1024)),
     ConfigDef("max.incremental.fetch.session.cache.slots", "int", 1000,
