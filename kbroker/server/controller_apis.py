@@ -6,7 +6,9 @@ listener, over `services.controller` (the `QuorumController`). The Raft APIs are
 package: Vote, BeginQuorumEpoch, EndQuorumEpoch, FetchSnapshot, DescribeQuorum and, on this listener,
 Fetch (a replica or observer fetching `__cluster_metadata`, never a client's Fetch) go to the Raft
 client through `KafkaRaftManager.handle_inbound`. ApiVersions advertises the Raft APIs with the
-versions the generated codecs speak.
+versions the generated codecs speak. DescribeCluster on this listener is the controller's (KIP-919,
+`kafka-metadata-quorum --bootstrap-controller`): the voters as CONTROLLER endpoints, the Raft leader
+as the controller id.
 """
 
 from __future__ import annotations
@@ -14,9 +16,14 @@ from __future__ import annotations
 from kbroker.api.context import BrokerServices, RequestContext
 from kbroker.api.dispatcher import ApiDispatcher
 from kbroker.protocol import API_SPECS
+from kbroker.protocol.errors import ErrorCode
 from kbroker.protocol.headers import RequestHeader
+from kbroker.protocol.messages.describe_cluster import DescribeClusterRequest, DescribeClusterResponse
 from kbroker.raft.messages import RaftRequestBody
 from kbroker.server.raft_manager import RAFT_API_KEYS, KafkaRaftManager
+
+DESCRIBE_CLUSTER = 60
+CONTROLLER_ENDPOINT = 2
 
 
 class ControllerApis(ApiDispatcher):
@@ -27,11 +34,34 @@ class ControllerApis(ApiDispatcher):
         # Fetch on the controller listener is Raft's: its range replaces the broker handler's.
         services.api_ranges = dict(sorted({**self.advertised_ranges(), **self.raft_ranges}.items()))
 
-    def handle(self, ctx: RequestContext, header: RequestHeader, body: RaftRequestBody) -> object:
+    def handle(self, ctx: RequestContext, header: RequestHeader,
+               body: RaftRequestBody | DescribeClusterRequest) -> object:
         key = header.api_key
+        if key == DESCRIBE_CLUSTER and isinstance(body, DescribeClusterRequest) and key in self.handlers:
+            return self.describe_cluster(header, body)
         if key in self.raft_ranges:
             lo, hi = self.raft_ranges[key]
             if not lo <= header.api_version <= hi:
                 return self.handle_unsupported(ctx, header)
+            assert not isinstance(body, DescribeClusterRequest)
             return self.manager.handle_inbound(key, body)
         return super().handle(ctx, header, body)
+
+    def describe_cluster(self, header: RequestHeader, request: DescribeClusterRequest) -> DescribeClusterResponse:
+        """Kafka's ControllerApis.handleDescribeCluster: the quorum's voters, the active controller's id."""
+        endpoint_type = request.endpoint_type if header.api_version >= 1 else 1
+        client = self.manager.client
+        if endpoint_type != CONTROLLER_ENDPOINT:
+            return DescribeClusterResponse(
+                throttle_time_ms=0, error_code=int(ErrorCode.UNSUPPORTED_ENDPOINT_TYPE),
+                error_message="The request was sent to an endpoint of type CONTROLLER, but we wanted an "
+                              "endpoint of type BROKER",
+                endpoint_type=endpoint_type, cluster_id=self.services.cluster_id, controller_id=-1, brokers=[])
+        leader = client.leader_and_epoch().leader_id
+        brokers = [DescribeClusterResponse.DescribeClusterBroker(broker_id=node_id, host=e.host, port=e.port,
+                                                                 rack=None, is_fenced=False)
+                   for node_id, e in sorted(self.manager.config.voters.items())]
+        return DescribeClusterResponse(
+            throttle_time_ms=0, error_code=0, error_message=None, endpoint_type=CONTROLLER_ENDPOINT,
+            cluster_id=self.services.cluster_id, controller_id=leader if leader >= 0 else -1, brokers=brokers,
+            cluster_authorized_operations=-2147483648)
