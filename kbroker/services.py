@@ -36,8 +36,8 @@ from kbroker.log.manager import META_PROPERTIES, LogManager
 from kbroker.metadata.cache import MetadataCache
 from kbroker.metadata.loader import MetadataLoader
 from kbroker.metrics.meters import BrokerMetrics
-from kbroker.replica.replica_manager import ReplicaManager
 from kbroker.raft import QuorumConfig
+from kbroker.replica.replica_manager import ReplicaManager
 from kbroker.server.kraft_broker import KRaftBrokerLinks
 from kbroker.server.kraft_controller import KRaftControllerLinks, KRaftControllerSettings
 from kbroker.server.settings import KRaftBrokerSettings, parse_bootstrap_servers, parse_voters
