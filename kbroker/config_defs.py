@@ -331,13 +331,6 @@ CONFIG_DEFS: dict[str, ConfigDef] = _defs(
               "With no successful metadata fetch from the leader for this long, look for the leader again."),
     ConfigDef("controller.quorum.retry.backoff.ms", "int", 20,
               "Wait before retrying a failed Raft request."),
-    ConfigDef("controller.quorum.election.timeout.ms", "int", 1000,
-              "A controller (process.roles=controller) with no leader for this long (randomized in [t, 2t)) "
-              "starts an election."),
-    ConfigDef("controller.quorum.election.backoff.max.ms", "int", 1000,
-              "The longest random backoff of a controller after a lost election."),
-    ConfigDef("controller.quorum.append.linger.ms", "int", 25,
-              "How long the Raft leader lingers before flushing appended metadata batches."),
     ConfigDef("controller.socket.timeout.ms", "int", 30000,
               "Timeout of a request to the active controller (registration, heartbeat, forwarded admin "
               "requests, AllocateProducerIds, AlterPartition)."),

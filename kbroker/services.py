@@ -266,7 +266,10 @@ def kraft_controller_settings(config: KafkaConfig, cluster_id: str, log_manager:
     keys = ("controller.quorum.election.timeout.ms", "controller.quorum.fetch.timeout.ms",
             "controller.quorum.election.backoff.max.ms", "controller.quorum.request.timeout.ms",
             "controller.quorum.retry.backoff.ms", "controller.quorum.append.linger.ms")
-    props = {k: str(config[k]) for k in keys}
+    # election.timeout, election.backoff.max and append.linger are not broker keys (config_defs): they are
+    # read from the properties as given, Kafka's defaults otherwise (QuorumConfig.from_props).
+    props = {k: str(config[k]) if k in config else str(config.originals[k]) for k in keys
+             if k in config or k in config.originals}
     props["controller.quorum.voters"] = ",".join(config["controller.quorum.voters"])
     ids = log_manager.directory_ids
     metadata_dir = config.metadata_log_dir
