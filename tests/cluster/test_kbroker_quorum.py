@@ -7,6 +7,8 @@ the active QuorumController and are unfenced; `kafka-topics --create` through a 
 topic; Kafka's `kafka-metadata-quorum --bootstrap-controller ... describe --status/--replication`
 reads the quorum. Then the active controller is killed with SIGKILL: another voter takes over within
 the Raft timeouts, the committed topic survives, and a new topic can be created through the brokers.
+The slow test adds an Apache Kafka 4.3.1 broker to the same quorum: it registers with the kbroker
+controller, forwards CreateTopics in an Envelope, and serves produce and a consumer group.
 """
 
 from __future__ import annotations
@@ -19,12 +21,13 @@ import sys
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import pytest
 
 from tests.support.broker import KBroker
 from tests.support.java import REPO_ROOT, java_unavailable_reason, run_java_main
-from tests.support.kafka_cluster import new_cluster_id
+from tests.support.kafka_cluster import KafkaNode, new_cluster_id
 
 pytestmark = [pytest.mark.interop, pytest.mark.java]
 
@@ -36,6 +39,7 @@ LEADER_LINE = re.compile(r"node (\d+) is the leader in epoch (\d+)")
 @dataclass
 class Quorum:
     cluster_id: str
+    workdir: Path
     controllers: dict[int, KBroker] = field(default_factory=dict)
     brokers: dict[int, KBroker] = field(default_factory=dict)
 
@@ -91,7 +95,7 @@ def quorum(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Quorum]:
     if reason:
         pytest.skip(f"Kafka tools unavailable: {reason}")
     work = tmp_path_factory.mktemp("kquorum")
-    q = Quorum(new_cluster_id())
+    q = Quorum(new_cluster_id(), work)
     for i in CONTROLLER_IDS:
         q.controllers[i] = KBroker(work / f"controller-{i}")
     for i in BROKER_IDS:
@@ -107,6 +111,8 @@ def quorum(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Quorum]:
                        "broker.heartbeat.interval.ms": "500", "offsets.topic.replication.factor": "1",
                        "group.initial.rebalance.delay.ms": "0"}
         _format(q, b, b.overrides)
+    kafka: list[KafkaNode] = []
+    q.kafka_brokers = kafka  # type: ignore[attr-defined]
     try:
         for c in q.controllers.values():
             c.start(timeout=60)
@@ -115,6 +121,8 @@ def quorum(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Quorum]:
             b.start(timeout=60)  # returns once the controller has unfenced it
         yield q
     finally:
+        for k in kafka:
+            k.stop(30)
         for node in [*q.brokers.values(), *q.controllers.values()]:
             if node.is_running():
                 node.proc.send_signal(signal.SIGTERM)  # type: ignore[union-attr]
@@ -204,3 +212,37 @@ def test_kbroker_quorum_elects_serves_and_fails_over(quorum: Quorum) -> None:
     while f"Raft leader is now {new_leader} in epoch {new_epoch}" not in quorum.controllers[leader].log_text():
         assert time.monotonic() < deadline, quorum.controllers[leader].log_text()[-3000:]
         time.sleep(0.1)
+
+
+@pytest.mark.slow
+def test_apache_kafka_broker_served_by_kbroker_quorum(quorum: Quorum) -> None:
+    """A Kafka 4.3.1 broker (node 6) joins the kbroker quorum: registered and unfenced by the kbroker
+    QuorumController, an observer of its metadata log, CreateTopics forwarded in an Envelope."""
+    from confluent_kafka import Consumer, Producer
+
+    node = KafkaNode(quorum, 6, "broker")  # type: ignore[arg-type]  # a cluster: workdir, cluster_id, voters
+    quorum.kafka_brokers.append(node)  # type: ignore[attr-defined]
+    node.start(timeout=120)  # "Kafka Server started": registered and unfenced
+    created = run_java_main("kafka-topics", ["--bootstrap-server", node.bootstrap, "--create", "--topic",
+                                             "on-kafka", "--partitions", "2", "--replication-factor", "1"],
+                            timeout=90)
+    assert created.returncode == 0 and "Created topic on-kafka" in created.stdout, created.stderr
+    producer = Producer({"bootstrap.servers": node.bootstrap})
+    for i in range(5):
+        producer.produce("on-kafka", value=b"v%d" % i, partition=0)
+    assert producer.flush(30) == 0
+    consumer = Consumer({"bootstrap.servers": node.bootstrap, "group.id": "g-kafka",
+                         "auto.offset.reset": "earliest"})
+    consumer.subscribe(["on-kafka"])
+    got: list[bytes] = []
+    deadline = time.monotonic() + 60
+    while len(got) < 5 and time.monotonic() < deadline:
+        m = consumer.poll(1)
+        if m is not None and m.error() is None:
+            got.append(m.value())
+    consumer.close()
+    assert got == [b"v%d" % i for i in range(5)]
+    status = _describe_status(quorum)
+    assert '"id": 6' in status["CurrentObservers"]
+    # The kbroker brokers see the Kafka broker's topic (one image, one controller).
+    assert _topics(quorum).get("on-kafka") == 2
