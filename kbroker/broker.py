@@ -85,7 +85,7 @@ def bind_error_message(listener: str, host: str, port: int, e: OSError) -> str:
 def check_listeners_free(config: KafkaConfig) -> None:
     """Bind (and release) every listener's fixed port before the data dirs are touched, so a port in
     use stops the start with nothing written (no freshly formatted data dir left behind)."""
-    for e in config.listeners:
+    for e in (config.controller_listeners if config.is_kraft_controller else config.listeners):
         if e.port == 0:
             continue
         try:
@@ -236,7 +236,7 @@ class Broker:
         except OSError as e:
             # Lost a race for the port after check_listeners_free: leave no new data dir behind.
             self._remove_on_shutdown = fresh_dirs
-            first = config.listeners[0]
+            first = (config.controller_listeners if config.is_kraft_controller else config.listeners)[0]
             raise StartupError(
                 bind_error_message(",".join(config["listeners"]), first.host, first.port, e)
             ) from None
