@@ -42,11 +42,13 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 
-def socket_server_config(config: KafkaConfig) -> SocketServerConfig:
-    """The network layer's settings, read from the broker config (kbroker.net never reads KafkaConfig)."""
+def socket_server_config(config: KafkaConfig, endpoints: list[Endpoint] | None = None) -> SocketServerConfig:
+    """The network layer's settings, read from the broker config (kbroker.net never reads KafkaConfig).
+    `endpoints`: the listeners to bind (default: the broker listeners; a controller binds its own)."""
     return SocketServerConfig(
         listeners=tuple(
-            ListenerEndpoint(e.name, e.host, e.port, e.security_protocol) for e in config.listeners
+            ListenerEndpoint(e.name, e.host, e.port, e.security_protocol)
+            for e in (config.listeners if endpoints is None else endpoints)
         ),
         socket_request_max_bytes=config["socket.request.max.bytes"],
         socket_send_buffer_bytes=config["socket.send.buffer.bytes"],
@@ -83,7 +85,7 @@ def bind_error_message(listener: str, host: str, port: int, e: OSError) -> str:
 def check_listeners_free(config: KafkaConfig) -> None:
     """Bind (and release) every listener's fixed port before the data dirs are touched, so a port in
     use stops the start with nothing written (no freshly formatted data dir left behind)."""
-    for e in config.listeners:
+    for e in (config.controller_listeners if config.is_kraft_controller else config.listeners):
         if e.port == 0:
             continue
         try:
@@ -219,14 +221,23 @@ class Broker:
                 await services.kraft.catch_up()
             except KRaftStartupError as e:
                 raise StartupError(str(e)) from None
-        self.dispatcher = ApiDispatcher(services)
-        self.server = KafkaServer(socket_server_config(config), self.dispatcher, metrics=services.metrics)
+        if services.kraft_controller is not None:
+            # process.roles=controller: Raft and the QuorumController, served on the controller listener only.
+            from kbroker.server.controller_apis import ControllerApis
+
+            services.kraft_controller.start()
+            self.dispatcher = ControllerApis(services, services.kraft_controller.manager)
+            self.server = KafkaServer(socket_server_config(config, config.controller_listeners), self.dispatcher,
+                                      metrics=services.metrics)
+        else:
+            self.dispatcher = ApiDispatcher(services)
+            self.server = KafkaServer(socket_server_config(config), self.dispatcher, metrics=services.metrics)
         try:
             bound = await self.server.start()
         except OSError as e:
             # Lost a race for the port after check_listeners_free: leave no new data dir behind.
             self._remove_on_shutdown = fresh_dirs
-            first = config.listeners[0]
+            first = (config.controller_listeners if config.is_kraft_controller else config.listeners)[0]
             raise StartupError(
                 bind_error_message(",".join(config["listeners"]), first.host, first.port, e)
             ) from None
@@ -236,7 +247,9 @@ class Broker:
         # UnfenceBrokerRecord, a new broker epoch), as Kafka's BrokerLifecycleManager does.
         listeners = [(e.name, e.host, e.port, config.security_protocol_map.get(e.name, e.name))
                      for e in config.advertised_listeners]
-        if services.kraft is not None:
+        if services.kraft_controller is not None:
+            epoch = -1  # a controller registers nowhere (Kafka's ControllerRegistration is not sent yet)
+        elif services.kraft is not None:
             from kbroker.server.kraft_broker import KRaftStartupError
 
             try:
@@ -411,6 +424,8 @@ class Broker:
             await self.server.stop(self.config["kbroker.shutdown.timeout.ms"] / 1000)
         if kraft is not None:
             await kraft.close()  # stop fetching metadata before the replica manager goes
+        if self.services is not None and self.services.kraft_controller is not None:
+            await self.services.kraft_controller.close()
         if self.observability is not None:
             await self.observability.stop()
         if self.replica_manager is not None:

@@ -253,7 +253,7 @@ class KafkaConfig:
         props.update(overrides or {})
         config = cls(props)
         voters = [v for v in config["controller.quorum.voters"] if not v.startswith(f"{config.node_id}@")]
-        if voters and not config.is_kraft_broker:
+        if voters and not config.is_kraft_broker and not config.is_kraft_controller:
             log.warning(
                 "controller.quorum.voters lists other nodes (%s): kbroker runs a single node and ignores them",
                 ",".join(voters),
@@ -297,6 +297,19 @@ class KafkaConfig:
         """`process.roles=broker`: this node is a broker of a cluster run by KRaft controllers
         (kbroker/server/, docs/cluster.md). Unset or `broker,controller`: kbroker's single node."""
         return list(self._values["process.roles"]) == ["broker"]
+
+    @property
+    def is_kraft_controller(self) -> bool:
+        """`process.roles=controller`: this node is a voter of a kbroker controller quorum (Raft over
+        `controller.quorum.voters`, the QuorumController; kbroker/server/raft_manager.py, docs/cluster.md)."""
+        return list(self._values["process.roles"]) == ["controller"]
+
+    @property
+    def controller_listeners(self) -> list[Endpoint]:
+        """The listeners named in controller.listener.names (bound only by a process.roles=controller node)."""
+        controller = self.controller_listener_names
+        return [e for e in parse_endpoints("listeners", self._values["listeners"], self.security_protocol_map)
+                if e.name in controller]
 
     @property
     def log_dirs(self) -> list[Path]:
@@ -390,9 +403,11 @@ class KafkaConfig:
                 )
         if "log.dirs" in self.originals and not self._values["log.dirs"]:
             raise ConfigError("Invalid value for configuration log.dirs: it must name at least one directory")
-        listeners = self.listeners
+        listeners = self.listeners if not self.is_kraft_controller else self.controller_listeners
         if not listeners:
-            raise ConfigError("Invalid value for configuration listeners: at least one listener is required")
+            raise ConfigError("Invalid value for configuration listeners: at least one listener is required"
+                              + (" (a process.roles=controller node binds the listeners named in "
+                                 "controller.listener.names)" if self.is_kraft_controller else ""))
         for e in listeners:
             if e.security_protocol != "PLAINTEXT":
                 raise ConfigError(

@@ -25,8 +25,9 @@ from kbroker.cluster.config_publisher import DynamicConfigPublisher
 from kbroker.cluster.configs import ConfigHelper
 from kbroker.config import KafkaConfig
 from kbroker.controller.legacy_migration import LEGACY_METADATA_FILE
-from kbroker.controller.local_controller import LocalController
+from kbroker.controller.local_controller import LocalController, bootstrap_records_from
 from kbroker.controller.metadata_log import ClusterMetadataLog, MetadataLogConfig
+from kbroker.controller.quorum_controller import QuorumControllerConfig
 from kbroker.coord.producer_id_manager import ProducerIdManager
 from kbroker.coord.service import GroupCoordinatorService
 from kbroker.coord.transaction_coordinator import TransactionCoordinatorService
@@ -36,8 +37,10 @@ from kbroker.log.manager import META_PROPERTIES, LogManager
 from kbroker.metadata.cache import MetadataCache
 from kbroker.metadata.loader import MetadataLoader
 from kbroker.metrics.meters import BrokerMetrics
+from kbroker.raft import QuorumConfig
 from kbroker.replica.replica_manager import ReplicaManager
 from kbroker.server.kraft_broker import KRaftBrokerLinks
+from kbroker.server.kraft_controller import KRaftControllerLinks, KRaftControllerSettings
 from kbroker.server.settings import KRaftBrokerSettings, parse_bootstrap_servers, parse_voters
 
 log = logging.getLogger(__name__)
@@ -88,7 +91,7 @@ def build_services(
         producer_id_expiration_ms=config["producer.id.expiration.ms"],
     )
     replica_manager = ReplicaManager(config, log_manager, cache, time_ms)
-    if config.is_kraft_broker:
+    if config.is_kraft_broker or config.is_kraft_controller:
         _check_formatted(config)
     replica_manager.metrics = broker_metrics(config)
     # Formats empty log dirs (meta.properties with a new cluster id, as `kafka-storage.sh format`
@@ -143,6 +146,8 @@ def _host_partitions(
     # A publisher that fails is logged and the others still run, as on a Kafka broker.
     loader = MetadataLoader(fault_handler=_log_metadata_fault)
     loader.install_publishers([cache, replica_manager, DynamicConfigPublisher(config_helper, replica_manager)])
+    if config.is_kraft_controller:
+        return _kraft_controller_services(config, time_ms, cache, config_helper, log_manager, replica_manager, loader)
     if config.is_kraft_broker:
         return _kraft_broker_services(config, time_ms, cache, config_helper, log_manager, replica_manager, loader)
     controller = LocalController(
@@ -187,7 +192,7 @@ def _check_formatted(config: KafkaConfig) -> None:
     missing = [d for d in config.log_dirs if not (d / META_PROPERTIES).exists()]
     if missing:
         raise ValueError(
-            f"No meta.properties found in {', '.join(map(str, missing))}: with process.roles=broker the log "
+            f"No meta.properties found in {', '.join(map(str, missing))}: with process.roles={config['process.roles'][0]} the log "
             "directories must be formatted with the cluster's id first (kafka-storage.sh format -t <cluster id> "
             "-c <this config>, docs/cluster.md)")
 
@@ -262,6 +267,73 @@ def _kraft_broker_services(
         node_id=node_id,
         time_ms=time_ms,
         kraft=links,
+    )
+
+
+def kraft_controller_settings(config: KafkaConfig, cluster_id: str, log_manager: LogManager) -> KRaftControllerSettings:
+    """The quorum settings of a process.roles=controller node (Kafka's keys, read once here)."""
+    keys = ("controller.quorum.election.timeout.ms", "controller.quorum.fetch.timeout.ms",
+            "controller.quorum.election.backoff.max.ms", "controller.quorum.request.timeout.ms",
+            "controller.quorum.retry.backoff.ms", "controller.quorum.append.linger.ms")
+    # election.timeout, election.backoff.max and append.linger are not broker keys (config_defs): they are
+    # read from the properties as given, Kafka's defaults otherwise (QuorumConfig.from_props).
+    props = {k: str(config[k]) if k in config else str(config.originals[k]) for k in keys
+             if k in config or k in config.originals}
+    props["controller.quorum.voters"] = ",".join(config["controller.quorum.voters"])
+    ids = log_manager.directory_ids
+    metadata_dir = config.metadata_log_dir
+    return KRaftControllerSettings(
+        node_id=config.node_id,
+        cluster_id=cluster_id,
+        quorum=QuorumConfig.from_props(props),
+        controller=QuorumControllerConfig(
+            node_id=config.node_id,
+            cluster_id=cluster_id,
+            session_timeout_ms=int(config["broker.session.timeout.ms"]),
+            unclean_leader_election_enable=bool(config["unclean.leader.election.enable"]),
+            auto_leader_rebalance_enable=bool(config["auto.leader.rebalance.enable"]),
+            leader_imbalance_check_interval_ms=int(config.originals.get("leader.imbalance.check.interval.seconds", "300")) * 1000,
+            default_num_partitions=int(config["num.partitions"]),
+            default_replication_factor=int(config["default.replication.factor"]),
+            delete_topic_enable=bool(config["delete.topic.enable"]),
+            bootstrap=tuple(bootstrap_records_from(metadata_dir)),
+        ),
+        metadata_log_dir=metadata_dir,
+        directory_id=ids.get(metadata_dir) or next(iter(ids.values()), uuid.uuid4()),
+    )
+
+
+def _kraft_controller_services(
+    config: KafkaConfig,
+    time_ms: Clock,
+    cache: MetadataCache,
+    config_helper: ConfigHelper,
+    log_manager: LogManager,
+    replica_manager: ReplicaManager,
+    loader: MetadataLoader,
+) -> BrokerServices:
+    """process.roles=controller: a voter of a kbroker controller quorum. The Raft client replicates
+    `__cluster_metadata`, the QuorumController (active on the Raft leader) writes it, and the node's own
+    image (cache, configs) follows the committed batches. The node serves only its controller listener."""
+    assert log_manager.cluster_id is not None
+    node_id = config.node_id
+    links = KRaftControllerLinks(kraft_controller_settings(config, log_manager.cluster_id, log_manager),
+                                 loader=loader, config_helper=config_helper, time_ms=time_ms)
+    controller = links.controller
+    group_coordinator = GroupCoordinatorService(config, replica_manager, controller, cache, time_ms)
+    return BrokerServices(
+        config=config,
+        log_manager=log_manager,
+        metadata=cache,
+        configs=config_helper,
+        controller=controller,
+        producer_id_manager=ProducerIdManager(controller, node_id),
+        replica_manager=replica_manager,
+        group_coordinator=group_coordinator,
+        cluster_id=log_manager.cluster_id,
+        node_id=node_id,
+        time_ms=time_ms,
+        kraft_controller=links,
     )
 
 

@@ -28,6 +28,7 @@ if TYPE_CHECKING:
     from kbroker.metadata.cache import MetadataCache
     from kbroker.replica.replica_manager import ReplicaManager
     from kbroker.server.kraft_broker import KRaftBrokerLinks
+    from kbroker.server.kraft_controller import KRaftControllerLinks
 
 
 class CloseConnection(Exception):
@@ -119,6 +120,8 @@ class BrokerServices:
     # process.roles=broker: the links to the KRaft cluster (metadata fetcher, lifecycle, controller
     # channel); None on kbroker's single node.
     kraft: KRaftBrokerLinks | None = None
+    # process.roles=controller: the Raft client, its driver and the QuorumController; None otherwise.
+    kraft_controller: KRaftControllerLinks | None = None
     # Filled by the dispatcher: api key -> (advertised min, max) for ApiVersions.
     api_ranges: dict[int, tuple[int, int]] = field(default_factory=dict)
     # The meters the network layer and the replica manager record into (None: kbroker.metrics.enable=false).

@@ -1,0 +1,97 @@
+"""`ControllerApis`: the dispatcher of a controller listener (Kafka's `ControllerApis`).
+
+The handlers of kbroker/api served on the "controller" listener kind (BrokerRegistration,
+BrokerHeartbeat, AlterPartition, AllocateProducerIds, CreateTopics, ..., ApiVersions) run as on any
+listener, over `services.controller` (the `QuorumController`). The Raft APIs are not handlers of that
+package: Vote, BeginQuorumEpoch, EndQuorumEpoch, FetchSnapshot, DescribeQuorum and, on this listener,
+Fetch (a replica or observer fetching `__cluster_metadata`, never a client's Fetch) go to the Raft
+client through `KafkaRaftManager.handle_inbound`. ApiVersions advertises the Raft APIs with the
+versions the generated codecs speak. DescribeCluster on this listener is the controller's (KIP-919,
+`kafka-metadata-quorum --bootstrap-controller`): the voters as CONTROLLER endpoints, the Raft leader
+as the controller id. Envelope (API 58, KIP-590): an Apache Kafka broker forwards a client's admin
+request wrapped in one; it is unwrapped, dispatched here as if it had come on this listener, and its
+response (header and body) wrapped back.
+"""
+
+from __future__ import annotations
+
+import inspect
+
+from kbroker.api.context import NO_RESPONSE, BrokerServices, CloseConnection, RequestContext
+from kbroker.api.dispatcher import ApiDispatcher
+from kbroker.protocol import API_SPECS, ProtocolError, decode_request_frame, encode_response_frame
+from kbroker.protocol.errors import ErrorCode
+from kbroker.protocol.headers import RequestHeader
+from kbroker.protocol.messages.describe_cluster import DescribeClusterRequest, DescribeClusterResponse
+from kbroker.protocol.messages.envelope import EnvelopeRequest, EnvelopeResponse
+from kbroker.raft.messages import RaftRequestBody
+from kbroker.server.raft_manager import RAFT_API_KEYS, KafkaRaftManager
+
+DESCRIBE_CLUSTER = 60
+ENVELOPE = 58
+CONTROLLER_ENDPOINT = 2
+
+
+class ControllerApis(ApiDispatcher):
+    def __init__(self, services: BrokerServices, manager: KafkaRaftManager) -> None:
+        super().__init__(services, listener="controller")
+        self.manager = manager
+        self.raft_ranges = {k: (API_SPECS[k].min_version, API_SPECS[k].max_version) for k in RAFT_API_KEYS}
+        # Fetch on the controller listener is Raft's: its range replaces the broker handler's.
+        services.api_ranges = dict(sorted({**self.advertised_ranges(), **self.raft_ranges,
+                                           ENVELOPE: (0, 0)}.items()))
+
+    def handle(self, ctx: RequestContext, header: RequestHeader,
+               body: RaftRequestBody | DescribeClusterRequest | EnvelopeRequest) -> object:
+        key = header.api_key
+        if key == ENVELOPE and isinstance(body, EnvelopeRequest):
+            return self.envelope(ctx, body)
+        if key == DESCRIBE_CLUSTER and isinstance(body, DescribeClusterRequest) and key in self.handlers:
+            return self.describe_cluster(header, body)
+        if key in self.raft_ranges:
+            lo, hi = self.raft_ranges[key]
+            if not lo <= header.api_version <= hi:
+                return self.handle_unsupported(ctx, header)
+            assert not isinstance(body, DescribeClusterRequest | EnvelopeRequest)
+            return self.manager.handle_inbound(key, body)
+        return super().handle(ctx, header, body)
+
+    def describe_cluster(self, header: RequestHeader, request: DescribeClusterRequest) -> DescribeClusterResponse:
+        """Kafka's ControllerApis.handleDescribeCluster: the quorum's voters, the active controller's id."""
+        endpoint_type = request.endpoint_type if header.api_version >= 1 else 1
+        client = self.manager.client
+        if endpoint_type != CONTROLLER_ENDPOINT:
+            return DescribeClusterResponse(
+                throttle_time_ms=0, error_code=int(ErrorCode.UNSUPPORTED_ENDPOINT_TYPE),
+                error_message="The request was sent to an endpoint of type CONTROLLER, but we wanted an "
+                              "endpoint of type BROKER",
+                endpoint_type=endpoint_type, cluster_id=self.services.cluster_id, controller_id=-1, brokers=[])
+        leader = client.leader_and_epoch().leader_id
+        brokers = [DescribeClusterResponse.DescribeClusterBroker(broker_id=node_id, host=e.host, port=e.port,
+                                                                 rack=None, is_fenced=False)
+                   for node_id, e in sorted(self.manager.config.voters.items())]
+        return DescribeClusterResponse(
+            throttle_time_ms=0, error_code=0, error_message=None, endpoint_type=CONTROLLER_ENDPOINT,
+            cluster_id=self.services.cluster_id, controller_id=leader if leader >= 0 else -1, brokers=brokers,
+            cluster_authorized_operations=-2147483648)
+
+    async def envelope(self, ctx: RequestContext, request: EnvelopeRequest) -> EnvelopeResponse:
+        """Kafka's ControllerApis.handleEnvelopeRequest, without principals (kbroker has no authorizer)."""
+        try:
+            inner_header, inner_body = decode_request_frame(request.request_data)
+        except ProtocolError:
+            return EnvelopeResponse(response_data=None, error_code=int(ErrorCode.INVALID_REQUEST))
+        if inner_header.api_key == ENVELOPE:
+            return EnvelopeResponse(response_data=None, error_code=int(ErrorCode.INVALID_REQUEST))
+        try:
+            result = self.handle(ctx, inner_header, inner_body)
+            if inspect.isawaitable(result):
+                result = await result
+        except CloseConnection:
+            return EnvelopeResponse(response_data=None, error_code=int(ErrorCode.UNSUPPORTED_VERSION))
+        if result is NO_RESPONSE:
+            return EnvelopeResponse(response_data=None, error_code=int(ErrorCode.INVALID_REQUEST))
+        parts = encode_response_frame(inner_header.api_key, inner_header.api_version, inner_header.correlation_id,
+                                      result)
+        data = b"".join(bytes(p) for p in parts if isinstance(p, bytes | bytearray | memoryview))
+        return EnvelopeResponse(response_data=data[4:], error_code=0)

@@ -1,0 +1,95 @@
+"""`KRaftControllerLinks`: what a `process.roles=controller` node runs (Kafka's `ControllerServer`, in small).
+
+Owns, for one voter of a kbroker controller quorum: the on-disk `__cluster_metadata-0`
+(`raft.KafkaMetadataLog`) and its `quorum-state`, the `KafkaRaftClient`, its asyncio driver
+(`KafkaRaftManager`), and the `QuorumController` on top (through `RaftClientAdapter`), plus the
+timer that runs the controller's scheduled work (`QuorumController.poll` at `next_deadline_ms`:
+fencing brokers whose session expired, preferred-leader balancing).
+
+Start: `start()` (needs the running loop); stop: `close()` (a leader resigns first, so the others
+elect at once instead of waiting for the fetch timeout). The controller listener's dispatcher
+(`controller_apis.ControllerApis`) hands Raft requests to `manager.handle_inbound`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from kbroker.cluster.configs import ConfigHelper
+from kbroker.controller.quorum_controller import QuorumController, QuorumControllerConfig
+from kbroker.metadata.loader import MetadataLoader
+from kbroker.raft import FileQuorumStateStore, KafkaMetadataLog, KafkaRaftClient, QuorumConfig
+from kbroker.raft.metadata_log import CLUSTER_METADATA_DIR
+from kbroker.server.raft_manager import KafkaRaftManager, MetadataRaftListener, RaftClientAdapter
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class KRaftControllerSettings:
+    node_id: int
+    cluster_id: str
+    quorum: QuorumConfig
+    controller: QuorumControllerConfig
+    metadata_log_dir: Path
+    directory_id: uuid.UUID
+
+
+class KRaftControllerLinks:
+    def __init__(self, settings: KRaftControllerSettings, *, loader: MetadataLoader, config_helper: ConfigHelper,
+                 time_ms: Callable[[], int]) -> None:
+        if settings.node_id not in settings.quorum.voters:
+            raise ValueError(f"node.id {settings.node_id} is not in controller.quorum.voters "
+                             f"({', '.join(map(str, sorted(settings.quorum.voters)))}): a process.roles=controller "
+                             "node must be a voter")
+        self.settings = settings
+        self.time_ms = time_ms
+        self.metadata_log = KafkaMetadataLog(settings.metadata_log_dir, time_ms)
+        store = FileQuorumStateStore(settings.metadata_log_dir / CLUSTER_METADATA_DIR,
+                                     voters=sorted(settings.quorum.voters))
+        self.listener = MetadataRaftListener(loader)
+        self.client = KafkaRaftClient(settings.node_id, settings.quorum, self.metadata_log, store, self.listener,
+                                      random.Random(), time_ms(), cluster_id=settings.cluster_id)
+        self.manager = KafkaRaftManager(self.client, settings.quorum, time_ms, on_poll=self._poll_controller)
+        self.controller = QuorumController(settings.controller, RaftClientAdapter(self.manager), config_helper,
+                                           clock=time_ms)
+        self.listener.register(self.controller)
+        self._controller_timer: asyncio.TimerHandle | None = None
+
+    def start(self) -> None:
+        self.manager.start()
+
+    def _poll_controller(self) -> None:
+        """After every Raft poll: run the controller's scheduled work when due and re-arm its timer."""
+        now = self.time_ms()
+        deadline = self.controller.next_deadline_ms()
+        if deadline is not None and deadline <= now:
+            try:
+                self.controller.poll()
+            except Exception:
+                log.exception("Controller poll failed")
+            deadline = self.controller.next_deadline_ms()
+        if self._controller_timer is not None:
+            self._controller_timer.cancel()
+            self._controller_timer = None
+        if deadline is not None:
+            loop = asyncio.get_running_loop()
+            self._controller_timer = loop.call_later(max(0, deadline - now) / 1000, self.manager.wakeup)
+
+    async def close(self) -> None:
+        if self._controller_timer is not None:
+            self._controller_timer.cancel()
+        if self.client.is_leader:
+            # Graceful: EndQuorumEpoch to the voters, so a new leader is elected at once.
+            self.client.resign(self.time_ms())
+            self.manager.poll()
+            await asyncio.sleep(0.05)
+        await self.manager.close()
+        self.controller.close()
+        self.metadata_log.close()

@@ -1,0 +1,264 @@
+"""`KafkaRaftManager`: the asyncio driver of a controller's `KafkaRaftClient` (Kafka's `KafkaRaftManager`).
+
+The Raft state machine (kbroker/raft) is sans-IO: it takes requests, responses and a clock, and returns
+what to send. This module moves those messages:
+
+- outbound requests go to the voters' controller endpoints (`controller.quorum.voters`) over one
+  `NodeConnection` per voter (pipelined; a broken connection fails every request in flight, which
+  the client hears as `handle_failure` and retries after `controller.quorum.retry.backoff.ms`);
+- inbound Vote / BeginQuorumEpoch / EndQuorumEpoch / Fetch / FetchSnapshot / DescribeQuorum from the
+  controller listener are handed in with `handle_inbound`, whose future the listener's connection
+  awaits (a parked Fetch is answered by a later `poll`);
+- one timer runs `poll` at `next_deadline_ms()`, and `poll` also runs after every event.
+
+It is also the seam upwards, in both directions:
+
+- `RaftClientAdapter` is the controller's `RaftClient` Protocol (kbroker/controller/raft_client.py) over
+  the Raft client: metadata records are framed with Kafka's MetadataRecordSerde into record values;
+- `MetadataRaftListener` is the Raft client's `RaftListener`: each committed batch is decoded once into
+  a `MetadataBatch` and handed to every `RaftClientListener` (the QuorumController; control batches as
+  empty batches, as that Protocol asks) and, data batches only, to the node's `MetadataLoader`.
+
+Not here yet: snapshots (the controller writes none, so `handle_load_snapshot` is only logged),
+dynamic voters (KIP-853) and TLS/SASL on the controller listener.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import logging
+from collections.abc import Callable, Sequence
+
+from kbroker.client import NodeConnection
+from kbroker.controller.raft_client import LeaderAndEpoch as ControllerLeaderAndEpoch
+from kbroker.controller.raft_client import NotLeaderError as ControllerNotLeaderError
+from kbroker.controller.raft_client import RaftClientListener
+from kbroker.controller.result import MetadataRecord
+from kbroker.metadata.loader import MetadataBatch, MetadataLoader
+from kbroker.protocol.messages.begin_quorum_epoch import BeginQuorumEpochResponse
+from kbroker.protocol.messages.describe_quorum import DescribeQuorumResponse
+from kbroker.protocol.messages.end_quorum_epoch import EndQuorumEpochResponse
+from kbroker.protocol.messages.fetch import FetchResponse
+from kbroker.protocol.messages.fetch_snapshot import FetchSnapshotResponse
+from kbroker.protocol.messages.vote import VoteResponse
+from kbroker.protocol.metadata_records.serde import encode_metadata_record
+from kbroker.raft import (
+    KafkaRaftClient,
+    LeaderAndEpoch,
+    NotLeaderError,
+    OffsetAndEpoch,
+    OutboundRequest,
+    OutboundResponse,
+    QuorumConfig,
+    RaftBatch,
+    request_for_version,
+)
+from kbroker.raft.messages import RaftRequestBody, RaftResponseBody
+
+log = logging.getLogger(__name__)
+
+# The Raft APIs a controller listener hands to the Raft client: Fetch (1), Vote (52), BeginQuorumEpoch (53),
+# EndQuorumEpoch (54), DescribeQuorum (55), FetchSnapshot (59).
+RAFT_API_KEYS = (1, 52, 53, 54, 55, 59)
+_RESPONSE_TYPES: dict[int, type[RaftResponseBody]] = {
+    1: FetchResponse, 52: VoteResponse, 53: BeginQuorumEpochResponse, 54: EndQuorumEpochResponse,
+    55: DescribeQuorumResponse, 59: FetchSnapshotResponse,
+}
+
+
+class MetadataRaftListener:
+    """The Raft client's listener: committed batches decoded once, fanned out to the controller and loader."""
+
+    def __init__(self, loader: MetadataLoader | None) -> None:
+        self.loader = loader
+        self.listeners: list[RaftClientListener] = []
+
+    def register(self, listener: RaftClientListener) -> None:
+        self.listeners.append(listener)
+
+    def handle_commit(self, batches: list[RaftBatch]) -> None:
+        decoded: list[MetadataBatch] = []
+        data: list[MetadataBatch] = []
+        for b in batches:
+            if b.is_control:
+                decoded.append(MetadataBatch(b.base_offset, b.epoch, b.append_timestamp_ms, [], len(b.data)))
+                continue
+            values = [v for v in b.values() if v is not None]
+            mb = MetadataBatch.decode(b.base_offset, b.epoch, b.append_timestamp_ms, values, len(b.data))
+            decoded.append(mb)
+            data.append(mb)
+        for listener in self.listeners:
+            listener.handle_commit(decoded)
+        if self.loader is not None and data:
+            self.loader.handle_commit(data)
+
+    def handle_load_snapshot(self, snapshot_id: OffsetAndEpoch, data: bytes) -> None:
+        log.warning("Snapshot %s offered to the controller: loading snapshots is not supported yet", snapshot_id)
+
+    def handle_leader_change(self, leader: LeaderAndEpoch) -> None:
+        log.info("Raft leader is now %s in epoch %d", leader.leader_id if leader.leader_id >= 0 else "unknown",
+                 leader.epoch)
+        change = ControllerLeaderAndEpoch(leader.leader_id if leader.leader_id >= 0 else None, leader.epoch)
+        for listener in self.listeners:
+            listener.handle_leader_change(change)
+
+
+class KafkaRaftManager:
+    """Runs one `KafkaRaftClient` on the event loop: sockets to the voters, inbound requests, the timer."""
+
+    def __init__(self, client: KafkaRaftClient, config: QuorumConfig, time_ms: Callable[[], int],
+                 *, on_poll: Callable[[], None] = lambda: None) -> None:
+        self.client = client
+        self.config = config
+        self.time_ms = time_ms
+        self.on_poll = on_poll
+        self._connections: dict[int, NodeConnection] = {}
+        self._connecting: dict[int, asyncio.Task[NodeConnection]] = {}
+        self._inbound: dict[int, asyncio.Future[RaftResponseBody]] = {}
+        self._request_ids = itertools.count(1)
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._timer: asyncio.TimerHandle | None = None
+        self._poll_scheduled = False
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._closed = False
+
+    def start(self) -> None:
+        self._loop = asyncio.get_running_loop()
+        self.poll()
+
+    # -- inbound ----------------------------------------------------------------------------------------
+
+    def handle_inbound(self, api_key: int, body: RaftRequestBody) -> asyncio.Future[RaftResponseBody]:
+        """A Raft request from the controller listener; its response (now, or when a parked Fetch is answered)."""
+        loop = asyncio.get_running_loop()
+        request_id = next(self._request_ids)
+        fut: asyncio.Future[RaftResponseBody] = loop.create_future()
+        self._inbound[request_id] = fut
+        self.client.handle_request(api_key, body, request_id, self.time_ms())
+        self.poll()
+        return fut
+
+    # -- the poll loop ------------------------------------------------------------------------------------
+
+    def wakeup(self) -> None:
+        """Run `poll` soon (after an append from the controller, for example)."""
+        if self._poll_scheduled or self._closed or self._loop is None:
+            return
+        self._poll_scheduled = True
+        self._loop.call_soon(self.poll)
+
+    def poll(self) -> None:
+        self._poll_scheduled = False
+        if self._closed:
+            return
+        now = self.time_ms()
+        try:
+            out = self.client.poll(now)
+        except Exception:
+            log.exception("Raft client poll failed")
+            out = []
+        for item in out:
+            if isinstance(item, OutboundResponse):
+                fut = self._inbound.pop(item.request_id, None)
+                if fut is not None and not fut.done():
+                    fut.set_result(item.body)
+            elif isinstance(item, OutboundRequest):
+                task = asyncio.get_running_loop().create_task(self._send(item))
+                self._tasks.add(task)
+                task.add_done_callback(self._tasks.discard)
+        self.on_poll()
+        self._arm_timer()
+
+    def _arm_timer(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+        loop = self._loop or asyncio.get_running_loop()
+        delay_ms = max(0, min(self.client.next_deadline_ms() - self.time_ms(), 1000))
+        self._timer = loop.call_later(delay_ms / 1000, self.poll)
+
+    # -- outbound ---------------------------------------------------------------------------------------
+
+    async def _connection(self, node_id: int) -> NodeConnection:
+        conn = self._connections.get(node_id)
+        if conn is not None and conn.connected:
+            return conn
+        endpoint = self.config.voters.get(node_id)
+        if endpoint is None:
+            raise ConnectionError(f"no endpoint for voter {node_id}")
+        pending = self._connecting.get(node_id)
+        if pending is None:
+            timeout_s = self.config.request_timeout_ms / 1000
+            new = NodeConnection(endpoint.host, endpoint.port, client_id=f"raft-client-{self.client.node_id}",
+                                 connect_timeout_s=timeout_s, request_timeout_s=timeout_s)
+
+            async def connect() -> NodeConnection:
+                try:
+                    await new.connect()
+                    self._connections[node_id] = new
+                    return new
+                finally:
+                    self._connecting.pop(node_id, None)
+
+            pending = asyncio.get_running_loop().create_task(connect())
+            self._connecting[node_id] = pending
+        return await asyncio.shield(pending)
+
+    async def _send(self, item: OutboundRequest) -> None:
+        try:
+            conn = await self._connection(item.destination)
+            body = request_for_version(item.body, conn.version_for(item.api_key))
+            resp = await conn.request(item.api_key, body, _RESPONSE_TYPES[item.api_key])
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            log.debug("Raft request %d to %d failed: %s", item.api_key, item.destination, exc)
+            conn_now = self._connections.pop(item.destination, None)
+            if conn_now is not None:
+                await conn_now.close()
+            if not self._closed:
+                self.client.handle_failure(item.destination, item.correlation_id, self.time_ms())
+                self.wakeup()
+            return
+        if not self._closed:
+            self.client.handle_response(item.destination, item.api_key, item.correlation_id, resp, self.time_ms())
+            self.poll()
+
+    async def close(self) -> None:
+        self._closed = True
+        if self._timer is not None:
+            self._timer.cancel()
+        for task in list(self._tasks) + list(self._connecting.values()):
+            task.cancel()
+        for conn in self._connections.values():
+            await conn.close()
+        for fut in self._inbound.values():
+            fut.cancel()
+        self._inbound.clear()
+
+
+class RaftClientAdapter:
+    """The controller's `RaftClient` Protocol over a `KafkaRaftClient` driven by a `KafkaRaftManager`."""
+
+    def __init__(self, manager: KafkaRaftManager) -> None:
+        self.manager = manager
+
+    def append(self, epoch: int, records: Sequence[MetadataRecord]) -> int:
+        client = self.manager.client
+        if not client.is_leader or client.epoch != epoch:
+            raise ControllerNotLeaderError(f"node {client.node_id} does not lead epoch {epoch}")
+        try:
+            last = client.append([encode_metadata_record(r) for r in records], self.manager.time_ms())
+        except NotLeaderError as e:
+            raise ControllerNotLeaderError(str(e)) from e
+        self.manager.wakeup()
+        return last
+
+    def log_end_offset(self) -> int:
+        return self.manager.client.log.end_offset()
+
+    def resign(self, epoch: int) -> None:
+        client = self.manager.client
+        if client.is_leader and client.epoch == epoch:
+            client.resign(self.manager.time_ms())
+            self.manager.wakeup()
