@@ -320,16 +320,21 @@ def _kraft_controller_services(
     links = KRaftControllerLinks(kraft_controller_settings(config, log_manager.cluster_id, log_manager),
                                  loader=loader, config_helper=config_helper, time_ms=time_ms)
     controller = links.controller
+    # A controller serves no group or transaction APIs; the handlers' services type still names them.
     group_coordinator = GroupCoordinatorService(config, replica_manager, controller, cache, time_ms)
+    producer_id_manager = ProducerIdManager(controller, node_id)
+    transaction_coordinator = TransactionCoordinatorService(config, replica_manager, controller, cache,
+                                                            producer_id_manager, group_coordinator, time_ms)
     return BrokerServices(
         config=config,
         log_manager=log_manager,
         metadata=cache,
         configs=config_helper,
         controller=controller,
-        producer_id_manager=ProducerIdManager(controller, node_id),
+        producer_id_manager=producer_id_manager,
         replica_manager=replica_manager,
         group_coordinator=group_coordinator,
+        transaction_coordinator=transaction_coordinator,
         cluster_id=log_manager.cluster_id,
         node_id=node_id,
         time_ms=time_ms,
