@@ -25,6 +25,7 @@ if TYPE_CHECKING:
     from kbroker.log.manager import LogManager
     from kbroker.metadata.cache import MetadataCache
     from kbroker.replica.replica_manager import ReplicaManager
+    from kbroker.security.sasl import SaslServerAuthenticator
     from kbroker.server.kraft_broker import KRaftBrokerLinks
 
 
@@ -68,6 +69,9 @@ class RequestContext:
         "peer",
         "connection_id",
         "principal",
+        "sasl",
+        "close_after_response",
+        "failed_authentication_delay_ms",
     )
 
     def __init__(
@@ -88,6 +92,11 @@ class RequestContext:
         self.peer = peer
         self.connection_id = connection_id
         self.principal = principal
+        # SASL listeners: the connection's SaslServerAuthenticator (None elsewhere: no cost there).
+        self.sasl: SaslServerAuthenticator | None = None
+        # Set by a handler: close the connection once this response is written.
+        self.close_after_response = False
+        self.failed_authentication_delay_ms = 100
 
     def __repr__(self) -> str:
         return (
