@@ -390,6 +390,15 @@ class KafkaConfig:
 
     def _validate_listener_security(self, e: Endpoint) -> None:
         if e.security_protocol in ("SSL", "SASL_SSL"):
+            if not (self.listener_value(e.name, "ssl.keystore.location")
+                    or (self.listener_value(e.name, "ssl.keystore.key")
+                        and self.listener_value(e.name, "ssl.keystore.certificate.chain"))):
+                raise ConfigError(
+                    f"Invalid value {e} for configuration listeners: an {e.security_protocol} listener needs a "
+                    "keystore: ssl.keystore.location (with ssl.keystore.type=PEM) or ssl.keystore.key and "
+                    f"ssl.keystore.certificate.chain (each may be set for this listener alone as "
+                    f"listener.name.{e.name.lower()}.<key>)"
+                )
             for kind in ("keystore", "truststore"):
                 store_type = str(self.listener_value(e.name, f"ssl.{kind}.type") or "").upper()
                 location = self.listener_value(e.name, f"ssl.{kind}.location")
