@@ -31,7 +31,7 @@ from kbroker.net.tls import TlsConfigError, TlsSettings, build_server_context
 from kbroker.security.jaas import parse_jaas_config
 from kbroker.security.principal import SslPrincipalMapper
 from kbroker.security.sasl import SaslServerConfig, ScramCredentials
-from kbroker.security.scram import ScramCredential
+from kbroker.security.scram import MECHANISM_TYPES, ScramCredential
 
 if TYPE_CHECKING:
     from kbroker.api.context import BrokerServices
@@ -77,6 +77,19 @@ def sasl_server_config(config: KafkaConfig, listener: str,
         plain_users=users,
         scram_credentials=scram_credentials or _no_scram_credentials,
     )
+
+
+def image_scram_credentials(services: BrokerServices) -> ScramCredentials:
+    """SCRAM credentials as the metadata image holds them now (UserScramCredentialRecord)."""
+    cache = services.metadata
+
+    def lookup(mechanism: str, user: str) -> ScramCredential | None:
+        cred = cache.image.scram.get(MECHANISM_TYPES.get(mechanism, 0), user)
+        if cred is None:
+            return None
+        return ScramCredential(cred.salt, cred.stored_key, cred.server_key, cred.iterations)
+
+    return lookup
 
 
 def _no_scram_credentials(mechanism: str, user: str) -> ScramCredential | None:
@@ -271,7 +284,8 @@ class Broker:
             except KRaftStartupError as e:
                 raise StartupError(str(e)) from None
         self.dispatcher = ApiDispatcher(services)
-        self.server = KafkaServer(socket_server_config(config), self.dispatcher)
+        self.server = KafkaServer(socket_server_config(config, image_scram_credentials(services)),
+                                  self.dispatcher)
         try:
             bound = await self.server.start()
         except OSError as e:

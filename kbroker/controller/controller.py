@@ -30,6 +30,10 @@ from kbroker.protocol.messages.alter_partition_reassignments import (
     AlterPartitionReassignmentsRequest,
     AlterPartitionReassignmentsResponse,
 )
+from kbroker.protocol.messages.alter_user_scram_credentials import (
+    AlterUserScramCredentialsRequest,
+    AlterUserScramCredentialsResponse,
+)
 from kbroker.protocol.messages.broker_heartbeat import BrokerHeartbeatRequest
 from kbroker.protocol.messages.broker_registration import BrokerRegistrationRequest
 from kbroker.protocol.messages.elect_leaders import ElectLeadersRequest, ElectLeadersResponse
@@ -140,6 +144,13 @@ class Controller(ABC):
     ) -> AlterPartitionReassignmentsResponse:
         """AlterPartitionReassignments (KIP-455): start or cancel reassignments."""
         raise _not_a_quorum_controller()
+
+    async def alter_user_scram_credentials(
+        self, request: AlterUserScramCredentialsRequest
+    ) -> AlterUserScramCredentialsResponse:
+        """AlterUserScramCredentials (KIP-554): upsert and delete SCRAM credentials."""
+        raise KafkaError("This controller does not store SCRAM credentials.",
+                         error_code=ErrorCode.UNSUPPORTED_VERSION)
 
     async def list_partition_reassignments(
         self, request: ListPartitionReassignmentsRequest

@@ -38,11 +38,16 @@ from kbroker.controller.metadata_log import ClusterMetadataLog, snapshot_provena
 from kbroker.controller.producer_id_control import ProducerIdControlManager
 from kbroker.controller.replication_control import ReplicationControlManager
 from kbroker.controller.result import ControllerResult, MetadataRecord
+from kbroker.controller.scram_control import ScramControlManager
 from kbroker.metadata.cache import MetadataCache
 from kbroker.metadata.image import MetadataImage
 from kbroker.metadata.loader import MetadataLoader
 from kbroker.metadata.snapshot_generator import SnapshotGenerator
 from kbroker.metadata.views import MetadataView, TopicInfo
+from kbroker.protocol.messages.alter_user_scram_credentials import (
+    AlterUserScramCredentialsRequest,
+    AlterUserScramCredentialsResponse,
+)
 from kbroker.protocol.messages.elect_leaders import ElectLeadersRequest, ElectLeadersResponse
 from kbroker.protocol.metadata_records import (
     FeatureLevelRecord,
@@ -124,6 +129,7 @@ class LocalController(Controller):
         )
         self.configuration = ConfigurationControlManager(view, config_helper, node_id=node_id)
         self.producer_ids = ProducerIdControlManager(view)
+        self.scram = ScramControlManager(lambda: cache.image.scram)
 
     # -- start-up ------------------------------------------------------------------------------------
 
@@ -252,6 +258,13 @@ class LocalController(Controller):
 
     async def allocate_producer_ids(self, broker_id: int, broker_epoch: int) -> ProducerIdsBlock:
         result = self.producer_ids.generate_next_producer_id(broker_id, broker_epoch)
+        self._commit(result.records)
+        return result.response
+
+    async def alter_user_scram_credentials(
+        self, request: AlterUserScramCredentialsRequest
+    ) -> AlterUserScramCredentialsResponse:
+        result = self.scram.alter_credentials(request)
         self._commit(result.records)
         return result.response
 

@@ -16,7 +16,9 @@ Kafka's replay semantics kept here:
 - Broker records carry the broker epoch: fencing, unfencing, changing or unregistering a broker with a
   different epoch than registered is an error (``MetadataReplayError``), like Kafka's
   ``getBrokerOrThrow``. So is a partition record for an unknown topic id, or removing an unknown topic.
-- Records this image does not model (ACLs, SCRAM credentials, delegation tokens, client quotas, ZK
+- ``UserScramCredentialRecord`` / ``RemoveUserScramCredentialRecord`` upsert and remove one user's
+  credential for one mechanism (``ScramImage``).
+- Records this image does not model (ACLs, delegation tokens, client quotas, ZK
   migration state, transaction markers of the migration) are accepted and ignored; ``NoOpRecord`` too.
 
 Sans-IO; imports only ``kbroker.metadata.image`` and the generated record registry.
@@ -45,6 +47,8 @@ from kbroker.metadata.image import (
     MetadataReplayError,
     PartitionRegistration,
     ProducerIdsImage,
+    ScramCredentialData,
+    ScramImage,
     TopicIdPartition,
     TopicImage,
     TopicPartition,
@@ -67,9 +71,13 @@ if TYPE_CHECKING:
     from kbroker.protocol.metadata_records.register_broker_record import RegisterBrokerRecord
     from kbroker.protocol.metadata_records.register_controller_record import RegisterControllerRecord
     from kbroker.protocol.metadata_records.remove_topic_record import RemoveTopicRecord
+    from kbroker.protocol.metadata_records.remove_user_scram_credential_record import (
+        RemoveUserScramCredentialRecord,
+    )
     from kbroker.protocol.metadata_records.topic_record import TopicRecord
     from kbroker.protocol.metadata_records.unfence_broker_record import UnfenceBrokerRecord
     from kbroker.protocol.metadata_records.unregister_broker_record import UnregisterBrokerRecord
+    from kbroker.protocol.metadata_records.user_scram_credential_record import UserScramCredentialRecord
 
 
 # -- topics --------------------------------------------------------------------------------------------
@@ -500,6 +508,30 @@ class ProducerIdsDelta:
         return ProducerIdsImage(self.next_producer_id)
 
 
+class ScramDelta:
+    """UserScramCredentialRecord upserts, RemoveUserScramCredentialRecord deletes (Kafka's ScramDelta)."""
+
+    def __init__(self, image: ScramImage) -> None:
+        self.image = image
+        self.changes: dict[tuple[int, str], ScramCredentialData | None] = {}
+
+    def replay_upsert(self, record: UserScramCredentialRecord) -> None:
+        self.changes[(record.mechanism, record.name)] = ScramCredentialData(
+            bytes(record.salt), bytes(record.stored_key), bytes(record.server_key), record.iterations)
+
+    def replay_remove(self, record: RemoveUserScramCredentialRecord) -> None:
+        self.changes[(record.mechanism, record.name)] = None
+
+    def apply(self) -> ScramImage:
+        credentials = dict(self.image.credentials)
+        for key, value in self.changes.items():
+            if value is None:
+                credentials.pop(key, None)
+            else:
+                credentials[key] = value
+        return ScramImage(frozen_map(credentials))
+
+
 # -- the whole delta -----------------------------------------------------------------------------------
 
 # Record types replayed by other images in Kafka (ACLs, SCRAM, delegation tokens, client quotas) or
@@ -509,8 +541,6 @@ _IGNORED = frozenset(
         MetadataRecordType.NO_OP_RECORD,
         MetadataRecordType.ACCESS_CONTROL_ENTRY_RECORD,
         MetadataRecordType.REMOVE_ACCESS_CONTROL_ENTRY_RECORD,
-        MetadataRecordType.USER_SCRAM_CREDENTIAL_RECORD,
-        MetadataRecordType.REMOVE_USER_SCRAM_CREDENTIAL_RECORD,
         MetadataRecordType.DELEGATION_TOKEN_RECORD,
         MetadataRecordType.REMOVE_DELEGATION_TOKEN_RECORD,
         MetadataRecordType.CLIENT_QUOTA_RECORD,
@@ -536,6 +566,7 @@ class MetadataDelta:
         self.topics_delta: TopicsDelta | None = None
         self.configs_delta: ConfigurationsDelta | None = None
         self.producer_ids_delta: ProducerIdsDelta | None = None
+        self.scram_delta: ScramDelta | None = None
         self._handlers: dict[int, Callable[[Any], None]] = {
             MetadataRecordType.REGISTER_BROKER_RECORD: lambda r: self._cluster().replay_register_broker(r),
             MetadataRecordType.UNREGISTER_BROKER_RECORD: lambda r: self._cluster().replay_unregister_broker(r),
@@ -553,6 +584,8 @@ class MetadataDelta:
             MetadataRecordType.CONFIG_RECORD: lambda r: self._configs().replay_config(r),
             MetadataRecordType.FEATURE_LEVEL_RECORD: lambda r: self._features().replay_feature_level(r),
             MetadataRecordType.PRODUCER_IDS_RECORD: lambda r: self._producer_ids().replay_producer_ids(r),
+            MetadataRecordType.USER_SCRAM_CREDENTIAL_RECORD: lambda r: self._scram().replay_upsert(r),
+            MetadataRecordType.REMOVE_USER_SCRAM_CREDENTIAL_RECORD: lambda r: self._scram().replay_remove(r),
         }
 
     def _cluster(self) -> ClusterDelta:
@@ -579,6 +612,11 @@ class MetadataDelta:
         if self.producer_ids_delta is None:
             self.producer_ids_delta = ProducerIdsDelta(self.image.producer_ids)
         return self.producer_ids_delta
+
+    def _scram(self) -> ScramDelta:
+        if self.scram_delta is None:
+            self.scram_delta = ScramDelta(self.image.scram)
+        return self.scram_delta
 
     def _replay_remove_topic(self, record: RemoveTopicRecord) -> None:
         name = self._topics().replay_remove_topic(record)
@@ -613,6 +651,7 @@ class MetadataDelta:
             topics=image.topics if self.topics_delta is None else self.topics_delta.apply(),
             configs=image.configs if self.configs_delta is None else self.configs_delta.apply(),
             producer_ids=image.producer_ids if self.producer_ids_delta is None else self.producer_ids_delta.apply(),
+            scram=image.scram if self.scram_delta is None else self.scram_delta.apply(),
         )
 
     # -- what a publisher asks -------------------------------------------------------------------------

@@ -442,6 +442,37 @@ ProducerIdsImage.EMPTY = ProducerIdsImage()
 
 
 @dataclass(frozen=True, slots=True)
+class ScramCredentialData:
+    """One user's SCRAM credential for one mechanism (Kafka's `ScramCredentialData`): never the password."""
+
+    salt: bytes
+    stored_key: bytes
+    server_key: bytes
+    iterations: int
+
+
+@dataclass(frozen=True, slots=True)
+class ScramImage:
+    """SCRAM credentials by (mechanism type, user) (Kafka's `ScramImage`; UserScramCredentialRecord).
+
+    Mechanism types are Kafka's `ScramMechanism` numbers: 1 SCRAM-SHA-256, 2 SCRAM-SHA-512.
+    """
+
+    credentials: Mapping[tuple[int, str], ScramCredentialData] = field(default_factory=lambda: frozen_map({}))
+
+    EMPTY: ClassVar[ScramImage]
+
+    def is_empty(self) -> bool:
+        return not self.credentials
+
+    def get(self, mechanism: int, user: str) -> ScramCredentialData | None:
+        return self.credentials.get((mechanism, user))
+
+
+ScramImage.EMPTY = ScramImage()
+
+
+@dataclass(frozen=True, slots=True)
 class MetadataProvenance:
     """Where an image comes from: the offset, epoch and append time of the last record it contains."""
 
@@ -464,6 +495,7 @@ class MetadataImage:
     topics: TopicsImage = TopicsImage.EMPTY
     configs: ConfigurationsImage = ConfigurationsImage.EMPTY
     producer_ids: ProducerIdsImage = ProducerIdsImage.EMPTY
+    scram: ScramImage = ScramImage.EMPTY
 
     EMPTY: ClassVar[MetadataImage]
 
@@ -478,6 +510,7 @@ class MetadataImage:
             and self.topics.is_empty()
             and self.configs.is_empty()
             and self.producer_ids.is_empty()
+            and self.scram.is_empty()
         )
 
     # -- the queries the broker needs ------------------------------------------------------------------

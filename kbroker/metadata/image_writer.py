@@ -27,6 +27,7 @@ from kbroker.protocol.metadata_records.producer_ids_record import ProducerIdsRec
 from kbroker.protocol.metadata_records.register_broker_record import RegisterBrokerRecord
 from kbroker.protocol.metadata_records.register_controller_record import RegisterControllerRecord
 from kbroker.protocol.metadata_records.topic_record import TopicRecord
+from kbroker.protocol.metadata_records.user_scram_credential_record import UserScramCredentialRecord
 
 
 def broker_record(b: BrokerRegistration) -> RegisterBrokerRecord:
@@ -113,4 +114,8 @@ def image_records(image: MetadataImage) -> list[object]:
             )
     if not image.producer_ids.is_empty():
         out.append(ProducerIdsRecord(broker_id=-1, next_producer_id=image.producer_ids.next_producer_id))
+    for (mechanism, user), cred in sorted(image.scram.credentials.items()):
+        out.append(UserScramCredentialRecord(name=user, mechanism=mechanism, salt=cred.salt,
+                                             stored_key=cred.stored_key, server_key=cred.server_key,
+                                             iterations=cred.iterations))
     return out
