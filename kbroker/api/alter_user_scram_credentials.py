@@ -30,6 +30,6 @@ async def handle(services: BrokerServices, ctx: RequestContext, header: RequestH
 
 def error_response(request: AlterUserScramCredentialsRequest, version: int,
                    error: ErrorCode) -> AlterUserScramCredentialsResponse:
-    users = dict.fromkeys(op.name for op in [*request.deletions, *request.upsertions])
+    users = dict.fromkeys([d.name for d in request.deletions] + [u.name for u in request.upsertions])
     return AlterUserScramCredentialsResponse(throttle_time_ms=0, results=[
         Result(user=u, error_code=int(error), error_message=error.message) for u in users])

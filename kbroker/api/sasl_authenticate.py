@@ -56,5 +56,10 @@ def handle(services: BrokerServices, ctx: RequestContext, header: RequestHeader,
         return response
     loop = asyncio.get_running_loop()
     fut: asyncio.Future[SaslAuthenticateResponse] = loop.create_future()
-    loop.call_later(delay / 1000, lambda: fut.done() or fut.set_result(response))
+
+    def answer() -> None:
+        if not fut.done():
+            fut.set_result(response)
+
+    loop.call_later(delay / 1000, answer)
     return fut

@@ -42,10 +42,11 @@ class ScramControlManager:
         image = self._image()
         users: list[str] = []
         count: dict[str, int] = {}
-        for op in [*request.deletions, *request.upsertions]:
-            if op.name not in count:
-                users.append(op.name)
-            count[op.name] = count.get(op.name, 0) + 1
+        names = [d.name for d in request.deletions] + [u.name for u in request.upsertions]
+        for name in names:
+            if name not in count:
+                users.append(name)
+            count[name] = count.get(name, 0) + 1
         errors: dict[str, tuple[ErrorCode, str]] = {}
         records: dict[str, list[MetadataRecord]] = {u: [] for u in users}
         for user in users:
@@ -67,15 +68,15 @@ class ScramControlManager:
         for u in request.upsertions:
             if u.name in errors:
                 continue
-            name = _MECHANISM_NAMES.get(u.mechanism)
-            if name is None:
+            mechanism = _MECHANISM_NAMES.get(u.mechanism)
+            if mechanism is None:
                 errors[u.name] = (ErrorCode.UNSUPPORTED_SASL_MECHANISM, "Unknown SCRAM mechanism.")
             elif u.iterations < scram.MIN_ITERATIONS:
                 errors[u.name] = (ErrorCode.UNACCEPTABLE_CREDENTIAL, "Too few iterations")
             elif u.iterations > scram.MAX_ITERATIONS:
                 errors[u.name] = (ErrorCode.UNACCEPTABLE_CREDENTIAL, "Too many iterations")
             else:
-                h = scram.MECHANISMS[name]
+                h = scram.MECHANISMS[mechanism]
                 salted = bytes(u.salted_password)
                 stored_key = hashlib.new(h, scram.client_key(h, salted)).digest()
                 server_key = scram.hmac_digest(h, salted, b"Server Key")
