@@ -149,6 +149,14 @@ CONFIG_DEFS: dict[str, ConfigDef] = _defs(
               "Rules mapping a client certificate's distinguished name to a principal name (KIP-371)."),
     ConfigDef("ssl.endpoint.identification.algorithm", "string", "https",
               "Accepted; a broker does not verify client host names.", dynamic_update=True),
+    # --- authorization (docs/security.md) ---
+    ConfigDef("authorizer.class.name", "string", "",
+              "Empty: no authorization; org.apache.kafka.metadata.authorizer.StandardAuthorizer: ACLs.",
+              validator=one_of("", "org.apache.kafka.metadata.authorizer.StandardAuthorizer"), kafka_type="class"),
+    ConfigDef("super.users", "string", None,
+              "Principals allowed everything, separated by semicolons (User:admin;User:broker)."),
+    ConfigDef("allow.everyone.if.no.acl.found", "boolean", False,
+              "Allow a request on a resource no ACL applies to."),
     # --- SASL (SASL_PLAINTEXT and SASL_SSL listeners) ---
     ConfigDef("sasl.enabled.mechanisms", "list", ["GSSAPI"],
               "Mechanisms served on SASL listeners (kbroker: PLAIN, SCRAM-SHA-256, SCRAM-SHA-512).",

@@ -36,6 +36,7 @@ from kbroker.metadata.cache import MetadataCache
 from kbroker.metadata.loader import MetadataLoader
 from kbroker.replica.replica_manager import ReplicaManager
 from kbroker.server.kraft_broker import KRaftBrokerLinks
+from kbroker.security.acl import StandardAuthorizer
 from kbroker.server.settings import KRaftBrokerSettings, parse_bootstrap_servers, parse_voters
 
 log = logging.getLogger(__name__)
@@ -161,6 +162,7 @@ def _host_partitions(
         cluster_id=log_manager.cluster_id,
         node_id=node_id,
         time_ms=time_ms,
+        authorizer=build_authorizer(config),
     )
 
 
@@ -241,7 +243,18 @@ def _kraft_broker_services(
         node_id=node_id,
         time_ms=time_ms,
         kraft=links,
+        authorizer=build_authorizer(config),
     )
+
+
+def build_authorizer(config: KafkaConfig) -> StandardAuthorizer | None:
+    """`authorizer.class.name=org.apache.kafka.metadata.authorizer.StandardAuthorizer`: Kafka's
+    StandardAuthorizer over the image's ACLs, with `super.users` and `allow.everyone.if.no.acl.found`.
+    None (no authorization, no cost on the request path) when the key is empty, Kafka's default."""
+    if not config["authorizer.class.name"]:
+        return None
+    supers = [u.strip() for u in str(config["super.users"] or "").split(";") if u.strip()]
+    return StandardAuthorizer(supers, bool(config["allow.everyone.if.no.acl.found"]))
 
 
 def shutdown_services(services: BrokerServices) -> None:

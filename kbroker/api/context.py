@@ -25,6 +25,7 @@ if TYPE_CHECKING:
     from kbroker.log.manager import LogManager
     from kbroker.metadata.cache import MetadataCache
     from kbroker.replica.replica_manager import ReplicaManager
+    from kbroker.security.acl import StandardAuthorizer
     from kbroker.security.sasl import SaslServerAuthenticator
     from kbroker.server.kraft_broker import KRaftBrokerLinks
 
@@ -125,5 +126,8 @@ class BrokerServices:
     # process.roles=broker: the links to the KRaft cluster (metadata fetcher, lifecycle, controller
     # channel); None on kbroker's single node.
     kraft: KRaftBrokerLinks | None = None
+    # authorizer.class.name=...StandardAuthorizer: the ACL checks of every API (kbroker/api/_authz.py);
+    # None without an authorizer (Kafka's default): handlers then skip authorization entirely.
+    authorizer: StandardAuthorizer | None = None
     # Filled by the dispatcher: api key -> (advertised min, max) for ApiVersions.
     api_ranges: dict[int, tuple[int, int]] = field(default_factory=dict)

@@ -21,9 +21,11 @@ from abc import ABC, abstractmethod
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
+from kbroker.controller.acl_control import AclCreateResult, AclDeleteResult
 from kbroker.controller.broker_heartbeat_manager import BrokerHeartbeatReply
 from kbroker.controller.cluster_control import BrokerRegistrationReply
 from kbroker.metadata.views import TopicInfo
+from kbroker.security.acl import AclFilter, StandardAcl
 from kbroker.protocol.errors import ErrorCode, KafkaError
 from kbroker.protocol.messages.alter_partition import AlterPartitionRequest, AlterPartitionResponse
 from kbroker.protocol.messages.alter_partition_reassignments import (
@@ -151,6 +153,14 @@ class Controller(ABC):
         """AlterUserScramCredentials (KIP-554): upsert and delete SCRAM credentials."""
         raise KafkaError("This controller does not store SCRAM credentials.",
                          error_code=ErrorCode.UNSUPPORTED_VERSION)
+
+    async def create_acls(self, acls: Sequence[StandardAcl]) -> list[AclCreateResult]:
+        """CreateAcls: one result per ACL, in order."""
+        raise KafkaError("This controller does not store ACLs.", error_code=ErrorCode.UNSUPPORTED_VERSION)
+
+    async def delete_acls(self, filters: Sequence[AclFilter]) -> list[AclDeleteResult]:
+        """DeleteAcls: one result (the ACLs removed) per filter, in order."""
+        raise KafkaError("This controller does not store ACLs.", error_code=ErrorCode.UNSUPPORTED_VERSION)
 
     async def list_partition_reassignments(
         self, request: ListPartitionReassignmentsRequest

@@ -39,6 +39,8 @@ from kbroker.controller.producer_id_control import ProducerIdControlManager
 from kbroker.controller.replication_control import ReplicationControlManager
 from kbroker.controller.result import ControllerResult, MetadataRecord
 from kbroker.controller.scram_control import ScramControlManager
+from kbroker.controller.acl_control import AclControlManager, AclCreateResult, AclDeleteResult
+from kbroker.security.acl import AclFilter, StandardAcl
 from kbroker.metadata.cache import MetadataCache
 from kbroker.metadata.image import MetadataImage
 from kbroker.metadata.loader import MetadataLoader
@@ -130,6 +132,7 @@ class LocalController(Controller):
         self.configuration = ConfigurationControlManager(view, config_helper, node_id=node_id)
         self.producer_ids = ProducerIdControlManager(view)
         self.scram = ScramControlManager(lambda: cache.image.scram)
+        self.acls = AclControlManager(lambda: cache.image.acls)
 
     # -- start-up ------------------------------------------------------------------------------------
 
@@ -265,6 +268,16 @@ class LocalController(Controller):
         self, request: AlterUserScramCredentialsRequest
     ) -> AlterUserScramCredentialsResponse:
         result = self.scram.alter_credentials(request)
+        self._commit(result.records)
+        return result.response
+
+    async def create_acls(self, acls: Sequence[StandardAcl]) -> list[AclCreateResult]:
+        result = self.acls.create_acls(acls)
+        self._commit(result.records)
+        return result.response
+
+    async def delete_acls(self, filters: Sequence[AclFilter]) -> list[AclDeleteResult]:
+        result = self.acls.delete_acls(filters)
         self._commit(result.records)
         return result.response
 
