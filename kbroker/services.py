@@ -35,8 +35,8 @@ from kbroker.log.manager import META_PROPERTIES, LogManager
 from kbroker.metadata.cache import MetadataCache
 from kbroker.metadata.loader import MetadataLoader
 from kbroker.replica.replica_manager import ReplicaManager
-from kbroker.server.kraft_broker import KRaftBrokerLinks
 from kbroker.security.acl import StandardAuthorizer
+from kbroker.server.kraft_broker import KRaftBrokerLinks
 from kbroker.server.settings import KRaftBrokerSettings, parse_bootstrap_servers, parse_voters
 
 log = logging.getLogger(__name__)

@@ -25,7 +25,6 @@ from kbroker.controller.acl_control import AclCreateResult, AclDeleteResult
 from kbroker.controller.broker_heartbeat_manager import BrokerHeartbeatReply
 from kbroker.controller.cluster_control import BrokerRegistrationReply
 from kbroker.metadata.views import TopicInfo
-from kbroker.security.acl import AclFilter, StandardAcl
 from kbroker.protocol.errors import ErrorCode, KafkaError
 from kbroker.protocol.messages.alter_partition import AlterPartitionRequest, AlterPartitionResponse
 from kbroker.protocol.messages.alter_partition_reassignments import (
@@ -43,6 +42,7 @@ from kbroker.protocol.messages.list_partition_reassignments import (
     ListPartitionReassignmentsRequest,
     ListPartitionReassignmentsResponse,
 )
+from kbroker.security.acl import AclFilter, StandardAcl
 
 
 @dataclass(frozen=True, slots=True)

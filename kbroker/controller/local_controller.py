@@ -31,6 +31,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 
 from kbroker.cluster.configs import ConfigHelper
+from kbroker.controller.acl_control import AclControlManager, AclCreateResult, AclDeleteResult
 from kbroker.controller.configuration_control import ConfigurationControlManager
 from kbroker.controller.controller import Controller, ProducerIdsBlock
 from kbroker.controller.legacy_migration import read_legacy_records, retire
@@ -39,8 +40,6 @@ from kbroker.controller.producer_id_control import ProducerIdControlManager
 from kbroker.controller.replication_control import ReplicationControlManager
 from kbroker.controller.result import ControllerResult, MetadataRecord
 from kbroker.controller.scram_control import ScramControlManager
-from kbroker.controller.acl_control import AclControlManager, AclCreateResult, AclDeleteResult
-from kbroker.security.acl import AclFilter, StandardAcl
 from kbroker.metadata.cache import MetadataCache
 from kbroker.metadata.image import MetadataImage
 from kbroker.metadata.loader import MetadataLoader
@@ -56,6 +55,7 @@ from kbroker.protocol.metadata_records import (
     RegisterBrokerRecord,
     UnfenceBrokerRecord,
 )
+from kbroker.security.acl import AclFilter, StandardAcl
 from kbroker.snapshot.bootstrap import read_bootstrap_file
 
 log = logging.getLogger(__name__)

@@ -37,6 +37,7 @@ from kbroker.metadata.image import (
     KRAFT_VERSION,
     METADATA_VERSION,
     MINIMUM_METADATA_VERSION,
+    AclsImage,
     BrokerRegistration,
     ClusterImage,
     ConfigResource,
@@ -49,7 +50,6 @@ from kbroker.metadata.image import (
     MetadataReplayError,
     PartitionRegistration,
     ProducerIdsImage,
-    AclsImage,
     ScramCredentialData,
     ScramImage,
     TopicIdPartition,
@@ -63,9 +63,6 @@ from kbroker.security.acl import StandardAcl
 
 if TYPE_CHECKING:
     from kbroker.protocol.metadata_records.access_control_entry_record import AccessControlEntryRecord
-    from kbroker.protocol.metadata_records.remove_access_control_entry_record import (
-        RemoveAccessControlEntryRecord,
-    )
     from kbroker.protocol.metadata_records.broker_registration_change_record import (
         BrokerRegistrationChangeRecord,
     )
@@ -78,6 +75,9 @@ if TYPE_CHECKING:
     from kbroker.protocol.metadata_records.producer_ids_record import ProducerIdsRecord
     from kbroker.protocol.metadata_records.register_broker_record import RegisterBrokerRecord
     from kbroker.protocol.metadata_records.register_controller_record import RegisterControllerRecord
+    from kbroker.protocol.metadata_records.remove_access_control_entry_record import (
+        RemoveAccessControlEntryRecord,
+    )
     from kbroker.protocol.metadata_records.remove_topic_record import RemoveTopicRecord
     from kbroker.protocol.metadata_records.remove_user_scram_credential_record import (
         RemoveUserScramCredentialRecord,
