@@ -151,3 +151,22 @@ def test_delete_acls_removes_the_matching_ones(bootstrap: str, acls: AdminClient
     deleted = list(acls.delete_acls([f]).values())[0].result(10)
     assert [(b.name, b.permission_type) for b in deleted] == [("alice-secret", AclPermissionType.DENY)]
     assert acls.describe_acls(f).result(10) == []
+
+
+def test_groups_need_read_on_the_group(bootstrap: str, acls: AdminClient) -> None:
+    for fut in acls.create_acls([acl("alice-t", AclOperation.READ, principal="User:bob")]).values():
+        fut.result(10)
+    c = Consumer(conf(bootstrap, "bob", **{"group.id": "bobs-group", "auto.offset.reset": "earliest"}))
+    c.subscribe(["alice-t"])
+    error = None
+    deadline = time.monotonic() + 20
+    while error is None and time.monotonic() < deadline:
+        try:
+            m = c.poll(0.5)
+        except KafkaException as e:
+            error = e.args[0]
+            break
+        if m is not None and m.error() is not None:
+            error = m.error()
+    c.close()
+    assert error is not None and error.code() == KafkaError.GROUP_AUTHORIZATION_FAILED
