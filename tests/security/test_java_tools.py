@@ -68,8 +68,10 @@ def test_scram_acls_and_console_clients(setup: tuple[str, str, Path]) -> None:
     r = run_java_main("kafka-topics", [*admin, "--create", "--topic", "orders", "--partitions", "1"], timeout=120)
     assert r.returncode == 0, r.stderr
     r = run_java_main("kafka-acls", [*admin, "--add", "--allow-principal", "User:alice", "--operation", "Write",
-                                     "--operation", "Read", "--topic", "orders", "--group", "orders-app"],
-                      timeout=120)
+                                     "--operation", "Read", "--topic", "orders"], timeout=120)
+    assert r.returncode == 0, r.stderr
+    r = run_java_main("kafka-acls", [*admin, "--add", "--allow-principal", "User:alice", "--operation", "Read",
+                                     "--group", "orders-app"], timeout=120)
     assert r.returncode == 0, r.stderr
     r = run_java_main("kafka-acls", [*admin, "--list", "--topic", "orders"], timeout=120)
     assert r.returncode == 0 and "principal=User:alice" in r.stdout and "operation=WRITE" in r.stdout, r.stdout
