@@ -85,20 +85,20 @@ async def handle(services: BrokerServices, ctx: RequestContext, header: RequestH
         # ControllerApis.deleteTopics: DELETE on each topic; refused ones are TOPIC_AUTHORIZATION_FAILED
         # (asked by id: the name is not revealed).
         denied = int(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
-        message = ErrorCode.TOPIC_AUTHORIZATION_FAILED.message
+        denied_message = ErrorCode.TOPIC_AUTHORIZATION_FAILED.message
         kept = []
         for name, tid in targets:
             if authorize(services, ctx, DELETE, TOPIC, name):
                 kept.append((name, tid))
             else:
-                responses.append(_row(None, tid, denied, message))
+                responses.append(_row(None, tid, denied, denied_message))
         targets = kept
         allowed_names = []
         for name in names:
             if authorize(services, ctx, DELETE, TOPIC, name):
                 allowed_names.append(name)
             else:
-                responses.append(_row(name, _ZERO_UUID, denied, message))
+                responses.append(_row(name, _ZERO_UUID, denied, denied_message))
         names = allowed_names
     for name in names:
         if name in by_id_names:

@@ -168,7 +168,8 @@ def _authorize(services: BrokerServices, ctx: RequestContext, fetch_data: list[F
             return fetch_data, []
         return [], fetch_data
     verdict: dict[str, bool] = {}
-    allowed, denied = [], []
+    allowed: list[FetchPartitionRequest] = []
+    denied: list[FetchPartitionRequest] = []
     for req in fetch_data:
         ok = verdict.get(req.topic)
         if ok is None:
