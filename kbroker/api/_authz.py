@@ -9,7 +9,8 @@ default) every check is skipped: handlers test that once per request, before any
 from __future__ import annotations
 
 from kbroker.api.context import BrokerServices, RequestContext
-from kbroker.security.acl import CLUSTER, CLUSTER_NAME
+from kbroker.protocol.errors import ErrorCode, KafkaError
+from kbroker.security.acl import CLUSTER, CLUSTER_NAME, GROUP, TOPIC
 
 
 def authorize(services: BrokerServices, ctx: RequestContext, operation: int, resource_type: int, name: str) -> bool:
@@ -22,3 +23,26 @@ def authorize(services: BrokerServices, ctx: RequestContext, operation: int, res
 
 def authorize_cluster(services: BrokerServices, ctx: RequestContext, operation: int) -> bool:
     return authorize(services, ctx, operation, CLUSTER, CLUSTER_NAME)
+
+
+# ConfigResource types (DescribeConfigs / AlterConfigs / IncrementalAlterConfigs) -> the ACL resource
+# checked and the error of a refusal (KafkaApis.authorizeConfigResource): a topic by its name, a group
+# by its id, the broker and its loggers as the cluster.
+_CONFIG_RESOURCES = {2: (TOPIC, ErrorCode.TOPIC_AUTHORIZATION_FAILED), 32: (GROUP, ErrorCode.GROUP_AUTHORIZATION_FAILED),
+                     4: (CLUSTER, ErrorCode.CLUSTER_AUTHORIZATION_FAILED),
+                     8: (CLUSTER, ErrorCode.CLUSTER_AUTHORIZATION_FAILED)}
+
+
+def check_config_resource(services: BrokerServices, ctx: RequestContext, operation: int,
+                          config_resource_type: int, name: str) -> None:
+    """Raise the KafkaError Kafka answers for a config resource this principal may not `operation`
+    (DESCRIBE_CONFIGS or ALTER_CONFIGS); nothing without an authorizer."""
+    if services.authorizer is None:
+        return
+    target = _CONFIG_RESOURCES.get(config_resource_type)
+    if target is None:
+        return
+    resource_type, error = target
+    resource_name = CLUSTER_NAME if resource_type == CLUSTER else name
+    if not authorize(services, ctx, operation, resource_type, resource_name):
+        raise KafkaError(error.message, error_code=error)

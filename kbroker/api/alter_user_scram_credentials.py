@@ -8,6 +8,7 @@ the controller derives the keys, kbroker/controller/scram_control.py). The crede
 
 from __future__ import annotations
 
+from kbroker.api._authz import authorize_cluster
 from kbroker.api.context import BrokerServices, RequestContext
 from kbroker.protocol.errors import ErrorCode
 from kbroker.protocol.headers import RequestHeader
@@ -15,6 +16,7 @@ from kbroker.protocol.messages.alter_user_scram_credentials import (
     AlterUserScramCredentialsRequest,
     AlterUserScramCredentialsResponse,
 )
+from kbroker.security.acl import ALTER
 
 API_KEY = 51
 MIN_VERSION = 0
@@ -25,6 +27,9 @@ Result = AlterUserScramCredentialsResponse.AlterUserScramCredentialsResult
 
 async def handle(services: BrokerServices, ctx: RequestContext, header: RequestHeader,
                  request: AlterUserScramCredentialsRequest) -> AlterUserScramCredentialsResponse:
+    if not authorize_cluster(services, ctx, ALTER):
+        # ControllerApis: ALTER on the cluster, else CLUSTER_AUTHORIZATION_FAILED for every user.
+        return error_response(request, header.api_version, ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
     return await services.controller.alter_user_scram_credentials(request)
 
 

@@ -7,6 +7,7 @@ DUPLICATE_RESOURCE, a user without credentials RESOURCE_NOT_FOUND. Never the sal
 
 from __future__ import annotations
 
+from kbroker.api._authz import authorize_cluster
 from kbroker.api.context import BrokerServices, RequestContext
 from kbroker.protocol.errors import ErrorCode
 from kbroker.protocol.headers import RequestHeader
@@ -14,6 +15,7 @@ from kbroker.protocol.messages.describe_user_scram_credentials import (
     DescribeUserScramCredentialsRequest,
     DescribeUserScramCredentialsResponse,
 )
+from kbroker.security.acl import DESCRIBE
 
 API_KEY = 50
 MIN_VERSION = 0
@@ -25,6 +27,9 @@ Info = DescribeUserScramCredentialsResponse.CredentialInfo
 
 def handle(services: BrokerServices, ctx: RequestContext, header: RequestHeader,
            request: DescribeUserScramCredentialsRequest) -> DescribeUserScramCredentialsResponse:
+    if not authorize_cluster(services, ctx, DESCRIBE):
+        # KafkaApis: DESCRIBE on the cluster, else CLUSTER_AUTHORIZATION_FAILED.
+        return error_response(request, header.api_version, ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
     credentials = services.metadata.image.scram.credentials
     by_user: dict[str, list[Info]] = {}
     for (mechanism, user), cred in sorted(credentials.items()):

@@ -170,3 +170,38 @@ def test_groups_need_read_on_the_group(bootstrap: str, acls: AdminClient) -> Non
             error = m.error()
     c.close()
     assert error is not None and error.code() == KafkaError.GROUP_AUTHORIZATION_FAILED
+
+
+def test_configs_offsets_and_scram_apis_are_checked(bootstrap: str, acls: AdminClient) -> None:
+    from confluent_kafka.admin import (
+        ConfigResource,
+        ScramCredentialInfo,
+        ScramMechanism,
+        UserScramCredentialUpsertion,
+    )
+
+    alice = AdminClient(conf(bootstrap, "alice"))
+    with pytest.raises(KafkaException) as e:
+        list(alice.describe_configs([ConfigResource("TOPIC", "other")]).values())[0].result(10)
+    assert e.value.args[0].code() == KafkaError.TOPIC_AUTHORIZATION_FAILED
+    with pytest.raises(KafkaException) as e:
+        list(alice.describe_configs([ConfigResource("BROKER", "1")]).values())[0].result(10)
+    assert e.value.args[0].code() == KafkaError.CLUSTER_AUTHORIZATION_FAILED
+    # librdkafka asks Metadata first (which hides "other"): ListOffsets itself, over a raw SASL connection.
+    from kbroker.protocol.messages.list_offsets import ListOffsetsRequest
+    from kbroker.protocol.messages.sasl_authenticate import SaslAuthenticateRequest
+    from kbroker.protocol.messages.sasl_handshake import SaslHandshakeRequest
+    from tests.support.raw_client import RawKafkaClient
+
+    with RawKafkaClient(bootstrap) as c:
+        c.request(17, 1, SaslHandshakeRequest(mechanism="PLAIN"))
+        assert c.request(36, 2, SaslAuthenticateRequest(auth_bytes=b"\x00alice\x00alice-pw")).error_code == 0
+        topics = [ListOffsetsRequest.ListOffsetsTopic(name=n, partitions=[
+            ListOffsetsRequest.ListOffsetsPartition(partition_index=0, timestamp=-1)]) for n in ("other", "alice-t")]
+        r = c.request(2, 7, ListOffsetsRequest(replica_id=-1, topics=topics))
+        assert [(t.name, t.partitions[0].error_code) for t in r.topics] == [
+            ("other", KafkaError.TOPIC_AUTHORIZATION_FAILED), ("alice-t", 0)]
+    upsert = UserScramCredentialUpsertion("alice", ScramCredentialInfo(ScramMechanism.SCRAM_SHA_256, 4096), b"x")
+    with pytest.raises(KafkaException) as e:
+        list(alice.alter_user_scram_credentials([upsert]).values())[0].result(10)
+    assert e.value.args[0].code() == KafkaError.CLUSTER_AUTHORIZATION_FAILED
