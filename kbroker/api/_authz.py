@@ -46,3 +46,9 @@ def check_config_resource(services: BrokerServices, ctx: RequestContext, operati
     resource_name = CLUSTER_NAME if resource_type == CLUSTER else name
     if not authorize(services, ctx, operation, resource_type, resource_name):
         raise KafkaError(error.message, error_code=error)
+
+
+def check_topic(services: BrokerServices, ctx: RequestContext, operation: int, name: str) -> None:
+    """Raise TOPIC_AUTHORIZATION_FAILED when this principal may not `operation` the topic."""
+    if services.authorizer is not None and not authorize(services, ctx, operation, TOPIC, name):
+        raise KafkaError(ErrorCode.TOPIC_AUTHORIZATION_FAILED.message, error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED)
