@@ -40,7 +40,8 @@ def handle(services: BrokerServices, ctx: RequestContext, header: RequestHeader,
         return SaslAuthenticateResponse(error_code=ErrorCode.ILLEGAL_SASL_STATE, error_message=MESSAGE,
                                         auth_bytes=b"", session_lifetime_ms=0)
     result = sasl.authenticate(bytes(request.auth_bytes))
-    response = SaslAuthenticateResponse(error_code=result.error_code, error_message=result.error_message,
+    # Kafka leaves ErrorMessage at its generated default, "", on success (checked against 4.3.1).
+    response = SaslAuthenticateResponse(error_code=result.error_code, error_message=result.error_message or "",
                                         auth_bytes=result.auth_bytes, session_lifetime_ms=0)
     if sasl.complete:
         ctx.principal = str(sasl.principal)
