@@ -205,3 +205,22 @@ def test_configs_offsets_and_scram_apis_are_checked(bootstrap: str, acls: AdminC
     with pytest.raises(KafkaException) as e:
         list(alice.alter_user_scram_credentials([upsert]).values())[0].result(10)
     assert e.value.args[0].code() == KafkaError.CLUSTER_AUTHORIZATION_FAILED
+
+
+def test_describe_groups_and_offset_fetch_need_describe_on_the_group(bootstrap: str, acls: AdminClient) -> None:
+    from kbroker.protocol.messages.describe_groups import DescribeGroupsRequest
+    from kbroker.protocol.messages.offset_fetch import OffsetFetchRequest
+    from kbroker.protocol.messages.sasl_authenticate import SaslAuthenticateRequest
+    from kbroker.protocol.messages.sasl_handshake import SaslHandshakeRequest
+    from tests.support.raw_client import RawKafkaClient
+
+    for user, expected in (("bob", KafkaError.GROUP_AUTHORIZATION_FAILED), ("alice", 0)):
+        with RawKafkaClient(bootstrap) as c:
+            c.request(17, 1, SaslHandshakeRequest(mechanism="PLAIN"))
+            auth = f"\0{user}\0{user}-pw".encode()
+            assert c.request(36, 2, SaslAuthenticateRequest(auth_bytes=auth)).error_code == 0
+            d = c.request(15, 5, DescribeGroupsRequest(groups=["g-ok"], include_authorized_operations=False))
+            assert d.groups[0].error_code == expected
+            f = c.request(9, 8, OffsetFetchRequest(groups=[OffsetFetchRequest.OffsetFetchRequestGroup(
+                group_id="g-ok", topics=None)], require_stable=False))
+            assert f.groups[0].error_code == expected
