@@ -28,7 +28,12 @@ from kbroker.clock import Clock, wall_clock_ms
 from kbroker.config import Endpoint, KafkaConfig
 from kbroker.net import KafkaServer, ListenerEndpoint, SocketServerConfig
 from kbroker.net.http_listener import HttpEndpoint
+from kbroker.net.tls import TlsConfigError, TlsSettings, build_server_context
 from kbroker.observability import BrokerObservability
+from kbroker.security.jaas import parse_jaas_config
+from kbroker.security.principal import SslPrincipalMapper
+from kbroker.security.sasl import SaslServerConfig, ScramCredentials
+from kbroker.security.scram import MECHANISM_TYPES, ScramCredential
 
 if TYPE_CHECKING:
     from kbroker.api.context import BrokerServices
@@ -42,14 +47,87 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 
-def socket_server_config(config: KafkaConfig, endpoints: list[Endpoint] | None = None) -> SocketServerConfig:
+def tls_settings(config: KafkaConfig, listener: str) -> TlsSettings:
+    """The `ssl.*` keys of one listener (`listener.name.<l>.ssl.*` over the broker-wide ones)."""
+    def v(key: str) -> Any:
+        return config.listener_value(listener, key)
+
+    return TlsSettings(
+        keystore_location=v("ssl.keystore.location"),
+        key_password=v("ssl.key.password"),
+        keystore_key=v("ssl.keystore.key"),
+        keystore_certificate_chain=v("ssl.keystore.certificate.chain"),
+        truststore_location=v("ssl.truststore.location"),
+        truststore_certificates=v("ssl.truststore.certificates"),
+        client_auth=str(v("ssl.client.auth") or "none"),
+        enabled_protocols=tuple(v("ssl.enabled.protocols") or ()),
+        cipher_suites=tuple(v("ssl.cipher.suites") or ()),
+        principal_mapping_rules=str(v("ssl.principal.mapping.rules") or "DEFAULT"),
+    )
+
+
+def sasl_server_config(config: KafkaConfig, listener: str,
+                       scram_credentials: ScramCredentials | None) -> SaslServerConfig:
+    mechanisms = tuple(config.sasl_mechanisms(listener))
+    users: dict[str, str] = {}
+    if "PLAIN" in mechanisms:
+        jaas = config.sasl_jaas_config(listener, "PLAIN")
+        if jaas is not None:
+            users = parse_jaas_config(jaas).plain_users()
+    return SaslServerConfig(
+        enabled_mechanisms=mechanisms,
+        plain_users=users,
+        scram_credentials=scram_credentials or _no_scram_credentials,
+    )
+
+
+def image_scram_credentials(services: BrokerServices) -> ScramCredentials:
+    """SCRAM credentials as the metadata image holds them now (UserScramCredentialRecord)."""
+    cache = services.metadata
+
+    def lookup(mechanism: str, user: str) -> ScramCredential | None:
+        cred = cache.image.scram.get(MECHANISM_TYPES.get(mechanism, 0), user)
+        if cred is None:
+            return None
+        return ScramCredential(cred.salt, cred.stored_key, cred.server_key, cred.iterations)
+
+    return lookup
+
+
+def _no_scram_credentials(mechanism: str, user: str) -> ScramCredential | None:
+    return None
+
+
+def listener_endpoint(config: KafkaConfig, e: Endpoint,
+                      scram_credentials: ScramCredentials | None = None) -> ListenerEndpoint:
+    """One listener with its TLS context and SASL settings (raises StartupError on a bad keystore)."""
+    protocol = e.security_protocol
+    ssl_context = None
+    rules = "DEFAULT"
+    if protocol in ("SSL", "SASL_SSL"):
+        settings = tls_settings(config, e.name)
+        rules = settings.principal_mapping_rules
+        try:
+            SslPrincipalMapper(rules)
+            ssl_context = build_server_context(settings)
+        except (TlsConfigError, ValueError) as exc:
+            raise StartupError(f"Cannot configure TLS on listener {e.name}: {exc}") from None
+    sasl = None
+    if protocol in ("SASL_PLAINTEXT", "SASL_SSL"):
+        sasl = sasl_server_config(config, e.name, scram_credentials)
+    return ListenerEndpoint(
+        e.name, e.host, e.port, protocol, ssl_context=ssl_context, principal_mapping_rules=rules, sasl=sasl,
+        failed_authentication_delay_ms=config["connection.failed.authentication.delay.ms"],
+    )
+
+
+def socket_server_config(config: KafkaConfig, scram_credentials: ScramCredentials | None = None,
+                         endpoints: list[Endpoint] | None = None) -> SocketServerConfig:
     """The network layer's settings, read from the broker config (kbroker.net never reads KafkaConfig).
     `endpoints`: the listeners to bind (default: the broker listeners; a controller binds its own)."""
     return SocketServerConfig(
-        listeners=tuple(
-            ListenerEndpoint(e.name, e.host, e.port, e.security_protocol)
-            for e in (config.listeners if endpoints is None else endpoints)
-        ),
+        listeners=tuple(listener_endpoint(config, e, scram_credentials)
+                        for e in (config.listeners if endpoints is None else endpoints)),
         socket_request_max_bytes=config["socket.request.max.bytes"],
         socket_send_buffer_bytes=config["socket.send.buffer.bytes"],
         socket_receive_buffer_bytes=config["socket.receive.buffer.bytes"],
@@ -227,11 +305,12 @@ class Broker:
 
             services.kraft_controller.start()
             self.dispatcher = ControllerApis(services, services.kraft_controller.manager)
-            self.server = KafkaServer(socket_server_config(config, config.controller_listeners), self.dispatcher,
+            self.server = KafkaServer(socket_server_config(config, endpoints=config.controller_listeners), self.dispatcher,
                                       metrics=services.metrics)
         else:
             self.dispatcher = ApiDispatcher(services)
-            self.server = KafkaServer(socket_server_config(config), self.dispatcher, metrics=services.metrics)
+            self.server = KafkaServer(socket_server_config(config, image_scram_credentials(services)), self.dispatcher,
+                                      metrics=services.metrics)
         try:
             bound = await self.server.start()
         except OSError as e:

@@ -54,6 +54,9 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
+SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
+SASL_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
+
 
 # --- parsing -------------------------------------------------------------------------------
 
@@ -370,6 +373,77 @@ class KafkaConfig:
             ]
         return list(self._advertised)
 
+    def listener_value(self, listener: str, key: str) -> Any:
+        """`key` for one listener: `listener.name.<listener>.<key>` (Kafka's per-listener override,
+        the listener name in lower case) over the broker-wide `key`. Typed as the broker key."""
+        override = self.originals.get(f"listener.name.{listener.lower()}.{key}")
+        if override is None:
+            return self._values.get(key)
+        d = CONFIG_DEFS.get(key)
+        return _parse_value(d, override) if d is not None else override
+
+    def sasl_mechanisms(self, listener: str) -> list[str]:
+        return [m.strip().upper() for m in self.listener_value(listener, "sasl.enabled.mechanisms") or []]
+
+    def sasl_jaas_config(self, listener: str, mechanism: str) -> str | None:
+        """`listener.name.<l>.<mechanism>.sasl.jaas.config`, else `listener.name.<l>.sasl.jaas.config`,
+        else `sasl.jaas.config`."""
+        value = self.originals.get(f"listener.name.{listener.lower()}.{mechanism.lower()}.sasl.jaas.config")
+        if value is None:
+            value = self.listener_value(listener, "sasl.jaas.config")
+        return value if value else None
+
+    @property
+    def inter_broker_listener_name(self) -> str:
+        """inter.broker.listener.name, else the listener whose protocol is security.inter.broker.protocol."""
+        name = self._values["inter.broker.listener.name"]
+        if name:
+            return str(name).strip().upper()
+        return str(self._values["security.inter.broker.protocol"]).upper()
+
+    def _validate_listener_security(self, e: Endpoint) -> None:
+        if e.security_protocol in ("SSL", "SASL_SSL"):
+            if not (self.listener_value(e.name, "ssl.keystore.location")
+                    or (self.listener_value(e.name, "ssl.keystore.key")
+                        and self.listener_value(e.name, "ssl.keystore.certificate.chain"))):
+                raise ConfigError(
+                    f"Invalid value {e} for configuration listeners: an {e.security_protocol} listener needs a "
+                    "keystore: ssl.keystore.location (with ssl.keystore.type=PEM) or ssl.keystore.key and "
+                    f"ssl.keystore.certificate.chain (each may be set for this listener alone as "
+                    f"listener.name.{e.name.lower()}.<key>)"
+                )
+            for kind in ("keystore", "truststore"):
+                store_type = str(self.listener_value(e.name, f"ssl.{kind}.type") or "").upper()
+                location = self.listener_value(e.name, f"ssl.{kind}.location")
+                if location and store_type != "PEM":
+                    raise ConfigError(
+                        f"Invalid value {store_type} for configuration ssl.{kind}.type of listener {e.name}: "
+                        f"kbroker reads PEM stores only (set ssl.{kind}.type=PEM; convert a JKS or PKCS12 "
+                        "store with keytool/openssl)"
+                    )
+        if e.security_protocol in ("SASL_PLAINTEXT", "SASL_SSL"):
+            mechanisms = self.sasl_mechanisms(e.name)
+            unsupported = [m for m in mechanisms if m not in SASL_MECHANISMS]
+            if unsupported or not mechanisms:
+                raise ConfigError(
+                    f"Invalid value {','.join(mechanisms)} for configuration sasl.enabled.mechanisms of "
+                    f"listener {e.name}: kbroker serves {', '.join(SASL_MECHANISMS)} "
+                    f"({', '.join(unsupported) or 'none'} not implemented)"
+                )
+            if "PLAIN" in mechanisms:
+                from kbroker.security.jaas import JaasConfigError, parse_jaas_config
+
+                jaas = self.sasl_jaas_config(e.name, "PLAIN")
+                if jaas is None:
+                    raise ConfigError(
+                        f"Could not find a 'KafkaServer' or 'listener.name.{e.name.lower()}.plain.sasl.jaas.config' "
+                        "entry in the JAAS configuration (PLAIN needs PlainLoginModule with user_<name> options)"
+                    )
+                try:
+                    parse_jaas_config(jaas)
+                except JaasConfigError as exc:
+                    raise ConfigError(f"Invalid sasl.jaas.config of listener {e.name}: {exc}") from None
+
     def set_bound_ports(self, bound: list[Endpoint]) -> None:
         """After binding: a listener configured with port 0 reports (and advertises) the port it got."""
         ports = {e.name: e.port for e in bound}
@@ -409,11 +483,19 @@ class KafkaConfig:
                               + (" (a process.roles=controller node binds the listeners named in "
                                  "controller.listener.names)" if self.is_kraft_controller else ""))
         for e in listeners:
-            if e.security_protocol != "PLAINTEXT":
+            if e.security_protocol not in SECURITY_PROTOCOLS:
                 raise ConfigError(
-                    f"Invalid value {e} for configuration listeners: kbroker supports only PLAINTEXT listeners "
-                    f"(security protocol {e.security_protocol} is not implemented)"
+                    f"Invalid value {e} for configuration listeners: unknown security protocol "
+                    f"{e.security_protocol} (one of {', '.join(SECURITY_PROTOCOLS)})"
                 )
+            self._validate_listener_security(e)
+        ibl = self._values["inter.broker.listener.name"]
+        if ibl is not None and ibl.strip().upper() not in {e.name for e in listeners}:
+            raise ConfigError(
+                f"inter.broker.listener.name must be a listener name defined in advertised.listeners. "
+                f"The valid options based on currently configured listeners are "
+                f"{','.join(e.name for e in listeners)}"
+            )
         for e in self.advertised_listeners:
             if e.host in ("0.0.0.0", "::"):
                 raise ConfigError(

@@ -39,6 +39,7 @@ from kbroker.metadata.loader import MetadataLoader
 from kbroker.metrics.meters import BrokerMetrics
 from kbroker.raft import QuorumConfig
 from kbroker.replica.replica_manager import ReplicaManager
+from kbroker.security.acl import StandardAuthorizer
 from kbroker.server.kraft_broker import KRaftBrokerLinks
 from kbroker.server.kraft_controller import KRaftControllerLinks, KRaftControllerSettings
 from kbroker.server.settings import KRaftBrokerSettings, parse_bootstrap_servers, parse_voters
@@ -183,6 +184,7 @@ def _host_partitions(
         node_id=node_id,
         time_ms=time_ms,
         metrics=replica_manager.metrics,
+        authorizer=build_authorizer(config),
     )
 
 
@@ -267,6 +269,7 @@ def _kraft_broker_services(
         node_id=node_id,
         time_ms=time_ms,
         kraft=links,
+        authorizer=build_authorizer(config),
     )
 
 
@@ -340,6 +343,16 @@ def _kraft_controller_services(
         time_ms=time_ms,
         kraft_controller=links,
     )
+
+
+def build_authorizer(config: KafkaConfig) -> StandardAuthorizer | None:
+    """`authorizer.class.name=org.apache.kafka.metadata.authorizer.StandardAuthorizer`: Kafka's
+    StandardAuthorizer over the image's ACLs, with `super.users` and `allow.everyone.if.no.acl.found`.
+    None (no authorization, no cost on the request path) when the key is empty, Kafka's default."""
+    if not config["authorizer.class.name"]:
+        return None
+    supers = [u.strip() for u in str(config["super.users"] or "").split(";") if u.strip()]
+    return StandardAuthorizer(supers, bool(config["allow.everyone.if.no.acl.found"]))
 
 
 def shutdown_services(services: BrokerServices) -> None:

@@ -9,11 +9,13 @@ from __future__ import annotations
 
 from typing import Any
 
+from kbroker.api._authz import check_config_resource
 from kbroker.api.context import BrokerServices, RequestContext
 from kbroker.api.describe_configs import TOPIC, check_broker_resource
 from kbroker.api.incremental_alter_configs import run_per_resource
 from kbroker.protocol.headers import RequestHeader
 from kbroker.protocol.messages.alter_configs import AlterConfigsRequest, AlterConfigsResponse
+from kbroker.security.acl import ALTER_CONFIGS as ACL_ALTER_CONFIGS
 
 API_KEY = 33
 MIN_VERSION = 0
@@ -26,6 +28,7 @@ async def handle(services: BrokerServices, ctx: RequestContext, header: RequestH
     controller = services.controller
 
     async def apply(r: Any) -> None:
+        check_config_resource(services, ctx, ACL_ALTER_CONFIGS, r.resource_type, r.resource_name)
         configs = {c.name: c.value for c in r.configs}
         if r.resource_type == TOPIC:
             await controller.alter_topic_configs(r.resource_name, configs, validate_only=request.validate_only)

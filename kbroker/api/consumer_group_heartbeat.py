@@ -11,6 +11,7 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
+from kbroker.api._authz import authorize
 from kbroker.api._groups import client_host, coordinator, then
 from kbroker.api.context import BrokerServices, RequestContext
 from kbroker.coord.consumer_coordinator import HeartbeatRequestData, HeartbeatResult
@@ -19,6 +20,7 @@ from kbroker.protocol.messages.consumer_group_heartbeat import (
     ConsumerGroupHeartbeatRequest,
     ConsumerGroupHeartbeatResponse,
 )
+from kbroker.security.acl import GROUP, READ
 
 API_KEY = 68
 MIN_VERSION = 0
@@ -32,6 +34,9 @@ def error_response(request: ConsumerGroupHeartbeatRequest, version: int, error: 
 
 
 def handle(services: BrokerServices, ctx: RequestContext, header: Any, request: ConsumerGroupHeartbeatRequest) -> Any:
+    if services.authorizer is not None and not authorize(services, ctx, READ, GROUP, request.group_id):
+        # KafkaApis: READ on the group, else GROUP_AUTHORIZATION_FAILED.
+        return error_response(request, header.api_version, ErrorCode.GROUP_AUTHORIZATION_FAILED)
     owned: dict[uuid.UUID, set[int]] | None = None
     if request.topic_partitions is not None:
         owned = {}

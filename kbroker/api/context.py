@@ -27,6 +27,8 @@ if TYPE_CHECKING:
     from kbroker.log.manager import LogManager
     from kbroker.metadata.cache import MetadataCache
     from kbroker.replica.replica_manager import ReplicaManager
+    from kbroker.security.acl import StandardAuthorizer
+    from kbroker.security.sasl import SaslServerAuthenticator
     from kbroker.server.kraft_broker import KRaftBrokerLinks
     from kbroker.server.kraft_controller import KRaftControllerLinks
 
@@ -71,6 +73,9 @@ class RequestContext:
         "peer",
         "connection_id",
         "principal",
+        "sasl",
+        "close_after_response",
+        "failed_authentication_delay_ms",
     )
 
     def __init__(
@@ -91,6 +96,11 @@ class RequestContext:
         self.peer = peer
         self.connection_id = connection_id
         self.principal = principal
+        # SASL listeners: the connection's SaslServerAuthenticator (None elsewhere: no cost there).
+        self.sasl: SaslServerAuthenticator | None = None
+        # Set by a handler: close the connection once this response is written.
+        self.close_after_response = False
+        self.failed_authentication_delay_ms = 100
 
     def __repr__(self) -> str:
         return (
@@ -122,6 +132,9 @@ class BrokerServices:
     kraft: KRaftBrokerLinks | None = None
     # process.roles=controller: the Raft client, its driver and the QuorumController; None otherwise.
     kraft_controller: KRaftControllerLinks | None = None
+    # authorizer.class.name=...StandardAuthorizer: the ACL checks of every API (kbroker/api/_authz.py);
+    # None without an authorizer (Kafka's default): handlers then skip authorization entirely.
+    authorizer: StandardAuthorizer | None = None
     # Filled by the dispatcher: api key -> (advertised min, max) for ApiVersions.
     api_ranges: dict[int, tuple[int, int]] = field(default_factory=dict)
     # The meters the network layer and the replica manager record into (None: kbroker.metrics.enable=false).

@@ -10,10 +10,12 @@ from __future__ import annotations
 
 from typing import Any
 
+from kbroker.api._authz import check_topic
 from kbroker.api.context import BrokerServices, RequestContext
 from kbroker.protocol.errors import ErrorCode, error_fields
 from kbroker.protocol.headers import RequestHeader
 from kbroker.protocol.messages.create_partitions import CreatePartitionsRequest, CreatePartitionsResponse
+from kbroker.security.acl import ALTER
 
 API_KEY = 37
 MIN_VERSION = 0
@@ -39,6 +41,7 @@ async def handle(services: BrokerServices, ctx: RequestContext, header: RequestH
         assignments = None if t.assignments is None else [list(a.broker_ids) for a in t.assignments]
         before = services.metadata.topic(t.name)
         try:
+            check_topic(services, ctx, ALTER, t.name)  # KafkaApis: ALTER on the topic
             grown = await controller.create_partitions(t.name, t.count, validate_only=request.validate_only,
                                                        assignments=assignments, records_in_request=added)
         except Exception as e:  # noqa: BLE001 - every failure becomes this topic's error

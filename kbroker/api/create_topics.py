@@ -13,11 +13,13 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
+from kbroker.api._authz import authorize, authorize_cluster
 from kbroker.api.context import BrokerServices, RequestContext
 from kbroker.controller.replication_control import validate_total_number_of_partitions
-from kbroker.protocol.errors import KafkaError, error_fields
+from kbroker.protocol.errors import ErrorCode, KafkaError, error_fields
 from kbroker.protocol.headers import RequestHeader
 from kbroker.protocol.messages.create_topics import CreateTopicsRequest, CreateTopicsResponse
+from kbroker.security.acl import CREATE, TOPIC
 
 API_KEY = 19
 MIN_VERSION = 2
@@ -47,8 +49,15 @@ async def handle(services: BrokerServices, ctx: RequestContext, header: RequestH
         refused = True
     else:
         refused = False
+    # ControllerApis.createTopics: CREATE on the cluster, else CREATE on each topic.
+    check_topics = services.authorizer is not None and not authorize_cluster(services, ctx, CREATE)
     for t in request.topics:
         if t.name in duplicates:
+            continue
+        if check_topics and not authorize(services, ctx, CREATE, TOPIC, t.name):
+            results.append(Result(name=t.name, topic_id=_ZERO_UUID, error_code=int(ErrorCode.TOPIC_AUTHORIZATION_FAILED),
+                                  error_message="Authorization failed.", num_partitions=-1, replication_factor=-1,
+                                  configs=[]))
             continue
         if refused:
             results.append(Result(name=t.name, topic_id=_ZERO_UUID, error_code=code, error_message=message,

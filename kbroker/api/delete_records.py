@@ -10,10 +10,12 @@ from __future__ import annotations
 
 from typing import Any
 
+from kbroker.api._authz import check_topic
 from kbroker.api.context import BrokerServices, RequestContext
 from kbroker.protocol.errors import ErrorCode, KafkaError, error_fields
 from kbroker.protocol.headers import RequestHeader
 from kbroker.protocol.messages.delete_records import DeleteRecordsRequest, DeleteRecordsResponse
+from kbroker.security.acl import DELETE
 
 API_KEY = 21
 MIN_VERSION = 0
@@ -56,6 +58,7 @@ def handle(services: BrokerServices, ctx: RequestContext, header: RequestHeader,
         results = []
         for p in t.partitions:
             try:
+                check_topic(services, ctx, DELETE, t.name)  # KafkaApis: DELETE on the topic
                 low = _delete(services, t.name, p.partition_index, p.offset)
             except Exception as e:  # noqa: BLE001 - every failure becomes this partition's error
                 results.append(PartitionResult(partition_index=p.partition_index, low_watermark=-1,

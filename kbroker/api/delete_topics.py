@@ -10,10 +10,12 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
+from kbroker.api._authz import authorize
 from kbroker.api.context import BrokerServices, RequestContext
 from kbroker.protocol.errors import ErrorCode, error_fields
 from kbroker.protocol.headers import RequestHeader
 from kbroker.protocol.messages.delete_topics import DeleteTopicsRequest, DeleteTopicsResponse
+from kbroker.security.acl import DELETE, TOPIC
 
 API_KEY = 20
 MIN_VERSION = 1
@@ -79,6 +81,25 @@ async def handle(services: BrokerServices, ctx: RequestContext, header: RequestH
         else:
             targets.append((info.name, tid))
             by_id_names.add(info.name)
+    if services.authorizer is not None:
+        # ControllerApis.deleteTopics: DELETE on each topic; refused ones are TOPIC_AUTHORIZATION_FAILED
+        # (asked by id: the name is not revealed).
+        denied = int(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
+        denied_message = ErrorCode.TOPIC_AUTHORIZATION_FAILED.message
+        kept = []
+        for name, tid in targets:
+            if authorize(services, ctx, DELETE, TOPIC, name):
+                kept.append((name, tid))
+            else:
+                responses.append(_row(None, tid, denied, denied_message))
+        targets = kept
+        allowed_names = []
+        for name in names:
+            if authorize(services, ctx, DELETE, TOPIC, name):
+                allowed_names.append(name)
+            else:
+                responses.append(_row(name, _ZERO_UUID, denied, denied_message))
+        names = allowed_names
     for name in names:
         if name in by_id_names:
             responses.append(_row(name, _ZERO_UUID, invalid,

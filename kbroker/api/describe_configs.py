@@ -16,6 +16,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+from kbroker.api._authz import check_config_resource
 from kbroker.api.context import BrokerServices, RequestContext
 from kbroker.cluster.configs import ConfigEntry, ConfigSource
 from kbroker.config_defs import CONFIG_DEFS
@@ -23,6 +24,7 @@ from kbroker.controller.replication_control import validate_topic_name
 from kbroker.protocol.errors import ErrorCode, KafkaError, error_fields
 from kbroker.protocol.headers import RequestHeader
 from kbroker.protocol.messages.describe_configs import DescribeConfigsRequest, DescribeConfigsResponse
+from kbroker.security.acl import DESCRIBE_CONFIGS
 
 API_KEY = 32
 MIN_VERSION = 1
@@ -179,6 +181,7 @@ def handle(services: BrokerServices, ctx: RequestContext, header: RequestHeader,
     results = []
     for resource in request.resources:
         try:
+            check_config_resource(services, ctx, DESCRIBE_CONFIGS, resource.resource_type, resource.resource_name)
             entries = _describe(services, resource, request.include_synonyms, request.include_documentation)
         except Exception as e:  # noqa: BLE001 - every failure becomes this resource's error
             code, message = error_fields(e)

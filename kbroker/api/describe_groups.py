@@ -10,11 +10,13 @@ from __future__ import annotations
 
 from typing import Any
 
+from kbroker.api._authz import authorize
 from kbroker.api._groups import coordinator, gather, then
 from kbroker.api.context import BrokerServices, RequestContext
 from kbroker.coord.group_metadata_manager import GroupDescription
 from kbroker.protocol.errors import ErrorCode
 from kbroker.protocol.messages.describe_groups import DescribeGroupsRequest, DescribeGroupsResponse
+from kbroker.security.acl import DESCRIBE, GROUP
 
 API_KEY = 15
 MIN_VERSION = 0
@@ -34,6 +36,16 @@ def handle(services: BrokerServices, ctx: RequestContext, header: Any, request: 
     coord = coordinator(services)
     ops = GROUP_AUTHORIZED_OPERATIONS if request.include_authorized_operations else AUTHORIZED_OPERATIONS_OMITTED
     version = header.api_version
+    if services.authorizer is not None:
+        # KafkaApis.handleDescribeGroupsRequest: DESCRIBE on each group, else GROUP_AUTHORIZATION_FAILED.
+        denied = {g for g in request.groups if not authorize(services, ctx, DESCRIBE, GROUP, g)}
+        if denied:
+            answers = [R.DescribedGroup(error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED, group_id=gid)
+                       if gid in denied else coord.describe_group(gid, not_classic_error=version >= 6)
+                       for gid in request.groups]
+            return then(gather(answers), lambda described: R(groups=[
+                d if isinstance(d, R.DescribedGroup) else described_group(gid, ops, *d)
+                for gid, d in zip(request.groups, described, strict=True)]))
     answers = [coord.describe_group(gid, not_classic_error=version >= 6) for gid in request.groups]
     return then(gather(answers), lambda described: R(groups=[
         described_group(gid, ops, *d) for gid, d in zip(request.groups, described, strict=True)]))

@@ -94,6 +94,14 @@ class ApiDispatcher:
     def handle(self, ctx: RequestContext, header: RequestHeader, body: Any) -> Any:
         key = header.api_key
         version = header.api_version
+        sasl = ctx.sasl
+        if sasl is not None and not sasl.complete:
+            # A SASL listener before authentication: ApiVersions and the SASL requests only (Kafka's
+            # SaslServerAuthenticator; anything else is an IllegalSaslStateException and a close).
+            if not sasl.allows(key):
+                raise CloseConnection(f"Unexpected Kafka request of type {key} during SASL handshake.")
+            if key == API_VERSIONS_KEY:
+                sasl.on_api_versions()
         spec = self.handlers.get(key)
         if spec is None or not spec.min_version <= version <= spec.max_version:
             return self.handle_unsupported(ctx, header)

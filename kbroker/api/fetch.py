@@ -21,6 +21,7 @@ import uuid
 from collections.abc import Hashable
 from typing import Any
 
+from kbroker.api._authz import authorize, authorize_cluster
 from kbroker.api._futures import chain_future
 from kbroker.api.context import BrokerServices, RequestContext
 from kbroker.protocol.errors import ErrorCode
@@ -29,6 +30,7 @@ from kbroker.protocol.messages.fetch import FetchRequest, FetchResponse
 from kbroker.replica.delayed import FetchParams
 from kbroker.replica.fetch_session import NO_REPLICA_HIGH_WATERMARK, FetchPartitionRequest, PartitionResult
 from kbroker.replica.partition import FETCH_LOG_END
+from kbroker.security.acl import CLUSTER_ACTION, READ, TOPIC
 
 API_KEY = 1
 MIN_VERSION = 4
@@ -153,6 +155,29 @@ def _zstd_topics(rm: Any, parts: list[tuple[FetchPartitionRequest, PartitionResu
     return frozenset(out)
 
 
+_DENIED = PartitionResult(ErrorCode.TOPIC_AUTHORIZATION_FAILED, aborted_transactions=[])
+
+
+def _authorize(services: BrokerServices, ctx: RequestContext, fetch_data: list[FetchPartitionRequest],
+               replica_id: int) -> tuple[list[FetchPartitionRequest], list[FetchPartitionRequest]]:
+    """KafkaApis.handleFetchRequest: a follower needs CLUSTER_ACTION on the cluster (else every partition
+    is TOPIC_AUTHORIZATION_FAILED); a consumer READ on each topic. Returns (allowed, denied); the
+    denied partitions never enter the fetch session and are answered TOPIC_AUTHORIZATION_FAILED."""
+    if replica_id >= 0:
+        if authorize_cluster(services, ctx, CLUSTER_ACTION):
+            return fetch_data, []
+        return [], fetch_data
+    verdict: dict[str, bool] = {}
+    allowed: list[FetchPartitionRequest] = []
+    denied: list[FetchPartitionRequest] = []
+    for req in fetch_data:
+        ok = verdict.get(req.topic)
+        if ok is None:
+            ok = verdict[req.topic] = bool(req.topic) and authorize(services, ctx, READ, TOPIC, req.topic)
+        (allowed if ok or not req.topic else denied).append(req)
+    return allowed, denied
+
+
 def error_response(request: FetchRequest, version: int, error: ErrorCode) -> FetchResponse:
     return FetchResponse(throttle_time_ms=0, error_code=error, session_id=0, responses=[])
 
@@ -163,6 +188,9 @@ def handle(services: BrokerServices, ctx: RequestContext, header: RequestHeader,
     isolation = 1 if request.isolation_level == 1 else 0
     replica_id = request.replica_state.replica_id if version >= 15 else request.replica_id
     fetch_data = _fetch_data(services, request, version)
+    denied: list[FetchPartitionRequest] = []
+    if services.authorizer is not None:
+        fetch_data, denied = _authorize(services, ctx, fetch_data, replica_id)
     context = rm.fetch_manager.new_context(
         version,
         request.session_id if version >= 7 else 0,
@@ -189,6 +217,8 @@ def handle(services: BrokerServices, ctx: RequestContext, header: RequestHeader,
 
     def respond(results: dict[Hashable, PartitionResult]) -> FetchResponse:
         session_id, parts = context.update_and_generate_response(results)
+        if denied:
+            parts = parts + [(req, _DENIED) for req in denied]
         unsupported = _zstd_topics(rm, parts) if version < 10 and replica_id < 0 else frozenset()
         return _build_response(version, session_id, parts, isolation, unsupported=unsupported)
 

@@ -15,12 +15,14 @@ from __future__ import annotations
 
 from collections.abc import Awaitable
 
+from kbroker.api._authz import authorize
 from kbroker.api._groups import runtime
 from kbroker.api.context import BrokerServices, RequestContext
 from kbroker.protocol.errors import ErrorCode
 from kbroker.protocol.headers import RequestHeader
 from kbroker.protocol.messages.find_coordinator import FindCoordinatorRequest, FindCoordinatorResponse
 from kbroker.protocol.topic import GROUP_METADATA_TOPIC_NAME, TRANSACTION_STATE_TOPIC_NAME
+from kbroker.security.acl import DESCRIBE, GROUP, TRANSACTIONAL_ID
 
 API_KEY = 10
 MIN_VERSION = 0
@@ -49,6 +51,12 @@ def error_response(request: FindCoordinatorRequest, version: int, error: ErrorCo
 
 def _lookup(services: BrokerServices, ctx: RequestContext, key_type: int,
             version: int, key: str = "") -> tuple[ErrorCode, int, str, int]:
+    if services.authorizer is not None:
+        # KafkaApis.getCoordinator: DESCRIBE on the group / transactional id, checked first.
+        if key_type == GROUP_KEY_TYPE and not authorize(services, ctx, DESCRIBE, GROUP, key):
+            return ErrorCode.GROUP_AUTHORIZATION_FAILED, -1, "", -1
+        if key_type == TRANSACTION_KEY_TYPE and not authorize(services, ctx, DESCRIBE, TRANSACTIONAL_ID, key):
+            return ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, -1, "", -1
     if key_type == GROUP_KEY_TYPE:
         error = runtime(services).offsets_topic_status()
     elif key_type == TRANSACTION_KEY_TYPE:

@@ -13,6 +13,7 @@ import logging
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+from kbroker.api._authz import check_config_resource
 from kbroker.api.context import BrokerServices, RequestContext
 from kbroker.api.describe_configs import (
     BROKER,
@@ -32,6 +33,7 @@ from kbroker.protocol.messages.incremental_alter_configs import (
     IncrementalAlterConfigsRequest,
     IncrementalAlterConfigsResponse,
 )
+from kbroker.security.acl import ALTER_CONFIGS as ACL_ALTER_CONFIGS
 
 API_KEY = 44
 MIN_VERSION = 0
@@ -134,6 +136,7 @@ async def handle(services: BrokerServices, ctx: RequestContext, header: RequestH
     controller = services.controller
 
     async def apply(r: Any) -> None:
+        check_config_resource(services, ctx, ACL_ALTER_CONFIGS, r.resource_type, r.resource_name)
         ops = [(c.name, c.config_operation, c.value) for c in r.configs]
         if r.resource_type == TOPIC:
             await controller.incremental_alter_topic_configs(r.resource_name, ops,

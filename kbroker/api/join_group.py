@@ -10,11 +10,13 @@ from __future__ import annotations
 
 from typing import Any
 
+from kbroker.api._authz import authorize
 from kbroker.api._groups import callback_future, client_host, coordinator
 from kbroker.api.context import BrokerServices, RequestContext
 from kbroker.coord.group import JoinResult
 from kbroker.protocol.errors import ErrorCode
 from kbroker.protocol.messages.join_group import JoinGroupRequest, JoinGroupResponse
+from kbroker.security.acl import GROUP, READ
 
 API_KEY = 11
 MIN_VERSION = 0
@@ -46,6 +48,9 @@ def to_response(result: JoinResult, version: int) -> JoinGroupResponse:
 
 
 def handle(services: BrokerServices, ctx: RequestContext, header: Any, request: JoinGroupRequest) -> Any:
+    if services.authorizer is not None and not authorize(services, ctx, READ, GROUP, request.group_id):
+        # KafkaApis: READ on the group, else GROUP_AUTHORIZATION_FAILED.
+        return error_response(request, header.api_version, ErrorCode.GROUP_AUTHORIZATION_FAILED)
     version = header.api_version
 
     def convert(result: JoinResult) -> JoinGroupResponse:

@@ -7,10 +7,12 @@ from __future__ import annotations
 
 from typing import Any
 
+from kbroker.api._authz import authorize
 from kbroker.api._groups import coordinator, then
 from kbroker.api.context import BrokerServices, RequestContext
 from kbroker.protocol.errors import ErrorCode
 from kbroker.protocol.messages.leave_group import LeaveGroupRequest, LeaveGroupResponse
+from kbroker.security.acl import GROUP, READ
 
 API_KEY = 13
 MIN_VERSION = 0
@@ -22,6 +24,9 @@ def error_response(request: LeaveGroupRequest, version: int, error: ErrorCode) -
 
 
 def handle(services: BrokerServices, ctx: RequestContext, header: Any, request: LeaveGroupRequest) -> Any:
+    if services.authorizer is not None and not authorize(services, ctx, READ, GROUP, request.group_id):
+        # KafkaApis: READ on the group, else GROUP_AUTHORIZATION_FAILED.
+        return error_response(request, header.api_version, ErrorCode.GROUP_AUTHORIZATION_FAILED)
     version = header.api_version
     if version <= 2:
         identities: list[tuple[str, str | None]] = [(request.member_id, None)]

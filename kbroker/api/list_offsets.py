@@ -16,10 +16,12 @@ from __future__ import annotations
 
 from typing import Any
 
+from kbroker.api._authz import authorize
 from kbroker.api.context import BrokerServices, RequestContext
 from kbroker.protocol.errors import ErrorCode, KafkaError
 from kbroker.protocol.headers import RequestHeader
 from kbroker.protocol.messages.list_offsets import ListOffsetsRequest, ListOffsetsResponse
+from kbroker.security.acl import DESCRIBE, TOPIC
 
 API_KEY = 2
 MIN_VERSION = 1
@@ -99,6 +101,10 @@ def handle(
             counts[(t.name, p.partition_index)] = counts.get((t.name, p.partition_index), 0) + 1
     topics = []
     answered: set[tuple[str, int]] = set()
+    denied: set[str] = set()
+    if services.authorizer is not None:
+        # KafkaApis.handleListOffsetRequest: DESCRIBE on each topic, else TOPIC_AUTHORIZATION_FAILED.
+        denied = {t.name for t in request.topics if not authorize(services, ctx, DESCRIBE, TOPIC, t.name)}
     for t in request.topics:
         parts = []
         for p in t.partitions:
@@ -106,7 +112,9 @@ def handle(
             if key in answered:
                 continue  # Kafka 4.3 answers a duplicated partition once, with INVALID_REQUEST
             answered.add(key)
-            if counts[key] > 1:
+            if denied and t.name in denied:
+                parts.append(_partition_response(p.partition_index, ErrorCode.TOPIC_AUTHORIZATION_FAILED))
+            elif counts[key] > 1:
                 parts.append(_partition_response(p.partition_index, ErrorCode.INVALID_REQUEST))
             else:
                 parts.append(_lookup(services, t.name, p, version, isolation))

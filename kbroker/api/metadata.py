@@ -15,10 +15,12 @@ import uuid
 from collections.abc import Awaitable
 from typing import Any
 
+from kbroker.api._authz import authorize, authorize_cluster
 from kbroker.api.context import BrokerServices, RequestContext
 from kbroker.protocol.errors import ErrorCode, KafkaError
 from kbroker.protocol.headers import RequestHeader
 from kbroker.protocol.messages.metadata import MetadataRequest, MetadataResponse
+from kbroker.security.acl import CLUSTER, CLUSTER_NAME, CREATE, DESCRIBE, TOPIC
 
 API_KEY = 3
 MIN_VERSION = 0
@@ -35,6 +37,8 @@ TOPIC_AUTHORIZED_OPERATIONS = sum(1 << op for op in (3, 4, 5, 6, 7, 8, 10, 11))
 # CLUSTER = CREATE(5) ALTER(7) DESCRIBE(8) CLUSTER_ACTION(9) DESCRIBE_CONFIGS(10) ALTER_CONFIGS(11)
 # IDEMPOTENT_WRITE(12).
 CLUSTER_AUTHORIZED_OPERATIONS = sum(1 << op for op in (5, 7, 8, 9, 10, 11, 12))
+TOPIC_OPERATIONS = (3, 4, 5, 6, 7, 8, 10, 11)
+CLUSTER_OPERATIONS = (5, 7, 8, 9, 10, 11, 12)
 
 ZERO_UUID = uuid.UUID(int=0)
 
@@ -194,21 +198,37 @@ def handle(
 ) -> MetadataResponse | Awaitable[MetadataResponse]:
     version = header.api_version
     requested = request.topics
+    errors: dict[str, ErrorCode] = {}
     if requested and not (version == 0 and not requested):
+        if services.authorizer is not None:
+            # KafkaApis.handleTopicMetadataRequest: DESCRIBE on each topic asked for, else
+            # TOPIC_AUTHORIZATION_FAILED (whether it exists or not), and it is never auto-created.
+            for t in requested:
+                if t.name is not None and not authorize(services, ctx, DESCRIBE, TOPIC, t.name):
+                    errors[t.name] = ErrorCode.TOPIC_AUTHORIZATION_FAILED
         allow_auto = bool(services.config["auto.create.topics.enable"]) and (
             version < 4 or bool(request.allow_auto_topic_creation)
         )
-        missing = [t.name for t in requested if t.name is not None and services.metadata.topic(t.name) is None]
+        missing = [t.name for t in requested if t.name is not None and t.name not in errors
+                   and services.metadata.topic(t.name) is None]
+        if allow_auto and missing and services.authorizer is not None:
+            # Auto-creation needs CREATE on the cluster or on the topic.
+            if not authorize_cluster(services, ctx, CREATE):
+                for name in missing:
+                    if not authorize(services, ctx, CREATE, TOPIC, name):
+                        errors[name] = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+            missing = [name for name in missing if name not in errors]
         if allow_auto and missing:
-            return _create_then_answer(services, ctx, header, request, list(dict.fromkeys(missing)))
-    return _answer(services, ctx, header, request, {})
+            return _create_then_answer(services, ctx, header, request, list(dict.fromkeys(missing)), errors)
+    return _answer(services, ctx, header, request, errors)
 
 
 async def _create_then_answer(services: BrokerServices, ctx: RequestContext, header: RequestHeader,
-                              request: MetadataRequest, missing: list[str]) -> MetadataResponse:
+                              request: MetadataRequest, missing: list[str],
+                              auth_errors: dict[str, ErrorCode]) -> MetadataResponse:
     """Kafka's auto topic creation: the missing topics are created through the controller (with the
     broker's defaults) before the answer; a topic whose creation failed gets that error."""
-    errors: dict[str, ErrorCode] = {}
+    errors: dict[str, ErrorCode] = dict(auth_errors)
     # A KRaft broker asks the controller with its own num.partitions / default.replication.factor, as
     # Kafka's AutoTopicCreationManager does (-1 would take the controller's).
     explicit = services.kraft is not None
@@ -235,7 +255,9 @@ def _answer(services: BrokerServices, ctx: RequestContext, header: RequestHeader
     all_topics = requested is None or (version == 0 and not requested)
     if all_topics or requested is None:
         for listed in sorted(store.topics(), key=lambda t: t.name):
-            topics_out.append(_topic_metadata(services, listed, version, include_ops, ctx.listener_name))
+            # With an authorizer, the topics the principal may not DESCRIBE are left out (not errors).
+            if services.authorizer is None or authorize(services, ctx, DESCRIBE, TOPIC, listed.name):
+                topics_out.append(_topic_metadata(services, listed, version, include_ops, ctx.listener_name))
     else:
         seen: set[str] = set()
         for t in requested:
@@ -268,8 +290,17 @@ def _answer(services: BrokerServices, ctx: RequestContext, header: RequestHeader
         controller_id=_controller_id(services, ctx),
         topics=topics_out,
     )
+    authorizer = services.authorizer
+    if authorizer is not None and include_ops:
+        # KIP-430: the operations this principal may do on each topic, from its ACLs.
+        for t in topics_out:
+            if t.error_code == ErrorCode.NONE and t.name is not None:
+                t.topic_authorized_operations = authorizer.authorized_operations(
+                    ctx.principal, ctx.peer[0], TOPIC, t.name, TOPIC_OPERATIONS)
     if 8 <= version <= 10 and request.include_cluster_authorized_operations:
-        response.cluster_authorized_operations = CLUSTER_AUTHORIZED_OPERATIONS
+        response.cluster_authorized_operations = (
+            CLUSTER_AUTHORIZED_OPERATIONS if authorizer is None else authorizer.authorized_operations(
+                ctx.principal, ctx.peer[0], CLUSTER, CLUSTER_NAME, CLUSTER_OPERATIONS))
     elif 8 <= version <= 10:
         response.cluster_authorized_operations = AUTHORIZED_OPERATIONS_OMITTED
     if version >= 13:

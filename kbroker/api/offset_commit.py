@@ -12,11 +12,13 @@ from __future__ import annotations
 
 from typing import Any
 
+from kbroker.api._authz import authorize
 from kbroker.api._groups import coordinator, then
 from kbroker.api.context import BrokerServices, RequestContext
 from kbroker.coord.offset_metadata_manager import CommitRequestPartition
 from kbroker.protocol.errors import ErrorCode
 from kbroker.protocol.messages.offset_commit import OffsetCommitRequest, OffsetCommitResponse
+from kbroker.security.acl import GROUP, READ
 
 API_KEY = 8
 MIN_VERSION = 2
@@ -35,6 +37,9 @@ def error_response(request: OffsetCommitRequest, version: int, error: ErrorCode)
 
 
 def handle(services: BrokerServices, ctx: RequestContext, header: Any, request: OffsetCommitRequest) -> Any:
+    if services.authorizer is not None and not authorize(services, ctx, READ, GROUP, request.group_id):
+        # KafkaApis: READ on the group, else GROUP_AUTHORIZATION_FAILED.
+        return error_response(request, header.api_version, ErrorCode.GROUP_AUTHORIZATION_FAILED)
     version = header.api_version
     errors: dict[tuple[int, int], ErrorCode] = {}
     valid: list[CommitRequestPartition] = []

@@ -8,10 +8,12 @@ from __future__ import annotations
 
 from typing import Any
 
+from kbroker.api._authz import authorize
 from kbroker.api._groups import coordinator, then
 from kbroker.api.context import BrokerServices, RequestContext
 from kbroker.protocol.errors import ErrorCode
 from kbroker.protocol.messages.offset_delete import OffsetDeleteRequest, OffsetDeleteResponse
+from kbroker.security.acl import DELETE, GROUP
 
 API_KEY = 47
 MIN_VERSION = 0
@@ -25,6 +27,9 @@ def error_response(request: OffsetDeleteRequest, version: int, error: ErrorCode)
 
 
 def handle(services: BrokerServices, ctx: RequestContext, header: Any, request: OffsetDeleteRequest) -> Any:
+    if services.authorizer is not None and not authorize(services, ctx, DELETE, GROUP, request.group_id):
+        # KafkaApis: DELETE on the group, else GROUP_AUTHORIZATION_FAILED.
+        return error_response(request, header.api_version, ErrorCode.GROUP_AUTHORIZATION_FAILED)
     errors: dict[tuple[str, int], ErrorCode] = {}
     known: list[tuple[str, int]] = []
     for t in request.topics:

@@ -16,11 +16,13 @@ import uuid
 from functools import partial
 from typing import Any
 
+from kbroker.api._authz import authorize
 from kbroker.api._groups import coordinator, gather, then
 from kbroker.api.context import BrokerServices, RequestContext
 from kbroker.coord.offset_metadata_manager import FetchedOffset
 from kbroker.protocol.errors import ErrorCode
 from kbroker.protocol.messages.offset_fetch import OffsetFetchRequest, OffsetFetchResponse
+from kbroker.security.acl import DESCRIBE, GROUP
 
 API_KEY = 9
 MIN_VERSION = 1
@@ -85,6 +87,11 @@ def handle(services: BrokerServices, ctx: RequestContext, header: Any, request: 
     if version >= 8:
         answers = []
         for g in request.groups:
+            if services.authorizer is not None and not authorize(services, ctx, DESCRIBE, GROUP, g.group_id):
+                # KafkaApis: DESCRIBE on each group, else GROUP_AUTHORIZATION_FAILED for that group.
+                answers.append(_group(services, version, g.group_id, {},
+                                      (ErrorCode.GROUP_AUTHORIZATION_FAILED, [])))
+                continue
             member_id, epoch = (g.member_id, g.member_epoch) if version >= 9 else (None, -1)
             unknown_ids: dict[str, Any] = {}
             if version >= 10:
@@ -95,6 +102,8 @@ def handle(services: BrokerServices, ctx: RequestContext, header: Any, request: 
                                 partial(_group, services, version, g.group_id, unknown_ids)))
         return then(gather(answers), lambda groups: R(groups=groups))
     requested = _requested(request.topics)
+    if services.authorizer is not None and not authorize(services, ctx, DESCRIBE, GROUP, request.group_id):
+        return _single_group(version, requested, ErrorCode.GROUP_AUTHORIZATION_FAILED, [])
     stable = request.require_stable if version >= 7 else False
     return then(coord.fetch_offsets(request.group_id, requested, require_stable=stable),
                 lambda a: _single_group(version, requested, *a))

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from kbroker.api._authz import authorize
 from kbroker.api._futures import chain_future
 from kbroker.api.context import NO_RESPONSE, BrokerServices, CloseConnection, RequestContext
 from kbroker.coord.transaction_state import TransactionState
@@ -40,6 +41,7 @@ from kbroker.protocol.messages.produce import ProduceRequest, ProduceResponse
 from kbroker.protocol.record_format import INT8, INT32, LENGTH_OFFSET, MAGIC_OFFSET
 from kbroker.protocol.records import LOG_OVERHEAD, MAGIC_V2, RECORD_BATCH_OVERHEAD, RecordBatch
 from kbroker.replica.replica_manager import ProducePartitionResult
+from kbroker.security.acl import TOPIC, TRANSACTIONAL_ID, WRITE
 
 API_KEY = 0
 MIN_VERSION = 3
@@ -187,6 +189,17 @@ def handle(
     results: dict[tuple[str, int], ProducePartitionResult] = {}
     entries: dict[tuple[str, int], Any] = {}
     names = _topic_names(services, request, version)
+    denied: set[str] = set()
+    if services.authorizer is not None:
+        # KafkaApis.handleProduceRequest: WRITE on the transactional id (else the whole request fails),
+        # then WRITE on each topic (TOPIC_AUTHORIZATION_FAILED before any existence check).
+        if request.transactional_id is not None and not authorize(
+                services, ctx, WRITE, TRANSACTIONAL_ID, request.transactional_id):
+            if acks == 0:
+                raise CloseConnection("not authorized for the transactional id")
+            return error_response(request, version, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+        denied = {n for n in set(names) if not n.startswith(_UNKNOWN_ID_PREFIX)
+                  and not authorize(services, ctx, WRITE, TOPIC, n)}
     for td, name in zip(request.topic_data, names, strict=True):
         for pd in td.partition_data:
             key = (name, pd.index)
@@ -194,6 +207,9 @@ def handle(
                 continue
             if name.startswith(_UNKNOWN_ID_PREFIX):
                 results[key] = ProducePartitionResult(ErrorCode.UNKNOWN_TOPIC_ID)
+                continue
+            if denied and name in denied:
+                results[key] = ProducePartitionResult(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
                 continue
             error = _precheck(pd.records, version, services, request.transactional_id, name, pd.index)
             if error == ErrorCode.NOT_ENOUGH_REPLICAS:

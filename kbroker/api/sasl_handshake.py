@@ -1,15 +1,15 @@
-"""SaslHandshake (key 17, v0-1) on a PLAINTEXT listener: ILLEGAL_SASL_STATE with no mechanisms, as Kafka.
+"""SaslHandshake (key 17, v0-1): choose the SASL mechanism of a connection on a SASL listener.
 
-A client configured for SASL (security.protocol=SASL_PLAINTEXT) but pointed at a PLAINTEXT listener sends
-SaslHandshake after ApiVersions. Kafka 4.3.1 advertises the API on every broker listener and, on a
-PLAINTEXT one (no SASL authenticator in front of KafkaApis), answers it with ILLEGAL_SASL_STATE and an
-empty mechanism list (observed against the reference broker: error 34, `mechanisms=[]`, v0 and v1). The
-client then fails at once with a clear error (Java: IllegalSaslStateException; librdkafka: "Broker:
-Illegal SASL state") instead of reconnecting forever after a silent close. kbroker serves PLAINTEXT
-listeners only, so this is the whole of its SASL.
+On a SASL_PLAINTEXT / SASL_SSL listener the connection's `SaslServerAuthenticator` (kbroker.security.sasl)
+answers: the enabled mechanisms (`sasl.enabled.mechanisms`) and NONE, or UNSUPPORTED_SASL_MECHANISM and
+a close. Elsewhere (PLAINTEXT, SSL, or a SASL connection already authenticated) Kafka 4.3.1 answers
+ILLEGAL_SASL_STATE with an empty mechanism list (observed against the reference broker, v0 and v1):
+the client fails at once with a clear error instead of reconnecting forever after a silent close.
 """
 
 from __future__ import annotations
+
+import logging
 
 from kbroker.api.context import BrokerServices, RequestContext
 from kbroker.protocol.errors import ErrorCode
@@ -20,6 +20,8 @@ API_KEY = 17
 MIN_VERSION = 0
 MAX_VERSION = 1
 
+log = logging.getLogger(__name__)
+
 
 def error_response(request: SaslHandshakeRequest, version: int, error: ErrorCode) -> SaslHandshakeResponse:
     return SaslHandshakeResponse(error_code=error, mechanisms=[])
@@ -27,4 +29,12 @@ def error_response(request: SaslHandshakeRequest, version: int, error: ErrorCode
 
 def handle(services: BrokerServices, ctx: RequestContext, header: RequestHeader,
            request: SaslHandshakeRequest) -> SaslHandshakeResponse:
-    return SaslHandshakeResponse(error_code=ErrorCode.ILLEGAL_SASL_STATE, mechanisms=[])
+    sasl = ctx.sasl
+    if sasl is None or sasl.complete:
+        return SaslHandshakeResponse(error_code=ErrorCode.ILLEGAL_SASL_STATE, mechanisms=[])
+    result = sasl.handshake(request.mechanism)
+    if result.error_code != ErrorCode.NONE:
+        log.info("Failed authentication with %s (channelId=%s) (Unsupported SASL mechanism %s)",
+                 ctx.peer[0], ctx.connection_id, request.mechanism)
+        ctx.close_after_response = True
+    return SaslHandshakeResponse(error_code=result.error_code, mechanisms=result.mechanisms)

@@ -8,11 +8,13 @@ from __future__ import annotations
 
 from typing import Any
 
+from kbroker.api._authz import authorize
 from kbroker.api._groups import callback_future, coordinator
 from kbroker.api.context import BrokerServices, RequestContext
 from kbroker.coord.group import SyncResult
 from kbroker.protocol.errors import ErrorCode
 from kbroker.protocol.messages.sync_group import SyncGroupRequest, SyncGroupResponse
+from kbroker.security.acl import GROUP, READ
 
 API_KEY = 14
 MIN_VERSION = 0
@@ -29,6 +31,9 @@ def to_response(result: SyncResult) -> SyncGroupResponse:
 
 
 def handle(services: BrokerServices, ctx: RequestContext, header: Any, request: SyncGroupRequest) -> Any:
+    if services.authorizer is not None and not authorize(services, ctx, READ, GROUP, request.group_id):
+        # KafkaApis: READ on the group, else GROUP_AUTHORIZATION_FAILED.
+        return error_response(request, header.api_version, ErrorCode.GROUP_AUTHORIZATION_FAILED)
     version = header.api_version
     future, respond = callback_future(to_response)
     coordinator(services).sync_group(

@@ -21,6 +21,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
+from kbroker.controller.acl_control import AclCreateResult, AclDeleteResult
 from kbroker.controller.broker_heartbeat_manager import BrokerHeartbeatReply
 from kbroker.controller.cluster_control import BrokerRegistrationReply
 from kbroker.metadata.views import TopicInfo
@@ -30,6 +31,10 @@ from kbroker.protocol.messages.alter_partition_reassignments import (
     AlterPartitionReassignmentsRequest,
     AlterPartitionReassignmentsResponse,
 )
+from kbroker.protocol.messages.alter_user_scram_credentials import (
+    AlterUserScramCredentialsRequest,
+    AlterUserScramCredentialsResponse,
+)
 from kbroker.protocol.messages.broker_heartbeat import BrokerHeartbeatRequest
 from kbroker.protocol.messages.broker_registration import BrokerRegistrationRequest
 from kbroker.protocol.messages.elect_leaders import ElectLeadersRequest, ElectLeadersResponse
@@ -37,6 +42,7 @@ from kbroker.protocol.messages.list_partition_reassignments import (
     ListPartitionReassignmentsRequest,
     ListPartitionReassignmentsResponse,
 )
+from kbroker.security.acl import AclFilter, StandardAcl
 
 
 @dataclass(frozen=True, slots=True)
@@ -140,6 +146,21 @@ class Controller(ABC):
     ) -> AlterPartitionReassignmentsResponse:
         """AlterPartitionReassignments (KIP-455): start or cancel reassignments."""
         raise _not_a_quorum_controller()
+
+    async def alter_user_scram_credentials(
+        self, request: AlterUserScramCredentialsRequest
+    ) -> AlterUserScramCredentialsResponse:
+        """AlterUserScramCredentials (KIP-554): upsert and delete SCRAM credentials."""
+        raise KafkaError("This controller does not store SCRAM credentials.",
+                         error_code=ErrorCode.UNSUPPORTED_VERSION)
+
+    async def create_acls(self, acls: Sequence[StandardAcl]) -> list[AclCreateResult]:
+        """CreateAcls: one result per ACL, in order."""
+        raise KafkaError("This controller does not store ACLs.", error_code=ErrorCode.UNSUPPORTED_VERSION)
+
+    async def delete_acls(self, filters: Sequence[AclFilter]) -> list[AclDeleteResult]:
+        """DeleteAcls: one result (the ACLs removed) per filter, in order."""
+        raise KafkaError("This controller does not store ACLs.", error_code=ErrorCode.UNSUPPORTED_VERSION)
 
     async def list_partition_reassignments(
         self, request: ListPartitionReassignmentsRequest

@@ -31,6 +31,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 
 from kbroker.cluster.configs import ConfigHelper
+from kbroker.controller.acl_control import AclControlManager, AclCreateResult, AclDeleteResult
 from kbroker.controller.configuration_control import ConfigurationControlManager
 from kbroker.controller.controller import Controller, ProducerIdsBlock
 from kbroker.controller.legacy_migration import read_legacy_records, retire
@@ -38,17 +39,23 @@ from kbroker.controller.metadata_log import ClusterMetadataLog, snapshot_provena
 from kbroker.controller.producer_id_control import ProducerIdControlManager
 from kbroker.controller.replication_control import ReplicationControlManager
 from kbroker.controller.result import ControllerResult, MetadataRecord
+from kbroker.controller.scram_control import ScramControlManager
 from kbroker.metadata.cache import MetadataCache
 from kbroker.metadata.image import MetadataImage
 from kbroker.metadata.loader import MetadataLoader
 from kbroker.metadata.snapshot_generator import SnapshotGenerator
 from kbroker.metadata.views import MetadataView, TopicInfo
+from kbroker.protocol.messages.alter_user_scram_credentials import (
+    AlterUserScramCredentialsRequest,
+    AlterUserScramCredentialsResponse,
+)
 from kbroker.protocol.messages.elect_leaders import ElectLeadersRequest, ElectLeadersResponse
 from kbroker.protocol.metadata_records import (
     FeatureLevelRecord,
     RegisterBrokerRecord,
     UnfenceBrokerRecord,
 )
+from kbroker.security.acl import AclFilter, StandardAcl
 from kbroker.snapshot.bootstrap import read_bootstrap_file
 
 log = logging.getLogger(__name__)
@@ -124,6 +131,8 @@ class LocalController(Controller):
         )
         self.configuration = ConfigurationControlManager(view, config_helper, node_id=node_id)
         self.producer_ids = ProducerIdControlManager(view)
+        self.scram = ScramControlManager(lambda: cache.image.scram)
+        self.acls = AclControlManager(lambda: cache.image.acls)
 
     # -- start-up ------------------------------------------------------------------------------------
 
@@ -252,6 +261,23 @@ class LocalController(Controller):
 
     async def allocate_producer_ids(self, broker_id: int, broker_epoch: int) -> ProducerIdsBlock:
         result = self.producer_ids.generate_next_producer_id(broker_id, broker_epoch)
+        self._commit(result.records)
+        return result.response
+
+    async def alter_user_scram_credentials(
+        self, request: AlterUserScramCredentialsRequest
+    ) -> AlterUserScramCredentialsResponse:
+        result = self.scram.alter_credentials(request)
+        self._commit(result.records)
+        return result.response
+
+    async def create_acls(self, acls: Sequence[StandardAcl]) -> list[AclCreateResult]:
+        result = self.acls.create_acls(acls)
+        self._commit(result.records)
+        return result.response
+
+    async def delete_acls(self, filters: Sequence[AclFilter]) -> list[AclDeleteResult]:
+        result = self.acls.delete_acls(filters)
         self._commit(result.records)
         return result.response
 

@@ -16,7 +16,11 @@ Kafka's replay semantics kept here:
 - Broker records carry the broker epoch: fencing, unfencing, changing or unregistering a broker with a
   different epoch than registered is an error (``MetadataReplayError``), like Kafka's
   ``getBrokerOrThrow``. So is a partition record for an unknown topic id, or removing an unknown topic.
-- Records this image does not model (ACLs, SCRAM credentials, delegation tokens, client quotas, ZK
+- ``UserScramCredentialRecord`` / ``RemoveUserScramCredentialRecord`` upsert and remove one user's
+  credential for one mechanism (``ScramImage``).
+- ``AccessControlEntryRecord`` / ``RemoveAccessControlEntryRecord`` add and remove an ACL by id
+  (``AclsImage``); removing an unknown id is an error, as in Kafka's ``AclsDelta``.
+- Records this image does not model (delegation tokens, client quotas, ZK
   migration state, transaction markers of the migration) are accepted and ignored; ``NoOpRecord`` too.
 
 Sans-IO; imports only ``kbroker.metadata.image`` and the generated record registry.
@@ -33,6 +37,7 @@ from kbroker.metadata.image import (
     KRAFT_VERSION,
     METADATA_VERSION,
     MINIMUM_METADATA_VERSION,
+    AclsImage,
     BrokerRegistration,
     ClusterImage,
     ConfigResource,
@@ -45,6 +50,8 @@ from kbroker.metadata.image import (
     MetadataReplayError,
     PartitionRegistration,
     ProducerIdsImage,
+    ScramCredentialData,
+    ScramImage,
     TopicIdPartition,
     TopicImage,
     TopicPartition,
@@ -52,8 +59,10 @@ from kbroker.metadata.image import (
     frozen_map,
 )
 from kbroker.protocol.metadata_records import METADATA_RECORDS_BY_NAME, MetadataRecordType
+from kbroker.security.acl import StandardAcl
 
 if TYPE_CHECKING:
+    from kbroker.protocol.metadata_records.access_control_entry_record import AccessControlEntryRecord
     from kbroker.protocol.metadata_records.broker_registration_change_record import (
         BrokerRegistrationChangeRecord,
     )
@@ -66,10 +75,17 @@ if TYPE_CHECKING:
     from kbroker.protocol.metadata_records.producer_ids_record import ProducerIdsRecord
     from kbroker.protocol.metadata_records.register_broker_record import RegisterBrokerRecord
     from kbroker.protocol.metadata_records.register_controller_record import RegisterControllerRecord
+    from kbroker.protocol.metadata_records.remove_access_control_entry_record import (
+        RemoveAccessControlEntryRecord,
+    )
     from kbroker.protocol.metadata_records.remove_topic_record import RemoveTopicRecord
+    from kbroker.protocol.metadata_records.remove_user_scram_credential_record import (
+        RemoveUserScramCredentialRecord,
+    )
     from kbroker.protocol.metadata_records.topic_record import TopicRecord
     from kbroker.protocol.metadata_records.unfence_broker_record import UnfenceBrokerRecord
     from kbroker.protocol.metadata_records.unregister_broker_record import UnregisterBrokerRecord
+    from kbroker.protocol.metadata_records.user_scram_credential_record import UserScramCredentialRecord
 
 
 # -- topics --------------------------------------------------------------------------------------------
@@ -500,6 +516,57 @@ class ProducerIdsDelta:
         return ProducerIdsImage(self.next_producer_id)
 
 
+class ScramDelta:
+    """UserScramCredentialRecord upserts, RemoveUserScramCredentialRecord deletes (Kafka's ScramDelta)."""
+
+    def __init__(self, image: ScramImage) -> None:
+        self.image = image
+        self.changes: dict[tuple[int, str], ScramCredentialData | None] = {}
+
+    def replay_upsert(self, record: UserScramCredentialRecord) -> None:
+        self.changes[(record.mechanism, record.name)] = ScramCredentialData(
+            bytes(record.salt), bytes(record.stored_key), bytes(record.server_key), record.iterations)
+
+    def replay_remove(self, record: RemoveUserScramCredentialRecord) -> None:
+        self.changes[(record.mechanism, record.name)] = None
+
+    def apply(self) -> ScramImage:
+        credentials = dict(self.image.credentials)
+        for key, value in self.changes.items():
+            if value is None:
+                credentials.pop(key, None)
+            else:
+                credentials[key] = value
+        return ScramImage(frozen_map(credentials))
+
+
+class AclsDelta:
+    """AccessControlEntryRecord adds an ACL by id, RemoveAccessControlEntryRecord removes it (Kafka's AclsDelta)."""
+
+    def __init__(self, image: AclsImage) -> None:
+        self.image = image
+        self.changes: dict[uuid.UUID, StandardAcl | None] = {}
+
+    def replay_acl(self, record: AccessControlEntryRecord) -> None:
+        self.changes[record.id] = StandardAcl(record.resource_type, record.resource_name, record.pattern_type,
+                                              record.principal, record.host, record.operation,
+                                              record.permission_type)
+
+    def replay_remove_acl(self, record: RemoveAccessControlEntryRecord) -> None:
+        if record.id not in self.changes and record.id not in self.image.acls:
+            raise MetadataReplayError(f"Failed to remove ACL {record.id}: no such ACL")
+        self.changes[record.id] = None
+
+    def apply(self) -> AclsImage:
+        acls = dict(self.image.acls)
+        for key, value in self.changes.items():
+            if value is None:
+                acls.pop(key, None)
+            else:
+                acls[key] = value
+        return AclsImage(frozen_map(acls))
+
+
 # -- the whole delta -----------------------------------------------------------------------------------
 
 # Record types replayed by other images in Kafka (ACLs, SCRAM, delegation tokens, client quotas) or
@@ -507,10 +574,6 @@ class ProducerIdsDelta:
 _IGNORED = frozenset(
     {
         MetadataRecordType.NO_OP_RECORD,
-        MetadataRecordType.ACCESS_CONTROL_ENTRY_RECORD,
-        MetadataRecordType.REMOVE_ACCESS_CONTROL_ENTRY_RECORD,
-        MetadataRecordType.USER_SCRAM_CREDENTIAL_RECORD,
-        MetadataRecordType.REMOVE_USER_SCRAM_CREDENTIAL_RECORD,
         MetadataRecordType.DELEGATION_TOKEN_RECORD,
         MetadataRecordType.REMOVE_DELEGATION_TOKEN_RECORD,
         MetadataRecordType.CLIENT_QUOTA_RECORD,
@@ -536,6 +599,8 @@ class MetadataDelta:
         self.topics_delta: TopicsDelta | None = None
         self.configs_delta: ConfigurationsDelta | None = None
         self.producer_ids_delta: ProducerIdsDelta | None = None
+        self.scram_delta: ScramDelta | None = None
+        self.acls_delta: AclsDelta | None = None
         self._handlers: dict[int, Callable[[Any], None]] = {
             MetadataRecordType.REGISTER_BROKER_RECORD: lambda r: self._cluster().replay_register_broker(r),
             MetadataRecordType.UNREGISTER_BROKER_RECORD: lambda r: self._cluster().replay_unregister_broker(r),
@@ -553,6 +618,10 @@ class MetadataDelta:
             MetadataRecordType.CONFIG_RECORD: lambda r: self._configs().replay_config(r),
             MetadataRecordType.FEATURE_LEVEL_RECORD: lambda r: self._features().replay_feature_level(r),
             MetadataRecordType.PRODUCER_IDS_RECORD: lambda r: self._producer_ids().replay_producer_ids(r),
+            MetadataRecordType.ACCESS_CONTROL_ENTRY_RECORD: lambda r: self._acls().replay_acl(r),
+            MetadataRecordType.REMOVE_ACCESS_CONTROL_ENTRY_RECORD: lambda r: self._acls().replay_remove_acl(r),
+            MetadataRecordType.USER_SCRAM_CREDENTIAL_RECORD: lambda r: self._scram().replay_upsert(r),
+            MetadataRecordType.REMOVE_USER_SCRAM_CREDENTIAL_RECORD: lambda r: self._scram().replay_remove(r),
         }
 
     def _cluster(self) -> ClusterDelta:
@@ -579,6 +648,16 @@ class MetadataDelta:
         if self.producer_ids_delta is None:
             self.producer_ids_delta = ProducerIdsDelta(self.image.producer_ids)
         return self.producer_ids_delta
+
+    def _acls(self) -> AclsDelta:
+        if self.acls_delta is None:
+            self.acls_delta = AclsDelta(self.image.acls)
+        return self.acls_delta
+
+    def _scram(self) -> ScramDelta:
+        if self.scram_delta is None:
+            self.scram_delta = ScramDelta(self.image.scram)
+        return self.scram_delta
 
     def _replay_remove_topic(self, record: RemoveTopicRecord) -> None:
         name = self._topics().replay_remove_topic(record)
@@ -613,6 +692,8 @@ class MetadataDelta:
             topics=image.topics if self.topics_delta is None else self.topics_delta.apply(),
             configs=image.configs if self.configs_delta is None else self.configs_delta.apply(),
             producer_ids=image.producer_ids if self.producer_ids_delta is None else self.producer_ids_delta.apply(),
+            scram=image.scram if self.scram_delta is None else self.scram_delta.apply(),
+            acls=image.acls if self.acls_delta is None else self.acls_delta.apply(),
         )
 
     # -- what a publisher asks -------------------------------------------------------------------------

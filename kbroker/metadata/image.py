@@ -20,7 +20,8 @@ Kafka's semantics kept here:
   InvalidReplicaDirectoriesException).
 - A ``ConfigResource`` of type BROKER with name ``""`` holds the cluster-wide broker defaults.
 
-Imports only the standard library and ``kbroker.protocol`` record classes (for type hints). Must not
+Imports only the standard library, ``kbroker.protocol`` record classes (for type hints) and the ACL
+value type of the sans-IO ``kbroker.security.acl``. Must not
 import net/, api/, replica/, coord/, cluster/, log/, asyncio: it is sans-IO.
 """
 
@@ -32,6 +33,8 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 from typing import TYPE_CHECKING, ClassVar, NamedTuple
+
+from kbroker.security.acl import StandardAcl
 
 if TYPE_CHECKING:
     from kbroker.protocol.metadata_records.partition_change_record import PartitionChangeRecord
@@ -442,6 +445,52 @@ ProducerIdsImage.EMPTY = ProducerIdsImage()
 
 
 @dataclass(frozen=True, slots=True)
+class AclsImage:
+    """Every ACL by its id (Kafka's `AclsImage`; AccessControlEntryRecord / RemoveAccessControlEntryRecord)."""
+
+    acls: Mapping[uuid.UUID, StandardAcl] = field(default_factory=lambda: frozen_map({}))
+
+    EMPTY: ClassVar[AclsImage]
+
+    def is_empty(self) -> bool:
+        return not self.acls
+
+
+AclsImage.EMPTY = AclsImage()
+
+
+@dataclass(frozen=True, slots=True)
+class ScramCredentialData:
+    """One user's SCRAM credential for one mechanism (Kafka's `ScramCredentialData`): never the password."""
+
+    salt: bytes
+    stored_key: bytes
+    server_key: bytes
+    iterations: int
+
+
+@dataclass(frozen=True, slots=True)
+class ScramImage:
+    """SCRAM credentials by (mechanism type, user) (Kafka's `ScramImage`; UserScramCredentialRecord).
+
+    Mechanism types are Kafka's `ScramMechanism` numbers: 1 SCRAM-SHA-256, 2 SCRAM-SHA-512.
+    """
+
+    credentials: Mapping[tuple[int, str], ScramCredentialData] = field(default_factory=lambda: frozen_map({}))
+
+    EMPTY: ClassVar[ScramImage]
+
+    def is_empty(self) -> bool:
+        return not self.credentials
+
+    def get(self, mechanism: int, user: str) -> ScramCredentialData | None:
+        return self.credentials.get((mechanism, user))
+
+
+ScramImage.EMPTY = ScramImage()
+
+
+@dataclass(frozen=True, slots=True)
 class MetadataProvenance:
     """Where an image comes from: the offset, epoch and append time of the last record it contains."""
 
@@ -464,6 +513,8 @@ class MetadataImage:
     topics: TopicsImage = TopicsImage.EMPTY
     configs: ConfigurationsImage = ConfigurationsImage.EMPTY
     producer_ids: ProducerIdsImage = ProducerIdsImage.EMPTY
+    scram: ScramImage = ScramImage.EMPTY
+    acls: AclsImage = AclsImage.EMPTY
 
     EMPTY: ClassVar[MetadataImage]
 
@@ -478,6 +529,8 @@ class MetadataImage:
             and self.topics.is_empty()
             and self.configs.is_empty()
             and self.producer_ids.is_empty()
+            and self.scram.is_empty()
+            and self.acls.is_empty()
         )
 
     # -- the queries the broker needs ------------------------------------------------------------------

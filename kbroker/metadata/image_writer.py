@@ -20,6 +20,7 @@ from kbroker.metadata.image import (
     MetadataImage,
     PartitionRegistration,
 )
+from kbroker.protocol.metadata_records.access_control_entry_record import AccessControlEntryRecord
 from kbroker.protocol.metadata_records.config_record import ConfigRecord
 from kbroker.protocol.metadata_records.feature_level_record import FeatureLevelRecord
 from kbroker.protocol.metadata_records.partition_record import PartitionRecord
@@ -27,6 +28,7 @@ from kbroker.protocol.metadata_records.producer_ids_record import ProducerIdsRec
 from kbroker.protocol.metadata_records.register_broker_record import RegisterBrokerRecord
 from kbroker.protocol.metadata_records.register_controller_record import RegisterControllerRecord
 from kbroker.protocol.metadata_records.topic_record import TopicRecord
+from kbroker.protocol.metadata_records.user_scram_credential_record import UserScramCredentialRecord
 
 
 def broker_record(b: BrokerRegistration) -> RegisterBrokerRecord:
@@ -113,4 +115,13 @@ def image_records(image: MetadataImage) -> list[object]:
             )
     if not image.producer_ids.is_empty():
         out.append(ProducerIdsRecord(broker_id=-1, next_producer_id=image.producer_ids.next_producer_id))
+    for acl_id, acl in sorted(image.acls.acls.items()):
+        out.append(AccessControlEntryRecord(id=acl_id, resource_type=acl.resource_type,
+                                            resource_name=acl.resource_name, pattern_type=acl.pattern_type,
+                                            principal=acl.principal, host=acl.host, operation=acl.operation,
+                                            permission_type=acl.permission_type))
+    for (mechanism, user), cred in sorted(image.scram.credentials.items()):
+        out.append(UserScramCredentialRecord(name=user, mechanism=mechanism, salt=cred.salt,
+                                             stored_key=cred.stored_key, server_key=cred.server_key,
+                                             iterations=cred.iterations))
     return out

@@ -41,10 +41,13 @@ from typing import TYPE_CHECKING, Any, cast
 
 from kbroker.api.context import NO_RESPONSE, CloseConnection
 from kbroker.net.writer import ResponseWriter
+from kbroker.security.principal import PrincipalMappingError, SslPrincipalMapper
+from kbroker.security.sasl import SaslServerAuthenticator
 
 if TYPE_CHECKING:
     from kbroker.metrics.meters import RequestMetrics
     from kbroker.net.server import KafkaServer
+    from kbroker.net.settings import ListenerEndpoint
 
 log = logging.getLogger(__name__)
 
@@ -68,7 +71,7 @@ def _foreign_protocol(first: bytes) -> str | None:
     """
     if first[:1] == b"\x16" and first[1:2] == b"\x03":
         return ("it sent a TLS ClientHello to a PLAINTEXT listener: the client is configured for SSL "
-                "(security.protocol=SSL or SASL_SSL); kbroker serves PLAINTEXT only, so set "
+                "(security.protocol=SSL or SASL_SSL): point it at an SSL or SASL_SSL listener, or set "
                 "security.protocol=PLAINTEXT in the client")
     if first in (b"GET ", b"POST", b"PUT ", b"HEAD", b"DELE", b"OPTI", b"PATC"):
         return "it sent an HTTP request to the Kafka listener (an HTTP client or a browser pointed at the Kafka port)"
@@ -85,7 +88,7 @@ def new_frame_buffer(size: int) -> bytearray | mmap.mmap:
 class _Slot:
     """One request's place in the response order, and (metrics on) the times of its life."""
 
-    __slots__ = ("parts", "done", "close", "stats", "received", "dispatched", "local_done", "completed")
+    __slots__ = ("parts", "done", "close", "stats", "received", "dispatched", "local_done", "completed", "close_after")
 
     def __init__(self) -> None:
         self.parts: list[Any] | None = None
@@ -98,14 +101,16 @@ class _Slot:
         self.dispatched = 0.0
         self.local_done = 0.0
         self.completed = 0.0
+        self.close_after = False  # close once this response is written (a failed SASL authentication)
 
 
 class KafkaConnection(asyncio.BufferedProtocol):
     """asyncio protocol for one Kafka client connection."""
 
-    def __init__(self, server: KafkaServer, listener_name: str) -> None:
+    def __init__(self, server: KafkaServer, endpoint: ListenerEndpoint) -> None:
         self._server = server
-        self._listener_name = self.listener_name = listener_name
+        self._endpoint = endpoint
+        self._listener_name = self.listener_name = endpoint.name
         self._loop = server.loop
         self._max_request = server.config.socket_request_max_bytes
         self.transport: asyncio.Transport | None = None
@@ -154,10 +159,18 @@ class KafkaConnection(asyncio.BufferedProtocol):
             self._server.apply_socket_buffers(sock)
         self.connection_id = f"{local[0]}:{local[1]}-{peer[0]}:{peer[1]}-{next(_ids)}"
         self.ctx = self._server.new_context(self._listener_name, (peer[0], peer[1]), self.connection_id)
+        endpoint = self._endpoint
+        tls = endpoint.ssl_context is not None
+        if tls or endpoint.sasl is not None:
+            if not self._authenticate_transport(transport, endpoint):
+                self._closed = True
+                transport.abort()
+                return
         self._writer = ResponseWriter(
             self._loop,
             transport,
-            self._server.config.sendfile_enable,
+            # Bytes on a TLS connection must go through OpenSSL: sendfile only on plaintext ones.
+            self._server.config.sendfile_enable and not tls,
             self._on_writer_idle,
             self._on_writer_error,
         )
@@ -166,6 +179,22 @@ class KafkaConnection(asyncio.BufferedProtocol):
             transport.abort()
             return
         log.debug("Accepted connection %s", self.connection_id)
+
+    def _authenticate_transport(self, transport: asyncio.Transport, endpoint: ListenerEndpoint) -> bool:
+        """The principal of a TLS client certificate, the SASL state of a SASL listener; False: refuse."""
+        ctx = self.ctx
+        if endpoint.ssl_context is not None:
+            ssl_object = transport.get_extra_info("ssl_object")
+            peercert = ssl_object.getpeercert() if ssl_object is not None else None
+            try:
+                ctx.principal = str(SslPrincipalMapper(endpoint.principal_mapping_rules).principal(peercert))
+            except PrincipalMappingError as e:
+                log.info("Failed authentication with %s (channelId=%s) (%s)", ctx.peer[0], self.connection_id, e)
+                return False
+        if endpoint.sasl is not None:
+            ctx.sasl = SaslServerAuthenticator(endpoint.sasl)
+            ctx.failed_authentication_delay_ms = endpoint.failed_authentication_delay_ms
+        return True
 
     def connection_lost(self, exc: BaseException | None) -> None:
         if not self._closed:
@@ -354,17 +383,22 @@ class KafkaConnection(asyncio.BufferedProtocol):
                 log.warning("Closing connection %s: malformed request: %s", self.connection_id, e)
                 self._finish(slot, None, close=True, reason=f"malformed request: {e}")
                 return
-            self.ctx.client_id = header.client_id
+            ctx = self.ctx
+            ctx.client_id = header.client_id
             metrics = server.metrics
             if metrics is not None:
                 stats = slot.stats = metrics.request(header.api_key)
                 stats.requests[header.api_version] += 1
                 slot.received = received
                 slot.dispatched = dispatched
-                result = server.dispatcher.handle(self.ctx, header, body)
+                result = server.dispatcher.handle(ctx, header, body)
                 slot.local_done = slot.completed = time.monotonic()
             else:
-                result = server.dispatcher.handle(self.ctx, header, body)
+                result = server.dispatcher.handle(ctx, header, body)
+            if ctx.close_after_response:
+                # A failed SASL handshake or authentication: answer, read nothing more, then close.
+                slot.close_after = True
+                self._pause("closing")
             self._on_result(slot, header, header.api_version, result)
         except CloseConnection as e:
             self._finish(slot, None, close=True, reason=str(e) or "closed by the request handler")
@@ -453,6 +487,9 @@ class KafkaConnection(asyncio.BufferedProtocol):
                     timed.append(slot)
             if slot.parts:
                 batch.extend(slot.parts)
+            if slot.close_after:
+                close = True
+                break
         if batch:
             self.last_active = flushed = time.monotonic()
             written = writer.write(batch)

@@ -16,6 +16,7 @@ not activity). It runs every tenth of the smaller of the two, between 100 ms and
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import socket
 import time
@@ -79,18 +80,18 @@ class KafkaServer:
         """Bind every listener; returns the endpoints with the ports actually bound (port 0 resolved)."""
         backlog = self.config.socket_listen_backlog_size
         for endpoint in self.config.listeners:
-            name = endpoint.name
             host = endpoint.host or None  # empty host: every interface, as Kafka does
             server = await self.loop.create_server(
-                lambda name=name: KafkaConnection(self, name),  # type: ignore[misc]
+                lambda endpoint=endpoint: KafkaConnection(self, endpoint),  # type: ignore[misc]
                 host=host,
                 port=endpoint.port,
                 reuse_address=True,
                 backlog=backlog,
+                ssl=endpoint.ssl_context,
             )
             self._servers.append(server)
             port = server.sockets[0].getsockname()[1] if server.sockets else endpoint.port
-            bound = ListenerEndpoint(name, endpoint.host, port, endpoint.security_protocol)
+            bound = dataclasses.replace(endpoint, port=port)
             self.bound_endpoints.append(bound)
             log.info("Listening on %s", bound)
         if self._check_interval() > 0:

@@ -3,12 +3,18 @@
 Owns the values kbroker.net reads, one field per broker key (the key is named beside each field).
 Built from `KafkaConfig` by the wiring in `kbroker.broker` (`socket_server_config`), so the network
 layer never imports `kbroker.config`: it depends only on kbroker.protocol and the API dispatcher
-interface. Pure data: imports nothing from kbroker.
+interface. Pure data: imports nothing from kbroker at run time.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import ssl
+
+    from kbroker.security.sasl import SaslServerConfig
 
 
 @dataclass(frozen=True)
@@ -19,6 +25,14 @@ class ListenerEndpoint:
     host: str
     port: int
     security_protocol: str = "PLAINTEXT"
+    # SSL / SASL_SSL: the listener's server context (kbroker.net.tls); None on plaintext listeners.
+    ssl_context: ssl.SSLContext | None = field(default=None, compare=False, repr=False)
+    # ssl.principal.mapping.rules of this listener (the principal of an SSL client certificate).
+    principal_mapping_rules: str = "DEFAULT"
+    # SASL_PLAINTEXT / SASL_SSL: mechanisms and credentials; None on the others.
+    sasl: SaslServerConfig | None = field(default=None, compare=False, repr=False)
+    # connection.failed.authentication.delay.ms: a failed SASL authentication's response waits this long.
+    failed_authentication_delay_ms: int = 100
 
     def __str__(self) -> str:
         host = f"[{self.host}]" if ":" in self.host else self.host

@@ -32,7 +32,6 @@ _STREAMS = "streams groups (KIP-1071) are not implemented"
 _TOKENS = "delegation tokens need SASL authentication, which is not implemented"
 _REPLICATION = "replica reassignment and leader election come with replication (single node)"
 _QUOTAS = "client quotas are not implemented"
-_SCRAM = "SCRAM credentials need SASL authentication, which is not implemented"
 _TELEMETRY = "client telemetry (KIP-714) is not implemented"
 
 # APIs Kafka 4.3.1 advertises on a broker listener that kbroker does not serve, and why. A client
@@ -49,8 +48,6 @@ ABSENT_APIS: dict[int, str] = {
     46: _REPLICATION,  # ListPartitionReassignments
     48: _QUOTAS,  # DescribeClientQuotas
     49: _QUOTAS,  # AlterClientQuotas
-    50: _SCRAM,  # DescribeUserScramCredentials
-    51: _SCRAM,  # AlterUserScramCredentials
     55: "no Raft metadata quorum (issue 13)",  # DescribeQuorum
     57: "feature levels are fixed (no UpdateFeatures)",  # UpdateFeatures
     64: "single node: no broker to unregister",  # UnregisterBroker

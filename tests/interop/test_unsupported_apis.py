@@ -10,7 +10,7 @@ from __future__ import annotations
 import time
 
 import pytest
-from confluent_kafka import KafkaError, KafkaException
+from confluent_kafka import ElectionType, KafkaError, KafkaException, TopicPartition
 from confluent_kafka.admin import (
     AclBinding,
     AclBindingFilter,
@@ -72,6 +72,7 @@ def test_an_api_kbroker_does_not_advertise_fails_fast(kbroker: KBroker) -> None:
     admin = AdminClient({"bootstrap.servers": kbroker.bootstrap})
     started = time.monotonic()
     with pytest.raises(KafkaException) as raised:
-        admin.describe_user_scram_credentials(request_timeout=20).result(timeout=30)
+        # ElectLeaders: served on kbroker's controller listener only (api/elect_leaders.py).
+        admin.elect_leaders(ElectionType.PREFERRED, [TopicPartition("t", 0)]).result(timeout=30)
     assert raised.value.args[0].code() == KafkaError._UNSUPPORTED_FEATURE, raised.value
     assert time.monotonic() - started < 10

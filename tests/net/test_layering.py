@@ -1,6 +1,6 @@
-"""kbroker.net's import rules (issue 11): it depends on kbroker.protocol and the API dispatcher interface
-(kbroker.api.context) only, and records into kbroker.metrics (issue 16); its settings come as a
-`SocketServerConfig`, never from kbroker.config.
+"""kbroker.net's import rules (issue 11): it depends on kbroker.protocol, the API dispatcher interface
+(kbroker.api.context) and the sans-IO kbroker.security (principals, SASL) only, and records into
+kbroker.metrics (issue 16); its settings come as a `SocketServerConfig`, never from kbroker.config.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from pathlib import Path
 import kbroker.net
 
 NET_DIR = Path(kbroker.net.__file__).parent
-ALLOWED = ("kbroker.net", "kbroker.protocol", "kbroker.api.context", "kbroker.metrics.meters")
+ALLOWED = ("kbroker.net", "kbroker.protocol", "kbroker.api.context", "kbroker.metrics.meters", "kbroker.security")
 
 
 def _kbroker_imports(path: Path) -> list[str]:

@@ -69,7 +69,7 @@ def test_help_lists_subcommands() -> None:
     ("args", "message"),
     [
         (["--override", "num.partitions=zero"], "Invalid value zero for configuration num.partitions"),
-        (["--override", "listeners=SSL://127.0.0.1:9093"], "only PLAINTEXT listeners"),
+        (["--override", "listeners=SSL://127.0.0.1:9093"], "listener needs a keystore"),
         (["--override", "novalue"], "--override expects KEY=VALUE"),
         (["/nonexistent/server.properties"], "Cannot read config file"),
     ],

@@ -1,0 +1,292 @@
+"""The SASL exchange of one connection on a SASL listener: Kafka's `SaslServerAuthenticator`, sans-IO.
+
+States (Kafka's names): HANDSHAKE_OR_VERSIONS_REQUEST -> (ApiVersions) HANDSHAKE_REQUEST ->
+(SaslHandshake v1 naming an enabled mechanism) AUTHENTICATE -> (SaslAuthenticate tokens) COMPLETE, or
+FAILED. Until COMPLETE a connection may send ApiVersions, SaslHandshake and SaslAuthenticate only; any
+other request is an IllegalSaslStateException in Kafka ("Unexpected Kafka request of type X during
+SASL handshake.") and the connection is closed: `allows(api_key)` says which.
+
+- SaslHandshake naming a mechanism not in `sasl.enabled.mechanisms` answers UNSUPPORTED_SASL_MECHANISM
+  with the enabled list, then the connection closes (FAILED).
+- SaslHandshake v0 (tokens without Kafka framing, pre-KIP-152) is answered like v1 but kbroker then
+  expects SaslAuthenticate: every client since Kafka 1.0 and librdkafka 1.x sends v1.
+- A failed SaslAuthenticate answers SASL_AUTHENTICATION_FAILED with Kafka's message (PLAIN: its
+  `SaslAuthenticationException` text; SCRAM: "Authentication failed during authentication due to
+  invalid credentials with SASL mechanism SCRAM-SHA-256"), and the connection closes after
+  `connection.failed.authentication.delay.ms` (the caller's job: `failed` is set).
+
+Mechanisms: PLAIN (RFC 4616; users from the JAAS `user_<name>` options) and SCRAM-SHA-256/512
+(RFC 5802; credentials looked up through `ScramCredentials`, the metadata image in the broker).
+"""
+
+from __future__ import annotations
+
+import base64
+import enum
+import hashlib
+import hmac
+import os
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Protocol
+
+from kbroker.protocol.errors import ErrorCode
+from kbroker.security import scram
+from kbroker.security.principal import KafkaPrincipal
+
+API_VERSIONS = 18
+SASL_HANDSHAKE = 17
+SASL_AUTHENTICATE = 36
+PLAIN = "PLAIN"
+
+
+class SaslState(enum.Enum):
+    HANDSHAKE_OR_VERSIONS_REQUEST = "HANDSHAKE_OR_VERSIONS_REQUEST"
+    HANDSHAKE_REQUEST = "HANDSHAKE_REQUEST"
+    AUTHENTICATE = "AUTHENTICATE"
+    COMPLETE = "COMPLETE"
+    FAILED = "FAILED"
+
+
+class ScramCredentials(Protocol):
+    def __call__(self, mechanism: str, user: str) -> scram.ScramCredential | None: ...
+
+
+@dataclass(frozen=True, slots=True)
+class HandshakeResult:
+    error_code: ErrorCode
+    mechanisms: list[str]
+
+
+@dataclass(frozen=True, slots=True)
+class AuthenticateResult:
+    error_code: ErrorCode
+    error_message: str | None
+    auth_bytes: bytes
+    # Close the connection after this response (after the failed-authentication delay on a failure).
+    close: bool = False
+
+
+class SaslAuthenticationError(Exception):
+    """Kafka's SaslAuthenticationException: its message goes to the client as is."""
+
+
+class _InvalidCredentials(Exception):
+    """Kafka's SaslException from a mechanism: the client gets the generic per-mechanism message."""
+
+
+class _Mechanism(Protocol):
+    def evaluate(self, token: bytes) -> bytes: ...
+
+    @property
+    def complete(self) -> bool: ...
+
+    @property
+    def authorization_id(self) -> str: ...
+
+
+class PlainServer:
+    """RFC 4616 PLAIN: one token `authzid NUL authcid NUL passwd` (Kafka's `PlainSaslServer`)."""
+
+    def __init__(self, users: Mapping[str, str]) -> None:
+        self._users = users
+        self._complete = False
+        self._authorization_id = ""
+
+    @property
+    def complete(self) -> bool:
+        return self._complete
+
+    @property
+    def authorization_id(self) -> str:
+        return self._authorization_id
+
+    def evaluate(self, token: bytes) -> bytes:
+        parts = token.decode("utf-8", errors="replace").split("\x00")
+        if len(parts) != 3:
+            raise SaslAuthenticationError(f"Invalid SASL/PLAIN response: expected 3 tokens, got {len(parts)}")
+        authzid, username, password = parts
+        if not username:
+            raise SaslAuthenticationError("Authentication failed: username not specified")
+        if not password:
+            raise SaslAuthenticationError("Authentication failed: password not specified")
+        expected = self._users.get(username)
+        if expected is None or not hmac.compare_digest(expected.encode(), password.encode()):
+            raise SaslAuthenticationError("Authentication failed: Invalid username or password")
+        if authzid and authzid != username:
+            raise SaslAuthenticationError(
+                "Authentication failed: Client requested an authorization id that is different from username")
+        self._authorization_id = username
+        self._complete = True
+        return b""
+
+
+class ScramServer:
+    """RFC 5802 SCRAM server (Kafka's `ScramSaslServer`): client-first, server-first, client-final, server-final."""
+
+    def __init__(self, mechanism: str, credentials: ScramCredentials,
+                 nonce: Callable[[], str] | None = None) -> None:
+        self._mechanism = mechanism
+        self._hash = scram.MECHANISMS[mechanism]
+        self._credentials = credentials
+        self._nonce = nonce or (lambda: base64.b64encode(os.urandom(24)).decode().rstrip("="))
+        self._step = 0
+        self._complete = False
+        self._authorization_id = ""
+        self._client_first_bare = ""
+        self._server_first = ""
+        self._credential: scram.ScramCredential | None = None
+
+    @property
+    def complete(self) -> bool:
+        return self._complete
+
+    @property
+    def authorization_id(self) -> str:
+        return self._authorization_id
+
+    def evaluate(self, token: bytes) -> bytes:
+        try:
+            text = token.decode("utf-8")
+        except UnicodeDecodeError:
+            raise _InvalidCredentials("Invalid SCRAM message") from None
+        if self._step == 0:
+            return self._client_first(text)
+        if self._step == 1:
+            return self._client_final(text)
+        raise SaslAuthenticationError("Unexpected SCRAM message after completion")
+
+    def _client_first(self, text: str) -> bytes:
+        # gs2-header: "n,," or "y,," (no channel binding), optionally "n,a=authzid,"
+        try:
+            cbind, authz, bare = text.split(",", 2)
+            if cbind not in ("n", "y") or (authz and not authz.startswith("a=")):
+                raise ValueError(text)
+            attrs = scram.parse_attributes(bare)
+            username = scram.decode_sasl_name(attrs["n"])
+            client_nonce = attrs["r"]
+        except (ValueError, KeyError):
+            raise _InvalidCredentials("Invalid SCRAM client first message") from None
+        authzid = scram.decode_sasl_name(authz[2:]) if authz else ""
+        if authzid and authzid != username:
+            raise SaslAuthenticationError(
+                "Authentication failed: Client requested an authorization id that is different from username")
+        if attrs.get("tokenauth") == "true":
+            raise _InvalidCredentials("Delegation tokens are not supported")
+        credential = self._credentials(self._mechanism, username)
+        if credential is None:
+            raise _InvalidCredentials("Authentication failed: Invalid user credentials")
+        self._credential = credential
+        self._authorization_id = username
+        self._client_first_bare = bare
+        nonce = client_nonce + self._nonce()
+        salt = base64.b64encode(credential.salt).decode()
+        self._server_first = f"r={nonce},s={salt},i={credential.iterations}"
+        self._nonce_value = nonce
+        self._step = 1
+        return self._server_first.encode()
+
+    def _client_final(self, text: str) -> bytes:
+        credential = self._credential
+        assert credential is not None
+        try:
+            without_proof, _, proof_attr = text.rpartition(",")
+            attrs = scram.parse_attributes(without_proof)
+            if not proof_attr.startswith("p="):
+                raise ValueError(text)
+            proof = base64.b64decode(proof_attr[2:], validate=True)
+        except ValueError:
+            raise _InvalidCredentials("Invalid SCRAM client final message") from None
+        if attrs.get("r") != self._nonce_value:
+            raise _InvalidCredentials("Invalid client nonce in the final client message.")
+        auth_message = f"{self._client_first_bare},{self._server_first},{without_proof}".encode()
+        signature = scram.hmac_digest(self._hash, credential.stored_key, auth_message)
+        if len(proof) != len(signature):
+            raise _InvalidCredentials("Invalid client credentials")
+        client_key = scram.xor(proof, signature)
+        if not hmac.compare_digest(hashlib.new(self._hash, client_key).digest(), credential.stored_key):
+            raise _InvalidCredentials("Invalid client credentials")
+        server_signature = scram.hmac_digest(self._hash, credential.server_key, auth_message)
+        self._step = 2
+        self._complete = True
+        return b"v=" + base64.b64encode(server_signature)
+
+
+@dataclass(frozen=True)
+class SaslServerConfig:
+    """One SASL listener's settings: `sasl.enabled.mechanisms` and where credentials come from."""
+
+    enabled_mechanisms: tuple[str, ...]
+    plain_users: Mapping[str, str]
+    scram_credentials: ScramCredentials
+
+
+class SaslServerAuthenticator:
+    """The SASL state of one connection; `principal` is set once `state` is COMPLETE."""
+
+    __slots__ = ("config", "state", "mechanism", "principal", "_server", "failure_message")
+
+    def __init__(self, config: SaslServerConfig) -> None:
+        self.config = config
+        self.state = SaslState.HANDSHAKE_OR_VERSIONS_REQUEST
+        self.mechanism: str | None = None
+        self.principal: KafkaPrincipal | None = None
+        self._server: _Mechanism | None = None
+        self.failure_message: str | None = None
+
+    @property
+    def complete(self) -> bool:
+        return self.state is SaslState.COMPLETE
+
+    def allows(self, api_key: int) -> bool:
+        """May a request of `api_key` be handled now? False: Kafka closes the connection."""
+        state = self.state
+        if state is SaslState.COMPLETE:
+            return True
+        if state is SaslState.HANDSHAKE_OR_VERSIONS_REQUEST:
+            return api_key in (API_VERSIONS, SASL_HANDSHAKE)
+        if state is SaslState.HANDSHAKE_REQUEST:
+            return api_key == SASL_HANDSHAKE
+        if state is SaslState.AUTHENTICATE:
+            return api_key == SASL_AUTHENTICATE
+        return False
+
+    def on_api_versions(self) -> None:
+        if self.state is SaslState.HANDSHAKE_OR_VERSIONS_REQUEST:
+            self.state = SaslState.HANDSHAKE_REQUEST
+
+    def handshake(self, mechanism: str) -> HandshakeResult:
+        enabled = list(self.config.enabled_mechanisms)
+        if mechanism not in enabled:
+            self.state = SaslState.FAILED
+            self.failure_message = f"Unsupported SASL mechanism {mechanism}"
+            return HandshakeResult(ErrorCode.UNSUPPORTED_SASL_MECHANISM, enabled)
+        self.mechanism = mechanism
+        if mechanism == PLAIN:
+            self._server = PlainServer(self.config.plain_users)
+        else:
+            self._server = ScramServer(mechanism, self.config.scram_credentials)
+        self.state = SaslState.AUTHENTICATE
+        return HandshakeResult(ErrorCode.NONE, enabled)
+
+    def authenticate(self, token: bytes) -> AuthenticateResult:
+        server = self._server
+        assert server is not None and self.state is SaslState.AUTHENTICATE
+        try:
+            reply = server.evaluate(token)
+        except SaslAuthenticationError as e:
+            return self._fail(str(e))
+        except _InvalidCredentials as e:
+            self.failure_message = str(e)
+            return self._fail(
+                "Authentication failed during authentication due to invalid credentials with SASL "
+                f"mechanism {self.mechanism}", detail=str(e))
+        if server.complete:
+            self.state = SaslState.COMPLETE
+            self.principal = KafkaPrincipal.user(server.authorization_id)
+        return AuthenticateResult(ErrorCode.NONE, None, reply)
+
+    def _fail(self, message: str, detail: str | None = None) -> AuthenticateResult:
+        self.state = SaslState.FAILED
+        self.failure_message = detail or message
+        return AuthenticateResult(ErrorCode.SASL_AUTHENTICATION_FAILED, message, b"", close=True)
