@@ -38,6 +38,11 @@ from kbroker.spark.source import (
     to_epoch_ms,
 )
 
+from kbroker.spark.ranges import EmptyRangeError
+
+# A batch range with no records exits with this code (after saying so), unless --allow-empty.
+EMPTY_RANGE_EXIT = 3
+
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
     from pyspark.sql.streaming import StreamingQuery
@@ -61,6 +66,8 @@ class PipelineSpec:
     timeout: float | None = None  # stop a processing-time stream after this many seconds
     save_mode: str = "append"  # batch Parquet
     name: str = "kbroker-pipeline"
+    # Batch: a range holding no records raises EmptyRangeError (exit 3) unless this is set.
+    allow_empty: bool = False
 
 
 def trigger_kwargs(trigger: str) -> dict[str, object]:
@@ -120,19 +127,39 @@ def build(spark: SparkSession, spec: PipelineSpec) -> DataFrame:
 
 def run(spark: SparkSession, spec: PipelineSpec, df: DataFrame | None = None) -> list[StreamingQuery]:
     """Run the pipeline to completion (batch, available-now, once, or until `timeout`)."""
+    from pyspark.sql import Observation
+    from pyspark.sql import functions as F
+
     from kbroker.spark.progress import TaskProgress
+    from kbroker.spark.ranges import range_line, resolve_range
 
     print(f"[kbroker.spark] {spec.name}: {spec.source.describe(spec.streaming)}", flush=True)
+    ranges = None
+    if not spec.streaming:
+        ranges = resolve_range(spark, spec.source)
+        if ranges is not None:
+            line = f"[kbroker.spark] {spec.name}: {range_line(spec.source, ranges)}"
+            if sum(r.records for r in ranges) == 0 and not spec.allow_empty:
+                raise EmptyRangeError(line)
+            print(line, flush=True)
     result = build(spark, spec) if df is None else df
     if not spec.streaming:
+        # Counted as the rows go by (no second pass): the final summary says what was written.
+        # (Not with a console sink: show() stops after a few rows, so the count would never complete.)
+        written = Observation(f"{spec.name}-written") if all(s.kind != "console" for s in spec.sinks) else None
+        if written is not None:
+            result = result.observe(written, F.count(F.lit(1)).alias("rows"))
         if len(spec.sinks) > 1:
             result = result.cache()  # read kbroker once, write every sink from the cached rows
         started = time.monotonic()
         with TaskProgress(spark):
             for sink in spec.sinks:
                 write_batch(result, sink, spec.save_mode)
-                print(f"[kbroker.spark] wrote {sink.kind} {sink.target or ''}".rstrip(), flush=True)
-        print(f"[kbroker.spark] {spec.name} done in {time.monotonic() - started:.1f}s", flush=True)
+        read = f"{sum(r.records for r in ranges)} records read, " if ranges is not None else ""
+        targets = ", ".join(f"{s.kind} {s.target}" if s.target else s.kind for s in spec.sinks)
+        rows = f"{written.get['rows']} rows " if written is not None else ""
+        print(f"[kbroker.spark] {spec.name} done in {time.monotonic() - started:.1f}s: {read}"
+              f"{rows}written to {targets}", flush=True)
         return []
     queries: list[StreamingQuery] = []
     names = [s.name for s in spec.sinks]
@@ -242,6 +269,8 @@ def build_parser() -> argparse.ArgumentParser:
     m.add_argument("--timeout", type=float, help="stop a processing-time stream after N seconds")
     m.add_argument("--shuffle-partitions", type=int, help="spark.sql.shuffle.partitions")
     m.add_argument("--name", default="kbroker-pipeline", help="application and query name")
+    m.add_argument("--allow-empty", action="store_true",
+                   help="batch: a range with no records exits 0 (default: it exits 3, writing nothing)")
     return p
 
 
@@ -275,6 +304,7 @@ def spec_from_args(args: argparse.Namespace, bootstrap: str) -> PipelineSpec:
         timeout=args.timeout,
         save_mode=args.save_mode,
         name=args.name,
+        allow_empty=args.allow_empty,
     )
 
 
@@ -287,6 +317,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ValueError as e:
         print(f"pipeline: error: {e}", file=sys.stderr)
         return 2
+    except EmptyRangeError as e:
+        print(e, file=sys.stderr, flush=True)
+        return EMPTY_RANGE_EXIT
     finally:
         spark.stop()
     return 0

@@ -128,6 +128,34 @@ def connector_jars(*, refresh: bool = False) -> list[Path] | None:
     return sorted(target.glob("*.jar"))
 
 
+LOG_LEVELS = ("ALL", "TRACE", "DEBUG", "INFO", "WARN", "ERROR", "FATAL", "OFF")
+LOG_LEVEL_ENV = "KBROKER_SPARK_LOG_LEVEL"
+_LOG4J2 = """# Written by `kbroker spark submit --log-level {level}`: Spark's start-up logging at {level}.
+rootLogger.level = {level}
+rootLogger.appenderRef.stderr.ref = console
+appender.console.type = Console
+appender.console.name = console
+appender.console.target = SYSTEM_ERR
+appender.console.layout.type = PatternLayout
+appender.console.layout.pattern = %d{{yy/MM/dd HH:mm:ss}} %p %c{{1}}: %m%n%ex
+"""
+
+
+def log4j2_config(level: str) -> Path:
+    """A log4j2 configuration for the driver JVM with the root logger at `level`.
+
+    Spark's own default (log4j2-defaults.properties) logs INFO until the job calls setLogLevel, i.e.
+    some sixty lines of start-up noise before the first line a person wants; this file sets the
+    level from the JVM's first line on. Written to the cache directory, one file per level.
+    """
+    path = cache_dir() / f"log4j2-{level.lower()}.properties"
+    text = _LOG4J2.format(level=level.upper())
+    if not path.is_file() or path.read_text() != text:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+    return path
+
+
 def resolve_job(job: str) -> Path:
     if job in BUILTIN_JOBS:
         return BUILTIN_JOBS[job]
@@ -148,6 +176,7 @@ def build_command(
     conf: Sequence[str] = (),
     spark_args: Sequence[str] = (),
     use_packages: bool = False,
+    log_level: str = "WARN",
 ) -> tuple[list[str], dict[str, str]]:
     """The spark-submit argv and environment for one job."""
     home = spark_home()
@@ -163,6 +192,10 @@ def build_command(
         "--conf", f"spark.pyspark.python={python}",
         "--conf", f"spark.pyspark.driver.python={python}",
     ]
+    # Quiet from the JVM's first line (INFO: Spark's own default profile, all of it). A user's own
+    # spark.driver.extraJavaOptions wins, logging included.
+    if log_level.upper() != "INFO" and not any(c.startswith("spark.driver.extraJavaOptions=") for c in conf):
+        cmd += ["--conf", f"spark.driver.extraJavaOptions=-Dlog4j2.configurationFile={log4j2_config(log_level).as_uri()}"]
     for item in conf:
         cmd += ["--conf", item]
     cmd += list(spark_args)
@@ -172,6 +205,7 @@ def build_command(
     env["SPARK_HOME"] = str(home)
     env["PYSPARK_PYTHON"] = python
     env[BOOTSTRAP_ENV] = bootstrap
+    env[LOG_LEVEL_ENV] = log_level.upper()  # the job's setLogLevel (pipeline.spark_session)
     # Jobs import kbroker.spark on the driver; executors run no Python code of ours (built-in
     # Spark SQL functions only), so nothing needs shipping with --py-files in local or cluster mode.
     root = str(PACKAGE_DIR.parent.parent)
@@ -191,7 +225,7 @@ def _cmd_submit(args: argparse.Namespace) -> int:
                 check_bootstrap(_job_bootstrap(job_args) or args.bootstrap)
         cmd, env = build_command(
             args.job, job_args, bootstrap=args.bootstrap, master=args.master, conf=args.conf or [],
-            spark_args=args.spark_arg or [], use_packages=args.packages,
+            spark_args=args.spark_arg or [], use_packages=args.packages, log_level=args.log_level,
         )
     except (SparkSetupError, PreflightError) as e:
         print(f"kbroker spark: error: {e}", file=sys.stderr)
@@ -268,6 +302,9 @@ def add_cli(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[typ
                    help="extra spark-submit argument, e.g. --spark-arg=--driver-memory=2g (repeatable)")
     p.add_argument("--packages", action="store_true",
                    help=f"resolve {CONNECTOR_PACKAGE} with Ivy (--packages) instead of Maven")
+    p.add_argument("--log-level", type=str.upper, choices=LOG_LEVELS,
+                   default=os.environ.get(LOG_LEVEL_ENV, "WARN").upper(),
+                   help=f"Spark's log level on the driver (default: ${LOG_LEVEL_ENV} or WARN; INFO is Spark's full log)")
     p.add_argument("--print-command", action="store_true", help="print the spark-submit command, do not run")
     p.add_argument("--skip-broker-check", action="store_true",
                    help="do not check that the bootstrap servers answer before starting Spark (e.g. when "

@@ -47,7 +47,7 @@ class ExecutorPlacement:
     host: str
     worker: str  # the worker's UI address, from the executor's log URL: one per worker
     tasks: int = 0
-    kafka_tasks: int = 0  # tasks of stages whose RDD is Spark's Kafka source
+    kafka_tasks: int = 0  # tasks of stages that scan the Kafka source
 
 
 @dataclass
@@ -158,8 +158,9 @@ def executor_placement(event_log_dir: Path) -> dict[str, ExecutorPlacement]:
             executors[event["Executor ID"]] = ExecutorPlacement(event["Executor ID"], info["Host"], worker)
         elif kind == "SparkListenerStageSubmitted":
             stage = event["Stage Info"]
-            # The Kafka source's RDD is named "kafka" (batch) or is a micro-batch scan of it (streaming).
-            if any("kafka" in (rdd.get("Name", "") + rdd.get("Scope", "")).lower()
+            # The Kafka source's RDD is named "kafka" in a batch read; a stream's is a MicroBatchScan
+            # (the tests' streams have no other source than Kafka).
+            if any(rdd.get("Name") == "kafka" or '"MicroBatchScan"' in rdd.get("Scope", "")
                    for rdd in stage.get("RDD Info", [])):
                 kafka_stages.add(stage["Stage ID"])
         elif kind == "SparkListenerTaskEnd":
