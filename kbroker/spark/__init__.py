@@ -17,12 +17,15 @@ from __future__ import annotations
 SPARK_VERSION = "4.2.0"
 SCALA_BINARY_VERSION = "2.13"
 CONNECTOR_PACKAGE = f"org.apache.spark:spark-sql-kafka-0-10_{SCALA_BINARY_VERSION}:{SPARK_VERSION}"
+# Avro payloads: Spark's own spark-avro (from_avro), the same Spark version, resolved like the connector.
+AVRO_PACKAGE = f"org.apache.spark:spark-avro_{SCALA_BINARY_VERSION}:{SPARK_VERSION}"
 DEFAULT_BOOTSTRAP = "127.0.0.1:9092"
 # Jobs started by `kbroker spark submit` find the broker address here (spark conf, then env).
 BOOTSTRAP_CONF = "spark.kbroker.bootstrap"
 BOOTSTRAP_ENV = "KBROKER_BOOTSTRAP"
 
 __all__ = [
+    "AVRO_PACKAGE",
     "BOOTSTRAP_CONF",
     "BOOTSTRAP_ENV",
     "CONNECTOR_PACKAGE",

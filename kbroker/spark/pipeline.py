@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from kbroker.spark import BOOTSTRAP_CONF, BOOTSTRAP_ENV, DEFAULT_BOOTSTRAP
+from kbroker.spark.ranges import EmptyRangeError
 from kbroker.spark.sinks import Sink, start_stream, write_batch
 from kbroker.spark.source import (
     FORMATS,
@@ -37,8 +38,6 @@ from kbroker.spark.source import (
     read,
     to_epoch_ms,
 )
-
-from kbroker.spark.ranges import EmptyRangeError
 
 # A batch range with no records exits with this code (after saying so), unless --allow-empty.
 EMPTY_RANGE_EXIT = 3
@@ -56,6 +55,7 @@ class PipelineSpec:
     format: str = "raw"
     schema: str | None = None
     decode_options: dict[str, str] = field(default_factory=dict)
+    strip_schema_id: bool = False  # avro: drop the 5-byte schema-registry prefix first
     view: str = "events"
     sql: str | None = None
     watermark: tuple[str, str] | None = None  # (event-time column, delay such as "2 minutes")
@@ -116,7 +116,8 @@ def bootstrap_servers(spark: SparkSession | None, given: str | None) -> str:
 
 def build(spark: SparkSession, spec: PipelineSpec) -> DataFrame:
     """Read, decode, apply the watermark, register the view and run the SQL."""
-    df = decode(read(spark, spec.source, streaming=spec.streaming), spec.format, spec.schema, spec.decode_options)
+    df = decode(read(spark, spec.source, streaming=spec.streaming), spec.format, spec.schema, spec.decode_options,
+                strip_schema_id=spec.strip_schema_id)
     if spec.watermark is not None:
         df = df.withWatermark(*spec.watermark)
     if spec.sql is None:
@@ -249,7 +250,10 @@ def build_parser() -> argparse.ArgumentParser:
     add_source_arguments(p)
     d = p.add_argument_group("decoding and transformation")
     d.add_argument("--format", choices=FORMATS, default="raw", help="value encoding (default raw bytes)")
-    d.add_argument("--schema", help="DDL schema for json/csv, e.g. 'user_id STRING, ts TIMESTAMP'")
+    d.add_argument("--schema", help="DDL schema for json/csv, e.g. 'user_id STRING, ts TIMESTAMP' (avro: the schema's JSON)")
+    d.add_argument("--avro-schema-file", help="avro: read the Avro schema (JSON, .avsc) from this file")
+    d.add_argument("--strip-schema-id", action="store_true",
+                   help="avro: values carry the schema-registry prefix (magic byte 0 + 4-byte schema id): drop it")
     d.add_argument("--decode-option", action="append", metavar="K=V", help="from_json/from_csv option")
     d.add_argument("--view", default="events", help="name of the decoded view the SQL reads (default events)")
     d.add_argument("--sql", help="Spark SQL over the view")
@@ -276,6 +280,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 def spec_from_args(args: argparse.Namespace, bootstrap: str) -> PipelineSpec:
     sql = Path(args.sql_file).read_text() if args.sql_file else args.sql
+    schema = Path(args.avro_schema_file).read_text() if args.avro_schema_file else args.schema
+    if args.avro_schema_file and args.format != "avro":
+        raise ValueError("--avro-schema-file goes with --format avro")
     watermark = None
     if args.watermark:
         column, sep, delay = args.watermark.partition("=")
@@ -293,8 +300,9 @@ def spec_from_args(args: argparse.Namespace, bootstrap: str) -> PipelineSpec:
         sinks=[Sink.parse(s, **sink_kwargs) for s in args.sink],
         streaming=args.mode == "stream",
         format=args.format,
-        schema=args.schema,
+        schema=schema,
         decode_options=_kv(args.decode_option),
+        strip_schema_id=args.strip_schema_id,
         view=args.view,
         sql=sql,
         watermark=watermark,
