@@ -55,6 +55,29 @@ def blocks() -> list[Block]:
     return found
 
 
+def progress_sample() -> list[str]:
+    """The ```text block after the `progress-sample` marker."""
+    lines = PAGE.read_text().splitlines()
+    at = next(i for i, line in enumerate(lines) if line.startswith("<!-- docs-test: progress-sample"))
+    assert lines[at + 1] == "```text"
+    return lines[at + 2:lines.index("```", at + 2)]
+
+
+def sample_pattern(line: str) -> re.Pattern[str]:
+    """A sample line with its numbers (and the broker address) as wildcards."""
+    text = re.escape(line.replace("127.0.0.1:9092", "\0ADDR\0"))
+    text = text.replace(re.escape("\0ADDR\0"), r"[\w.\-]+:\d+")
+    return re.compile("^" + re.sub(r"\d+(?:\\\.\d+)?", r"\\d+(?:\\.\\d+)?", text) + "$")
+
+
+def test_progress_sample_patterns() -> None:
+    sample = progress_sample()
+    assert len(sample) >= 8
+    assert sample_pattern(sample[2]).match(
+        "[kbroker.spark] query clicks-parquet batch 0: 17 rows in, 3 rows/s, 21 records behind")
+    assert not sample_pattern(sample[2]).match("[kbroker.spark] query clicks-parquet batch 0: 17 rows, 3 rows/s")
+
+
 def test_page_markers_are_known_and_explained() -> None:
     found = blocks()
     assert len([b for b in found if b.marker == ""]) >= 6
@@ -116,6 +139,13 @@ def test_shell_blocks_run_against_a_fresh_broker(spark_ready: None, tmp_path: Pa
     streamed = pq.read_table(str(work / "out" / "clicks")).to_pylist()
     assert sorted(r["event_id"] for r in streamed) == sorted(int(str(e["event_id"])) for e in events)
     assert "[kbroker.spark] query clicks-parquet batch 2:" in text  # 6000 records, 2500 per trigger
+    # The progress sample on the page is what the stream example really prints (numbers aside).
+    printed = [line for out in outputs for line in out.splitlines()]
+    for line in progress_sample():
+        assert any(sample_pattern(line).match(p) for p in printed), f"sample line not in the output: {line}"
+    # Avro: every generated record decoded and counted.
+    actions = pq.read_table(str(work / "out" / "actions")).to_pylist()
+    assert sum(r["n"] for r in actions) == 2000 and {r["action"] for r in actions} == {"view", "click", "purchase"}
     # Clickstream: windows were written.
     assert pq.read_table(str(work / "out" / "clicks-per-minute")).num_rows > 0
     # Backfill: [09:40, 11:10) of the sample, partitioned by hour.
