@@ -15,6 +15,7 @@ from tests.support.broker import REPO_ROOT
 
 @pytest.mark.spark
 @pytest.mark.slow
+@pytest.mark.timeout(1500)
 def test_bench_spark_both_masters(spark_ready: None) -> None:
     proc = subprocess.run(
         [sys.executable, "benchmarks/bench_spark.py", "--target", "kbroker", "--records", "30000", "--size", "256",

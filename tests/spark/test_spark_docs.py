@@ -103,6 +103,7 @@ def _sample_events() -> list[dict[str, object]]:
 
 @pytest.mark.spark
 @pytest.mark.slow
+@pytest.mark.timeout(1800)  # nine blocks, six of them spark-submits
 def test_shell_blocks_run_against_a_fresh_broker(spark_ready: None, tmp_path: Path) -> None:
     pq = pytest.importorskip("pyarrow.parquet", reason="pyarrow reads the Parquet output independently of Spark")
     broker = KBroker(tmp_path / "broker", {"num.partitions": "3"})
