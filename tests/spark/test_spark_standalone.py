@@ -21,7 +21,8 @@ import pytest
 from tests.spark.spark_helpers import create_topic, produce, spark_submit
 from tests.spark.standalone import StandaloneCluster, executor_placement
 
-pytestmark = pytest.mark.spark
+# Each test spark-submits onto the cluster (a driver and two executor JVMs besides the three daemons).
+pytestmark = [pytest.mark.spark, pytest.mark.timeout(900)]
 pq = pytest.importorskip("pyarrow.parquet", reason="pyarrow reads the Parquet output independently of Spark")
 
 
