@@ -1,12 +1,13 @@
 """PySpark jobs that read kbroker topics through Spark's own Kafka source.
 
 Owns the Spark side of kbroker: `kbroker spark submit` (submit.py), the configurable pipeline
-(pipeline.py, source.py, sinks.py), progress reporting (progress.py), the worked pipelines
+(pipeline.py, source.py, sinks.py), batch ranges resolved before a read (ranges.py), checks before
+a JVM starts (preflight.py), progress reporting (progress.py), the worked pipelines
 (clickstream.py, backfill.py), their sample-data generators (generators.py) and the spark-submit
 entry points (jobs/).
 
 Depends on nothing else in kbroker: it talks to the broker only through Spark's Kafka source and
-sink (`format("kafka")`), exactly as a user's job would. Must not import kbroker.net, kbroker.log,
+sink (`format("kafka")`) and the Kafka clients they ship, exactly as a user's job would. Must not import kbroker.net, kbroker.log,
 kbroker.api or kbroker.replica. Importing this package does not import pyspark.
 """
 
