@@ -14,9 +14,11 @@ overwrite) rather than adding duplicates. If no record is at or after --from the
 from __future__ import annotations
 
 import argparse
+import sys
 from collections.abc import Sequence
 
-from kbroker.spark.pipeline import PipelineSpec, bootstrap_servers, run, spark_session
+from kbroker.spark.pipeline import EMPTY_RANGE_EXIT, PipelineSpec, bootstrap_servers, run, spark_session
+from kbroker.spark.ranges import EmptyRangeError
 from kbroker.spark.sinks import Sink
 from kbroker.spark.source import FORMATS, KafkaSource, to_epoch_ms
 
@@ -40,6 +42,7 @@ def spec(args: argparse.Namespace, bootstrap: str) -> PipelineSpec:
         sql=PARTITION_SQL,
         save_mode="overwrite",
         name="backfill",
+        allow_empty=args.allow_empty,
     )
 
 
@@ -54,6 +57,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--format", choices=FORMATS, default="raw")
     p.add_argument("--schema", help="DDL schema for json/csv values")
     p.add_argument("--min-partitions", type=int, help="split the read into at least N tasks")
+    p.add_argument("--allow-empty", action="store_true",
+                   help="a range with no records exits 0 (default: it says so and exits 3)")
     args = p.parse_args(argv)
     spark = spark_session("backfill")
     spark.conf.set("spark.sql.session.timeZone", "UTC")
@@ -61,6 +66,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     spark.conf.set("spark.sql.sources.partitionOverwriteMode", "dynamic")
     try:
         run(spark, spec(args, bootstrap_servers(spark, args.bootstrap)))
+    except EmptyRangeError as e:
+        print(e, file=sys.stderr, flush=True)
+        return EMPTY_RANGE_EXIT
     finally:
         spark.stop()
     return 0

@@ -8,6 +8,11 @@ it produced, with each record's partition and offset, so a test can compute expe
     kbroker spark generate clickstream --topic clicks --events 5000 --start 2026-11-25T10:00:00Z --minutes 10
     python -m kbroker.spark.generators clickstream --bootstrap 127.0.0.1:9092 --topic clicks
 
+With `--value-format avro` the values are Avro (binary, schemaless: `CLICKSTREAM_AVRO_SCHEMA`, written
+with fastavro), and with `--schema-id N` each is framed as a schema registry's serializers frame it:
+magic byte 0, the schema id as a 4-byte big-endian int, then the Avro bytes. `--write-schema F` saves
+the schema (.avsc) for `--format avro --avro-schema-file F`.
+
 Does not import pyspark.
 """
 
@@ -26,6 +31,34 @@ from typing import Any
 from kbroker.spark import BOOTSTRAP_ENV, DEFAULT_BOOTSTRAP
 
 ACTIONS = ("view", "view", "view", "click", "click", "purchase")
+VALUE_FORMATS = ("json", "avro")
+CLICKSTREAM_AVRO_SCHEMA: dict[str, Any] = {
+    "type": "record",
+    "name": "PageView",
+    "namespace": "dev.kbroker.clickstream",
+    "fields": [
+        {"name": "event_id", "type": "long"},
+        {"name": "user_id", "type": "string"},
+        {"name": "page", "type": "string"},
+        {"name": "action", "type": "string"},
+        {"name": "ts", "type": {"type": "long", "logicalType": "timestamp-millis"}},
+    ],
+}
+
+
+def avro_value(event: dict[str, Any], schema_id: int | None = None) -> bytes:
+    """One event as schemaless Avro, framed with the schema-registry prefix when `schema_id` is set."""
+    import io
+    import struct
+
+    from fastavro import parse_schema, schemaless_writer
+
+    buf = io.BytesIO()
+    if schema_id is not None:
+        buf.write(b"\x00" + struct.pack(">i", schema_id))
+    record = {k: event[k] for k in ("event_id", "user_id", "page", "action")} | {"ts": event["ts_ms"]}
+    schemaless_writer(buf, parse_schema(CLICKSTREAM_AVRO_SCHEMA), record)
+    return buf.getvalue()
 
 
 def iso_ms(epoch_ms: int) -> str:
@@ -67,8 +100,11 @@ def ensure_topic(bootstrap: str, topic: str, partitions: int, configs: dict[str,
             raise
 
 
-def produce_clickstream(bootstrap: str, topic: str, events: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Produce events (value: JSON without ts_ms; key: page; timestamp: ts_ms); add partition/offset."""
+def produce_clickstream(
+    bootstrap: str, topic: str, events: list[dict[str, Any]], *, value_format: str = "json",
+    schema_id: int | None = None,
+) -> list[dict[str, Any]]:
+    """Produce events (value: JSON without ts_ms, or Avro; key: page; timestamp: ts_ms); add partition/offset."""
     from confluent_kafka import Producer
 
     producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True, "linger.ms": 5})
@@ -83,8 +119,11 @@ def produce_clickstream(bootstrap: str, topic: str, events: list[dict[str, Any]]
         return callback
 
     for event in events:
-        value = {k: v for k, v in event.items() if k != "ts_ms"}
-        producer.produce(topic, key=event["page"].encode(), value=json.dumps(value).encode(),
+        if value_format == "avro":
+            payload = avro_value(event, schema_id)
+        else:
+            payload = json.dumps({k: v for k, v in event.items() if k not in ("ts_ms", "partition", "offset")}).encode()
+        producer.produce(topic, key=event["page"].encode(), value=payload,
                          timestamp=event["ts_ms"], on_delivery=delivered(event))
         producer.poll(0)
     remaining = producer.flush(60)
@@ -110,13 +149,25 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--seed", type=int, default=7)
     p.add_argument("--first-id", type=int, default=0, help="event_id of the first event")
     p.add_argument("--write-jsonl", help="also write the produced events (with partition/offset) here")
+    p.add_argument("--value-format", choices=VALUE_FORMATS, default="json", help="record values: JSON or Avro")
+    p.add_argument("--schema-id", type=int, help="avro: frame values with the schema-registry prefix, this id")
+    p.add_argument("--write-schema", metavar="FILE", help="avro: write the Avro schema (.avsc) here")
     args = p.parse_args(argv)
     bootstrap = args.bootstrap or os.environ.get(BOOTSTRAP_ENV, DEFAULT_BOOTSTRAP)
     start = to_epoch_ms(args.start) if args.start else int(time.time() * 1000 - args.minutes * 60_000)
     events = clickstream_events(events=args.events, start_ms=start, minutes=args.minutes, users=args.users,
                                 pages=args.pages, seed=args.seed, first_id=args.first_id)
+    if args.value_format == "avro":
+        try:
+            import fastavro  # noqa: F401
+        except ImportError:
+            print("kbroker spark: error: Avro values need fastavro: pip install fastavro==1.13.1", file=sys.stderr)
+            return 1
+        if args.write_schema:
+            with open(args.write_schema, "w") as f:
+                json.dump(CLICKSTREAM_AVRO_SCHEMA, f, indent=2)
     ensure_topic(bootstrap, args.topic, args.partitions)
-    produce_clickstream(bootstrap, args.topic, events)
+    produce_clickstream(bootstrap, args.topic, events, value_format=args.value_format, schema_id=args.schema_id)
     if args.write_jsonl:
         with open(args.write_jsonl, "w") as f:
             for e in events:

@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from kbroker.spark import BOOTSTRAP_CONF, BOOTSTRAP_ENV, DEFAULT_BOOTSTRAP
+from kbroker.spark.ranges import EmptyRangeError
 from kbroker.spark.sinks import Sink, start_stream, write_batch
 from kbroker.spark.source import (
     FORMATS,
@@ -37,6 +38,9 @@ from kbroker.spark.source import (
     read,
     to_epoch_ms,
 )
+
+# A batch range with no records exits with this code (after saying so), unless --allow-empty.
+EMPTY_RANGE_EXIT = 3
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -51,6 +55,7 @@ class PipelineSpec:
     format: str = "raw"
     schema: str | None = None
     decode_options: dict[str, str] = field(default_factory=dict)
+    strip_schema_id: bool = False  # avro: drop the 5-byte schema-registry prefix first
     view: str = "events"
     sql: str | None = None
     watermark: tuple[str, str] | None = None  # (event-time column, delay such as "2 minutes")
@@ -61,6 +66,8 @@ class PipelineSpec:
     timeout: float | None = None  # stop a processing-time stream after this many seconds
     save_mode: str = "append"  # batch Parquet
     name: str = "kbroker-pipeline"
+    # Batch: a range holding no records raises EmptyRangeError (exit 3) unless this is set.
+    allow_empty: bool = False
 
 
 def trigger_kwargs(trigger: str) -> dict[str, object]:
@@ -109,7 +116,8 @@ def bootstrap_servers(spark: SparkSession | None, given: str | None) -> str:
 
 def build(spark: SparkSession, spec: PipelineSpec) -> DataFrame:
     """Read, decode, apply the watermark, register the view and run the SQL."""
-    df = decode(read(spark, spec.source, streaming=spec.streaming), spec.format, spec.schema, spec.decode_options)
+    df = decode(read(spark, spec.source, streaming=spec.streaming), spec.format, spec.schema, spec.decode_options,
+                strip_schema_id=spec.strip_schema_id)
     if spec.watermark is not None:
         df = df.withWatermark(*spec.watermark)
     if spec.sql is None:
@@ -120,19 +128,39 @@ def build(spark: SparkSession, spec: PipelineSpec) -> DataFrame:
 
 def run(spark: SparkSession, spec: PipelineSpec, df: DataFrame | None = None) -> list[StreamingQuery]:
     """Run the pipeline to completion (batch, available-now, once, or until `timeout`)."""
+    from pyspark.sql import Observation
+    from pyspark.sql import functions as F
+
     from kbroker.spark.progress import TaskProgress
+    from kbroker.spark.ranges import range_line, resolve_range
 
     print(f"[kbroker.spark] {spec.name}: {spec.source.describe(spec.streaming)}", flush=True)
+    ranges = None
+    if not spec.streaming:
+        ranges = resolve_range(spark, spec.source)
+        if ranges is not None:
+            line = f"[kbroker.spark] {spec.name}: {range_line(spec.source, ranges)}"
+            if sum(r.records for r in ranges) == 0 and not spec.allow_empty:
+                raise EmptyRangeError(line)
+            print(line, flush=True)
     result = build(spark, spec) if df is None else df
     if not spec.streaming:
+        # Counted as the rows go by (no second pass): the final summary says what was written.
+        # (Not with a console sink: show() stops after a few rows, so the count would never complete.)
+        written = Observation(f"{spec.name}-written") if all(s.kind != "console" for s in spec.sinks) else None
+        if written is not None:
+            result = result.observe(written, F.count(F.lit(1)).alias("rows"))
         if len(spec.sinks) > 1:
             result = result.cache()  # read kbroker once, write every sink from the cached rows
         started = time.monotonic()
         with TaskProgress(spark):
             for sink in spec.sinks:
                 write_batch(result, sink, spec.save_mode)
-                print(f"[kbroker.spark] wrote {sink.kind} {sink.target or ''}".rstrip(), flush=True)
-        print(f"[kbroker.spark] {spec.name} done in {time.monotonic() - started:.1f}s", flush=True)
+        read = f"{sum(r.records for r in ranges)} records read, " if ranges is not None else ""
+        targets = ", ".join(f"{s.kind} {s.target}" if s.target else s.kind for s in spec.sinks)
+        rows = f"{written.get['rows']} rows " if written is not None else ""
+        print(f"[kbroker.spark] {spec.name} done in {time.monotonic() - started:.1f}s: {read}"
+              f"{rows}written to {targets}", flush=True)
         return []
     queries: list[StreamingQuery] = []
     names = [s.name for s in spec.sinks]
@@ -222,7 +250,10 @@ def build_parser() -> argparse.ArgumentParser:
     add_source_arguments(p)
     d = p.add_argument_group("decoding and transformation")
     d.add_argument("--format", choices=FORMATS, default="raw", help="value encoding (default raw bytes)")
-    d.add_argument("--schema", help="DDL schema for json/csv, e.g. 'user_id STRING, ts TIMESTAMP'")
+    d.add_argument("--schema", help="DDL schema for json/csv, e.g. 'user_id STRING, ts TIMESTAMP' (avro: the schema's JSON)")
+    d.add_argument("--avro-schema-file", help="avro: read the Avro schema (JSON, .avsc) from this file")
+    d.add_argument("--strip-schema-id", action="store_true",
+                   help="avro: values carry the schema-registry prefix (magic byte 0 + 4-byte schema id): drop it")
     d.add_argument("--decode-option", action="append", metavar="K=V", help="from_json/from_csv option")
     d.add_argument("--view", default="events", help="name of the decoded view the SQL reads (default events)")
     d.add_argument("--sql", help="Spark SQL over the view")
@@ -242,11 +273,16 @@ def build_parser() -> argparse.ArgumentParser:
     m.add_argument("--timeout", type=float, help="stop a processing-time stream after N seconds")
     m.add_argument("--shuffle-partitions", type=int, help="spark.sql.shuffle.partitions")
     m.add_argument("--name", default="kbroker-pipeline", help="application and query name")
+    m.add_argument("--allow-empty", action="store_true",
+                   help="batch: a range with no records exits 0 (default: it exits 3, writing nothing)")
     return p
 
 
 def spec_from_args(args: argparse.Namespace, bootstrap: str) -> PipelineSpec:
     sql = Path(args.sql_file).read_text() if args.sql_file else args.sql
+    schema = Path(args.avro_schema_file).read_text() if args.avro_schema_file else args.schema
+    if args.avro_schema_file and args.format != "avro":
+        raise ValueError("--avro-schema-file goes with --format avro")
     watermark = None
     if args.watermark:
         column, sep, delay = args.watermark.partition("=")
@@ -264,8 +300,9 @@ def spec_from_args(args: argparse.Namespace, bootstrap: str) -> PipelineSpec:
         sinks=[Sink.parse(s, **sink_kwargs) for s in args.sink],
         streaming=args.mode == "stream",
         format=args.format,
-        schema=args.schema,
+        schema=schema,
         decode_options=_kv(args.decode_option),
+        strip_schema_id=args.strip_schema_id,
         view=args.view,
         sql=sql,
         watermark=watermark,
@@ -275,6 +312,7 @@ def spec_from_args(args: argparse.Namespace, bootstrap: str) -> PipelineSpec:
         timeout=args.timeout,
         save_mode=args.save_mode,
         name=args.name,
+        allow_empty=args.allow_empty,
     )
 
 
@@ -287,6 +325,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ValueError as e:
         print(f"pipeline: error: {e}", file=sys.stderr)
         return 2
+    except EmptyRangeError as e:
+        print(e, file=sys.stderr, flush=True)
+        return EMPTY_RANGE_EXIT
     finally:
         spark.stop()
     return 0

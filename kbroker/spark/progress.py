@@ -1,9 +1,10 @@
 """Progress for a person watching a Spark job read kbroker: which offsets, how far along.
 
 Owns three reporters, all printing plain lines (to stdout, or a given stream):
-- `OffsetProgressListener`: a StreamingQueryListener; for each micro-batch it prints the offset
-  range read per topic-partition, the rows and rates, and how many records the query is behind
-  the latest offsets Spark saw (`latestOffset`), i.e. how far along it is.
+- `OffsetProgressListener`: a StreamingQueryListener; for each micro-batch it prints, naming the
+  query, the rows in and out, the rate, how many records the query is behind the latest offsets
+  Spark saw (`latestOffset`, i.e. its lag), and the offset range read per topic-partition; when a
+  query ends, one line with its batches, rows in/out and time (`progress_lines`, `completion_line`).
 - `TaskProgress`: a background thread that polls Spark's status tracker and prints
   "job 3 stage 4: 2/3 tasks" while a batch job runs (one Kafka source task reads one offset range).
 - `enable_kafka_source_logging`: turns Spark's own Kafka source logging to INFO, so the driver
@@ -18,6 +19,7 @@ import json
 import sys
 import threading
 import time
+from dataclasses import dataclass
 from typing import IO, TYPE_CHECKING, Any
 
 from pyspark.sql.streaming import StreamingQueryListener
@@ -62,39 +64,89 @@ def describe_ranges(start: Any, end: Any, latest: Any) -> tuple[list[str], int]:
     return lines, behind
 
 
+@dataclass
+class QueryTotals:
+    """What one streaming query did, for its completion line."""
+
+    name: str
+    started: float
+    batches: int = 0
+    rows_in: int = 0
+    rows_out: int = 0
+    rows_out_known: bool = True
+
+
+def progress_lines(name: str, batch_id: int, rows_in: int, rows_out: int, rows_per_s: float,
+                   sources: list[tuple[Any, Any, Any]], watermark: str | None = None) -> list[str]:
+    """One micro-batch, as printed: a head line (rows in/out, rate, lag) and one line per partition read.
+
+        [kbroker.spark] query orders-parquet batch 1: 25 rows in, 25 out, 30 rows/s, 10 records behind
+            orders-1: 25 -> 42 (17 records)
+
+    `sources` holds (startOffset, endOffset, latestOffset) per source; rows_out < 0 means the sink
+    does not report it. Lag is the records between the batch's end and the latest offsets Spark saw.
+    """
+    ranges: list[str] = []
+    behind: int | None = None
+    for start, end, latest in sources:
+        lines, lag = describe_ranges(start, end, latest)
+        ranges += lines
+        if _offsets(latest):
+            behind = (behind or 0) + lag
+    out = f", {rows_out} out" if rows_out >= 0 else ""
+    head = f"[kbroker.spark] query {name} batch {batch_id}: {rows_in} rows in{out}, {rows_per_s:.0f} rows/s"
+    if behind is not None:
+        head += ", caught up" if behind == 0 else f", {behind} records behind"
+    if watermark:
+        head += f", watermark {watermark}"
+    return [head] + [f"    {r}" for r in ranges]
+
+
+def completion_line(totals: QueryTotals, now: float, error: str | None = None) -> str:
+    """`[kbroker.spark] query NAME finished: 3 batches, 6000 rows in, 6000 rows out in 12.3s`"""
+    how = f"failed: {error}" if error else "finished"
+    out = f", {totals.rows_out} rows out" if totals.rows_out_known else ""
+    return (f"[kbroker.spark] query {totals.name} {how}: {totals.batches} batches, {totals.rows_in} rows in"
+            f"{out} in {now - totals.started:.1f}s")
+
+
 class OffsetProgressListener(StreamingQueryListener):
-    """Prints one block per micro-batch: offsets read, rows, rates, and the backlog left."""
+    """Prints one block per micro-batch (offsets read per partition, rows in/out, rate, lag) and a
+    completion line per query (batches, rows, time), all naming the query."""
 
     def __init__(self, out: IO[str] | None = None) -> None:
         self.out = out or sys.stdout
+        self.queries: dict[str, QueryTotals] = {}
 
     def _print(self, text: str) -> None:
         print(text, file=self.out, flush=True)
 
     def onQueryStarted(self, event: Any) -> None:  # noqa: N802 - Spark's callback names
-        self._print(f"[kbroker.spark] query {event.name or event.id} started (run {event.runId})")
+        name = event.name or str(event.id)
+        self.queries[str(event.id)] = QueryTotals(name, time.monotonic())
+        self._print(f"[kbroker.spark] query {name} started")
 
     def onQueryProgress(self, event: Any) -> None:  # noqa: N802
         p = event.progress
-        name = p.name or p.id
-        head = (f"[kbroker.spark] query {name} batch {p.batchId}: {p.numInputRows} rows, "
-                f"{p.inputRowsPerSecond:.0f} rows/s in, {p.processedRowsPerSecond:.0f} rows/s processed")
-        lines = [head]
-        for src in p.sources:
-            ranges, behind = describe_ranges(src.startOffset, src.endOffset, src.latestOffset)
-            lines += [f"    {r}" for r in ranges]
-            if _offsets(src.latestOffset):
-                lines.append(f"    behind latest offsets by {behind} records")
-        if p.eventTime and p.eventTime.get("watermark"):
-            lines.append(f"    watermark {p.eventTime['watermark']}")
-        self._print("\n".join(lines))
+        totals = self.queries.setdefault(str(p.id), QueryTotals(p.name or str(p.id), time.monotonic()))
+        rows_out = p.sink.numOutputRows if p.sink is not None else -1
+        totals.batches += 1
+        totals.rows_in += p.numInputRows
+        if rows_out < 0:
+            totals.rows_out_known = False
+        else:
+            totals.rows_out += rows_out
+        watermark = p.eventTime.get("watermark") if p.eventTime else None
+        sources = [(src.startOffset, src.endOffset, src.latestOffset) for src in p.sources]
+        self._print("\n".join(progress_lines(totals.name, p.batchId, p.numInputRows, rows_out,
+                                             p.processedRowsPerSecond, sources, watermark)))
 
     def onQueryIdle(self, event: Any) -> None:  # noqa: N802
         pass
 
     def onQueryTerminated(self, event: Any) -> None:  # noqa: N802
-        how = f"failed: {event.exception}" if event.exception else "finished"
-        self._print(f"[kbroker.spark] query {event.id} {how}")
+        totals = self.queries.get(str(event.id), QueryTotals(str(event.id), time.monotonic()))
+        self._print(completion_line(totals, time.monotonic(), event.exception))
 
 
 class TaskProgress:

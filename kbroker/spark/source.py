@@ -29,7 +29,9 @@ KAFKA_COLUMNS = {
     "timestampType": "kafka_timestamp_type",
     "headers": "kafka_headers",
 }
-FORMATS = ("json", "csv", "raw")
+FORMATS = ("json", "csv", "avro", "raw")
+# Confluent schema-registry framing: magic byte 0, then the 4-byte big-endian schema id, then Avro.
+SCHEMA_ID_PREFIX_BYTES = 5
 TIMESTAMP_STRATEGIES = ("error", "latest")
 
 
@@ -158,6 +160,8 @@ def decode(
     fmt: str = "raw",
     schema: str | None = None,
     options: dict[str, str] | None = None,
+    *,
+    strip_schema_id: bool = False,
 ) -> DataFrame:
     """Decode `value` into columns; the Kafka coordinates stay as `kafka_*` columns.
 
@@ -165,7 +169,12 @@ def decode(
     - json: `from_json(value, schema)` with a DDL schema ("user STRING, ts TIMESTAMP"); a record
       that does not parse gives nulls (Spark's PERMISSIVE mode) unless options say `mode=FAILFAST`.
     - csv: `from_csv(value, schema)`, options as Spark's CSV options (`sep`, ...).
-    Keys are decoded as UTF-8 strings for json and csv.
+    - avro: `from_avro(value, schema)` (spark-avro) with `schema` the Avro schema's JSON text; the
+      record's fields become columns. With `strip_schema_id` the 5-byte schema-registry prefix
+      (magic byte 0 + 4-byte schema id) is removed first; a value without the magic byte decodes to
+      nulls. The schema id is not looked up: the schema given is the one used (a reader schema that
+      must match how the records were written; options as spark-avro's, e.g. `mode=FAILFAST`).
+    Keys are decoded as UTF-8 strings for json, csv and avro.
     """
     from pyspark.sql import functions as F
 
@@ -183,9 +192,19 @@ def decode(
     if fmt == "raw":
         return df.select(F.col("value"), *meta(False))
     if not schema:
-        raise ValueError(f"format {fmt} needs a schema (DDL, e.g. 'user STRING, ts TIMESTAMP')")
-    text = F.col("value").cast("string")
-    parse = F.from_json if fmt == "json" else F.from_csv
-    decoded = df.select(parse(text, schema, options or {}).alias("_decoded"), *meta(True))
+        raise ValueError(f"format {fmt} needs a schema (json/csv: DDL, e.g. 'user STRING, ts TIMESTAMP'; "
+                         "avro: the schema's JSON, --avro-schema-file)")
+    if fmt == "avro":
+        from pyspark.sql.avro.functions import from_avro
+
+        payload = F.col("value")
+        if strip_schema_id:
+            framed = F.substring(payload, 1, 1) == F.lit(b"\x00")
+            payload = F.when(framed, F.expr(f"substring(value, {SCHEMA_ID_PREFIX_BYTES + 1})"))
+        decoded = df.select(from_avro(payload, schema, options or {}).alias("_decoded"), *meta(True))
+    else:
+        text = F.col("value").cast("string")
+        parse = F.from_json if fmt == "json" else F.from_csv
+        decoded = df.select(parse(text, schema, options or {}).alias("_decoded"), *meta(True))
     kept = [c for c in decoded.columns if c != "_decoded"]
     return decoded.select("_decoded.*", *kept)

@@ -30,7 +30,7 @@ import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
-from kbroker.spark import BOOTSTRAP_CONF, BOOTSTRAP_ENV, CONNECTOR_PACKAGE, DEFAULT_BOOTSTRAP
+from kbroker.spark import AVRO_PACKAGE, BOOTSTRAP_CONF, BOOTSTRAP_ENV, CONNECTOR_PACKAGE, DEFAULT_BOOTSTRAP
 from kbroker.spark.preflight import PreflightError, check_bootstrap, check_java
 
 PACKAGE_DIR = Path(__file__).resolve().parent
@@ -91,16 +91,26 @@ def connector_jars(*, refresh: bool = False) -> list[Path] | None:
 
     Returns None when Maven is not available (the caller falls back to --packages).
     """
-    target = cache_dir() / "jars"
-    stamp = cache_dir() / "jars.stamp"
-    if not refresh and stamp.is_file() and stamp.read_text().strip() == CONNECTOR_PACKAGE:
+    return package_jars(CONNECTOR_PACKAGE, "jars", refresh=refresh)
+
+
+def avro_jars(*, refresh: bool = False) -> list[Path] | None:
+    """spark-avro (from_avro/to_avro), resolved like the connector into `<cache>/avro-jars`."""
+    return package_jars(AVRO_PACKAGE, "avro-jars", refresh=refresh)
+
+
+def package_jars(package: str, name: str, *, refresh: bool = False) -> list[Path] | None:
+    """`package` and its runtime dependencies not already in pyspark, in `<cache>/<name>`."""
+    target = cache_dir() / name
+    stamp = cache_dir() / f"{name}.stamp"
+    if not refresh and stamp.is_file() and stamp.read_text().strip() == package:
         jars = sorted(target.glob("*.jar"))
         if jars:
             return jars
     mvn = shutil.which("mvn")
     if mvn is None:
         return None
-    group, artifact, version = CONNECTOR_PACKAGE.split(":")
+    group, artifact, version = package.split(":")
     cache_dir().mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=cache_dir(), prefix="resolve-") as tmp:
         pom = Path(tmp) / "pom.xml"
@@ -114,7 +124,7 @@ def connector_jars(*, refresh: bool = False) -> list[Path] | None:
         if proc.returncode != 0:
             # Maven prints its reason on stdout, the JVM's (no JAVA_HOME, bad Java) on stderr: show both.
             reason = (proc.stdout.strip() + "\n" + proc.stderr.strip()).strip() or f"mvn exited {proc.returncode}"
-            raise SparkSetupError(f"Maven could not resolve {CONNECTOR_PACKAGE}:\n{reason[-3000:]}")
+            raise SparkSetupError(f"Maven could not resolve {package}:\n{reason[-3000:]}")
         # Spark's own jars win: a second scala-library or hadoop-client on the classpath only
         # causes trouble, and --packages leaves them out the same way.
         shipped = {_artifact_id(p.name) for p in (spark_home() / "jars").glob("*.jar")}
@@ -124,8 +134,36 @@ def connector_jars(*, refresh: bool = False) -> list[Path] | None:
         for jar in sorted(out.glob("*.jar")):
             if _artifact_id(jar.name) not in shipped:
                 shutil.copy2(jar, target / jar.name)
-    stamp.write_text(CONNECTOR_PACKAGE + "\n")
+    stamp.write_text(package + "\n")
     return sorted(target.glob("*.jar"))
+
+
+LOG_LEVELS = ("ALL", "TRACE", "DEBUG", "INFO", "WARN", "ERROR", "FATAL", "OFF")
+LOG_LEVEL_ENV = "KBROKER_SPARK_LOG_LEVEL"
+_LOG4J2 = """# Written by `kbroker spark submit --log-level {level}`: Spark's start-up logging at {level}.
+rootLogger.level = {level}
+rootLogger.appenderRef.stderr.ref = console
+appender.console.type = Console
+appender.console.name = console
+appender.console.target = SYSTEM_ERR
+appender.console.layout.type = PatternLayout
+appender.console.layout.pattern = %d{{yy/MM/dd HH:mm:ss}} %p %c{{1}}: %m%n%ex
+"""
+
+
+def log4j2_config(level: str) -> Path:
+    """A log4j2 configuration for the driver JVM with the root logger at `level`.
+
+    Spark's own default (log4j2-defaults.properties) logs INFO until the job calls setLogLevel, i.e.
+    some sixty lines of start-up noise before the first line a person wants; this file sets the
+    level from the JVM's first line on. Written to the cache directory, one file per level.
+    """
+    path = cache_dir() / f"log4j2-{level.lower()}.properties"
+    text = _LOG4J2.format(level=level.upper())
+    if not path.is_file() or path.read_text() != text:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+    return path
 
 
 def resolve_job(job: str) -> Path:
@@ -148,21 +186,29 @@ def build_command(
     conf: Sequence[str] = (),
     spark_args: Sequence[str] = (),
     use_packages: bool = False,
+    log_level: str = "WARN",
+    avro: bool = False,
 ) -> tuple[list[str], dict[str, str]]:
-    """The spark-submit argv and environment for one job."""
+    """The spark-submit argv and environment for one job (with spark-avro too when `avro`)."""
     home = spark_home()
     cmd = [str(home / "bin" / "spark-submit"), "--master", master]
     jars = None if use_packages else connector_jars()
-    if jars:
-        cmd += ["--jars", ",".join(str(j) for j in jars)]
+    extra = (None if use_packages else avro_jars()) if avro else []
+    if jars and extra is not None:
+        cmd += ["--jars", ",".join(str(j) for j in [*jars, *extra])]
     else:
-        cmd += ["--packages", CONNECTOR_PACKAGE, "--conf", f"spark.jars.ivy={cache_dir() / 'ivy'}"]
+        packages = [CONNECTOR_PACKAGE, AVRO_PACKAGE] if avro else [CONNECTOR_PACKAGE]
+        cmd += ["--packages", ",".join(packages), "--conf", f"spark.jars.ivy={cache_dir() / 'ivy'}"]
     python = sys.executable
     cmd += [
         "--conf", f"{BOOTSTRAP_CONF}={bootstrap}",
         "--conf", f"spark.pyspark.python={python}",
         "--conf", f"spark.pyspark.driver.python={python}",
     ]
+    # Quiet from the JVM's first line (INFO: Spark's own default profile, all of it). A user's own
+    # spark.driver.extraJavaOptions wins, logging included.
+    if log_level.upper() != "INFO" and not any(c.startswith("spark.driver.extraJavaOptions=") for c in conf):
+        cmd += ["--conf", f"spark.driver.extraJavaOptions=-Dlog4j2.configurationFile={log4j2_config(log_level).as_uri()}"]
     for item in conf:
         cmd += ["--conf", item]
     cmd += list(spark_args)
@@ -172,6 +218,7 @@ def build_command(
     env["SPARK_HOME"] = str(home)
     env["PYSPARK_PYTHON"] = python
     env[BOOTSTRAP_ENV] = bootstrap
+    env[LOG_LEVEL_ENV] = log_level.upper()  # the job's setLogLevel (pipeline.spark_session)
     # Jobs import kbroker.spark on the driver; executors run no Python code of ours (built-in
     # Spark SQL functions only), so nothing needs shipping with --py-files in local or cluster mode.
     root = str(PACKAGE_DIR.parent.parent)
@@ -191,7 +238,8 @@ def _cmd_submit(args: argparse.Namespace) -> int:
                 check_bootstrap(_job_bootstrap(job_args) or args.bootstrap)
         cmd, env = build_command(
             args.job, job_args, bootstrap=args.bootstrap, master=args.master, conf=args.conf or [],
-            spark_args=args.spark_arg or [], use_packages=args.packages,
+            spark_args=args.spark_arg or [], use_packages=args.packages, log_level=args.log_level,
+            avro=args.avro or wants_avro(job_args),
         )
     except (SparkSetupError, PreflightError) as e:
         print(f"kbroker spark: error: {e}", file=sys.stderr)
@@ -201,6 +249,12 @@ def _cmd_submit(args: argparse.Namespace) -> int:
         print(shlex.join(cmd))
         return 0
     return subprocess.call(cmd, env=env)
+
+
+def wants_avro(job_args: Sequence[str]) -> bool:
+    """The job decodes Avro (`--format avro`), so spark-avro goes on the classpath too."""
+    args = list(job_args)
+    return "--format=avro" in args or any(a == "--format" and b == "avro" for a, b in zip(args, args[1:], strict=False))
 
 
 def _job_bootstrap(job_args: Sequence[str]) -> str | None:
@@ -268,6 +322,11 @@ def add_cli(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[typ
                    help="extra spark-submit argument, e.g. --spark-arg=--driver-memory=2g (repeatable)")
     p.add_argument("--packages", action="store_true",
                    help=f"resolve {CONNECTOR_PACKAGE} with Ivy (--packages) instead of Maven")
+    p.add_argument("--log-level", type=str.upper, choices=LOG_LEVELS,
+                   default=os.environ.get(LOG_LEVEL_ENV, "WARN").upper(),
+                   help=f"Spark's log level on the driver (default: ${LOG_LEVEL_ENV} or WARN; INFO is Spark's full log)")
+    p.add_argument("--avro", action="store_true",
+                   help=f"put {AVRO_PACKAGE} on the classpath too (automatic with the job option --format avro)")
     p.add_argument("--print-command", action="store_true", help="print the spark-submit command, do not run")
     p.add_argument("--skip-broker-check", action="store_true",
                    help="do not check that the bootstrap servers answer before starting Spark (e.g. when "

@@ -16,13 +16,15 @@ SUBMIT_TIMEOUT = 600
 
 
 def spark_submit(
-    bootstrap: str, job: str, args: Sequence[str], log: Path, *, check: bool = True
+    bootstrap: str, job: str, args: Sequence[str], log: Path, *, check: bool = True,
+    master: str = "local[2]", conf: Sequence[str] = (),
 ) -> subprocess.CompletedProcess[str]:
-    """`kbroker spark submit JOB ARGS` on local[2] (UI off: nobody looks at it in CI); output in `log`."""
+    """`kbroker spark submit JOB ARGS` on `master` (UI off: nobody looks at it in CI); output in `log`."""
+    extra = [a for item in conf for a in ("--conf", item)]
     cmd = [
         sys.executable, "-m", "kbroker.spark.submit", "submit", "--bootstrap", bootstrap,
-        "--master", "local[2]", "--conf", "spark.ui.enabled=false",
-        "--conf", "spark.sql.shuffle.partitions=2", job, *args,
+        "--master", master, "--conf", "spark.ui.enabled=false",
+        "--conf", "spark.sql.shuffle.partitions=2", *extra, job, *args,
     ]
     env = dict(os.environ)
     env["PYTHONPATH"] = str(REPO_ROOT) + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
