@@ -91,6 +91,7 @@ class BackgroundProducer:
     acked: list[Acked] = field(default_factory=list)
     failed: list[str] = field(default_factory=list)
     fatal: list[str] = field(default_factory=list)
+    run: str = field(default_factory=lambda: f"{time.time_ns() % 10**9:09d}")
     _stop: threading.Event = field(default_factory=threading.Event)
     _thread: threading.Thread | None = None
 
@@ -119,7 +120,7 @@ class BackgroundProducer:
 
         while not self._stop.is_set() and not self.fatal:
             for t in self.topics:
-                producer.produce(t, value=f"{t}-{seq:08d}".encode(), partition=0, on_delivery=report)
+                producer.produce(t, value=f"{self.run}-{t}-{seq:08d}".encode(), partition=0, on_delivery=report)
             seq += 1
             producer.poll(self.interval)
         producer.flush(120)
