@@ -290,3 +290,57 @@ def test_acks_all_below_min_insync_is_refused(cluster: Cluster) -> None:
     finally:
         kb.start(timeout=90)
     cluster.wait_isr(set(IDS), topic="strict", partitions=1)
+
+
+def test_kafka_leader_election_through_a_kbroker_broker(cluster: Cluster) -> None:
+    """ElectLeaders on a kbroker broker is forwarded to Kafka's controller: `kafka-leader-election`
+    moves leadership back to the preferred replica after a bounce moved it away."""
+    cluster.create("preferred", "2:3:4", {})
+    cluster.wait_isr(set(IDS), topic="preferred", partitions=1)
+    kb = cluster.broker(2)
+    assert kb.stop(60) == 0
+    kb.start(timeout=90)
+    cluster.wait_isr(set(IDS), topic="preferred", partitions=1)
+    assert cluster.state("preferred").leader != 2
+    proc = run_java_main("kafka-leader-election", ["--bootstrap-server", cluster.broker(3).bootstrap,
+                                                   "--election-type", "PREFERRED", "--topic", "preferred",
+                                                   "--partition", "0"], timeout=120)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "Successfully completed leader election (PREFERRED)" in proc.stdout, proc.stdout
+    wait_partition(cluster.live, "preferred", lambda s: s.leader == 2, what="preferred leader 2")
+    assert describe(cluster.broker(4).bootstrap, ["preferred"])[("preferred", 0)].leader == 2
+
+
+def test_kafka_reassign_partitions_through_a_kbroker_broker(cluster: Cluster, tmp_path: Path) -> None:
+    """AlterPartitionReassignments / ListPartitionReassignments forwarded: `kafka-reassign-partitions`
+    moves a partition from brokers 2,3 to 3,4 (4 catches up as a new follower before 2 is removed)."""
+    from confluent_kafka import Producer
+
+    cluster.create("moving", "2:3", {})
+    producer = Producer({"bootstrap.servers": cluster.bootstrap, "acks": "all"})
+    for i in range(500):
+        producer.produce("moving", f"m{i}".encode())
+    assert producer.flush(30) == 0
+    plan = tmp_path / "plan.json"
+    plan.write_text(json.dumps({"version": 1, "partitions": [{"topic": "moving", "partition": 0, "replicas": [3, 4]}]}))
+    bootstrap = cluster.broker(2).bootstrap
+    proc = run_java_main("kafka-reassign-partitions", ["--bootstrap-server", bootstrap, "--reassignment-json-file",
+                                                       str(plan), "--execute"], timeout=120)
+    assert proc.returncode == 0 and "Successfully started partition reassignment" in proc.stdout, \
+        proc.stdout + proc.stderr
+    deadline = time.monotonic() + 90
+    while True:
+        proc = run_java_main("kafka-reassign-partitions", ["--bootstrap-server", bootstrap,
+                                                           "--reassignment-json-file", str(plan), "--verify"],
+                             timeout=120)
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+        if "Reassignment of partition moving-0 is completed" in proc.stdout:
+            break
+        assert time.monotonic() < deadline, proc.stdout
+        time.sleep(1)
+    st = describe(cluster.broker(3).bootstrap, ["moving"])[("moving", 0)]
+    assert st.replicas == (3, 4) and set(st.isr) == {3, 4}, st
+    from tests.support.replicated_cluster import read_partition
+
+    assert [v for _, v in read_partition(cluster.broker(4).bootstrap, "moving")] == \
+        [f"m{i}".encode() for i in range(500)]
