@@ -344,3 +344,48 @@ def test_kafka_reassign_partitions_through_a_kbroker_broker(cluster: Cluster, tm
 
     assert [v for _, v in read_partition(cluster.broker(4).bootstrap, "moving")] == \
         [f"m{i}".encode() for i in range(500)]
+
+
+def test_unclean_leader_election_off_then_on(cluster: Cluster) -> None:
+    """Only an out-of-sync replica alive: no leader while unclean election is off; `kafka-leader-election
+    --election-type UNCLEAN` (forwarded) elects it, records only the old leader had are lost, and the
+    old leader, back, truncates to the new leader's log by leader epoch (the logs end up identical)."""
+    from confluent_kafka import Producer
+
+    from tests.support.replicated_cluster import log_batches, read_partition
+
+    cluster.create("unclean", "2:3:4", {"min.insync.replicas": "1", "unclean.leader.election.enable": "false"})
+    cluster.wait_isr(set(IDS), topic="unclean", partitions=1)
+    producer = Producer({"bootstrap.servers": cluster.bootstrap, "acks": "all"})
+    for i in range(100):
+        producer.produce("unclean", f"replicated-{i}".encode())
+    assert producer.flush(30) == 0
+    for node in (3, 4):
+        cluster.broker(node).kill()
+    wait_partition(cluster.live, "unclean", lambda s: set(s.isr) == {2}, what="ISR [2]")
+    p2 = Producer({"bootstrap.servers": cluster.broker(2).bootstrap, "acks": "all"})
+    for i in range(50):
+        p2.produce("unclean", f"leader-only-{i}".encode())
+    assert p2.flush(30) == 0
+    cluster.broker(2).kill()
+    cluster.broker(3).start(timeout=90)
+    time.sleep(5)
+    st = metadata_state(cluster.broker(3).bootstrap, "unclean")
+    assert st is not None and st.leader == -1 and 3 not in st.isr, st
+    proc = run_java_main("kafka-leader-election", ["--bootstrap-server", cluster.broker(3).bootstrap,
+                                                   "--election-type", "UNCLEAN", "--topic", "unclean",
+                                                   "--partition", "0"], timeout=120)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    wait_partition(cluster.live, "unclean", lambda s: s.leader == 3, what="unclean leader 3")
+    p3 = Producer({"bootstrap.servers": cluster.broker(3).bootstrap, "acks": "all", "message.timeout.ms": 20000})
+    errors: list[object] = []
+    for i in range(20):
+        p3.produce("unclean", f"after-{i}".encode(), on_delivery=lambda e, m: errors.append(e) if e else None)
+    assert p3.flush(30) == 0 and not errors, (errors[:3], metadata_state(cluster.broker(3).bootstrap, "unclean"))
+    cluster.broker(2).start(timeout=90)
+    cluster.broker(4).start(timeout=90)
+    cluster.wait_isr(set(IDS), topic="unclean", partitions=1)
+    values = [v for _, v in read_partition(cluster.broker(3).bootstrap, "unclean")]
+    assert values == [f"replicated-{i}".encode() for i in range(100)] + [f"after-{i}".encode() for i in range(20)]
+    logs = {n: log_batches(cluster.broker(n).log_dir / "unclean-0") for n in IDS}
+    assert logs[2] == logs[3] == logs[4]
