@@ -38,7 +38,8 @@ pytestmark = [pytest.mark.interop, pytest.mark.java]
 IDS = (2, 3, 4)
 TOPIC = "verified"
 ASSIGNMENT = "2:3:4,3:4:2,4:2:3"
-BROKER_OVERRIDES = {"replica.lag.time.max.ms": "3000", "min.insync.replicas": "2"}
+BROKER_OVERRIDES = {"replica.lag.time.max.ms": "3000", "min.insync.replicas": "2",
+                    "offsets.topic.replication.factor": "3", "offsets.topic.num.partitions": "3"}
 
 
 class Cluster:
@@ -389,3 +390,54 @@ def test_unclean_leader_election_off_then_on(cluster: Cluster) -> None:
     assert values == [f"replicated-{i}".encode() for i in range(100)] + [f"after-{i}".encode() for i in range(20)]
     logs = {n: log_batches(cluster.broker(n).log_dir / "unclean-0") for n in IDS}
     assert logs[2] == logs[3] == logs[4]
+
+
+def test_consumer_group_survives_its_coordinators_broker_dying(cluster: Cluster) -> None:
+    """__consumer_offsets is created through the controller with offsets.topic.replication.factor 3; the
+    coordinator moves with its partition's leadership (the new leader loads the group from its replica)
+    and the offsets committed before are still there."""
+    from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, Producer, TopicPartition
+    from confluent_kafka.admin import AdminClient
+
+    cluster.wait_isr(set(IDS))
+    producer = Producer({"bootstrap.servers": cluster.bootstrap, "acks": "all"})
+    for i in range(30):
+        producer.produce("verified", f"g{i}".encode(), partition=1)
+    assert producer.flush(30) == 0
+    consumer = Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": "survivor", "enable.auto.commit": False,
+                         "auto.offset.reset": "earliest"})
+    consumer.assign([TopicPartition("verified", 1, 0)])
+    msgs = []
+    deadline = time.monotonic() + 60
+    while len(msgs) < 10 and time.monotonic() < deadline:
+        m = consumer.poll(1.0)
+        if m is not None and m.error() is None:
+            msgs.append(m)
+    assert len(msgs) == 10
+    consumer.commit(message=msgs[-1], asynchronous=False)
+    committed = msgs[-1].offset() + 1
+    consumer.close()
+    offsets_state = describe(cluster.live()[0], ["__consumer_offsets"])
+    assert {len(s.replicas) for s in offsets_state.values()} == {3}, offsets_state
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+    coordinator = admin.describe_consumer_groups(["survivor"])["survivor"].result(30).coordinator.id
+    cluster.broker(coordinator).kill()
+    try:
+        live = ",".join(cluster.live())
+        deadline = time.monotonic() + 90
+        while True:
+            try:
+                admin = AdminClient({"bootstrap.servers": live})
+                got = admin.list_consumer_group_offsets([ConsumerGroupTopicPartitions(
+                    "survivor", [TopicPartition("verified", 1)])])["survivor"].result(15)
+                new_coordinator = admin.describe_consumer_groups(["survivor"])["survivor"].result(15).coordinator.id
+                if new_coordinator != coordinator:
+                    break
+            except Exception:  # noqa: BLE001 - COORDINATOR_NOT_AVAILABLE / LOAD_IN_PROGRESS while it moves
+                pass
+            assert time.monotonic() < deadline, "the group never found a new coordinator"
+            time.sleep(1)
+        assert got.topic_partitions[0].offset == committed, got
+    finally:
+        cluster.broker(coordinator).start(timeout=90)
+    cluster.wait_isr(set(IDS))
