@@ -102,7 +102,8 @@ def run_system(system: str, records: int, kills: int) -> dict[str, object]:
                 t0 = time.monotonic()
                 node.kill()  # type: ignore[attr-defined]
                 alive = set(IDS) - {leader}
-                _wait(lambda: (s := _state(nodes, alive)) is not None and s.leader not in (leader, -1), 60)
+                _wait(lambda alive=alive, leader=leader: (s := _state(nodes, alive)) is not None
+                      and s.leader not in (leader, -1), 60)
                 elect.append(time.monotonic() - t0)
                 node.start()  # type: ignore[attr-defined]
                 _wait(lambda: (s := _state(nodes, set(IDS))) is not None and len(s.isr) == 3)

@@ -26,6 +26,10 @@ class PartitionState:
     isr: tuple[int, ...]
 
 
+def _ids(text: str) -> tuple[int, ...]:
+    return tuple(int(x) for x in text.split(",") if x.strip())
+
+
 def describe(bootstrap: str, topics: Iterable[str]) -> dict[tuple[str, int], PartitionState]:
     """`kafka-topics --describe`, parsed: (topic, partition) -> leader, replicas, ISR."""
     proc = run_java_main("kafka-topics", ["--bootstrap-server", bootstrap, "--describe", "--topic", ",".join(topics)],
@@ -36,10 +40,9 @@ def describe(bootstrap: str, topics: Iterable[str]) -> dict[tuple[str, int], Par
         if "Partition:" not in line:
             continue
         fields = dict(re.findall(r"(\w+): ?([^\t]*)", line))
-        ids = (lambda s: tuple(int(x) for x in s.split(",") if x.strip()))
         leader = fields["Leader"].strip()
         out[(fields["Topic"].strip(), int(fields["Partition"]))] = PartitionState(
-            int(leader) if leader.lstrip("-").isdigit() else -1, ids(fields["Replicas"]), ids(fields.get("Isr", "")))
+            int(leader) if leader.lstrip("-").isdigit() else -1, _ids(fields["Replicas"]), _ids(fields.get("Isr", "")))
     return out
 
 
