@@ -37,7 +37,7 @@ class DynamicConfigPublisher:
             # was known, with the broker's defaults (a process.roles=broker node restarted, then elected:
             # min.insync.replicas must be the topic's, issue 12): give it the topic's config now.
             if delta.topics_delta is not None:
-                local = delta.topics_delta.local_changes(self.replica_manager.node_id)
+                local = delta.topics_delta.local_changes(self.helper.metadata.node_id)
                 names = sorted(set(names) | {tp.topic for tp in (*local.leaders, *local.followers)})
         for name in names:
             info = self.helper.metadata.topic(name)
