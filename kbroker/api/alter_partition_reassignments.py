@@ -4,7 +4,7 @@ Kafka's `ControllerApis.handleAlterPartitionReassignments` (KIP-455, KIP-860's
 `AllowReplicationFactorChange` in v1): per partition, start a reassignment (replicas given) or cancel
 one (replicas null), with Kafka's errors (UNKNOWN_TOPIC_OR_PARTITION, INVALID_REPLICA_ASSIGNMENT,
 INVALID_REPLICATION_FACTOR, NO_REASSIGNMENT_IN_PROGRESS). Kafka also accepts it on broker listeners
-and forwards it; kbroker's broker does not forward yet (issue 12), so the broker listener leaves it out.
+and forwards it; a process.roles=broker kbroker forwards it to the active controller as they do (issue 12).
 """
 
 from __future__ import annotations
@@ -20,11 +20,16 @@ from kbroker.protocol.messages.alter_partition_reassignments import (
 API_KEY = 45
 MIN_VERSION = 0
 MAX_VERSION = 1
-LISTENERS = ("controller",)
+LISTENERS = ("broker", "controller")
+# A broker listener serves it only on a process.roles=broker node, which forwards it to the active
+# controller (Kafka's ForwardingManager); a single node's broker listener leaves it out.
+KRAFT_BROKER_FORWARDS = True
 
 
 async def handle(services: BrokerServices, ctx: RequestContext, header: RequestHeader,
                  request: AlterPartitionReassignmentsRequest) -> AlterPartitionReassignmentsResponse:
+    if services.kraft is not None:
+        return await services.kraft.channel.send(API_KEY, request, AlterPartitionReassignmentsResponse)
     return await services.controller.alter_partition_reassignments(request)
 
 

@@ -52,9 +52,11 @@ class HandlerSpec:
         return self.module.__name__.rsplit(".", 1)[-1]
 
 
-def discover_handlers(package: str = "kbroker.api", listener: str = "broker") -> dict[int, HandlerSpec]:
+def discover_handlers(package: str = "kbroker.api", listener: str = "broker",
+                      kraft_broker: bool = False) -> dict[int, HandlerSpec]:
     """Import every module of `package` and keep those that define `API_KEY` and are served on
-    `listener` ("broker" or "controller")."""
+    `listener` ("broker" or "controller"). A module with `KRAFT_BROKER_FORWARDS = True` is served on a
+    broker listener only when `kraft_broker` (a process.roles=broker node forwards it to the controller)."""
     from kbroker.protocol.messages import API_SPECS
 
     pkg = importlib.import_module(package)
@@ -70,6 +72,8 @@ def discover_handlers(package: str = "kbroker.api", listener: str = "broker") ->
         served_on = getattr(module, "LISTENERS", api.listeners if api is not None else ("broker",))
         if listener not in served_on:
             continue
+        if listener == "broker" and getattr(module, "KRAFT_BROKER_FORWARDS", False) and not kraft_broker:
+            continue
         if key in specs:
             raise RuntimeError(f"API key {key} handled by both {specs[key].module.__name__} and {module.__name__}")
         lo, hi = int(module.MIN_VERSION), int(module.MAX_VERSION)
@@ -84,7 +88,7 @@ class ApiDispatcher:
     def __init__(self, services: BrokerServices, package: str = "kbroker.api", listener: str = "broker") -> None:
         self.services = services
         self.listener = listener
-        self.handlers = discover_handlers(package, listener)
+        self.handlers = discover_handlers(package, listener, kraft_broker=services.kraft is not None)
         # The ApiVersions handler reads the advertised ranges from the services.
         services.api_ranges = self.advertised_ranges()
 

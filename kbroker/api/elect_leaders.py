@@ -4,9 +4,9 @@ Kafka's `ControllerApis.handleElectLeaders` (KIP-183, KIP-460): per partition, E
 when the wanted leader already leads, PREFERRED_LEADER_NOT_AVAILABLE / ELIGIBLE_LEADERS_NOT_AVAILABLE
 when no replica qualifies, UNKNOWN_TOPIC_OR_PARTITION; a null partition list elects for every
 partition and leaves the not-needed ones out (controller/replication_control.py, `elect_leaders`).
-Kafka also accepts it on broker listeners and forwards it to the controller; kbroker's broker does
-not forward yet (issue 12), so the broker listener leaves it out (`LISTENERS`) and a single node
-advertises exactly what it did.
+Kafka also accepts it on broker listeners and forwards it to the controller; a process.roles=broker
+kbroker does the same (`KRAFT_BROKER_FORWARDS`, issue 12), while a single node's broker listener
+leaves it out and advertises exactly what it did.
 """
 
 from __future__ import annotations
@@ -19,11 +19,16 @@ from kbroker.protocol.messages.elect_leaders import ElectLeadersRequest, ElectLe
 API_KEY = 43
 MIN_VERSION = 0
 MAX_VERSION = 2
-LISTENERS = ("controller",)
+LISTENERS = ("broker", "controller")
+# A broker listener serves it only on a process.roles=broker node, which forwards it to the active
+# controller (Kafka's ForwardingManager); a single node's broker listener leaves it out.
+KRAFT_BROKER_FORWARDS = True
 
 
 async def handle(services: BrokerServices, ctx: RequestContext, header: RequestHeader,
                  request: ElectLeadersRequest) -> ElectLeadersResponse:
+    if services.kraft is not None:
+        return await services.kraft.channel.send(API_KEY, request, ElectLeadersResponse)
     return await services.controller.elect_leaders(request)
 
 

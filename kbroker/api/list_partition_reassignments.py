@@ -2,7 +2,7 @@
 
 Kafka's `ControllerApis.handleListPartitionReassignments`: the committed state's partitions with
 adding or removing replicas, for the topics named (unknown ones are skipped) or all of them. Kafka
-also accepts it on broker listeners and forwards it; kbroker's broker does not forward yet (issue 12).
+also accepts it on broker listeners and forwards it; a process.roles=broker kbroker forwards it to the active controller as they do (issue 12).
 """
 
 from __future__ import annotations
@@ -18,11 +18,16 @@ from kbroker.protocol.messages.list_partition_reassignments import (
 API_KEY = 46
 MIN_VERSION = 0
 MAX_VERSION = 0
-LISTENERS = ("controller",)
+LISTENERS = ("broker", "controller")
+# A broker listener serves it only on a process.roles=broker node, which forwards it to the active
+# controller (Kafka's ForwardingManager); a single node's broker listener leaves it out.
+KRAFT_BROKER_FORWARDS = True
 
 
 async def handle(services: BrokerServices, ctx: RequestContext, header: RequestHeader,
                  request: ListPartitionReassignmentsRequest) -> ListPartitionReassignmentsResponse:
+    if services.kraft is not None:
+        return await services.kraft.channel.send(API_KEY, request, ListPartitionReassignmentsResponse)
     return await services.controller.list_partition_reassignments(request)
 
 

@@ -33,6 +33,12 @@ class DynamicConfigPublisher:
             names = [t.name for t in self.helper.metadata.topics()]
         else:
             names = sorted(r.name for r in changed if r.type == ConfigResourceType.TOPIC)
+            # A partition that becomes leader here may have a log opened at startup, before the image
+            # was known, with the broker's defaults (a process.roles=broker node restarted, then elected:
+            # min.insync.replicas must be the topic's, issue 12): give it the topic's config now.
+            if delta.topics_delta is not None:
+                local = delta.topics_delta.local_changes(self.helper.metadata.node_id)
+                names = sorted(set(names) | {tp.topic for tp in (*local.leaders, *local.followers)})
         for name in names:
             info = self.helper.metadata.topic(name)
             if info is not None:

@@ -205,10 +205,16 @@ class GroupCoordinatorService:
             "compression.type": "producer",
             "segment.bytes": str(int(self.config["offsets.topic.segment.bytes"])),
         }
+        # A single node caps offsets.topic.replication.factor at itself (docs/consumer-groups.md). A broker
+        # in a KRaft cluster (process.roles=broker) asks for the configured factor, as Kafka does: with
+        # fewer live brokers the controller refuses (INVALID_REPLICATION_FACTOR) and FindCoordinator
+        # answers COORDINATOR_NOT_AVAILABLE until enough brokers have registered (issue 12).
+        raw_roles = self.config["process.roles"]
+        roles = {str(r).strip() for r in (raw_roles.split(",") if isinstance(raw_roles, str) else raw_roles or [])}
+        replication_factor = int(self.config["offsets.topic.replication.factor"]) if roles == {"broker"} else 1
         try:
-            # offsets.topic.replication.factor is capped at the single node we have (docs/consumer-groups.md).
             await self.controller.create_topic(GROUP_METADATA_TOPIC, num_partitions=partitions,
-                                               replication_factor=1, configs=configs)
+                                               replication_factor=replication_factor, configs=configs)
         except KafkaError as exc:
             if exc.error_code == ErrorCode.TOPIC_ALREADY_EXISTS:
                 return ErrorCode.NONE

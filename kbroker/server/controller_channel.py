@@ -40,6 +40,7 @@ from kbroker.server.settings import QuorumNode
 log = logging.getLogger(__name__)
 
 ALTER_PARTITION = 56
+ALTER_PARTITION_VERSION = 3
 T = TypeVar("T")
 
 
@@ -78,7 +79,7 @@ class ControllerChannel:
             await conn.close()
 
     async def send(self, api_key: int, body: object, response_type: type[T], *,
-                   timeout_ms: int | None = None) -> T:
+                   timeout_ms: int | None = None, version: int | None = None) -> T:
         """Send to the active controller and return its answer, retrying on NOT_CONTROLLER (top-level
         `error_code`) and on lost connections until the timeout."""
         deadline = time.monotonic() + (timeout_ms if timeout_ms is not None else self.request_timeout_ms) / 1000
@@ -93,7 +94,7 @@ class ControllerChannel:
                 raise RequestTimeoutError(f"no answer from the active controller to api {api_key}: {last}")
             try:
                 controller_id, conn = await self._connection(deadline)
-                resp = await conn.request(api_key, body, response_type, timeout_s=remaining)
+                resp = await conn.request(api_key, body, response_type, version=version, timeout_s=remaining)
             except TimeoutError as exc:
                 last = exc
                 await self._drop()
@@ -118,8 +119,18 @@ class ControllerChannel:
         return await self.send(BROKER_HEARTBEAT, req, BrokerHeartbeatResponse)
 
     async def send_alter_partition(self, req: AlterPartitionRequest) -> AlterPartitionResponse:
-        """The seam for the replica manager's AlterPartitionManager (ISR expand/shrink)."""
-        return await self.send(ALTER_PARTITION, req, AlterPartitionResponse)
+        """The seam for the replica manager's AlterPartitionManager (ISR expand/shrink).
+
+        Sent at v3 (KIP-903), what Kafka's brokers send to a 4.x controller: the ISR goes as
+        `new_isr_with_epochs` (each member with the broker epoch it fetched with, -1 when unknown) and
+        the v0-2 `new_isr` must stay empty or the codec refuses to write it."""
+        for topic in req.topics:
+            for p in topic.partitions:
+                if p.new_isr and not p.new_isr_with_epochs:
+                    p.new_isr_with_epochs = [AlterPartitionRequest.BrokerState(broker_id=b, broker_epoch=-1)
+                                             for b in p.new_isr]
+                p.new_isr = []
+        return await self.send(ALTER_PARTITION, req, AlterPartitionResponse, version=ALTER_PARTITION_VERSION)
 
     async def close(self) -> None:
         with contextlib.suppress(Exception):

@@ -49,7 +49,12 @@ def cluster_unavailable_reason() -> str | None:
 
 
 def new_cluster_id() -> str:
-    return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+    """Kafka's `Uuid.randomUuid()`: never one whose string starts with "-" (a command line would take
+    `-t -abc...` for an option: kafka-storage format failed on 1 id in 64)."""
+    while True:
+        cid = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+        if not cid.startswith("-"):
+            return cid
 
 
 def _write_props(path: Path, props: Mapping[str, str]) -> None:

@@ -1,0 +1,443 @@
+"""Three kbroker brokers replicating under an Apache Kafka 4.3.1 controller (issue 12's all-kbroker proof).
+
+Kafka's replication system test, as its `replication_test.py` runs it: RF 3, min.insync.replicas 2,
+Kafka's `VerifiableProducer` (idempotent, acks=all, retries) writing throughout while faults are
+injected -- {clean shutdown, kill -9, bounce} x {the leader, a follower} of partition 0 -- then Kafka's
+`VerifiableConsumer` reads everything back: zero acknowledged records lost, none twice, and each
+partition's acknowledged records at increasing offsets. The controller (Kafka's) elects the leaders and
+fences the dead; kbroker does everything else: follower fetch, HW, ISR changes through AlterPartition,
+truncation by leader epoch on return.
+
+Also here: a follower stopped with SIGSTOP past `replica.lag.time.max.ms` leaves the ISR and returns
+after SIGCONT; acks=all with the ISR below min.insync.replicas is refused with NOT_ENOUGH_REPLICAS;
+unclean leader election off (no leader while only an out-of-sync replica lives) and on (it is elected,
+the others truncate to it when they return).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.support.broker import KBroker
+from tests.support.groups_verifiable import JVM_OPTS
+from tests.support.java import run_java_main, start_java_main
+from tests.support.kafka_cluster import KafkaCluster, cluster_unavailable_reason
+from tests.support.replicated_cluster import PartitionState, describe, metadata_state, wait_partition
+
+pytestmark = [pytest.mark.interop, pytest.mark.java]
+
+IDS = (2, 3, 4)
+TOPIC = "verified"
+ASSIGNMENT = "2:3:4,3:4:2,4:2:3"
+BROKER_OVERRIDES = {"replica.lag.time.max.ms": "3000", "min.insync.replicas": "2",
+                    "offsets.topic.replication.factor": "3", "offsets.topic.num.partitions": "3"}
+
+
+class Cluster:
+    def __init__(self, c: KafkaCluster, workdir: Path) -> None:
+        self.c = c
+        self.workdir = workdir
+
+    def broker(self, node_id: int) -> KBroker:
+        return self.c.kbrokers[IDS.index(node_id)]
+
+    def live(self) -> list[str]:
+        return [kb.bootstrap for kb in self.c.kbrokers if kb.is_running()]
+
+    @property
+    def bootstrap(self) -> str:
+        return ",".join(kb.bootstrap for kb in self.c.kbrokers)
+
+    def state(self, topic: str = TOPIC, partition: int = 0) -> PartitionState:
+        for b in self.live():
+            st = metadata_state(b, topic, partition)
+            if st is not None:
+                return st
+        raise AssertionError("no live broker answered Metadata")
+
+    def wait_isr(self, members: set[int], topic: str = TOPIC, partitions: int = 3, timeout: float = 90) -> None:
+        for p in range(partitions):
+            deadline = time.monotonic() + timeout
+            while True:
+                st = next((s for b in self.live() if (s := metadata_state(b, topic, p)) is not None), None)
+                if st is not None and set(st.isr) == members and st.leader in members:
+                    break
+                assert time.monotonic() < deadline, f"{topic}-{p}: ISR {sorted(members)} not reached: {st}"
+                time.sleep(0.3)
+
+    def create(self, topic: str, assignment: str, configs: dict[str, str]) -> None:
+        args = ["--bootstrap-server", self.live()[0], "--create", "--topic", topic, "--replica-assignment", assignment]
+        for k, v in configs.items():
+            args += ["--config", f"{k}={v}"]
+        proc = run_java_main("kafka-topics", args, timeout=120)
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
+    reason = cluster_unavailable_reason()
+    if reason:
+        pytest.skip(reason)
+    workdir = tmp_path_factory.mktemp("repl-kb")
+    c = KafkaCluster(workdir, controller_overrides={"broker.session.timeout.ms": "3000"})
+    try:
+        c.start_controllers()
+        for node_id in IDS:
+            c.kbroker(node_id, BROKER_OVERRIDES).start(timeout=90)
+        cl = Cluster(c, workdir)
+        cl.create(TOPIC, ASSIGNMENT, {"min.insync.replicas": "2"})
+        cl.wait_isr(set(IDS))
+        yield cl
+    finally:
+        c.stop_all()
+
+
+class VerifiableProducer:
+    """kafka-verifiable-producer (idempotent, acks=all, retries as the system tests set them)."""
+
+    def __init__(self, bootstrap: str, topic: str, workdir: Path, throughput: int = 200) -> None:
+        config = workdir / "vp.properties"
+        config.write_text("enable.idempotence=true\nretries=2147483647\ndelivery.timeout.ms=120000\n"
+                          "metadata.max.age.ms=2000\n")
+        self.stderr = open(workdir / "vp.stderr", "w")  # noqa: SIM115 - closed in stop()
+        self.proc = start_java_main("kafka-verifiable-producer", [
+            "--bootstrap-server", bootstrap, "--topic", topic, "--throughput", str(throughput),
+            "--acks", "-1", "--producer.config", str(config)], jvm_opts=JVM_OPTS, stderr=self.stderr.fileno())
+        self.acked: list[tuple[int, int, str]] = []  # (partition, offset, value)
+        self.errors: list[str] = []
+        self.reader = threading.Thread(target=self._read, daemon=True)
+        self.reader.start()
+
+    def _read(self) -> None:
+        assert self.proc.stdout is not None
+        for line in self.proc.stdout:
+            if not line.startswith("{"):
+                continue
+            ev = json.loads(line)
+            if ev.get("name") == "producer_send_success":
+                self.acked.append((ev["partition"], ev["offset"], ev["value"]))
+            elif ev.get("name") == "producer_send_error":
+                self.errors.append(f"{ev.get('exception')}: {ev.get('message')}")
+
+    def wait_acked(self, more: int, timeout: float = 90) -> None:
+        target = len(self.acked) + more
+        deadline = time.monotonic() + timeout
+        while len(self.acked) < target:
+            assert self.proc.poll() is None, "the VerifiableProducer exited"
+            assert time.monotonic() < deadline, f"{len(self.acked)} of {target} acknowledged; errors {self.errors[-3:]}"
+            time.sleep(0.2)
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)  # its shutdown hook closes (flushes) the producer
+            try:
+                self.proc.wait(120)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        self.reader.join(10)
+        self.stderr.close()
+
+
+def consume_all(bootstrap: str, topic: str, expected: int, workdir: Path, timeout: float = 120) -> list[tuple[int, int, str]]:
+    """kafka-verifiable-consumer --verbose from the earliest offset until `expected` records arrived."""
+    stderr = open(workdir / "vc.stderr", "w")  # noqa: SIM115
+    proc = start_java_main("kafka-verifiable-consumer", [
+        "--bootstrap-server", bootstrap, "--topic", topic, "--group-id", f"verify-{time.monotonic_ns()}",
+        "--reset-policy", "earliest", "--verbose", "--max-messages", str(expected)], jvm_opts=JVM_OPTS,
+        stderr=stderr.fileno())
+    got: list[tuple[int, int, str]] = []
+    timer = threading.Timer(timeout, proc.kill)
+    timer.start()
+    try:
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            if line.startswith("{"):
+                ev = json.loads(line)
+                if ev.get("name") == "record_data":
+                    got.append((ev["partition"], ev["offset"], ev["value"]))
+        proc.wait(30)
+    finally:
+        timer.cancel()
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        stderr.close()
+    return got
+
+
+def check_no_loss(acked: list[tuple[int, int, str]], consumed: list[tuple[int, int, str]]) -> None:
+    log = {(p, o): v for p, o, v in consumed}
+    lost = [a for a in acked if log.get((a[0], a[1])) != a[2]]
+    assert not lost, f"{len(lost)} acknowledged records lost or moved, e.g. {lost[:5]}"
+    values = [v for _, _, v in consumed]
+    assert len(values) == len(set(values)), "duplicates"
+    for p in {a[0] for a in acked}:
+        offsets = [o for q, o, _ in acked if q == p]
+        assert offsets == sorted(offsets), f"partition {p}: acknowledged out of order"
+        in_log = [int(v) for q, _, v in sorted(consumed) if q == p]
+        assert in_log == sorted(in_log), f"partition {p}: the log is out of the producer's order"
+
+
+def fault(cl: Cluster, kind: str, role: str) -> int:
+    """Inject one fault on partition 0's leader or one of its followers; return the broker's id."""
+    st = cl.state()
+    victim = st.leader if role == "leader" else next(r for r in st.isr if r != st.leader)
+    kb = cl.broker(victim)
+    if kind == "bounce":
+        assert kb.stop(60) == 0
+        kb.start(timeout=90)
+        return victim
+    if kind == "kill":
+        kb.kill()
+    else:
+        assert kb.stop(60) == 0
+    rest = set(IDS) - {victim}
+    cl.wait_isr(rest)  # the controller fenced it (kill) or it shut down in a controlled way
+    return victim
+
+
+def run_matrix(cl: Cluster, cycles: list[tuple[str, str]], tmp_path: Path) -> None:
+    vp = VerifiableProducer(cl.bootstrap, TOPIC, tmp_path)
+    try:
+        vp.wait_acked(200)
+        for kind, role in cycles:
+            victim = fault(cl, kind, role)
+            vp.wait_acked(100)
+            if not cl.broker(victim).is_running():
+                cl.broker(victim).start(timeout=90)
+            cl.wait_isr(set(IDS))
+            vp.wait_acked(100)
+    finally:
+        vp.stop()
+    assert vp.acked, vp.errors
+    consumed = consume_all(cl.bootstrap, TOPIC, len(vp.acked), tmp_path)
+    check_no_loss(vp.acked, consumed)
+
+
+MATRIX = [(kind, role) for kind in ("stop", "kill", "bounce") for role in ("leader", "follower")]
+
+
+def test_fault_matrix_short(cluster: Cluster, tmp_path: Path) -> None:
+    """One cycle of each {clean shutdown, kill -9, bounce} x {leader, follower}."""
+    run_matrix(cluster, MATRIX, tmp_path)
+
+
+@pytest.mark.slow
+def test_fault_matrix_fifty_cycles(cluster: Cluster, tmp_path: Path) -> None:
+    run_matrix(cluster, (MATRIX * 9)[:54], tmp_path)
+
+
+def test_sigstop_follower_leaves_isr_and_returns(cluster: Cluster) -> None:
+    cluster.wait_isr(set(IDS))
+    st = cluster.state()
+    follower = next(r for r in st.isr if r != st.leader)
+    kb = cluster.broker(follower)
+    from confluent_kafka import Producer
+
+    producer = Producer({"bootstrap.servers": ",".join(b.bootstrap for b in cluster.c.kbrokers if b is not kb),
+                         "acks": "all"})
+    os.kill(kb.pid, signal.SIGSTOP)
+    try:
+        # Broker session timeout (3 s) and replica.lag.time.max.ms (3 s): either the controller fences
+        # it or its leader shrinks the ISR; it must leave the ISR of partition 0 while writes go on.
+        deadline = time.monotonic() + 60
+        others = [b.bootstrap for b in cluster.c.kbrokers if b is not kb]
+        while follower in next(s for b in others if (s := metadata_state(b, TOPIC, 0)) is not None).isr:
+            producer.produce(TOPIC, b"while-stopped", partition=0)
+            producer.poll(0.2)
+            assert time.monotonic() < deadline, "a stopped follower stayed in the ISR"
+        assert producer.flush(60) == 0
+        other = next(b.bootstrap for b in cluster.c.kbrokers if b is not kb)
+        assert follower not in describe(other, [TOPIC])[(TOPIC, 0)].isr
+    finally:
+        os.kill(kb.pid, signal.SIGCONT)
+    cluster.wait_isr(set(IDS))
+    assert set(describe(cluster.live()[0], [TOPIC])[(TOPIC, 0)].isr) == set(IDS)
+
+
+def test_acks_all_below_min_insync_is_refused(cluster: Cluster) -> None:
+    from confluent_kafka import KafkaError, Producer
+
+    cluster.create("strict", "2:3:4", {"min.insync.replicas": "3"})
+    cluster.wait_isr(set(IDS), topic="strict", partitions=1)
+    st = cluster.state("strict")
+    follower = next(r for r in st.isr if r != st.leader)
+    kb = cluster.broker(follower)
+    kb.kill()
+    try:
+        wait_partition(cluster.live, "strict", lambda s: follower not in s.isr, what="ISR shrink")
+        errors: list[KafkaError] = []
+        producer = Producer({"bootstrap.servers": ",".join(cluster.live()), "acks": "all", "retries": 0,
+                             "message.timeout.ms": 10000})
+        producer.produce("strict", b"x", on_delivery=lambda e, m: errors.append(e))
+        producer.flush(30)
+        assert errors and errors[0] is not None and errors[0].code() == KafkaError.NOT_ENOUGH_REPLICAS, errors
+        # acks=1 is not bound by min.insync.replicas.
+        ok: list[KafkaError | None] = []
+        p1 = Producer({"bootstrap.servers": ",".join(cluster.live()), "acks": 1})
+        p1.produce("strict", b"y", on_delivery=lambda e, m: ok.append(e))
+        p1.flush(30)
+        assert ok == [None], ok
+    finally:
+        kb.start(timeout=90)
+    cluster.wait_isr(set(IDS), topic="strict", partitions=1)
+
+
+def test_kafka_leader_election_through_a_kbroker_broker(cluster: Cluster) -> None:
+    """ElectLeaders on a kbroker broker is forwarded to Kafka's controller: `kafka-leader-election`
+    moves leadership back to the preferred replica after a bounce moved it away."""
+    cluster.create("preferred", "2:3:4", {})
+    cluster.wait_isr(set(IDS), topic="preferred", partitions=1)
+    kb = cluster.broker(2)
+    assert kb.stop(60) == 0
+    kb.start(timeout=90)
+    cluster.wait_isr(set(IDS), topic="preferred", partitions=1)
+    assert cluster.state("preferred").leader != 2
+    proc = run_java_main("kafka-leader-election", ["--bootstrap-server", cluster.broker(3).bootstrap,
+                                                   "--election-type", "PREFERRED", "--topic", "preferred",
+                                                   "--partition", "0"], timeout=120)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "Successfully completed leader election (PREFERRED)" in proc.stdout, proc.stdout
+    wait_partition(cluster.live, "preferred", lambda s: s.leader == 2, what="preferred leader 2")
+    assert describe(cluster.broker(4).bootstrap, ["preferred"])[("preferred", 0)].leader == 2
+
+
+def test_kafka_reassign_partitions_through_a_kbroker_broker(cluster: Cluster, tmp_path: Path) -> None:
+    """AlterPartitionReassignments / ListPartitionReassignments forwarded: `kafka-reassign-partitions`
+    moves a partition from brokers 2,3 to 3,4 (4 catches up as a new follower before 2 is removed)."""
+    from confluent_kafka import Producer
+
+    cluster.create("moving", "2:3", {})
+    producer = Producer({"bootstrap.servers": cluster.bootstrap, "acks": "all"})
+    for i in range(500):
+        producer.produce("moving", f"m{i}".encode())
+    assert producer.flush(30) == 0
+    plan = tmp_path / "plan.json"
+    plan.write_text(json.dumps({"version": 1, "partitions": [{"topic": "moving", "partition": 0, "replicas": [3, 4]}]}))
+    bootstrap = cluster.broker(2).bootstrap
+    proc = run_java_main("kafka-reassign-partitions", ["--bootstrap-server", bootstrap, "--reassignment-json-file",
+                                                       str(plan), "--execute"], timeout=120)
+    assert proc.returncode == 0 and "Successfully started partition reassignment" in proc.stdout, \
+        proc.stdout + proc.stderr
+    deadline = time.monotonic() + 90
+    while True:
+        proc = run_java_main("kafka-reassign-partitions", ["--bootstrap-server", bootstrap,
+                                                           "--reassignment-json-file", str(plan), "--verify"],
+                             timeout=120)
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+        if "Reassignment of partition moving-0 is completed" in proc.stdout:
+            break
+        assert time.monotonic() < deadline, proc.stdout
+        time.sleep(1)
+    st = describe(cluster.broker(3).bootstrap, ["moving"])[("moving", 0)]
+    assert st.replicas == (3, 4) and set(st.isr) == {3, 4}, st
+    from tests.support.replicated_cluster import read_partition
+
+    assert [v for _, v in read_partition(cluster.broker(4).bootstrap, "moving")] == \
+        [f"m{i}".encode() for i in range(500)]
+
+
+def test_unclean_leader_election_off_then_on(cluster: Cluster) -> None:
+    """Only an out-of-sync replica alive: no leader while unclean election is off; `kafka-leader-election
+    --election-type UNCLEAN` (forwarded) elects it, records only the old leader had are lost, and the
+    old leader, back, truncates to the new leader's log by leader epoch (the logs end up identical)."""
+    from confluent_kafka import Producer
+
+    from tests.support.replicated_cluster import log_batches, read_partition
+
+    cluster.create("unclean", "2:3:4", {"min.insync.replicas": "1", "unclean.leader.election.enable": "false"})
+    cluster.wait_isr(set(IDS), topic="unclean", partitions=1)
+    producer = Producer({"bootstrap.servers": cluster.bootstrap, "acks": "all"})
+    for i in range(100):
+        producer.produce("unclean", f"replicated-{i}".encode())
+    assert producer.flush(30) == 0
+    for node in (3, 4):
+        cluster.broker(node).kill()
+    wait_partition(cluster.live, "unclean", lambda s: set(s.isr) == {2}, what="ISR [2]")
+    p2 = Producer({"bootstrap.servers": cluster.broker(2).bootstrap, "acks": "all"})
+    for i in range(50):
+        p2.produce("unclean", f"leader-only-{i}".encode())
+    assert p2.flush(30) == 0
+    cluster.broker(2).kill()
+    cluster.broker(3).start(timeout=90)
+    time.sleep(5)
+    st = metadata_state(cluster.broker(3).bootstrap, "unclean")
+    assert st is not None and st.leader == -1 and 3 not in st.isr, st
+    proc = run_java_main("kafka-leader-election", ["--bootstrap-server", cluster.broker(3).bootstrap,
+                                                   "--election-type", "UNCLEAN", "--topic", "unclean",
+                                                   "--partition", "0"], timeout=120)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    wait_partition(cluster.live, "unclean", lambda s: s.leader == 3, what="unclean leader 3")
+    p3 = Producer({"bootstrap.servers": cluster.broker(3).bootstrap, "acks": "all", "message.timeout.ms": 20000})
+    errors: list[object] = []
+    for i in range(20):
+        p3.produce("unclean", f"after-{i}".encode(), on_delivery=lambda e, m: errors.append(e) if e else None)
+    assert p3.flush(30) == 0 and not errors, (errors[:3], metadata_state(cluster.broker(3).bootstrap, "unclean"))
+    cluster.broker(2).start(timeout=90)
+    cluster.broker(4).start(timeout=90)
+    cluster.wait_isr(set(IDS), topic="unclean", partitions=1)
+    values = [v for _, v in read_partition(cluster.broker(3).bootstrap, "unclean")]
+    assert values == [f"replicated-{i}".encode() for i in range(100)] + [f"after-{i}".encode() for i in range(20)]
+    logs = {n: log_batches(cluster.broker(n).log_dir / "unclean-0") for n in IDS}
+    assert logs[2] == logs[3] == logs[4]
+
+
+def test_consumer_group_survives_its_coordinators_broker_dying(cluster: Cluster) -> None:
+    """__consumer_offsets is created through the controller with offsets.topic.replication.factor 3; the
+    coordinator moves with its partition's leadership (the new leader loads the group from its replica)
+    and the offsets committed before are still there."""
+    from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, Producer, TopicPartition
+    from confluent_kafka.admin import AdminClient
+
+    cluster.wait_isr(set(IDS))
+    producer = Producer({"bootstrap.servers": cluster.bootstrap, "acks": "all"})
+    for i in range(30):
+        producer.produce("verified", f"g{i}".encode(), partition=1)
+    assert producer.flush(30) == 0
+    consumer = Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": "survivor", "enable.auto.commit": False,
+                         "auto.offset.reset": "earliest"})
+    consumer.assign([TopicPartition("verified", 1, 0)])
+    msgs = []
+    deadline = time.monotonic() + 60
+    while len(msgs) < 10 and time.monotonic() < deadline:
+        m = consumer.poll(1.0)
+        if m is not None and m.error() is None:
+            msgs.append(m)
+    assert len(msgs) == 10
+    consumer.commit(message=msgs[-1], asynchronous=False)
+    committed = msgs[-1].offset() + 1
+    consumer.close()
+    offsets_state = describe(cluster.live()[0], ["__consumer_offsets"])
+    assert {len(s.replicas) for s in offsets_state.values()} == {3}, offsets_state
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+    coordinator = admin.describe_consumer_groups(["survivor"])["survivor"].result(30).coordinator.id
+    cluster.broker(coordinator).kill()
+    try:
+        live = ",".join(cluster.live())
+        deadline = time.monotonic() + 90
+        while True:
+            try:
+                admin = AdminClient({"bootstrap.servers": live})
+                got = admin.list_consumer_group_offsets([ConsumerGroupTopicPartitions(
+                    "survivor", [TopicPartition("verified", 1)])])["survivor"].result(15)
+                new_coordinator = admin.describe_consumer_groups(["survivor"])["survivor"].result(15).coordinator.id
+                if new_coordinator != coordinator:
+                    break
+            except Exception:  # noqa: BLE001 - COORDINATOR_NOT_AVAILABLE / LOAD_IN_PROGRESS while it moves
+                pass
+            assert time.monotonic() < deadline, "the group never found a new coordinator"
+            time.sleep(1)
+        assert got.topic_partitions[0].offset == committed, got
+    finally:
+        cluster.broker(coordinator).start(timeout=90)
+    cluster.wait_isr(set(IDS))
