@@ -158,6 +158,40 @@ def test_leaders_on_each_kind_serve_clients_bootstrapped_on_either(cluster: Kafk
             assert set(sent[topic]) <= set(got), f"{topic} via {consumer_bootstrap}: {len(got)} records"
 
 
+def _java_string_hash(s: str) -> int:
+    h = 0
+    for ch in s:
+        h = (31 * h + ord(ch)) & 0xFFFFFFFF
+    return h - (1 << 32) if h >= 1 << 31 else h
+
+
+def _groups_on_each_broker(cluster: KafkaCluster, per_broker: int) -> list[str]:
+    """Group ids whose __consumer_offsets partition (Kafka's `abs(groupId.hashCode()) % partitions`) is
+    led by each broker, `per_broker` of each: which broker coordinates a group depends on where the
+    controller placed that partition, so fixed names would land on one kind of broker in some runs."""
+    from confluent_kafka.admin import AdminClient
+
+    admin = AdminClient({"bootstrap.servers": cluster.kbrokers[0].bootstrap})
+    # FindCoordinator creates __consumer_offsets on first use.
+    admin.describe_consumer_groups(["warm-up"])["warm-up"].exception(30)
+    deadline = time.monotonic() + 60
+    while True:
+        md = admin.list_topics("__consumer_offsets", timeout=20).topics.get("__consumer_offsets")
+        leaders = {p: pm.leader for p, pm in (md.partitions if md is not None and md.error is None else {}).items()}
+        if leaders and all(leader >= 0 for leader in leaders.values()):
+            break
+        assert time.monotonic() < deadline, f"__consumer_offsets has no leaders yet: {leaders}"
+        time.sleep(0.5)
+    assert set(leaders.values()) == {KAFKA_ID, KB_ID}, f"__consumer_offsets placed on one broker only: {leaders}"
+    chosen: dict[int, list[str]] = {KAFKA_ID: [], KB_ID: []}
+    for i in range(1000):
+        group = f"group-{i}"
+        leader = leaders[abs(_java_string_hash(group)) % len(leaders)]
+        if len(chosen[leader]) < per_broker:
+            chosen[leader].append(group)
+    return chosen[KAFKA_ID] + chosen[KB_ID]
+
+
 def test_a_group_coordinated_on_either_broker_commits_offsets(cluster: KafkaCluster) -> None:
     """__consumer_offsets is spread over both brokers: FindCoordinator on kbroker names whichever broker
     leads the group's partition, and the consumer commits there."""
@@ -168,7 +202,7 @@ def test_a_group_coordinated_on_either_broker_commits_offsets(cluster: KafkaClus
     for i in range(20):
         producer.produce("on-kbroker", value=f"g{i}".encode(), partition=0)
     assert producer.flush(30) == 0
-    groups = ["alpha", "beta", "gamma", "delta", "epsilon", "zeta", "eta", "theta"]
+    groups = _groups_on_each_broker(cluster, per_broker=4)
     positions: dict[str, tuple[int, int]] = {}
     for group in groups:
         consumer = Consumer({"bootstrap.servers": kb.bootstrap, "group.id": group,
