@@ -118,7 +118,14 @@ LOG
 
     if [[ ! -f "$dir/data/meta.properties" ]]; then
         local cluster_id
-        cluster_id="$(python3 -c 'import base64,uuid; print(base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("="))')"
+        # Never a leading '-' (kafka-storage would read the id as an option; Kafka's Uuid.randomUuid
+        # avoids it the same way): about 1 id in 64 did, and the reference broker failed to start.
+        cluster_id="$(python3 -c 'import base64,uuid
+while True:
+    u = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+    if not u.startswith("-"):
+        print(u)
+        break')"
         java -Xmx256m "-Dlog4j2.configurationFile=$root/tools/java/log4j2-tools.properties" \
             -cp "$lib/*" kafka.tools.StorageTool format -t "$cluster_id" \
             -c "$dir/server.properties" >"$dir/logs/format.log" 2>&1 \
