@@ -44,7 +44,7 @@ run: setup
 	$(VENV)/bin/kbroker serve $(ARGS)
 
 test: setup-test
-	$(VENV)/bin/pytest -m "not slow" $(PYTEST_ARGS)
+	$(VENV)/bin/pytest -m "not slow" --durations=30 $(PYTEST_ARGS)
 
 test-all: setup-test
 	$(VENV)/bin/pytest $(PYTEST_ARGS)

@@ -83,6 +83,10 @@ def test_batch_pipeline_on_two_workers(spark_bootstrap: str, cluster: Standalone
     _assert_read_on_both_workers(tmp_path / "events")
 
 
+# The restarted stream on the cluster takes two Spark applications (about 2 minutes on a quiet machine);
+# the default suite proves the cluster path with the batch run above, and the stream's exactly-once
+# restart with `test_spark_pipelines.py` (local[2]); this one runs in the slow suite.
+@pytest.mark.slow
 def test_stream_pipeline_on_two_workers(spark_bootstrap: str, cluster: StandaloneCluster, tmp_path: Path) -> None:
     bs = spark_bootstrap
     create_topic(bs, "cluster-stream", 3)
