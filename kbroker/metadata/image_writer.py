@@ -28,6 +28,7 @@ from kbroker.protocol.metadata_records.producer_ids_record import ProducerIdsRec
 from kbroker.protocol.metadata_records.register_broker_record import RegisterBrokerRecord
 from kbroker.protocol.metadata_records.register_controller_record import RegisterControllerRecord
 from kbroker.protocol.metadata_records.topic_record import TopicRecord
+from kbroker.protocol.metadata_records.client_quota_record import ClientQuotaRecord
 from kbroker.protocol.metadata_records.user_scram_credential_record import UserScramCredentialRecord
 
 
@@ -124,4 +125,9 @@ def image_records(image: MetadataImage) -> list[object]:
         out.append(UserScramCredentialRecord(name=user, mechanism=mechanism, salt=cred.salt,
                                              stored_key=cred.stored_key, server_key=cred.server_key,
                                              iterations=cred.iterations))
+    for entity, quotas in sorted(image.client_quotas.entities.items(), key=lambda e: repr(e[0])):
+        for key, value in sorted(quotas.items()):
+            out.append(ClientQuotaRecord(
+                entity=[ClientQuotaRecord.EntityData(entity_type=t, entity_name=n) for t, n in entity],
+                key=key, value=value, remove=False))
     return out
