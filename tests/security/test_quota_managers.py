@@ -15,7 +15,11 @@ from kbroker.cluster.quotas import (
     Rate,
     ThrottlingQuotaExceeded,
 )
-from kbroker.controller.client_quota_control import ClientQuotaAlteration, ClientQuotaControlManager, entity_string
+from kbroker.controller.client_quota_control import (
+    ClientQuotaAlteration,
+    ClientQuotaControlManager,
+    entity_string,
+)
 from kbroker.metadata.delta import MetadataDelta
 from kbroker.metadata.image import MetadataImage
 from kbroker.metadata.image_writer import image_records
