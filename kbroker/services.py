@@ -22,8 +22,8 @@ from collections.abc import Callable
 from kbroker.api.context import BrokerServices
 from kbroker.clock import Clock, wall_clock_ms
 from kbroker.cluster.config_publisher import DynamicConfigPublisher
-from kbroker.cluster.quotas import QuotaManagers, QuotaWindow
 from kbroker.cluster.configs import ConfigHelper
+from kbroker.cluster.quotas import QuotaManagers, QuotaWindow
 from kbroker.config import KafkaConfig
 from kbroker.controller.legacy_migration import LEGACY_METADATA_FILE
 from kbroker.controller.local_controller import LocalController, bootstrap_records_from

@@ -21,6 +21,7 @@ from kbroker.metadata.image import (
     PartitionRegistration,
 )
 from kbroker.protocol.metadata_records.access_control_entry_record import AccessControlEntryRecord
+from kbroker.protocol.metadata_records.client_quota_record import ClientQuotaRecord
 from kbroker.protocol.metadata_records.config_record import ConfigRecord
 from kbroker.protocol.metadata_records.feature_level_record import FeatureLevelRecord
 from kbroker.protocol.metadata_records.partition_record import PartitionRecord
@@ -28,7 +29,6 @@ from kbroker.protocol.metadata_records.producer_ids_record import ProducerIdsRec
 from kbroker.protocol.metadata_records.register_broker_record import RegisterBrokerRecord
 from kbroker.protocol.metadata_records.register_controller_record import RegisterControllerRecord
 from kbroker.protocol.metadata_records.topic_record import TopicRecord
-from kbroker.protocol.metadata_records.client_quota_record import ClientQuotaRecord
 from kbroker.protocol.metadata_records.user_scram_credential_record import UserScramCredentialRecord
 
 
@@ -126,8 +126,8 @@ def image_records(image: MetadataImage) -> list[object]:
                                              stored_key=cred.stored_key, server_key=cred.server_key,
                                              iterations=cred.iterations))
     for entity, quotas in sorted(image.client_quotas.entities.items(), key=lambda e: repr(e[0])):
-        for key, value in sorted(quotas.items()):
+        for quota_key, quota_value in sorted(quotas.items()):
             out.append(ClientQuotaRecord(
                 entity=[ClientQuotaRecord.EntityData(entity_type=t, entity_name=n) for t, n in entity],
-                key=key, value=value, remove=False))
+                key=quota_key, value=quota_value, remove=False))
     return out
