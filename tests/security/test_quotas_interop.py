@@ -29,6 +29,7 @@ from kbroker.protocol.messages.api_versions import ApiVersionsRequest
 from kbroker.protocol.messages.create_topics import CreateTopicsRequest
 from kbroker.protocol.messages.produce import ProduceRequest
 from kbroker.protocol.records import SimpleRecord, build_batch
+from tests.metrics.scrape import http_get, undocumented, value
 from tests.support.broker import KBroker, free_port
 from tests.support.java import java_unavailable_reason, run_java_main
 from tests.support.raw_client import RawKafkaClient
@@ -40,10 +41,14 @@ RATE = 200_000  # bytes per second
 MEASURE_FROM, MEASURE_TO = 3.0, 7.0
 
 
+HTTP_PORT = free_port()
+
+
 @pytest.fixture(scope="module")
 def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KBroker]:
-    with KBroker(tmp_path_factory.mktemp("quotas"), overrides={"quota.window.num": "4",
-                                                                         "controller.quota.window.num": "4"}) as b:
+    with KBroker(tmp_path_factory.mktemp("quotas"), overrides={
+            "quota.window.num": "4", "controller.quota.window.num": "4",
+            "kbroker.metrics.listener": f"http://127.0.0.1:{HTTP_PORT}"}) as b:
         yield b
 
 
@@ -144,6 +149,12 @@ def test_producer_and_consumer_held_to_their_byte_rates(broker: KBroker) -> None
           f"throttles {p_throttles[:3]}, {c_throttles[:3]}")
     assert p_throttles and max(p_throttles) > 0
     assert c_throttles and max(c_throttles) > 0
+    # Kafka's quota sensors, scraped: the producer's byte rate and throttle time under its client id.
+    text = http_get(f"http://127.0.0.1:{HTTP_PORT}/metrics")[1]
+    assert not undocumented(text)
+    assert value(text, "kafka_server_produce_byte_rate", user="", client_id="limited-producer") > 0
+    assert value(text, "kafka_server_produce_throttle_time", user="", client_id="limited-producer") > 0
+    assert value(text, "kafka_server_fetch_throttle_time", user="", client_id="limited-consumer") > 0
     # Values only (the quota counts whole requests); a few seconds of measurement: loose bounds here,
     # the slow test holds a minute to 10 %.
     assert 0.6 * RATE <= p_rate <= 1.25 * RATE
