@@ -201,11 +201,15 @@ class ApiDispatcher:
         )
 
 
+PRODUCE_KEY = 0
 FETCH_KEY = 1
 
 
 def _exempt_from_request_quota(key: int, body: Any) -> bool:
-    """A follower's Fetch is exempt from the request quota (Kafka's `maybeRecordExempt`)."""
+    """A follower's Fetch is exempt from the request quota (Kafka's `maybeRecordExempt`), and so is an
+    acks=0 Produce (KafkaApis: "the request quota is not enforced if acks == 0")."""
+    if key == PRODUCE_KEY:
+        return getattr(body, "acks", -1) == 0
     if key != FETCH_KEY:
         return False
     if getattr(body, "replica_id", -1) >= 0:

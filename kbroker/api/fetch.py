@@ -216,9 +216,10 @@ def handle(services: BrokerServices, ctx: RequestContext, header: RequestHeader,
         return _build_response(version, 0, [], isolation, context.error)
     quotas = services.quotas
     fetch_quota = quotas.fetch if quotas is not None and replica_id < 0 and quotas.fetch.quotas_enabled else None
-    user, client_id = ctx.principal.partition(":")[2], header.client_id or ""
+    user = client_id = ""
     max_bytes, min_bytes = request.max_bytes, request.min_bytes
     if fetch_quota is not None:
+        user, client_id = ctx.principal.partition(":")[2], header.client_id or ""
         # KafkaApis.handleFetchRequest: never more than the quota lets through in one window.
         max_bytes = int(min(max_bytes, fetch_quota.max_value_in_quota_window(user, client_id)))
         min_bytes = min(min_bytes, max_bytes)
