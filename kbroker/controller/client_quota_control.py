@@ -19,8 +19,8 @@ turned into `ClientQuotaRecord`s on its own; the whole request commits as one ba
   "<k> cannot be a fractional value.".
 
 A key set to the value it already has writes nothing; removing a key that is not set writes nothing.
-Duplicate *entities* in one request are not detected (the request's entities are a map in Kafka, so
-the last one wins there; here each is applied in order, with the same final state).
+An entity named twice in one request answers "Ignoring duplicate entity ..." for it, though the
+records of its first entry are written (Kafka's result map is overwritten, its records are not).
 
 Pure: reads the image it is given, returns a `ControllerResult`, writes nothing.
 """
@@ -157,52 +157,46 @@ class ClientQuotaControlManager:
         self, alterations: Sequence[ClientQuotaAlteration]
     ) -> ControllerResult[list[ClientQuotaAlterationResult]]:
         image = self._image()
-        results: list[ClientQuotaAlterationResult] = []
+        # One result per entity (Kafka's result map): an entity named again in the same request is
+        # "Ignoring duplicate entity ..." (the records of its first entry are still written, as in Kafka).
+        results: dict[ClientQuotaEntityKey, ClientQuotaAlterationResult] = {}
         records: list[MetadataRecord] = []
-        # What this request already set, so two entries for one entity see each other's changes.
-        pending: dict[ClientQuotaEntityKey, dict[str, float]] = {}
         for alteration in alterations:
             entity = alteration.entity
+            key_of = quota_entity_key(entity)
             ops: dict[str, float | None] = {}
             duplicate = False
             for key, value in alteration.ops:
                 if key in ops:
                     duplicate = True
                 ops[key] = value
-            if duplicate:
-                results.append(ClientQuotaAlterationResult(entity, int(ErrorCode.INVALID_REQUEST),
-                                                           f"Ignoring duplicate entity {entity_string(entity)}"))
+            if duplicate or key_of in results:
+                results[key_of] = ClientQuotaAlterationResult(entity, int(ErrorCode.INVALID_REQUEST),
+                                                              f"Ignoring duplicate entity {entity_string(entity)}")
                 continue
             valid_keys, message = validate_entity(entity)
             if valid_keys is None:
-                results.append(ClientQuotaAlterationResult(entity, int(ErrorCode.INVALID_REQUEST), message))
+                results[key_of] = ClientQuotaAlterationResult(entity, int(ErrorCode.INVALID_REQUEST), message)
                 continue
-            key_of = quota_entity_key(entity)
-            current = pending.get(key_of)
-            if current is None:
-                current = dict(image.quotas(key_of))
+            current = image.quotas(key_of)
             entity_records: list[MetadataRecord] = []
             error: str | None = None
-            updated = dict(current)
             for key, value in ops.items():
                 if value is None:
-                    if key in updated:
-                        del updated[key]
+                    if key in current:
                         entity_records.append(self._record(entity, key, 0.0, remove=True))
                     continue
                 error = validate_quota_key_value(valid_keys, key, value)
                 if error is not None:
                     break
-                if updated.get(key) != value:
-                    updated[key] = value
+                if current.get(key) != value:
                     entity_records.append(self._record(entity, key, value, remove=False))
             if error is not None:
-                results.append(ClientQuotaAlterationResult(entity, int(ErrorCode.INVALID_REQUEST), error))
+                results[key_of] = ClientQuotaAlterationResult(entity, int(ErrorCode.INVALID_REQUEST), error)
                 continue
-            pending[key_of] = updated
             records.extend(entity_records)
-            results.append(ClientQuotaAlterationResult(entity, 0, None))
-        return ControllerResult(results, records)
+            results[key_of] = ClientQuotaAlterationResult(entity, 0, None)
+        return ControllerResult(list(results.values()), records)
 
     @staticmethod
     def _record(entity: Sequence[tuple[str, str | None]], key: str, value: float, *, remove: bool) -> ClientQuotaRecord:

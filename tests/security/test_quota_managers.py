@@ -195,7 +195,7 @@ def test_control_manager_refusals() -> None:
         mgr, image,
         ClientQuotaAlteration((("client-id", "y"),), (("producer_byte_rate", 10.5),)),
         ClientQuotaAlteration((("ip", "127.0.0.1"), ("user", "u")), (("connection_creation_rate", 1.0),)),
-        ClientQuotaAlteration((("client-id", "y"),), (("connection_creation_rate", 1.0),)),
+        ClientQuotaAlteration((("client-id", "w"),), (("connection_creation_rate", 1.0),)),
         ClientQuotaAlteration((("client-id", "z"),), (("producer_byte_rate", 1.0), ("producer_byte_rate", 2.0))),
     )
     assert results == [
@@ -204,4 +204,9 @@ def test_control_manager_refusals() -> None:
         (bad, "Invalid configuration key connection_creation_rate"),
         (bad, "Ignoring duplicate entity ClientQuotaEntity(entries={client-id=z})"),
     ]
+    # The same entity twice in one request: the second answers for it.
+    _, results = _alter(mgr, image,
+                        ClientQuotaAlteration((("client-id", "t"),), (("producer_byte_rate", 1.0),)),
+                        ClientQuotaAlteration((("client-id", "t"),), (("consumer_byte_rate", 1.0),)))
+    assert results == [(bad, "Ignoring duplicate entity ClientQuotaEntity(entries={client-id=t})")]
     assert entity_string((("user", "u"), ("client-id", None))) == "ClientQuotaEntity(entries={client-id=null, user=u})"

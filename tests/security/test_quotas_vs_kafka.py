@@ -54,6 +54,10 @@ ALTERATIONS: list[tuple[list[tuple[Entity, list[Op]]], bool]] = [
     ([((("client-id", "x"),), [("producer_byte_rate", 1024.0), ("consumer_byte_rate", 99.0)])], False),
     ([((("client-id", "x"),), [("producer_byte_rate", None)])], False),
     ([((("user", "alice"), ("user", "dave")), [("producer_byte_rate", 8.0)])], False),
+    ([((("client-id", "twice"),), [("producer_byte_rate", 5.0)]),
+      ((("client-id", "twice"),), [("consumer_byte_rate", 6.0)])], False),
+    ([((("user", "u1"), ("client-id", "c1")), [("producer_byte_rate", 5.0)]),
+      ((("client-id", "c1"), ("user", "u1")), [("producer_byte_rate", 6.0)])], False),
 ]
 
 # (components: (entity_type, match_type, match), strict)
