@@ -213,6 +213,14 @@ CONFIG_DEFS: dict[str, ConfigDef] = _defs(
               validator=at_least(1)),
     ConfigDef("num.recovery.threads.per.data.dir", "int", 2, "Accepted; recovery is sequential.",
               dynamic_update=True, validator=at_least(1)),
+    # --- client quotas (docs/security.md, "Quotas") ---
+    ConfigDef("quota.window.num", "int", 11, "Samples kept for client quota rates.", validator=at_least(1)),
+    ConfigDef("quota.window.size.seconds", "int", 1, "Time span of each client quota sample.",
+              validator=at_least(1)),
+    ConfigDef("controller.quota.window.num", "int", 11,
+              "Samples kept for controller mutation quota rates (the token bucket's burst).", validator=at_least(1)),
+    ConfigDef("controller.quota.window.size.seconds", "int", 1,
+              "Time span of each controller mutation quota sample.", validator=at_least(1)),
     # --- logs ---
     ConfigDef("log.dirs", "list", None, "Data directories (default: log.dir)."),
     ConfigDef("log.dir", "string", "./data", "Data directory when log.dirs is not set.", kafka_type="list"),

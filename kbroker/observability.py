@@ -130,7 +130,8 @@ class BrokerObservability:
 
     def _exposition(self) -> MetricsExposition:
         exposition = MetricsExposition(self.metrics or BrokerMetrics())
-        for source in (self._broker_state, self._logs, self._replica_manager, self._network, self._groups):
+        for source in (self._broker_state, self._logs, self._replica_manager, self._network, self._groups,
+                       self._quotas):
             exposition.add_source(source)
         return exposition
 
@@ -183,6 +184,24 @@ class BrokerObservability:
              sum(t.num_partitions for t in topics)),
         ):
             yield gauge(name, doc, samples=[((), value)])
+
+    def _quotas(self) -> Iterator[Metric]:
+        """Kafka's client quota sensors (`kafka.server:type=Produce|Fetch|Request,user=..,client-id=..`):
+        the measured rate and the average throttle time of each client that recorded under a quota."""
+        quotas = self.services.quotas if self.services is not None else None
+        if quotas is None:
+            return
+        for manager, rate_name, rate_doc in (
+                (quotas.produce, "byte_rate", "Produced bytes per second, per quota user/client-id"),
+                (quotas.fetch, "byte_rate", "Fetched bytes per second, per quota user/client-id"),
+                (quotas.request, "request_time", "Request handling time, percent of the event loop")):
+            prefix = f"kafka_server_{manager.quota_type.lower()}_"
+            now = manager.clock()
+            sensors = list(manager.sensors.values())
+            yield gauge(prefix + rate_name, rate_doc, ["user", "client_id"],
+                        [(s.tags, s.rate.measure(now)) for s in sensors if s.rate is not None])
+            yield gauge(prefix + "throttle_time", "Average throttle time (ms) given to the client",
+                        ["user", "client_id"], [(s.tags, s.throttle_time_avg) for s in sensors])
 
     def _network(self) -> Iterator[Metric]:
         server = self.server

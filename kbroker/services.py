@@ -23,6 +23,7 @@ from kbroker.api.context import BrokerServices
 from kbroker.clock import Clock, wall_clock_ms
 from kbroker.cluster.config_publisher import DynamicConfigPublisher
 from kbroker.cluster.configs import ConfigHelper
+from kbroker.cluster.quotas import QuotaManagers, QuotaWindow
 from kbroker.config import KafkaConfig
 from kbroker.controller.legacy_migration import LEGACY_METADATA_FILE
 from kbroker.controller.local_controller import LocalController, bootstrap_records_from
@@ -146,11 +147,17 @@ def _host_partitions(
     # order (the cache first, so every later publisher and every request sees the new image).
     # A publisher that fails is logged and the others still run, as on a Kafka broker.
     loader = MetadataLoader(fault_handler=_log_metadata_fault)
-    loader.install_publishers([cache, replica_manager, DynamicConfigPublisher(config_helper, replica_manager)])
+    quotas = quota_managers(config, time_ms)
+    loader.install_publishers([cache, quotas, replica_manager, DynamicConfigPublisher(config_helper, replica_manager)])
     if config.is_kraft_controller:
-        return _kraft_controller_services(config, time_ms, cache, config_helper, log_manager, replica_manager, loader)
+        services = _kraft_controller_services(config, time_ms, cache, config_helper, log_manager, replica_manager,
+                                              loader)
+        services.quotas = quotas
+        return services
     if config.is_kraft_broker:
-        return _kraft_broker_services(config, time_ms, cache, config_helper, log_manager, replica_manager, loader)
+        services = _kraft_broker_services(config, time_ms, cache, config_helper, log_manager, replica_manager, loader)
+        services.quotas = quotas
+        return services
     controller = LocalController(
         node_id=node_id,
         metadata_log=ClusterMetadataLog(config.metadata_log_dir, time_ms, config=metadata_log_config(config)),
@@ -185,7 +192,17 @@ def _host_partitions(
         time_ms=time_ms,
         metrics=replica_manager.metrics,
         authorizer=build_authorizer(config),
+        quotas=quotas,
     )
+
+
+def quota_managers(config: KafkaConfig, time_ms: Clock) -> QuotaManagers:
+    """The client quota managers (kbroker/cluster/quotas.py) with the broker's quota windows."""
+    return QuotaManagers(
+        QuotaWindow(int(config["quota.window.num"]), int(config["quota.window.size.seconds"]) * 1000),
+        QuotaWindow(int(config["controller.quota.window.num"]),
+                    int(config["controller.quota.window.size.seconds"]) * 1000),
+        time_ms)
 
 
 def _check_formatted(config: KafkaConfig) -> None:

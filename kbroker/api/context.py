@@ -19,6 +19,7 @@ from kbroker.metrics.meters import BrokerMetrics
 
 if TYPE_CHECKING:
     from kbroker.cluster.configs import ConfigHelper
+    from kbroker.cluster.quotas import QuotaManagers
     from kbroker.config import KafkaConfig
     from kbroker.controller.controller import Controller
     from kbroker.coord.producer_id_manager import ProducerIdManager
@@ -76,6 +77,8 @@ class RequestContext:
         "sasl",
         "close_after_response",
         "failed_authentication_delay_ms",
+        "request_size",
+        "throttle_time_ms",
     )
 
     def __init__(
@@ -101,6 +104,11 @@ class RequestContext:
         # Set by a handler: close the connection once this response is written.
         self.close_after_response = False
         self.failed_authentication_delay_ms = 100
+        # The request being dispatched: its size in bytes (the produce quota counts it), and how long the
+        # network layer must stop reading this connection after it (client quotas, KIP-219; set by the
+        # dispatcher and the handlers, read and reset by the connection once the handler returns).
+        self.request_size = 0
+        self.throttle_time_ms = 0
 
     def __repr__(self) -> str:
         return (
@@ -135,6 +143,9 @@ class BrokerServices:
     # authorizer.class.name=...StandardAuthorizer: the ACL checks of every API (kbroker/api/_authz.py);
     # None without an authorizer (Kafka's default): handlers then skip authorization entirely.
     authorizer: StandardAuthorizer | None = None
+    # Client quotas (kbroker/cluster/quotas.py): the Produce, Fetch, Request and ControllerMutation
+    # managers, fed from the image's client quotas; None only in stacks built without them.
+    quotas: QuotaManagers | None = None
     # Filled by the dispatcher: api key -> (advertised min, max) for ApiVersions.
     api_ranges: dict[int, tuple[int, int]] = field(default_factory=dict)
     # The meters the network layer and the replica manager record into (None: kbroker.metrics.enable=false).

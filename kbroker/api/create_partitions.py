@@ -11,7 +11,9 @@ from __future__ import annotations
 from typing import Any
 
 from kbroker.api._authz import check_topic
+from kbroker.api._quotas import controller_mutation_quota
 from kbroker.api.context import BrokerServices, RequestContext
+from kbroker.cluster.quotas import ThrottlingQuotaExceeded
 from kbroker.protocol.errors import ErrorCode, error_fields
 from kbroker.protocol.headers import RequestHeader
 from kbroker.protocol.messages.create_partitions import CreatePartitionsRequest, CreatePartitionsResponse
@@ -19,6 +21,8 @@ from kbroker.security.acl import ALTER
 
 API_KEY = 37
 MIN_VERSION = 0
+# KIP-599: from v3 a topic is refused while the controller mutation quota is exhausted.
+STRICT_QUOTA_SINCE_VERSION = 3
 MAX_VERSION = 3
 
 Result = CreatePartitionsResponse.CreatePartitionsTopicResult
@@ -35,6 +39,7 @@ async def handle(services: BrokerServices, ctx: RequestContext, header: RequestH
         for name, n in counts.items() if n > 1
     ]
     added = 0
+    quota = controller_mutation_quota(services, ctx, header, STRICT_QUOTA_SINCE_VERSION)
     for t in request.topics:
         if counts[t.name] > 1:
             continue
@@ -42,15 +47,22 @@ async def handle(services: BrokerServices, ctx: RequestContext, header: RequestH
         before = services.metadata.topic(t.name)
         try:
             check_topic(services, ctx, ALTER, t.name)  # KafkaApis: ALTER on the topic
+            quota.check()
             grown = await controller.create_partitions(t.name, t.count, validate_only=request.validate_only,
                                                        assignments=assignments, records_in_request=added)
+        except ThrottlingQuotaExceeded as e:
+            results.append(Result(name=t.name, error_code=int(ErrorCode.THROTTLING_QUOTA_EXCEEDED),
+                                  error_message=str(e)))
         except Exception as e:  # noqa: BLE001 - every failure becomes this topic's error
             code, message = error_fields(e)
             results.append(Result(name=t.name, error_code=code, error_message=message))
         else:
-            added += grown.num_partitions - (before.num_partitions if before is not None else 0)
+            new_partitions = grown.num_partitions - (before.num_partitions if before is not None else 0)
+            added += new_partitions
+            if not request.validate_only:
+                quota.record(new_partitions)
             results.append(Result(name=t.name, error_code=0, error_message=None))
-    return CreatePartitionsResponse(throttle_time_ms=0, results=results)
+    return CreatePartitionsResponse(throttle_time_ms=quota.throttle_time_ms, results=results)
 
 
 def error_response(request: CreatePartitionsRequest, version: int, error: Any) -> CreatePartitionsResponse:

@@ -14,7 +14,9 @@ import uuid
 from typing import Any
 
 from kbroker.api._authz import authorize, authorize_cluster
+from kbroker.api._quotas import controller_mutation_quota
 from kbroker.api.context import BrokerServices, RequestContext
+from kbroker.cluster.quotas import ThrottlingQuotaExceeded
 from kbroker.controller.replication_control import validate_total_number_of_partitions
 from kbroker.protocol.errors import ErrorCode, KafkaError, error_fields
 from kbroker.protocol.headers import RequestHeader
@@ -27,6 +29,8 @@ MAX_VERSION = 7
 
 _ZERO_UUID = uuid.UUID(int=0)
 Result = CreateTopicsResponse.CreatableTopicResult
+# KIP-599: CreateTopics v6+ refuses topics while the controller mutation quota is exhausted.
+STRICT_QUOTA_SINCE_VERSION = 6
 ResultConfig = CreateTopicsResponse.CreatableTopicConfigs
 
 
@@ -51,6 +55,7 @@ async def handle(services: BrokerServices, ctx: RequestContext, header: RequestH
         refused = False
     # ControllerApis.createTopics: CREATE on the cluster, else CREATE on each topic.
     check_topics = services.authorizer is not None and not authorize_cluster(services, ctx, CREATE)
+    quota = controller_mutation_quota(services, ctx, header, STRICT_QUOTA_SINCE_VERSION)
     for t in request.topics:
         if t.name in duplicates:
             continue
@@ -66,6 +71,12 @@ async def handle(services: BrokerServices, ctx: RequestContext, header: RequestH
         configs = {c.name: c.value for c in t.configs}
         assignments = {a.partition_index: list(a.broker_ids) for a in t.assignments}
         try:
+            quota.check()
+        except ThrottlingQuotaExceeded as e:
+            results.append(Result(name=t.name, topic_id=_ZERO_UUID, error_code=int(ErrorCode.THROTTLING_QUOTA_EXCEEDED),
+                                  error_message=str(e), num_partitions=-1, replication_factor=-1, configs=[]))
+            continue
+        try:
             info = await controller.create_topic(
                 t.name,
                 num_partitions=t.num_partitions,
@@ -79,6 +90,8 @@ async def handle(services: BrokerServices, ctx: RequestContext, header: RequestH
             results.append(Result(name=t.name, topic_id=_ZERO_UUID, error_code=code, error_message=message,
                                   num_partitions=-1, replication_factor=-1, configs=[]))
             continue
+        if not request.validate_only:
+            quota.record(info.num_partitions)
         # KIP-525: Kafka describes the new topic's configs from its overrides and the broker's
         # synonyms, sorted by name, sensitive values hidden.
         entries = [
@@ -93,7 +106,7 @@ async def handle(services: BrokerServices, ctx: RequestContext, header: RequestH
         results.append(Result(name=name, topic_id=_ZERO_UUID, error_code=42,
                               error_message="Duplicate topic name.", num_partitions=-1,
                               replication_factor=-1, configs=[]))
-    return CreateTopicsResponse(throttle_time_ms=0, topics=results)
+    return CreateTopicsResponse(throttle_time_ms=quota.throttle_time_ms, topics=results)
 
 
 def error_response(request: CreateTopicsRequest, version: int, error: Any) -> CreateTopicsResponse:

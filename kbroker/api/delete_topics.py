@@ -11,7 +11,9 @@ import uuid
 from typing import Any
 
 from kbroker.api._authz import authorize
+from kbroker.api._quotas import controller_mutation_quota
 from kbroker.api.context import BrokerServices, RequestContext
+from kbroker.cluster.quotas import ThrottlingQuotaExceeded
 from kbroker.protocol.errors import ErrorCode, error_fields
 from kbroker.protocol.headers import RequestHeader
 from kbroker.protocol.messages.delete_topics import DeleteTopicsRequest, DeleteTopicsResponse
@@ -19,6 +21,8 @@ from kbroker.security.acl import DELETE, TOPIC
 
 API_KEY = 20
 MIN_VERSION = 1
+# KIP-599: from v5 a topic is refused while the controller mutation quota is exhausted.
+STRICT_QUOTA_SINCE_VERSION = 5
 MAX_VERSION = 6
 
 _ZERO_UUID = uuid.UUID(int=0)
@@ -112,15 +116,22 @@ async def handle(services: BrokerServices, ctx: RequestContext, header: RequestH
             continue
         targets.append((name, info.topic_id))
 
+    quota = controller_mutation_quota(services, ctx, header, STRICT_QUOTA_SINCE_VERSION)
     for name, tid in targets:
+        info = services.metadata.topic(name)
         try:
+            quota.check()
             await services.controller.delete_topic(name)
+        except ThrottlingQuotaExceeded as e:
+            responses.append(_row(name, tid, int(ErrorCode.THROTTLING_QUOTA_EXCEEDED), str(e)))
+            continue
         except Exception as e:  # noqa: BLE001 - every failure becomes this topic's error
             code, message = error_fields(e)
             responses.append(_row(name, tid, code, message))
         else:
+            quota.record(info.num_partitions if info is not None else 0)
             responses.append(_row(name, tid, 0, None))
-    return DeleteTopicsResponse(throttle_time_ms=0, responses=responses)
+    return DeleteTopicsResponse(throttle_time_ms=quota.throttle_time_ms, responses=responses)
 
 
 def error_response(request: DeleteTopicsRequest, version: int, error: Any) -> DeleteTopicsResponse:

@@ -14,6 +14,12 @@ Listeners: a dispatcher serves one kind of listener, "broker" (the default, ever
 listener) or "controller" (`controller.listener.names`, KRaft). A module is served on the kinds its
 API's spec lists (`"listeners"` in Kafka's JSON: BrokerRegistration, BrokerHeartbeat, AlterPartition
 and AllocateProducerIds are controller-only), unless it narrows them with a `LISTENERS` tuple.
+
+Throttling (client quotas, kbroker/cluster/quotas.py): the dispatcher is the one response hook. On a
+broker listener, with a `request_percentage` quota set, it times each handler call on the loop and
+records it into the request quota; the response's `throttle_time_ms` becomes the largest of that, of
+what the handler set in `ctx.throttle_time_ms` (the produce byte rate) and of the handler's own value
+(the fetch byte rate, the controller mutation rate). Handlers keep answering `throttle_time_ms=0`.
 """
 
 from __future__ import annotations
@@ -23,6 +29,7 @@ import importlib
 import inspect
 import logging
 import pkgutil
+import time
 from collections.abc import Awaitable
 from dataclasses import dataclass
 from functools import partial
@@ -109,27 +116,53 @@ class ApiDispatcher:
         spec = self.handlers.get(key)
         if spec is None or not spec.min_version <= version <= spec.max_version:
             return self.handle_unsupported(ctx, header)
+        quotas = self.services.quotas
+        timed = quotas is not None and self.listener == "broker" and quotas.request.quotas_enabled
+        started = time.perf_counter_ns() if timed else 0
         try:
             result = spec.module.handle(self.services, ctx, header, body)
         except CloseConnection:
             raise
         except Exception as exc:
-            return self._error_response(spec, header, body, exc)
+            result = self._error_response(spec, header, body, exc)
+        throttle_ms = ctx.throttle_time_ms
+        if timed and quotas is not None and not _exempt_from_request_quota(key, body):
+            throttle_ms = max(throttle_ms, self._request_quota(ctx, header, time.perf_counter_ns() - started))
+        if throttle_ms:
+            ctx.throttle_time_ms = throttle_ms
         if result is NO_RESPONSE or not inspect.isawaitable(result):
+            if throttle_ms:
+                _apply_throttle(result, throttle_ms)
             return result
         if asyncio.isfuture(result):
             # Delayed produce/fetch and waiting JoinGroup/SyncGroup hand back a loop future: chain the
             # error mapping onto it with a callback instead of a coroutine, so no Task per request.
-            return chain_future(result, identity, partial(self._error_response, spec, header, body))
-        return self._guard(spec, header, body, result)
+            on_result = partial(_apply_throttle, ms=throttle_ms) if throttle_ms else identity
+            return chain_future(result, on_result, partial(self._error_response, spec, header, body))
+        return self._guard(spec, header, body, result, throttle_ms)
 
-    async def _guard(self, spec: HandlerSpec, header: Any, body: Any, awaitable: Awaitable[Any]) -> Any:
+    def _request_quota(self, ctx: RequestContext, header: RequestHeader, elapsed_ns: int) -> int:
+        """The request quota's throttle time for a request that kept the loop `elapsed_ns` (Kafka's
+        `ClientRequestQuotaManager.maybeRecordAndGetThrottleTimeMs` with the handler thread's time)."""
+        quotas = self.services.quotas
+        assert quotas is not None
+        user = ctx.principal.partition(":")[2]
+        client_id = header.client_id or ""
+        throttle_ms = quotas.request.record_request_time_ns(user, client_id, elapsed_ns)
+        quotas.request.throttle(user, client_id, throttle_ms)
+        return throttle_ms
+
+    async def _guard(self, spec: HandlerSpec, header: Any, body: Any, awaitable: Awaitable[Any],
+                     throttle_ms: int = 0) -> Any:
         try:
-            return await awaitable
+            response = await awaitable
         except CloseConnection:
             raise
         except Exception as exc:
-            return self._error_response(spec, header, body, exc)
+            response = self._error_response(spec, header, body, exc)
+        if throttle_ms:
+            _apply_throttle(response, throttle_ms)
+        return response
 
     def _error_response(self, spec: HandlerSpec, header: RequestHeader, body: Any, exc: Exception) -> Any:
         """Kafka answers a handler failure with the API's error response (`getErrorResponse`)."""
@@ -166,6 +199,31 @@ class ApiDispatcher:
         raise CloseConnection(
             f"unsupported request api_key={header.api_key} version={header.api_version}"
         )
+
+
+PRODUCE_KEY = 0
+FETCH_KEY = 1
+
+
+def _exempt_from_request_quota(key: int, body: Any) -> bool:
+    """A follower's Fetch is exempt from the request quota (Kafka's `maybeRecordExempt`), and so is an
+    acks=0 Produce (KafkaApis: "the request quota is not enforced if acks == 0")."""
+    if key == PRODUCE_KEY:
+        return getattr(body, "acks", -1) == 0
+    if key != FETCH_KEY:
+        return False
+    if getattr(body, "replica_id", -1) >= 0:
+        return True
+    state = getattr(body, "replica_state", None)
+    return state is not None and getattr(state, "replica_id", -1) >= 0
+
+
+def _apply_throttle(response: Any, ms: int) -> Any:
+    """The response's `throttle_time_ms` becomes the larger of its own and `ms` (the quota response hook:
+    handlers answer 0 and the quotas decide here)."""
+    if ms > getattr(response, "throttle_time_ms", ms):
+        response.throttle_time_ms = ms
+    return response
 
 
 def render_version_table(handlers: dict[int, HandlerSpec] | None = None) -> str:

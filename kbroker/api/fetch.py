@@ -24,6 +24,7 @@ from typing import Any
 from kbroker.api._authz import authorize, authorize_cluster
 from kbroker.api._futures import chain_future
 from kbroker.api.context import BrokerServices, RequestContext
+from kbroker.cluster.quotas import ClientQuotaManager
 from kbroker.protocol.errors import ErrorCode
 from kbroker.protocol.headers import RequestHeader
 from kbroker.protocol.messages.fetch import FetchRequest, FetchResponse
@@ -178,6 +179,18 @@ def _authorize(services: BrokerServices, ctx: RequestContext, fetch_data: list[F
     return allowed, denied
 
 
+def _fetch_quota(quota: ClientQuotaManager, user: str, client_id: str,
+                 results: dict[Hashable, PartitionResult]) -> int:
+    """consumer_byte_rate: record the response's record bytes; when that violates the quota, take them
+    back and answer the throttle time (KafkaApis: `unrecordQuotaSensor`, `getThrottledResponse`)."""
+    size = sum(r.records_size for r in results.values())
+    throttle_ms = quota.record_and_get_throttle_time_ms(user, client_id, size)
+    if throttle_ms:
+        quota.unrecord(user, client_id, size)
+        quota.throttle(user, client_id, throttle_ms)
+    return throttle_ms
+
+
 def error_response(request: FetchRequest, version: int, error: ErrorCode) -> FetchResponse:
     return FetchResponse(throttle_time_ms=0, error_code=error, session_id=0, responses=[])
 
@@ -201,12 +214,21 @@ def handle(services: BrokerServices, ctx: RequestContext, header: RequestHeader,
     )
     if context.error != ErrorCode.NONE:
         return _build_response(version, 0, [], isolation, context.error)
+    quotas = services.quotas
+    fetch_quota = quotas.fetch if quotas is not None and replica_id < 0 and quotas.fetch.quotas_enabled else None
+    user = client_id = ""
+    max_bytes, min_bytes = request.max_bytes, request.min_bytes
+    if fetch_quota is not None:
+        user, client_id = ctx.principal.partition(":")[2], header.client_id or ""
+        # KafkaApis.handleFetchRequest: never more than the quota lets through in one window.
+        max_bytes = int(min(max_bytes, fetch_quota.max_value_in_quota_window(user, client_id)))
+        min_bytes = min(min_bytes, max_bytes)
     params = FetchParams(
         replica_id=replica_id,
         replica_epoch=request.replica_state.replica_epoch if version >= 15 else -1,
         max_wait_ms=request.max_wait_ms,
-        min_bytes=request.min_bytes,
-        max_bytes=request.max_bytes,
+        min_bytes=min_bytes,
+        max_bytes=max_bytes,
         # A follower (a replica id, KIP-903's ReplicaState from v15) reads up to the log end offset.
         isolation_level=FETCH_LOG_END if replica_id >= 0 else isolation,
         # KIP-392: a v11+ consumer carries client metadata (its rack) and may read from a follower.
@@ -216,6 +238,13 @@ def handle(services: BrokerServices, ctx: RequestContext, header: RequestHeader,
     outcome = rm.fetch_messages(params, context.partitions_to_read())
 
     def respond(results: dict[Hashable, PartitionResult]) -> FetchResponse:
+        if fetch_quota is not None:
+            throttle_ms = _fetch_quota(fetch_quota, user, client_id, results)
+            if throttle_ms:
+                # Throttled: an empty response (the bytes are taken back), the session untouched.
+                session = getattr(context, "session", None)
+                return FetchResponse(throttle_time_ms=throttle_ms, error_code=0,
+                                     session_id=session.id if session is not None else 0, responses=[])
         session_id, parts = context.update_and_generate_response(results)
         if denied:
             parts = parts + [(req, _DENIED) for req in denied]

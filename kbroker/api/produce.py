@@ -229,6 +229,15 @@ def handle(
         return _response(request, {key: ProducePartitionResult(ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
                                    for key in (*results, *entries)}, version, names)
     internal_allowed = ctx.client_id == ADMIN_CLIENT_ID
+    quotas = services.quotas
+    if quotas is not None and quotas.produce.quotas_enabled:
+        # KafkaApis.handleProduceRequest: the whole request's size against producer_byte_rate; the
+        # dispatcher puts the larger of this and the request quota's throttle in the response.
+        user, client_id = ctx.principal.partition(":")[2], header.client_id or ""
+        throttle_ms = quotas.produce.record_and_get_throttle_time_ms(user, client_id, ctx.request_size)
+        if throttle_ms:
+            quotas.produce.throttle(user, client_id, throttle_ms)
+            ctx.throttle_time_ms = max(ctx.throttle_time_ms, throttle_ms)
     outcome = services.replica_manager.append_records(
         timeout_ms=request.timeout_ms,
         required_acks=acks,

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 
 from kbroker.controller.acl_control import AclCreateResult, AclDeleteResult
 from kbroker.controller.broker_heartbeat_manager import BrokerHeartbeatReply
+from kbroker.controller.client_quota_control import ClientQuotaAlteration, ClientQuotaAlterationResult
 from kbroker.controller.cluster_control import BrokerRegistrationReply
 from kbroker.metadata.views import TopicInfo
 from kbroker.protocol.errors import ErrorCode, KafkaError
@@ -153,6 +154,12 @@ class Controller(ABC):
         """AlterUserScramCredentials (KIP-554): upsert and delete SCRAM credentials."""
         raise KafkaError("This controller does not store SCRAM credentials.",
                          error_code=ErrorCode.UNSUPPORTED_VERSION)
+
+    async def alter_client_quotas(
+        self, alterations: Sequence[ClientQuotaAlteration], validate_only: bool = False
+    ) -> list[ClientQuotaAlterationResult]:
+        """AlterClientQuotas (KIP-546): one result per entity, in order; the changes commit together."""
+        raise KafkaError("This controller does not store client quotas.", error_code=ErrorCode.UNSUPPORTED_VERSION)
 
     async def create_acls(self, acls: Sequence[StandardAcl]) -> list[AclCreateResult]:
         """CreateAcls: one result per ACL, in order."""

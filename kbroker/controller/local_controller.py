@@ -32,6 +32,11 @@ from pathlib import Path
 
 from kbroker.cluster.configs import ConfigHelper
 from kbroker.controller.acl_control import AclControlManager, AclCreateResult, AclDeleteResult
+from kbroker.controller.client_quota_control import (
+    ClientQuotaAlteration,
+    ClientQuotaAlterationResult,
+    ClientQuotaControlManager,
+)
 from kbroker.controller.configuration_control import ConfigurationControlManager
 from kbroker.controller.controller import Controller, ProducerIdsBlock
 from kbroker.controller.legacy_migration import read_legacy_records, retire
@@ -133,6 +138,7 @@ class LocalController(Controller):
         self.producer_ids = ProducerIdControlManager(view)
         self.scram = ScramControlManager(lambda: cache.image.scram)
         self.acls = AclControlManager(lambda: cache.image.acls)
+        self.client_quotas = ClientQuotaControlManager(lambda: cache.image.client_quotas)
 
     # -- start-up ------------------------------------------------------------------------------------
 
@@ -269,6 +275,14 @@ class LocalController(Controller):
     ) -> AlterUserScramCredentialsResponse:
         result = self.scram.alter_credentials(request)
         self._commit(result.records)
+        return result.response
+
+    async def alter_client_quotas(
+        self, alterations: Sequence[ClientQuotaAlteration], validate_only: bool = False
+    ) -> list[ClientQuotaAlterationResult]:
+        result = self.client_quotas.alter_client_quotas(alterations)
+        if not validate_only:
+            self._commit(result.records)
         return result.response
 
     async def create_acls(self, acls: Sequence[StandardAcl]) -> list[AclCreateResult]:

@@ -28,8 +28,8 @@ Periodic work is driven by `poll()` from the owner's timer, with `next_deadline_
 (`broker.session.timeout.ms`, one broker per event), and, with `auto.leader.rebalance.enable`, a
 preferred-leader election for imbalanced partitions every `leader.imbalance.check.interval.seconds`.
 
-Not here (yet): snapshots (writing and loading), UpdateFeatures, ACLs / quotas /
-SCRAM, ELR (KIP-966, see `partition_change`), the controller's metrics, and a deadline per request.
+Client quotas (`ClientQuotaControlManager`, AlterClientQuotas) are here. Not here (yet): snapshots
+(writing and loading), UpdateFeatures, ACLs / SCRAM, ELR (KIP-966, see `partition_change`), the controller's metrics, and a deadline per request.
 """
 
 from __future__ import annotations
@@ -44,6 +44,11 @@ from typing import TypeVar
 from kbroker.clock import Clock
 from kbroker.cluster.configs import ConfigHelper
 from kbroker.controller.broker_heartbeat_manager import BrokerHeartbeatReply
+from kbroker.controller.client_quota_control import (
+    ClientQuotaAlteration,
+    ClientQuotaAlterationResult,
+    ClientQuotaControlManager,
+)
 from kbroker.controller.cluster_control import BrokerRegistrationReply, ClusterControlManager
 from kbroker.controller.configuration_control import ConfigurationControlManager
 from kbroker.controller.controller import Controller, ProducerIdsBlock
@@ -184,6 +189,7 @@ class QuorumController(Controller):
         )
         self.configuration = ConfigurationControlManager(view, config_helper, node_id=config.node_id)
         self.producer_ids = ProducerIdControlManager(view)
+        self.client_quotas = ClientQuotaControlManager(lambda: self.image.client_quotas)
 
     # -- state -----------------------------------------------------------------------------------------
 
@@ -510,6 +516,15 @@ class QuorumController(Controller):
             return ControllerResult(None) if validate_only else result
 
         await self._write("incrementalAlterConfigs", generate)
+
+    async def alter_client_quotas(
+        self, alterations: Sequence[ClientQuotaAlteration], validate_only: bool = False
+    ) -> list[ClientQuotaAlterationResult]:
+        def generate() -> ControllerResult[list[ClientQuotaAlterationResult]]:
+            result = self.client_quotas.alter_client_quotas(alterations)
+            return ControllerResult(result.response) if validate_only else result
+
+        return await self._write("alterClientQuotas", generate)
 
     def register_broker(self, listeners: Sequence[tuple[str, str, int, str]], rack: str | None) -> int:
         raise KafkaError("In a KRaft cluster a broker registers with BrokerRegistration "

@@ -20,7 +20,9 @@ Kafka's replay semantics kept here:
   credential for one mechanism (``ScramImage``).
 - ``AccessControlEntryRecord`` / ``RemoveAccessControlEntryRecord`` add and remove an ACL by id
   (``AclsImage``); removing an unknown id is an error, as in Kafka's ``AclsDelta``.
-- Records this image does not model (delegation tokens, client quotas, ZK
+- ``ClientQuotaRecord`` sets one quota key of one client quota entity, or removes it (``remove``);
+  an entity left with no key disappears (``ClientQuotasImage``, Kafka's ``ClientQuotasDelta``).
+- Records this image does not model (delegation tokens, ZK
   migration state, transaction markers of the migration) are accepted and ignored; ``NoOpRecord`` too.
 
 Sans-IO; imports only ``kbroker.metadata.image`` and the generated record registry.
@@ -39,6 +41,8 @@ from kbroker.metadata.image import (
     MINIMUM_METADATA_VERSION,
     AclsImage,
     BrokerRegistration,
+    ClientQuotaEntityKey,
+    ClientQuotasImage,
     ClusterImage,
     ConfigResource,
     ConfigResourceType,
@@ -57,6 +61,7 @@ from kbroker.metadata.image import (
     TopicPartition,
     TopicsImage,
     frozen_map,
+    quota_entity_key,
 )
 from kbroker.protocol.metadata_records import METADATA_RECORDS_BY_NAME, MetadataRecordType
 from kbroker.security.acl import StandardAcl
@@ -67,6 +72,7 @@ if TYPE_CHECKING:
         BrokerRegistrationChangeRecord,
     )
     from kbroker.protocol.metadata_records.clear_elr_record import ClearElrRecord
+    from kbroker.protocol.metadata_records.client_quota_record import ClientQuotaRecord
     from kbroker.protocol.metadata_records.config_record import ConfigRecord
     from kbroker.protocol.metadata_records.feature_level_record import FeatureLevelRecord
     from kbroker.protocol.metadata_records.fence_broker_record import FenceBrokerRecord
@@ -567,16 +573,42 @@ class AclsDelta:
         return AclsImage(frozen_map(acls))
 
 
+class ClientQuotasDelta:
+    """ClientQuotaRecord sets (or, with `remove`, deletes) one key of one entity (Kafka's ClientQuotasDelta)."""
+
+    def __init__(self, image: ClientQuotasImage) -> None:
+        self.image = image
+        self.changes: dict[ClientQuotaEntityKey, dict[str, float | None]] = {}
+
+    def replay_client_quota(self, record: ClientQuotaRecord) -> None:
+        entity = quota_entity_key((e.entity_type, e.entity_name) for e in record.entity)
+        self.changes.setdefault(entity, {})[record.key] = None if record.remove else float(record.value)
+
+    def apply(self) -> ClientQuotasImage:
+        entities = dict(self.image.entities)
+        for entity, changes in self.changes.items():
+            quotas = dict(entities.get(entity, {}))
+            for key, value in changes.items():
+                if value is None:
+                    quotas.pop(key, None)
+                else:
+                    quotas[key] = value
+            if quotas:
+                entities[entity] = frozen_map(quotas)
+            else:
+                entities.pop(entity, None)
+        return ClientQuotasImage(frozen_map(entities))
+
+
 # -- the whole delta -----------------------------------------------------------------------------------
 
-# Record types replayed by other images in Kafka (ACLs, SCRAM, delegation tokens, client quotas) or
+# Record types replayed by other images in Kafka (delegation tokens) or
 # only meaningful during a ZooKeeper migration: accepted, not modelled.
 _IGNORED = frozenset(
     {
         MetadataRecordType.NO_OP_RECORD,
         MetadataRecordType.DELEGATION_TOKEN_RECORD,
         MetadataRecordType.REMOVE_DELEGATION_TOKEN_RECORD,
-        MetadataRecordType.CLIENT_QUOTA_RECORD,
         MetadataRecordType.ZK_MIGRATION_STATE_RECORD,
         MetadataRecordType.BEGIN_TRANSACTION_RECORD,
         MetadataRecordType.END_TRANSACTION_RECORD,
@@ -601,6 +633,7 @@ class MetadataDelta:
         self.producer_ids_delta: ProducerIdsDelta | None = None
         self.scram_delta: ScramDelta | None = None
         self.acls_delta: AclsDelta | None = None
+        self.client_quotas_delta: ClientQuotasDelta | None = None
         self._handlers: dict[int, Callable[[Any], None]] = {
             MetadataRecordType.REGISTER_BROKER_RECORD: lambda r: self._cluster().replay_register_broker(r),
             MetadataRecordType.UNREGISTER_BROKER_RECORD: lambda r: self._cluster().replay_unregister_broker(r),
@@ -622,6 +655,7 @@ class MetadataDelta:
             MetadataRecordType.REMOVE_ACCESS_CONTROL_ENTRY_RECORD: lambda r: self._acls().replay_remove_acl(r),
             MetadataRecordType.USER_SCRAM_CREDENTIAL_RECORD: lambda r: self._scram().replay_upsert(r),
             MetadataRecordType.REMOVE_USER_SCRAM_CREDENTIAL_RECORD: lambda r: self._scram().replay_remove(r),
+            MetadataRecordType.CLIENT_QUOTA_RECORD: lambda r: self._client_quotas().replay_client_quota(r),
         }
 
     def _cluster(self) -> ClusterDelta:
@@ -659,6 +693,11 @@ class MetadataDelta:
             self.scram_delta = ScramDelta(self.image.scram)
         return self.scram_delta
 
+    def _client_quotas(self) -> ClientQuotasDelta:
+        if self.client_quotas_delta is None:
+            self.client_quotas_delta = ClientQuotasDelta(self.image.client_quotas)
+        return self.client_quotas_delta
+
     def _replay_remove_topic(self, record: RemoveTopicRecord) -> None:
         name = self._topics().replay_remove_topic(record)
         resource = ConfigResource(ConfigResourceType.TOPIC, name)
@@ -694,6 +733,8 @@ class MetadataDelta:
             producer_ids=image.producer_ids if self.producer_ids_delta is None else self.producer_ids_delta.apply(),
             scram=image.scram if self.scram_delta is None else self.scram_delta.apply(),
             acls=image.acls if self.acls_delta is None else self.acls_delta.apply(),
+            client_quotas=(image.client_quotas if self.client_quotas_delta is None
+                           else self.client_quotas_delta.apply()),
         )
 
     # -- what a publisher asks -------------------------------------------------------------------------

@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import enum
 import uuid
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 from typing import TYPE_CHECKING, ClassVar, NamedTuple
@@ -490,6 +490,34 @@ class ScramImage:
 ScramImage.EMPTY = ScramImage()
 
 
+# A client quota entity (Kafka's `ClientQuotaEntity`): its (entity type, entity name) pairs sorted by
+# type; types "user", "client-id", "ip"; a None name is the type's default entity (`--entity-default`).
+ClientQuotaEntityKey = tuple[tuple[str, str | None], ...]
+
+
+def quota_entity_key(pairs: Iterable[tuple[str, str | None]]) -> ClientQuotaEntityKey:
+    return tuple(sorted(pairs, key=lambda p: p[0]))
+
+
+@dataclass(frozen=True, slots=True)
+class ClientQuotasImage:
+    """Client quotas by entity (Kafka's `ClientQuotasImage`; ClientQuotaRecord): key -> value, e.g.
+    {"producer_byte_rate": 1024.0}. An entity whose last key was removed is gone."""
+
+    entities: Mapping[ClientQuotaEntityKey, Mapping[str, float]] = field(default_factory=lambda: frozen_map({}))
+
+    EMPTY: ClassVar[ClientQuotasImage]
+
+    def is_empty(self) -> bool:
+        return not self.entities
+
+    def quotas(self, entity: ClientQuotaEntityKey) -> Mapping[str, float]:
+        return self.entities.get(entity, {})
+
+
+ClientQuotasImage.EMPTY = ClientQuotasImage()
+
+
 @dataclass(frozen=True, slots=True)
 class MetadataProvenance:
     """Where an image comes from: the offset, epoch and append time of the last record it contains."""
@@ -515,6 +543,7 @@ class MetadataImage:
     producer_ids: ProducerIdsImage = ProducerIdsImage.EMPTY
     scram: ScramImage = ScramImage.EMPTY
     acls: AclsImage = AclsImage.EMPTY
+    client_quotas: ClientQuotasImage = ClientQuotasImage.EMPTY
 
     EMPTY: ClassVar[MetadataImage]
 
@@ -531,6 +560,7 @@ class MetadataImage:
             and self.producer_ids.is_empty()
             and self.scram.is_empty()
             and self.acls.is_empty()
+            and self.client_quotas.is_empty()
         )
 
     # -- the queries the broker needs ------------------------------------------------------------------

@@ -21,6 +21,7 @@ from kbroker.metadata.image import (
     PartitionRegistration,
 )
 from kbroker.protocol.metadata_records.access_control_entry_record import AccessControlEntryRecord
+from kbroker.protocol.metadata_records.client_quota_record import ClientQuotaRecord
 from kbroker.protocol.metadata_records.config_record import ConfigRecord
 from kbroker.protocol.metadata_records.feature_level_record import FeatureLevelRecord
 from kbroker.protocol.metadata_records.partition_record import PartitionRecord
@@ -124,4 +125,9 @@ def image_records(image: MetadataImage) -> list[object]:
         out.append(UserScramCredentialRecord(name=user, mechanism=mechanism, salt=cred.salt,
                                              stored_key=cred.stored_key, server_key=cred.server_key,
                                              iterations=cred.iterations))
+    for entity, quotas in sorted(image.client_quotas.entities.items(), key=lambda e: repr(e[0])):
+        for quota_key, quota_value in sorted(quotas.items()):
+            out.append(ClientQuotaRecord(
+                entity=[ClientQuotaRecord.EntityData(entity_type=t, entity_name=n) for t, n in entity],
+                key=quota_key, value=quota_value, remove=False))
     return out

@@ -21,6 +21,13 @@ in flight (pipelining). Reading pauses when too many responses are pending on th
 client does not read its responses (transport write buffer above its high-water mark), or while a
 bound makes this connection wait.
 
+Throttling (client quotas, KIP-219): a response is sent at once with its `throttle_time_ms`, and the
+connection then reads nothing more until that time has passed (the "throttle" pause reason), as
+Kafka's channel is muted by its `ThrottledChannel`. The throttle comes from the request context
+(`ctx.throttle_time_ms`, set while the request was dispatched: the request quota, the produce quota,
+also for an acks=0 produce that gets no response) or from a delayed response's `throttle_time_ms`
+(a Fetch answered after waiting).
+
 Closing frees what the connection holds at once, not at the next garbage collection (issue 19,
 finding 7): the partial frame's buffer (an mmap is unmapped), frames waiting for a slot, queued
 responses, and the references that would form cycles (writer callbacks, transport).
@@ -140,6 +147,9 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self.closed_future: asyncio.Future[None] = self._loop.create_future()
         # Last complete request received or response written (connections.max.idle.ms).
         self.last_active = time.monotonic()
+        # Client-quota throttling: reading resumes at this loop time (0.0: not throttled).
+        self._throttled_until = 0.0
+        self._throttle_timer: asyncio.TimerHandle | None = None
 
     # -- asyncio callbacks --
 
@@ -205,6 +215,9 @@ class KafkaConnection(asyncio.BufferedProtocol):
             else:
                 log.debug("Connection %s closed by the client", self.connection_id)
         self._closed = True
+        if self._throttle_timer is not None:
+            self._throttle_timer.cancel()
+            self._throttle_timer = None
         server = self._server
         writer, self._writer = self._writer, None
         if writer is not None:
@@ -385,6 +398,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
                 return
             ctx = self.ctx
             ctx.client_id = header.client_id
+            ctx.request_size = len(frame) + 4
             metrics = server.metrics
             if metrics is not None:
                 stats = slot.stats = metrics.request(header.api_key)
@@ -395,6 +409,9 @@ class KafkaConnection(asyncio.BufferedProtocol):
                 slot.local_done = slot.completed = time.monotonic()
             else:
                 result = server.dispatcher.handle(ctx, header, body)
+            if ctx.throttle_time_ms:
+                self.throttle(ctx.throttle_time_ms)
+                ctx.throttle_time_ms = 0
             if ctx.close_after_response:
                 # A failed SASL handshake or authentication: answer, read nothing more, then close.
                 slot.close_after = True
@@ -419,6 +436,9 @@ class KafkaConnection(asyncio.BufferedProtocol):
             fut = asyncio.ensure_future(result, loop=self._loop)
             fut.add_done_callback(partial(self._on_awaited, slot, header, version))
         else:
+            throttle_ms = getattr(result, "throttle_time_ms", 0)
+            if throttle_ms:
+                self.throttle(throttle_ms)
             self._finish(slot, self._encode(header, version, result))
 
     def _on_awaited(self, slot: _Slot, header: Any, version: int, fut: asyncio.Future[Any]) -> None:
@@ -438,6 +458,9 @@ class KafkaConnection(asyncio.BufferedProtocol):
         if result is NO_RESPONSE:
             self._finish(slot, None)
             return
+        throttle_ms = getattr(result, "throttle_time_ms", 0)
+        if throttle_ms:
+            self.throttle(throttle_ms)
         try:
             parts = self._encode(header, version, result)
         except Exception:
@@ -533,6 +556,28 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self.abort(f"cannot send a file region: {exc}")
 
     # -- reading flow control --
+
+    def throttle(self, throttle_ms: int) -> None:
+        """Read nothing more for `throttle_ms` (KIP-219); a longer throttle extends a shorter one."""
+        if throttle_ms <= 0 or self._closed:
+            return
+        until = self._loop.time() + throttle_ms / 1000.0
+        if until <= self._throttled_until:
+            return
+        self._throttled_until = until
+        if self._throttle_timer is not None:
+            self._throttle_timer.cancel()
+        self._throttle_timer = self._loop.call_at(until, self._end_throttle)
+        self._pause("throttle")
+
+    def _end_throttle(self) -> None:
+        self._throttle_timer = None
+        self._throttled_until = 0.0
+        self._unpause("throttle")
+
+    @property
+    def throttled(self) -> bool:
+        return self._throttle_timer is not None
 
     def _pause(self, reason: str) -> None:
         self._pause_reasons.add(reason)

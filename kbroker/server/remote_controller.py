@@ -27,6 +27,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TypeVar
 
 from kbroker.client import RequestTimeoutError
+from kbroker.controller.client_quota_control import ClientQuotaAlteration, ClientQuotaAlterationResult
 from kbroker.controller.controller import Controller, ProducerIdsBlock
 from kbroker.metadata.cache import MetadataCache
 from kbroker.metadata.views import TopicInfo
@@ -35,6 +36,7 @@ from kbroker.protocol.messages.allocate_producer_ids import (
     AllocateProducerIdsRequest,
     AllocateProducerIdsResponse,
 )
+from kbroker.protocol.messages.alter_client_quotas import AlterClientQuotasRequest, AlterClientQuotasResponse
 from kbroker.protocol.messages.alter_configs import AlterConfigsRequest, AlterConfigsResponse
 from kbroker.protocol.messages.create_partitions import CreatePartitionsRequest, CreatePartitionsResponse
 from kbroker.protocol.messages.create_topics import CreateTopicsRequest, CreateTopicsResponse
@@ -53,6 +55,7 @@ DELETE_TOPICS = 20
 ALTER_CONFIGS = 33
 CREATE_PARTITIONS = 37
 INCREMENTAL_ALTER_CONFIGS = 44
+ALTER_CLIENT_QUOTAS = 49
 ALLOCATE_PRODUCER_IDS = 67
 
 TOPIC_RESOURCE = 2
@@ -76,6 +79,8 @@ def _resource_errors(resp: object) -> set[int]:
         return {t.error_code for t in resp.results}
     if isinstance(resp, IncrementalAlterConfigsResponse | AlterConfigsResponse):
         return {r.error_code for r in resp.responses}
+    if isinstance(resp, AlterClientQuotasResponse):
+        return {e.error_code for e in resp.entries}
     code = getattr(resp, "error_code", 0)
     return {code} if isinstance(code, int) else set()
 
@@ -266,6 +271,31 @@ class RemoteController(Controller):
     ) -> None:
         ops = [(k, OP_SET if v is not None else OP_DELETE, v) for k, v in changes.items()]
         await self._incremental(BROKER_RESOURCE, "" if default else str(self.node_id), ops, validate_only)
+
+    # -- client quotas -------------------------------------------------------------------------------
+
+    async def alter_client_quotas(
+        self, alterations: Sequence[ClientQuotaAlteration], validate_only: bool = False
+    ) -> list[ClientQuotaAlterationResult]:
+        req = AlterClientQuotasRequest(validate_only=validate_only, entries=[
+            AlterClientQuotasRequest.EntryData(
+                entity=[AlterClientQuotasRequest.EntityData(entity_type=t, entity_name=n) for t, n in a.entity],
+                ops=[AlterClientQuotasRequest.OpData(key=k, value=0.0 if v is None else v, remove=v is None)
+                     for k, v in a.ops])
+            for a in alterations])
+        resp = await self._send(ALTER_CLIENT_QUOTAS, req, AlterClientQuotasResponse)
+        by_entity = {frozenset((e.entity_type, e.entity_name) for e in entry.entity): entry for entry in resp.entries}
+        results = []
+        for a in alterations:
+            entry = by_entity.get(frozenset(a.entity))
+            if entry is None:
+                results.append(ClientQuotaAlterationResult(a.entity, int(ErrorCode.UNKNOWN_SERVER_ERROR),
+                                                           "The controller's answer did not name the entity"))
+            else:
+                results.append(ClientQuotaAlterationResult(a.entity, entry.error_code, entry.error_message))
+        if not validate_only and any(r.error_code == 0 for r in results):
+            await self._caught_up()
+        return results
 
     # -- brokers and producer ids --------------------------------------------------------------------
 

@@ -31,7 +31,6 @@ _SHARE = "share groups (KIP-932) are not implemented"
 _STREAMS = "streams groups (KIP-1071) are not implemented"
 _TOKENS = "delegation tokens need SASL authentication, which is not implemented"
 _REPLICATION = "replica reassignment and leader election come with replication (single node)"
-_QUOTAS = "client quotas are not implemented"
 _TELEMETRY = "client telemetry (KIP-714) is not implemented"
 
 # APIs Kafka 4.3.1 advertises on a broker listener that kbroker does not serve, and why. A client
@@ -46,8 +45,6 @@ ABSENT_APIS: dict[int, str] = {
     43: _REPLICATION,  # ElectLeaders
     45: _REPLICATION,  # AlterPartitionReassignments
     46: _REPLICATION,  # ListPartitionReassignments
-    48: _QUOTAS,  # DescribeClientQuotas
-    49: _QUOTAS,  # AlterClientQuotas
     55: "no Raft metadata quorum (issue 13)",  # DescribeQuorum
     57: "feature levels are fixed (no UpdateFeatures)",  # UpdateFeatures
     64: "single node: no broker to unregister",  # UnregisterBroker
