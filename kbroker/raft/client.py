@@ -1024,6 +1024,8 @@ class KafkaRaftClient:
         if len(f.data) >= p.size:
             self.log.install_snapshot(f.snapshot_id, bytes(f.data))
             self._snapshot_fetch = None
+            log.info("node %d installed snapshot %020d-%010d (%d bytes) fetched from leader %d", self.node_id,
+                     f.snapshot_id.offset, f.snapshot_id.epoch, len(f.data), source)
             if f.snapshot_id.offset > s.high_watermark:
                 s.high_watermark = f.snapshot_id.offset  # a leader's snapshot holds committed entries only
 
