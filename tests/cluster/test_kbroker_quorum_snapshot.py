@@ -32,6 +32,7 @@ import pytest
 
 from kbroker.client import NodeConnection
 from kbroker.protocol.messages.describe_quorum import DescribeQuorumRequest, DescribeQuorumResponse
+from kbroker.protocol.messages.metadata import MetadataRequest, MetadataResponse
 from kbroker.protocol.metadata_records import TopicRecord
 from kbroker.snapshot import read_snapshot_file
 from tests.cluster.test_kbroker_quorum import Quorum, _common, _format
@@ -80,6 +81,23 @@ def _replication(quorum: Quorum, leader: int) -> tuple[int, dict[int, int]]:
     p = resp.topics[0].partitions[0]
     assert p.error_code == 0 and p.leader_id == leader, p
     return p.high_watermark, {v.replica_id: v.log_end_offset for v in p.current_voters}
+
+
+async def _metadata_brokers(port: int) -> list[int]:
+    conn = NodeConnection("127.0.0.1", port, client_id="test-metadata")
+    await conn.connect()
+    try:
+        resp = await conn.request(3, MetadataRequest(topics=None), MetadataResponse)
+        return [b.node_id for b in resp.brokers]
+    finally:
+        await conn.close()
+
+
+def _wait_serving(broker: KBroker) -> None:
+    """A kbroker broker logs that it started once the controller unfenced it; its own image shows it
+    unfenced a fetch later. librdkafka's admin client keeps a Metadata answer without brokers for a
+    long while (it waits "for controller"), so wait until the broker names itself."""
+    _wait(lambda: asyncio.run(_metadata_brokers(broker.port)), f"broker {broker.port} never listed itself", 30)
 
 
 def _leader(quorum: Quorum) -> tuple[int, int]:
@@ -137,6 +155,7 @@ def quorum(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Quorum]:
             c.start(timeout=60)
         q.wait_leader()
         q.brokers[4].start(timeout=60)
+        _wait_serving(q.brokers[4])
         yield q
     finally:
         for k in kafka:
@@ -210,6 +229,7 @@ def test_snapshots_trim_and_catch_up_through_fetch_snapshot(quorum: Quorum) -> N
     # 5. A broker joining late fetches from offset 0, below every log start: it loads the snapshot.
     late: KBroker = quorum.late  # type: ignore[attr-defined]
     late.start(timeout=60)
+    _wait_serving(late)
     assert "Loaded metadata snapshot" in late.log_text()
     quorum.brokers[5] = late
     assert set(first + second) <= _topic_names(late.bootstrap)
