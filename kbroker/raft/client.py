@@ -467,7 +467,18 @@ class KafkaRaftClient:
         self.quorum.to_resigned(preferred, now_ms)
 
     def _lost_election(self, s: ProspectiveState | CandidateState, now_ms: int) -> None:
-        """Backoff, then a new pre-vote round (Kafka: a lost election backs off randomly)."""
+        """Backoff, then a new pre-vote round (Kafka: a lost election backs off randomly).
+
+        A prospective that lost its pre-vote while it still knew the leader of its epoch follows that
+        leader again (Kafka's `prospectiveTransitionAfterElectionLoss`): a majority that rejects a
+        pre-vote is hearing from a live leader. Without this, a voter that restarted knowing the
+        leader from `quorum-state` and whose first fetch did not succeed within the fetch timeout
+        (a slow start) stayed prospective forever, since a leader it already knew in this epoch is
+        not followed again on a vote answer (`_maybe_transition_on_epoch`), and the leader sends
+        BeginQuorumEpoch only once (found by tests/cluster/test_kbroker_quorum_snapshot.py)."""
+        if isinstance(s, ProspectiveState) and s.leader_id >= 0 and s.leader_id != self.node_id:
+            self._transition_to_follower(s.epoch, s.leader_id, now_ms)
+            return
         s.backoff_until_ms = now_ms + self.quorum.random_backoff_ms()
 
     # --- polls per state ----------------------------------------------------------------------------
