@@ -181,7 +181,7 @@ def test_snapshots_trim_and_catch_up_through_fetch_snapshot(quorum: Quorum) -> N
     # 1. Every voter writes snapshots of its own committed image and trims its log behind them.
     for i, c in quorum.controllers.items():
         _wait(lambda c=c: WROTE.search(c.log_text()) and _checkpoints(c), f"controller {i} wrote no snapshot")
-    for i, c in quorum.controllers.items():
+    for c in quorum.controllers.values():
         m = WROTE.findall(c.log_text())[-1]
         assert int(m[0]) == int(m[2]) > 0, m  # the log starts at the latest snapshot's end offset
         snap = read_snapshot_file(_checkpoints(c)[-1])
