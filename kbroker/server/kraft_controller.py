@@ -40,9 +40,9 @@ from kbroker.metadata.loader import MetadataLoader
 from kbroker.metadata.snapshot_generator import SnapshotGenerator
 from kbroker.raft import FileQuorumStateStore, KafkaMetadataLog, KafkaRaftClient, OffsetAndEpoch, QuorumConfig
 from kbroker.raft.metadata_log import CLUSTER_METADATA_DIR
+from kbroker.server.raft_manager import KafkaRaftManager, MetadataRaftListener, RaftClientAdapter
 from kbroker.snapshot import OffsetAndEpoch as SnapshotId
 from kbroker.snapshot import build_snapshot
-from kbroker.server.raft_manager import KafkaRaftManager, MetadataRaftListener, RaftClientAdapter
 
 log = logging.getLogger(__name__)
 
