@@ -998,14 +998,15 @@ class KafkaRaftClient:
         if not isinstance(self.quorum.state, LeaderState):
             return answer(ErrorCode.NOT_LEADER_OR_FOLLOWER)
         snapshot_id = OffsetAndEpoch(p.snapshot_id.end_offset, p.snapshot_id.epoch)
-        data = self.log.read_snapshot(snapshot_id)
-        if data is None:
+        found = self.log.read_snapshot_slice(snapshot_id, max(p.position, 0),
+                                             max(min(body.max_bytes, self.config.max_fetch_snapshot_bytes), 1))
+        if found is None:
             return answer(ErrorCode.SNAPSHOT_NOT_FOUND)
-        if p.position < 0 or p.position > len(data):
+        size, chunk = found
+        if p.position < 0 or p.position > size:
             return answer(ErrorCode.POSITION_OUT_OF_RANGE)
-        chunk = data[p.position:p.position + max(min(body.max_bytes, self.config.max_fetch_snapshot_bytes), 1)]
         return answer(ErrorCode.NONE, snapshot_id=FetchSnapshotResponse.SnapshotId(
-            end_offset=snapshot_id.offset, epoch=snapshot_id.epoch), size=len(data), position=p.position,
+            end_offset=snapshot_id.offset, epoch=snapshot_id.epoch), size=size, position=p.position,
             unaligned_records=chunk)
 
     def _handle_fetch_snapshot_response(self, source: int, body: FetchSnapshotResponse, current: bool,
