@@ -320,6 +320,8 @@ def kraft_controller_settings(config: KafkaConfig, cluster_id: str, log_manager:
         ),
         metadata_log_dir=metadata_dir,
         directory_id=ids.get(metadata_dir) or next(iter(ids.values()), uuid.uuid4()),
+        max_bytes_between_snapshots=int(config["metadata.log.max.record.bytes.between.snapshots"]),
+        max_snapshot_interval_ms=int(config["metadata.log.max.snapshot.interval.ms"]),
     )
 
 

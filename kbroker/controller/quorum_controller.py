@@ -28,8 +28,16 @@ Periodic work is driven by `poll()` from the owner's timer, with `next_deadline_
 (`broker.session.timeout.ms`, one broker per event), and, with `auto.leader.rebalance.enable`, a
 preferred-leader election for imbalanced partitions every `leader.imbalance.check.interval.seconds`.
 
-Client quotas (`ClientQuotaControlManager`, AlterClientQuotas) are here. Not here (yet): snapshots
-(writing and loading), UpdateFeatures, ACLs / SCRAM, ELR (KIP-966, see `partition_change`), the controller's metrics, and a deadline per request.
+Snapshots (`handle_load_snapshot`, Kafka's `QuorumController.QuorumMetaLogListener.handleLoadSnapshot`):
+a snapshot replaces the committed image whole (a standby that fell behind the leader's log start, or
+any controller at start). As in Kafka, every broker registration in it counts as registered at the
+snapshot's last contained offset (Kafka replays each snapshot record with that offset), which is what
+an unfencing heartbeat's metadata offset is compared with. An active controller is never handed a
+snapshot by the Raft layer; if it were, it renounces first (Kafka throws). Writing snapshots is the
+node's `SnapshotGenerator` (kbroker/server/kraft_controller.py), from the node's committed image.
+
+Client quotas (`ClientQuotaControlManager`, AlterClientQuotas) are here. Not here (yet):
+UpdateFeatures, ACLs / SCRAM, ELR (KIP-966, see `partition_change`), the controller's metrics, and a deadline per request.
 """
 
 from __future__ import annotations
@@ -225,6 +233,30 @@ class QuorumController(Controller):
             self.committed_offset = batch.last_offset
         if not self.is_active():
             self._revert_to_committed()
+        self._complete_committed()
+
+    def handle_load_snapshot(self, records: Sequence[MetadataRecord], last_contained_offset: int, epoch: int,
+                             last_contained_log_time_ms: int = -1) -> None:
+        """Replace the committed state with a snapshot's records (everything up to `last_contained_offset`)."""
+        if self.is_active():
+            log.error("Asked to load a snapshot ending at %d while active at epoch %s; renouncing",
+                      last_contained_offset + 1, self.active_epoch)
+            self._renounce()
+        delta = MetadataDelta(MetadataImage.EMPTY)
+        offsets: dict[int, int] = {}
+        for record in records:
+            delta.replay(record)
+            if isinstance(record, RegisterBrokerRecord):
+                offsets[record.broker_id] = last_contained_offset
+            elif isinstance(record, UnregisterBrokerRecord):
+                offsets.pop(record.broker_id, None)
+        self.committed_image = delta.apply(MetadataProvenance(last_contained_offset, epoch, last_contained_log_time_ms,
+                                                              True))
+        self._committed_register_offsets = offsets
+        self.committed_offset = last_contained_offset
+        self._revert_to_committed()
+        log.info("Loaded a snapshot ending at offset %d (epoch %d): %d brokers, %d topics", last_contained_offset + 1,
+                 epoch, len(self.committed_image.cluster.brokers), len(self.committed_image.topics.topics_by_id))
         self._complete_committed()
 
     def handle_leader_change(self, leader: LeaderAndEpoch) -> None:

@@ -13,7 +13,9 @@ Protocols, so either side can be written, faked and tested alone:
   (the leader's own included; a control batch, such as the LeaderChangeMessage that opens an epoch,
   as a batch with no records, so the controller's committed offset passes it: without that, a write
   with no records issued right after a failover would wait for the next real commit);
-  `handle_leader_change` when the leader or epoch changes.
+  `handle_leader_change` when the leader or epoch changes; `handle_load_snapshot` with a snapshot's
+  records when the committed state must be replaced whole (at start, or a follower that fell behind
+  the leader's log start offset), after which commits continue from the snapshot's end.
 
 Kafka's guarantees the controller relies on (KafkaRaftClient's): the listener is told it leads epoch
 E only after it has been handed every batch committed before E began (so its committed state is the
@@ -76,4 +78,10 @@ class RaftClientListener(Protocol):
 
     def handle_leader_change(self, leader: LeaderAndEpoch) -> None:
         """The quorum's leader or epoch changed (this node may have become or stopped being leader)."""
+        ...
+
+    def handle_load_snapshot(self, records: Sequence[MetadataRecord], last_contained_offset: int, epoch: int,
+                             last_contained_log_time_ms: int = -1) -> None:
+        """Kafka's `handleLoadSnapshot`: replace the committed state by a snapshot's metadata records,
+        which hold everything up to `last_contained_offset` (the snapshot id's end offset - 1)."""
         ...

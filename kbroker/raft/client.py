@@ -467,7 +467,18 @@ class KafkaRaftClient:
         self.quorum.to_resigned(preferred, now_ms)
 
     def _lost_election(self, s: ProspectiveState | CandidateState, now_ms: int) -> None:
-        """Backoff, then a new pre-vote round (Kafka: a lost election backs off randomly)."""
+        """Backoff, then a new pre-vote round (Kafka: a lost election backs off randomly).
+
+        A prospective that lost its pre-vote while it still knew the leader of its epoch follows that
+        leader again (Kafka's `prospectiveTransitionAfterElectionLoss`): a majority that rejects a
+        pre-vote is hearing from a live leader. Without this, a voter that restarted knowing the
+        leader from `quorum-state` and whose first fetch did not succeed within the fetch timeout
+        (a slow start) stayed prospective forever, since a leader it already knew in this epoch is
+        not followed again on a vote answer (`_maybe_transition_on_epoch`), and the leader sends
+        BeginQuorumEpoch only once (found by tests/cluster/test_kbroker_quorum_snapshot.py)."""
+        if isinstance(s, ProspectiveState) and s.leader_id >= 0 and s.leader_id != self.node_id:
+            self._transition_to_follower(s.epoch, s.leader_id, now_ms)
+            return
         s.backoff_until_ms = now_ms + self.quorum.random_backoff_ms()
 
     # --- polls per state ----------------------------------------------------------------------------
@@ -987,14 +998,15 @@ class KafkaRaftClient:
         if not isinstance(self.quorum.state, LeaderState):
             return answer(ErrorCode.NOT_LEADER_OR_FOLLOWER)
         snapshot_id = OffsetAndEpoch(p.snapshot_id.end_offset, p.snapshot_id.epoch)
-        data = self.log.read_snapshot(snapshot_id)
-        if data is None:
+        found = self.log.read_snapshot_slice(snapshot_id, max(p.position, 0),
+                                             max(min(body.max_bytes, self.config.max_fetch_snapshot_bytes), 1))
+        if found is None:
             return answer(ErrorCode.SNAPSHOT_NOT_FOUND)
-        if p.position < 0 or p.position > len(data):
+        size, chunk = found
+        if p.position < 0 or p.position > size:
             return answer(ErrorCode.POSITION_OUT_OF_RANGE)
-        chunk = data[p.position:p.position + max(min(body.max_bytes, self.config.max_fetch_snapshot_bytes), 1)]
         return answer(ErrorCode.NONE, snapshot_id=FetchSnapshotResponse.SnapshotId(
-            end_offset=snapshot_id.offset, epoch=snapshot_id.epoch), size=len(data), position=p.position,
+            end_offset=snapshot_id.offset, epoch=snapshot_id.epoch), size=size, position=p.position,
             unaligned_records=chunk)
 
     def _handle_fetch_snapshot_response(self, source: int, body: FetchSnapshotResponse, current: bool,
@@ -1024,6 +1036,8 @@ class KafkaRaftClient:
         if len(f.data) >= p.size:
             self.log.install_snapshot(f.snapshot_id, bytes(f.data))
             self._snapshot_fetch = None
+            log.info("node %d installed snapshot %020d-%010d (%d bytes) fetched from leader %d", self.node_id,
+                     f.snapshot_id.offset, f.snapshot_id.epoch, len(f.data), source)
             if f.snapshot_id.offset > s.high_watermark:
                 s.high_watermark = f.snapshot_id.offset  # a leader's snapshot holds committed entries only
 

@@ -143,6 +143,23 @@ class KafkaMetadataLog:
         except FileNotFoundError:
             return None
 
+    def read_snapshot_slice(self, snapshot_id: OffsetAndEpoch, position: int, max_bytes: int
+                            ) -> tuple[int, bytes] | None:
+        """One chunk of a snapshot file, read at `position` (FetchSnapshot serves the file in chunks,
+        never the whole of it at once)."""
+        path = self.snapshots.get(snapshot_id)
+        if path is None:
+            return None
+        try:
+            with open(path, "rb") as f:
+                size = os.fstat(f.fileno()).st_size
+                if 0 <= position <= size:
+                    f.seek(position)
+                    return size, f.read(max_bytes)
+                return size, b""
+        except FileNotFoundError:
+            return None
+
     def _write_snapshot(self, snapshot_id: OffsetAndEpoch, data: bytes) -> None:
         final = self.directory / snapshot_filename(snapshot_id)
         part = final.with_name(final.name[: -len(SNAPSHOT_SUFFIX)] + PARTIAL_SUFFIX)

@@ -86,6 +86,12 @@ class RaftLog(Protocol):
 
     def read_snapshot(self, snapshot_id: OffsetAndEpoch) -> bytes | None: ...
 
+    def read_snapshot_slice(self, snapshot_id: OffsetAndEpoch, position: int, max_bytes: int
+                            ) -> tuple[int, bytes] | None:
+        """Kafka's `RawSnapshotReader.sizeInBytes` + `slice`: the snapshot's size and at most `max_bytes`
+        of it from `position` (what one FetchSnapshot answer carries); None if there is no such snapshot."""
+        ...
+
     def create_snapshot(self, snapshot_id: OffsetAndEpoch, data: bytes) -> None:
         """Store a snapshot (durably) of the state up to `snapshot_id.offset`."""
         ...
@@ -238,6 +244,11 @@ class MemoryRaftLog:
 
     def read_snapshot(self, snapshot_id: OffsetAndEpoch) -> bytes | None:
         return self.snapshots.get(snapshot_id)
+
+    def read_snapshot_slice(self, snapshot_id: OffsetAndEpoch, position: int, max_bytes: int
+                            ) -> tuple[int, bytes] | None:
+        data = self.snapshots.get(snapshot_id)
+        return None if data is None else (len(data), data[position:position + max_bytes])
 
     def create_snapshot(self, snapshot_id: OffsetAndEpoch, data: bytes) -> None:
         if snapshot_id.offset > self.end_offset() or snapshot_id.offset < self._start:

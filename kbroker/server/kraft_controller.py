@@ -6,6 +6,17 @@ Owns, for one voter of a kbroker controller quorum: the on-disk `__cluster_metad
 timer that runs the controller's scheduled work (`QuorumController.poll` at `next_deadline_ms`:
 fencing brokers whose session expired, preferred-leader balancing).
 
+Snapshots (Kafka's `SnapshotGenerator` on the controller's `MetadataLoader`): every voter, the active
+one and the standbys alike, writes a snapshot of its own committed image once
+`metadata.log.max.record.bytes.between.snapshots` bytes of committed batches were replayed since the
+last one, or `metadata.log.max.snapshot.interval.ms` after it (checked when a commit arrives). The
+snapshot id is (the image's last offset + 1, the epoch of that batch), the bytes are Kafka's
+(`snapshot.build_snapshot`: header control batch, the image as metadata records, footer), and
+`KafkaRaftClient.create_snapshot` stores it as `<offset>-<epoch>.checkpoint` and moves the log start
+offset up to it, which is what makes a lagging follower or a new observer fetch the snapshot. The
+Raft log keeps nothing behind its latest snapshot (Kafka keeps segments until
+`metadata.max.retention.bytes/ms`; kbroker trims at once, see docs/cluster.md).
+
 Start: `start()` (needs the running loop); stop: `close()` (a leader resigns first, so the others
 elect at once instead of waiting for the fetch timeout). The controller listener's dispatcher
 (`controller_apis.ControllerApis`) hands Raft requests to `manager.handle_inbound`.
@@ -23,10 +34,15 @@ from pathlib import Path
 
 from kbroker.cluster.configs import ConfigHelper
 from kbroker.controller.quorum_controller import QuorumController, QuorumControllerConfig
+from kbroker.metadata.image import MetadataImage
+from kbroker.metadata.image_writer import image_records
 from kbroker.metadata.loader import MetadataLoader
-from kbroker.raft import FileQuorumStateStore, KafkaMetadataLog, KafkaRaftClient, QuorumConfig
+from kbroker.metadata.snapshot_generator import SnapshotGenerator
+from kbroker.raft import FileQuorumStateStore, KafkaMetadataLog, KafkaRaftClient, OffsetAndEpoch, QuorumConfig
 from kbroker.raft.metadata_log import CLUSTER_METADATA_DIR
 from kbroker.server.raft_manager import KafkaRaftManager, MetadataRaftListener, RaftClientAdapter
+from kbroker.snapshot import OffsetAndEpoch as SnapshotId
+from kbroker.snapshot import build_snapshot
 
 log = logging.getLogger(__name__)
 
@@ -39,6 +55,9 @@ class KRaftControllerSettings:
     controller: QuorumControllerConfig
     metadata_log_dir: Path
     directory_id: uuid.UUID
+    # metadata.log.max.record.bytes.between.snapshots / metadata.log.max.snapshot.interval.ms
+    max_bytes_between_snapshots: int = 20 * 1024 * 1024
+    max_snapshot_interval_ms: int = 3600000
 
 
 class KRaftControllerLinks:
@@ -61,6 +80,30 @@ class KRaftControllerLinks:
                                            clock=time_ms)
         self.listener.register(self.controller)
         self._controller_timer: asyncio.TimerHandle | None = None
+        self.snapshots_written: list[OffsetAndEpoch] = []
+        self.snapshot_generator = SnapshotGenerator(
+            self._emit_snapshot, max_bytes_since_last_snapshot=settings.max_bytes_between_snapshots,
+            max_time_since_last_snapshot_ms=settings.max_snapshot_interval_ms, time_ms=time_ms,
+            fault_handler=lambda msg, e: log.error("%s: %s", msg, e, exc_info=e))
+        loader.install_publishers([self.snapshot_generator])
+
+    def _emit_snapshot(self, image: MetadataImage, reason: str) -> None:
+        """Write a snapshot of `image` (the committed image after a commit) through the Raft client."""
+        p = image.provenance
+        end = p.last_contained_offset + 1
+        latest = self.metadata_log.latest_snapshot_id()
+        if end <= self.metadata_log.start_offset() or (latest is not None and end <= latest.offset):
+            log.debug("Not writing a snapshot ending at %d: the log already starts there", end)
+            return
+        data = build_snapshot(image_records(image), SnapshotId(end, p.last_contained_epoch),
+                              last_contained_log_timestamp=max(p.last_contained_log_time_ms, 0),
+                              now_ms=self.time_ms())
+        snapshot_id = self.client.create_snapshot(end, data)
+        if snapshot_id.epoch != p.last_contained_epoch:
+            log.error("Snapshot %s: the image says epoch %d", snapshot_id, p.last_contained_epoch)
+        self.snapshots_written.append(snapshot_id)
+        log.info("Wrote KRaft snapshot %020d-%010d.checkpoint (%d bytes) because %s; the metadata log now starts "
+                 "at %d", snapshot_id.offset, snapshot_id.epoch, len(data), reason, self.metadata_log.start_offset())
 
     def start(self) -> None:
         self.manager.start()

@@ -19,8 +19,14 @@ It is also the seam upwards, in both directions:
   a `MetadataBatch` and handed to every `RaftClientListener` (the QuorumController; control batches as
   empty batches, as that Protocol asks) and, data batches only, to the node's `MetadataLoader`.
 
-Not here yet: snapshots (the controller writes none, so `handle_load_snapshot` is only logged),
-dynamic voters (KIP-853) and TLS/SASL on the controller listener.
+A snapshot the Raft client hands up (`handle_load_snapshot`: at start, the latest local snapshot the
+log starts at; on a follower, one fetched from the leader with FetchSnapshot) is read in Kafka's format
+(`snapshot.read_snapshot`: header, records, footer, every CRC) and replaces the committed state of the
+controller (`QuorumController.handle_load_snapshot`) and the node's image
+(`MetadataLoader.handle_load_snapshot`); commits continue from its end offset. Writing snapshots is
+`KRaftControllerLinks`' SnapshotGenerator.
+
+Not here yet: dynamic voters (KIP-853) and TLS/SASL on the controller listener.
 """
 
 from __future__ import annotations
@@ -35,6 +41,7 @@ from kbroker.controller.raft_client import LeaderAndEpoch as ControllerLeaderAnd
 from kbroker.controller.raft_client import NotLeaderError as ControllerNotLeaderError
 from kbroker.controller.raft_client import RaftClientListener
 from kbroker.controller.result import MetadataRecord
+from kbroker.metadata.image import MetadataProvenance
 from kbroker.metadata.loader import MetadataBatch, MetadataLoader
 from kbroker.protocol.messages.begin_quorum_epoch import BeginQuorumEpochResponse
 from kbroker.protocol.messages.describe_quorum import DescribeQuorumResponse
@@ -55,6 +62,7 @@ from kbroker.raft import (
     request_for_version,
 )
 from kbroker.raft.messages import RaftRequestBody, RaftResponseBody
+from kbroker.snapshot import CorruptSnapshotError, read_snapshot
 
 log = logging.getLogger(__name__)
 
@@ -73,6 +81,7 @@ class MetadataRaftListener:
     def __init__(self, loader: MetadataLoader | None) -> None:
         self.loader = loader
         self.listeners: list[RaftClientListener] = []
+        self.snapshots_loaded: list[OffsetAndEpoch] = []
 
     def register(self, listener: RaftClientListener) -> None:
         self.listeners.append(listener)
@@ -94,7 +103,23 @@ class MetadataRaftListener:
             self.loader.handle_commit(data)
 
     def handle_load_snapshot(self, snapshot_id: OffsetAndEpoch, data: bytes) -> None:
-        log.warning("Snapshot %s offered to the controller: loading snapshots is not supported yet", snapshot_id)
+        try:
+            contents = read_snapshot(data)
+        except CorruptSnapshotError as e:
+            # Kafka's controller treats an unreadable snapshot as a fatal fault; the Raft client offers it
+            # again on its next poll, so nothing past it is applied.
+            log.error("Cannot load metadata snapshot %020d-%010d: %s", snapshot_id.offset, snapshot_id.epoch, e)
+            raise
+        last = snapshot_id.offset - 1
+        timestamp = contents.last_contained_log_timestamp
+        for listener in self.listeners:
+            listener.handle_load_snapshot(contents.records, last, snapshot_id.epoch, timestamp)
+        if self.loader is not None:
+            self.loader.handle_load_snapshot(contents.records,
+                                             MetadataProvenance(last, snapshot_id.epoch, timestamp, True))
+        self.snapshots_loaded.append(snapshot_id)
+        log.info("Loaded metadata snapshot %020d-%010d (%d records)", snapshot_id.offset, snapshot_id.epoch,
+                 len(contents.records))
 
     def handle_leader_change(self, leader: LeaderAndEpoch) -> None:
         log.info("Raft leader is now %s in epoch %d", leader.leader_id if leader.leader_id >= 0 else "unknown",

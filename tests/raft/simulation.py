@@ -19,7 +19,11 @@ Checked after every step (`SafetyViolation` on the first failure):
 - state machine safety: every listener sees exactly the committed batches, in order, each once
   (snapshots included: a snapshot's content is the digest of the committed prefix it replaces);
 - the high watermark of a node never decreases (within one incarnation);
-- liveness: at the end of each healthy stretch there is a leader and something new was committed.
+- liveness: at the end of each healthy stretch there is a leader and something new was committed;
+- convergence (catch-up): at the end of each healthy stretch every node, voters and the observer,
+  has applied at least everything that was committed when the stretch began, through its log or a
+  snapshot fetched from the leader (FetchSnapshot) when it lagged behind the leader's log start; with
+  the global digest chain above, that means every node holds the same state at that offset.
 """
 
 from __future__ import annotations
@@ -391,6 +395,11 @@ class Simulation:
         if self.committed_end <= self.healthy_commit_mark:
             raise SafetyViolation(f"liveness: nothing committed in a {self.cfg.healthy_ms} ms healthy stretch "
                                   f"(committed end {self.committed_end})")
+        for node in self.nodes.values():
+            if node.sm.next_offset < self.healthy_commit_mark:
+                raise SafetyViolation(f"convergence: node {node.node_id} applied up to {node.sm.next_offset} after "
+                                      f"a {self.cfg.healthy_ms} ms healthy stretch, below the {self.healthy_commit_mark} "
+                                      "committed when it began")
 
     def maybe_fault(self) -> None:
         f = self.cfg.faults

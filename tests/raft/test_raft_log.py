@@ -109,6 +109,11 @@ def test_snapshots(make_log: Callable[[], RaftLog]) -> None:
     sid = OffsetAndEpoch(6, 2)
     log.create_snapshot(sid, b"state")
     assert log.latest_snapshot_id() == sid and log.read_snapshot(sid) == b"state"
+    # FetchSnapshot's chunks: the size and a slice at a position (the file is read in place, not whole).
+    assert log.read_snapshot_slice(sid, 0, 2) == (5, b"st")
+    assert log.read_snapshot_slice(sid, 3, 100) == (5, b"te")
+    assert log.read_snapshot_slice(sid, 5, 100) == (5, b"")
+    assert log.read_snapshot_slice(OffsetAndEpoch(7, 2), 0, 1) is None
     assert log.delete_before_snapshot(sid)
     assert log.start_offset() == 6 and log.end_offset() == 8 and log.last_fetched_epoch() == 2
     assert validate_offset_and_epoch(log, 2, 1).kind == "snapshot"

@@ -90,7 +90,7 @@ def test_same_seed_same_run() -> None:
     ("grant_vote_without_log_check", 5, 200),
     # A leader that counts a follower's fetch offset before checking it against its log (a diverged
     # follower's stale tail) commits entries a majority does not hold.
-    ("count_unvalidated_fetch_offsets", 3, 400),
+    ("count_unvalidated_fetch_offsets", 3, 600),
 ])
 def test_planted_bugs_are_caught(bug: str, wanted: int, max_seeds: int) -> None:
     """The simulation catches each planted bug, and the very seeds that catch it pass without it."""
