@@ -345,11 +345,14 @@ def main() -> int:
     ap.add_argument("--profile", action="store_true", help="py-spy flame graphs of kbroker under P1 and P3")
     ap.add_argument("--skip-ceiling", action="store_true")
     ap.add_argument("--name", default="latest", help="results file stem (latest.json, latest.png)")
+    ap.add_argument("--results-dir", type=Path, default=RESULTS, help="where the JSON and the chart go")
     a = ap.parse_args()
+    out_dir: Path = a.results_dir
     scale = SCALES["tiny" if a.tiny else "quick" if a.quick else "full"]
     only = set(a.only.split(","))
     configs = [c for c in a.configs.split(",") if c]
     RESULTS.mkdir(parents=True, exist_ok=True)
+    out_dir.mkdir(parents=True, exist_ok=True)
     makers: dict[str, Callable[[str | None], Target]] = {
         "kbroker": lambda cpus: KBrokerTarget(None, cpus), "kafka": lambda cpus: KafkaTarget(None, cpus)}
     names = [n for n in a.brokers.split(",") if n]
@@ -368,7 +371,7 @@ def main() -> int:
     result: dict[str, object] = {"when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
                                  "scale": scale, "reps": a.reps, "configs": configs, "table": table, "runs": runs,
                                  "generators": GENERATORS}
-    (RESULTS / "partial.json").write_text(json.dumps(result, indent=2))  # survives a failure below
+    (out_dir / "partial.json").write_text(json.dumps(result, indent=2))  # survives a failure below
     if not a.skip_ceiling:
         from benchmarks.physical_ceiling import run as ceiling  # loopback TCP and sendfile ceilings
 
@@ -381,9 +384,9 @@ def main() -> int:
         print(f"physical ceiling {path:10} median {r['median_mib_s']:.0f} MiB/s (best {r['best_mib_s']:.0f})")
     stamp = time.strftime("%Y%m%d-%H%M%S")
     for name in (f"run-{stamp}.json", f"{a.name}.json"):
-        (RESULTS / name).write_text(json.dumps(result, indent=2))
-    chart(table, RESULTS / f"{a.name}.png")
-    print(f"results: {RESULTS / (a.name + '.json')}  chart: {RESULTS / (a.name + '.png')}")
+        (out_dir / name).write_text(json.dumps(result, indent=2))
+    chart(table, out_dir / f"{a.name}.png")
+    print(f"results: {out_dir / (a.name + '.json')}  chart: {out_dir / (a.name + '.png')}")
     return 0
 
 
