@@ -137,6 +137,9 @@ def test_run_py_tiny_against_kbroker_reports_generator_and_broker_cost(tmp_path:
     assert run["P3_consume_backlog"]["partitions"] == 4 and run["P3_consume_backlog"]["clients"] == 4
     assert run["P3_consume_backlog"]["bytes"] == 5000 * 1024
     assert run["P3_consume_backlog"]["broker_cpu_s_per_gib"] >= 0
+    # The Fetch responses are counted, so their sizes can be compared between brokers.
+    assert run["P3_consume_backlog"]["fetch_responses"] >= 4
+    assert run["P3_consume_backlog"]["fetch_response_mib"] >= 5000 * 1024 / 2**20
     e2e = run["P4_e2e_1000"]
     assert e2e["sent"] == 1000 and e2e["lost"] == 0
     assert 0 < e2e["p50_ms"] <= e2e["p99_ms"] <= e2e["p999_ms"] <= e2e["max_ms"]

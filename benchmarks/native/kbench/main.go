@@ -198,6 +198,18 @@ func produce(args []string) {
 
 // ---- consume -----------------------------------------------------------------------------------
 
+// fetchCounter counts the Fetch responses (API key 1) the clients read and their bytes, so a
+// reader can check that both brokers answered the same requests with responses of the same size
+// (max.partition.fetch.bytes honoured) rather than one broker sending more per round trip.
+type fetchCounter struct{ n, bytes atomic.Int64 }
+
+func (f *fetchCounter) OnBrokerRead(_ kgo.BrokerMetadata, key int16, bytesRead int, _, _ time.Duration, err error) {
+	if key == 1 && err == nil {
+		f.n.Add(1)
+		f.bytes.Add(int64(bytesRead))
+	}
+}
+
 func consume(args []string) {
 	fs := flag.NewFlagSet("consume", flag.ExitOnError)
 	bootstrap := fs.String("bootstrap", "", "bootstrap servers")
@@ -211,6 +223,7 @@ func consume(args []string) {
 		*clients = *partitions
 	}
 	var got, nbytes atomic.Int64
+	var responses fetchCounter
 	var firstAt atomic.Int64 // unix nanos of the first record, 0 before
 	ctx, cancel := context.WithTimeout(context.Background(), *timeout)
 	defer cancel()
@@ -221,7 +234,7 @@ func consume(args []string) {
 		for p := c; p < *partitions; p += *clients {
 			assign[int32(p)] = kgo.NewOffset().AtStart()
 		}
-		cl, err := kgo.NewClient(kgo.SeedBrokers(*bootstrap),
+		cl, err := kgo.NewClient(kgo.SeedBrokers(*bootstrap), kgo.WithHooks(&responses),
 			kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{*topic: assign}))
 		if err != nil {
 			die("client: %v", err)
@@ -261,8 +274,9 @@ func consume(args []string) {
 	emit(map[string]any{
 		"records": got.Load(), "bytes": nbytes.Load(), "seconds": secs,
 		"seconds_with_connect": end.Sub(t0).Seconds(),
-		"records_per_s": rate(float64(got.Load()), secs), "mb_per_s": rate(float64(nbytes.Load())/mib, secs),
+		"records_per_s":        rate(float64(got.Load()), secs), "mb_per_s": rate(float64(nbytes.Load())/mib, secs),
 		"clients": *clients, "partitions": *partitions,
+		"fetch_responses": responses.n.Load(), "fetch_response_mib": float64(responses.bytes.Load()) / mib,
 		"gen_cpu_s": cpu, "gen_cpu_util": rate(cpu, end.Sub(t0).Seconds()),
 	})
 }
