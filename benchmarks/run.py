@@ -1,16 +1,25 @@
 """Side by side: the same load against kbroker and against Apache Kafka 4.3, in one run.
 
-    .venv/bin/python benchmarks/run.py [--reps 3] [--quick] [--only P1,P3] [--profile]
+    .venv/bin/python benchmarks/run.py [--reps 3] [--quick|--tiny] [--only P1,P3] [--configs pinned,unpinned]
+                                       [--brokers kbroker,kafka] [--profile]
 
-Brokers alternate A B A B (one fresh broker per repetition) to cancel machine drift; the broker
-is pinned to core 0 and the load generators to core 1 (`taskset`). Absolute numbers from a shared
-machine are noise: the table reports medians, the spread (min..max) and the ratio kbroker/Kafka.
+Brokers alternate A B, B A (one fresh broker per repetition and configuration) to cancel machine
+drift. Two configurations (issue 17): "pinned", the broker on core 0 and the load generator on
+core 1 (`taskset`: per-core efficiency), and "unpinned", both free on every core (what a user sees;
+rows named *_unpinned). Absolute numbers from a shared machine are noise: the table reports
+medians, the spread (min..max) and the ratio kbroker/Kafka.
 
-Workloads (the rows of issue 5):
+The load generators are native and the same for both brokers (benchmarks/instruments.py); every
+row carries the generator's CPU use (gen_cpu_util, in cores) and ceiling (gen_ceiling_*), and the
+broker's CPU (broker_cpu_s, broker_cpu_util) from /proc.
+
+Workloads:
   P1  produce, 1 KiB records, batch.size=131072, linger.ms=5, acks=1      (kafka-producer-perf-test)
   P2  produce, 100 B records, batch.size=16384, linger.ms=0, acks=1       (kafka-producer-perf-test)
-  P3  consume a backlog from the beginning (the sendfile path)             (librdkafka, assign mode)
-  P4  end-to-end latency p50/p99/p99.9 at 5,000 and 20,000 records/s, 1 KiB (librdkafka)
+  P3  consume a 1 GiB backlog of 4 partitions, 4 consumers (the sendfile path)   (kbench consume)
+      MB/s and the broker's CPU seconds per GiB served
+  P4  end-to-end latency at a fixed 1k/5k/20k/50k records/s, 1 KiB, from the intended send time
+      (kbench e2e: p50/p99/p99.9/max); the one-at-a-time round trip (Kafka's EndToEndLatency)
   P5  broker RSS under P1, and start-up to first acknowledged produce
 
 Results: benchmarks/results/latest.json (+ a timestamped copy) and benchmarks/results/latest.png.
@@ -35,8 +44,16 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from benchmarks.targets import KafkaTarget, KBrokerTarget, Target  # noqa: E402
-from tests.support.java import java_command  # noqa: E402
+from benchmarks.instruments import (  # noqa: E402
+    MIB,
+    BrokerCpu,
+    generator_figures,
+    java_tool,
+    kbench,
+    load_cmd,
+    run_measured,
+)
+from benchmarks.targets import BROKER_CPU, KafkaTarget, KBrokerTarget, Target  # noqa: E402
 
 RESULTS = ROOT / "benchmarks" / "results"
 LOAD_CPU = "1"
@@ -64,24 +81,42 @@ _PERF_RE = re.compile(
 )
 
 
-def producer_perf(bootstrap: str, topic: str, records: int, size: int, props: dict[str, str]) -> dict[str, float]:
+def producer_perf(bootstrap: str, topic: str, records: int, size: int, props: dict[str, str],
+                  pin: bool = True) -> dict[str, float]:
+    """kafka-producer-perf-test (ProducerPerformance, kafka-tools 4.3.1) at full speed, with its CPU."""
     args = ["--topic", topic, "--num-records", str(records), "--record-size", str(size),
             "--throughput", "-1", "--producer-props", f"bootstrap.servers={bootstrap}",
             *[f"{k}={v}" for k, v in props.items()]]
-    out = subprocess.run(pinned(java_command("org.apache.kafka.tools.ProducerPerformance", args)),
-                         capture_output=True, text=True, timeout=900, cwd=ROOT)
+    out = java_tool("org.apache.kafka.tools.ProducerPerformance", args, pin)
     m = None
     for line in out.stdout.splitlines():
         m = _PERF_RE.search(line) or m
     if m is None:
         raise RuntimeError(f"producer perf test failed: {out.stdout[-2000:]} {out.stderr[-2000:]}")
-    return {"records": int(m.group(1)), "records_per_s": float(m.group(2)), "mb_per_s": float(m.group(3)),
-            "avg_latency_ms": float(m.group(4)), "p99_latency_ms": float(m.group(8))}
+    res = {"records": int(m.group(1)), "records_per_s": float(m.group(2)), "mb_per_s": float(m.group(3)),
+           "avg_latency_ms": float(m.group(4)), "p99_latency_ms": float(m.group(8))}
+    return res | generator_figures(out, {"mb_per_s": res["mb_per_s"], "records_per_s": res["records_per_s"]})
+
+
+_E2E_RE = re.compile(r"Percentiles: 50th = (\d+), 99th = (\d+), 99.9th = (\d+)")
+_AVG_RE = re.compile(r"Avg latency: ([\d.]+) ms")
+
+
+def round_trip(bootstrap: str, topic: str, records: int, size: int, pin: bool = True) -> dict[str, float]:
+    """Kafka's EndToEndLatency: one record at a time, produced (acks=1) then consumed, n times."""
+    out = java_tool("org.apache.kafka.tools.EndToEndLatency",
+                    ["--bootstrap-server", bootstrap, "--topic", topic, "--num-records", str(records),
+                     "--producer-acks", "1", "--record-size", str(size)], pin)
+    p, avg = _E2E_RE.search(out.stdout), _AVG_RE.search(out.stdout)
+    if p is None or avg is None:
+        raise RuntimeError(f"EndToEndLatency output not understood: {out.stdout[-2000:]}")
+    return {"records": records, "avg_ms": float(avg.group(1)), "p50_ms": float(p.group(1)),
+            "p99_ms": float(p.group(2)), "p999_ms": float(p.group(3)),
+            "gen_cpu_s": out.cpu_s, "gen_cpu_util": out.cpu_util}
 
 
 def loadgen(*args: str, timeout: float = 900) -> dict[str, float]:
-    out = subprocess.run(pinned([PY, str(ROOT / "benchmarks" / "loadgen.py"), *args]),
-                         capture_output=True, text=True, timeout=timeout, cwd=ROOT)
+    out = run_measured(load_cmd([PY, str(ROOT / "benchmarks" / "loadgen.py"), *args], True), timeout)
     if out.returncode != 0:
         raise RuntimeError(f"loadgen {args[0]} failed: {out.stderr[-2000:]}")
     return dict(json.loads(out.stdout.strip().splitlines()[-1]))
@@ -152,41 +187,77 @@ def hot_spots(raw: Path, top: int = 5) -> list[tuple[str, float]]:
     return [(k, v / total) for k, v in ranked] if total else []
 
 
-def run_one(target: Target, scale: dict[str, int], only: set[str], profile: bool) -> dict[str, dict[str, float]]:
+P3_PARTITIONS = 4  # and as many consumer clients: one consumer's decoding is not the limit
+P4_RATES = (1000, 5000, 20000, 50000)
+
+
+def run_one(target: Target, scale: dict[str, int], only: set[str], profile: bool,
+            config: str = "pinned") -> dict[str, dict[str, float]]:
+    """Every selected row against one fresh broker. Pinned: all rows, the generators on core 1.
+    Unpinned: the throughput rows (P1, P2, P3) only, named *_unpinned, nothing pinned."""
+    pin = config == "pinned"
+    sfx = "" if pin else "_unpinned"
     res: dict[str, dict[str, float]] = {}
     with tempfile.TemporaryDirectory(prefix=f"bench-{target.name}-") as d:
         t0 = time.monotonic()
         target.start(Path(d))
-        if "P5" in only:
+        if "P5" in only and pin:
             fp = loadgen("first-produce", target.bootstrap, "startup-probe", "120")
             res["P5_start_to_first_produce"] = {"seconds": time.monotonic() - t0,
                                                 "after_listen_s": fp["seconds"]}
         try:
             if "P1" in only:
                 create_topic(target.bootstrap, "p1")
-                with RssSampler(target.pid) as rss, Profiler(target.pid, "P1", profile and target.name == "kbroker"):
-                    res["P1_produce_1k"] = producer_perf(target.bootstrap, "p1", scale["p1"], 1024, {
-                        "batch.size": "131072", "linger.ms": "5", "acks": "1"})
-                res["P5_rss_under_P1"] = {"peak_rss_mb": rss.peak_kb / 1024}
+                with RssSampler(target.pid) as rss, \
+                        Profiler(target.pid, "P1", profile and pin and target.name == "kbroker"), \
+                        BrokerCpu(target.pid) as cpu:
+                    r = producer_perf(target.bootstrap, "p1", scale["p1"], 1024, {
+                        "batch.size": "131072", "linger.ms": "5", "acks": "1"}, pin)
+                res["P1_produce_1k" + sfx] = r | cpu.figures() | per_record(cpu, r)
+                if pin:
+                    res["P5_rss_under_P1"] = {"peak_rss_mb": rss.peak_kb / 1024}
             if "P2" in only:
                 create_topic(target.bootstrap, "p2")
-                res["P2_produce_100b"] = producer_perf(target.bootstrap, "p2", scale["p2"], 100, {
-                    "batch.size": "16384", "linger.ms": "0", "acks": "1"})
+                with BrokerCpu(target.pid) as cpu:
+                    r = producer_perf(target.bootstrap, "p2", scale["p2"], 100, {
+                        "batch.size": "16384", "linger.ms": "0", "acks": "1"}, pin)
+                res["P2_produce_100b" + sfx] = r | cpu.figures() | per_record(cpu, r)
             if "P3" in only:
-                create_topic(target.bootstrap, "p3")
-                producer_perf(target.bootstrap, "p3", scale["p3"], 1024, {
-                    "batch.size": "131072", "linger.ms": "5", "acks": "1"})
-                with Profiler(target.pid, "P3", profile and target.name == "kbroker"):
-                    res["P3_consume_backlog"] = loadgen("consume", target.bootstrap, "p3", "1", str(scale["p3"]))
-            if "P4" in only:
-                for rate in (5000, 20000):
+                create_topic(target.bootstrap, "p3", P3_PARTITIONS)
+                kbench("produce", {"bootstrap": target.bootstrap, "topic": "p3", "records": scale["p3"],
+                                   "size": 1024, "acks": "1", "linger-ms": 5, "batch-bytes": 131072}, pin)
+                with Profiler(target.pid, "P3", profile and pin and target.name == "kbroker"), \
+                        BrokerCpu(target.pid) as cpu:
+                    r = kbench("consume", {"bootstrap": target.bootstrap, "topic": "p3",
+                                           "partitions": P3_PARTITIONS, "clients": P3_PARTITIONS,
+                                           "records": scale["p3"]}, pin)
+                f = cpu.figures()
+                f["broker_cpu_s_per_gib"] = cpu.cpu_s / (r["bytes"] / (1024 * MIB)) if r["bytes"] else 0.0
+                res["P3_consume_backlog" + sfx] = r | f
+            if "P4" in only and pin:
+                for rate in scale_rates(scale):
                     topic = f"p4-{rate}"
                     create_topic(target.bootstrap, topic)
-                    res[f"P4_e2e_{rate}"] = loadgen("e2e", target.bootstrap, topic, str(rate),
-                                                    str(scale["p4_seconds"]), "1024")
+                    with BrokerCpu(target.pid) as cpu:
+                        r = kbench("e2e", {"bootstrap": target.bootstrap, "topic": topic, "rate": rate,
+                                           "seconds": scale["p4_seconds"], "warmup": scale["p4_warmup"],
+                                           "size": 1024, "acks": "1"}, pin)
+                    res[f"P4_e2e_{rate}"] = r | cpu.figures()
+                create_topic(target.bootstrap, "p4-round-trip")
+                res["P4_round_trip"] = round_trip(target.bootstrap, "p4-round-trip", scale["p4_round_trips"],
+                                                  1024, pin)
         finally:
             target.stop()
     return res
+
+
+def per_record(cpu: BrokerCpu, r: dict[str, float]) -> dict[str, float]:
+    """The broker's CPU microseconds per record produced: a busy machine disturbs it less than records/s."""
+    return {"broker_cpu_us_per_record": cpu.cpu_s * 1e6 / r["records"]} if r.get("records") else {}
+
+
+def scale_rates(scale: dict[str, int]) -> list[int]:
+    return [r for r in P4_RATES if r <= scale["p4_max_rate"]]
 
 
 def summarize(runs: dict[str, list[dict[str, dict[str, float]]]]) -> dict[str, dict[str, dict[str, float]]]:
@@ -227,13 +298,24 @@ def chart(table: dict[str, dict[str, dict[str, float]]], path: Path) -> None:
     import matplotlib.pyplot as plt
 
     fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(13, 5))
-    thr = [(w, "mb_per_s") for w in ("P1_produce_1k", "P2_produce_100b", "P3_consume_backlog") if w in table]
-    _bars(ax1, table, thr, "MB/s (median; whiskers min..max)", "Throughput")
-    lat = [(w, m) for w in table if w.startswith("P4_") for m in ("p50_ms", "p99_ms", "p999_ms")]
-    _bars(ax2, table, lat, "ms (median)", "End-to-end latency (P4)")
+    thr = [(w + c, "mb_per_s") for w in ("P1_produce_1k", "P2_produce_100b", "P3_consume_backlog")
+           for c in ("", "_unpinned") if w + c in table]
+    _bars(ax1, table, thr, "MB/s (median; whiskers min..max)", "Throughput (pinned: 1 core each; unpinned)")
+    p4 = sorted((w for w in table if w.startswith("P4_e2e_")), key=lambda w: int(w.rsplit("_", 1)[1]))
+    lat = [(w, m) for w in [*p4, "P4_round_trip"] if w in table for m in ("p50_ms", "p99_ms", "p999_ms")]
+    _bars(ax2, table, lat, "ms (median)", "End-to-end latency (P4, pinned), from the intended send time")
     fig.suptitle("kbroker vs Apache Kafka 4.3, same machine, same load")
     fig.tight_layout()
     fig.savefig(path, dpi=110)
+
+
+def _label(workload: str, metric: str) -> str:
+    """A short tick label: "consume_backlog\nunpinned", "20k/s\np99", "round\ntrip p50"."""
+    if workload.startswith("P4_e2e_"):
+        return f"{int(workload.rsplit('_', 1)[1]) // 1000}k/s\n{metric.removesuffix('_ms')}"
+    if workload == "P4_round_trip":
+        return f"round\ntrip {metric.removesuffix('_ms')}"
+    return workload.split("_", 1)[1].replace("_unpinned", "\nunpinned")
 
 
 def _bars(ax: object, table: dict[str, dict[str, dict[str, float]]], cells: list[tuple[str, str]],
@@ -246,7 +328,7 @@ def _bars(ax: object, table: dict[str, dict[str, dict[str, float]]], cells: list
         lo = [med[j] - table[w][m].get(f"{name}_min", med[j]) for j, (w, m) in enumerate(cells)]
         hi = [table[w][m].get(f"{name}_max", med[j]) - med[j] for j, (w, m) in enumerate(cells)]
         ax.bar(x + (i - 0.5) * 0.4, med, 0.4, yerr=[lo, hi], label=name, color=color, capsize=3)  # type: ignore[attr-defined]
-    ax.set_xticks(x, [f"{w.split('_', 1)[1]}\n{m}" for w, m in cells], fontsize=8)  # type: ignore[attr-defined]
+    ax.set_xticks(x, [_label(w, m) for w, m in cells], fontsize=7)  # type: ignore[attr-defined]
     ax.set_ylabel(ylabel)  # type: ignore[attr-defined]
     if "latency" in title:
         ax.set_yscale("log")  # type: ignore[attr-defined]
@@ -254,31 +336,56 @@ def _bars(ax: object, table: dict[str, dict[str, dict[str, float]]], cells: list
     ax.legend()  # type: ignore[attr-defined]
 
 
+SCALES: dict[str, dict[str, int]] = {
+    "full": {"p1": 1_000_000, "p2": 2_000_000, "p3": 1_048_576, "p4_seconds": 10, "p4_warmup": 2,
+             "p4_max_rate": 50_000, "p4_round_trips": 2_000},
+    "quick": {"p1": 50_000, "p2": 100_000, "p3": 50_000, "p4_seconds": 3, "p4_warmup": 1,
+              "p4_max_rate": 50_000, "p4_round_trips": 500},
+    # The default-suite test's scale (tests/benchmarks/test_bench_run.py): seconds, not figures.
+    "tiny": {"p1": 5_000, "p2": 5_000, "p3": 5_000, "p4_seconds": 1, "p4_warmup": 1,
+             "p4_max_rate": 1_000, "p4_round_trips": 50},
+}
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--quick", action="store_true", help="small counts: a smoke run, not figures")
+    ap.add_argument("--tiny", action="store_true", help="the test's scale: checks the instruments, no figures")
     ap.add_argument("--only", default="P1,P2,P3,P4,P5")
+    ap.add_argument("--configs", default="pinned,unpinned",
+                    help="pinned (broker core 0, load core 1) and/or unpinned (throughput rows only)")
+    ap.add_argument("--brokers", default="kbroker,kafka")
     ap.add_argument("--profile", action="store_true", help="py-spy flame graphs of kbroker under P1 and P3")
     ap.add_argument("--skip-ceiling", action="store_true")
     ap.add_argument("--name", default="latest", help="results file stem (latest.json, latest.png)")
+    ap.add_argument("--results-dir", type=Path, default=RESULTS, help="where the JSON and the chart go")
     a = ap.parse_args()
-    scale = ({"p1": 50_000, "p2": 100_000, "p3": 50_000, "p4_seconds": 3} if a.quick else
-             {"p1": 1_000_000, "p2": 2_000_000, "p3": 1_048_576, "p4_seconds": 15})
+    out_dir: Path = a.results_dir
+    scale = SCALES["tiny" if a.tiny else "quick" if a.quick else "full"]
     only = set(a.only.split(","))
+    configs = [c for c in a.configs.split(",") if c]
     RESULTS.mkdir(parents=True, exist_ok=True)
-    targets: list[Callable[[], Target]] = [KBrokerTarget, KafkaTarget]
-    runs: dict[str, list[dict[str, dict[str, float]]]] = {"kbroker": [], "kafka": []}
+    out_dir.mkdir(parents=True, exist_ok=True)
+    makers: dict[str, Callable[[str | None], Target]] = {
+        "kbroker": lambda cpus: KBrokerTarget(None, cpus), "kafka": lambda cpus: KafkaTarget(None, cpus)}
+    names = [n for n in a.brokers.split(",") if n]
+    runs: dict[str, list[dict[str, dict[str, float]]]] = {n: [] for n in names}
     for rep in range(a.reps):
-        order = targets if rep % 2 == 0 else targets[::-1]  # A B, then B A: drift cancels
-        for make in order:
-            t = make()
-            print(f"rep {rep + 1}/{a.reps}: {t.name}", file=sys.stderr, flush=True)
-            runs[t.name].append(run_one(t, scale, only, a.profile and rep == 0))
+        order = names if rep % 2 == 0 else names[::-1]  # A B, then B A: drift cancels
+        merged: dict[str, dict[str, dict[str, float]]] = {n: {} for n in names}
+        for config in configs:
+            for name in order:
+                t = makers[name](BROKER_CPU if config == "pinned" else None)
+                print(f"rep {rep + 1}/{a.reps} {config}: {t.name}", file=sys.stderr, flush=True)
+                merged[name].update(run_one(t, scale, only, a.profile and rep == 0, config))
+        for name in names:
+            runs[name].append(merged[name])
     table = summarize(runs)
     result: dict[str, object] = {"when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-                                 "scale": scale, "reps": a.reps, "table": table, "runs": runs}
-    (RESULTS / "partial.json").write_text(json.dumps(result, indent=2))  # survives a failure below
+                                 "scale": scale, "reps": a.reps, "configs": configs, "table": table, "runs": runs,
+                                 "generators": GENERATORS}
+    (out_dir / "partial.json").write_text(json.dumps(result, indent=2))  # survives a failure below
     if not a.skip_ceiling:
         from benchmarks.physical_ceiling import run as ceiling  # loopback TCP and sendfile ceilings
 
@@ -291,10 +398,21 @@ def main() -> int:
         print(f"physical ceiling {path:10} median {r['median_mib_s']:.0f} MiB/s (best {r['best_mib_s']:.0f})")
     stamp = time.strftime("%Y%m%d-%H%M%S")
     for name in (f"run-{stamp}.json", f"{a.name}.json"):
-        (RESULTS / name).write_text(json.dumps(result, indent=2))
-    chart(table, RESULTS / f"{a.name}.png")
-    print(f"results: {RESULTS / (a.name + '.json')}  chart: {RESULTS / (a.name + '.png')}")
+        (out_dir / name).write_text(json.dumps(result, indent=2))
+    chart(table, out_dir / f"{a.name}.png")
+    print(f"results: {out_dir / (a.name + '.json')}  chart: {out_dir / (a.name + '.png')}")
     return 0
+
+
+# Which instrument drives each row (written into the results, so a reader of the JSON knows).
+GENERATORS = {
+    "P1": "kafka-producer-perf-test (org.apache.kafka.tools.ProducerPerformance, kafka-tools 4.3.1)",
+    "P2": "kafka-producer-perf-test (org.apache.kafka.tools.ProducerPerformance, kafka-tools 4.3.1)",
+    "P3": "kbench consume (Go, franz-go v1.22.3; benchmarks/native), 4 partitions, 4 clients",
+    "P4_e2e": "kbench e2e (Go, franz-go v1.22.3): fixed rate, latency from the intended send time",
+    "P4_round_trip": "EndToEndLatency (org.apache.kafka.tools.EndToEndLatency, kafka-tools 4.3.1)",
+    "P5": "confluent-kafka producer (benchmarks/loadgen.py first-produce)",
+}
 
 
 if __name__ == "__main__":

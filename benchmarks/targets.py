@@ -1,4 +1,8 @@
-"""The two brokers under test, started fresh, pinned to core 0, stopped after each repetition."""
+"""The two brokers under test, started fresh, stopped after each repetition.
+
+Pinned (the default, ``cpus=BROKER_CPU``) the broker gets core 0 only: every JVM thread of Kafka, or
+kbroker's single process. ``cpus=None`` leaves it unpinned, free to use every core (what a user
+sees, with the load generator sharing the machine)."""
 
 from __future__ import annotations
 
@@ -48,16 +52,17 @@ class KBrokerTarget:
 
     name = "kbroker"
 
-    def __init__(self, overrides: dict[str, str] | None = None) -> None:
+    def __init__(self, overrides: dict[str, str] | None = None, cpus: str | None = BROKER_CPU) -> None:
         self.bootstrap, self.pid = "", 0
         self.overrides = dict(overrides or {})
+        self.cpus = cpus
         self._proc: subprocess.Popen[bytes] | None = None
 
     def start(self, workdir: Path) -> None:
         port = free_port()
         self._log = open(workdir / "kbroker.log", "wb")  # noqa: SIM115 - closed in stop()
         self._proc = subprocess.Popen(
-            ["taskset", "-c", BROKER_CPU, sys.executable, "-m", "kbroker", "serve",
+            [*(["taskset", "-c", self.cpus] if self.cpus else []), sys.executable, "-m", "kbroker", "serve",
              "--override", f"listeners=PLAINTEXT://127.0.0.1:{port}",
              "--override", f"log.dirs={workdir / 'data'}",
              "--override", "num.partitions=1", *_override_args(self.overrides)],
@@ -82,9 +87,10 @@ class KafkaTarget:
 
     name = "kafka"
 
-    def __init__(self, overrides: dict[str, str] | None = None) -> None:
+    def __init__(self, overrides: dict[str, str] | None = None, cpus: str | None = BROKER_CPU) -> None:
         self.bootstrap, self.pid, self._dir = "", 0, Path()
         self.overrides = dict(overrides or {})  # kafka.sh appends them, so they win
+        self.cpus = cpus
 
     def start(self, workdir: Path) -> None:
         self._dir = workdir / "kafka"
@@ -94,7 +100,8 @@ class KafkaTarget:
         self.bootstrap = out.stdout.strip().splitlines()[-1].split("=", 1)[1]
         self.pid = int((self._dir / "kafka.pid").read_text().strip())
         # Pin every JVM thread to the broker core, like kbroker's single process.
-        subprocess.run(["taskset", "-a", "-cp", BROKER_CPU, str(self.pid)], capture_output=True, check=True)
+        if self.cpus:
+            subprocess.run(["taskset", "-a", "-cp", self.cpus, str(self.pid)], capture_output=True, check=True)
 
     def stop(self) -> None:
         subprocess.run(["bash", str(ROOT / "benchmarks/reference/kafka.sh"), "stop", "--dir", str(self._dir)],
