@@ -374,3 +374,74 @@ def test_repeated_kills_of_coordinators_and_leaders(cluster: Cluster) -> None:
         merged.uncertain += o.uncertain
     assert len(merged.committed) > 0
     _check(cluster, merged, tids)
+
+
+def test_produce_verified_by_a_coordinator_on_another_broker(cluster: Cluster) -> None:
+    """KIP-890 part 1 across brokers, on the wire: a transactional batch sent to a partition leader that
+    is not the producer's coordinator, for a partition never added to the transaction, is refused
+    with INVALID_TXN_STATE (the leader asked the coordinator with AddPartitionsToTxn `verify_only`);
+    once the partition is added it is accepted, and the abort's marker reaches that leader."""
+    import asyncio
+
+    from kbroker.client import NodeConnection
+    from kbroker.protocol.errors import ErrorCode
+    from kbroker.protocol.messages.add_partitions_to_txn import (
+        AddPartitionsToTxnRequest,
+        AddPartitionsToTxnResponse,
+    )
+    from kbroker.protocol.messages.end_txn import EndTxnRequest, EndTxnResponse
+    from kbroker.protocol.messages.init_producer_id import InitProducerIdRequest, InitProducerIdResponse
+    from kbroker.protocol.messages.produce import ProduceRequest, ProduceResponse
+    from kbroker.protocol.records import SimpleRecord, build_batch
+
+    _ensure_state_topic(cluster, "setup-3")
+    state_leaders = cluster.wait_leaders(STATE, STATE_PARTITIONS, set(BROKER_IDS))
+    data_leaders = cluster.wait_leaders(TOPIC, 3, set(BROKER_IDS))
+    partition, leader = next((p, b) for p, b in sorted(data_leaders.items()))
+    coordinator = next(b for b in BROKER_IDS if b != leader)
+    tid = _tid_coordinated_by(coordinator, state_leaders, "verify")
+
+    async def run() -> None:
+        coord = NodeConnection("127.0.0.1", cluster.brokers[coordinator].port)
+        lead = NodeConnection("127.0.0.1", cluster.brokers[leader].port)
+        await coord.connect()
+        await lead.connect()
+        try:
+            init = await coord.request(22, InitProducerIdRequest(transactional_id=tid, transaction_timeout_ms=30000,
+                                                                 producer_id=-1, producer_epoch=-1),
+                                       InitProducerIdResponse)
+            assert init.error_code == 0, init
+            pid, epoch = init.producer_id, init.producer_epoch
+
+            def produce(seq: int) -> ProduceRequest:
+                batch = build_batch([SimpleRecord(b"verify-%d" % seq, None, int(time.time() * 1000))],
+                                    producer_id=pid, producer_epoch=epoch, base_sequence=seq,
+                                    is_transactional=True)
+                P = ProduceRequest
+                return P(transactional_id=tid, acks=-1, timeout_ms=30000, topic_data=[P.TopicProduceData(
+                    name=TOPIC, partition_data=[P.PartitionProduceData(index=partition, records=bytes(batch))])])
+
+            refused = await lead.request(0, produce(0), ProduceResponse, version=11)
+            assert refused.responses[0].partition_responses[0].error_code == ErrorCode.INVALID_TXN_STATE, refused
+            A = AddPartitionsToTxnRequest
+            added = await coord.request(24, A(v3_and_below_transactional_id=tid, v3_and_below_producer_id=pid,
+                                              v3_and_below_producer_epoch=epoch, v3_and_below_topics=[
+                                                  A.AddPartitionsToTxnTopic(name=TOPIC, partitions=[partition])]),
+                                        AddPartitionsToTxnResponse, version=3)
+            assert added.results_by_topic_v3_and_below[0].results_by_partition[0].partition_error_code == 0
+            accepted = await lead.request(0, produce(0), ProduceResponse, version=11)
+            assert accepted.responses[0].partition_responses[0].error_code == ErrorCode.NONE, accepted
+            ended = await coord.request(26, EndTxnRequest(transactional_id=tid, producer_id=pid, producer_epoch=epoch,
+                                                          committed=False), EndTxnResponse, version=3)
+            assert ended.error_code == 0, ended
+            # The transaction is over: a late batch of it is refused again (no hanging transaction).
+            late = await lead.request(0, produce(1), ProduceResponse, version=11)
+            assert late.responses[0].partition_responses[0].error_code == ErrorCode.INVALID_TXN_STATE, late
+        finally:
+            await coord.close()
+            await lead.close()
+
+    asyncio.run(run())
+    values, ends = _read_all(cluster, "read_committed")
+    assert not [v for v in values if v.startswith("verify-")]
+    assert all(pos >= high for pos, high in ends.values()), ends  # the ABORT marker reached the leader
