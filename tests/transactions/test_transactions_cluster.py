@@ -445,3 +445,34 @@ def test_produce_verified_by_a_coordinator_on_another_broker(cluster: Cluster) -
     values, ends = _read_all(cluster, "read_committed")
     assert not [v for v in values if v.startswith("verify-")]
     assert all(pos >= high for pos, high in ends.values()), ends  # the ABORT marker reached the leader
+
+
+@pytest.mark.java
+def test_java_transactional_producer_across_brokers(cluster: Cluster) -> None:
+    """kafka-clients 4.3.1 (tests/transactions/java/TxnClient.java): commit, abort, a zombie fenced by a
+    new incarnation (whose InitProducerId aborts the zombie's open transaction with markers sent to
+    another broker), then read_committed reads exactly the committed records; the partition's leader
+    is not the coordinator."""
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    from tests.support.java import java_unavailable_reason, run_java_main
+
+    reason = java_unavailable_reason()
+    if reason:
+        pytest.skip(reason)
+    topic = "java-txn-cluster"
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+    admin.create_topics([NewTopic(topic, 1, 3, config={"min.insync.replicas": "2"})])[topic].result(60)
+    leader = cluster.wait_leaders(topic, 1, set(BROKER_IDS))[0]
+    _ensure_state_topic(cluster, "setup-4")
+    state_leaders = cluster.wait_leaders(STATE, STATE_PARTITIONS, set(BROKER_IDS))
+    tid = _tid_coordinated_by(next(b for b in BROKER_IDS if b != leader), state_leaders, "java")
+    txn_client = Path(__file__).parent / "java" / "TxnClient.java"
+    proc = run_java_main(str(txn_client), [cluster.bootstrap, topic, tid], timeout=240)
+    lines = proc.stdout.splitlines()
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "fenced ProducerFencedException" in lines, proc.stdout + proc.stderr
+    assert "read c0,c1,c2,fresh" in lines, proc.stdout + proc.stderr
+    described = run_java_main("kafka-transactions", ["--bootstrap-server", cluster.bootstrap, "describe",
+                                                     "--transactional-id", tid], timeout=120)
+    assert described.returncode == 0 and "CompleteCommit" in described.stdout, described.stdout + described.stderr
