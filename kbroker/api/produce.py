@@ -17,7 +17,8 @@ partly succeed. acks=0: no response at all; if any partition failed the connecti
 the producer refreshes its metadata. Transactional batches without a transactional id fail the
 whole request with TRANSACTIONAL_ID_AUTHORIZATION_FAILED (as Kafka). With one, and
 `transaction.partition.verification.enable` (KIP-890 part 1), a transactional batch for a partition
-that is not in the producer's Ongoing transaction (asked of the in-process transaction coordinator) is
+that is not in the producer's Ongoing transaction (asked of the transaction coordinator: in-process, or
+with AddPartitionsToTxn v4 `verify_only` on the coordinator's broker, the append waiting for it) is
 refused (NOT_ENOUGH_REPLICAS while the coordinator is unavailable, INVALID_PRODUCER_ID_MAPPING /
 INVALID_PRODUCER_EPOCH for a producer that is not the transaction's current one, INVALID_TXN_STATE
 for a partition not added), so a late produce after an abort cannot open a hanging transaction.
