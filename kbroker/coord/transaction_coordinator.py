@@ -394,8 +394,9 @@ class TransactionCoordinatorService:
         leader = self._leader_of(TRANSACTION_STATE_TOPIC, p)
         if leader is not None and leader >= 0 and leader != self.metadata.node_id and self.verifier is not None:
             return self.verifier.verify(leader, transactional_id, producer_id, epoch, topic, partition)
-        if self.coordinator_status(transactional_id) != ErrorCode.NONE:
-            return ErrorCode.NOT_ENOUGH_REPLICAS
+        rt = self.runtime
+        if rt is None or not self.active or rt.status(self._partition(transactional_id)) != ErrorCode.NONE:
+            return ErrorCode.NOT_ENOUGH_REPLICAS  # not here, or still loading (after a failover): retriable
         txn = self.describe(transactional_id)
         if txn is None or txn.producer_id != producer_id:
             return ErrorCode.INVALID_PRODUCER_ID_MAPPING
