@@ -197,6 +197,17 @@ def _tid_coordinated_by(broker: int, leaders: dict[int, int], prefix: str) -> st
     raise AssertionError(f"no transactional id coordinated by {broker}")
 
 
+def _remote_pair(cluster: Cluster, topic: str, partitions: int, prefix: str) -> tuple[int, int, int, str]:
+    """(partition, its leader, a coordinator on another broker, a transactional id it coordinates):
+    leaders move after the kill test, so both are chosen from the current leaders."""
+    state_leaders = cluster.wait_leaders(STATE, STATE_PARTITIONS, set(BROKER_IDS))
+    data_leaders = cluster.wait_leaders(topic, partitions, set(BROKER_IDS))
+    for partition, leader in sorted(data_leaders.items()):
+        for coordinator in sorted(set(state_leaders.values()) - {leader}):
+            return partition, leader, coordinator, _tid_coordinated_by(coordinator, state_leaders, prefix)
+    raise AssertionError(f"every leader on one broker: {state_leaders} {data_leaders}")
+
+
 def test_commit_and_abort_across_brokers(cluster: Cluster) -> None:
     coordinator = _ensure_state_topic(cluster, "setup-0")
     state_leaders = cluster.wait_leaders(STATE, STATE_PARTITIONS, set(BROKER_IDS))
@@ -306,45 +317,13 @@ def _check(cluster: Cluster, out: Outcome, tids: list[str]) -> None:
           f"client errors: {out.errors[:5]}")
 
 
-def test_coordinator_killed_mid_stream(cluster: Cluster) -> None:
-    _ensure_state_topic(cluster, "setup-1")
-    state_leaders = cluster.wait_leaders(STATE, STATE_PARTITIONS, set(BROKER_IDS))
-    data_leaders = cluster.wait_leaders(TOPIC, 3, set(BROKER_IDS))
-    victim = data_leaders[0]
-    tid = _tid_coordinated_by(victim, state_leaders, "killed")
-    out = Outcome()
-    stop = threading.Event()
-    worker = threading.Thread(target=_run_transactions, args=(cluster, tid, stop, out), daemon=True)
-    worker.start()
-    try:
-        deadline = time.monotonic() + 60
-        while len(out.committed) < 3 * 12 and time.monotonic() < deadline:
-            time.sleep(0.1)
-        assert len(out.committed) >= 3 * 12, f"no progress before the kill: {out.errors}"
-        cluster.brokers[victim].kill()
-        alive = set(BROKER_IDS) - {victim}
-        new_leaders = cluster.wait_leaders(STATE, STATE_PARTITIONS, alive)
-        assert new_leaders[_state_partition(tid)] != victim
-        before = len(out.committed)
-        deadline = time.monotonic() + 90
-        while len(out.committed) < before + 3 * 12 and time.monotonic() < deadline:
-            time.sleep(0.2)
-        assert len(out.committed) >= before + 3 * 12, f"no commits after the failover: {out.errors[-5:]}"
-    finally:
-        stop.set()
-        worker.join(120)
-    _check(cluster, out, [tid])
-    cluster.brokers[victim].start(timeout=90)
-    cluster.wait_leaders(TOPIC, 3, set(BROKER_IDS))
-
-
 @pytest.mark.slow
 def test_repeated_kills_of_coordinators_and_leaders(cluster: Cluster) -> None:
     """Six kills in a row, alternating the coordinator's broker and another partition leader, each
     broker restarted before the next kill; two producers throughout."""
     _ensure_state_topic(cluster, "setup-2")
     state_leaders = cluster.wait_leaders(STATE, STATE_PARTITIONS, set(BROKER_IDS))
-    tids = [_tid_coordinated_by(b, state_leaders, f"matrix{b}") for b in BROKER_IDS[:2]]
+    tids = [_tid_coordinated_by(b, state_leaders, f"matrix{b}") for b in sorted(set(state_leaders.values()))[:2]]
     outs = [Outcome() for _ in tids]
     stop = threading.Event()
     workers = [threading.Thread(target=_run_transactions, args=(cluster, t, stop, o), daemon=True)
@@ -395,11 +374,7 @@ def test_produce_verified_by_a_coordinator_on_another_broker(cluster: Cluster) -
     from kbroker.protocol.records import SimpleRecord, build_batch
 
     _ensure_state_topic(cluster, "setup-3")
-    state_leaders = cluster.wait_leaders(STATE, STATE_PARTITIONS, set(BROKER_IDS))
-    data_leaders = cluster.wait_leaders(TOPIC, 3, set(BROKER_IDS))
-    partition, leader = next((p, b) for p, b in sorted(data_leaders.items()))
-    coordinator = next(b for b in BROKER_IDS if b != leader)
-    tid = _tid_coordinated_by(coordinator, state_leaders, "verify")
+    partition, leader, coordinator, tid = _remote_pair(cluster, TOPIC, 3, "verify")
 
     async def run() -> None:
         coord = NodeConnection("127.0.0.1", cluster.brokers[coordinator].port)
@@ -463,10 +438,8 @@ def test_java_transactional_producer_across_brokers(cluster: Cluster) -> None:
     topic = "java-txn-cluster"
     admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
     admin.create_topics([NewTopic(topic, 1, 3, config={"min.insync.replicas": "2"})])[topic].result(60)
-    leader = cluster.wait_leaders(topic, 1, set(BROKER_IDS))[0]
     _ensure_state_topic(cluster, "setup-4")
-    state_leaders = cluster.wait_leaders(STATE, STATE_PARTITIONS, set(BROKER_IDS))
-    tid = _tid_coordinated_by(next(b for b in BROKER_IDS if b != leader), state_leaders, "java")
+    _partition, _leader, _coordinator, tid = _remote_pair(cluster, topic, 1, "java")
     txn_client = Path(__file__).parent / "java" / "TxnClient.java"
     proc = run_java_main(str(txn_client), [cluster.bootstrap, topic, tid], timeout=240)
     lines = proc.stdout.splitlines()
@@ -476,3 +449,35 @@ def test_java_transactional_producer_across_brokers(cluster: Cluster) -> None:
     described = run_java_main("kafka-transactions", ["--bootstrap-server", cluster.bootstrap, "describe",
                                                      "--transactional-id", tid], timeout=120)
     assert described.returncode == 0 and "CompleteCommit" in described.stdout, described.stdout + described.stderr
+
+
+def test_coordinator_killed_mid_stream(cluster: Cluster) -> None:
+    _ensure_state_topic(cluster, "setup-1")
+    state_leaders = cluster.wait_leaders(STATE, STATE_PARTITIONS, set(BROKER_IDS))
+    data_leaders = cluster.wait_leaders(TOPIC, 3, set(BROKER_IDS))
+    victim = data_leaders[0]
+    tid = _tid_coordinated_by(victim, state_leaders, "killed")
+    out = Outcome()
+    stop = threading.Event()
+    worker = threading.Thread(target=_run_transactions, args=(cluster, tid, stop, out), daemon=True)
+    worker.start()
+    try:
+        deadline = time.monotonic() + 60
+        while len(out.committed) < 3 * 12 and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert len(out.committed) >= 3 * 12, f"no progress before the kill: {out.errors}"
+        cluster.brokers[victim].kill()
+        alive = set(BROKER_IDS) - {victim}
+        new_leaders = cluster.wait_leaders(STATE, STATE_PARTITIONS, alive)
+        assert new_leaders[_state_partition(tid)] != victim
+        before = len(out.committed)
+        deadline = time.monotonic() + 90
+        while len(out.committed) < before + 3 * 12 and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert len(out.committed) >= before + 3 * 12, f"no commits after the failover: {out.errors[-5:]}"
+    finally:
+        stop.set()
+        worker.join(120)
+    _check(cluster, out, [tid])
+    cluster.brokers[victim].start(timeout=90)
+    cluster.wait_leaders(TOPIC, 3, set(BROKER_IDS))
