@@ -130,3 +130,53 @@ def test_transactions_between_kafka_and_kbroker_brokers(mixed: tuple[KafkaCluste
         assert sorted(mine) == sorted(committed), f"{tid}: read_committed differs from the committed records"
         assert not set(mine) & set(aborted)
     assert positions == highs, (positions, highs)  # the LSO reached every HW: every marker arrived
+
+
+@pytest.mark.slow
+def test_kafka_coordinator_killed_kbroker_takes_over(mixed: tuple[KafkaCluster, str]) -> None:
+    """kill -9 of the Kafka broker while it coordinates a producer's transactions (and leads a partition):
+    a kbroker broker becomes leader of the `__transaction_state` partition, loads what Kafka wrote and
+    completes or aborts what was in flight; nothing committed is lost, nothing aborted is visible."""
+    import threading
+
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    from tests.transactions.test_transactions_cluster import TOPIC as DATA
+    from tests.transactions.test_transactions_cluster import Outcome, _check, _run_transactions
+
+    c, bootstrap = mixed
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin.create_topics([NewTopic(DATA, 3, 3)])[DATA].result(60)  # the topic _run_transactions writes
+    assert 2 in _leaders(admin, DATA, 3).values()
+    Producer = pytest.importorskip("confluent_kafka").Producer
+    Producer({"bootstrap.servers": bootstrap, "transactional.id": "mixed-setup-2"}).init_transactions(60)
+    state_leaders = _leaders(admin, STATE, 3)
+    tid = next(t for i in range(1000) if state_leaders[_state_partition(t := f"kafka-coord-{i}")] == 2)
+
+    class _Cluster:  # what _run_transactions / _check need of a cluster
+        def __init__(self, bootstrap: str) -> None:
+            self.bootstrap = bootstrap
+
+    live = _Cluster(bootstrap)
+    out = Outcome()
+    stop = threading.Event()
+    worker = threading.Thread(target=_run_transactions, args=(live, tid, stop, out), daemon=True)
+    worker.start()
+    try:
+        deadline = time.monotonic() + 60
+        while len(out.committed) < 36 and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert len(out.committed) >= 36, out.errors
+        c.kafka_brokers[0].kill()
+        live.bootstrap = ",".join(kb.bootstrap for kb in c.kbrokers)
+        before = len(out.committed)
+        deadline = time.monotonic() + 120
+        while len(out.committed) < before + 36 and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert len(out.committed) >= before + 36, f"no commits after the failover: {out.errors[-5:]}"
+        new_leaders = _leaders(AdminClient({"bootstrap.servers": live.bootstrap}), STATE, 3)
+        assert new_leaders[_state_partition(tid)] in (3, 4)
+    finally:
+        stop.set()
+        worker.join(120)
+    _check(live, out, [tid])  # type: ignore[arg-type]
