@@ -1,10 +1,11 @@
 """AddPartitionsToTxn (key 24): partitions join the producer's transaction.
 
 Versions 0-5. v0-3 are the client's (one transaction, `v3_and_below_*` fields, results by topic);
-v4+ batch transactions and carry `verify_only` (KIP-890 part 1: a broker asks the coordinator whether
-a partition is already in the transaction before it appends a transactional batch; here the Produce
-handler asks the in-process coordinator directly, and this API answers other brokers / tools: a
-partition not in the transaction is INVALID_TXN_STATE). Unknown topics or partitions get
+v4+ batch transactions and carry `verify_only` (KIP-890 part 1: a partition leader asks the coordinator
+whether a partition is already in the transaction before it appends a transactional batch; a leader
+whose coordinator is in-process asks it directly, the others send this request to the coordinator's
+broker (`kbroker/coord/transaction_verifier.py`): a partition not in the transaction is
+INVALID_TXN_STATE). Unknown topics or partitions get
 UNKNOWN_TOPIC_OR_PARTITION and the others OPERATION_NOT_ATTEMPTED, as Kafka.
 """
 

@@ -61,7 +61,9 @@ def _lookup(services: BrokerServices, ctx: RequestContext, key_type: int,
         error = runtime(services).offsets_topic_status()
     elif key_type == TRANSACTION_KEY_TYPE:
         error = services.transaction_coordinator.state_topic_status()
-        if error == ErrorCode.NONE:
+        if error == ErrorCode.NONE and services.kraft is None:
+            # On a single node this broker is every id's coordinator; in a cluster the answer is the
+            # leader of the id's __transaction_state partition, from the image (below), as Kafka's.
             error = services.transaction_coordinator.coordinator_status(key)
     elif key_type == SHARE_KEY_TYPE:
         # Kafka refuses the SHARE type below v6 and, with no share coordinator, answers

@@ -17,7 +17,8 @@ partly succeed. acks=0: no response at all; if any partition failed the connecti
 the producer refreshes its metadata. Transactional batches without a transactional id fail the
 whole request with TRANSACTIONAL_ID_AUTHORIZATION_FAILED (as Kafka). With one, and
 `transaction.partition.verification.enable` (KIP-890 part 1), a transactional batch for a partition
-that is not in the producer's Ongoing transaction (asked of the in-process transaction coordinator) is
+that is not in the producer's Ongoing transaction (asked of the transaction coordinator: in-process, or
+with AddPartitionsToTxn v4 `verify_only` on the coordinator's broker, the append waiting for it) is
 refused (NOT_ENOUGH_REPLICAS while the coordinator is unavailable, INVALID_PRODUCER_ID_MAPPING /
 INVALID_PRODUCER_EPOCH for a producer that is not the transaction's current one, INVALID_TXN_STATE
 for a partition not added), so a late produce after an abort cannot open a hanging transaction.
@@ -28,12 +29,12 @@ included, may wait for a future.
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 from kbroker.api._authz import authorize
 from kbroker.api._futures import chain_future
 from kbroker.api.context import NO_RESPONSE, BrokerServices, CloseConnection, RequestContext
-from kbroker.coord.transaction_state import TransactionState
 from kbroker.protocol.compression import CompressionType
 from kbroker.protocol.errors import ErrorCode
 from kbroker.protocol.headers import RequestHeader
@@ -62,8 +63,9 @@ _LEGACY_RECORD_OVERHEAD_V0 = 14
 
 
 def _precheck(records: Any, version: int, services: BrokerServices | None = None, transactional_id: str | None = None,
-              topic: str = "", partition: int = -1) -> ErrorCode:
+              topic: str = "", partition: int = -1) -> Any:
     """The header-only checks Kafka does before the log sees the batch (no record is touched):
+    an ErrorCode, or a future of one while a coordinator on another broker verifies the transaction.
     ``ProduceRequest.validateRecords`` over ``ByteBufferLogInputStream``'s framing. A size field
     under 14 (LegacyRecord's minimum) or a magic outside 0-2 is CORRUPT_MESSAGE; a whole magic-0/1
     message set is INVALID_RECORD (v3+ only allows magic 2); a magic-2 batch shorter than its 61-byte
@@ -102,25 +104,16 @@ VERIFICATION_UNAVAILABLE = ("Unable to verify the partition has been added to th
 
 
 def _verify(services: BrokerServices | None, transactional_id: str, producer_id: int, epoch: int, topic: str,
-            partition: int) -> ErrorCode:
-    """KIP-890 part 1: the partition must be in the producer's Ongoing transaction. The answers are
-    Kafka's AddPartitionsToTxnManager's: an unreachable coordinator NOT_ENOUGH_REPLICAS, an unknown
-    id or producer INVALID_PRODUCER_ID_MAPPING, a fenced epoch INVALID_PRODUCER_EPOCH, a partition
-    not in the transaction INVALID_TXN_STATE."""
+            partition: int) -> Any:
+    """KIP-890 part 1: the partition must be in the producer's Ongoing transaction, asked of the
+    transaction coordinator (in-process, or on the broker that owns the id: an ErrorCode or a future).
+    The answers are Kafka's AddPartitionsToTxnManager's: an unreachable coordinator NOT_ENOUGH_REPLICAS,
+    an unknown id or producer INVALID_PRODUCER_ID_MAPPING, a fenced epoch INVALID_PRODUCER_EPOCH, a
+    partition not in the transaction INVALID_TXN_STATE."""
     if services is None or not services.config["transaction.partition.verification.enable"]:
         return ErrorCode.NONE
-    coordinator = services.transaction_coordinator
-    if coordinator.state_topic_status() != ErrorCode.NONE or \
-            coordinator.coordinator_status(transactional_id) != ErrorCode.NONE:
-        return ErrorCode.NOT_ENOUGH_REPLICAS
-    txn = coordinator.describe(transactional_id)
-    if txn is None or txn.producer_id != producer_id:
-        return ErrorCode.INVALID_PRODUCER_ID_MAPPING
-    if txn.producer_epoch != epoch:
-        return ErrorCode.INVALID_PRODUCER_EPOCH
-    if txn.state != TransactionState.ONGOING or (topic, partition) not in txn.partitions:
-        return ErrorCode.INVALID_TXN_STATE
-    return ErrorCode.NONE
+    return services.transaction_coordinator.verify_transaction(transactional_id, producer_id, epoch, topic,
+                                                               partition)
 
 
 def _topic_names(services: BrokerServices | None, request: ProduceRequest, version: int) -> list[str]:
@@ -200,10 +193,11 @@ def handle(
             return error_response(request, version, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
         denied = {n for n in set(names) if not n.startswith(_UNKNOWN_ID_PREFIX)
                   and not authorize(services, ctx, WRITE, TOPIC, n)}
+    verifying: dict[tuple[str, int], tuple[asyncio.Future[ErrorCode], Any]] = {}
     for td, name in zip(request.topic_data, names, strict=True):
         for pd in td.partition_data:
             key = (name, pd.index)
-            if key in results or key in entries:
+            if key in results or key in entries or key in verifying:
                 continue
             if name.startswith(_UNKNOWN_ID_PREFIX):
                 results[key] = ProducePartitionResult(ErrorCode.UNKNOWN_TOPIC_ID)
@@ -212,7 +206,9 @@ def handle(
                 results[key] = ProducePartitionResult(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
                 continue
             error = _precheck(pd.records, version, services, request.transactional_id, name, pd.index)
-            if error == ErrorCode.NOT_ENOUGH_REPLICAS:
+            if isinstance(error, asyncio.Future):
+                verifying[key] = (error, pd.records)
+            elif error == ErrorCode.NOT_ENOUGH_REPLICAS:
                 # Only the KIP-890 verification answers this here (its coordinator is unavailable).
                 results[key] = ProducePartitionResult(error, error_message=VERIFICATION_UNAVAILABLE)
             elif error != ErrorCode.NONE:
@@ -228,6 +224,53 @@ def handle(
             raise CloseConnection("transactional records without a transactional id")
         return _response(request, {key: ProducePartitionResult(ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
                                    for key in (*results, *entries)}, version, names)
+    if verifying:
+        # A coordinator on another broker is verifying some partitions (KIP-890 part 1): append once
+        # every answer is in.
+        loop = next(iter(verifying.values()))[0].get_loop()
+        out: asyncio.Future[Any] = loop.create_future()
+
+        def verified(_f: object) -> None:
+            if out.done() or not all(f.done() for f, _ in verifying.values()):
+                return
+            for key, (f, records) in verifying.items():
+                error = f.result() if not f.cancelled() and f.exception() is None else ErrorCode.NOT_ENOUGH_REPLICAS
+                if error == ErrorCode.NONE:
+                    entries[key] = records
+                elif error == ErrorCode.NOT_ENOUGH_REPLICAS:
+                    results[key] = ProducePartitionResult(error, error_message=VERIFICATION_UNAVAILABLE)
+                else:
+                    results[key] = ProducePartitionResult(error)
+            try:
+                tail = _append(services, ctx, request, version, names, results, entries)
+            except BaseException as exc:  # noqa: BLE001 - CloseConnection and friends go to the network layer
+                out.set_exception(exc)
+                return
+            if isinstance(tail, asyncio.Future):
+                tail.add_done_callback(lambda t: _relay(t, out))
+            else:
+                out.set_result(tail)
+
+        for f, _ in verifying.values():
+            f.add_done_callback(verified)
+        return out
+    return _append(services, ctx, request, version, names, results, entries)
+
+
+def _relay(source: asyncio.Future[Any], out: asyncio.Future[Any]) -> None:
+    if out.done():
+        return
+    if source.cancelled():
+        out.cancel()
+    elif (exc := source.exception()) is not None:
+        out.set_exception(exc)
+    else:
+        out.set_result(source.result())
+
+
+def _append(services: BrokerServices, ctx: RequestContext, request: ProduceRequest, version: int, names: list[str],
+            results: dict[tuple[str, int], ProducePartitionResult], entries: dict[tuple[str, int], Any]) -> Any:
+    acks = request.acks
     internal_allowed = ctx.client_id == ADMIN_CLIENT_ID
     quotas = services.quotas
     if quotas is not None and quotas.produce.quotas_enabled:

@@ -1,17 +1,21 @@
 """WriteTxnMarkers (key 27): append COMMIT/ABORT control batches to partitions this broker leads.
 
-Versions 1-2 (Kafka 4 removed v0). Kafka's transaction coordinator sends it to every partition
-leader of a completing transaction; kbroker's coordinator, hosting every partition, writes the same
-markers in-process (`TransactionCoordinatorService.write_marker`, what this handler calls), so the
-API serves other tools and a future multi-broker coordinator. A partition not led here is
-NOT_LEADER_OR_FOLLOWER, an unknown one UNKNOWN_TOPIC_OR_PARTITION, a marker with an older producer
-epoch than the partition saw INVALID_PRODUCER_EPOCH.
+Versions 1-2 (Kafka 4 removed v0). The transaction coordinator sends it to every partition leader of a
+completing transaction (`kbroker/coord/transaction_marker_channel.py`; for partitions led by the
+coordinator's own broker it calls the same code in-process). Each marker is appended with acks=all
+(Kafka's requiredAcks -1): a partition answers once the high watermark passed its marker, so an
+acknowledged marker survives a leader change. Errors, as Kafka's `handleWriteTxnMarkersRequest`: a
+partition not led here NOT_LEADER_OR_FOLLOWER, an unknown one UNKNOWN_TOPIC_OR_PARTITION, a marker
+with an older producer epoch than the partition saw INVALID_PRODUCER_EPOCH, and one from an older
+coordinator epoch than this producer's last marker TRANSACTION_COORDINATOR_FENCED (Kafka's
+`ProducerAppendInfo.checkCoordinatorEpoch`: a zombie coordinator cannot write).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from kbroker.api._groups import gather, then
 from kbroker.api.context import BrokerServices, RequestContext
 from kbroker.protocol.errors import ErrorCode
 from kbroker.protocol.headers import RequestHeader
@@ -34,13 +38,18 @@ def error_response(request: WriteTxnMarkersRequest, version: int, error: ErrorCo
 def handle(services: BrokerServices, ctx: RequestContext, header: RequestHeader,
            request: WriteTxnMarkersRequest) -> Any:
     txn = services.transaction_coordinator
-    results = []
+    answers = []
     for m in request.markers:
-        topics = []
         for t in m.topics:
-            parts = [R.WritableTxnMarkerPartitionResult(partition_index=p, error_code=txn.write_marker(
-                t.name, p, m.producer_id, m.producer_epoch, m.coordinator_epoch, m.transaction_result))
-                for p in t.partition_indexes]
-            topics.append(R.WritableTxnMarkerTopicResult(name=t.name, partitions=parts))
-        results.append(R.WritableTxnMarkerResult(producer_id=m.producer_id, topics=topics))
-    return R(markers=results)
+            for p in t.partition_indexes:
+                answers.append(txn.write_marker_replicated(t.name, p, m.producer_id, m.producer_epoch,
+                                                           m.coordinator_epoch, m.transaction_result))
+
+    def respond(errors: list[ErrorCode]) -> WriteTxnMarkersResponse:
+        it = iter(errors)
+        return R(markers=[R.WritableTxnMarkerResult(producer_id=m.producer_id, topics=[
+            R.WritableTxnMarkerTopicResult(name=t.name, partitions=[
+                R.WritableTxnMarkerPartitionResult(partition_index=p, error_code=next(it))
+                for p in t.partition_indexes]) for t in m.topics]) for m in request.markers])
+
+    return then(gather(answers), respond)

@@ -7,13 +7,22 @@ broker leads (`abs(hashCode(transactional.id)) % transaction.state.log.num.parti
 group coordinator) and answering COORDINATOR_LOAD_IN_PROGRESS meanwhile. `__transaction_state` is
 created on first use (FindCoordinator key type 1 or InitProducerId with a transactional id), compacted,
 with `transaction.state.log.num.partitions` partitions and `transaction.state.log.segment.bytes`
-segments; its replication factor is `transaction.state.log.replication.factor` capped at the brokers
-this single node has (1), as `offsets.topic.replication.factor` is.
+segments. On a single node its replication factor is capped at 1 (as `offsets.topic.replication.factor`
+is); a broker of a KRaft cluster (`process.roles=broker`) asks the controller for
+`transaction.state.log.replication.factor` with `min.insync.replicas` = `transaction.state.log.min.isr`,
+as Kafka does, and the coordinator follows the leadership of its partitions (load on becoming leader,
+unload on becoming follower, through this publisher).
 
-Markers: Kafka's coordinator sends WriteTxnMarkers to each partition's leader. Every partition is led
-by this node, so the marker writer appends the COMMIT/ABORT control batch through the partition
-directly (`Partition.append_txn_marker`, what the WriteTxnMarkers handler also calls); a marker for a
-`__consumer_offsets` partition also completes the group coordinator's pending transactional offsets.
+Markers (`transaction_marker_channel.py`, Kafka's TransactionMarkerChannelManager): once PrepareCommit /
+PrepareAbort is committed, the markers go to each partition's current leader: appended in-process for
+partitions led here (`write_marker_replicated`, what the WriteTxnMarkers handler also calls: the
+append, then acks=all), sent in WriteTxnMarkers requests to other brokers. CompleteCommit /
+CompleteAbort is written when every marker is acknowledged. EndTxn (and an InitProducerId that had
+to abort an open transaction) is answered once the transaction completed, so the producer's next
+transaction never meets CONCURRENT_TRANSACTIONS (Kafka answers after PrepareX; if the coordinator
+moves meanwhile the client retries EndTxn on the new one, which answers once it completed). A marker
+for a `__consumer_offsets` partition also completes the group coordinator's pending transactional
+offsets.
 
 The periodic task `transaction.abort.timed.out.transaction.cleanup.interval.ms` aborts transactions
 older than their `transaction.timeout.ms` with a bumped epoch (the producer is fenced).
@@ -31,12 +40,19 @@ from typing import TYPE_CHECKING, TypeVar, cast
 from kbroker.coord.coordinator_runtime import Append, CoordinatorRuntime, CoordinatorTimer
 from kbroker.coord.runtime import LogLoader, LoopScheduler, ReplicaPartitionWriter, partition_for
 from kbroker.coord.service import Answer
+from kbroker.coord.transaction_marker_channel import (
+    NO_LEADER,
+    PendingCompleteTxn,
+    TransactionMarkerChannelManager,
+)
 from kbroker.coord.transaction_state import (
     InitResult,
     TopicPartition,
     TransactionMetadata,
+    TransactionState,
     TransactionStateShard,
 )
+from kbroker.coord.transaction_verifier import TransactionVerifier
 from kbroker.protocol.errors import ErrorCode, KafkaError
 from kbroker.protocol.topic import GROUP_METADATA_TOPIC_NAME, TRANSACTION_STATE_TOPIC_NAME
 
@@ -78,6 +94,11 @@ class TransactionCoordinatorService:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._abort_timer: asyncio.TimerHandle | None = None
         self._expire_timer: asyncio.TimerHandle | None = None
+        self.markers: TransactionMarkerChannelManager | None = None
+        self.verifier: TransactionVerifier | None = None
+        # Transactions whose markers are on their way, by (__transaction_state partition, id), and what
+        # waits for their completion (the EndTxn / InitProducerId answers).
+        self._completing: dict[tuple[int, str], list[Callable[[ErrorCode], None]]] = {}
 
     # -- lifecycle -----------------------------------------------------------------------------------
 
@@ -89,6 +110,11 @@ class TransactionCoordinatorService:
                                         self._on_committed, self._on_write_failed)
         self.runtime = CoordinatorRuntime(writer, LogLoader(self.replica_manager, TRANSACTION_STATE_TOPIC),
                                           self._new_shard, self.scheduler)
+        timeout_ms = int(self.config.get("request.timeout.ms", 30000))
+        self.markers = TransactionMarkerChannelManager(
+            self.metadata.node_id, self._leader_of, self._endpoint_of, self._write_local_marker,
+            self._on_markers_written, request_timeout_ms=timeout_ms, retry_backoff_ms=100)
+        self.verifier = TransactionVerifier(self.metadata.node_id, self._endpoint_of, request_timeout_ms=timeout_ms)
         self.active = True
         info = self.metadata.topic(TRANSACTION_STATE_TOPIC)
         if info is not None:
@@ -104,10 +130,16 @@ class TransactionCoordinatorService:
         for timer in (self._abort_timer, self._expire_timer):
             if timer is not None:
                 timer.cancel()
+        if self.markers is not None:
+            self.markers.close()
+        if self.verifier is not None:
+            self.verifier.close()
         if self.runtime is not None:
             self.runtime.close()
         if self.scheduler is not None:
             self.scheduler.cancel_all()
+        for key in list(self._completing):
+            self._finish(key, ErrorCode.NOT_COORDINATOR)
 
     def _new_shard(self, partition: int, timer: CoordinatorTimer,
                    append: Append) -> TransactionStateShard:
@@ -115,7 +147,9 @@ class TransactionCoordinatorService:
         # The coordinator epoch is the partition's leader epoch (Kafka: the epoch of the
         # __transaction_state partition's leadership), carried in every marker.
         epoch = max(0, int(hosted.leader_epoch)) if hosted is not None else 0
-        return TransactionStateShard(partition, append, self.write_markers, lambda: self.time_ms(), epoch)
+        return TransactionStateShard(partition, append,
+                                     lambda m, commit: self._send_markers(partition, epoch, m, commit),
+                                     lambda: self.time_ms(), epoch)
 
     def _on_committed(self, partition: int, offset: int) -> None:
         if self.runtime is not None:
@@ -186,23 +220,32 @@ class TransactionCoordinatorService:
     async def create_state_topic(self) -> ErrorCode:
         if self.metadata.topic(TRANSACTION_STATE_TOPIC) is not None:
             return ErrorCode.NONE
+        in_cluster = self._in_kraft_cluster()
         configs = {
             "cleanup.policy": "compact",
             "compression.type": "uncompressed",
-            "min.insync.replicas": "1",
+            "min.insync.replicas": str(int(self.config["transaction.state.log.min.isr"])) if in_cluster else "1",
             "segment.bytes": str(int(self.config["transaction.state.log.segment.bytes"])),
             "unclean.leader.election.enable": "false",
         }
+        # With fewer live brokers than the factor the controller refuses (INVALID_REPLICATION_FACTOR) and
+        # FindCoordinator answers COORDINATOR_NOT_AVAILABLE until enough have registered, as Kafka.
+        replication_factor = int(self.config["transaction.state.log.replication.factor"]) if in_cluster else 1
         try:
             await self.controller.create_topic(TRANSACTION_STATE_TOPIC,
                                                num_partitions=int(self.config["transaction.state.log.num.partitions"]),
-                                               replication_factor=1, configs=configs)
+                                               replication_factor=replication_factor, configs=configs)
         except KafkaError as exc:
             if exc.error_code == ErrorCode.TOPIC_ALREADY_EXISTS:
                 return ErrorCode.NONE
             log.warning("Cannot create %s: %s", TRANSACTION_STATE_TOPIC, exc)
             return ErrorCode.COORDINATOR_NOT_AVAILABLE
         return ErrorCode.NONE
+
+    def _in_kraft_cluster(self) -> bool:
+        raw = self.config["process.roles"]
+        roles = {str(r).strip() for r in (raw.split(",") if isinstance(raw, str) else raw or [])}
+        return roles == {"broker"}
 
     def _partition(self, transactional_id: str) -> int:
         p = self.partition_for(transactional_id)
@@ -214,8 +257,18 @@ class TransactionCoordinatorService:
         if hosted and not known and rt.schedule_load(p) and self._loop is not None:
             self._loop.call_soon(rt.run_load, p)
         elif known and not hosted:
-            rt.unload(p)
+            self._unload(p)
         return p
+
+    def _unload(self, partition: int) -> None:
+        """This broker stopped leading a `__transaction_state` partition: its markers in flight are
+        dropped (the new coordinator sends them again) and their waiters get NOT_COORDINATOR."""
+        if self.runtime is not None:
+            self.runtime.unload(partition)
+        if self.markers is not None:
+            self.markers.remove_markers_for_partition(partition)
+        for key in [k for k in self._completing if k[0] == partition]:
+            self._finish(key, ErrorCode.NOT_COORDINATOR)
 
     def coordinator_status(self, transactional_id: str) -> ErrorCode:
         """NONE when this broker coordinates the id (FindCoordinator), else the reason."""
@@ -241,25 +294,80 @@ class TransactionCoordinatorService:
                     self._loop.call_soon(rt.run_load, tp.partition)
         for tp in list(changes.followers) + sorted(changes.deletes):
             if tp.topic == TRANSACTION_STATE_TOPIC and rt.context(tp.partition) is not None:
-                rt.unload(tp.partition)
+                self._unload(tp.partition)
 
-    # -- markers (what WriteTxnMarkers does on the partition leaders) --------------------------------
+    # -- markers ---------------------------------------------------------------------------------------
 
-    def write_markers(self, producer_id: int, producer_epoch: int, coordinator_epoch: int, commit: bool,
-                      partitions: set[TopicPartition]) -> dict[TopicPartition, ErrorCode]:
-        failed: dict[TopicPartition, ErrorCode] = {}
-        for topic, p in sorted(partitions):
-            error = self.write_marker(topic, p, producer_id, producer_epoch, coordinator_epoch, commit)
-            if error != ErrorCode.NONE:
-                failed[(topic, p)] = error
-        return failed
+    def _leader_of(self, topic: str, partition: int) -> int | None:
+        reg = self.metadata.image.partition(topic, partition)
+        if reg is None:
+            return None
+        return int(reg.leader) if reg.leader >= 0 else NO_LEADER
+
+    def _endpoint_of(self, broker_id: int) -> tuple[str, int] | None:
+        reg = self.metadata.image.cluster.broker(broker_id)
+        if reg is None or reg.fenced:
+            return None
+        return self.replica_manager.endpoint_lookup(broker_id)
+
+    def _send_markers(self, partition: int, coordinator_epoch: int, m: TransactionMetadata, commit: bool) -> None:
+        """The shard prepared `m`: once that record is committed, its markers go to the leaders."""
+        key = (partition, m.transactional_id)
+        self._completing.setdefault(key, [])
+        txn = PendingCompleteTxn(partition, coordinator_epoch, m.transactional_id, m.producer_id, m.producer_epoch,
+                                 commit, set(m.partitions))
+
+        def send() -> None:
+            if self.markers is None or not self.active or self.runtime is None \
+                    or self.runtime.status(partition) != ErrorCode.NONE:
+                self._finish(key, ErrorCode.NOT_COORDINATOR)
+                return
+            self.markers.add(txn)
+
+        assert self.runtime is not None
+        self.runtime.defer(send, lambda error: self._finish(key, error))
+
+    def _on_markers_written(self, txn: PendingCompleteTxn) -> None:
+        """Every leader acknowledged: CompleteCommit / CompleteAbort."""
+        key = (txn.coordinator_partition, txn.transactional_id)
+        if self.runtime is None:
+            self._finish(key, ErrorCode.NOT_COORDINATOR)
+            return
+        self.runtime.write(txn.coordinator_partition, lambda shard: shard.complete_transaction(
+            txn.transactional_id, txn.producer_id, txn.producer_epoch, txn.commit),
+            lambda result: self._finish(key, cast(ErrorCode, result)), lambda error: self._finish(key, error))
+
+    def _finish(self, key: tuple[int, str], error: ErrorCode) -> None:
+        for waiter in self._completing.pop(key, []):
+            try:
+                waiter(error)
+            except Exception:
+                log.exception("Completing the transaction of %s failed", key[1])
+
+    def _write_local_marker(self, txn: PendingCompleteTxn, topic: str, p: int) -> ErrorCode | asyncio.Future[ErrorCode]:
+        return self.write_marker_replicated(topic, p, txn.producer_id, txn.producer_epoch, txn.coordinator_epoch,
+                                            txn.commit)
+
+    def write_marker_replicated(self, topic: str, p: int, producer_id: int, producer_epoch: int,
+                                coordinator_epoch: int, commit: bool) -> ErrorCode | asyncio.Future[ErrorCode]:
+        """WriteTxnMarkers' work on one partition led here: the marker, then acks=all (Kafka appends
+        markers with requiredAcks -1: a marker acknowledged to the coordinator survives a leader change)."""
+        error = self.write_marker(topic, p, producer_id, producer_epoch, coordinator_epoch, commit)
+        partition = self.replica_manager.get_partition(topic, p)
+        if error != ErrorCode.NONE or partition is None:
+            return error
+        return self.replica_manager.await_replication((topic, p), partition.log_end_offset,
+                                                      int(self.config.get("request.timeout.ms", 30000)))
 
     def write_marker(self, topic: str, p: int, producer_id: int, producer_epoch: int, coordinator_epoch: int,
                      commit: bool) -> ErrorCode:
-        """Append one COMMIT/ABORT marker to a partition led here (the WriteTxnMarkers handler's work)."""
+        """Append one COMMIT/ABORT marker to a partition led here (no wait for the followers)."""
         partition = self.replica_manager.get_partition(topic, p)
         if partition is None:
-            return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+            info = self.metadata.topic(topic)
+            if info is None or not 0 <= p < info.num_partitions:
+                return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+            return ErrorCode.NOT_LEADER_OR_FOLLOWER
         try:
             partition.append_txn_marker(producer_id, producer_epoch, coordinator_epoch, commit)
         except KafkaError as exc:
@@ -271,22 +379,59 @@ class TransactionCoordinatorService:
             self.groups.complete_transaction(p, producer_id, commit)
         return ErrorCode.NONE
 
+    # -- KIP-890 part 1: produce verification ---------------------------------------------------------
+
+    def verify_transaction(self, transactional_id: str, producer_id: int, epoch: int, topic: str,
+                           partition: int) -> ErrorCode | asyncio.Future[ErrorCode]:
+        """Is (topic, partition) in the producer's Ongoing transaction? Asked of this broker's
+        coordinator when it owns the id, else (AddPartitionsToTxn v4 `verify_only`) of the broker leading
+        the id's `__transaction_state` partition (Kafka's AddPartitionsToTxnManager). The errors are
+        those a produce answers: NOT_ENOUGH_REPLICAS while the coordinator is unavailable,
+        INVALID_PRODUCER_ID_MAPPING, INVALID_PRODUCER_EPOCH, INVALID_TXN_STATE."""
+        if self.state_topic_status() != ErrorCode.NONE:
+            return ErrorCode.NOT_ENOUGH_REPLICAS
+        p = self.partition_for(transactional_id)
+        leader = self._leader_of(TRANSACTION_STATE_TOPIC, p)
+        if leader is not None and leader >= 0 and leader != self.metadata.node_id and self.verifier is not None:
+            return self.verifier.verify(leader, transactional_id, producer_id, epoch, topic, partition)
+        rt = self.runtime
+        if rt is None or not self.active or rt.status(self._partition(transactional_id)) != ErrorCode.NONE:
+            return ErrorCode.NOT_ENOUGH_REPLICAS  # not here, or still loading (after a failover): retriable
+        txn = self.describe(transactional_id)
+        if txn is None or txn.producer_id != producer_id:
+            return ErrorCode.INVALID_PRODUCER_ID_MAPPING
+        if txn.producer_epoch != epoch:
+            return ErrorCode.INVALID_PRODUCER_EPOCH
+        if txn.state != TransactionState.ONGOING or (topic, partition) not in txn.partitions:
+            return ErrorCode.INVALID_TXN_STATE
+        return ErrorCode.NONE
+
     # -- operations ----------------------------------------------------------------------------------
 
     def _call(self, transactional_id: str, op: Callable[[TransactionStateShard], T],
-              on_error: Callable[[ErrorCode], T]) -> Answer[T]:
+              on_error: Callable[[ErrorCode], T], wait_completion: bool = False) -> Answer[T]:
+        """Run `op`; with `wait_completion`, an answer that left the transaction completing (markers on
+        their way) is held until CompleteCommit/CompleteAbort is written (or fails with its error)."""
         partition = self._partition(transactional_id)
         if self.runtime is None or not self.active:
             return on_error(ErrorCode.NOT_COORDINATOR)
         box: list[T] = []
         future: asyncio.Future[T] | None = None
+        key = (partition, transactional_id)
 
-        def complete(value: object) -> None:
-            result = cast(T, value)
+        def deliver(result: T) -> None:
             if future is None:
                 box.append(result)
             elif not future.done():
                 future.set_result(result)
+
+        def complete(value: object) -> None:
+            result = cast(T, value)
+            waiters = self._completing.get(key) if wait_completion else None
+            if waiters is None or _error_of(result) != ErrorCode.NONE:
+                deliver(result)
+                return
+            waiters.append(lambda error: deliver(result if error == ErrorCode.NONE else on_error(error)))
 
         self.runtime.write(partition, op, complete, lambda error: complete(on_error(error)))
         if box:
@@ -308,7 +453,8 @@ class TransactionCoordinatorService:
             return InitResult(status)
         fresh = await self.producer_ids.generate_producer_id()
         answer = self._call(transactional_id, lambda shard: shard.init_producer_id(
-            transactional_id, txn_timeout_ms, producer_id, producer_epoch, lambda: fresh), InitResult)
+            transactional_id, txn_timeout_ms, producer_id, producer_epoch, lambda: fresh), InitResult,
+            wait_completion=True)
         return await answer if isinstance(answer, asyncio.Future) else answer
 
     def add_partitions(self, transactional_id: str, producer_id: int, producer_epoch: int,
@@ -325,7 +471,7 @@ class TransactionCoordinatorService:
     def end_transaction(self, transactional_id: str, producer_id: int, producer_epoch: int,
                         commit: bool) -> Answer[ErrorCode]:
         return self._call(transactional_id, lambda shard: shard.end_transaction(
-            transactional_id, producer_id, producer_epoch, commit), _same)
+            transactional_id, producer_id, producer_epoch, commit), _same, wait_completion=True)
 
     def describe(self, transactional_id: str) -> TransactionMetadata | None:
         if self.runtime is None:
@@ -337,6 +483,12 @@ class TransactionCoordinatorService:
         if self.runtime is None:
             return []
         return [m for _p, shard in self.runtime.active_shards() for m in shard.txns.values()]
+
+
+def _error_of(result: object) -> ErrorCode:
+    if isinstance(result, InitResult):
+        return result.error
+    return result if isinstance(result, ErrorCode) else ErrorCode.NONE
 
 
 def _same(value: T) -> T:

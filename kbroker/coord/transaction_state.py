@@ -13,11 +13,13 @@ Operations (each runs as one write operation of the runtime):
 - `init_producer_id`: a new id gets a producer id and epoch 0; a known one gets its epoch bumped
   (a new producer id when the epoch is exhausted), which fences the older incarnation: its next
   request fails with PRODUCER_FENCED. An Ongoing transaction of the old incarnation is aborted first
-  with the bumped epoch (Kafka's PrepareEpochFence; on a single node the markers are written at once,
-  so the caller gets its epoch in one round trip instead of CONCURRENT_TRANSACTIONS + retry).
+  with the bumped epoch (Kafka's PrepareEpochFence; the service holds the answer until the abort
+  completes, so the caller gets its epoch in one round trip instead of CONCURRENT_TRANSACTIONS + retry).
 - `add_partitions`: Ongoing with the partitions added (the transaction starts on the first one).
-- `end_transaction`: PrepareCommit/PrepareAbort, the markers (`MarkerWriter`: WriteTxnMarkers' work,
-  done directly by the broker hosting the partitions), then CompleteCommit/CompleteAbort.
+- `end_transaction`: PrepareCommit/PrepareAbort, then the markers are handed to the `MarkerSender`
+  (the service sends them, once PrepareX is committed, to the partition leaders: Kafka's
+  TransactionMarkerChannelManager); when every leader acknowledged, `complete_transaction` writes
+  CompleteCommit/CompleteAbort.
 - `abort_timed_out`: Ongoing transactions older than their timeout are aborted with a bumped epoch
   (Kafka's abortTimedOutTransactions: the producer is fenced).
 
@@ -109,8 +111,9 @@ def record_of(m: TransactionMetadata) -> Record:
     return encode_key(m.transactional_id), encode_value(m)
 
 
-# (producer id, epoch, coordinator epoch, commit?, partitions) -> the partitions whose marker failed.
-MarkerWriter = Callable[[int, int, int, bool, set[TopicPartition]], dict[TopicPartition, ErrorCode]]
+# (the prepared transaction, commit?): send its markers; the service calls `complete_transaction`
+# once every partition leader acknowledged.
+MarkerSender = Callable[["TransactionMetadata", bool], None]
 
 
 @dataclass(slots=True)
@@ -123,11 +126,11 @@ class InitResult:
 class TransactionStateShard:
     """The transactional ids of one `__transaction_state` partition."""
 
-    def __init__(self, partition: int, append: Callable[[list[Record]], ErrorCode], write_markers: MarkerWriter,
+    def __init__(self, partition: int, append: Callable[[list[Record]], ErrorCode], send_markers: MarkerSender,
                  time_ms: Callable[[], int], coordinator_epoch: int = 0) -> None:
         self.partition = partition
         self._append = append
-        self._write_markers = write_markers
+        self._send_markers = send_markers
         self.time_ms = time_ms
         self.coordinator_epoch = coordinator_epoch
         self.txns: dict[str, TransactionMetadata] = {}
@@ -188,13 +191,20 @@ class TransactionStateShard:
         return error
 
     def _complete(self, m: TransactionMetadata, commit: bool) -> ErrorCode:
-        """Markers to every partition of the transaction, then CompleteCommit/CompleteAbort."""
-        failed = self._write_markers(m.producer_id, m.producer_epoch, self.coordinator_epoch, commit,
-                                     set(m.partitions))
-        for tp, error in failed.items():
-            # Kafka's marker channel retries until the partition takes the marker or is gone; on one
-            # node a failure here is a deleted partition or an offline log.
-            log.warning("Transaction marker for %s of %s not written: %s", tp, m.transactional_id, error.name)
+        """Hand the markers of the prepared transaction `m` to the sender; it completes later."""
+        self._send_markers(m.copy(), commit)
+        return ErrorCode.NONE
+
+    def complete_transaction(self, transactional_id: str, producer_id: int, producer_epoch: int,
+                             commit: bool) -> ErrorCode:
+        """Every marker is acknowledged: CompleteCommit/CompleteAbort (Kafka's
+        TransactionMarkerChannelManager.tryAppendToLog). Nothing when the transaction moved on meanwhile
+        (another incarnation of the coordinator completed it)."""
+        m = self.txns.get(transactional_id)
+        prepared = TransactionState.PREPARE_COMMIT if commit else TransactionState.PREPARE_ABORT
+        if m is None or m.producer_id != producer_id or m.producer_epoch != producer_epoch or m.state not in (
+                prepared, TransactionState.PREPARE_EPOCH_FENCE):
+            return ErrorCode.NONE
         done = m.copy()
         done.state = TransactionState.COMPLETE_COMMIT if commit else TransactionState.COMPLETE_ABORT
         done.partitions = set()

@@ -7,11 +7,22 @@ until their batch's delete horizon, KIP-534), the batch rebuild (same base offse
 lastOffsetDelta, producer fields and partition leader epoch; records re-encoded with their original
 offsets and timestamps; re-compressed with the batch's codec; an emptied batch is kept as a bare
 header only where Kafka keeps one: the last batch of an active producer, or the last batch of the
-cleaning round), the records of aborted transactions (Kafka's CleanedTransactionMetadata: a
-transactional batch inside an aborted range of the ``.txnindex`` is neither mapped nor kept; the
-ABORT/COMMIT markers themselves are kept), grouping segments by size, writing each group into a ``.cleaned`` segment, and the
-swap (``.cleaned`` -> ``.swap`` -> live name, old segments renamed ``.deleted`` and unlinked after
-``file.delete.delay.ms``).
+cleaning round), the records of aborted transactions and the transaction markers (Kafka's
+CleanedTransactionMetadata, below), grouping segments by size, writing each group into a ``.cleaned``
+segment, and the swap (``.cleaned`` -> ``.swap`` -> live name, old segments renamed ``.deleted`` with
+their ``.txnindex`` and unlinked after ``file.delete.delay.ms``; the new segment's ``.txnindex`` holds
+the aborted transactions whose marker it keeps).
+
+Transactions (Kafka's ``CleanedTransactionMetadata`` and ``LogCleaner``'s batch retention, KIP-534 for
+the markers' delete horizon), walking the log from its start each round:
+- a transactional data batch inside an aborted transaction (from the ``.txnindex``) is dropped (neither
+  mapped nor kept); the transaction is then "observed" in this round;
+- an ABORT marker is kept while its transaction still had data in this round (its ``.txnindex``
+  entry is carried into the cleaned segment); a COMMIT marker is kept while a batch of its
+  transaction was read in this round;
+- otherwise the marker is discardable: the first round that finds it so stamps its batch with a delete
+  horizon (now + ``delete.retention.ms``), and the first round after the horizon removes it, so a
+  consumer that read the data has ``delete.retention.ms`` to read the marker too.
 
 Threading: ``Cleaner.clean`` runs on a worker thread. It only reads inactive segments (whose bytes
 never change) through their open descriptors with ``os.pread`` and writes new ``.cleaned`` files no
@@ -41,6 +52,7 @@ from kbroker.protocol.record_format import (
     RECORD_BATCH_OVERHEAD,
     TIMESTAMP_TYPE_MASK,
     BatchHeader,
+    ControlRecordType,
     Record,
     encode_record,
 )
@@ -51,7 +63,7 @@ if TYPE_CHECKING:
     from kbroker.log.unified_log import UnifiedLog
 
 __all__ = ["CLEANED_SUFFIX", "SWAP_SUFFIX", "OffsetMap", "Cleaner", "CleanAborted", "replace_segments",
-           "CleanResult", "record_keys"]
+           "CleanResult", "CleanedTransactionMetadata", "record_keys"]
 
 logger = logging.getLogger(__name__)
 
@@ -110,6 +122,7 @@ class CleanResult:
     records_read: int = 0
     records_kept: int = 0
     groups: list[list[int]] = field(default_factory=list)  # base offsets of the replaced segments
+    markers_removed: int = 0  # transaction markers past their delete horizon, removed this round
 
 
 def iter_file_batches(seg: LogSegment, abort: Callable[[], bool] | None = None) -> Iterator[tuple[int, RecordBatch]]:
@@ -210,6 +223,66 @@ def _rebuilt_batch(b: RecordBatch, kept: list[Record], delete_horizon: int) -> b
     return _assemble(section, fields)
 
 
+class CleanedTransactionMetadata:
+    """The transactions met while one cleaning round walks the log in offset order (Kafka's
+    CleanedTransactionMetadata): which aborted transaction each producer is inside, whether its data
+    was seen, and which producers have committed data pending their marker."""
+
+    def __init__(self, aborted: list[tuple[int, int, int]]) -> None:
+        # (producer id, first offset, marker offset), in first-offset order.
+        self._aborted = sorted(aborted, key=lambda t: (t[1], t[2]))
+        self._next = 0
+        self._ongoing_aborted: dict[int, list[int]] = {}  # producer id -> [marker offset, observed 0/1]
+        self._ongoing_committed: set[int] = set()
+        # Marker offsets of the aborted transactions whose index entries the cleaned log keeps.
+        self.kept_aborted: set[int] = set()
+
+    def _consume_up_to(self, offset: int) -> None:
+        while self._next < len(self._aborted) and self._aborted[self._next][1] <= offset:
+            pid, _first, last = self._aborted[self._next]
+            self._ongoing_aborted[pid] = [last, 0]
+            self._next += 1
+
+    def on_batch_read(self, b: RecordBatch) -> bool:
+        """A data batch: True when it belongs to an aborted transaction (discard it)."""
+        self._consume_up_to(b.last_offset)
+        if not b.is_transactional or b.producer_id < 0:
+            return False
+        ongoing = self._ongoing_aborted.get(b.producer_id)
+        if ongoing is not None:
+            ongoing[1] = 1
+            return True
+        self._ongoing_committed.add(b.producer_id)
+        return False
+
+    def on_control_batch_read(self, b: RecordBatch) -> bool:
+        """A control batch: True when the marker may go (once its delete horizon passed)."""
+        self._consume_up_to(b.last_offset)
+        try:
+            first = next(iter(b.iter_records()), None)
+        except (InvalidRecordError, VarintError, ValueError):
+            return False
+        if first is None:
+            return True  # an emptied control batch: already cleaned
+        key = first.key
+        if key is None or len(key) < 4:
+            return False
+        control_type = int.from_bytes(bytes(key[2:4]), "big", signed=True)
+        pid = b.producer_id
+        if control_type == ControlRecordType.ABORT:
+            ongoing = self._ongoing_aborted.pop(pid, None)
+            if ongoing is not None and ongoing[1]:
+                self.kept_aborted.add(ongoing[0])  # its data is still in this round: keep marker and entry
+                return False
+            return True
+        if control_type == ControlRecordType.COMMIT:
+            if pid in self._ongoing_committed:
+                self._ongoing_committed.discard(pid)
+                return False
+            return True
+        return False
+
+
 class Cleaner:
     """One cleaning round over one log (Kafka's ``Cleaner``); stateless between rounds."""
 
@@ -225,6 +298,7 @@ class Cleaner:
         self._hook = hook
         # producer id -> (first offset, marker offset) of its aborted transactions (this round).
         self._aborted: dict[int, list[tuple[int, int]]] = {}
+        self._txns = CleanedTransactionMetadata([])
 
     def _is_aborted(self, b: RecordBatch) -> bool:
         """A data batch of an aborted transaction (its records must not survive compaction)."""
@@ -266,6 +340,7 @@ class Cleaner:
         self._aborted = {}
         for pid, first, last in aborted_txns or ():
             self._aborted.setdefault(pid, []).append((first, last))
+        self._txns = CleanedTransactionMetadata(list(aborted_txns or ()))
         dirty = [s for i, s in enumerate(segments)
                  if (segments[i + 1].base_offset if i + 1 < len(segments) else first_uncleanable) > first_dirty]
         m = self.build_offset_map(dirty, first_dirty, first_uncleanable)
@@ -308,7 +383,9 @@ class Cleaner:
                 self._hook("cleaned")
             if self._abort():
                 raise CleanAborted("cleaning aborted")
-            swapped = self._run_on_log_thread(lambda: replace_segments(log, cleaned, group, self._hook))
+            kept_aborted = set(self._txns.kept_aborted)
+            swapped = self._run_on_log_thread(lambda: replace_segments(
+                log, cleaned, group, self._hook, keep_aborted=lambda last: last in kept_aborted))
             if not swapped:
                 raise CleanAborted(f"log {log.dir.name} changed during cleaning")
             result.groups.append([s.base_offset for s in group])
@@ -332,9 +409,20 @@ class Cleaner:
         out_bytes = 0
         for _pos, b in iter_file_batches(seg, self._abort):
             last = b.last_offset
+            kept_batch: bytes | bytearray | memoryview | None
             if b.is_control:
-                kept_batch: bytes | bytearray | memoryview | None = b.buf  # markers stay (see the docstring)
-            elif self._is_aborted(b):
+                discardable = self._txns.on_control_batch_read(b)
+                horizon = b.delete_horizon_ms if b.has_delete_horizon else -1
+                if not discardable:
+                    kept_batch = b.buf
+                elif horizon >= 0 and horizon <= now_ms:
+                    kept_batch = None  # past its delete horizon: the marker goes (KIP-534)
+                    result.markers_removed += 1
+                elif horizon < 0:
+                    kept_batch = _rebuilt_batch(b, list(b.iter_records()), now_ms + delete_retention_ms)
+                else:
+                    kept_batch = b.buf
+            elif self._txns.on_batch_read(b):
                 result.records_read += b.records_count
                 retain = (producers.get(b.producer_id) == last) or last + 1 == upper_bound
                 kept_batch = _empty_batch(b) if retain else None
@@ -357,7 +445,7 @@ class Cleaner:
                 result.records_read += n
                 result.records_kept += len(keep_offsets)
                 set_horizon = tombstones and horizon < 0
-                if len(keep_offsets) == n and not set_horizon:
+                if len(keep_offsets) == n and n > 0 and not set_horizon:
                     kept_batch = b.buf
                 elif keep_offsets:
                     kept = [r for r in b.iter_records() if r.offset in keep_offsets]
@@ -410,7 +498,8 @@ def group_segments_by_size(segments: list[LogSegment], max_size: int, max_index_
 
 
 def replace_segments(log: UnifiedLog, new: LogSegment, old: list[LogSegment],
-                     hook: Callable[[str], None] | None = None) -> bool:
+                     hook: Callable[[str], None] | None = None,
+                     keep_aborted: Callable[[int], bool] | None = None) -> bool:
     """Swap ``new`` (a ``.cleaned`` segment) in for ``old``; runs on the thread that owns the log.
 
     Kafka's LocalLog.replaceSegments order, which recovery relies on: ``.cleaned`` -> ``.swap``, the
@@ -445,6 +534,14 @@ def replace_segments(log: UnifiedLog, new: LogSegment, old: list[LogSegment],
             log.offline = True
             raise KafkaStorageError(f"cannot delete replaced segment {seg.log_path}: {e}") from e
         log._pending_deletes.append((now + log.config.file_delete_delay_ms, paths, seg))
+    try:
+        # The old segments' .txnindex files went with them: the new segment's holds the aborted
+        # transactions whose markers it kept (Kafka's cleanedIndex).
+        log.aborted_txns.replace_segments([s.base_offset for s in old], new.base_offset,
+                                          keep_aborted or (lambda _last: True))
+    except OSError as e:
+        log.offline = True
+        raise KafkaStorageError(f"cannot write the transaction index of {new.log_path}: {e}") from e
     if hook:
         hook("old-deleted")
     try:

@@ -80,6 +80,13 @@ class OutOfOrderSequenceError(KafkaError):
     error_code = ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER
 
 
+class TransactionCoordinatorFencedError(KafkaError):
+    """A transaction marker from a coordinator epoch older than one this producer's markers already
+    came from (Kafka's ProducerAppendInfo.checkCoordinatorEpoch): a zombie coordinator."""
+
+    error_code = ErrorCode.TRANSACTION_COORDINATOR_FENCED
+
+
 class InvalidProducerEpochError(KafkaError):
     """A batch carries an older producer epoch than the one last seen (INVALID_PRODUCER_EPOCH)."""
 

@@ -28,7 +28,12 @@ from pathlib import Path
 
 import crc32c
 
-from kbroker.log.errors import InvalidProducerEpochError, KafkaStorageError, OutOfOrderSequenceError
+from kbroker.log.errors import (
+    InvalidProducerEpochError,
+    KafkaStorageError,
+    OutOfOrderSequenceError,
+    TransactionCoordinatorFencedError,
+)
 from kbroker.protocol.record_format import NO_PRODUCER_EPOCH, NO_SEQUENCE, BatchHeader
 
 __all__ = ["CompletedTxn", "BatchMetadata", "ProducerStateEntry", "ProducerStateManager", "NUM_BATCHES_TO_RETAIN"]
@@ -165,6 +170,10 @@ class ProducerStateManager:
             raise InvalidProducerEpochError(
                 f"Epoch of producer {pid} in the transaction marker is {h.producer_epoch}, "
                 f"which is smaller than the last seen epoch {entry.producer_epoch}")
+        if coordinator_epoch >= 0 and entry.coordinator_epoch > coordinator_epoch:
+            raise TransactionCoordinatorFencedError(
+                f"Invalid coordinator epoch for producerId {pid}: {coordinator_epoch} (zombie), "
+                f"{entry.coordinator_epoch} (current)")
         if h.producer_epoch != entry.producer_epoch:
             entry.batches.clear()
             entry.producer_epoch = h.producer_epoch

@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from kbroker.log.config import LogConfig
     from kbroker.log.leader_epoch import LeaderEpochFileCache
     from kbroker.log.producer_state import ProducerStateManager
+    from kbroker.log.transaction_index import AbortedTransactions
 
 __all__ = ["LogRetention"]
 
@@ -41,6 +42,7 @@ class LogRetention:
     high_watermark: int
     leader_epoch_cache: LeaderEpochFileCache
     producer_state: ProducerStateManager
+    aborted_txns: AbortedTransactions
     _pending_deletes: list[tuple[int, list[Path], LogSegment | None]]
     _time: Callable[[], int]
 
@@ -101,6 +103,7 @@ class LogRetention:
             except OSError as e:
                 raise KafkaStorageError(f"cannot delete segment {seg.log_path}: {e}") from e
             self._pending_deletes.append((now + self.config.file_delete_delay_ms, paths, seg))
+        self.aborted_txns.drop_segments([seg.base_offset for seg in segs])
         if self.segments[0].base_offset > self.log_start_offset:
             self._set_log_start_offset(self.segments[0].base_offset)
         else:

@@ -438,7 +438,10 @@ class LogSegment:
         self.offset_index.close_handler()
         self.time_index.close_handler()
         paths = []
-        for p in (self.log_path, self.offset_index.path, self.time_index.path):
+        # The aborted-transaction index goes with its segment (Kafka's LogSegment.deleteIfExists
+        # covers the .txnindex too); the log drops its entries from memory.
+        txn_index = self.dir / segment_file_name(self.base_offset, ".txnindex")
+        for p in (self.log_path, self.offset_index.path, self.time_index.path, txn_index):
             target = p.with_name(p.name + DELETED_SUFFIX)
             try:
                 os.replace(p, target)

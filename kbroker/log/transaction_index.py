@@ -9,13 +9,17 @@ entries that overlap what it reads (``collect``), so the consumer drops the abor
 The log keeps every entry in memory (``AbortedTransactions``) and appends to the file of the segment
 the marker went into; on open every ``.txnindex`` file of the log is read back, and recovery's replay
 of markers after the producer snapshot skips entries already present (same last offset). Truncation
-rewrites the files without the entries at or above the truncation offset.
+rewrites the files without the entries at or above the truncation offset. A segment's file goes with
+the segment (`LogSegment.rename_to_deleted`: retention, DeleteRecords, truncation, the cleaner's swap);
+`drop_segments` forgets its entries, and the cleaner's swap writes the new segment's file with the
+entries whose ABORT marker it kept (`replace_segments`).
 """
 
 from __future__ import annotations
 
 import os
 import struct
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -102,10 +106,39 @@ class AbortedTransactions:
                     f.write(_ENTRY.pack(_VERSION, e.producer_id, e.first_offset, e.last_offset,
                                         e.last_stable_offset))
 
-    def drop_below(self, log_start_offset: int) -> None:
-        """Forget entries wholly below the log start (their segments were deleted)."""
-        for last in [k for k in self._entries if k < log_start_offset]:
+    def drop_segments(self, segment_bases: list[int]) -> None:
+        """The segments were deleted (their files renamed with them): forget their entries."""
+        bases = set(segment_bases)
+        for last in [k for k, (b, _e) in self._entries.items() if b in bases]:
             del self._entries[last]
+
+    def clear(self) -> None:
+        self._entries.clear()
+
+    def replace_segments(self, old_bases: list[int], new_base: int, keep: Callable[[int], bool]) -> None:
+        """The cleaner swapped `old_bases` for one segment at `new_base`: the entries of the old ones
+        that `keep(marker offset)` move to the new segment's file, the others are forgotten."""
+        bases = set(old_bases)
+        moved = [e for b, e in self._entries.values() if b in bases]
+        for e in moved:
+            del self._entries[e.last_offset]
+        kept = sorted((e for e in moved if keep(e.last_offset)), key=lambda x: x.last_offset)
+        path = _file(self.dir, new_base)
+        if not kept:
+            try:
+                os.unlink(path)
+            except FileNotFoundError:
+                pass
+            return
+        tmp = path.with_name(path.name + ".tmp")
+        with open(tmp, "wb") as f:
+            for e in kept:
+                f.write(_ENTRY.pack(_VERSION, e.producer_id, e.first_offset, e.last_offset, e.last_stable_offset))
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+        for e in kept:
+            self._entries[e.last_offset] = (new_base, e)
 
     def rename_dir(self, directory: Path) -> None:
         self.dir = directory

@@ -504,6 +504,7 @@ class UnifiedLog(LogRetention):
         now = self._time()
         for seg in self.segments:
             self._pending_deletes.append((now, seg.rename_to_deleted(), seg))
+        self.aborted_txns.clear()
         self.segments.clear()
         self._bases.clear()
         self.delete_pending_files(now)

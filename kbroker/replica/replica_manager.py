@@ -729,6 +729,28 @@ class ReplicaManager:
         if error not in _NO_LOG_START_ERRORS:
             stats.failed_produce_requests += 1
 
+    def await_replication(self, key: tuple[str, int], required_offset: int,
+                          timeout_ms: int) -> ErrorCode | asyncio.Future[ErrorCode]:
+        """acks=all for something appended outside `append_records` (a transaction marker): NONE once
+        the high watermark passes `required_offset`, or the DelayedProduce's error (not leader any
+        more, NOT_ENOUGH_REPLICAS_AFTER_APPEND, REQUEST_TIMED_OUT); a future while it waits."""
+        results = {key: ProducePartitionResult(ErrorCode.NONE)}
+        outcome = self._await_acks(timeout_ms, -1, results, {key: required_offset})
+        if isinstance(outcome, dict):
+            return outcome[key].error
+        out: asyncio.Future[ErrorCode] = outcome.get_loop().create_future()
+
+        def done(f: asyncio.Future[dict[tuple[str, int], ProducePartitionResult]]) -> None:
+            if out.done():
+                return
+            if f.cancelled() or f.exception() is not None:
+                out.set_result(ErrorCode.REQUEST_TIMED_OUT)
+            else:
+                out.set_result(f.result()[key].error)
+
+        outcome.add_done_callback(done)
+        return out
+
     def on_high_watermark_moved(self, key: tuple[str, int]) -> None:
         """Complete what waited for this partition's high watermark (acks=all produces, fetches)."""
         self.produce_purgatory.check_and_complete(key)

@@ -226,6 +226,9 @@ class KafkaCluster:
             "listeners": f"PLAINTEXT://127.0.0.1:{port}",
             "log.dirs": str(log_dir),
             "offsets.topic.replication.factor": "1",
+            # As for the Kafka brokers above: a kbroker broker now asks for the configured factor.
+            "transaction.state.log.replication.factor": "1",
+            "transaction.state.log.min.isr": "1",
             "group.initial.rebalance.delay.ms": "0",
             "broker.heartbeat.interval.ms": "500",
         }

@@ -7,6 +7,7 @@ from __future__ import annotations
 from kbroker.coord.transaction_state import (
     Record,
     TopicPartition,
+    TransactionMetadata,
     TransactionState,
     TransactionStateShard,
 )
@@ -19,20 +20,30 @@ class Harness:
         self.log: list[Record] = []
         self.markers: list[tuple[int, int, bool, tuple[TopicPartition, ...]]] = []
         self.next_pid = 100
+        # The marker sender acknowledges every marker at once unless a test holds them.
+        self.auto_ack = True
+        self.held: list[tuple[TransactionStateShard, TransactionMetadata, bool]] = []
         self.shard = self.new_shard()
 
     def new_shard(self) -> TransactionStateShard:
-        return TransactionStateShard(0, self.append, self.write_markers, lambda: self.now, coordinator_epoch=3)
+        holder: list[TransactionStateShard] = []
+        shard = TransactionStateShard(0, self.append, lambda m, commit: self.send_markers(holder[0], m, commit),
+                                      lambda: self.now, coordinator_epoch=3)
+        holder.append(shard)
+        return shard
 
     def append(self, records: list[Record]) -> ErrorCode:
         self.log.extend(records)
         return ErrorCode.NONE
 
-    def write_markers(self, pid: int, epoch: int, coordinator_epoch: int, commit: bool,
-                      partitions: set[TopicPartition]) -> dict[TopicPartition, ErrorCode]:
-        assert coordinator_epoch == 3
-        self.markers.append((pid, epoch, commit, tuple(sorted(partitions))))
-        return {}
+    def send_markers(self, shard: TransactionStateShard, m: TransactionMetadata, commit: bool) -> None:
+        assert shard.coordinator_epoch == 3
+        self.markers.append((m.producer_id, m.producer_epoch, commit, tuple(sorted(m.partitions))))
+        if self.auto_ack:
+            assert shard.complete_transaction(m.transactional_id, m.producer_id, m.producer_epoch,
+                                              commit) == ErrorCode.NONE
+        else:
+            self.held.append((shard, m, commit))
 
     def pid(self) -> int:
         self.next_pid += 1
@@ -140,3 +151,29 @@ def test_idle_transactional_ids_expire_with_a_tombstone() -> None:
     assert set(h.shard.txns) == {"busy"}
     assert h.log[-1][1] is None
     assert set(h.reloaded().txns) == {"busy"}
+
+
+def test_completes_only_when_the_markers_are_acknowledged() -> None:
+    """Markers to other brokers: PrepareCommit stays until the sender reports every marker written;
+    meanwhile the producer gets CONCURRENT_TRANSACTIONS; a late completion of an older epoch is ignored."""
+    h = Harness()
+    h.auto_ack = False
+    h.shard.init_producer_id("t", 60_000, -1, -1, h.pid)
+    h.shard.add_partitions("t", 101, 0, {("a", 0), ("b", 0)})
+    assert h.shard.end_transaction("t", 101, 0, commit=True) == ErrorCode.NONE
+    assert h.shard.txns["t"].state == TransactionState.PREPARE_COMMIT
+    assert h.shard.add_partitions("t", 101, 0, {("a", 0)}) == ErrorCode.CONCURRENT_TRANSACTIONS
+    assert h.shard.end_transaction("t", 101, 0, commit=True) == ErrorCode.CONCURRENT_TRANSACTIONS
+    # A reload while markers are in flight sends them again (the new coordinator's duty).
+    again = h.reloaded()
+    again.on_loaded()
+    assert len(h.held) == 2 and h.held[1][1].state == TransactionState.PREPARE_COMMIT
+    # A completion for another epoch changes nothing; the right one completes.
+    shard, m, commit = h.held[0]
+    assert shard.complete_transaction("t", 101, 7, True) == ErrorCode.NONE
+    assert shard.txns["t"].state == TransactionState.PREPARE_COMMIT
+    assert shard.complete_transaction("t", 101, 0, False) == ErrorCode.NONE  # wrong outcome: ignored
+    assert shard.txns["t"].state == TransactionState.PREPARE_COMMIT
+    assert shard.complete_transaction(m.transactional_id, m.producer_id, m.producer_epoch, commit) == ErrorCode.NONE
+    assert shard.txns["t"].state == TransactionState.COMPLETE_COMMIT and shard.txns["t"].partitions == set()
+    assert h.reloaded().txns["t"].state == TransactionState.COMPLETE_COMMIT
