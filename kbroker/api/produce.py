@@ -276,7 +276,7 @@ def _append(services: BrokerServices, ctx: RequestContext, request: ProduceReque
     if quotas is not None and quotas.produce.quotas_enabled:
         # KafkaApis.handleProduceRequest: the whole request's size against producer_byte_rate; the
         # dispatcher puts the larger of this and the request quota's throttle in the response.
-        user, client_id = ctx.principal.partition(":")[2], header.client_id or ""
+        user, client_id = ctx.principal.partition(":")[2], ctx.client_id or ""
         throttle_ms = quotas.produce.record_and_get_throttle_time_ms(user, client_id, ctx.request_size)
         if throttle_ms:
             quotas.produce.throttle(user, client_id, throttle_ms)
