@@ -12,6 +12,7 @@ wildcard resource, wildcard principal, super user, allow-everyone.
 from __future__ import annotations
 
 import time
+import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -21,6 +22,7 @@ import pytest
 from kbroker.protocol.messages.add_partitions_to_txn import AddPartitionsToTxnRequest as APT
 from kbroker.protocol.messages.alter_replica_log_dirs import AlterReplicaLogDirsRequest as ARLD
 from kbroker.protocol.messages.consumer_group_describe import ConsumerGroupDescribeRequest
+from kbroker.protocol.messages.consumer_group_heartbeat import ConsumerGroupHeartbeatRequest
 from kbroker.protocol.messages.create_acls import CreateAclsRequest
 from kbroker.protocol.messages.create_topics import CreateTopicsRequest
 from kbroker.protocol.messages.delete_groups import DeleteGroupsRequest
@@ -100,6 +102,9 @@ ACLS = [
     (TRANSACTIONAL_ID, "tx-w", LITERAL, "User:alice", WRITE, ALLOW),
 ]
 GROUPS = ("g-read", "g-deny", "g-open", "gp-1")
+# KIP-848 consumer groups (one member each, subscribed by admin) and their subscriptions.
+CONSUMER_GROUPS = {"gp-cg": ["t-read", "pre-x"], "gcg-open": ["t-open"], "gcg-mixed": ["t-open", "t-read"]}
+UNKNOWN_ID = uuid.UUID("6b1fb5f0-0000-4000-8000-00000000abcd")
 NAMED = ["t-read", "t-deny", "pre-x", "t-open", "t-star", "t-missing"]
 
 
@@ -141,6 +146,13 @@ def _setup(bootstrap: str) -> None:
                                                                                       committed_offset=5)])
                                                       for t in TOPICS])),
                    lambda r: all(p.error_code == 0 for t in r.topics for p in t.partitions), f"OffsetCommit {g}")
+        for g, topics in CONSUMER_GROUPS.items():  # a member with its assignment
+            member = f"member-{g}"
+            _retry(lambda g=g, topics=topics, member=member: c.request(68, 1, ConsumerGroupHeartbeatRequest(
+                group_id=g, member_id=member, member_epoch=0, rebalance_timeout_ms=30000,
+                subscribed_topic_names=topics, topic_partitions=[])),
+                lambda r: r.error_code == 0 and r.assignment is not None and len(r.assignment.topic_partitions) > 0,
+                f"ConsumerGroupHeartbeat {g}")
     # The authorizer of each broker sees the ACLs once its metadata has them: wait for alice's view.
     with _connect(bootstrap, "alice") as c:
         _retry(lambda: c.request(3, 12, MetadataRequest(topics=[MetadataRequest.MetadataRequestTopic(name="t-deny")],
@@ -156,8 +168,9 @@ def _partitions(topics: Any, field: str = "partitions", code: str = "error_code"
     return sorted((t.name, p.partition_index, getattr(p, code)) for t in topics for p in getattr(t, field))
 
 
-def _answers(bootstrap: str, user: str) -> dict[str, Any]:
+def _answers(bootstrap: str, user: str, ids: dict[str, uuid.UUID]) -> dict[str, Any]:
     out: dict[str, Any] = {}
+    names = {v: k for k, v in ids.items()}
     m_topics = [MetadataRequest.MetadataRequestTopic(name=n) for n in NAMED]
     with _connect(bootstrap, user) as c:
         r = c.request(3, 12, MetadataRequest(topics=m_topics, allow_auto_topic_creation=False,
@@ -180,9 +193,11 @@ def _answers(bootstrap: str, user: str) -> dict[str, Any]:
         r = c.request(15, 5, DescribeGroupsRequest(groups=[*GROUPS, "g-none"], include_authorized_operations=True))
         out["describe groups"] = [(g.group_id, g.error_code, g.group_state, g.authorized_operations)
                                   for g in r.groups]
-        r = c.request(69, 0, ConsumerGroupDescribeRequest(group_ids=["g-read", "g-deny", "gp-1"],
+        r = c.request(69, 0, ConsumerGroupDescribeRequest(group_ids=["g-read", "g-deny", "gp-1", *CONSUMER_GROUPS],
                                                           include_authorized_operations=True))
-        out["consumer group describe"] = [(g.group_id, g.error_code, g.authorized_operations) for g in r.groups]
+        out["consumer group describe"] = [(g.group_id, g.error_code, g.error_message, g.authorized_operations,
+                                           sorted(tp.topic_name for m in g.members for tp in m.assignment.topic_partitions))
+                                          for g in r.groups]
         r = c.request(42, 2, DeleteGroupsRequest(groups_names=["g-deny", "gdel-open", "g-read", "g-read"]))
         out["delete groups"] = [(g.group_id, g.error_code) for g in r.results] if user != "admin" else None
         for g in ("g-read", "g-open", "g-deny"):
@@ -204,6 +219,22 @@ def _answers(bootstrap: str, user: str) -> dict[str, Any]:
         out["offset fetch v8"] = sorted((g.group_id, g.error_code, sorted(
             (t.name, p.partition_index, p.committed_offset, p.error_code) for t in g.topics for p in t.partitions))
             for g in r.groups)
+        # v10: topics by id (an unknown id: UNKNOWN_TOPIC_ID; unauthorized: TOPIC_AUTHORIZATION_FAILED).
+        by_id = [ids[t] for t in ("t-read", "t-deny", "pre-x", "t-open")] + [UNKNOWN_ID]
+        r = c.request(9, 10, OF(groups=[OF.OffsetFetchRequestGroup(group_id=g, topics=[
+            OF.OffsetFetchRequestTopics(topic_id=i, partition_indexes=[0]) for i in by_id]) for g in GROUPS]))
+        out["offset fetch v10"] = sorted((g.group_id, g.error_code, sorted(
+            (names.get(t.topic_id, "?"), p.partition_index, p.committed_offset, p.error_code)
+            for t in g.topics for p in t.partitions)) for g in r.groups)
+        r = c.request(8, 10, OC(group_id="g-open", generation_id_or_member_epoch=-1, member_id="", topics=[
+            OC.OffsetCommitRequestTopic(topic_id=i, partitions=[OC.OffsetCommitRequestPartition(
+                partition_index=0, committed_offset=9)]) for i in by_id]))
+        out["offset commit v10"] = sorted((names.get(t.topic_id, "?"), p.partition_index, p.error_code)
+                                          for t in r.topics for p in t.partitions)
+        r = c.request(75, 0, DescribeTopicPartitionsRequest(topics=[], response_partition_limit=100))
+        out["describe topic partitions all"] = [t for t in _topics(r) if not t[0].startswith("__")]
+        r = c.request(3, 1, MetadataRequest(topics=m_topics))
+        out["metadata v1 named"] = sorted((t.name, t.error_code) for t in r.topics)
         # Kafka's transaction coordinator may still be loading on the first call (COORDINATOR_LOAD_IN_PROGRESS).
         r = _retry(lambda: c.request(22, 4, InitProducerIdRequest(transactional_id=None, transaction_timeout_ms=60000,
                                                                   producer_id=-1, producer_epoch=-1)),
@@ -264,7 +295,10 @@ def _answers(bootstrap: str, user: str) -> dict[str, Any]:
 
 
 def _all_answers(bootstrap: str) -> dict[str, dict[str, Any]]:
-    return {user: _answers(bootstrap, user) for user in ("alice", "bob", "carol", "admin")}
+    with _connect(bootstrap, "admin") as c:
+        r = c.request(3, 12, MetadataRequest(topics=None, allow_auto_topic_creation=False))
+        ids = {t.name: t.topic_id for t in r.topics}
+    return {user: _answers(bootstrap, user, ids) for user in ("alice", "bob", "carol", "admin")}
 
 
 @pytest.fixture(scope="module")
@@ -313,3 +347,6 @@ def test_cases_cover_allowed_denied_and_operations(answers: tuple[dict[str, Any]
     assert kafka["bob"]["describe cluster"] == (0, 0) and kafka["alice"]["describe cluster"][1] > 0
     assert kafka["admin"]["describe cluster"][1] > kafka["alice"]["describe cluster"][1]
     assert 29 in {e for *_, e in kafka["carol"]["offset commit g-open"]}
+    cgd = {g[0]: g for g in kafka["bob"]["consumer group describe"]}
+    assert cgd["gp-cg"][1] == 29 and cgd["gcg-open"][1] == 0  # a group naming a topic bob may not describe
+    assert kafka["alice"]["init producer id (idempotent)"] == 0 and kafka["bob"]["init producer id tx-w"] == 53
