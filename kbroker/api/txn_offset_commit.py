@@ -76,8 +76,8 @@ def handle(services: BrokerServices, ctx: RequestContext, header: RequestHeader,
         elif txn.state != TransactionState.ONGOING:
             state_error = ErrorCode.INVALID_TXN_STATE
         if state_error != ErrorCode.NONE:
-            for p in valid:
-                errors[(p.topic, p.partition)] = state_error
+            for c in valid:
+                errors[(c.topic, c.partition)] = state_error
             valid = []
     if not valid:
         return _response(request, errors)
