@@ -272,6 +272,9 @@ def _answer(services: BrokerServices, ctx: RequestContext, header: RequestHeader
                 by_id = store.topic_by_id(topic_id) if topic_id != ZERO_UUID else None
                 if by_id is None:
                     topics_out.append(_error_topic(None, ErrorCode.UNKNOWN_TOPIC_ID, version, topic_id))
+                elif services.authorizer is not None and not authorize(services, ctx, DESCRIBE, TOPIC, by_id.name):
+                    # KafkaApis: ids are not sensitive, so a refused topic keeps its id (and no name).
+                    topics_out.append(_error_topic(None, ErrorCode.TOPIC_AUTHORIZATION_FAILED, version, topic_id))
                 else:
                     topics_out.append(_topic_metadata(services, by_id, version, include_ops, ctx.listener_name))
                 continue

@@ -233,6 +233,10 @@ def _answers(bootstrap: str, user: str, ids: dict[str, uuid.UUID]) -> dict[str, 
                                           for t in r.topics for p in t.partitions)
         r = c.request(75, 0, DescribeTopicPartitionsRequest(topics=[], response_partition_limit=100))
         out["describe topic partitions all"] = [t for t in _topics(r) if not t[0].startswith("__")]
+        r = c.request(3, 12, MetadataRequest(topics=[MetadataRequest.MetadataRequestTopic(name=None, topic_id=i)
+                                                     for i in by_id], include_topic_authorized_operations=True))
+        out["metadata by id"] = sorted((names.get(t.topic_id, "?"), t.name, t.error_code, t.topic_authorized_operations)
+                                       for t in r.topics)
         r = c.request(3, 1, MetadataRequest(topics=m_topics))
         out["metadata v1 named"] = sorted((t.name, t.error_code) for t in r.topics)
         # Kafka's transaction coordinator may still be loading on the first call (COORDINATOR_LOAD_IN_PROGRESS).
@@ -349,4 +353,5 @@ def test_cases_cover_allowed_denied_and_operations(answers: tuple[dict[str, Any]
     assert 29 in {e for *_, e in kafka["carol"]["offset commit g-open"]}
     cgd = {g[0]: g for g in kafka["bob"]["consumer group describe"]}
     assert cgd["gp-cg"][1] == 29 and cgd["gcg-open"][1] == 0  # a group naming a topic bob may not describe
+    assert ("t-read", None, 29, -2147483648) in kafka["carol"]["metadata by id"]
     assert kafka["alice"]["init producer id (idempotent)"] == 0 and kafka["bob"]["init producer id tx-w"] == 53
