@@ -35,12 +35,14 @@ from kbroker.protocol.messages.describe_transactions import DescribeTransactions
 from kbroker.protocol.messages.end_txn import EndTxnRequest
 from kbroker.protocol.messages.find_coordinator import FindCoordinatorRequest
 from kbroker.protocol.messages.init_producer_id import InitProducerIdRequest
+from kbroker.protocol.messages.list_config_resources import ListConfigResourcesRequest
 from kbroker.protocol.messages.list_groups import ListGroupsRequest
 from kbroker.protocol.messages.list_transactions import ListTransactionsRequest
 from kbroker.protocol.messages.metadata import MetadataRequest
 from kbroker.protocol.messages.offset_commit import OffsetCommitRequest as OC
 from kbroker.protocol.messages.offset_delete import OffsetDeleteRequest as OD
 from kbroker.protocol.messages.offset_fetch import OffsetFetchRequest as OF
+from kbroker.protocol.messages.offset_for_leader_epoch import OffsetForLeaderEpochRequest as OFLE
 from kbroker.protocol.messages.sasl_authenticate import SaslAuthenticateRequest
 from kbroker.protocol.messages.sasl_handshake import SaslHandshakeRequest
 from kbroker.protocol.messages.txn_offset_commit import TxnOffsetCommitRequest as TOC
@@ -164,8 +166,9 @@ def _topics(r: Any) -> list[tuple[Any, ...]]:
     return sorted((t.name, t.error_code, t.topic_authorized_operations) for t in r.topics)
 
 
-def _partitions(topics: Any, field: str = "partitions", code: str = "error_code") -> list[tuple[Any, ...]]:
-    return sorted((t.name, p.partition_index, getattr(p, code)) for t in topics for p in getattr(t, field))
+def _partitions(topics: Any, field: str = "partitions", code: str = "error_code", name: str = "name",
+                index: str = "partition_index") -> list[tuple[Any, ...]]:
+    return sorted((getattr(t, name), getattr(p, index), getattr(p, code)) for t in topics for p in getattr(t, field))
 
 
 def _answers(bootstrap: str, user: str, ids: dict[str, uuid.UUID]) -> dict[str, Any]:
@@ -237,6 +240,16 @@ def _answers(bootstrap: str, user: str, ids: dict[str, uuid.UUID]) -> dict[str, 
                                                      for i in by_id], include_topic_authorized_operations=True))
         out["metadata by id"] = sorted((names.get(t.topic_id, "?"), t.name, t.error_code, t.topic_authorized_operations)
                                        for t in r.topics)
+        r = c.request(23, 4, OFLE(replica_id=-1, topics=[OFLE.OffsetForLeaderTopic(topic=t, partitions=[
+            OFLE.OffsetForLeaderPartition(partition=0, current_leader_epoch=-1, leader_epoch=0)])
+            for t in ("t-read", "t-deny", "pre-x", "t-open")]))
+        out["offset for leader epoch"] = _partitions(r.topics, code="error_code", name="topic", index="partition")
+        r = c.request(74, 1, ListConfigResourcesRequest(resource_types=[]))
+        out["list config resources"] = r.error_code
+        r = c.request(68, 1, ConsumerGroupHeartbeatRequest(
+            group_id=f"gcg-x-{user}", member_id=f"m-{user}", member_epoch=0, rebalance_timeout_ms=30000,
+            subscribed_topic_names=["t-open", "t-read"], topic_partitions=[]))
+        out["consumer group heartbeat"] = r.error_code
         r = c.request(3, 1, MetadataRequest(topics=m_topics))
         out["metadata v1 named"] = sorted((t.name, t.error_code) for t in r.topics)
         # Kafka's transaction coordinator may still be loading on the first call (COORDINATOR_LOAD_IN_PROGRESS).
@@ -354,4 +367,5 @@ def test_cases_cover_allowed_denied_and_operations(answers: tuple[dict[str, Any]
     cgd = {g[0]: g for g in kafka["bob"]["consumer group describe"]}
     assert cgd["gp-cg"][1] == 29 and cgd["gcg-open"][1] == 0  # a group naming a topic bob may not describe
     assert ("t-read", None, 29, -2147483648) in kafka["carol"]["metadata by id"]
+    assert kafka["bob"]["consumer group heartbeat"] == 29 and kafka["alice"]["consumer group heartbeat"] == 0
     assert kafka["alice"]["init producer id (idempotent)"] == 0 and kafka["bob"]["init producer id tx-w"] == 53
