@@ -14,6 +14,11 @@ matches the literal, wildcard and prefixed ACLs that apply to a name). `Standard
 5. otherwise denied, unless no ACL at all applies to the resource and
    `allow.everyone.if.no.acl.found=true`.
 
+`authorize_by_resource_type` is Kafka's `Authorizer.authorizeByResourceType` (KIP-679: "may the
+principal do this on any resource of the type", for an idempotent InitProducerId);
+`authorized_operations` the KIP-430 bit field over `SUPPORTED_OPERATIONS` (Kafka's
+`AclEntry.supportedOperations`).
+
 Codes are Kafka's (`ResourceType`, `PatternType`, `AclOperation`, `AclPermissionType`).
 """
 
