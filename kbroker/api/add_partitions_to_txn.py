@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from kbroker.api._authz import authorize, check_cluster, filter_authorized
 from kbroker.api._groups import gather, then
 from kbroker.api._txn import fenced_for
 from kbroker.api.context import BrokerServices, RequestContext
@@ -22,6 +23,8 @@ from kbroker.protocol.messages.add_partitions_to_txn import (
     AddPartitionsToTxnRequest,
     AddPartitionsToTxnResponse,
 )
+from kbroker.protocol.topic import is_internal
+from kbroker.security.acl import CLUSTER_ACTION, TOPIC, TRANSACTIONAL_ID, WRITE
 
 API_KEY = 24
 MIN_VERSION = 0
@@ -45,19 +48,32 @@ def error_response(request: AddPartitionsToTxnRequest, version: int, error: Erro
     return R(throttle_time_ms=0, error_code=error, results_by_transaction=[])
 
 
-def _one(services: BrokerServices, api_version: int, transactional_id: str, producer_id: int, epoch: int,
-         topics: Topics, verify_only: bool) -> Any:
-    """The per-partition errors of one transaction: {(topic, partition): error} (or a future of it)."""
+def _one(services: BrokerServices, ctx: RequestContext, api_version: int, transactional_id: str, producer_id: int,
+         epoch: int, topics: Topics, verify_only: bool) -> Any:
+    """The per-partition errors of one transaction: {(topic, partition): error} (or a future of it).
+
+    Versions 0-3 come from producers (KafkaApis.handleAddPartitionsToTxnRequest): WRITE on the
+    transactional id (else TRANSACTIONAL_ID_AUTHORIZATION_FAILED on every partition), then WRITE on
+    each topic; internal topics are never authorized there (TOPIC_AUTHORIZATION_FAILED, with or
+    without an authorizer). Any unauthorized or unknown partition fails the transaction's request:
+    the others get OPERATION_NOT_ATTEMPTED. v4+ (brokers) were checked as a whole by the caller."""
     requested = {(t.name, p) for t in topics for p in t.partitions}
-    unknown = set()
+    if api_version < 4:
+        if not authorize(services, ctx, WRITE, TRANSACTIONAL_ID, transactional_id):
+            return {tp: ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED for tp in requested}
+        allowed = filter_authorized(services, ctx, WRITE, TOPIC, (t.name for t in topics if not is_internal(t.name)))
+    else:
+        allowed = {t.name for t in topics}
+    failed: dict[tuple[str, int], ErrorCode] = {}
     for t in topics:
         info = services.metadata.topic(t.name)
         for p in t.partitions:
-            if info is None or not 0 <= p < info.num_partitions:
-                unknown.add((t.name, p))
-    if unknown:
-        return {tp: ErrorCode.UNKNOWN_TOPIC_OR_PARTITION if tp in unknown else ErrorCode.OPERATION_NOT_ATTEMPTED
-                for tp in requested}
+            if t.name not in allowed:
+                failed[(t.name, p)] = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+            elif info is None or not 0 <= p < info.num_partitions:
+                failed[(t.name, p)] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+    if failed:
+        return {tp: failed.get(tp, ErrorCode.OPERATION_NOT_ATTEMPTED) for tp in requested}
     answer = services.transaction_coordinator.add_partitions(transactional_id, producer_id, epoch, requested,
                                                              verify_only)
     return then(answer, lambda error: {tp: fenced_for("AddPartitionsToTxn", api_version, error) for tp in requested})
@@ -68,12 +84,14 @@ def handle(services: BrokerServices, ctx: RequestContext, header: RequestHeader,
     version = header.api_version
     if version < 4:
         topics = request.v3_and_below_topics or []
-        answer = _one(services, version, request.v3_and_below_transactional_id, request.v3_and_below_producer_id,
+        answer = _one(services, ctx, version, request.v3_and_below_transactional_id, request.v3_and_below_producer_id,
                       request.v3_and_below_producer_epoch, topics, False)
         return then(answer, lambda errors: R(throttle_time_ms=0,
                                              results_by_topic_v3_and_below=_topic_results(topics, errors)))
+    # v4+ come from brokers only: CLUSTER_ACTION on the cluster (KafkaApis), else the whole request fails.
+    check_cluster(services, ctx, CLUSTER_ACTION)
     txns = request.transactions or []
-    answers = [_one(services, version, t.transactional_id, t.producer_id, t.producer_epoch, t.topics, t.verify_only)
+    answers = [_one(services, ctx, version, t.transactional_id, t.producer_id, t.producer_epoch, t.topics, t.verify_only)
                for t in txns]
     return then(gather(answers), lambda all_errors: R(throttle_time_ms=0, error_code=ErrorCode.NONE, results_by_transaction=[
         R.AddPartitionsToTxnResult(transactional_id=t.transactional_id, topic_results=_topic_results(t.topics, errors))

@@ -9,10 +9,12 @@ controller/replication_control.py, `alter_partition`.
 
 from __future__ import annotations
 
+from kbroker.api._authz import check_cluster
 from kbroker.api.context import BrokerServices, RequestContext
 from kbroker.protocol.errors import ErrorCode
 from kbroker.protocol.headers import RequestHeader
 from kbroker.protocol.messages.alter_partition import AlterPartitionRequest, AlterPartitionResponse
+from kbroker.security.acl import CLUSTER_ACTION
 
 API_KEY = 56
 MIN_VERSION = 2
@@ -21,6 +23,7 @@ MAX_VERSION = 3
 
 async def handle(services: BrokerServices, ctx: RequestContext, header: RequestHeader,
                  request: AlterPartitionRequest) -> AlterPartitionResponse:
+    check_cluster(services, ctx, CLUSTER_ACTION)  # Kafka's ControllerApis: CLUSTER_ACTION on the cluster
     return await services.controller.alter_partition(request, header.api_version)
 
 

@@ -9,6 +9,7 @@ and forwards it; a process.roles=broker kbroker forwards it to the active contro
 
 from __future__ import annotations
 
+from kbroker.api._authz import check_cluster
 from kbroker.api.context import BrokerServices, RequestContext
 from kbroker.protocol.errors import ErrorCode
 from kbroker.protocol.headers import RequestHeader
@@ -16,6 +17,7 @@ from kbroker.protocol.messages.alter_partition_reassignments import (
     AlterPartitionReassignmentsRequest,
     AlterPartitionReassignmentsResponse,
 )
+from kbroker.security.acl import ALTER
 
 API_KEY = 45
 MIN_VERSION = 0
@@ -28,6 +30,7 @@ KRAFT_BROKER_FORWARDS = True
 
 async def handle(services: BrokerServices, ctx: RequestContext, header: RequestHeader,
                  request: AlterPartitionReassignmentsRequest) -> AlterPartitionReassignmentsResponse:
+    check_cluster(services, ctx, ALTER)  # Kafka's ControllerApis: ALTER on the cluster
     if services.kraft is not None:
         return await services.kraft.channel.send(API_KEY, request, AlterPartitionReassignmentsResponse)
     return await services.controller.alter_partition_reassignments(request)

@@ -5,12 +5,13 @@ Sent by `kafka-reassign-partitions` (a reassignment JSON with "log_dirs") and th
 catches up, then swaps in) runs after the answer, as in Kafka: a client polls DescribeLogDirs
 (`describeReplicaLogDirs`) until the future replica is gone. The work and the error mapping live in
 `kbroker.replica.alter_log_dirs`; this module only flattens the request and groups the answer by
-topic. v0 was removed in Kafka 4.0 (KIP-896). Kafka requires ALTER on the cluster; kbroker has no
-authorizer yet (docs/compatibility.md).
+topic. v0 was removed in Kafka 4.0 (KIP-896). With an authorizer it needs ALTER on the cluster
+(CLUSTER_AUTHORIZATION_FAILED on every partition otherwise), as Kafka.
 """
 
 from __future__ import annotations
 
+from kbroker.api._authz import check_cluster
 from kbroker.api.context import BrokerServices, RequestContext
 from kbroker.protocol.errors import ErrorCode
 from kbroker.protocol.headers import RequestHeader
@@ -18,6 +19,7 @@ from kbroker.protocol.messages.alter_replica_log_dirs import (
     AlterReplicaLogDirsRequest,
     AlterReplicaLogDirsResponse,
 )
+from kbroker.security.acl import ALTER
 
 API_KEY = 34
 MIN_VERSION = 1
@@ -29,6 +31,7 @@ PartitionResult = AlterReplicaLogDirsResponse.AlterReplicaLogDirPartitionResult
 
 def handle(services: BrokerServices, ctx: RequestContext, header: RequestHeader,
            request: AlterReplicaLogDirsRequest) -> AlterReplicaLogDirsResponse:
+    check_cluster(services, ctx, ALTER)  # KafkaApis: ALTER on the cluster, else CLUSTER_AUTHORIZATION_FAILED on every partition
     # Kafka's KafkaApis: one map partition -> path (a partition listed under two paths keeps the last).
     assignments: dict[tuple[str, int], str] = {}
     for d in request.dirs:

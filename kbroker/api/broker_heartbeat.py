@@ -9,10 +9,12 @@ fenced in the answer (the response's defaults), as in Kafka.
 
 from __future__ import annotations
 
+from kbroker.api._authz import check_cluster
 from kbroker.api.context import BrokerServices, RequestContext
 from kbroker.protocol.errors import ErrorCode
 from kbroker.protocol.headers import RequestHeader
 from kbroker.protocol.messages.broker_heartbeat import BrokerHeartbeatRequest, BrokerHeartbeatResponse
+from kbroker.security.acl import CLUSTER_ACTION
 
 API_KEY = 63
 MIN_VERSION = 0
@@ -21,6 +23,7 @@ MAX_VERSION = 2
 
 async def handle(services: BrokerServices, ctx: RequestContext, header: RequestHeader,
                  request: BrokerHeartbeatRequest) -> BrokerHeartbeatResponse:
+    check_cluster(services, ctx, CLUSTER_ACTION)  # Kafka's ControllerApis: CLUSTER_ACTION on the cluster
     reply = await services.controller.process_broker_heartbeat(request)
     return BrokerHeartbeatResponse(throttle_time_ms=0, error_code=0, is_caught_up=reply.is_caught_up,
                                    is_fenced=reply.is_fenced, should_shut_down=reply.should_shut_down)

@@ -9,6 +9,7 @@ active controller and retries).
 
 from __future__ import annotations
 
+from kbroker.api._authz import check_cluster
 from kbroker.api.context import BrokerServices, RequestContext
 from kbroker.protocol.errors import ErrorCode
 from kbroker.protocol.headers import RequestHeader
@@ -16,6 +17,7 @@ from kbroker.protocol.messages.broker_registration import (
     BrokerRegistrationRequest,
     BrokerRegistrationResponse,
 )
+from kbroker.security.acl import CLUSTER_ACTION
 
 API_KEY = 62
 MIN_VERSION = 0
@@ -24,6 +26,7 @@ MAX_VERSION = 4
 
 async def handle(services: BrokerServices, ctx: RequestContext, header: RequestHeader,
                  request: BrokerRegistrationRequest) -> BrokerRegistrationResponse:
+    check_cluster(services, ctx, CLUSTER_ACTION)  # Kafka's ControllerApis: CLUSTER_ACTION on the cluster
     reply = await services.controller.process_broker_registration(request)
     return BrokerRegistrationResponse(throttle_time_ms=0, error_code=0, broker_epoch=reply.epoch)
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 from functools import partial
 from typing import Any
 
+from kbroker.api._authz import authorize, authorized_operations, filter_authorized
 from kbroker.api._groups import coordinator, gather, then
 from kbroker.api.context import BrokerServices, RequestContext
 from kbroker.coord.assignors import Assignment
@@ -20,14 +21,14 @@ from kbroker.protocol.messages.consumer_group_describe import (
     ConsumerGroupDescribeRequest,
     ConsumerGroupDescribeResponse,
 )
+from kbroker.security.acl import DESCRIBE, GROUP, TOPIC
 
 API_KEY = 69
 MIN_VERSION = 0
 MAX_VERSION = 1
 
 R = ConsumerGroupDescribeResponse
-# No authorizer: GROUP resource operations READ(3), DELETE(6), DESCRIBE(8) are all allowed.
-GROUP_AUTHORIZED_OPERATIONS = sum(1 << op for op in (3, 6, 8))
+UNAUTHORIZED_TOPICS_MESSAGE = "The group has described topic(s) that the client is not authorized to describe."
 AUTHORIZED_OPERATIONS_OMITTED = -2147483648
 
 
@@ -44,7 +45,11 @@ def handle(services: BrokerServices, ctx: RequestContext, header: Any, request: 
             for tid, ps in sorted(a.items(), key=lambda kv: str(kv[0])) if ps
         ])
 
-    ops = GROUP_AUTHORIZED_OPERATIONS if request.include_authorized_operations else AUTHORIZED_OPERATIONS_OMITTED
+    def ops(gid: str) -> int:
+        # KIP-430: the principal's operations on the group (all of GROUP's without an authorizer).
+        if request.include_authorized_operations:
+            return authorized_operations(services, ctx, GROUP, gid)
+        return AUTHORIZED_OPERATIONS_OMITTED
 
     def described(gid: str, answer: tuple[ErrorCode, str | None, ConsumerGroup | None, str]) -> Any:
         error, message, group, assignor_name = answer
@@ -53,7 +58,7 @@ def handle(services: BrokerServices, ctx: RequestContext, header: Any, request: 
         return R.DescribedGroup(
             group_id=gid, error_code=ErrorCode.NONE, group_state=str(group.state), group_epoch=group.group_epoch,
             assignment_epoch=group.target_assignment_epoch, assignor_name=assignor_name,
-            authorized_operations=ops,
+            authorized_operations=ops(gid),
             members=[
                 R.Member(member_id=m.member_id, instance_id=m.instance_id, rack_id=m.rack_id,
                          member_epoch=m.member_epoch, client_id=m.client_id, client_host=m.client_host,
@@ -66,6 +71,29 @@ def handle(services: BrokerServices, ctx: RequestContext, header: Any, request: 
             ],
         )
 
-    answers = [then(coord.consumer_group_describe(gid), partial(described, gid))
-               for gid in request.group_ids]
-    return then(gather(answers), lambda groups: R(groups=groups))
+    # KafkaApis.handleConsumerGroupDescribe: DESCRIBE on each group (the refused ones first, with
+    # GROUP_AUTHORIZATION_FAILED); then, with an authorizer, a group whose members' current or target
+    # assignment names a topic the principal may not DESCRIBE is answered TOPIC_AUTHORIZATION_FAILED
+    # with no members (the topics are not disclosed).
+    denied: list[Any] = []
+    allowed = list(request.group_ids)
+    if services.authorizer is not None:
+        denied = [R.DescribedGroup(group_id=g, error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED)
+                  for g in request.group_ids if not authorize(services, ctx, DESCRIBE, GROUP, g)]
+        refused = {d.group_id for d in denied}
+        allowed = [g for g in request.group_ids if g not in refused]
+    answers = [then(coord.consumer_group_describe(gid), partial(described, gid)) for gid in allowed]
+    return then(gather(answers), lambda groups: R(groups=_hide_unauthorized_topics(services, ctx, denied + groups)))
+
+
+def _hide_unauthorized_topics(services: BrokerServices, ctx: RequestContext, groups: list[Any]) -> list[Any]:
+    if services.authorizer is None:
+        return groups
+    named = {tp.topic_name for g in groups for m in g.members for a in (m.assignment, m.target_assignment)
+             for tp in a.topic_partitions}
+    allowed = filter_authorized(services, ctx, DESCRIBE, TOPIC, named)
+    return [R.DescribedGroup(group_id=g.group_id, error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED,
+                             error_message=UNAUTHORIZED_TOPICS_MESSAGE, members=[])
+            if any(tp.topic_name not in allowed for m in g.members for a in (m.assignment, m.target_assignment)
+                   for tp in a.topic_partitions) else g
+            for g in groups]

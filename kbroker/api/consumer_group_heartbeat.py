@@ -11,7 +11,7 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
-from kbroker.api._authz import authorize
+from kbroker.api._authz import authorize, filter_authorized
 from kbroker.api._groups import client_host, coordinator, then
 from kbroker.api.context import BrokerServices, RequestContext
 from kbroker.coord.consumer_coordinator import HeartbeatRequestData, HeartbeatResult
@@ -20,7 +20,7 @@ from kbroker.protocol.messages.consumer_group_heartbeat import (
     ConsumerGroupHeartbeatRequest,
     ConsumerGroupHeartbeatResponse,
 )
-from kbroker.security.acl import GROUP, READ
+from kbroker.security.acl import DESCRIBE, GROUP, READ, TOPIC
 
 API_KEY = 68
 MIN_VERSION = 0
@@ -37,6 +37,11 @@ def handle(services: BrokerServices, ctx: RequestContext, header: Any, request: 
     if services.authorizer is not None and not authorize(services, ctx, READ, GROUP, request.group_id):
         # KafkaApis: READ on the group, else GROUP_AUTHORIZATION_FAILED.
         return error_response(request, header.api_version, ErrorCode.GROUP_AUTHORIZATION_FAILED)
+    if services.authorizer is not None and request.subscribed_topic_names:
+        # KafkaApis: DESCRIBE on every subscribed topic, else TOPIC_AUTHORIZATION_FAILED.
+        names = set(request.subscribed_topic_names)
+        if len(filter_authorized(services, ctx, DESCRIBE, TOPIC, names)) < len(names):
+            return error_response(request, header.api_version, ErrorCode.TOPIC_AUTHORIZATION_FAILED)
     owned: dict[uuid.UUID, set[int]] | None = None
     if request.topic_partitions is not None:
         owned = {}

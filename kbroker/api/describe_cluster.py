@@ -9,13 +9,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from kbroker.api._authz import cluster_authorized_operations
 from kbroker.api.context import BrokerServices, RequestContext
-from kbroker.api.metadata import (
-    AUTHORIZED_OPERATIONS_OMITTED,
-    CLUSTER_AUTHORIZED_OPERATIONS,
-    in_cluster,
-    registered_rack,
-)
+from kbroker.api.metadata import AUTHORIZED_OPERATIONS_OMITTED, in_cluster, registered_rack
 from kbroker.protocol.errors import ErrorCode
 from kbroker.protocol.headers import RequestHeader
 from kbroker.protocol.messages.describe_cluster import DescribeClusterRequest, DescribeClusterResponse
@@ -60,7 +56,10 @@ def handle(services: BrokerServices, ctx: RequestContext, header: RequestHeader,
                     broker_id=b.id, host=e.host, port=e.port, rack=b.rack, is_fenced=b.fenced))
         alive = [b.broker_id for b in brokers if not b.is_fenced]
         controller_id = services.node_id if services.node_id in alive else (alive[0] if alive else -1)
-    ops = CLUSTER_AUTHORIZED_OPERATIONS if request.include_cluster_authorized_operations \
+    # KIP-430 (AuthHelper.computeDescribeClusterResponse): 0 unless the principal may DESCRIBE the
+    # cluster, else its operations on it (all of CLUSTER's without an authorizer). The request itself
+    # needs no right.
+    ops = cluster_authorized_operations(services, ctx) if request.include_cluster_authorized_operations \
         else AUTHORIZED_OPERATIONS_OMITTED
     return DescribeClusterResponse(
         throttle_time_ms=0,

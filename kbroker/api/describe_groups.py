@@ -8,9 +8,10 @@ as Kafka.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
-from kbroker.api._authz import authorize
+from kbroker.api._authz import authorize, authorized_operations
 from kbroker.api._groups import coordinator, gather, then
 from kbroker.api.context import BrokerServices, RequestContext
 from kbroker.coord.group_metadata_manager import GroupDescription
@@ -23,8 +24,6 @@ MIN_VERSION = 0
 MAX_VERSION = 6
 
 R = DescribeGroupsResponse
-# No authorizer: GROUP resource operations READ(3), DELETE(6), DESCRIBE(8) are all allowed.
-GROUP_AUTHORIZED_OPERATIONS = sum(1 << op for op in (3, 6, 8))
 AUTHORIZED_OPERATIONS_OMITTED = -2147483648
 
 
@@ -34,31 +33,35 @@ def error_response(request: DescribeGroupsRequest, version: int, error: ErrorCod
 
 def handle(services: BrokerServices, ctx: RequestContext, header: Any, request: DescribeGroupsRequest) -> Any:
     coord = coordinator(services)
-    ops = GROUP_AUTHORIZED_OPERATIONS if request.include_authorized_operations else AUTHORIZED_OPERATIONS_OMITTED
     version = header.api_version
+    include_ops = version >= 3 and request.include_authorized_operations
+    # KafkaApis.handleDescribeGroupsRequest: DESCRIBE on each group; the refused ones come first
+    # (GROUP_AUTHORIZATION_FAILED), then the described ones in request order.
+    denied: list[Any] = []
+    allowed = list(request.groups)
     if services.authorizer is not None:
-        # KafkaApis.handleDescribeGroupsRequest: DESCRIBE on each group, else GROUP_AUTHORIZATION_FAILED.
-        denied = {g for g in request.groups if not authorize(services, ctx, DESCRIBE, GROUP, g)}
-        if denied:
-            answers = [R.DescribedGroup(error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED, group_id=gid)
-                       if gid in denied else coord.describe_group(gid, not_classic_error=version >= 6)
-                       for gid in request.groups]
-            return then(gather(answers), lambda described: R(groups=[
-                d if isinstance(d, R.DescribedGroup) else described_group(gid, ops, *d)
-                for gid, d in zip(request.groups, described, strict=True)]))
-    answers = [coord.describe_group(gid, not_classic_error=version >= 6) for gid in request.groups]
-    return then(gather(answers), lambda described: R(groups=[
-        described_group(gid, ops, *d) for gid, d in zip(request.groups, described, strict=True)]))
+        denied = [R.DescribedGroup(error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED, group_id=g)
+                  for g in request.groups if not authorize(services, ctx, DESCRIBE, GROUP, g)]
+        refused = {d.group_id for d in denied}
+        allowed = [g for g in request.groups if g not in refused]
+
+    def ops(gid: str) -> int:
+        # KIP-430: the principal's operations on the group (all of GROUP's without an authorizer).
+        return authorized_operations(services, ctx, GROUP, gid) if include_ops else AUTHORIZED_OPERATIONS_OMITTED
+
+    answers = [coord.describe_group(gid, not_classic_error=version >= 6) for gid in allowed]
+    return then(gather(answers), lambda described: R(groups=denied + [
+        described_group(gid, ops, *d) for gid, d in zip(allowed, described, strict=True)]))
 
 
-def described_group(gid: str, ops: int, error: ErrorCode, message: str | None, d: GroupDescription) -> Any:
+def described_group(gid: str, ops: Callable[[str], int], error: ErrorCode, message: str | None, d: GroupDescription) -> Any:
     if message is not None:
         return R.DescribedGroup(error_code=error, error_message=message, group_id=gid, group_state="Dead")
     if error != ErrorCode.NONE:
         return R.DescribedGroup(error_code=error, group_id=gid)
     return R.DescribedGroup(
         error_code=ErrorCode.NONE, group_id=gid, group_state=d.state, protocol_type=d.protocol_type,
-        protocol_data=d.protocol_data, authorized_operations=ops,
+        protocol_data=d.protocol_data, authorized_operations=ops(gid),
         members=[
             R.DescribedGroupMember(member_id=m, group_instance_id=i, client_id=c, client_host=h,
                                    member_metadata=meta, member_assignment=assignment)

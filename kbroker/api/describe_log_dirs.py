@@ -19,10 +19,12 @@ import os
 from pathlib import Path
 from typing import Any
 
+from kbroker.api._authz import check_cluster
 from kbroker.api.context import BrokerServices, RequestContext
 from kbroker.protocol.errors import ErrorCode
 from kbroker.protocol.headers import RequestHeader
 from kbroker.protocol.messages.describe_log_dirs import DescribeLogDirsRequest, DescribeLogDirsResponse
+from kbroker.security.acl import DESCRIBE
 
 API_KEY = 35
 MIN_VERSION = 1
@@ -34,6 +36,7 @@ PartitionResult = DescribeLogDirsResponse.DescribeLogDirsPartition
 
 
 def handle(services: BrokerServices, ctx: RequestContext, header: RequestHeader, request: DescribeLogDirsRequest) -> DescribeLogDirsResponse:
+    check_cluster(services, ctx, DESCRIBE)  # KafkaApis: DESCRIBE on the cluster, else CLUSTER_AUTHORIZATION_FAILED and no results
     wanted: dict[str, set[int]] | None = None
     if request.topics is not None:
         wanted = {}

@@ -10,10 +10,12 @@ from __future__ import annotations
 
 from typing import Any
 
+from kbroker.api._authz import authorize
 from kbroker.api.context import BrokerServices, RequestContext
 from kbroker.protocol.errors import ErrorCode
 from kbroker.protocol.headers import RequestHeader
 from kbroker.protocol.messages.describe_producers import DescribeProducersRequest, DescribeProducersResponse
+from kbroker.security.acl import READ, TOPIC
 
 API_KEY = 61
 MIN_VERSION = 0
@@ -46,5 +48,17 @@ def _partition(services: BrokerServices, topic: str, index: int) -> R.PartitionR
 
 def handle(services: BrokerServices, ctx: RequestContext, header: RequestHeader,
            request: DescribeProducersRequest) -> Any:
-    return R(throttle_time_ms=0, topics=[R.TopicResponse(name=t.name, partitions=[
-        _partition(services, t.name, p) for p in t.partition_indexes]) for t in request.topics])
+    topics = []
+    for t in request.topics:
+        if services.authorizer is not None and not authorize(services, ctx, READ, TOPIC, t.name):
+            # KafkaApis.handleDescribeProducersRequest: READ on each topic, else TOPIC_AUTHORIZATION_FAILED
+            # (with its default message) on each partition asked for.
+            error = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+            topics.append(R.TopicResponse(name=t.name, partitions=[
+                R.PartitionResponse(partition_index=p, error_code=error, error_message=error.message,
+                                    active_producers=[]) for p in t.partition_indexes]))
+            continue
+        topics.append(R.TopicResponse(name=t.name, partitions=[
+            _partition(services, t.name, p) for p in t.partition_indexes]))
+    return R(throttle_time_ms=0, topics=topics)
+

@@ -14,6 +14,7 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
+from kbroker.api._authz import authorize, authorized_operations
 from kbroker.api.context import BrokerServices, RequestContext
 from kbroker.api.metadata import TOPIC_AUTHORIZED_OPERATIONS, in_cluster
 from kbroker.controller.replication_control import validate_topic_name
@@ -23,6 +24,7 @@ from kbroker.protocol.messages.describe_topic_partitions import (
     DescribeTopicPartitionsRequest,
     DescribeTopicPartitionsResponse,
 )
+from kbroker.security.acl import DESCRIBE, TOPIC
 
 API_KEY = 75
 MIN_VERSION = 0
@@ -82,14 +84,14 @@ def _partition(services: BrokerServices, topic: str, index: int, listener_name: 
     )
 
 
-def _missing(name: str) -> Any:
+def _missing(services: BrokerServices, ctx: RequestContext, name: str) -> Any:
     try:
         validate_topic_name(name)
         code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
     except KafkaError:
         code = ErrorCode.INVALID_TOPIC_EXCEPTION
     return TopicResult(error_code=int(code), name=name, topic_id=_ZERO_UUID, is_internal=False, partitions=[],
-                       topic_authorized_operations=TOPIC_AUTHORIZED_OPERATIONS)
+                       topic_authorized_operations=authorized_operations(services, ctx, TOPIC, name))
 
 
 def handle(services: BrokerServices, ctx: RequestContext, header: RequestHeader,
@@ -107,7 +109,17 @@ def handle(services: BrokerServices, ctx: RequestContext, header: RequestHeader,
                              f"{cursor.topic_name}", error_code=ErrorCode.INVALID_REQUEST)
     remaining = min(MAX_REQUEST_PARTITION_SIZE_LIMIT, request.response_partition_limit)
     response = Resp(throttle_time_ms=0, topics=[], next_cursor=None)
+    # DescribeTopicPartitionsRequestHandler: DESCRIBE on each topic as the sorted walk reaches it; a
+    # refused topic is skipped (asked by name: TOPIC_AUTHORIZATION_FAILED, with no id, after the
+    # others; in "all topics" it is left out). Authorized operations are always reported (KIP-430).
+    check = services.authorizer is not None
+    refused: list[Any] = []
     for name in sorted(names):
+        if check and not authorize(services, ctx, DESCRIBE, TOPIC, name):
+            if not fetch_all:
+                refused.append(TopicResult(error_code=int(ErrorCode.TOPIC_AUTHORIZATION_FAILED), name=name,
+                                           topic_id=_ZERO_UUID, is_internal=False, partitions=[]))
+            continue
         if remaining == 0:
             # The cursor points at the start of the next topic (which need not exist).
             response.next_cursor = Resp.Cursor(topic_name=name, partition_index=0)
@@ -117,18 +129,20 @@ def handle(services: BrokerServices, ctx: RequestContext, header: RequestHeader,
         info = metadata.topic(name)
         if info is None:
             if not fetch_all:
-                response.topics.append(_missing(name))
+                response.topics.append(_missing(services, ctx, name))
             continue
         start = cursor.partition_index if cursor is not None and name == cursor_topic else 0
         end = min(info.num_partitions, start + remaining)
         partitions = [_partition(services, name, i, ctx.listener_name) for i in range(start, end)]
         response.topics.append(TopicResult(error_code=0, name=name, topic_id=info.topic_id,
                                            is_internal=info.is_internal, partitions=partitions,
-                                           topic_authorized_operations=TOPIC_AUTHORIZED_OPERATIONS))
+                                           topic_authorized_operations=authorized_operations(
+                                               services, ctx, TOPIC, name)))
         if end < info.num_partitions:
             response.next_cursor = Resp.Cursor(topic_name=name, partition_index=end)
             break
         remaining -= len(partitions)
+    response.topics.extend(refused)
     return response
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from kbroker.api._authz import authorize
 from kbroker.api.context import BrokerServices, RequestContext
 from kbroker.coord.transaction_state import TransactionState
 from kbroker.protocol.errors import ErrorCode
@@ -18,6 +19,7 @@ from kbroker.protocol.messages.describe_transactions import (
     DescribeTransactionsRequest,
     DescribeTransactionsResponse,
 )
+from kbroker.security.acl import DESCRIBE, TOPIC, TRANSACTIONAL_ID
 
 API_KEY = 65
 MIN_VERSION = 0
@@ -39,7 +41,12 @@ def handle(services: BrokerServices, ctx: RequestContext, header: RequestHeader,
            request: DescribeTransactionsRequest) -> Any:
     coordinator = services.transaction_coordinator
     out = []
+    check = services.authorizer is not None
     for tid in request.transactional_ids:
+        if check and not authorize(services, ctx, DESCRIBE, TRANSACTIONAL_ID, tid):
+            # KafkaApis.handleDescribeTransactionsRequest: DESCRIBE on each transactional id.
+            out.append(_error(tid, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED))
+            continue
         status = coordinator.runtime.status(coordinator.partition_for(tid)) if coordinator.runtime is not None \
             else ErrorCode.NOT_COORDINATOR
         if coordinator.state_topic_status() != ErrorCode.NONE:
@@ -59,5 +66,7 @@ def handle(services: BrokerServices, ctx: RequestContext, header: RequestHeader,
             transaction_timeout_ms=m.txn_timeout_ms,
             transaction_start_time_ms=m.txn_start_timestamp_ms if m.state == TransactionState.ONGOING else -1,
             producer_id=m.producer_id, producer_epoch=m.producer_epoch,
-            topics=[R.TopicData(topic=t, partitions=ps) for t, ps in by_topic.items()]))
+            # Only the partitions of topics the principal may DESCRIBE (KafkaApis).
+            topics=[R.TopicData(topic=t, partitions=ps) for t, ps in by_topic.items()
+                    if not check or authorize(services, ctx, DESCRIBE, TOPIC, t)]))
     return R(throttle_time_ms=0, transaction_states=out)

@@ -11,10 +11,12 @@ leaves it out and advertises exactly what it did.
 
 from __future__ import annotations
 
+from kbroker.api._authz import check_cluster
 from kbroker.api.context import BrokerServices, RequestContext
 from kbroker.protocol.errors import ErrorCode
 from kbroker.protocol.headers import RequestHeader
 from kbroker.protocol.messages.elect_leaders import ElectLeadersRequest, ElectLeadersResponse
+from kbroker.security.acl import ALTER
 
 API_KEY = 43
 MIN_VERSION = 0
@@ -27,6 +29,7 @@ KRAFT_BROKER_FORWARDS = True
 
 async def handle(services: BrokerServices, ctx: RequestContext, header: RequestHeader,
                  request: ElectLeadersRequest) -> ElectLeadersResponse:
+    check_cluster(services, ctx, ALTER)  # Kafka's ControllerApis: ALTER on the cluster
     if services.kraft is not None:
         return await services.kraft.channel.send(API_KEY, request, ElectLeadersResponse)
     return await services.controller.elect_leaders(request)

@@ -13,12 +13,14 @@ from __future__ import annotations
 
 from typing import Any
 
+from kbroker.api._authz import authorize
 from kbroker.api._groups import then
 from kbroker.api._txn import fenced_for
 from kbroker.api.context import BrokerServices, RequestContext
 from kbroker.protocol.errors import ErrorCode
 from kbroker.protocol.headers import RequestHeader
 from kbroker.protocol.messages.end_txn import EndTxnRequest, EndTxnResponse
+from kbroker.security.acl import TRANSACTIONAL_ID, WRITE
 
 API_KEY = 26
 MIN_VERSION = 0
@@ -31,6 +33,10 @@ def error_response(request: EndTxnRequest, version: int, error: ErrorCode) -> En
 
 def handle(services: BrokerServices, ctx: RequestContext, header: RequestHeader, request: EndTxnRequest) -> Any:
     version = header.api_version
+    if services.authorizer is not None and not authorize(services, ctx, WRITE, TRANSACTIONAL_ID,
+                                                         request.transactional_id):
+        # KafkaApis.handleEndTxnRequest: WRITE on the transactional id.
+        return error_response(request, version, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
     answer = services.transaction_coordinator.end_transaction(request.transactional_id, request.producer_id,
                                                               request.producer_epoch, request.committed)
 

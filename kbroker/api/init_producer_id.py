@@ -16,11 +16,13 @@ from __future__ import annotations
 
 from typing import Any
 
+from kbroker.api._authz import authorize, authorize_by_resource_type, authorize_cluster
 from kbroker.api._txn import fenced_for
 from kbroker.api.context import BrokerServices, RequestContext
 from kbroker.protocol.errors import ErrorCode
 from kbroker.protocol.headers import RequestHeader
 from kbroker.protocol.messages.init_producer_id import InitProducerIdRequest, InitProducerIdResponse
+from kbroker.security.acl import IDEMPOTENT_WRITE, TOPIC, TRANSACTIONAL_ID, WRITE
 
 API_KEY = 22
 MIN_VERSION = 0
@@ -35,6 +37,16 @@ def error_response(request: InitProducerIdRequest, version: int, error: ErrorCod
 def handle(
     services: BrokerServices, ctx: RequestContext, header: RequestHeader, request: InitProducerIdRequest
 ) -> Any:
+    if services.authorizer is not None:
+        # KafkaApis.handleInitProducerIdRequest: WRITE on the transactional id; without one (an
+        # idempotent producer) IDEMPOTENT_WRITE on the cluster or WRITE on any topic (KIP-679).
+        tid = request.transactional_id
+        if tid is not None:
+            if not authorize(services, ctx, WRITE, TRANSACTIONAL_ID, tid):
+                return error_response(request, header.api_version, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+        elif not authorize_cluster(services, ctx, IDEMPOTENT_WRITE) \
+                and not authorize_by_resource_type(services, ctx, WRITE, TOPIC):
+            return error_response(request, header.api_version, ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
     if header.api_version >= 3 and (request.producer_id == -1) != (request.producer_epoch == -1):
         # KafkaApis: a producer id without an epoch (or the reverse) is malformed.
         return error_response(request, header.api_version, ErrorCode.INVALID_REQUEST)

@@ -11,6 +11,7 @@ order is its hash set's). `kafka-configs --list` and the Admin API's `listConfig
 
 from __future__ import annotations
 
+from kbroker.api._authz import check_cluster
 from kbroker.api.context import BrokerServices, RequestContext
 from kbroker.metadata.image import ConfigResourceType
 from kbroker.protocol.errors import ErrorCode
@@ -19,6 +20,7 @@ from kbroker.protocol.messages.list_config_resources import (
     ListConfigResourcesRequest,
     ListConfigResourcesResponse,
 )
+from kbroker.security.acl import DESCRIBE_CONFIGS
 
 API_KEY = 74
 MIN_VERSION = 0
@@ -38,6 +40,7 @@ def error_response(request: ListConfigResourcesRequest, version: int, error: Err
 
 def handle(services: BrokerServices, ctx: RequestContext, header: RequestHeader,
            request: ListConfigResourcesRequest) -> ListConfigResourcesResponse:
+    check_cluster(services, ctx, DESCRIBE_CONFIGS)  # KafkaApis: DESCRIBE_CONFIGS on the cluster
     supported = _SUPPORTED_V0 if header.api_version == 0 else _SUPPORTED_V1
     requested = set(request.resource_types) if request.resource_types else set(supported)
     if not requested <= set(supported):

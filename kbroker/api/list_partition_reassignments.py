@@ -7,6 +7,7 @@ also accepts it on broker listeners and forwards it; a process.roles=broker kbro
 
 from __future__ import annotations
 
+from kbroker.api._authz import check_cluster
 from kbroker.api.context import BrokerServices, RequestContext
 from kbroker.protocol.errors import ErrorCode
 from kbroker.protocol.headers import RequestHeader
@@ -14,6 +15,7 @@ from kbroker.protocol.messages.list_partition_reassignments import (
     ListPartitionReassignmentsRequest,
     ListPartitionReassignmentsResponse,
 )
+from kbroker.security.acl import DESCRIBE
 
 API_KEY = 46
 MIN_VERSION = 0
@@ -26,6 +28,7 @@ KRAFT_BROKER_FORWARDS = True
 
 async def handle(services: BrokerServices, ctx: RequestContext, header: RequestHeader,
                  request: ListPartitionReassignmentsRequest) -> ListPartitionReassignmentsResponse:
+    check_cluster(services, ctx, DESCRIBE)  # Kafka's ControllerApis: DESCRIBE on the cluster
     if services.kraft is not None:
         return await services.kraft.channel.send(API_KEY, request, ListPartitionReassignmentsResponse)
     return await services.controller.list_partition_reassignments(request)

@@ -11,11 +11,13 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from kbroker.api._authz import authorize
 from kbroker.api.context import BrokerServices, RequestContext
 from kbroker.coord.transaction_state import TransactionState
 from kbroker.protocol.errors import ErrorCode
 from kbroker.protocol.headers import RequestHeader
 from kbroker.protocol.messages.list_transactions import ListTransactionsRequest, ListTransactionsResponse
+from kbroker.security.acl import DESCRIBE, TRANSACTIONAL_ID
 
 API_KEY = 66
 MIN_VERSION = 0
@@ -58,6 +60,10 @@ def handle(services: BrokerServices, ctx: RequestContext, header: RequestHeader,
             continue
         if pattern is not None and not pattern.fullmatch(m.transactional_id):
             continue
+        if services.authorizer is not None and not authorize(services, ctx, DESCRIBE, TRANSACTIONAL_ID,
+                                                             m.transactional_id):
+            continue  # KafkaApis: only the transactional ids the principal may DESCRIBE
+
         out.append(ListTransactionsResponse.TransactionState(
             transactional_id=m.transactional_id, producer_id=m.producer_id, transaction_state=m.state.kafka_name))
     return ListTransactionsResponse(throttle_time_ms=0, error_code=ErrorCode.NONE, unknown_state_filters=unknown,

@@ -15,12 +15,17 @@ import uuid
 from collections.abc import Awaitable
 from typing import Any
 
-from kbroker.api._authz import authorize, authorize_cluster
+from kbroker.api._authz import (
+    authorize,
+    authorize_cluster,
+    authorized_operations,
+    cluster_authorized_operations,
+)
 from kbroker.api.context import BrokerServices, RequestContext
 from kbroker.protocol.errors import ErrorCode, KafkaError
 from kbroker.protocol.headers import RequestHeader
 from kbroker.protocol.messages.metadata import MetadataRequest, MetadataResponse
-from kbroker.security.acl import CLUSTER, CLUSTER_NAME, CREATE, DESCRIBE, TOPIC
+from kbroker.security.acl import CREATE, DESCRIBE, TOPIC
 
 API_KEY = 3
 MIN_VERSION = 0
@@ -37,8 +42,7 @@ TOPIC_AUTHORIZED_OPERATIONS = sum(1 << op for op in (3, 4, 5, 6, 7, 8, 10, 11))
 # CLUSTER = CREATE(5) ALTER(7) DESCRIBE(8) CLUSTER_ACTION(9) DESCRIBE_CONFIGS(10) ALTER_CONFIGS(11)
 # IDEMPOTENT_WRITE(12).
 CLUSTER_AUTHORIZED_OPERATIONS = sum(1 << op for op in (5, 7, 8, 9, 10, 11, 12))
-TOPIC_OPERATIONS = (3, 4, 5, 6, 7, 8, 10, 11)
-CLUSTER_OPERATIONS = (5, 7, 8, 9, 10, 11, 12)
+_NO_OPERATIONS = (ErrorCode.TOPIC_AUTHORIZATION_FAILED, ErrorCode.UNKNOWN_TOPIC_ID)
 
 ZERO_UUID = uuid.UUID(int=0)
 
@@ -268,6 +272,9 @@ def _answer(services: BrokerServices, ctx: RequestContext, header: RequestHeader
                 by_id = store.topic_by_id(topic_id) if topic_id != ZERO_UUID else None
                 if by_id is None:
                     topics_out.append(_error_topic(None, ErrorCode.UNKNOWN_TOPIC_ID, version, topic_id))
+                elif services.authorizer is not None and not authorize(services, ctx, DESCRIBE, TOPIC, by_id.name):
+                    # KafkaApis: ids are not sensitive, so a refused topic keeps its id (and no name).
+                    topics_out.append(_error_topic(None, ErrorCode.TOPIC_AUTHORIZATION_FAILED, version, topic_id))
                 else:
                     topics_out.append(_topic_metadata(services, by_id, version, include_ops, ctx.listener_name))
                 continue
@@ -290,17 +297,15 @@ def _answer(services: BrokerServices, ctx: RequestContext, header: RequestHeader
         controller_id=_controller_id(services, ctx),
         topics=topics_out,
     )
-    authorizer = services.authorizer
-    if authorizer is not None and include_ops:
-        # KIP-430: the operations this principal may do on each topic, from its ACLs.
+    if include_ops:
+        # KIP-430 (KafkaApis): the principal's operations on each topic it may describe, existing or
+        # not (all of TOPIC's without an authorizer); none on refused topics and unknown ids.
         for t in topics_out:
-            if t.error_code == ErrorCode.NONE and t.name is not None:
-                t.topic_authorized_operations = authorizer.authorized_operations(
-                    ctx.principal, ctx.peer[0], TOPIC, t.name, TOPIC_OPERATIONS)
+            if t.name is not None and t.error_code not in _NO_OPERATIONS:
+                t.topic_authorized_operations = authorized_operations(services, ctx, TOPIC, t.name)
     if 8 <= version <= 10 and request.include_cluster_authorized_operations:
-        response.cluster_authorized_operations = (
-            CLUSTER_AUTHORIZED_OPERATIONS if authorizer is None else authorizer.authorized_operations(
-                ctx.principal, ctx.peer[0], CLUSTER, CLUSTER_NAME, CLUSTER_OPERATIONS))
+        # 0 unless the principal may DESCRIBE the cluster (KafkaApis.handleTopicMetadataRequest).
+        response.cluster_authorized_operations = cluster_authorized_operations(services, ctx)
     elif 8 <= version <= 10:
         response.cluster_authorized_operations = AUTHORIZED_OPERATIONS_OMITTED
     if version >= 13:

@@ -18,7 +18,7 @@ from kbroker.api.context import BrokerServices, RequestContext
 from kbroker.coord.offset_metadata_manager import CommitRequestPartition
 from kbroker.protocol.errors import ErrorCode
 from kbroker.protocol.messages.offset_commit import OffsetCommitRequest, OffsetCommitResponse
-from kbroker.security.acl import GROUP, READ
+from kbroker.security.acl import GROUP, READ, TOPIC
 
 API_KEY = 8
 MIN_VERSION = 2
@@ -44,6 +44,7 @@ def handle(services: BrokerServices, ctx: RequestContext, header: Any, request: 
     errors: dict[tuple[int, int], ErrorCode] = {}
     valid: list[CommitRequestPartition] = []
     keys: list[tuple[int, int]] = []
+    check_topics = services.authorizer is not None
     for i, t in enumerate(request.topics):
         if version >= 10:
             info = services.metadata.topic_by_id(t.topic_id)
@@ -51,6 +52,13 @@ def handle(services: BrokerServices, ctx: RequestContext, header: Any, request: 
         else:
             info = services.metadata.topic(t.name)
             missing = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+        name = t.name if version < 10 else (info.name if info is not None else None)
+        if check_topics and name is not None and not authorize(services, ctx, READ, TOPIC, name):
+            # KafkaApis: READ on each topic, else TOPIC_AUTHORIZATION_FAILED on each of its partitions
+            # (whether or not it exists: its existence is not disclosed).
+            for p in t.partitions:
+                errors[(i, p.partition_index)] = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+            continue
         for p in t.partitions:
             if info is None or not 0 <= p.partition_index < info.num_partitions:
                 errors[(i, p.partition_index)] = missing if info is None else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION

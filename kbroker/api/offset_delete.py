@@ -8,12 +8,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from kbroker.api._authz import authorize
+from kbroker.api._authz import authorize, filter_authorized
 from kbroker.api._groups import coordinator, then
 from kbroker.api.context import BrokerServices, RequestContext
 from kbroker.protocol.errors import ErrorCode
 from kbroker.protocol.messages.offset_delete import OffsetDeleteRequest, OffsetDeleteResponse
-from kbroker.security.acl import DELETE, GROUP
+from kbroker.security.acl import DELETE, GROUP, READ, TOPIC
 
 API_KEY = 47
 MIN_VERSION = 0
@@ -32,10 +32,15 @@ def handle(services: BrokerServices, ctx: RequestContext, header: Any, request: 
         return error_response(request, header.api_version, ErrorCode.GROUP_AUTHORIZATION_FAILED)
     errors: dict[tuple[str, int], ErrorCode] = {}
     known: list[tuple[str, int]] = []
+    # KafkaApis.handleOffsetDeleteRequest: READ on each topic, else TOPIC_AUTHORIZATION_FAILED on its
+    # partitions (existing or not).
+    allowed = filter_authorized(services, ctx, READ, TOPIC, (t.name for t in request.topics))
     for t in request.topics:
         exists = services.metadata.topic(t.name) is not None
         for p in t.partitions:
-            if exists:
+            if t.name not in allowed:
+                errors[(t.name, p.partition_index)] = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+            elif exists:
                 known.append((t.name, p.partition_index))
             else:
                 errors[(t.name, p.partition_index)] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION

@@ -16,13 +16,13 @@ import uuid
 from functools import partial
 from typing import Any
 
-from kbroker.api._authz import authorize
+from kbroker.api._authz import authorize, filter_authorized
 from kbroker.api._groups import coordinator, gather, then
 from kbroker.api.context import BrokerServices, RequestContext
 from kbroker.coord.offset_metadata_manager import FetchedOffset
 from kbroker.protocol.errors import ErrorCode
 from kbroker.protocol.messages.offset_fetch import OffsetFetchRequest, OffsetFetchResponse
-from kbroker.security.acl import DESCRIBE, GROUP
+from kbroker.security.acl import DESCRIBE, GROUP, TOPIC
 
 API_KEY = 9
 MIN_VERSION = 1
@@ -81,6 +81,31 @@ def _by_topic(fetched: list[FetchedOffset]) -> dict[str, list[FetchedOffset]]:
     return out
 
 
+def _authorized(services: BrokerServices, ctx: RequestContext, requested: list[tuple[str, int]] | None
+                ) -> tuple[list[tuple[str, int]] | None, list[FetchedOffset]]:
+    """KafkaApis.fetchOffsetsForGroup: the requested partitions of topics the principal may DESCRIBE
+    (asked of the coordinator), and TOPIC_AUTHORIZATION_FAILED (offset -1) for the others' partitions,
+    answered after the coordinator's; for "all topics" (None) the set of topics the answer may show
+    (KafkaApis.fetchAllOffsetsForGroup drops the others silently). Without an authorizer: no change."""
+    if services.authorizer is None or requested is None:
+        return requested, []
+    allowed = filter_authorized(services, ctx, DESCRIBE, TOPIC, (t for t, _ in requested))
+    denied = [FetchedOffset(t, p, error=ErrorCode.TOPIC_AUTHORIZATION_FAILED) for t, p in requested if t not in allowed]
+    return [(t, p) for t, p in requested if t in allowed], denied
+
+
+def _visible(services: BrokerServices, ctx: RequestContext, denied: list[FetchedOffset], all_topics: bool,
+             answer: tuple[ErrorCode, list[FetchedOffset]]) -> tuple[ErrorCode, list[FetchedOffset]]:
+    """The coordinator's answer as the principal may see it (see `_authorized`); a group error as is."""
+    error, fetched = answer
+    if error != ErrorCode.NONE:
+        return answer
+    if all_topics and services.authorizer is not None:
+        allowed = filter_authorized(services, ctx, DESCRIBE, TOPIC, (f.topic for f in fetched))
+        fetched = [f for f in fetched if f.topic in allowed]
+    return error, fetched + denied
+
+
 def handle(services: BrokerServices, ctx: RequestContext, header: Any, request: OffsetFetchRequest) -> Any:
     version = header.api_version
     coord = coordinator(services)
@@ -98,15 +123,19 @@ def handle(services: BrokerServices, ctx: RequestContext, header: Any, request: 
                 requested, unknown_ids = _requested_by_id(services, g.topics)
             else:
                 requested = _requested(g.topics)
-            answers.append(then(coord.fetch_offsets(g.group_id, requested, member_id, epoch, request.require_stable),
-                                partial(_group, services, version, g.group_id, unknown_ids)))
+            asked, denied = _authorized(services, ctx, requested)
+            fetched = then(coord.fetch_offsets(g.group_id, asked, member_id, epoch, request.require_stable),
+                           partial(_visible, services, ctx, denied, requested is None))
+            answers.append(then(fetched, partial(_group, services, version, g.group_id, unknown_ids)))
         return then(gather(answers), lambda groups: R(groups=groups))
     requested = _requested(request.topics)
     if services.authorizer is not None and not authorize(services, ctx, DESCRIBE, GROUP, request.group_id):
         return _single_group(version, requested, ErrorCode.GROUP_AUTHORIZATION_FAILED, [])
     stable = request.require_stable if version >= 7 else False
-    return then(coord.fetch_offsets(request.group_id, requested, require_stable=stable),
-                lambda a: _single_group(version, requested, *a))
+    asked, denied = _authorized(services, ctx, requested)
+    fetched = then(coord.fetch_offsets(request.group_id, asked, require_stable=stable),
+                   partial(_visible, services, ctx, denied, requested is None))
+    return then(fetched, lambda a: _single_group(version, requested, *a))
 
 
 def _group(services: BrokerServices, version: int, group_id: str, unknown_ids: dict[str, Any],

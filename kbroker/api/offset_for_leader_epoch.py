@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from kbroker.api._authz import authorize_cluster, filter_authorized
 from kbroker.api.context import BrokerServices, RequestContext
 from kbroker.protocol.errors import ErrorCode, error_fields
 from kbroker.protocol.headers import RequestHeader
@@ -17,6 +18,7 @@ from kbroker.protocol.messages.offset_for_leader_epoch import (
     OffsetForLeaderEpochRequest,
     OffsetForLeaderEpochResponse,
 )
+from kbroker.security.acl import CLUSTER_ACTION, DESCRIBE, TOPIC
 
 API_KEY = 23
 MIN_VERSION = 2
@@ -66,9 +68,22 @@ def _end_offset(services: BrokerServices, topic: str, p: Any) -> Any:
 
 def handle(services: BrokerServices, ctx: RequestContext, header: RequestHeader,
            request: OffsetForLeaderEpochRequest) -> OffsetForLeaderEpochResponse:
+    # KafkaApis (KIP-320): CLUSTER_ACTION on the cluster (a follower) answers every topic; otherwise
+    # DESCRIBE on each topic (a consumer), and the others' partitions get TOPIC_AUTHORIZATION_FAILED,
+    # after the authorized topics.
+    allowed, refused = list(request.topics), []
+    if services.authorizer is not None and not authorize_cluster(services, ctx, CLUSTER_ACTION):
+        names = filter_authorized(services, ctx, DESCRIBE, TOPIC, (t.topic for t in request.topics))
+        allowed = [t for t in request.topics if t.topic in names]
+        refused = [t for t in request.topics if t.topic not in names]
     topics = [
         TopicResult(topic=t.topic, partitions=[_end_offset(services, t.topic, p) for p in t.partitions])
-        for t in request.topics
+        for t in allowed
+    ] + [
+        TopicResult(topic=t.topic, partitions=[
+            EpochEndOffset(error_code=int(ErrorCode.TOPIC_AUTHORIZATION_FAILED), partition=p.partition,
+                           leader_epoch=UNDEFINED_EPOCH, end_offset=UNDEFINED_OFFSET) for p in t.partitions])
+        for t in refused
     ]
     return OffsetForLeaderEpochResponse(throttle_time_ms=0, topics=topics)
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from kbroker.api._authz import authorize, filter_authorized
 from kbroker.api._groups import coordinator, then
 from kbroker.api._txn import fenced_for
 from kbroker.api.context import BrokerServices, RequestContext
@@ -20,6 +21,7 @@ from kbroker.coord.transaction_state import TransactionState
 from kbroker.protocol.errors import ErrorCode
 from kbroker.protocol.headers import RequestHeader
 from kbroker.protocol.messages.txn_offset_commit import TxnOffsetCommitRequest, TxnOffsetCommitResponse
+from kbroker.security.acl import GROUP, READ, TOPIC, TRANSACTIONAL_ID, WRITE
 
 API_KEY = 28
 MIN_VERSION = 0
@@ -41,24 +43,42 @@ def error_response(request: TxnOffsetCommitRequest, version: int, error: ErrorCo
 def handle(services: BrokerServices, ctx: RequestContext, header: RequestHeader,
            request: TxnOffsetCommitRequest) -> Any:
     version = header.api_version
-    txn = services.transaction_coordinator.describe(request.transactional_id)
-    if txn is None or txn.producer_id != request.producer_id:
-        return error_response(request, version, ErrorCode.INVALID_PRODUCER_ID_MAPPING)
-    if txn.producer_epoch != request.producer_epoch:
-        return error_response(request, version, fenced_for("TxnOffsetCommit", version, ErrorCode.PRODUCER_FENCED))
-    if txn.state != TransactionState.ONGOING:
-        return error_response(request, version, ErrorCode.INVALID_TXN_STATE)
     errors: dict[tuple[str, int], ErrorCode] = {}
+    allowed: set[str] | None = None
+    if services.authorizer is not None:
+        # KafkaApis.handleTxnOffsetCommitRequest: WRITE on the transactional id, READ on the group,
+        # then READ on each topic (TOPIC_AUTHORIZATION_FAILED on its partitions, existing or not).
+        if not authorize(services, ctx, WRITE, TRANSACTIONAL_ID, request.transactional_id):
+            return error_response(request, version, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+        if not authorize(services, ctx, READ, GROUP, request.group_id):
+            return error_response(request, version, ErrorCode.GROUP_AUTHORIZATION_FAILED)
+        allowed = filter_authorized(services, ctx, READ, TOPIC, (t.name for t in request.topics))
     valid: list[CommitRequestPartition] = []
     for t in request.topics:
         info = services.metadata.topic(t.name)
         for p in t.partitions:
+            if allowed is not None and t.name not in allowed:
+                errors[(t.name, p.partition_index)] = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+                continue
             if info is None or not 0 <= p.partition_index < info.num_partitions:
                 errors[(t.name, p.partition_index)] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
                 continue
             valid.append(CommitRequestPartition(t.name, p.partition_index, p.committed_offset,
                                                 p.committed_leader_epoch if version >= 2 else -1,
                                                 p.committed_metadata))
+    if valid:
+        txn = services.transaction_coordinator.describe(request.transactional_id)
+        state_error = ErrorCode.NONE
+        if txn is None or txn.producer_id != request.producer_id:
+            state_error = ErrorCode.INVALID_PRODUCER_ID_MAPPING
+        elif txn.producer_epoch != request.producer_epoch:
+            state_error = fenced_for("TxnOffsetCommit", version, ErrorCode.PRODUCER_FENCED)
+        elif txn.state != TransactionState.ONGOING:
+            state_error = ErrorCode.INVALID_TXN_STATE
+        if state_error != ErrorCode.NONE:
+            for c in valid:
+                errors[(c.topic, c.partition)] = state_error
+            valid = []
     if not valid:
         return _response(request, errors)
     generation = request.generation_id if version >= 3 else -1

@@ -9,10 +9,12 @@ single node keeps advertising exactly what it did.
 
 from __future__ import annotations
 
+from kbroker.api._authz import check_cluster
 from kbroker.api.context import BrokerServices, RequestContext
 from kbroker.protocol.errors import ErrorCode, error_fields
 from kbroker.protocol.headers import RequestHeader
 from kbroker.protocol.messages.unregister_broker import UnregisterBrokerRequest, UnregisterBrokerResponse
+from kbroker.security.acl import ALTER
 
 API_KEY = 64
 MIN_VERSION = 0
@@ -22,6 +24,7 @@ LISTENERS = ("controller",)
 
 async def handle(services: BrokerServices, ctx: RequestContext, header: RequestHeader,
                  request: UnregisterBrokerRequest) -> UnregisterBrokerResponse:
+    check_cluster(services, ctx, ALTER)  # Kafka's ControllerApis: ALTER on the cluster
     try:
         await services.controller.unregister_broker(request.broker_id)
     except Exception as e:  # noqa: BLE001 - the error goes back with its message

@@ -15,11 +15,13 @@ from __future__ import annotations
 
 from typing import Any
 
+from kbroker.api._authz import authorize_cluster, check_cluster
 from kbroker.api._groups import gather, then
 from kbroker.api.context import BrokerServices, RequestContext
 from kbroker.protocol.errors import ErrorCode
 from kbroker.protocol.headers import RequestHeader
 from kbroker.protocol.messages.write_txn_markers import WriteTxnMarkersRequest, WriteTxnMarkersResponse
+from kbroker.security.acl import ALTER, CLUSTER_ACTION
 
 API_KEY = 27
 MIN_VERSION = 1
@@ -37,6 +39,9 @@ def error_response(request: WriteTxnMarkersRequest, version: int, error: ErrorCo
 
 def handle(services: BrokerServices, ctx: RequestContext, header: RequestHeader,
            request: WriteTxnMarkersRequest) -> Any:
+    if services.authorizer is not None and not authorize_cluster(services, ctx, ALTER):
+        # KafkaApis: ALTER on the cluster, or else CLUSTER_ACTION (CLUSTER_AUTHORIZATION_FAILED everywhere).
+        check_cluster(services, ctx, CLUSTER_ACTION)
     txn = services.transaction_coordinator
     answers = []
     for m in request.markers:

@@ -14,6 +14,11 @@ matches the literal, wildcard and prefixed ACLs that apply to a name). `Standard
 5. otherwise denied, unless no ACL at all applies to the resource and
    `allow.everyone.if.no.acl.found=true`.
 
+`authorize_by_resource_type` is Kafka's `Authorizer.authorizeByResourceType` (KIP-679: "may the
+principal do this on any resource of the type", for an idempotent InitProducerId);
+`authorized_operations` the KIP-430 bit field over `SUPPORTED_OPERATIONS` (Kafka's
+`AclEntry.supportedOperations`).
+
 Codes are Kafka's (`ResourceType`, `PatternType`, `AclOperation`, `AclPermissionType`).
 """
 
@@ -44,6 +49,25 @@ CLUSTER_NAME = "kafka-cluster"
 
 # The operations an ALLOW for the key also allows (Kafka's AclEntry / StandardAuthorizerData).
 _IMPLIED_BY = {DESCRIBE: (READ, WRITE, DELETE, ALTER), DESCRIBE_CONFIGS: (ALTER_CONFIGS,)}
+
+# Kafka's `AclEntry.supportedOperations(resourceType)`: the operations of a resource type, so the bits
+# a KIP-430 authorized-operations field may carry (and all of them without an authorizer).
+SUPPORTED_OPERATIONS: dict[int, tuple[int, ...]] = {
+    TOPIC: (READ, WRITE, CREATE, DESCRIBE, DELETE, ALTER, DESCRIBE_CONFIGS, ALTER_CONFIGS),
+    GROUP: (READ, DESCRIBE, DELETE, DESCRIBE_CONFIGS, ALTER_CONFIGS),
+    CLUSTER: (CREATE, CLUSTER_ACTION, DESCRIBE_CONFIGS, ALTER_CONFIGS, IDEMPOTENT_WRITE, ALTER, DESCRIBE),
+    TRANSACTIONAL_ID: (DESCRIBE, WRITE, TWO_PHASE_COMMIT),
+    DELEGATION_TOKEN: (DESCRIBE,),
+    USER: (CREATE_TOKENS, DESCRIBE_TOKENS),
+}
+
+
+def operations_bit_field(operations: Iterable[int]) -> int:
+    """Kafka's `Utils.to32BitField`: bit n set for operation code n."""
+    bits = 0
+    for op in operations:
+        bits |= 1 << op
+    return bits
 
 
 @dataclass(frozen=True, slots=True)
@@ -126,6 +150,12 @@ class AclIndex:
             elif acl.pattern_type == PREFIXED:
                 self._prefixed.setdefault(acl.resource_type, []).append(acl)
 
+    def of_type(self, resource_type: int) -> list[StandardAcl]:
+        """Every ACL of a resource type (literal and prefixed), for `authorize_by_resource_type`."""
+        out = [acl for (rt, _), acls in self._literal.items() if rt == resource_type for acl in acls]
+        out.extend(self._prefixed.get(resource_type, ()))
+        return out
+
     def applicable(self, resource_type: int, name: str) -> list[StandardAcl]:
         out = list(self._literal.get((resource_type, name), ()))
         if name != WILDCARD:
@@ -173,10 +203,46 @@ class StandardAuthorizer:
         return allowed
 
     def authorized_operations(self, principal: str, host: str, resource_type: int, name: str,
-                              operations: Iterable[int]) -> int:
-        """The bit field of Metadata / DescribeCluster / DescribeGroups (KIP-430): bit n = operation n."""
-        bits = 0
-        for op in operations:
-            if self.authorize(principal, host, op, resource_type, name):
-                bits |= 1 << op
-        return bits
+                              operations: Iterable[int] | None = None) -> int:
+        """The bit field of Metadata / DescribeCluster / DescribeGroups (KIP-430): bit n = operation n,
+        over the resource type's supported operations unless `operations` are given."""
+        ops = SUPPORTED_OPERATIONS.get(resource_type, ()) if operations is None else operations
+        return operations_bit_field(op for op in ops if self.authorize(principal, host, op, resource_type, name))
+
+    def authorize_by_resource_type(self, principal: str, host: str, operation: int, resource_type: int) -> bool:
+        """Kafka's `Authorizer.authorizeByResourceType` (KIP-679): may the principal `operation` at
+        least one resource of the type? Used by InitProducerId without a transactional id (WRITE on
+        any topic). Allowed when a resource named "hardcode" is (super users; no ACL at all and
+        `allow.everyone.if.no.acl.found`); denied by a matching DENY on the LITERAL wildcard; else
+        allowed by a wildcard ALLOW, or by a LITERAL / PREFIXED ALLOW not dominated by a DENY (the
+        same literal name, or a PREFIXED deny that is a prefix of it). Only the operation itself or
+        ALL matches here: no implication (WRITE does not come from READ)."""
+        if self.authorize(principal, host, operation, resource_type, "hardcode"):
+            return True
+        deny_literal: set[str] = set()
+        deny_prefixed: set[str] = set()
+        allow: list[tuple[int, str]] = []
+        for acl in self._index.of_type(resource_type):
+            if acl.host != host and acl.host != WILDCARD:
+                continue
+            if acl.principal != principal and acl.principal != WILDCARD_PRINCIPAL:
+                continue
+            if acl.operation != operation and acl.operation != ALL:
+                continue
+            if acl.permission_type == DENY:
+                if acl.pattern_type == LITERAL:
+                    if acl.resource_name == WILDCARD:
+                        return False
+                    deny_literal.add(acl.resource_name)
+                else:
+                    deny_prefixed.add(acl.resource_name)
+            elif acl.permission_type == ALLOW:
+                allow.append((acl.pattern_type, acl.resource_name))
+        if any(pattern == LITERAL and name == WILDCARD for pattern, name in allow):
+            return True
+        for pattern, name in allow:
+            if pattern == LITERAL and name in deny_literal:
+                continue
+            if not any(name[:i] in deny_prefixed for i in range(1, len(name) + 1)):
+                return True
+        return False

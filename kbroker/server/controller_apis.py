@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import inspect
 
+from kbroker.api._authz import authorize_cluster, cluster_authorized_operations
 from kbroker.api.context import NO_RESPONSE, BrokerServices, CloseConnection, RequestContext
 from kbroker.api.dispatcher import ApiDispatcher
 from kbroker.protocol import API_SPECS, ProtocolError, decode_request_frame, encode_response_frame
@@ -25,10 +26,12 @@ from kbroker.protocol.headers import RequestHeader
 from kbroker.protocol.messages.describe_cluster import DescribeClusterRequest, DescribeClusterResponse
 from kbroker.protocol.messages.envelope import EnvelopeRequest, EnvelopeResponse
 from kbroker.raft.messages import RaftRequestBody
-from kbroker.server.raft_manager import RAFT_API_KEYS, KafkaRaftManager
+from kbroker.security.acl import CLUSTER_ACTION, DESCRIBE
+from kbroker.server.raft_manager import RAFT_API_KEYS, RAFT_RESPONSE_TYPES, KafkaRaftManager
 
 DESCRIBE_CLUSTER = 60
 ENVELOPE = 58
+DESCRIBE_QUORUM = 55
 CONTROLLER_ENDPOINT = 2
 
 
@@ -45,18 +48,26 @@ class ControllerApis(ApiDispatcher):
                body: RaftRequestBody | DescribeClusterRequest | EnvelopeRequest) -> object:
         key = header.api_key
         if key == ENVELOPE and isinstance(body, EnvelopeRequest):
+            if not authorize_cluster(self.services, ctx, CLUSTER_ACTION):
+                # ControllerApis.handleEnvelopeRequest: only brokers (CLUSTER_ACTION) may forward.
+                return EnvelopeResponse(response_data=None, error_code=int(ErrorCode.CLUSTER_AUTHORIZATION_FAILED))
             return self.envelope(ctx, body)
         if key == DESCRIBE_CLUSTER and isinstance(body, DescribeClusterRequest) and key in self.handlers:
-            return self.describe_cluster(header, body)
+            return self.describe_cluster(ctx, header, body)
         if key in self.raft_ranges:
             lo, hi = self.raft_ranges[key]
             if not lo <= header.api_version <= hi:
                 return self.handle_unsupported(ctx, header)
             assert not isinstance(body, DescribeClusterRequest | EnvelopeRequest)
+            # ControllerApis: the Raft APIs need CLUSTER_ACTION on the cluster (DescribeQuorum: DESCRIBE);
+            # a refusal is the response's top-level CLUSTER_AUTHORIZATION_FAILED.
+            if not authorize_cluster(self.services, ctx, DESCRIBE if key == DESCRIBE_QUORUM else CLUSTER_ACTION):
+                return RAFT_RESPONSE_TYPES[key](error_code=int(ErrorCode.CLUSTER_AUTHORIZATION_FAILED))
             return self.manager.handle_inbound(key, body)
         return super().handle(ctx, header, body)
 
-    def describe_cluster(self, header: RequestHeader, request: DescribeClusterRequest) -> DescribeClusterResponse:
+    def describe_cluster(self, ctx: RequestContext, header: RequestHeader,
+                         request: DescribeClusterRequest) -> DescribeClusterResponse:
         """Kafka's ControllerApis.handleDescribeCluster: the quorum's voters, the active controller's id."""
         endpoint_type = request.endpoint_type if header.api_version >= 1 else 1
         client = self.manager.client
@@ -73,10 +84,12 @@ class ControllerApis(ApiDispatcher):
         return DescribeClusterResponse(
             throttle_time_ms=0, error_code=0, error_message=None, endpoint_type=CONTROLLER_ENDPOINT,
             cluster_id=self.services.cluster_id, controller_id=leader if leader >= 0 else -1, brokers=brokers,
-            cluster_authorized_operations=-2147483648)
+            cluster_authorized_operations=cluster_authorized_operations(self.services, ctx)
+            if request.include_cluster_authorized_operations else -2147483648)
 
     async def envelope(self, ctx: RequestContext, request: EnvelopeRequest) -> EnvelopeResponse:
-        """Kafka's ControllerApis.handleEnvelopeRequest, without principals (kbroker has no authorizer)."""
+        """Kafka's ControllerApis.handleEnvelopeRequest. The inner request runs with the forwarding
+        broker's principal, not the client's (`request_principal` is not decoded yet)."""
         try:
             inner_header, inner_body = decode_request_frame(request.request_data)
         except ProtocolError:

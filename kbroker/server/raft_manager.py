@@ -69,7 +69,7 @@ log = logging.getLogger(__name__)
 # The Raft APIs a controller listener hands to the Raft client: Fetch (1), Vote (52), BeginQuorumEpoch (53),
 # EndQuorumEpoch (54), DescribeQuorum (55), FetchSnapshot (59).
 RAFT_API_KEYS = (1, 52, 53, 54, 55, 59)
-_RESPONSE_TYPES: dict[int, type[RaftResponseBody]] = {
+RAFT_RESPONSE_TYPES: dict[int, type[RaftResponseBody]] = {
     1: FetchResponse, 52: VoteResponse, 53: BeginQuorumEpochResponse, 54: EndQuorumEpochResponse,
     55: DescribeQuorumResponse, 59: FetchSnapshotResponse,
 }
@@ -233,7 +233,7 @@ class KafkaRaftManager:
         try:
             conn = await self._connection(item.destination)
             body = request_for_version(item.body, conn.version_for(item.api_key))
-            resp = await conn.request(item.api_key, body, _RESPONSE_TYPES[item.api_key])
+            resp = await conn.request(item.api_key, body, RAFT_RESPONSE_TYPES[item.api_key])
         except asyncio.CancelledError:
             raise
         except Exception as exc:
