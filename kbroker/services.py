@@ -30,6 +30,7 @@ from kbroker.controller.metadata_log import ClusterMetadataLog, MetadataLogConfi
 from kbroker.controller.quorum_controller import QuorumControllerConfig
 from kbroker.coord.producer_id_manager import ProducerIdManager
 from kbroker.coord.service import GroupCoordinatorService
+from kbroker.coord.share_partition_manager import SharePartitionManager
 from kbroker.coord.transaction_coordinator import TransactionCoordinatorService
 from kbroker.log.cleaner_manager import LogCleaner
 from kbroker.log.config import LogConfig
@@ -180,6 +181,7 @@ def _host_partitions(
         replica_manager=replica_manager,
         group_coordinator=group_coordinator,
         transaction_coordinator=transaction_coordinator,
+        share_partition_manager=share_partition_manager(config, replica_manager, cache, group_coordinator, time_ms),
         cluster_id=log_manager.cluster_id,
         node_id=node_id,
         time_ms=time_ms,
@@ -265,6 +267,7 @@ def _kraft_broker_services(
         replica_manager=replica_manager,
         group_coordinator=group_coordinator,
         transaction_coordinator=transaction_coordinator,
+        share_partition_manager=share_partition_manager(config, replica_manager, cache, group_coordinator, time_ms),
         cluster_id=log_manager.cluster_id,
         node_id=node_id,
         time_ms=time_ms,
@@ -363,3 +366,12 @@ def shutdown_services(services: BrokerServices) -> None:
     services.controller.close()
     if services.log_manager.started:
         services.log_manager.shutdown()
+
+
+def share_partition_manager(config: KafkaConfig, replica_manager: ReplicaManager, cache: MetadataCache,
+                            group_coordinator: GroupCoordinatorService, time_ms: Clock) -> SharePartitionManager:
+    """The broker's share partitions (KIP-932), told by the group coordinator when a share-group
+    member leaves or is fenced."""
+    manager = SharePartitionManager(config, replica_manager, cache, time_ms)
+    group_coordinator.share_member_listener = manager.on_member_left
+    return manager

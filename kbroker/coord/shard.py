@@ -39,6 +39,8 @@ from kbroker.coord.records import (
     decode_offset_commit_value,
     encode_group_metadata_key,
 )
+from kbroker.coord.share_group import ShareGroup
+from kbroker.coord.share_group_protocol import ShareHeartbeatRequestData
 from kbroker.protocol.errors import ErrorCode
 
 log = logging.getLogger(__name__)
@@ -103,6 +105,12 @@ class GroupCoordinatorShard:
     def consumer_group_describe(self, group_id: str) -> tuple[ErrorCode, str | None, ConsumerGroup | None]:
         return self.group_manager.consumer_group_describe(group_id)
 
+    def share_group_heartbeat(self, req: ShareHeartbeatRequestData) -> HeartbeatResult:
+        return self.group_manager.share_group_heartbeat(req)
+
+    def share_group_describe(self, group_id: str) -> tuple[ErrorCode, str | None, ShareGroup | None]:
+        return self.group_manager.share_group_describe(group_id)
+
     def describe_group(self, group_id: str) -> tuple[ErrorCode, GroupDescription]:
         return self.group_manager.describe_group(group_id)
 
@@ -135,6 +143,9 @@ class GroupCoordinatorShard:
             error = self.group_status(gid)
             if error != ErrorCode.NONE:
                 results.append(error)
+                continue
+            if gid in self.group_manager.share_groups:
+                results.append(self.group_manager.share.delete_share_group(gid))
                 continue
             consumer_group = self.consumer_groups.get(gid)
             if consumer_group is not None:
