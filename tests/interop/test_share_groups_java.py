@@ -1,0 +1,166 @@
+"""Share groups (KIP-932) against a real kbroker process with Kafka 4.3.1's own clients.
+
+- The Java `KafkaShareConsumer` (kafka-clients 4.3.1; tests/interop/java/ShareGroupScenario.java, run
+  with the JVM's source launcher): 4 consumers on a 1-partition topic all receive records, and every
+  record is delivered once (delivery count 1) when all acknowledge; RELEASE redelivers a record with
+  delivery count 2, REJECT never again (explicit acknowledgement).
+- An acquisition lock that expires (a member that fetched and never acknowledged) hands the records to
+  another member with delivery count 2 (raw ShareFetch requests, the lock lowered to 1 s).
+- `kafka-share-groups --list` and `--describe --members / --state` (kafka-tools 4.3.1) show the group.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import time
+import uuid
+from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from confluent_kafka import Producer
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from kbroker.protocol.messages.find_coordinator import FindCoordinatorRequest
+from kbroker.protocol.messages.metadata import MetadataRequest
+from kbroker.protocol.messages.share_fetch import ShareFetchRequest
+from kbroker.protocol.messages.share_group_heartbeat import ShareGroupHeartbeatRequest
+from tests.support.broker import KBroker
+from tests.support.java import java_command, java_unavailable_reason, run_java_main
+from tests.support.raw_client import RawKafkaClient
+
+pytestmark = pytest.mark.interop
+
+SCENARIO = Path(__file__).resolve().parent / "java" / "ShareGroupScenario.java"
+LOCK_MS = 1000
+F = ShareFetchRequest
+
+
+@pytest.fixture(scope="module")
+def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KBroker]:
+    b = KBroker(tmp_path_factory.mktemp("share"), {"group.share.record.lock.duration.ms": str(LOCK_MS)})
+    b.start()
+    try:
+        yield b
+    finally:
+        b.stop()
+
+
+def _topic(broker: KBroker, partitions: int = 1) -> str:
+    name = f"share-{uuid.uuid4().hex[:8]}"
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    admin.create_topics([NewTopic(name, partitions, 1)])[name].result(30)
+    return name
+
+
+def _java(args: list[str], timeout: float = 150) -> list[dict[str, Any]]:
+    why = java_unavailable_reason()
+    if why:
+        pytest.fail(f"Java and the Kafka 4.3.1 jars are needed: {why}")
+    proc = subprocess.run(java_command(str(SCENARIO), args), capture_output=True, text=True, timeout=timeout)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    return [json.loads(line) for line in proc.stdout.splitlines() if line.startswith("{")]
+
+
+def test_more_consumers_than_partitions_all_receive_each_record_once(broker: KBroker) -> None:
+    topic = _topic(broker, partitions=1)
+    records = 300
+    lines = _java(["spread", broker.bootstrap, topic, f"g-{topic}", "4", str(records)])
+    assert lines[-1] == {"done": True, "distinct": records}
+    got = [x for x in lines if "consumer" in x]
+    per_consumer = Counter(x["consumer"] for x in got)
+    assert sorted(per_consumer) == [0, 1, 2, 3], per_consumer  # all four share the one partition
+    offsets = Counter(x["offset"] for x in got)
+    assert sorted(offsets) == list(range(records))
+    assert [o for o, n in offsets.items() if n > 1] == []  # each record delivered once ...
+    assert {x["delivery"] for x in got} == {1}  # ... at its first delivery
+
+
+def test_release_redelivers_with_delivery_count_and_reject_does_not(broker: KBroker) -> None:
+    topic = _topic(broker)
+    lines = _java(["redeliver", broker.bootstrap, topic, f"g-{topic}", "10"])
+    assert lines[-1] == {"done": True, "accepted": 9}
+    events = [(x["offset"], x["delivery"], x["ack"]) for x in lines if "offset" in x]
+    assert (0, 1, "release") in events and (1, 1, "release") in events
+    assert (0, 2, "accept") in events and (1, 2, "accept") in events
+    assert [e for e in events if e[0] == 2] == [(2, 1, "reject")]
+    assert not [e for e in events if e[2] == "LATE"]
+    assert sorted(o for o, _, a in events if a == "accept") == [0, 1, 3, 4, 5, 6, 7, 8, 9]
+
+
+def _share_fetch(c: RawKafkaClient, group: str, member: str, epoch: int, tid: uuid.UUID,
+                 acks: list[F.AcknowledgementBatch] | None = None, wait_ms: int = 2000) -> Any:
+    r = c.request(78, 1, F(group_id=group, member_id=member, share_session_epoch=epoch, max_wait_ms=wait_ms,
+                           max_records=100, batch_size=100,
+                           topics=[F.FetchTopic(topic_id=tid, partitions=[
+                               F.FetchPartition(partition_index=0, acknowledgement_batches=acks or [])])]))
+    assert r.error_code == 0, r
+    return r
+
+
+def _acquired(r: Any) -> list[tuple[int, int, int]]:
+    return [(a.first_offset, a.last_offset, a.delivery_count)
+            for t in r.responses for p in t.partitions for a in p.acquired_records]
+
+
+def test_an_expired_lock_redelivers_to_another_member(broker: KBroker) -> None:
+    topic = _topic(broker)
+    group = f"g-{topic}"
+    with RawKafkaClient(broker.bootstrap) as a, RawKafkaClient(broker.bootstrap) as b:
+        a.request(10, 6, FindCoordinatorRequest(key_type=0, coordinator_keys=[group]))
+        tid = a.request(3, 12, MetadataRequest(topics=[MetadataRequest.MetadataRequestTopic(name=topic)])).topics[0].topic_id
+        for member, c in (("ma", a), ("mb", b)):
+            hb = c.request(76, 1, ShareGroupHeartbeatRequest(group_id=group, member_id=member, member_epoch=0,
+                                                             subscribed_topic_names=[topic]))
+            assert hb.error_code == 0 and hb.assignment is not None
+        # Both open a share session; the share-partition starts at the end of the log (latest).
+        assert _acquired(_share_fetch(a, group, "ma", 0, tid, wait_ms=0)) == []
+        assert _acquired(_share_fetch(b, group, "mb", 0, tid, wait_ms=0)) == []
+        producer = Producer({"bootstrap.servers": broker.bootstrap})
+        for i in range(5):
+            producer.produce(topic, value=b"v%d" % i)
+        producer.flush(10)
+        assert _acquired(_share_fetch(a, group, "ma", 1, tid)) == [(0, 4, 1)]
+        # b finds nothing while a holds the locks; after LOCK_MS they are b's, second delivery.
+        start = time.monotonic()
+        got = _acquired(_share_fetch(b, group, "mb", 1, tid, wait_ms=5000))
+        assert got == [(0, 4, 2)] and time.monotonic() - start >= LOCK_MS / 1000 * 0.5
+        # a's late acknowledgement is refused; b's is accepted.
+        late = _share_fetch(a, group, "ma", 2, tid, [F.AcknowledgementBatch(first_offset=0, last_offset=4,
+                                                                             acknowledge_types=[1])], wait_ms=0)
+        assert [p.acknowledge_error_code for t in late.responses for p in t.partitions] == [121]  # INVALID_RECORD_STATE
+        ok = _share_fetch(b, group, "mb", 2, tid, [F.AcknowledgementBatch(first_offset=0, last_offset=4,
+                                                                          acknowledge_types=[1])], wait_ms=0)
+        assert [p.acknowledge_error_code for t in ok.responses for p in t.partitions] == [0]
+        # Session epochs: a stale epoch and an unknown session are refused.
+        stale = a.request(78, 1, F(group_id=group, member_id="ma", share_session_epoch=1))
+        assert stale.error_code == 123  # INVALID_SHARE_SESSION_EPOCH
+        unknown = a.request(78, 1, F(group_id=group, member_id="nobody", share_session_epoch=5))
+        assert unknown.error_code == 122  # SHARE_SESSION_NOT_FOUND
+
+
+def test_kafka_share_groups_tool_lists_and_describes(broker: KBroker) -> None:
+    topic = _topic(broker, partitions=2)
+    group = f"tool-{topic}"
+    with RawKafkaClient(broker.bootstrap) as c:
+        c.request(10, 6, FindCoordinatorRequest(key_type=0, coordinator_keys=[group]))
+        for m in ("m1", "m2", "m3"):
+            assert c.request(76, 1, ShareGroupHeartbeatRequest(
+                group_id=group, member_id=m, member_epoch=0, subscribed_topic_names=[topic])).error_code == 0
+        listed = run_java_main("kafka-share-groups", ["--bootstrap-server", broker.bootstrap, "--list"], timeout=60)
+        assert listed.returncode == 0, listed.stderr
+        assert group in listed.stdout.split()
+        members = run_java_main("kafka-share-groups", ["--bootstrap-server", broker.bootstrap, "--describe",
+                                                        "--members", "--group", group], timeout=60)
+        assert members.returncode == 0, members.stderr
+        rows = [line.split() for line in members.stdout.splitlines() if line.startswith(group)]
+        assert len(rows) == 3, members.stdout
+        assert all(topic in " ".join(r) for r in rows), members.stdout
+        state = run_java_main("kafka-share-groups", ["--bootstrap-server", broker.bootstrap, "--describe",
+                                                      "--state", "--group", group], timeout=60)
+        assert state.returncode == 0, state.stderr
+        row = next(line.split() for line in state.stdout.splitlines() if line.startswith(group))
+        assert row[-2:] == ["Stable", "3"], state.stdout
