@@ -15,7 +15,10 @@ from kbroker.api.context import BrokerServices, RequestContext
 from kbroker.coord.assignors import Assignment
 from kbroker.coord.share_group import SHARE_ASSIGNOR_NAME, ShareGroup
 from kbroker.protocol.errors import ErrorCode
-from kbroker.protocol.messages.share_group_describe import ShareGroupDescribeRequest, ShareGroupDescribeResponse
+from kbroker.protocol.messages.share_group_describe import (
+    ShareGroupDescribeRequest,
+    ShareGroupDescribeResponse,
+)
 
 API_KEY = 77
 MIN_VERSION = 1

@@ -25,7 +25,8 @@ from kbroker.security.acl import GROUP, READ
 API_KEY = 76
 MIN_VERSION = 1
 MAX_VERSION = 1
-VERSION_NOTES = "Share groups (KIP-932) are held in memory: not written to __consumer_offsets."
+VERSION_NOTES = ("Share groups (KIP-932): members, epochs and assignments written to __consumer_offsets "
+                 "(share-group records 10-14), the `simple` assignor.")
 
 R = ShareGroupHeartbeatResponse
 

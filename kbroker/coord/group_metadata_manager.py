@@ -72,8 +72,9 @@ class GroupMetadataManager:
         self.group_status = group_status or (lambda _g: ErrorCode.NONE)
         self.groups: dict[str, ClassicGroup] = {}
         self.consumer_groups: dict[str, ConsumerGroup] = {}
-        # KIP-932 share groups (in memory only: no records written yet).
+        # KIP-932 share groups, and their records last written to the log, per group.
         self.share_groups: dict[str, ShareGroup] = {}
+        self.share_written: dict[str, dict[bytes, bytes]] = {}
         # The consumer-group records last written to the log, per group (what a change is diffed with).
         self.consumer_written: dict[str, dict[bytes, bytes]] = {}
         # The partition's committed offsets (owned by the OffsetMetadataManager; read here).

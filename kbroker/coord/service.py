@@ -31,8 +31,6 @@ from typing import TYPE_CHECKING, TypeAlias, TypeVar, Union, cast
 from kbroker.coord.config import map_append_error
 from kbroker.coord.consumer_coordinator import HeartbeatRequestData, HeartbeatResult
 from kbroker.coord.consumer_group import ConsumerGroup
-from kbroker.coord.share_group import ShareGroup
-from kbroker.coord.share_group_protocol import ShareHeartbeatRequestData, ShareMemberListener
 from kbroker.coord.coordinator_runtime import Append, CoordinatorRuntime, CoordinatorTimer
 from kbroker.coord.group import JoinResult, SyncResult
 from kbroker.coord.group_metadata_manager import GroupDescription
@@ -46,6 +44,8 @@ from kbroker.coord.runtime import (
     partition_for,
 )
 from kbroker.coord.shard import GroupCoordinatorShard
+from kbroker.coord.share_group import ShareGroup
+from kbroker.coord.share_group_protocol import ShareHeartbeatRequestData, ShareMemberListener
 from kbroker.protocol.errors import ErrorCode, KafkaError
 
 if TYPE_CHECKING:

@@ -41,6 +41,7 @@ from kbroker.coord.records import (
 )
 from kbroker.coord.share_group import ShareGroup
 from kbroker.coord.share_group_protocol import ShareHeartbeatRequestData
+from kbroker.coord.share_records import ShareGroupRecordKey
 from kbroker.protocol.errors import ErrorCode
 
 log = logging.getLogger(__name__)
@@ -244,6 +245,8 @@ class GroupCoordinatorShard:
                 groups[k.group] = ClassicGroup(k.group)  # a group known only by its offsets
         elif isinstance(k, ConsumerGroupRecordKey):
             self.group_manager.replay_consumer_record(k, value)
+        elif isinstance(k, ShareGroupRecordKey):
+            self.group_manager.share.replay_record(k, value)
         elif isinstance(k, GroupMetadataKey):
             self.group_manager.replay_group_metadata(k.group, None if value is None
                                                      else decode_group_metadata_value(value))
@@ -253,6 +256,7 @@ class GroupCoordinatorShard:
     def on_loaded(self) -> None:
         """Members of the loaded groups must heartbeat within their session timeout."""
         self.group_manager.start_member_sessions(sorted(set(self.groups) | set(self.consumer_groups)))
+        self.group_manager.share.finish_load()
 
     def on_unloaded(self) -> None:
         """Waiting JoinGroup/SyncGroup requests get NOT_COORDINATOR (Kafka's onUnloaded)."""

@@ -54,6 +54,7 @@ class ShareGroup:
     group_id: str
     group_epoch: int = 0
     assignment_epoch: int = 0
+    assignment_timestamp_ms: int = 0
     members: dict[str, ShareGroupMember] = field(default_factory=dict)
     target_assignment: dict[str, Assignment] = field(default_factory=dict)
     # subscribed topic name -> (topic id, partition count) the target assignment was computed from

@@ -11,21 +11,25 @@ Timers on the injected `Scheduler`: the member session (`group.share.session.tim
 every heartbeat); expiry fences the member (removed, a new group epoch, and the share-partition
 manager is told, so the records the member had acquired become available again).
 
-Share groups live in memory only: kbroker does not write ShareGroupMetadata / ShareGroupMemberMetadata /
-target-assignment records to `__consumer_offsets` yet, so a restarted broker has no share groups and
-members rejoin with epoch 0 (their heartbeat gets UNKNOWN_MEMBER_ID, the clients' cue to rejoin).
+Every change is written to `__consumer_offsets` as Kafka's share-group records
+(`kbroker.coord.share_records`: the difference with what was last written, members' tombstones before
+the group's) before the heartbeat is answered; a failed append puts the group back as it was and
+answers the mapped error. Loading replays the records, so a restarted broker knows the groups, members,
+epochs and assignments; every member must heartbeat within its session timeout.
 
 Must not import asyncio, kbroker.net or kbroker.api.
 """
 
 from __future__ import annotations
 
+import copy
 import logging
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from kbroker.coord.config import map_append_error
 from kbroker.coord.consumer_coordinator import HeartbeatResult, _Reject
 from kbroker.coord.share_group import (
     LEAVE_GROUP_MEMBER_EPOCH,
@@ -33,6 +37,7 @@ from kbroker.coord.share_group import (
     ShareGroupMember,
     simple_assign,
 )
+from kbroker.coord.share_records import ShareGroupRecordKey, group_records, replay, tombstone_order
 from kbroker.protocol.errors import ErrorCode
 
 if TYPE_CHECKING:
@@ -71,13 +76,33 @@ class ShareGroupProtocol:
         error = self.gm.group_status(req.group_id)
         if error != ErrorCode.NONE:
             return HeartbeatResult(error)
+        group = self.gm.share_groups.get(req.group_id)
+        saved = copy.deepcopy(group) if group is not None else None
+        written = self.gm.share_written.get(req.group_id)
         try:
             self._validate(req)
             if req.member_epoch == LEAVE_GROUP_MEMBER_EPOCH:
-                return self._leave(req)
-            return self._heartbeat(req)
+                result = self._leave(req)
+            else:
+                result = self._heartbeat(req)
         except _Reject as r:
             return HeartbeatResult(r.error, r.message)
+        if result.error != ErrorCode.NONE:
+            # The append failed: the group is put back as it was (and its members' sessions with it).
+            now = self.gm.share_groups.get(req.group_id)
+            for mid in list(now.members) if now is not None else []:
+                self.gm.scheduler.cancel(share_session_key(req.group_id, mid))
+            if saved is None:
+                self.gm.share_groups.pop(req.group_id, None)
+            else:
+                self.gm.share_groups[req.group_id] = saved
+                for member in saved.members.values():
+                    self.schedule_session(saved, member)
+            if written is None:
+                self.gm.share_written.pop(req.group_id, None)
+            else:
+                self.gm.share_written[req.group_id] = written
+        return result
 
     @staticmethod
     def _validate(req: ShareHeartbeatRequestData) -> None:
@@ -143,6 +168,9 @@ class ShareGroupProtocol:
         if member.member_epoch != group.assignment_epoch:
             member.previous_member_epoch, member.member_epoch = member.member_epoch, group.assignment_epoch
         self.schedule_session(group, member)
+        error = self.persist(group)
+        if error != ErrorCode.NONE:
+            return HeartbeatResult(map_append_error(error))
         send = req.member_epoch == 0 or req.subscribed_topic_names is not None or member.assigned != before
         return HeartbeatResult(ErrorCode.NONE, None, member.member_id, member.member_epoch,
                                self.gm.config.share_heartbeat_interval_ms,
@@ -154,7 +182,9 @@ class ShareGroupProtocol:
         if member is None:
             raise _Reject(ErrorCode.UNKNOWN_MEMBER_ID,
                           f"Member {req.member_id} is not a member of group {req.group_id}.")
-        self.fence_member(group, member, "the member left the group")
+        error = self.fence_member(group, member, "the member left the group")
+        if error != ErrorCode.NONE:
+            return HeartbeatResult(map_append_error(error))
         return HeartbeatResult(ErrorCode.NONE, None, req.member_id, LEAVE_GROUP_MEMBER_EPOCH)
 
     def refresh_subscribed_metadata(self, group: ShareGroup) -> bool:
@@ -178,6 +208,7 @@ class ShareGroupProtocol:
         }
         group.target_assignment = simple_assign(subscriptions, partitions)
         group.assignment_epoch = group.group_epoch
+        group.assignment_timestamp_ms = self.gm.time_ms()
 
     def schedule_session(self, group: ShareGroup, member: ShareGroupMember) -> None:
         gid, mid = group.group_id, member.member_id
@@ -190,7 +221,7 @@ class ShareGroupProtocol:
         if group is not None and member is not None:
             self.fence_member(group, member, "its session timeout expired")
 
-    def fence_member(self, group: ShareGroup, member: ShareGroupMember, reason: str) -> None:
+    def fence_member(self, group: ShareGroup, member: ShareGroupMember, reason: str) -> ErrorCode:
         """Remove the member and compute a new target assignment for the others."""
         log.info("Member %s of share group %s removed: %s", member.member_id, group.group_id, reason)
         self.gm.scheduler.cancel(share_session_key(group.group_id, member.member_id))
@@ -202,6 +233,11 @@ class ShareGroupProtocol:
         self.compute_target_assignment(group)
         if self.listener is not None:
             self.listener(group.group_id, member.member_id)
+        error = self.persist(group)
+        if error != ErrorCode.NONE:
+            log.warning("Failed to write share group %s after removing %s: %s", group.group_id,
+                        member.member_id, error.name)
+        return error
 
     def share_group_describe(self, group_id: str) -> tuple[ErrorCode, str | None, ShareGroup | None]:
         error = self.gm.group_status(group_id)
@@ -220,6 +256,47 @@ class ShareGroupProtocol:
             return ErrorCode.GROUP_ID_NOT_FOUND
         if group.members:
             return ErrorCode.NON_EMPTY_GROUP
+        old = self.gm.share_written.get(group_id, {})
+        if old:
+            error = self.gm.writer(group_id, [(k, None) for k in sorted(old, key=tombstone_order)])
+            if error != ErrorCode.NONE:
+                return map_append_error(error)
+        self.gm.share_written.pop(group_id, None)
         del self.gm.share_groups[group_id]
         group.dead = True
         return ErrorCode.NONE
+
+    # -- records -------------------------------------------------------------------------------------
+
+    def persist(self, group: ShareGroup) -> ErrorCode:
+        """Write the difference between the group's records now and what was last written."""
+        now = group_records(group)
+        old = self.gm.share_written.get(group.group_id, {})
+        gone = sorted((k for k in old if k not in now), key=tombstone_order)
+        batch: list[tuple[bytes, bytes | None]] = [(k, None) for k in gone if tombstone_order(k) < 3]
+        batch += [(k, v) for k, v in now.items() if old.get(k) != v]
+        batch += [(k, None) for k in gone if tombstone_order(k) >= 3]
+        if not batch:
+            return ErrorCode.NONE
+        error = self.gm.writer(group.group_id, batch)
+        if error == ErrorCode.NONE:
+            self.gm.share_written[group.group_id] = now
+        return error
+
+    def replay_record(self, key: ShareGroupRecordKey, value: bytes | memoryview | None) -> None:
+        replay(self.gm.share_groups, key, value)
+
+    def finish_load(self) -> None:
+        """After loading: what was written is what the records say; every member must heartbeat
+        within its session timeout; the subscribed topics are read again (a changed topic gets a new
+        assignment at the next heartbeat)."""
+        for gid, group in self.gm.share_groups.items():
+            group.state_timestamp_ms = self.gm.time_ms()
+            self.gm.share_written[gid] = group_records(group)
+            if self.refresh_subscribed_metadata(group) and group.members:
+                expected = {(tid, p) for tid, n in group.subscribed_metadata.values() for p in range(n)}
+                covered = {(t, p) for a in group.target_assignment.values() for t, ps in a.items() for p in ps}
+                if covered != expected:
+                    group.subscribed_metadata = {}
+            for member in group.members.values():
+                self.schedule_session(group, member)

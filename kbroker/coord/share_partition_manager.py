@@ -37,7 +37,13 @@ from kbroker.coord.share_partition import (
     SharePartition,
     SharePartitionConfig,
 )
-from kbroker.coord.share_session import FINAL_EPOCH, INITIAL_EPOCH, ShareSession, ShareSessionCache, TopicIdPartition
+from kbroker.coord.share_session import (
+    FINAL_EPOCH,
+    INITIAL_EPOCH,
+    ShareSession,
+    ShareSessionCache,
+    TopicIdPartition,
+)
 from kbroker.protocol.errors import ErrorCode
 
 if TYPE_CHECKING:

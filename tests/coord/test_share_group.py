@@ -140,3 +140,55 @@ def test_simple_assignor() -> None:
     mixed = simple_assign({"a": {t1, t2}, "b": {t2}}, {t1: 1, t2: 1})
     assert mixed == {"a": {t1: {0}, t2: {0}}, "b": {t2: {0}}}
     assert simple_assign({"a": set()}, {t1: 3}) == {"a": {}}
+
+
+def test_records_are_written_and_a_new_shard_loads_the_group_back() -> None:
+    from kbroker.coord.records import decode_key
+    from kbroker.coord.share_records import ShareGroupRecordKey
+    from kbroker.protocol.coordinator_records.serde import record_type_of
+
+    h = H(partitions=2)
+    h.hb("a", 0)
+    h.hb("b", 0)
+    h.hb("a", 1, topics=None)
+    types = [record_type_of(k) for _g, k, _v in h.log.records]
+    # The first join: member metadata, group epoch, target assignment, its metadata, current assignment.
+    assert types[:5] == [10, 11, 13, 12, 14]
+    assert all(isinstance(decode_key(k), ShareGroupRecordKey) for _g, k, _v in h.log.records)
+    fresh = H(partitions=2)
+    fresh.topics = h.topics
+    fresh.coord = GroupCoordinatorShard(CoordinatorConfig(), fresh.sched, fresh.log, fresh.sched.time_ms,
+                                        lambda g: E.NONE, topics=h.topics)
+    for _g, k, v in h.log.records:
+        fresh.coord.replay_record(k, v)
+    fresh.coord.on_loaded()
+    before, after = h.coord.group_manager.share_groups["sg"], fresh.coord.group_manager.share_groups["sg"]
+    assert (after.group_epoch, after.assignment_epoch) == (before.group_epoch, before.assignment_epoch) == (2, 2)
+    assert {m: (x.member_epoch, x.assigned, x.subscribed_topic_names) for m, x in after.members.items()} == \
+        {m: (x.member_epoch, x.assigned, x.subscribed_topic_names) for m, x in before.members.items()}
+    assert after.target_assignment == before.target_assignment
+    # The loaded members keep heartbeating with their epochs; nothing new is written for that.
+    written = len(fresh.log.records)
+    assert fresh.coord.share_group_heartbeat(ShareHeartbeatRequestData("sg", "b", 2, client_id="c", client_host="/h")).error == E.NONE
+    assert len(fresh.log.records) == written
+    # Leaving and deleting write tombstones; a reload then knows no group.
+    h.hb("a", 2, topics=None)
+    h.hb("a", -1)
+    h.hb("b", -1)
+    assert h.coord.delete_groups(["sg"]) == [E.NONE]
+    again = GroupCoordinatorShard(CoordinatorConfig(), FakeScheduler(), MemoryLog(), lambda: 0, lambda g: E.NONE,
+                                  topics=h.topics)
+    for _g, k, v in h.log.records:
+        again.replay_record(k, v)
+    assert again.group_manager.share_groups == {}
+
+
+def test_a_failed_append_leaves_the_group_as_it_was() -> None:
+    h = H()
+    h.hb("a", 0)
+    h.log.fail_with = E.NOT_LEADER_OR_FOLLOWER
+    assert h.hb("b", 0).error == E.NOT_COORDINATOR
+    group = h.coord.group_manager.share_groups["sg"]
+    assert list(group.members) == ["a"] and group.group_epoch == 1
+    h.log.fail_with = None
+    assert h.hb("b", 0).member_epoch == 2

@@ -27,12 +27,13 @@ from tests.support.reference_kafka import reference_unavailable_reason, start_re
 
 pytestmark = [pytest.mark.reference, pytest.mark.interop]
 
-_SHARE = "share groups (KIP-932) are not implemented"
+_SHARE_STATE = "the share coordinator (__share_group_state, KIP-932) is not implemented: share state is in memory"
+_SHARE_OFFSETS = "share-group offset admin APIs (KIP-932) are not implemented"
 _STREAMS = "streams groups (KIP-1071) are not implemented"
 _TOKENS = "delegation tokens need SASL authentication, which is not implemented"
 _REPLICATION = "replica reassignment and leader election come with replication (single node)"
 _QUOTAS = "client quotas are not implemented"
-_TELEMETRY = "client telemetry (KIP-714) is not implemented"
+_RAFT = "no Raft metadata quorum (issue 13)"
 
 # APIs Kafka 4.3.1 advertises on a broker listener that kbroker does not serve, and why. A client
 # reads their absence from ApiVersions and fails at once (Java: UnsupportedVersionException,
@@ -51,28 +52,23 @@ ABSENT_APIS: dict[int, str] = {
     55: "no Raft metadata quorum (issue 13)",  # DescribeQuorum
     57: "feature levels are fixed (no UpdateFeatures)",  # UpdateFeatures
     64: "single node: no broker to unregister",  # UnregisterBroker
-    76: _TELEMETRY,  # GetTelemetrySubscriptions
-    77: _TELEMETRY,  # PushTelemetry
-    78: _SHARE,  # ShareGroupHeartbeat
-    79: _SHARE,  # ShareGroupDescribe
-    80: _SHARE,  # ShareFetch
-    81: _SHARE,  # ShareAcknowledge
-    83: _SHARE,  # InitializeShareGroupState
-    84: _SHARE,  # ReadShareGroupState
-    85: _SHARE,  # WriteShareGroupState
-    86: _SHARE,  # DeleteShareGroupState
-    87: _SHARE,  # ReadShareGroupStateSummary
+    80: _RAFT,  # AddRaftVoter
+    81: _RAFT,  # RemoveRaftVoter
+    83: _SHARE_STATE,  # InitializeShareGroupState
+    84: _SHARE_STATE,  # ReadShareGroupState
+    85: _SHARE_STATE,  # WriteShareGroupState
+    86: _SHARE_STATE,  # DeleteShareGroupState
+    87: _SHARE_STATE,  # ReadShareGroupStateSummary
     88: _STREAMS,  # StreamsGroupHeartbeat
     89: _STREAMS,  # StreamsGroupDescribe
-    90: _SHARE,  # DescribeShareGroupOffsets
-    91: _SHARE,  # AlterShareGroupOffsets
-    92: _SHARE,  # DeleteShareGroupOffsets
+    90: _SHARE_OFFSETS,  # DescribeShareGroupOffsets
+    91: _SHARE_OFFSETS,  # AlterShareGroupOffsets
+    92: _SHARE_OFFSETS,  # DeleteShareGroupOffsets
 }
 
 # Supported features Kafka 4.3.1 reports (and finalizes) that kbroker does not, and why.
 ABSENT_FEATURES: dict[str, str] = {
     "kraft.version": "no Raft metadata quorum (issue 13)",
-    "share.version": _SHARE,
     "streams.version": _STREAMS,
     "transaction.version": "a producer reading transaction.version >= 2 switches to transactions V2 (Produce "
                            "v12 semantics, EndTxn v5), which does not exist here (franz-go#1017)",
@@ -85,8 +81,8 @@ KNOWN_READ_ONLY_DIFFERENCES: dict[str, str] = {
 }
 # Static keys of the reference server.properties that kbroker does not know, and why.
 ABSENT_STATIC_KEYS: dict[str, str] = {
-    "share.coordinator.state.topic.replication.factor": _SHARE,
-    "share.coordinator.state.topic.min.isr": _SHARE,
+    "share.coordinator.state.topic.replication.factor": _SHARE_STATE,
+    "share.coordinator.state.topic.min.isr": _SHARE_STATE,
 }
 # Keys whose values differ by nature (ports, paths, the controller listener Kafka binds and kbroker does not).
 VALUE_DIFFERS = {"listeners", "advertised.listeners", "log.dirs", "controller.quorum.voters"}
