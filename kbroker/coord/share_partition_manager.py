@@ -34,6 +34,7 @@ from typing import TYPE_CHECKING
 from kbroker.coord.share_partition import (
     AcknowledgementBatch,
     AcquiredRange,
+    RecordState,
     SharePartition,
     SharePartitionConfig,
 )
@@ -221,6 +222,23 @@ class SharePartitionManager:
 
     def share_partition(self, group_id: str, topic_id: uuid.UUID, partition: int) -> SharePartition | None:
         return self.partitions.get((group_id, topic_id, partition))
+
+    def offsets_summary(self, group_id: str, topic_id: uuid.UUID, partition: int) -> tuple[int, int, int] | None:
+        """(start offset, leader epoch, lag) of an initialized share-partition, None if it is not
+        (DescribeShareGroupOffsets). Lag (KIP-1226): the records from the start offset up to the high
+        watermark not yet acknowledged or archived."""
+        sp = self.partitions.get((group_id, topic_id, partition))
+        if sp is None:
+            return None
+        info = self.metadata.topic_by_id(topic_id) if self.metadata is not None else None
+        p = self.replica_manager.get_partition(info.name, partition) \
+            if info is not None and self.replica_manager is not None else None
+        if p is None:
+            return sp.start_offset, -1, -1
+        sp.expire_locks(self.time_ms())
+        done = sum(1 for o in range(sp.start_offset, min(sp.next_offset, p.high_watermark))
+                   if sp.state_of(o) in (RecordState.ACKNOWLEDGED, RecordState.ARCHIVED))
+        return sp.start_offset, p.leader_epoch, max(0, p.high_watermark - sp.start_offset - done)
 
     def expire_locks(self) -> int:
         now = self.time_ms()

@@ -28,7 +28,7 @@ from tests.support.reference_kafka import reference_unavailable_reason, start_re
 pytestmark = [pytest.mark.reference, pytest.mark.interop]
 
 _SHARE_STATE = "the share coordinator (__share_group_state, KIP-932) is not implemented: share state is in memory"
-_SHARE_OFFSETS = "share-group offset admin APIs (KIP-932) are not implemented"
+_SHARE_OFFSETS = "resetting and deleting share-group offsets (KIP-932) is not implemented"
 _STREAMS = "streams groups (KIP-1071) are not implemented"
 _TOKENS = "delegation tokens need SASL authentication, which is not implemented"
 _REPLICATION = "replica reassignment and leader election come with replication (single node)"
@@ -61,7 +61,6 @@ ABSENT_APIS: dict[int, str] = {
     87: _SHARE_STATE,  # ReadShareGroupStateSummary
     88: _STREAMS,  # StreamsGroupHeartbeat
     89: _STREAMS,  # StreamsGroupDescribe
-    90: _SHARE_OFFSETS,  # DescribeShareGroupOffsets
     91: _SHARE_OFFSETS,  # AlterShareGroupOffsets
     92: _SHARE_OFFSETS,  # DeleteShareGroupOffsets
 }

@@ -6,7 +6,8 @@
   delivery count 2, REJECT never again (explicit acknowledgement).
 - An acquisition lock that expires (a member that fetched and never acknowledged) hands the records to
   another member with delivery count 2 (raw ShareFetch requests, the lock lowered to 1 s).
-- `kafka-share-groups --list` and `--describe --members / --state` (kafka-tools 4.3.1) show the group.
+- `kafka-share-groups --list`, `--describe` (start offset and lag) and `--describe --members / --state`
+  (kafka-tools 4.3.1) show the group.
 """
 
 from __future__ import annotations
@@ -164,3 +165,19 @@ def test_kafka_share_groups_tool_lists_and_describes(broker: KBroker) -> None:
         assert state.returncode == 0, state.stderr
         row = next(line.split() for line in state.stdout.splitlines() if line.startswith(group))
         assert row[-2:] == ["Stable", "3"], state.stdout
+        # Offsets (DescribeShareGroupOffsets): partition 0 initialized by a fetch, 3 records produced,
+        # 1 accepted: start offset 1, lag 2. Partition 1 was never fetched: not listed.
+        tid = c.request(3, 12, MetadataRequest(topics=[MetadataRequest.MetadataRequestTopic(name=topic)])).topics[0].topic_id
+        _share_fetch(c, group, "m1", 0, tid, wait_ms=0)
+        producer = Producer({"bootstrap.servers": broker.bootstrap})
+        for i in range(3):
+            producer.produce(topic, value=b"v%d" % i, partition=0)
+        producer.flush(10)
+        assert _acquired(_share_fetch(c, group, "m1", 1, tid)) == [(0, 2, 1)]
+        _share_fetch(c, group, "m1", 2, tid, [F.AcknowledgementBatch(first_offset=0, last_offset=0,
+                                                                      acknowledge_types=[1])], wait_ms=0)
+        offsets = run_java_main("kafka-share-groups", ["--bootstrap-server", broker.bootstrap, "--describe",
+                                                        "--group", group], timeout=60)
+        assert offsets.returncode == 0, offsets.stderr
+        rows = [line.split() for line in offsets.stdout.splitlines() if line.startswith(group)]
+        assert rows == [[group, topic, "0", "1", "2"]], offsets.stdout  # GROUP TOPIC PARTITION START-OFFSET LAG
