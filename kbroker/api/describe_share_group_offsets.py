@@ -78,7 +78,7 @@ def handle(services: BrokerServices, ctx: RequestContext, header: Any,
                                                                        partitions=rows))
         return R.DescribeShareGroupOffsetsResponseGroup(group_id=gid, topics=topics)
 
-    answers = []
+    answers: list[Any] = []
     for g in request.groups:
         if services.authorizer is not None and not authorize(services, ctx, DESCRIBE, GROUP, g.group_id):
             answers.append(R.DescribeShareGroupOffsetsResponseGroup(
