@@ -88,6 +88,7 @@ class GroupCoordinatorService:
         # Told when a share-group member leaves or is fenced (the share-partition manager releases
         # the records it acquired); set by the wiring.
         self.share_member_listener: ShareMemberListener | None = None
+        self.share_group_deleted_listener: Callable[[str], None] | None = None
 
     # -- lifecycle -----------------------------------------------------------------------------------
 
@@ -116,11 +117,16 @@ class GroupCoordinatorService:
                                       lambda: self.time_ms(), topics=self.metadata)
         shard.offset_manager.txn_writer = lambda records, pid, epoch: append(records, (pid, epoch))
         shard.group_manager.share.listener = self._on_share_member_left
+        shard.group_manager.share.deleted_listener = self._on_share_group_deleted
         return shard
 
     def _on_share_member_left(self, group_id: str, member_id: str) -> None:
         if self.share_member_listener is not None:
             self.share_member_listener(group_id, member_id)
+
+    def _on_share_group_deleted(self, group_id: str) -> None:
+        if self.share_group_deleted_listener is not None:
+            self.share_group_deleted_listener(group_id)
 
     def _on_committed(self, partition: int, offset: int) -> None:
         if self.runtime is not None:

@@ -71,6 +71,8 @@ class ShareGroupProtocol:
     def __init__(self, gm: GroupMetadataManager) -> None:
         self.gm = gm
         self.listener: ShareMemberListener | None = None
+        # group id -> None: an empty share group was deleted (its share-partition states go too).
+        self.deleted_listener: Callable[[str], None] | None = None
 
     def share_group_heartbeat(self, req: ShareHeartbeatRequestData) -> HeartbeatResult:
         error = self.gm.group_status(req.group_id)
@@ -264,6 +266,8 @@ class ShareGroupProtocol:
         self.gm.share_written.pop(group_id, None)
         del self.gm.share_groups[group_id]
         group.dead = True
+        if self.deleted_listener is not None:
+            self.deleted_listener(group_id)
         return ErrorCode.NONE
 
     # -- records -------------------------------------------------------------------------------------

@@ -245,6 +245,40 @@ class SharePartition:
             del self.records[self.start_offset]
             self.start_offset += 1
 
+    # -- durable state (the share coordinator's ShareSnapshot) -----------------------------------------
+
+    def state_batches(self) -> list[tuple[int, int, int, int]]:
+        """The in-flight records as (first, last, state, delivery count) runs, ACQUIRED written as
+        AVAILABLE (a lock does not survive a restart; the delivery count does)."""
+        runs: list[tuple[int, int, int, int]] = []
+        for offset in range(self.start_offset, self.next_offset):
+            rec = self.records.get(offset)
+            state = RecordState.AVAILABLE if rec is None or rec.state == RecordState.ACQUIRED else rec.state
+            count = 0 if rec is None else rec.delivery_count
+            if runs and runs[-1][1] == offset - 1 and runs[-1][2:] == (int(state), count):
+                runs[-1] = (runs[-1][0], offset, int(state), count)
+            else:
+                runs.append((offset, offset, int(state), count))
+        return runs
+
+    @classmethod
+    def from_state(cls, start_offset: int, batches: list[tuple[int, int, int, int]],
+                   config: SharePartitionConfig) -> SharePartition:
+        """A share-partition recovered from its durable state (Kafka's SharePartition.initialize)."""
+        sp = cls(start_offset, config)
+        for first, last, state, count in batches:
+            for offset in range(max(first, start_offset), last + 1):
+                try:
+                    rs = RecordState(state)
+                except ValueError:
+                    rs = RecordState.AVAILABLE
+                if rs == RecordState.ACQUIRED:
+                    rs = RecordState.AVAILABLE
+                sp.records[offset] = InFlightRecord(rs, count)
+                sp.next_offset = max(sp.next_offset, offset + 1)
+        sp._advance_start()
+        return sp
+
     def move_start_to(self, offset: int) -> None:
         """The log start moved past the share-partition start (retention, DeleteRecords): records
         before it are gone and forgotten (Kafka's updateCacheAndOffsets on OFFSET_OUT_OF_RANGE)."""

@@ -16,9 +16,13 @@ Acquisition locks expire when anything touches the share-partition (a fetch, an 
 waiting fetch's poll) at or after their deadline, so an expired record is handed to the next member
 that fetches. A member leaving the group or closing its share session releases its records.
 
-State is in memory only: no share coordinator and no `__share_group_state` yet, so a broker restart
-starts every share-partition afresh at `share.auto.offset.reset` (records in flight are delivered again
-or skipped, depending on the reset; acknowledged ones may be delivered again with `earliest`).
+Durability: with a persister (the share coordinator, `kbroker.coord.share_coordinator`), a new
+share-partition first reads its state (start offset, in-flight states and delivery counts) and, when it
+has none, writes its initial state; every change of its durable state (acknowledgements, releases, lock
+expiries, the start offset moving) is written before the request that caused it is answered. While the
+state topic is created or loaded, the partition is skipped by fetches (they find nothing and retry).
+Acquisition locks are not durable: records ACQUIRED at a crash are AVAILABLE again after it, with the
+delivery count of their last write.
 
 Must not import kbroker.net or kbroker.api.
 """
@@ -29,8 +33,9 @@ import logging
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
+from kbroker.coord.share_coordinator import SharePartitionKey, SharePartitionState, StateBatch
 from kbroker.coord.share_partition import (
     AcknowledgementBatch,
     AcquiredRange,
@@ -58,6 +63,16 @@ SHARE_AUTO_OFFSET_RESET = "share.auto.offset.reset"
 # Bytes read per partition and fetch at most (a fetch's MaxBytes bounds the total).
 PARTITION_READ_BYTES = 1024 * 1024
 _BATCH_HEADER = 61
+
+
+class SharePersister(Protocol):
+    """Where share-partition state is kept (Kafka's Persister): the share coordinator."""
+
+    def read_state(self, key: SharePartitionKey) -> tuple[ErrorCode, SharePartitionState | None]: ...
+
+    def write_state(self, key: SharePartitionKey, state: SharePartitionState) -> ErrorCode: ...
+
+    def delete_states(self, group_id: str) -> None: ...
 
 
 @dataclass(slots=True)
@@ -94,7 +109,8 @@ class SharePartitionManager:
     """Share partitions and share sessions of this broker."""
 
     def __init__(self, config: KafkaConfig, replica_manager: ReplicaManager | None, metadata: MetadataCache | None,
-                 time_ms: Callable[[], int]) -> None:
+                 time_ms: Callable[[], int], persister: SharePersister | None = None) -> None:
+        self.persister = persister
         self.replica_manager = replica_manager
         self.metadata = metadata
         self.time_ms = time_ms
@@ -235,14 +251,20 @@ class SharePartitionManager:
             if info is not None and self.replica_manager is not None else None
         if p is None:
             return sp.start_offset, -1, -1
-        sp.expire_locks(self.time_ms())
+        self._expire(group_id, topic_id, partition, sp, self.time_ms())
         done = sum(1 for o in range(sp.start_offset, min(sp.next_offset, p.high_watermark))
                    if sp.state_of(o) in (RecordState.ACKNOWLEDGED, RecordState.ARCHIVED))
         return sp.start_offset, p.leader_epoch, max(0, p.high_watermark - sp.start_offset - done)
 
     def expire_locks(self) -> int:
         now = self.time_ms()
-        return sum(sp.expire_locks(now) for sp in self.partitions.values())
+        expired = 0
+        for (g, tid, p), sp in list(self.partitions.items()):
+            n = sp.expire_locks(now)
+            if n:
+                self._persist(g, tid, p, sp)
+            expired += n
+        return expired
 
     # -- internals -------------------------------------------------------------------------------------
 
@@ -251,8 +273,35 @@ class SharePartitionManager:
         for tid, p in keys:
             sp = self.partitions.get((group_id, tid, p))
             if sp is not None:
-                released += sp.release_member(member_id)
+                n = sp.release_member(member_id)
+                if n:
+                    self._persist(group_id, tid, p, sp)
+                released += n
         return released
+
+    def _expire(self, group_id: str, tid: uuid.UUID, p: int, sp: SharePartition, now: int) -> None:
+        if sp.expire_locks(now):
+            self._persist(group_id, tid, p, sp)
+
+    def _persist(self, group_id: str, tid: uuid.UUID, p: int, sp: SharePartition,
+                 leader_epoch: int = 0) -> ErrorCode:
+        """Write the share-partition's durable state (nothing without a persister)."""
+        if self.persister is None:
+            return ErrorCode.NONE
+        state = SharePartitionState(sp.start_offset, leader_epoch, 0, 0,
+                                    [StateBatch(*b) for b in sp.state_batches()])
+        error = self.persister.write_state((group_id, tid, p), state)
+        if error != ErrorCode.NONE:
+            log.warning("Cannot write the state of share-partition %s %s-%d: %s", group_id, tid, p, error.name)
+        return error
+
+    def on_group_deleted(self, group_id: str) -> None:
+        """DeleteGroups removed an empty share group: its share-partitions and their states go."""
+        for key in [k for k in self.partitions if k[0] == group_id]:
+            del self.partitions[key]
+        self.group_configs.pop(group_id, None)
+        if self.persister is not None:
+            self.persister.delete_states(group_id)
 
     def _acknowledge(self, group_id: str, member_id: str, key: TopicIdPartition,
                      batches: list[AcknowledgementBatch], now: int) -> ErrorCode:
@@ -260,8 +309,40 @@ class SharePartitionManager:
         if sp is None:
             error, _name = self._topic_partition(key)
             return error if error != ErrorCode.NONE else ErrorCode.INVALID_RECORD_STATE
-        sp.expire_locks(now)
-        return sp.acknowledge(member_id, batches, now)
+        self._expire(group_id, key[0], key[1], sp, now)
+        error = sp.acknowledge(member_id, batches, now)
+        if error == ErrorCode.NONE:
+            written = self._persist(group_id, key[0], key[1], sp)
+            if written != ErrorCode.NONE:
+                return ErrorCode.COORDINATOR_NOT_AVAILABLE
+        return error
+
+    def _initialize(self, group_id: str, key: TopicIdPartition, name: str, log_start: int, high_watermark: int,
+                    leader_epoch: int) -> SharePartition | None:
+        """Kafka's SharePartition.initialize: the durable state if there is one, else a start offset by
+        `share.auto.offset.reset` (written at once, so a restart resumes there). None while the state
+        cannot be read (the state topic is being created or loaded)."""
+        gkey = (group_id, key[0], key[1])
+        if self.persister is not None:
+            error, state = self.persister.read_state(gkey)
+            if error != ErrorCode.NONE:
+                return None
+            if state is not None:
+                sp = SharePartition.from_state(state.start_offset, [
+                    (b.first_offset, b.last_offset, b.delivery_state, b.delivery_count) for b in state.batches],
+                    self.partition_config)
+                self.partitions[gkey] = sp
+                log.info("Recovered share-partition %s %s-%d at offset %d (%d in flight)", group_id, name, key[1],
+                         sp.start_offset, sp.in_flight())
+                return sp
+        reset = self.group_configs.get(group_id, {}).get(SHARE_AUTO_OFFSET_RESET, "latest")
+        start = log_start if reset == "earliest" else high_watermark
+        sp = SharePartition(start, self.partition_config)
+        if self._persist(group_id, key[0], key[1], sp, leader_epoch) != ErrorCode.NONE:
+            return None
+        self.partitions[gkey] = sp
+        log.info("Initialized share-partition %s %s-%d at offset %d (%s)", group_id, name, key[1], start, reset)
+        return sp
 
     def _topic_partition(self, key: TopicIdPartition) -> tuple[ErrorCode, str]:
         info = self.metadata.topic_by_id(key[0]) if self.metadata is not None else None
@@ -282,13 +363,14 @@ class SharePartitionManager:
             return ErrorCode.NOT_LEADER_OR_FOLLOWER, None, [], -1
         sp = self.partitions.get((group_id, key[0], key[1]))
         if sp is None:
-            reset = self.group_configs.get(group_id, {}).get(SHARE_AUTO_OFFSET_RESET, "latest")
-            start = partition.log_start_offset if reset == "earliest" else partition.high_watermark
-            sp = self.partitions[(group_id, key[0], key[1])] = SharePartition(start, self.partition_config)
-            log.info("Initialized share-partition %s %s-%d at offset %d (%s)", group_id, name, key[1], start, reset)
-        sp.expire_locks(now)
+            sp = self._initialize(group_id, key, name, partition.log_start_offset, partition.high_watermark,
+                                  partition.leader_epoch)
+            if sp is None:
+                return ErrorCode.NONE, None, [], partition.leader_epoch  # state not readable yet: retried
+        self._expire(group_id, key[0], key[1], sp, now)
         if partition.log_start_offset > sp.start_offset:
             sp.move_start_to(partition.log_start_offset)
+            self._persist(group_id, key[0], key[1], sp, partition.leader_epoch)
         if not sp.can_acquire():
             return ErrorCode.NONE, None, [], partition.leader_epoch
         fetch_offset = sp.next_fetch_offset()

@@ -27,7 +27,8 @@ from tests.support.reference_kafka import reference_unavailable_reason, start_re
 
 pytestmark = [pytest.mark.reference, pytest.mark.interop]
 
-_SHARE_STATE = "the share coordinator (__share_group_state, KIP-932) is not implemented: share state is in memory"
+_SHARE_STATE = ("the share coordinator's RPCs (KIP-932): kbroker's share coordinator keeps share-partition state "
+                "on __share_group_state but is called in process, not over the network")
 _SHARE_OFFSETS = "resetting and deleting share-group offsets (KIP-932) is not implemented"
 _STREAMS = "streams groups (KIP-1071) are not implemented"
 _TOKENS = "delegation tokens need SASL authentication, which is not implemented"
@@ -79,10 +80,7 @@ KNOWN_READ_ONLY_DIFFERENCES: dict[str, str] = {
     "listeners": "Kafka can add listeners at runtime; kbroker binds its listeners once at start-up",
 }
 # Static keys of the reference server.properties that kbroker does not know, and why.
-ABSENT_STATIC_KEYS: dict[str, str] = {
-    "share.coordinator.state.topic.replication.factor": _SHARE_STATE,
-    "share.coordinator.state.topic.min.isr": _SHARE_STATE,
-}
+ABSENT_STATIC_KEYS: dict[str, str] = {}
 # Keys whose values differ by nature (ports, paths, the controller listener Kafka binds and kbroker does not).
 VALUE_DIFFERS = {"listeners", "advertised.listeners", "log.dirs", "controller.quorum.voters"}
 

@@ -102,6 +102,19 @@ def _share_fetch(c: RawKafkaClient, group: str, member: str, epoch: int, tid: uu
     return r
 
 
+def _open_initialized(c: RawKafkaClient, group: str, member: str, tid: uuid.UUID) -> None:
+    """Open a share session (epoch 0) until the share-partition is initialized: the first fetch of a
+    share group creates and loads __share_group_state, and the share-partition starts (latest) once
+    its state can be written."""
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:
+        assert _acquired(_share_fetch(c, group, member, 0, tid, wait_ms=0)) == []
+        if _share_partitions(c, group):
+            return
+        time.sleep(0.1)
+    raise AssertionError("the share-partition was never initialized")
+
+
 def _acquired(r: Any) -> list[tuple[int, int, int]]:
     return [(a.first_offset, a.last_offset, a.delivery_count)
             for t in r.responses for p in t.partitions for a in p.acquired_records]
@@ -118,7 +131,7 @@ def test_an_expired_lock_redelivers_to_another_member(broker: KBroker) -> None:
                                                              subscribed_topic_names=[topic]))
             assert hb.error_code == 0 and hb.assignment is not None
         # Both open a share session; the share-partition starts at the end of the log (latest).
-        assert _acquired(_share_fetch(a, group, "ma", 0, tid, wait_ms=0)) == []
+        _open_initialized(a, group, "ma", tid)
         assert _acquired(_share_fetch(b, group, "mb", 0, tid, wait_ms=0)) == []
         producer = Producer({"bootstrap.servers": broker.bootstrap})
         for i in range(5):
@@ -168,7 +181,7 @@ def test_kafka_share_groups_tool_lists_and_describes(broker: KBroker) -> None:
         # Offsets (DescribeShareGroupOffsets): partition 0 initialized by a fetch, 3 records produced,
         # 1 accepted: start offset 1, lag 2. Partition 1 was never fetched: not listed.
         tid = c.request(3, 12, MetadataRequest(topics=[MetadataRequest.MetadataRequestTopic(name=topic)])).topics[0].topic_id
-        _share_fetch(c, group, "m1", 0, tid, wait_ms=0)
+        _open_initialized(c, group, "m1", tid)
         producer = Producer({"bootstrap.servers": broker.bootstrap})
         for i in range(3):
             producer.produce(topic, value=b"v%d" % i, partition=0)
@@ -181,3 +194,56 @@ def test_kafka_share_groups_tool_lists_and_describes(broker: KBroker) -> None:
         assert offsets.returncode == 0, offsets.stderr
         rows = [line.split() for line in offsets.stdout.splitlines() if line.startswith(group)]
         assert rows == [[group, topic, "0", "1", "2"]], offsets.stdout  # GROUP TOPIC PARTITION START-OFFSET LAG
+
+
+def test_share_partition_state_survives_kill_9(tmp_path: Path) -> None:
+    """Acknowledged records are not delivered again after a kill -9 and restart; released and
+    in-flight ones are, with their delivery counts (the share coordinator's ShareSnapshot records on
+    __share_group_state). The share group's membership comes back from __consumer_offsets."""
+    b = KBroker(tmp_path, {"group.share.record.lock.duration.ms": str(LOCK_MS)})
+    b.start()
+    try:
+        topic = _topic(b)
+        group = f"g-{topic}"
+        with RawKafkaClient(b.bootstrap) as c:
+            c.request(10, 6, FindCoordinatorRequest(key_type=0, coordinator_keys=[group]))
+            tid = c.request(3, 12, MetadataRequest(topics=[MetadataRequest.MetadataRequestTopic(name=topic)])).topics[0].topic_id
+            hb = c.request(76, 1, ShareGroupHeartbeatRequest(group_id=group, member_id="m", member_epoch=0,
+                                                             subscribed_topic_names=[topic]))
+            assert hb.error_code == 0
+            _open_initialized(c, group, "m", tid)
+            producer = Producer({"bootstrap.servers": b.bootstrap})
+            for i in range(10):
+                producer.produce(topic, value=b"v%d" % i)
+            producer.flush(10)
+            assert _acquired(_share_fetch(c, group, "m", 1, tid)) == [(0, 9, 1)]
+            r = _share_fetch(c, group, "m", 2, tid, [
+                F.AcknowledgementBatch(first_offset=0, last_offset=3, acknowledge_types=[1]),
+                F.AcknowledgementBatch(first_offset=4, last_offset=4, acknowledge_types=[3]),
+                F.AcknowledgementBatch(first_offset=5, last_offset=5, acknowledge_types=[2])], wait_ms=0)
+            assert _acquired(r) == [(5, 5, 2)]
+        b.kill()
+        b.start()
+        with RawKafkaClient(b.bootstrap) as c:
+            c.request(10, 6, FindCoordinatorRequest(key_type=0, coordinator_keys=[group]))
+            # The member is known again (epoch 1): its heartbeat is accepted.
+            hb = c.request(76, 1, ShareGroupHeartbeatRequest(group_id=group, member_id="m", member_epoch=1))
+            assert (hb.error_code, hb.member_epoch) == (0, 1)
+            got: list[tuple[int, int, int]] = []
+            deadline = time.monotonic() + 20
+            while not got and time.monotonic() < deadline:  # (a new session each time, until loaded)
+                got = _acquired(_share_fetch(c, group, "m", 0, tid, wait_ms=500))
+            # 0-3 accepted and 4 rejected before the crash: gone. 5 was released (count 1 written)
+            # and 6-9 were in flight (count 1): all delivered again, at their second delivery.
+            assert got == [(5, 9, 2)]
+    finally:
+        b.stop()
+
+
+def _share_partitions(c: RawKafkaClient, group: str) -> list[tuple[str, int]]:
+    """The share group's initialized partitions, as DescribeShareGroupOffsets lists them."""
+    from kbroker.protocol.messages.describe_share_group_offsets import DescribeShareGroupOffsetsRequest as D
+
+    r = c.request(90, 1, D(groups=[D.DescribeShareGroupOffsetsRequestGroup(group_id=group, topics=None)]))
+    return [(g.group_id, p.partition_index) for g in r.groups for t in g.topics for p in t.partitions
+            if p.start_offset >= 0]
