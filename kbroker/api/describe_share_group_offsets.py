@@ -1,9 +1,9 @@
 """DescribeShareGroupOffsets (key 90): the start offset and lag of a share group's share-partitions.
 
 Versions 0-1 (v1 adds `Lag`, KIP-1226). What `kafka-share-groups --describe` shows. Kafka's group
-coordinator answers it from the share coordinator's state summary; kbroker has no share coordinator, so
-the answer comes from the leader's in-memory share-partitions (`SharePartitionManager.offsets_summary`):
-the start offset, the leader epoch and the lag (records up to the high watermark not yet acknowledged
+coordinator answers it from the share coordinator's state summary (ReadShareGroupStateSummary); kbroker
+asks its share-partition manager (`SharePartitionManager.offsets_summary`: the live share-partition, else
+its state on `__share_group_state`): the start offset, the leader epoch and the lag (records up to the high watermark not yet acknowledged
 or archived). Without topics, every initialized share-partition of the group's subscribed topics is
 listed; a named partition that is not initialized answers start offset -1. An unknown group, or one
 that is not a share group, answers GROUP_ID_NOT_FOUND.
@@ -28,7 +28,7 @@ from kbroker.security.acl import DESCRIBE, GROUP, TOPIC
 API_KEY = 90
 MIN_VERSION = 0
 MAX_VERSION = 1
-VERSION_NOTES = "From the leader's in-memory share-partitions (no share coordinator)."
+VERSION_NOTES = "From the share-partitions and their state on __share_group_state (in process)."
 
 R = DescribeShareGroupOffsetsResponse
 

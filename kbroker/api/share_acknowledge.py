@@ -23,7 +23,7 @@ from kbroker.security.acl import GROUP, READ, TOPIC
 API_KEY = 79
 MIN_VERSION = 1
 MAX_VERSION = 2
-VERSION_NOTES = "Share-partition state in memory (no share coordinator, no __share_group_state)."
+VERSION_NOTES = "Acknowledged state written to __share_group_state before the answer."
 
 R = ShareAcknowledgeResponse
 

@@ -34,7 +34,7 @@ from kbroker.security.acl import GROUP, READ, TOPIC
 API_KEY = 78
 MIN_VERSION = 1
 MAX_VERSION = 2
-VERSION_NOTES = ("Share-partition state in memory (no share coordinator, no __share_group_state); "
+VERSION_NOTES = ("Share-partition state kept on __share_group_state by an in-process share coordinator; "
                  "share.auto.offset.reset is latest (no GROUP config resource).")
 
 R = ShareFetchResponse

@@ -244,14 +244,24 @@ class SharePartitionManager:
         (DescribeShareGroupOffsets). Lag (KIP-1226): the records from the start offset up to the high
         watermark not yet acknowledged or archived."""
         sp = self.partitions.get((group_id, topic_id, partition))
+        if sp is None and self.persister is not None:
+            error, state = self.persister.read_state((group_id, topic_id, partition))
+            if error == ErrorCode.NONE and state is not None:
+                sp = SharePartition.from_state(state.start_offset, [
+                    (b.first_offset, b.last_offset, b.delivery_state, b.delivery_count) for b in state.batches],
+                    self.partition_config)
+                return self._summary(sp, topic_id, partition)
         if sp is None:
             return None
+        self._expire(group_id, topic_id, partition, sp, self.time_ms())
+        return self._summary(sp, topic_id, partition)
+
+    def _summary(self, sp: SharePartition, topic_id: uuid.UUID, partition: int) -> tuple[int, int, int]:
         info = self.metadata.topic_by_id(topic_id) if self.metadata is not None else None
         p = self.replica_manager.get_partition(info.name, partition) \
             if info is not None and self.replica_manager is not None else None
         if p is None:
             return sp.start_offset, -1, -1
-        self._expire(group_id, topic_id, partition, sp, self.time_ms())
         done = sum(1 for o in range(sp.start_offset, min(sp.next_offset, p.high_watermark))
                    if sp.state_of(o) in (RecordState.ACKNOWLEDGED, RecordState.ARCHIVED))
         return sp.start_offset, p.leader_epoch, max(0, p.high_watermark - sp.start_offset - done)

@@ -95,6 +95,9 @@ def _static_props(port: int, controller_port: int) -> dict[str, str]:
     """benchmarks/reference/kafka.sh's server.properties, for kbroker (its CONTROLLER listener is not bound)."""
     return {
         **SAME_STATIC_CONFIG,
+        # benchmarks/reference/kafka.sh sets these for the reference broker too.
+        "share.coordinator.state.topic.replication.factor": "1",
+        "share.coordinator.state.topic.min.isr": "1",
         "process.roles": "broker,controller",
         "node.id": "1",
         "controller.quorum.voters": f"1@127.0.0.1:{controller_port}",
