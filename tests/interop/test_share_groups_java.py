@@ -259,3 +259,35 @@ def _share_partitions(c: RawKafkaClient, group: str) -> list[tuple[str, int]]:
     r = c.request(90, 1, D(groups=[D.DescribeShareGroupOffsetsRequestGroup(group_id=group, topics=None)]))
     return [(g.group_id, p.partition_index) for g in r.groups for t in g.topics for p in t.partitions
             if p.start_offset >= 0]
+
+
+def test_bad_share_requests_get_kafkas_errors(broker: KBroker) -> None:
+    from kbroker.protocol.messages.share_acknowledge import ShareAcknowledgeRequest as A
+
+    topic = _topic(broker)
+    group = f"bad-{topic}"
+    with RawKafkaClient(broker.bootstrap) as c:
+        tid = c.request(3, 12, MetadataRequest(topics=[MetadataRequest.MetadataRequestTopic(name=topic)])).topics[0].topic_id
+        ack = [F.AcknowledgementBatch(first_offset=0, last_offset=0, acknowledge_types=[1])]
+        # Acknowledgements on a new session, no member id, no group id.
+        r = c.request(78, 2, F(group_id=group, member_id="m", share_session_epoch=0, topics=[
+            F.FetchTopic(topic_id=tid, partitions=[F.FetchPartition(partition_index=0, acknowledgement_batches=ack)])]))
+        assert r.error_code == 42  # INVALID_REQUEST
+        assert c.request(78, 1, F(group_id=group, member_id="", share_session_epoch=0)).error_code == 42
+        assert c.request(78, 1, F(group_id="", member_id="m", share_session_epoch=0)).error_code == 24  # INVALID_GROUP_ID
+        assert c.request(79, 1, A(group_id=group, member_id="m", share_session_epoch=0)).error_code == 123
+        # An unknown topic id and a partition that does not exist answer per partition.
+        r = c.request(78, 1, F(group_id=group, member_id="m", share_session_epoch=0, topics=[
+            F.FetchTopic(topic_id=uuid.uuid4(), partitions=[F.FetchPartition(partition_index=0)]),
+            F.FetchTopic(topic_id=tid, partitions=[F.FetchPartition(partition_index=7)])]))
+        assert r.error_code == 0
+        assert sorted(p.error_code for t in r.responses for p in t.partitions) == [3, 100]  # UNKNOWN_TOPIC_OR_PARTITION, UNKNOWN_TOPIC_ID
+        # Malformed acknowledgement batches: INVALID_REQUEST for the partition, the session goes on.
+        r = c.request(78, 1, F(group_id=group, member_id="m", share_session_epoch=1, topics=[
+            F.FetchTopic(topic_id=tid, partitions=[F.FetchPartition(partition_index=0, acknowledgement_batches=[
+                F.AcknowledgementBatch(first_offset=5, last_offset=2, acknowledge_types=[1])])])]))
+        assert r.error_code == 0
+        assert [p.acknowledge_error_code for t in r.responses for p in t.partitions if t.topic_id == tid
+                and p.partition_index == 0] in ([42], [121])
+        # The broker is still serving.
+        assert c.request(78, 1, F(group_id=group, member_id="m", share_session_epoch=2)).error_code == 0
