@@ -23,7 +23,8 @@ can always be re-acquired.
 Acknowledgements name offset ranges with one type for the range or one per offset (Kafka's
 `AcknowledgementBatch`): 0 GAP (no record at this offset: archived), 1 ACCEPT, 2 RELEASE, 3 REJECT,
 4 RENEW. A range is applied only if every offset in it is ACQUIRED by the acknowledging member, else
-the partition answers INVALID_RECORD_STATE and nothing changes (Kafka rolls back the same way).
+the partition answers INVALID_RECORD_STATE and nothing changes (Kafka rolls back the same way);
+offsets before the start offset are ignored (already acknowledged or archived, as Kafka does).
 """
 
 from __future__ import annotations
@@ -180,9 +181,10 @@ class SharePartition:
                 if ack == AcknowledgeType.RENEW and not self.config.renew_acknowledge_enable:
                     return ErrorCode.INVALID_REQUEST
                 offset = batch.first_offset + i
+                if offset < self.start_offset:
+                    continue  # already acknowledged or archived and forgotten: Kafka ignores it
                 rec = self.records.get(offset)
-                if offset < self.start_offset or rec is None or rec.state != RecordState.ACQUIRED \
-                        or rec.member_id != member_id:
+                if rec is None or rec.state != RecordState.ACQUIRED or rec.member_id != member_id:
                     return ErrorCode.INVALID_RECORD_STATE
                 plan.append((offset, ack))
         for offset, ack in plan:

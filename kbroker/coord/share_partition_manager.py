@@ -158,9 +158,16 @@ class SharePartitionManager:
         for tp in forgotten:
             session.partitions.pop(tp, None)
         for r in requested:
-            key = (r.topic_id, r.partition)
-            session.partitions[key] = None
+            session.partitions[(r.topic_id, r.partition)] = None
+        # Kafka acquires before the request's own acknowledgements take effect (their state changes
+        # complete only once written to the share coordinator): a record this request releases is
+        # acquired again by a later fetch, not by this one (checked against Kafka 4.3.1 in
+        # tests/differential/test_share_groups_vs_kafka.py).
+        if epoch != FINAL_EPOCH and not renew_only:
+            self.acquire(outcome, group_id, member_id, max_records, record_limit_mode)
+        for r in requested:
             if r.acknowledgements:
+                key = (r.topic_id, r.partition)
                 result = outcome.partitions.setdefault(key, SharePartitionResult(r.topic_id, r.partition))
                 result.acknowledged = True
                 result.acknowledge_error = self._acknowledge(group_id, member_id, key, r.acknowledgements, now)
@@ -170,8 +177,6 @@ class SharePartitionManager:
             return outcome
         if epoch != INITIAL_EPOCH:
             self.sessions.advance(session)
-        if not renew_only:
-            self.acquire(outcome, group_id, member_id, max_records, record_limit_mode)
         return outcome
 
     def share_acknowledge(self, group_id: str, member_id: str, epoch: int,

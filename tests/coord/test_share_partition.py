@@ -125,7 +125,10 @@ CASES: dict[str, list[object]] = {
         ack("a", (0, 0, (ACCEPT,)), (5, 5, (ACCEPT,)), expect=E.INVALID_RECORD_STATE),
         Check(0, 2, {0: (AQ, 1), 1: (AQ, 1)}),
         ack("a", (0, 1, (ACCEPT,))),
-        ack("a", (0, 1, (ACCEPT,)), expect=E.INVALID_RECORD_STATE),  # already acknowledged
+        ack("a", (0, 1, (ACCEPT,))),  # before the start offset now: ignored, as Kafka does
+        Acquire("a", 2, 3, expect=((2, 3, 1),)),
+        ack("a", (3, 3, (ACCEPT,))),
+        ack("a", (3, 3, (ACCEPT,)), expect=E.INVALID_RECORD_STATE),  # acknowledged, still in flight
     ],
     "malformed batches are INVALID_REQUEST": [
         Acquire("a", 0, 3, expect=((0, 3, 1),)),
