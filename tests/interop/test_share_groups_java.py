@@ -233,7 +233,7 @@ def test_share_partition_state_survives_kill_9(tmp_path: Path) -> None:
                 F.AcknowledgementBatch(first_offset=0, last_offset=3, acknowledge_types=[1]),
                 F.AcknowledgementBatch(first_offset=4, last_offset=4, acknowledge_types=[3]),
                 F.AcknowledgementBatch(first_offset=5, last_offset=5, acknowledge_types=[2])], wait_ms=0)
-            assert _acquired(r) == [(5, 5, 2)]
+            assert _acquired(r) == []  # a record released by this request is acquired by a later one (Kafka)
         b.kill()
         b.start()
         with RawKafkaClient(b.bootstrap) as c:
