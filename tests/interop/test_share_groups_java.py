@@ -1,8 +1,8 @@
 """Share groups (KIP-932) against a real kbroker process with Kafka 4.3.1's own clients.
 
-- The Java `KafkaShareConsumer` (kafka-clients 4.3.1; tests/interop/java/ShareGroupScenario.java, run
-  with the JVM's source launcher): 4 consumers on a 1-partition topic all receive records, and every
-  record is delivered once (delivery count 1) when all acknowledge; RELEASE redelivers a record with
+- The Java `KafkaShareConsumer` (kafka-clients 4.3.1; tests/interop/java/ShareGroupScenario.java,
+  compiled once per module): 4 consumers on a 1-partition topic, and 6 on 2 partitions, all receive
+  records, and every record is delivered once (delivery count 1) when all acknowledge; RELEASE redelivers a record with
   delivery count 2, REJECT never again (explicit acknowledgement).
 - An acquisition lock that expires (a member that fetched and never acknowledged) hands the records to
   another member with delivery count 2 (raw ShareFetch requests, the lock lowered to 1 s).
@@ -84,17 +84,20 @@ def _java(classes: Path, args: list[str], timeout: float = 150) -> list[dict[str
     return [json.loads(line) for line in proc.stdout.splitlines() if line.startswith("{")]
 
 
-def test_more_consumers_than_partitions_all_receive_each_record_once(broker: KBroker, scenario_classes: Path) -> None:
-    topic = _topic(broker, partitions=1)
-    records = 300
-    lines = _java(scenario_classes, ["spread", broker.bootstrap, topic, f"g-{topic}", "4", str(records)])
+@pytest.mark.parametrize(("consumers", "partitions", "records"), [(4, 1, 300), (6, 2, 600)])
+def test_more_consumers_than_partitions_all_receive_each_record_once(
+        broker: KBroker, scenario_classes: Path, consumers: int, partitions: int, records: int) -> None:
+    """4 consumers on 1 partition, and the seed question: 6 consumers on 2 partitions (a classic group
+    would idle 4 of them) all get records."""
+    topic = _topic(broker, partitions=partitions)
+    lines = _java(scenario_classes, ["spread", broker.bootstrap, topic, f"g-{topic}", str(consumers), str(records)])
     assert lines[-1] == {"done": True, "distinct": records}
     got = [x for x in lines if "consumer" in x]
     per_consumer = Counter(x["consumer"] for x in got)
-    assert sorted(per_consumer) == [0, 1, 2, 3], per_consumer  # all four share the one partition
-    offsets = Counter(x["offset"] for x in got)
-    assert sorted(offsets) == list(range(records))
-    assert [o for o, n in offsets.items() if n > 1] == []  # each record delivered once ...
+    assert sorted(per_consumer) == list(range(consumers)), per_consumer  # every consumer got records
+    delivered = Counter((x["partition"], x["offset"]) for x in got)
+    assert len(delivered) == records
+    assert [k for k, n in delivered.items() if n > 1] == []  # each record delivered once ...
     assert {x["delivery"] for x in got} == {1}  # ... at its first delivery
 
 

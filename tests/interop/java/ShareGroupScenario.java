@@ -57,7 +57,7 @@ public class ShareGroupScenario {
 
     static void spread(String bootstrap, String topic, String group, int consumers, int records) throws Exception {
         AtomicBoolean stop = new AtomicBoolean();
-        Set<Long> seen = ConcurrentHashMap.newKeySet();
+        Set<String> seen = ConcurrentHashMap.newKeySet();
         CountDownLatch polled = new CountDownLatch(consumers);
         ExecutorService pool = Executors.newFixedThreadPool(consumers);
         List<Future<?>> futures = new ArrayList<>();
@@ -72,8 +72,8 @@ public class ShareGroupScenario {
                         ConsumerRecords<String, String> recs = c.poll(Duration.ofMillis(200));
                         if (!counted && System.currentTimeMillis() - start > 3000) { polled.countDown(); counted = true; }
                         for (ConsumerRecord<String, String> r : recs) {
-                            seen.add(r.offset());
-                            out("{\"consumer\":" + id + ",\"offset\":" + r.offset() + ",\"delivery\":"
+                            seen.add(r.partition() + ":" + r.offset());
+                            out("{\"consumer\":" + id + ",\"partition\":" + r.partition() + ",\"offset\":" + r.offset() + ",\"delivery\":"
                                 + r.deliveryCount().orElse((short) -1) + "}");
                             Thread.sleep(1);
                         }
