@@ -290,6 +290,8 @@ class Broker:
         self.group_coordinator = services.group_coordinator
         self.group_coordinator.startup()
         services.transaction_coordinator.startup()
+        if services.share_coordinator is not None:
+            services.share_coordinator.startup()
         if services.kraft is not None:
             # process.roles=broker: fetch the quorum's metadata log until the image holds what it has
             # committed (hosting this broker's partitions as it goes), before listening and registering.
@@ -499,6 +501,8 @@ class Broker:
             self.group_coordinator.shutdown()
         if self.services is not None:
             self.services.transaction_coordinator.shutdown()
+            if self.services.share_coordinator is not None:
+                self.services.share_coordinator.shutdown()
         if self.server is not None:
             await self.server.stop(self.config["kbroker.shutdown.timeout.ms"] / 1000)
         if kraft is not None:

@@ -31,6 +31,8 @@ from kbroker.controller.metadata_log import ClusterMetadataLog, MetadataLogConfi
 from kbroker.controller.quorum_controller import QuorumControllerConfig
 from kbroker.coord.producer_id_manager import ProducerIdManager
 from kbroker.coord.service import GroupCoordinatorService
+from kbroker.coord.share_coordinator import ShareCoordinatorService
+from kbroker.coord.share_partition_manager import SharePartitionManager
 from kbroker.coord.transaction_coordinator import TransactionCoordinatorService
 from kbroker.log.cleaner_manager import LogCleaner
 from kbroker.log.config import LogConfig
@@ -173,7 +175,8 @@ def _host_partitions(
     producer_id_manager = ProducerIdManager(controller, node_id)
     transaction_coordinator = TransactionCoordinatorService(config, replica_manager, controller, cache,
                                                             producer_id_manager, group_coordinator, time_ms)
-    loader.install_publishers([group_coordinator, transaction_coordinator])
+    share_coordinator = ShareCoordinatorService(config, replica_manager, controller, cache, time_ms)
+    loader.install_publishers([group_coordinator, transaction_coordinator, share_coordinator])
     # Replays __cluster_metadata (bootstrapping it, and migrating a legacy JSON image, on first start):
     # the replica manager hosts every local partition as the image is applied.
     controller.load(config.log_dirs[0] / LEGACY_METADATA_FILE)
@@ -187,6 +190,9 @@ def _host_partitions(
         replica_manager=replica_manager,
         group_coordinator=group_coordinator,
         transaction_coordinator=transaction_coordinator,
+        share_coordinator=share_coordinator,
+        share_partition_manager=share_partition_manager(config, replica_manager, cache, group_coordinator,
+                                                        share_coordinator, time_ms),
         cluster_id=log_manager.cluster_id,
         node_id=node_id,
         time_ms=time_ms,
@@ -270,7 +276,8 @@ def _kraft_broker_services(
     producer_id_manager = ProducerIdManager(controller, node_id)
     transaction_coordinator = TransactionCoordinatorService(config, replica_manager, controller, cache,
                                                             producer_id_manager, group_coordinator, time_ms)
-    loader.install_publishers([group_coordinator, transaction_coordinator])
+    share_coordinator = ShareCoordinatorService(config, replica_manager, controller, cache, time_ms)
+    loader.install_publishers([group_coordinator, transaction_coordinator, share_coordinator])
     links.load_local()
     return BrokerServices(
         config=config,
@@ -282,6 +289,9 @@ def _kraft_broker_services(
         replica_manager=replica_manager,
         group_coordinator=group_coordinator,
         transaction_coordinator=transaction_coordinator,
+        share_coordinator=share_coordinator,
+        share_partition_manager=share_partition_manager(config, replica_manager, cache, group_coordinator,
+                                                        share_coordinator, time_ms),
         cluster_id=log_manager.cluster_id,
         node_id=node_id,
         time_ms=time_ms,
@@ -376,9 +386,22 @@ def build_authorizer(config: KafkaConfig) -> StandardAuthorizer | None:
 
 def shutdown_services(services: BrokerServices) -> None:
     """Stop what `build_services` started, in reverse (the broker adds its network and cleaner steps)."""
+    if services.share_coordinator is not None:
+        services.share_coordinator.shutdown()
     services.transaction_coordinator.shutdown()
     services.group_coordinator.shutdown()
     services.replica_manager.shutdown()
     services.controller.close()
     if services.log_manager.started:
         services.log_manager.shutdown()
+
+
+def share_partition_manager(config: KafkaConfig, replica_manager: ReplicaManager, cache: MetadataCache,
+                            group_coordinator: GroupCoordinatorService, share_coordinator: ShareCoordinatorService,
+                            time_ms: Clock) -> SharePartitionManager:
+    """The broker's share partitions (KIP-932), their state kept by the share coordinator, told by the
+    group coordinator when a share-group member leaves or is fenced and when a share group is deleted."""
+    manager = SharePartitionManager(config, replica_manager, cache, time_ms, share_coordinator)
+    group_coordinator.share_member_listener = manager.on_member_left
+    group_coordinator.share_group_deleted_listener = manager.on_group_deleted
+    return manager

@@ -3,7 +3,9 @@
 Advertises exactly the discovered handler modules' ranges (see dispatcher.py). Features: we
 support and finalize `metadata.version` (Kafka 4.3's production level) and `group.version`
 (supported 0-1, finalized 1: the KIP-848 consumer protocol, ConsumerGroupHeartbeat/Describe, is on,
-as in Kafka 4.x). `transaction.version` is deliberately absent: a Kafka 4.x producer reads finalized
+as in Kafka 4.x) and `share.version` (supported 0-1, finalized 1, Kafka 4.3's production level SV_1:
+KIP-932 share groups, ShareGroupHeartbeat/Describe and ShareFetch/ShareAcknowledge, are on; their
+state is not durable yet, docs/share-groups.md). `transaction.version` is deliberately absent: a Kafka 4.x producer reads finalized
 `transaction.version >= 2` to switch to transactions V2 (Produce v12, EndTxn v5, KIP-890 part 2);
 advertising it without implementing it breaks those clients (franz-go#1017). KAFKA-17011: before
 ApiVersions v4, a supported feature whose minimum is 0 is left out (older clients reject it).
@@ -23,7 +25,7 @@ API_KEY = 18
 MIN_VERSION = 0
 MAX_VERSION = 4
 VERSION_NOTES = (
-    "Finalized features: metadata.version and group.version=1 (KIP-848); transaction.version is not advertised "
+    "Finalized features: metadata.version, group.version=1 (KIP-848) and share.version=1 (KIP-932); transaction.version is not advertised "
     "until transactions V2 exist. Unknown versions get a v0 UNSUPPORTED_VERSION answer (KIP-511)."
 )
 
@@ -36,6 +38,10 @@ METADATA_VERSION_LEVEL = 30
 GROUP_VERSION_FEATURE = "group.version"
 GROUP_VERSION_MIN = 0
 GROUP_VERSION_LEVEL = 1
+# ShareVersion of Apache Kafka 4.3: SV_1 (share groups, KIP-932) is the production level.
+SHARE_VERSION_FEATURE = "share.version"
+SHARE_VERSION_MIN = 0
+SHARE_VERSION_LEVEL = 1
 # The finalized-features epoch is the metadata log offset in Kafka; our metadata image has no log,
 # and the value only has to be >= 0 (valid) and not go backwards.
 FINALIZED_FEATURES_EPOCH = 1
@@ -75,7 +81,8 @@ def handle(
     response = ApiVersionsResponse(error_code=ErrorCode.NONE, api_keys=_api_keys(services), throttle_time_ms=0)
     if version >= 3:
         supported = [(METADATA_VERSION_FEATURE, METADATA_VERSION_MIN, METADATA_VERSION_LEVEL),
-                     (GROUP_VERSION_FEATURE, GROUP_VERSION_MIN, GROUP_VERSION_LEVEL)]
+                     (GROUP_VERSION_FEATURE, GROUP_VERSION_MIN, GROUP_VERSION_LEVEL),
+                     (SHARE_VERSION_FEATURE, SHARE_VERSION_MIN, SHARE_VERSION_LEVEL)]
         response.supported_features = [
             ApiVersionsResponse.SupportedFeatureKey(name=name, min_version=lo, max_version=hi)
             for name, lo, hi in supported if version >= 4 or lo > 0
@@ -84,6 +91,7 @@ def handle(
         response.finalized_features = [
             ApiVersionsResponse.FinalizedFeatureKey(name=name, max_version_level=level, min_version_level=level)
             for name, level in ((METADATA_VERSION_FEATURE, METADATA_VERSION_LEVEL),
-                                (GROUP_VERSION_FEATURE, GROUP_VERSION_LEVEL))
+                                (GROUP_VERSION_FEATURE, GROUP_VERSION_LEVEL),
+                                (SHARE_VERSION_FEATURE, SHARE_VERSION_LEVEL))
         ]
     return response

@@ -24,6 +24,8 @@ if TYPE_CHECKING:
     from kbroker.controller.controller import Controller
     from kbroker.coord.producer_id_manager import ProducerIdManager
     from kbroker.coord.service import GroupCoordinatorService
+    from kbroker.coord.share_coordinator import ShareCoordinatorService
+    from kbroker.coord.share_partition_manager import SharePartitionManager
     from kbroker.coord.transaction_coordinator import TransactionCoordinatorService
     from kbroker.log.manager import LogManager
     from kbroker.metadata.cache import MetadataCache
@@ -135,6 +137,10 @@ class BrokerServices:
     cluster_id: str
     node_id: int
     time_ms: Clock = field(default=wall_clock_ms)
+    # KIP-932 share partitions and share sessions (ShareFetch / ShareAcknowledge); None on a controller.
+    share_partition_manager: SharePartitionManager | None = None
+    # The share coordinator on __share_group_state (the share-partitions' durable state).
+    share_coordinator: ShareCoordinatorService | None = None
     # process.roles=broker: the links to the KRaft cluster (metadata fetcher, lifecycle, controller
     # channel); None on kbroker's single node.
     kraft: KRaftBrokerLinks | None = None

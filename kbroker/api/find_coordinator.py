@@ -6,8 +6,10 @@ maps to partition `abs(hashCode(group)) % partitions` of `__consumer_offsets`, c
 use as Kafka does; this node leads every partition, so it is always the answer. A TRANSACTION key maps
 to partition `abs(hashCode(transactional.id)) % partitions` of `__transaction_state`, created on first
 use the same way (the transaction coordinator, `TransactionCoordinatorService`). A SHARE key answers INVALID_REQUEST below v6 and
-COORDINATOR_NOT_AVAILABLE from v6 (no share coordinator: share groups are not implemented), as Kafka
-4.3's KafkaApis does when share groups are not enabled. librdkafka only enables LZ4 when this API is
+COORDINATOR_NOT_AVAILABLE from v6: share groups work (docs/share-groups.md) and kbroker's share
+coordinator keeps their state on `__share_group_state`, but it is called in process and serves none of
+the share coordinator's RPCs, so there is nothing to find (only brokers look for it; share consumers
+find their group coordinator with a GROUP key). librdkafka only enables LZ4 when this API is
 advertised.
 """
 
@@ -28,7 +30,7 @@ API_KEY = 10
 MIN_VERSION = 0
 MAX_VERSION = 6
 VERSION_NOTES = ("GROUP keys (creates __consumer_offsets on first use); TRANSACTION keys (creates "
-                 "__transaction_state on first use); SHARE keys (v6) COORDINATOR_NOT_AVAILABLE (no share groups).")
+                 "__transaction_state on first use); SHARE keys (v6) COORDINATOR_NOT_AVAILABLE (the share coordinator serves no RPCs).")
 
 GROUP_KEY_TYPE = 0
 TRANSACTION_KEY_TYPE = 1

@@ -55,6 +55,10 @@ class CoordinatorConfig:
     # group.consumer.migration.policy: disabled / upgrade / downgrade / bidirectional (Kafka's
     # ConsumerGroupMigrationPolicy): which online conversions of non-empty groups are allowed.
     consumer_migration_policy: str = "bidirectional"
+    # KIP-932 share groups (group.share.*)
+    share_session_timeout_ms: int = 45000
+    share_heartbeat_interval_ms: int = 5000
+    share_max_size: int = 200
 
     @property
     def upgrade_enabled(self) -> bool:

@@ -8,6 +8,7 @@ and composes the parts that change it, one per responsibility, each holding this
 - `ConsumerGroupProtocol` (`consumer_coordinator`): ConsumerGroupHeartbeat, target assignment,
   reconciliation, ConsumerGroupDescribe, the member-epoch checks of offset commits and fetches;
 - `GroupMigration` (`migration`): online upgrade/downgrade and classic members in consumer groups;
+- `ShareGroupProtocol` (`share_group_protocol`): KIP-932 ShareGroupHeartbeat / ShareGroupDescribe;
 - `ClassicGroupPersistence` (`persistence`) and `ConsumerGroupPersistence` (`consumer_persistence`):
   the records written for a group and their replay when loading.
 
@@ -41,6 +42,8 @@ from kbroker.coord.migration import GroupMigration
 from kbroker.coord.offsets import OffsetStore
 from kbroker.coord.persistence import ClassicGroupPersistence
 from kbroker.coord.records import GroupMetadataValue
+from kbroker.coord.share_group import ShareGroup
+from kbroker.coord.share_group_protocol import ShareGroupProtocol, ShareHeartbeatRequestData
 from kbroker.protocol.errors import ErrorCode
 
 S = GroupState
@@ -69,6 +72,9 @@ class GroupMetadataManager:
         self.group_status = group_status or (lambda _g: ErrorCode.NONE)
         self.groups: dict[str, ClassicGroup] = {}
         self.consumer_groups: dict[str, ConsumerGroup] = {}
+        # KIP-932 share groups, and their records last written to the log, per group.
+        self.share_groups: dict[str, ShareGroup] = {}
+        self.share_written: dict[str, dict[bytes, bytes]] = {}
         # The consumer-group records last written to the log, per group (what a change is diffed with).
         self.consumer_written: dict[str, dict[bytes, bytes]] = {}
         # The partition's committed offsets (owned by the OffsetMetadataManager; read here).
@@ -90,6 +96,7 @@ class GroupMetadataManager:
         self.migration = GroupMigration(self)
         self.classic_persistence = ClassicGroupPersistence(self)
         self.consumer_persistence = ConsumerGroupPersistence(self)
+        self.share = ShareGroupProtocol(self)
 
     # -- requests ------------------------------------------------------------------------------------
 
@@ -118,6 +125,12 @@ class GroupMetadataManager:
 
     def consumer_group_describe(self, group_id: str) -> tuple[ErrorCode, str | None, ConsumerGroup | None]:
         return self.consumer.consumer_group_describe(group_id)
+
+    def share_group_heartbeat(self, req: ShareHeartbeatRequestData) -> HeartbeatResult:
+        return self.share.share_group_heartbeat(req)
+
+    def share_group_describe(self, group_id: str) -> tuple[ErrorCode, str | None, ShareGroup | None]:
+        return self.share.share_group_describe(group_id)
 
     def preferred_assignor(self, group: ConsumerGroup) -> str:
         return self.consumer.preferred_assignor(group)
@@ -149,6 +162,8 @@ class GroupMetadataManager:
                        if g.state != S.DEAD]
         if not wanted_types or "consumer" in wanted_types:
             listed += [(gid, "consumer", str(g.state), "consumer") for gid, g in self.consumer_groups.items()]
+        if not wanted_types or "share" in wanted_types:
+            listed += [(gid, "share", str(g.state), "share") for gid, g in self.share_groups.items()]
         return sorted(entry for entry in listed if self.group_status(entry[0]) == ErrorCode.NONE
                       and (not wanted_states or entry[2].lower() in wanted_states))
 

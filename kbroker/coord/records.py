@@ -20,6 +20,7 @@ Sans-IO: imports only kbroker.protocol.
 from __future__ import annotations
 
 from kbroker.coord.consumer_records import CONSUMER_RECORD_TYPES, ConsumerGroupRecordKey, consumer_key
+from kbroker.coord.share_records import SHARE_RECORD_TYPES, ShareGroupRecordKey, share_key
 from kbroker.protocol.coordinator_records import Coordinator
 from kbroker.protocol.coordinator_records import GroupCoordinatorRecordType as RecordType
 from kbroker.protocol.coordinator_records.group_metadata import GroupMetadataKey, GroupMetadataValue
@@ -46,10 +47,12 @@ def encode_group_metadata_key(group: str) -> bytes:
     return encode_coordinator_key(GroupMetadataKey(group=group))
 
 
-def decode_key(data: bytes | memoryview) -> OffsetCommitKey | GroupMetadataKey | ConsumerGroupRecordKey | None:
+def decode_key(data: bytes | memoryview
+               ) -> OffsetCommitKey | GroupMetadataKey | ConsumerGroupRecordKey | ShareGroupRecordKey | None:
     """The key of a `__consumer_offsets` record: an `OffsetCommitKey` (a LegacyOffsetCommitKey reads as
-    one), a `GroupMetadataKey` or a consumer-group `ConsumerGroupRecordKey`. None for the types this
-    coordinator does not replay (share and streams groups; unknown types are skipped, as Kafka's
+    one), a `GroupMetadataKey`, a consumer-group `ConsumerGroupRecordKey` or a share-group
+    `ShareGroupRecordKey`. None for the types this coordinator does not replay (streams groups; unknown
+    types are skipped, as Kafka's
     loader does). A malformed key raises `CoordinatorRecordParseError`."""
     try:
         record_type, key = decode_coordinator_key(Coordinator.GROUP, data)
@@ -61,6 +64,8 @@ def decode_key(data: bytes | memoryview) -> OffsetCommitKey | GroupMetadataKey |
         return OffsetCommitKey(group=key.group, topic=key.topic, partition=key.partition)
     if record_type in CONSUMER_RECORD_TYPES:
         return consumer_key(record_type, key)
+    if record_type in SHARE_RECORD_TYPES:
+        return share_key(record_type, key)
     return None
 
 

@@ -111,6 +111,9 @@ def coordinator_config(config: KafkaConfig) -> CoordinatorConfig:
         consumer_max_size=int(config["group.consumer.max.size"]),
         consumer_assignors=_assignor_names(config["group.consumer.assignors"]),
         consumer_migration_policy=str(config["group.consumer.migration.policy"]).lower(),
+        share_session_timeout_ms=int(config["group.share.session.timeout.ms"]),
+        share_heartbeat_interval_ms=int(config["group.share.heartbeat.interval.ms"]),
+        share_max_size=int(config["group.share.max.size"]),
     )
 
 

@@ -44,6 +44,8 @@ from kbroker.coord.runtime import (
     partition_for,
 )
 from kbroker.coord.shard import GroupCoordinatorShard
+from kbroker.coord.share_group import ShareGroup
+from kbroker.coord.share_group_protocol import ShareHeartbeatRequestData, ShareMemberListener
 from kbroker.protocol.errors import ErrorCode, KafkaError
 
 if TYPE_CHECKING:
@@ -83,6 +85,10 @@ class GroupCoordinatorService:
         self.runtime: CoordinatorRuntime[GroupCoordinatorShard] | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._expiry: asyncio.TimerHandle | None = None
+        # Told when a share-group member leaves or is fenced (the share-partition manager releases
+        # the records it acquired); set by the wiring.
+        self.share_member_listener: ShareMemberListener | None = None
+        self.share_group_deleted_listener: Callable[[str], None] | None = None
 
     # -- lifecycle -----------------------------------------------------------------------------------
 
@@ -110,7 +116,17 @@ class GroupCoordinatorService:
         shard = GroupCoordinatorShard(self.coordinator_config, timer, lambda _group, records: append(records),
                                       lambda: self.time_ms(), topics=self.metadata)
         shard.offset_manager.txn_writer = lambda records, pid, epoch: append(records, (pid, epoch))
+        shard.group_manager.share.listener = self._on_share_member_left
+        shard.group_manager.share.deleted_listener = self._on_share_group_deleted
         return shard
+
+    def _on_share_member_left(self, group_id: str, member_id: str) -> None:
+        if self.share_member_listener is not None:
+            self.share_member_listener(group_id, member_id)
+
+    def _on_share_group_deleted(self, group_id: str) -> None:
+        if self.share_group_deleted_listener is not None:
+            self.share_group_deleted_listener(group_id)
 
     def _on_committed(self, partition: int, offset: int) -> None:
         if self.runtime is not None:
@@ -330,7 +346,8 @@ class GroupCoordinatorService:
         a group that is not a classic one."""
         def op(shard: GroupCoordinatorShard) -> tuple[ErrorCode, str | None, GroupDescription]:
             if not_classic_error and group_id not in shard.groups:
-                message = f"Group {group_id} is not a classic group." if group_id in shard.consumer_groups \
+                message = f"Group {group_id} is not a classic group." \
+                    if group_id in shard.consumer_groups or group_id in shard.group_manager.share_groups \
                     else f"Group {group_id} not found."
                 return ErrorCode.GROUP_ID_NOT_FOUND, message, GroupDescription(group_id, "Dead", "", "", [])
             error, description = shard.describe_group(group_id)
@@ -402,6 +419,15 @@ class GroupCoordinatorService:
             return error, message, group, assignor
 
         return self._call(group_id, op, lambda e: (e, None, None, ""), read=True)
+
+    # -- share groups (KIP-932) ----------------------------------------------------------------------
+
+    def share_group_heartbeat(self, req: ShareHeartbeatRequestData) -> Answer[HeartbeatResult]:
+        return self._call(req.group_id, lambda shard: shard.share_group_heartbeat(req), HeartbeatResult)
+
+    def share_group_describe(self, group_id: str) -> Answer[tuple[ErrorCode, str | None, ShareGroup | None]]:
+        return self._call(group_id, lambda shard: shard.share_group_describe(group_id), lambda e: (e, None, None),
+                          read=True)
 
     def topic_name(self, topic_id: uuid.UUID) -> str | None:
         info = self.metadata.topic_by_id(topic_id)

@@ -39,6 +39,9 @@ from kbroker.coord.records import (
     decode_offset_commit_value,
     encode_group_metadata_key,
 )
+from kbroker.coord.share_group import ShareGroup
+from kbroker.coord.share_group_protocol import ShareHeartbeatRequestData
+from kbroker.coord.share_records import ShareGroupRecordKey
 from kbroker.protocol.errors import ErrorCode
 
 log = logging.getLogger(__name__)
@@ -103,6 +106,12 @@ class GroupCoordinatorShard:
     def consumer_group_describe(self, group_id: str) -> tuple[ErrorCode, str | None, ConsumerGroup | None]:
         return self.group_manager.consumer_group_describe(group_id)
 
+    def share_group_heartbeat(self, req: ShareHeartbeatRequestData) -> HeartbeatResult:
+        return self.group_manager.share_group_heartbeat(req)
+
+    def share_group_describe(self, group_id: str) -> tuple[ErrorCode, str | None, ShareGroup | None]:
+        return self.group_manager.share_group_describe(group_id)
+
     def describe_group(self, group_id: str) -> tuple[ErrorCode, GroupDescription]:
         return self.group_manager.describe_group(group_id)
 
@@ -135,6 +144,9 @@ class GroupCoordinatorShard:
             error = self.group_status(gid)
             if error != ErrorCode.NONE:
                 results.append(error)
+                continue
+            if gid in self.group_manager.share_groups:
+                results.append(self.group_manager.share.delete_share_group(gid))
                 continue
             consumer_group = self.consumer_groups.get(gid)
             if consumer_group is not None:
@@ -233,6 +245,8 @@ class GroupCoordinatorShard:
                 groups[k.group] = ClassicGroup(k.group)  # a group known only by its offsets
         elif isinstance(k, ConsumerGroupRecordKey):
             self.group_manager.replay_consumer_record(k, value)
+        elif isinstance(k, ShareGroupRecordKey):
+            self.group_manager.share.replay_record(k, value)
         elif isinstance(k, GroupMetadataKey):
             self.group_manager.replay_group_metadata(k.group, None if value is None
                                                      else decode_group_metadata_value(value))
@@ -242,6 +256,7 @@ class GroupCoordinatorShard:
     def on_loaded(self) -> None:
         """Members of the loaded groups must heartbeat within their session timeout."""
         self.group_manager.start_member_sessions(sorted(set(self.groups) | set(self.consumer_groups)))
+        self.group_manager.share.finish_load()
 
     def on_unloaded(self) -> None:
         """Waiting JoinGroup/SyncGroup requests get NOT_COORDINATOR (Kafka's onUnloaded)."""

@@ -27,11 +27,13 @@ from tests.support.reference_kafka import reference_unavailable_reason, start_re
 
 pytestmark = [pytest.mark.reference, pytest.mark.interop]
 
-_SHARE = "share groups (KIP-932) are not implemented"
+_SHARE_STATE = ("the share coordinator's RPCs (KIP-932): kbroker's share coordinator keeps share-partition state "
+                "on __share_group_state but is called in process, not over the network")
+_SHARE_OFFSETS = "resetting and deleting share-group offsets (KIP-932) is not implemented"
 _STREAMS = "streams groups (KIP-1071) are not implemented"
 _TOKENS = "delegation tokens need SASL authentication, which is not implemented"
 _REPLICATION = "replica reassignment and leader election come with replication (single node)"
-_TELEMETRY = "client telemetry (KIP-714) is not implemented"
+_RAFT = "no Raft metadata quorum (issue 13)"
 
 # APIs Kafka 4.3.1 advertises on a broker listener that kbroker does not serve, and why. A client
 # reads their absence from ApiVersions and fails at once (Java: UnsupportedVersionException,
@@ -48,28 +50,22 @@ ABSENT_APIS: dict[int, str] = {
     55: "no Raft metadata quorum (issue 13)",  # DescribeQuorum
     57: "feature levels are fixed (no UpdateFeatures)",  # UpdateFeatures
     64: "single node: no broker to unregister",  # UnregisterBroker
-    76: _TELEMETRY,  # GetTelemetrySubscriptions
-    77: _TELEMETRY,  # PushTelemetry
-    78: _SHARE,  # ShareGroupHeartbeat
-    79: _SHARE,  # ShareGroupDescribe
-    80: _SHARE,  # ShareFetch
-    81: _SHARE,  # ShareAcknowledge
-    83: _SHARE,  # InitializeShareGroupState
-    84: _SHARE,  # ReadShareGroupState
-    85: _SHARE,  # WriteShareGroupState
-    86: _SHARE,  # DeleteShareGroupState
-    87: _SHARE,  # ReadShareGroupStateSummary
+    80: _RAFT,  # AddRaftVoter
+    81: _RAFT,  # RemoveRaftVoter
+    83: _SHARE_STATE,  # InitializeShareGroupState
+    84: _SHARE_STATE,  # ReadShareGroupState
+    85: _SHARE_STATE,  # WriteShareGroupState
+    86: _SHARE_STATE,  # DeleteShareGroupState
+    87: _SHARE_STATE,  # ReadShareGroupStateSummary
     88: _STREAMS,  # StreamsGroupHeartbeat
     89: _STREAMS,  # StreamsGroupDescribe
-    90: _SHARE,  # DescribeShareGroupOffsets
-    91: _SHARE,  # AlterShareGroupOffsets
-    92: _SHARE,  # DeleteShareGroupOffsets
+    91: _SHARE_OFFSETS,  # AlterShareGroupOffsets
+    92: _SHARE_OFFSETS,  # DeleteShareGroupOffsets
 }
 
 # Supported features Kafka 4.3.1 reports (and finalizes) that kbroker does not, and why.
 ABSENT_FEATURES: dict[str, str] = {
     "kraft.version": "no Raft metadata quorum (issue 13)",
-    "share.version": _SHARE,
     "streams.version": _STREAMS,
     "transaction.version": "a producer reading transaction.version >= 2 switches to transactions V2 (Produce "
                            "v12 semantics, EndTxn v5), which does not exist here (franz-go#1017)",
@@ -81,10 +77,7 @@ KNOWN_READ_ONLY_DIFFERENCES: dict[str, str] = {
     "listeners": "Kafka can add listeners at runtime; kbroker binds its listeners once at start-up",
 }
 # Static keys of the reference server.properties that kbroker does not know, and why.
-ABSENT_STATIC_KEYS: dict[str, str] = {
-    "share.coordinator.state.topic.replication.factor": _SHARE,
-    "share.coordinator.state.topic.min.isr": _SHARE,
-}
+ABSENT_STATIC_KEYS: dict[str, str] = {}
 # Keys whose values differ by nature (ports, paths, the controller listener Kafka binds and kbroker does not).
 VALUE_DIFFERS = {"listeners", "advertised.listeners", "log.dirs", "controller.quorum.voters"}
 
@@ -99,6 +92,9 @@ def _static_props(port: int, controller_port: int) -> dict[str, str]:
     """benchmarks/reference/kafka.sh's server.properties, for kbroker (its CONTROLLER listener is not bound)."""
     return {
         **SAME_STATIC_CONFIG,
+        # benchmarks/reference/kafka.sh sets these for the reference broker too.
+        "share.coordinator.state.topic.replication.factor": "1",
+        "share.coordinator.state.topic.min.isr": "1",
         "process.roles": "broker,controller",
         "node.id": "1",
         "controller.quorum.voters": f"1@127.0.0.1:{controller_port}",

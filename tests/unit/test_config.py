@@ -197,7 +197,4 @@ def test_kafkas_sample_server_properties(tmp_path: Path) -> None:
     assert [(e.name, e.host, e.port) for e in c.listeners] == [("PLAINTEXT", "", 9092)]
     assert [str(e) for e in c.advertised_listeners] == ["PLAINTEXT://localhost:9092"]
     assert c.log_dirs == [Path("/tmp/kraft-combined-logs")]
-    assert c.unknown_keys == [
-        "share.coordinator.state.topic.min.isr",
-        "share.coordinator.state.topic.replication.factor",
-    ]
+    assert c.unknown_keys == []  # the share coordinator's keys are known since share groups (KIP-932)

@@ -1,0 +1,89 @@
+"""DescribeShareGroupOffsets (key 90): the start offset and lag of a share group's share-partitions.
+
+Versions 0-1 (v1 adds `Lag`, KIP-1226). What `kafka-share-groups --describe` shows. Kafka's group
+coordinator answers it from the share coordinator's state summary (ReadShareGroupStateSummary); kbroker
+asks its share-partition manager (`SharePartitionManager.offsets_summary`: the live share-partition, else
+its state on `__share_group_state`): the start offset, the leader epoch and the lag (records up to the high watermark not yet acknowledged
+or archived). Without topics, every initialized share-partition of the group's subscribed topics is
+listed; a named partition that is not initialized answers start offset -1. An unknown group, or one
+that is not a share group, answers GROUP_ID_NOT_FOUND.
+"""
+
+from __future__ import annotations
+
+from functools import partial
+from typing import Any
+
+from kbroker.api._authz import authorize
+from kbroker.api._groups import coordinator, gather, then
+from kbroker.api.context import BrokerServices, RequestContext
+from kbroker.coord.share_group import ShareGroup
+from kbroker.protocol.errors import ErrorCode
+from kbroker.protocol.messages.describe_share_group_offsets import (
+    DescribeShareGroupOffsetsRequest,
+    DescribeShareGroupOffsetsResponse,
+)
+from kbroker.security.acl import DESCRIBE, GROUP, TOPIC
+
+API_KEY = 90
+MIN_VERSION = 0
+MAX_VERSION = 1
+VERSION_NOTES = "From the share-partitions and their state on __share_group_state (in process)."
+
+R = DescribeShareGroupOffsetsResponse
+
+
+def error_response(request: DescribeShareGroupOffsetsRequest, version: int, error: ErrorCode) -> R:
+    return R(groups=[R.DescribeShareGroupOffsetsResponseGroup(group_id=g.group_id, error_code=error,
+                                                              error_message=error.message)
+                     for g in request.groups])
+
+
+def handle(services: BrokerServices, ctx: RequestContext, header: Any,
+           request: DescribeShareGroupOffsetsRequest) -> Any:
+    manager = services.share_partition_manager
+    coord = coordinator(services)
+
+    def described(req_group: Any, answer: tuple[ErrorCode, str | None, ShareGroup | None]) -> Any:
+        error, message, group = answer
+        gid = req_group.group_id
+        if group is None or manager is None:
+            return R.DescribeShareGroupOffsetsResponseGroup(group_id=gid, error_code=error, error_message=message)
+        wanted: list[tuple[str, list[int] | None]]
+        if req_group.topics is None:
+            wanted = [(name, None) for name in sorted(group.subscribed_topic_names())]
+        else:
+            wanted = [(t.topic_name, list(t.partitions)) for t in req_group.topics]
+        topics = []
+        for name, partitions in wanted:
+            info = services.metadata.topic(name)
+            if info is None or (services.authorizer is not None
+                                and not authorize(services, ctx, DESCRIBE, TOPIC, name)):
+                code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION if info is None else ErrorCode.TOPIC_AUTHORIZATION_FAILED
+                topics.append(R.DescribeShareGroupOffsetsResponseTopic(topic_name=name, partitions=[
+                    R.DescribeShareGroupOffsetsResponsePartition(partition_index=p, start_offset=-1, leader_epoch=-1,
+                                                                 error_code=code, error_message=code.message)
+                    for p in partitions or []]))
+                continue
+            rows = []
+            for p in range(info.num_partitions) if partitions is None else partitions:
+                summary = manager.offsets_summary(gid, info.topic_id, p)
+                if summary is None and partitions is None:
+                    continue  # not initialized: only listed when named
+                start, epoch, lag = summary if summary is not None else (-1, -1, -1)
+                rows.append(R.DescribeShareGroupOffsetsResponsePartition(
+                    partition_index=p, start_offset=start, leader_epoch=epoch, lag=lag))
+            if rows or partitions is not None:
+                topics.append(R.DescribeShareGroupOffsetsResponseTopic(topic_name=name, topic_id=info.topic_id,
+                                                                       partitions=rows))
+        return R.DescribeShareGroupOffsetsResponseGroup(group_id=gid, topics=topics)
+
+    answers: list[Any] = []
+    for g in request.groups:
+        if services.authorizer is not None and not authorize(services, ctx, DESCRIBE, GROUP, g.group_id):
+            answers.append(R.DescribeShareGroupOffsetsResponseGroup(
+                group_id=g.group_id, error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED,
+                error_message=ErrorCode.GROUP_AUTHORIZATION_FAILED.message))
+            continue
+        answers.append(then(coord.share_group_describe(g.group_id), partial(described, g)))
+    return then(gather(answers), lambda groups: R(groups=groups))

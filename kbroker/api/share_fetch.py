@@ -1,0 +1,125 @@
+"""ShareFetch (key 78): a share consumer's fetch (KIP-932): acknowledge, then acquire records.
+
+Versions 1-2 (v2, KIP-1206 / KIP-1222: `ShareAcquireMode` batch_optimized (0) or record_limit (1), and
+`IsRenewAck`, a request that only renews acquisition locks and fetches nothing). The share session
+(epoch 0 opens, -1 closes) and the share-partitions are `kbroker.coord.share_partition_manager`'s;
+this module converts the frames and waits: when nothing could be acquired, the fetch waits up to
+`MaxWaitMs`, looking again every few milliseconds (records produced, locks expired, records released).
+
+A response carries whole record batches and, per partition, the acquired offset ranges with their
+delivery counts (`AcquiredRecords`); the client keeps only acquired records. The response names every
+partition the request named on a new session (epoch 0), else only partitions with records, errors or
+acknowledgement results. `AcquisitionLockTimeoutMs` is `group.share.record.lock.duration.ms`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from typing import Any
+
+from kbroker.api._authz import authorize
+from kbroker.api.context import BrokerServices, RequestContext
+from kbroker.coord.share_partition import AcknowledgementBatch
+from kbroker.coord.share_partition_manager import (
+    ShareFetchOutcome,
+    SharePartitionManager,
+    SharePartitionRequest,
+)
+from kbroker.coord.share_session import FINAL_EPOCH, INITIAL_EPOCH
+from kbroker.protocol.errors import ErrorCode
+from kbroker.protocol.messages.share_fetch import ShareFetchRequest, ShareFetchResponse
+from kbroker.security.acl import GROUP, READ, TOPIC
+
+API_KEY = 78
+MIN_VERSION = 1
+MAX_VERSION = 2
+VERSION_NOTES = ("Share-partition state kept on __share_group_state by an in-process share coordinator; "
+                 "share.auto.offset.reset is latest (no GROUP config resource).")
+
+R = ShareFetchResponse
+RECORD_LIMIT_MODE = 1
+# How often a waiting ShareFetch looks again for records to acquire.
+POLL_INTERVAL_S = 0.02
+
+
+def error_response(request: ShareFetchRequest, version: int, error: ErrorCode) -> R:
+    return R(error_code=error)
+
+
+def handle(services: BrokerServices, ctx: RequestContext, header: Any, request: ShareFetchRequest) -> Any:
+    manager = services.share_partition_manager
+    if manager is None:
+        return error_response(request, header.api_version, ErrorCode.UNSUPPORTED_VERSION)
+    group_id = request.group_id or ""
+    if services.authorizer is not None and not authorize(services, ctx, READ, GROUP, group_id):
+        return R(error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED)
+    denied: set[tuple[uuid.UUID, int]] = set()
+    requested: list[SharePartitionRequest] = []
+    for t in request.topics:
+        info = services.metadata.topic_by_id(t.topic_id)
+        allowed = services.authorizer is None or (info is not None and authorize(services, ctx, READ, TOPIC, info.name))
+        for p in t.partitions:
+            if not allowed:
+                denied.add((t.topic_id, p.partition_index))
+                continue
+            acks = [AcknowledgementBatch(b.first_offset, b.last_offset, tuple(b.acknowledge_types))
+                    for b in p.acknowledgement_batches] or None
+            requested.append(SharePartitionRequest(t.topic_id, p.partition_index, acks))
+    forgotten = [(t.topic_id, p) for t in request.forgotten_topics_data for p in t.partitions]
+    version = header.api_version
+    record_limit = version >= 2 and request.share_acquire_mode == RECORD_LIMIT_MODE
+    renew_only = version >= 2 and request.is_renew_ack
+    outcome = manager.share_fetch(group_id, request.member_id or "", request.share_session_epoch, requested,
+                                  forgotten, request.max_records, record_limit, renew_only)
+    full = request.share_session_epoch == INITIAL_EPOCH
+    named = [(r.topic_id, r.partition) for r in requested] + sorted(denied)
+    if outcome.error != ErrorCode.NONE or outcome.acquired_any() or renew_only \
+            or request.share_session_epoch == FINAL_EPOCH or request.max_wait_ms <= 0:
+        return _response(services, manager, outcome, named if full else [], denied)
+    return _wait(services, manager, outcome, group_id, request, record_limit, named if full else [], denied)
+
+
+async def _wait(services: BrokerServices, manager: SharePartitionManager, outcome: ShareFetchOutcome,
+                group_id: str, request: ShareFetchRequest, record_limit: bool,
+                named: list[tuple[uuid.UUID, int]], denied: set[tuple[uuid.UUID, int]]) -> R:
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + request.max_wait_ms / 1000
+    while loop.time() < deadline:
+        await asyncio.sleep(min(POLL_INTERVAL_S, max(0.0, deadline - loop.time())))
+        session = outcome.session
+        if session is None or manager.sessions.sessions.get((session.group_id, session.member_id)) is not session:
+            break  # the session was replaced or closed meanwhile
+        manager.acquire(outcome, group_id, request.member_id or "", request.max_records, record_limit)
+        if outcome.acquired_any():
+            break
+    return _response(services, manager, outcome, named, denied)
+
+
+def _response(services: BrokerServices, manager: SharePartitionManager, outcome: ShareFetchOutcome,
+              named: list[tuple[uuid.UUID, int]], denied: set[tuple[uuid.UUID, int]]) -> R:
+    if outcome.error != ErrorCode.NONE:
+        return R(error_code=outcome.error, error_message=outcome.message)
+    by_topic: dict[uuid.UUID, list[R.PartitionData]] = {}
+    seen: set[tuple[uuid.UUID, int]] = set()
+    for key, result in outcome.partitions.items():
+        seen.add(key)
+        by_topic.setdefault(key[0], []).append(R.PartitionData(
+            partition_index=key[1], error_code=result.error,
+            acknowledge_error_code=result.acknowledge_error,
+            current_leader=R.LeaderIdAndEpoch(leader_id=services.node_id if result.leader_epoch >= 0 else -1,
+                                              leader_epoch=result.leader_epoch),
+            records=result.records if result.records is not None else b"",
+            acquired_records=[R.AcquiredRecords(first_offset=a.first_offset, last_offset=a.last_offset,
+                                                delivery_count=a.delivery_count) for a in result.acquired],
+        ))
+    for key in named:
+        if key in seen:
+            continue
+        seen.add(key)
+        error = ErrorCode.TOPIC_AUTHORIZATION_FAILED if key in denied else ErrorCode.NONE
+        by_topic.setdefault(key[0], []).append(R.PartitionData(
+            partition_index=key[1], error_code=error, records=b"",
+            current_leader=R.LeaderIdAndEpoch(leader_id=-1, leader_epoch=-1)))
+    return R(error_code=ErrorCode.NONE, acquisition_lock_timeout_ms=manager.record_lock_duration_ms,
+             responses=[R.ShareFetchableTopicResponse(topic_id=tid, partitions=parts) for tid, parts in by_topic.items()])

@@ -1,0 +1,324 @@
+"""The share coordinator: durable share-partition state on `__share_group_state` (KIP-932).
+
+Kafka's `ShareCoordinatorService` / `ShareCoordinatorShard`, on the generic coordinator runtime
+(`kbroker.coord.coordinator_runtime`), as the group and transaction coordinators are. The state of
+the share-partition (group, topic id, partition) lives in partition
+`abs(java String.hashCode("group:topicId:partition")) % partitions` of `__share_group_state` (Kafka's
+`SharePartitionKey.asCoordinatorKey`, the topic id in Kafka's base64 form), as a `ShareSnapshot` record
+(coordinator record type 0: start offset, leader epoch, state epoch and the in-flight state batches
+with delivery state and count), written in full whenever the share-partition's durable state changes
+(acknowledgements, releases, lock expiries, the start offset moving, initialization).
+
+kbroker's share-partition manager (`kbroker.coord.share_partition_manager`) talks to this service in
+process, not through the share coordinator's RPCs: InitializeShareGroupState / ReadShareGroupState /
+WriteShareGroupState / DeleteShareGroupState / ReadShareGroupStateSummary are not served (not
+advertised). Differences from Kafka, on purpose: only ShareSnapshot records are written (no
+ShareUpdate deltas, `share.coordinator.snapshot.update.records.per.snapshot` is not used), and the topic
+is compacted (one snapshot per key survives) instead of Kafka's delete policy with record pruning.
+
+Must not import kbroker.net or kbroker.api.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import logging
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from kbroker.coord.coordinator_runtime import Append, CoordinatorRuntime, CoordinatorTimer
+from kbroker.coord.runtime import LogLoader, LoopScheduler, ReplicaPartitionWriter, java_string_hashcode
+from kbroker.protocol.coordinator_records import Coordinator
+from kbroker.protocol.coordinator_records.serde import (
+    decode_coordinator_key,
+    decode_coordinator_value,
+    encode_coordinator_key,
+    encode_coordinator_value,
+)
+from kbroker.protocol.coordinator_records.share_snapshot import ShareSnapshotKey, ShareSnapshotValue
+from kbroker.protocol.errors import ErrorCode, KafkaError
+from kbroker.protocol.topic import SHARE_GROUP_STATE_TOPIC_NAME
+
+if TYPE_CHECKING:
+    from kbroker.config import KafkaConfig
+    from kbroker.controller.controller import Controller
+    from kbroker.metadata.cache import MetadataCache
+    from kbroker.metadata.delta import MetadataDelta
+    from kbroker.metadata.image import MetadataImage
+    from kbroker.metadata.loader import LoaderManifest
+    from kbroker.replica.replica_manager import ReplicaManager
+
+log = logging.getLogger(__name__)
+
+STATE_TOPIC = SHARE_GROUP_STATE_TOPIC_NAME
+SharePartitionKey = tuple[str, uuid.UUID, int]  # (group id, topic id, partition)
+
+
+@dataclass(frozen=True, slots=True)
+class StateBatch:
+    first_offset: int
+    last_offset: int
+    delivery_state: int  # RecordState id: 0 available, 2 acknowledged, 4 archived
+    delivery_count: int
+
+
+@dataclass(slots=True)
+class SharePartitionState:
+    start_offset: int
+    leader_epoch: int = 0
+    state_epoch: int = 0
+    snapshot_epoch: int = 0
+    batches: list[StateBatch] = field(default_factory=list)
+
+
+def kafka_uuid(u: uuid.UUID) -> str:
+    """Kafka's Uuid.toString: URL-safe base64 of the 16 bytes, no padding."""
+    return base64.urlsafe_b64encode(u.bytes).decode().rstrip("=")
+
+
+def coordinator_key(key: SharePartitionKey) -> str:
+    """Kafka's SharePartitionKey.asCoordinatorKey: "groupId:topicId:partition"."""
+    return f"{key[0]}:{kafka_uuid(key[1])}:{key[2]}"
+
+
+def partition_for(key: SharePartitionKey, num_partitions: int) -> int:
+    h = java_string_hashcode(coordinator_key(key))
+    return 0 if h == -(2**31) else abs(h) % num_partitions
+
+
+def encode_snapshot(key: SharePartitionKey, state: SharePartitionState, now_ms: int) -> tuple[bytes, bytes]:
+    k = encode_coordinator_key(ShareSnapshotKey(group_id=key[0], topic_id=key[1], partition=key[2]))
+    v = encode_coordinator_value(ShareSnapshotValue(
+        snapshot_epoch=state.snapshot_epoch, state_epoch=state.state_epoch, leader_epoch=state.leader_epoch,
+        start_offset=state.start_offset, create_timestamp=now_ms, write_timestamp=now_ms,
+        state_batches=[ShareSnapshotValue.StateBatch(first_offset=b.first_offset, last_offset=b.last_offset,
+                                                     delivery_state=b.delivery_state, delivery_count=b.delivery_count)
+                       for b in state.batches]), 0)
+    return k, v
+
+
+class ShareCoordinatorShard:
+    """The share-partition states of one `__share_group_state` partition."""
+
+    def __init__(self, append: Append, time_ms: Callable[[], int]) -> None:
+        self.append = append
+        self.time_ms = time_ms
+        self.states: dict[SharePartitionKey, SharePartitionState] = {}
+
+    def write_state(self, key: SharePartitionKey, state: SharePartitionState) -> ErrorCode:
+        previous = self.states.get(key)
+        state.snapshot_epoch = 0 if previous is None else previous.snapshot_epoch + 1
+        error = self.append([encode_snapshot(key, state, self.time_ms())])
+        if error == ErrorCode.NONE:
+            self.states[key] = state
+        return error
+
+    def delete_state(self, key: SharePartitionKey) -> ErrorCode:
+        if key not in self.states:
+            return ErrorCode.NONE
+        k, _v = encode_snapshot(key, self.states[key], 0)
+        error = self.append([(k, None)])
+        if error == ErrorCode.NONE:
+            del self.states[key]
+        return error
+
+    # -- the runtime's CoordinatorShard --------------------------------------------------------------
+
+    def replay(self, offset: int, key: bytes | memoryview | None, value: bytes | memoryview | None) -> None:
+        if key is None:
+            return
+        try:
+            record_type, k = decode_coordinator_key(Coordinator.SHARE, key)
+        except Exception:  # noqa: BLE001 - a record this coordinator does not know is skipped, as Kafka's loader does
+            return
+        if not isinstance(k, ShareSnapshotKey):
+            return  # ShareUpdate deltas: kbroker never writes them
+        skey = (k.group_id, k.topic_id, k.partition)
+        if value is None:
+            self.states.pop(skey, None)
+            return
+        v, _version = decode_coordinator_value(Coordinator.SHARE, record_type, value)
+        if isinstance(v, ShareSnapshotValue):
+            self.states[skey] = SharePartitionState(
+                v.start_offset, v.leader_epoch, v.state_epoch, v.snapshot_epoch,
+                [StateBatch(b.first_offset, b.last_offset, b.delivery_state, b.delivery_count)
+                 for b in v.state_batches])
+
+    def replay_transactional(self, producer_id: int, offset: int, key: bytes | memoryview | None,
+                             value: bytes | memoryview | None) -> None:
+        self.replay(offset, key, value)
+
+    def replay_end_txn(self, producer_id: int, commit: bool) -> None:
+        return None
+
+    def on_loaded(self) -> None:
+        if self.states:
+            log.info("Loaded %d share-partition states", len(self.states))
+
+    def on_unloaded(self) -> None:
+        return None
+
+
+class ShareCoordinatorService:
+    """The broker's share coordinator: a metadata publisher for `__share_group_state` and the
+    persister of the share-partition manager."""
+
+    name = "ShareCoordinator"
+
+    def __init__(self, config: KafkaConfig, replica_manager: ReplicaManager, controller: Controller,
+                 metadata: MetadataCache, time_ms: Callable[[], int]) -> None:
+        self.config = config
+        self.replica_manager = replica_manager
+        self.controller = controller
+        self.metadata = metadata
+        self.time_ms = time_ms
+        self.active = False
+        self.runtime: CoordinatorRuntime[ShareCoordinatorShard] | None = None
+        self.scheduler: LoopScheduler | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._creating: asyncio.Task[ErrorCode] | None = None
+
+    # -- lifecycle -----------------------------------------------------------------------------------
+
+    def startup(self) -> None:
+        loop = self._loop = asyncio.get_running_loop()
+        self.scheduler = LoopScheduler(loop)
+        writer = ReplicaPartitionWriter(self.replica_manager, STATE_TOPIC, lambda: self.time_ms(),
+                                        int(self.config["share.coordinator.write.timeout.ms"]),
+                                        self._on_committed, self._on_write_failed)
+        self.runtime = CoordinatorRuntime(writer, LogLoader(self.replica_manager, STATE_TOPIC), self._new_shard,
+                                          self.scheduler)
+        self.active = True
+        info = self.metadata.topic(STATE_TOPIC)
+        if info is not None:
+            for p in range(info.num_partitions):
+                if self.replica_manager.get_partition(STATE_TOPIC, p) is not None and self.runtime.schedule_load(p):
+                    loop.call_soon(self.runtime.run_load, p)
+
+    def shutdown(self) -> None:
+        self.active = False
+        if self.runtime is not None:
+            self.runtime.close()
+        if self.scheduler is not None:
+            self.scheduler.cancel_all()
+
+    def _new_shard(self, partition: int, timer: CoordinatorTimer, append: Append) -> ShareCoordinatorShard:
+        return ShareCoordinatorShard(append, lambda: self.time_ms())
+
+    def _on_committed(self, partition: int, offset: int) -> None:
+        if self.runtime is not None:
+            self.runtime.on_high_watermark_updated(partition, offset)
+
+    def _on_write_failed(self, partition: int, offset: int, error: ErrorCode) -> None:
+        if self.runtime is not None:
+            self.runtime.on_write_failed(partition, offset, ErrorCode.COORDINATOR_NOT_AVAILABLE)
+
+    # -- the state topic -----------------------------------------------------------------------------
+
+    def num_partitions(self) -> int:
+        info = self.metadata.topic(STATE_TOPIC)
+        return int(info.num_partitions) if info is not None else int(
+            self.config["share.coordinator.state.topic.num.partitions"])
+
+    def ensure_state_topic(self) -> bool:
+        """True when `__share_group_state` exists; else its creation is started (once)."""
+        if self.metadata.topic(STATE_TOPIC) is not None:
+            return True
+        if self._loop is not None and (self._creating is None or self._creating.done()):
+            self._creating = self._loop.create_task(self.create_state_topic())
+        return False
+
+    async def create_state_topic(self) -> ErrorCode:
+        if self.metadata.topic(STATE_TOPIC) is not None:
+            return ErrorCode.NONE
+        configs = {
+            "cleanup.policy": "compact",
+            "compression.type": "producer",
+            "segment.bytes": str(int(self.config["share.coordinator.state.topic.segment.bytes"])),
+            "min.insync.replicas": "1",
+        }
+        try:
+            await self.controller.create_topic(
+                STATE_TOPIC, num_partitions=int(self.config["share.coordinator.state.topic.num.partitions"]),
+                replication_factor=1, configs=configs)
+        except KafkaError as exc:
+            if exc.error_code == ErrorCode.TOPIC_ALREADY_EXISTS:
+                return ErrorCode.NONE
+            log.warning("Cannot create %s: %s", STATE_TOPIC, exc)
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE
+        return ErrorCode.NONE
+
+    def on_metadata_update(self, delta: MetadataDelta, image: MetadataImage, manifest: LoaderManifest) -> None:
+        topics = delta.topics_delta
+        rt = self.runtime
+        if topics is None or not self.active or rt is None:
+            return
+        changes = delta.local_changes(self.metadata.node_id)
+        created = topics.topic_was_created(STATE_TOPIC)
+        for tp in changes.leaders:
+            if tp.topic == STATE_TOPIC and rt.schedule_load(tp.partition):
+                if created:
+                    rt.run_load(tp.partition)
+                elif self._loop is not None:
+                    self._loop.call_soon(rt.run_load, tp.partition)
+        for tp in list(changes.followers) + sorted(changes.deletes):
+            if tp.topic == STATE_TOPIC and rt.context(tp.partition) is not None:
+                rt.unload(tp.partition)
+
+    # -- the persister -------------------------------------------------------------------------------
+
+    def _shard(self, key: SharePartitionKey) -> tuple[ErrorCode, int, ShareCoordinatorShard | None]:
+        if not self.active or self.runtime is None or not self.ensure_state_topic():
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE, -1, None
+        p = partition_for(key, self.num_partitions())
+        error = self.runtime.status(p)
+        if error != ErrorCode.NONE:
+            if self.replica_manager.get_partition(STATE_TOPIC, p) is not None and self.runtime.schedule_load(p) \
+                    and self._loop is not None:
+                self._loop.call_soon(self.runtime.run_load, p)
+            return error, p, None
+        ctx = self.runtime.context(p)
+        return ErrorCode.NONE, p, None if ctx is None else ctx.shard
+
+    def read_state(self, key: SharePartitionKey) -> tuple[ErrorCode, SharePartitionState | None]:
+        """The share-partition's last written state (None: never initialized). COORDINATOR_NOT_AVAILABLE
+        / COORDINATOR_LOAD_IN_PROGRESS while the state topic is being created or loaded. A service
+        never started (an in-process test stack without the broker's start-up) keeps nothing."""
+        if self.runtime is None:
+            return ErrorCode.NONE, None
+        error, _p, shard = self._shard(key)
+        if error != ErrorCode.NONE or shard is None:
+            return error if error != ErrorCode.NONE else ErrorCode.COORDINATOR_NOT_AVAILABLE, None
+        return ErrorCode.NONE, shard.states.get(key)
+
+    def write_state(self, key: SharePartitionKey, state: SharePartitionState) -> ErrorCode:
+        """Append the share-partition's state as a ShareSnapshot (acks=-1, through the runtime)."""
+        if self.runtime is None:
+            return ErrorCode.NONE
+        error, p, shard = self._shard(key)
+        if error != ErrorCode.NONE or self.runtime is None:
+            return error
+        result: list[ErrorCode] = []
+        self.runtime.write(p, lambda s: s.write_state(key, state),
+                           lambda value: result.append(value if isinstance(value, ErrorCode) else ErrorCode.NONE),
+                           lambda e: result.append(e))
+        return result[0] if result else ErrorCode.NONE  # not committed yet: the runtime holds nothing for us
+
+    def delete_states(self, group_id: str) -> None:
+        """The share group was deleted: tombstones for its share-partitions' states."""
+        if self.runtime is None or not self.active:
+            return
+        for p, shard in self.runtime.active_shards():
+            for key in [k for k in shard.states if k[0] == group_id]:
+                self.runtime.write(p, _deleting(key), _ignore, _ignore)
+
+
+def _ignore(_value: object) -> None:
+    return None
+
+
+def _deleting(key: SharePartitionKey) -> Callable[[ShareCoordinatorShard], ErrorCode]:
+    return lambda shard: shard.delete_state(key)

@@ -1,0 +1,441 @@
+"""The broker's share partitions and share sessions: Kafka's `SharePartitionManager` (KIP-932).
+
+What ShareFetch and ShareAcknowledge call. It owns one `SharePartition` (sans-IO,
+`kbroker.coord.share_partition`) per (share group, topic partition) this broker leads, created on the
+first fetch of it, and the `ShareSessionCache` (`kbroker.coord.share_session`). A fetch reads the log
+through the replica manager (like a consumer fetch, up to the high watermark), acquires the available
+records it read for the member and returns whole batches with the acquired offset ranges; the client
+keeps only the acquired records.
+
+Initialization (Kafka's SharePartition.initialize): a new share-partition starts at the log's high
+watermark (`share.auto.offset.reset=latest`, Kafka's default) or its log start offset (`earliest`), per
+group (`set_group_config`; kbroker has no GROUP config resource yet, so only the default is reachable
+from a client). Records before the log start offset are forgotten when retention passes them.
+
+Acquisition locks expire when anything touches the share-partition (a fetch, an acknowledgement, a
+waiting fetch's poll) at or after their deadline, so an expired record is handed to the next member
+that fetches. A member leaving the group or closing its share session releases its records.
+
+Durability: with a persister (the share coordinator, `kbroker.coord.share_coordinator`), a new
+share-partition first reads its state (start offset, in-flight states and delivery counts) and, when it
+has none, writes its initial state; every change of its durable state (acknowledgements, releases, lock
+expiries, the start offset moving) is written before the request that caused it is answered. While the
+state topic is created or loaded, the partition is skipped by fetches (they find nothing and retry).
+Acquisition locks are not durable: records ACQUIRED at a crash are AVAILABLE again after it, with the
+delivery count of their last write.
+
+Must not import kbroker.net or kbroker.api.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Protocol
+
+from kbroker.coord.share_coordinator import SharePartitionKey, SharePartitionState, StateBatch
+from kbroker.coord.share_partition import (
+    AcknowledgementBatch,
+    AcquiredRange,
+    RecordState,
+    SharePartition,
+    SharePartitionConfig,
+)
+from kbroker.coord.share_session import (
+    FINAL_EPOCH,
+    INITIAL_EPOCH,
+    ShareSession,
+    ShareSessionCache,
+    TopicIdPartition,
+)
+from kbroker.protocol.errors import ErrorCode
+
+if TYPE_CHECKING:
+    from kbroker.config import KafkaConfig
+    from kbroker.metadata.cache import MetadataCache
+    from kbroker.replica.replica_manager import ReplicaManager
+
+log = logging.getLogger(__name__)
+
+SHARE_AUTO_OFFSET_RESET = "share.auto.offset.reset"
+# Bytes read per partition and fetch at most (a fetch's MaxBytes bounds the total).
+PARTITION_READ_BYTES = 1024 * 1024
+_BATCH_HEADER = 61
+
+
+class SharePersister(Protocol):
+    """Where share-partition state is kept (Kafka's Persister): the share coordinator."""
+
+    def read_state(self, key: SharePartitionKey) -> tuple[ErrorCode, SharePartitionState | None]: ...
+
+    def write_state(self, key: SharePartitionKey, state: SharePartitionState) -> ErrorCode: ...
+
+    def delete_states(self, group_id: str) -> None: ...
+
+
+@dataclass(slots=True)
+class SharePartitionRequest:
+    topic_id: uuid.UUID
+    partition: int
+    acknowledgements: list[AcknowledgementBatch] | None = None
+
+
+@dataclass(slots=True)
+class SharePartitionResult:
+    topic_id: uuid.UUID
+    partition: int
+    error: ErrorCode = ErrorCode.NONE
+    acknowledge_error: ErrorCode = ErrorCode.NONE
+    records: bytes | None = None
+    acquired: list[AcquiredRange] = field(default_factory=list)
+    leader_epoch: int = -1
+    acknowledged: bool = False  # the request acknowledged records of this partition
+
+
+@dataclass(slots=True)
+class ShareFetchOutcome:
+    error: ErrorCode
+    message: str | None = None
+    partitions: dict[TopicIdPartition, SharePartitionResult] = field(default_factory=dict)
+    session: ShareSession | None = None
+
+    def acquired_any(self) -> bool:
+        return any(r.acquired for r in self.partitions.values())
+
+
+class SharePartitionManager:
+    """Share partitions and share sessions of this broker."""
+
+    def __init__(self, config: KafkaConfig, replica_manager: ReplicaManager | None, metadata: MetadataCache | None,
+                 time_ms: Callable[[], int], persister: SharePersister | None = None) -> None:
+        self.persister = persister
+        self.replica_manager = replica_manager
+        self.metadata = metadata
+        self.time_ms = time_ms
+        self.partition_config = SharePartitionConfig(
+            record_lock_duration_ms=int(config["group.share.record.lock.duration.ms"]),
+            delivery_count_limit=int(config["group.share.delivery.count.limit"]),
+            max_in_flight_records=int(config["group.share.partition.max.record.locks"]),
+        )
+        self.sessions = ShareSessionCache(int(config["group.share.max.share.sessions"]))
+        self.partitions: dict[tuple[str, uuid.UUID, int], SharePartition] = {}
+        # group id -> share.* group configs (share.auto.offset.reset).
+        self.group_configs: dict[str, dict[str, str]] = {}
+
+    @property
+    def record_lock_duration_ms(self) -> int:
+        return self.partition_config.record_lock_duration_ms
+
+    def set_group_config(self, group_id: str, key: str, value: str) -> None:
+        self.group_configs.setdefault(group_id, {})[key] = value
+
+    # -- ShareFetch / ShareAcknowledge -----------------------------------------------------------------
+
+    def share_fetch(self, group_id: str, member_id: str, epoch: int, requested: list[SharePartitionRequest],
+                    forgotten: list[TopicIdPartition], max_records: int, record_limit_mode: bool,
+                    renew_only: bool) -> ShareFetchOutcome:
+        """One ShareFetch: session, acknowledgements, then acquisition (once: a waiting fetch calls
+        `acquire` again)."""
+        if not group_id:
+            return ShareFetchOutcome(ErrorCode.INVALID_GROUP_ID, "The group id must not be empty.")
+        if not member_id:
+            return ShareFetchOutcome(ErrorCode.INVALID_REQUEST, "The member id must not be empty.")
+        now = self.time_ms()
+        if epoch == INITIAL_EPOCH:
+            if any(r.acknowledgements for r in requested):
+                return ShareFetchOutcome(ErrorCode.INVALID_REQUEST,
+                                         "Acknowledge data present on initial share fetch request.")
+            error, session, old = self.sessions.open(group_id, member_id)
+            if old is not None:
+                self._release(group_id, member_id, list(old.partitions))
+        else:
+            error, session = self.sessions.get(group_id, member_id, epoch)
+        if error != ErrorCode.NONE or session is None:
+            return ShareFetchOutcome(error, error.message)
+        outcome = ShareFetchOutcome(ErrorCode.NONE, session=session)
+        for tp in forgotten:
+            session.partitions.pop(tp, None)
+        for r in requested:
+            session.partitions[(r.topic_id, r.partition)] = None
+        # Kafka acquires before the request's own acknowledgements take effect (their state changes
+        # complete only once written to the share coordinator): a record this request releases is
+        # acquired again by a later fetch, not by this one (checked against Kafka 4.3.1 in
+        # tests/differential/test_share_groups_vs_kafka.py).
+        if epoch != FINAL_EPOCH and not renew_only:
+            self.acquire(outcome, group_id, member_id, max_records, record_limit_mode)
+        for r in requested:
+            if r.acknowledgements:
+                key = (r.topic_id, r.partition)
+                result = outcome.partitions.setdefault(key, SharePartitionResult(r.topic_id, r.partition))
+                result.acknowledged = True
+                result.acknowledge_error = self._acknowledge(group_id, member_id, key, r.acknowledgements, now)
+        if epoch == FINAL_EPOCH:
+            self._release(group_id, member_id, list(session.partitions))
+            self.sessions.close(session)
+            return outcome
+        if epoch != INITIAL_EPOCH:
+            self.sessions.advance(session)
+        return outcome
+
+    def share_acknowledge(self, group_id: str, member_id: str, epoch: int,
+                          requested: list[SharePartitionRequest]) -> ShareFetchOutcome:
+        if not group_id:
+            return ShareFetchOutcome(ErrorCode.INVALID_GROUP_ID, "The group id must not be empty.")
+        if not member_id:
+            return ShareFetchOutcome(ErrorCode.INVALID_REQUEST, "The member id must not be empty.")
+        if epoch == INITIAL_EPOCH:
+            return ShareFetchOutcome(ErrorCode.INVALID_SHARE_SESSION_EPOCH,
+                                     "Share session epoch 0 is not allowed in ShareAcknowledge.")
+        error, session = self.sessions.get(group_id, member_id, epoch)
+        if error != ErrorCode.NONE or session is None:
+            return ShareFetchOutcome(error, error.message)
+        now = self.time_ms()
+        outcome = ShareFetchOutcome(ErrorCode.NONE, session=session)
+        for r in requested:
+            key = (r.topic_id, r.partition)
+            result = outcome.partitions.setdefault(key, SharePartitionResult(r.topic_id, r.partition))
+            result.acknowledged = True
+            result.acknowledge_error = self._acknowledge(group_id, member_id, key, r.acknowledgements or [], now)
+            result.error = result.acknowledge_error
+        if epoch == FINAL_EPOCH:
+            self._release(group_id, member_id, list(session.partitions))
+            self.sessions.close(session)
+        else:
+            self.sessions.advance(session)
+        return outcome
+
+    def acquire(self, outcome: ShareFetchOutcome, group_id: str, member_id: str, max_records: int,
+                record_limit_mode: bool) -> None:
+        """Acquire available records of the session's partitions into `outcome` (at most `max_records`
+        in all, 0: no limit)."""
+        session = outcome.session
+        if session is None:
+            return
+        now = self.time_ms()
+        budget = max_records if max_records > 0 else 0
+        for key in list(session.partitions):
+            if max_records > 0 and budget <= 0:
+                break
+            result = outcome.partitions.get(key)
+            if result is not None and (result.acquired or result.error != ErrorCode.NONE):
+                continue
+            error, records, ranges, epoch = self._acquire_partition(group_id, member_id, key, budget,
+                                                                    record_limit_mode, now)
+            if error == ErrorCode.NONE and not ranges:
+                continue
+            if result is None:
+                result = outcome.partitions[key] = SharePartitionResult(key[0], key[1])
+            result.error, result.records, result.acquired, result.leader_epoch = error, records, ranges, epoch
+            if max_records > 0:
+                budget -= sum(r.last_offset - r.first_offset + 1 for r in ranges)
+
+    # -- members ---------------------------------------------------------------------------------------
+
+    def on_member_left(self, group_id: str, member_id: str) -> None:
+        """The group coordinator removed the member (left or fenced): release its records, drop its session."""
+        session = self.sessions.remove_member(group_id, member_id)
+        keys = [(tid, p) for (g, tid, p) in self.partitions if g == group_id]
+        released = self._release(group_id, member_id, keys)
+        if released or session is not None:
+            log.info("Released %d records of member %s of share group %s", released, member_id, group_id)
+
+    def share_partition(self, group_id: str, topic_id: uuid.UUID, partition: int) -> SharePartition | None:
+        return self.partitions.get((group_id, topic_id, partition))
+
+    def offsets_summary(self, group_id: str, topic_id: uuid.UUID, partition: int) -> tuple[int, int, int] | None:
+        """(start offset, leader epoch, lag) of an initialized share-partition, None if it is not
+        (DescribeShareGroupOffsets). Lag (KIP-1226): the records from the start offset up to the high
+        watermark not yet acknowledged or archived."""
+        sp = self.partitions.get((group_id, topic_id, partition))
+        if sp is None and self.persister is not None:
+            error, state = self.persister.read_state((group_id, topic_id, partition))
+            if error == ErrorCode.NONE and state is not None:
+                sp = SharePartition.from_state(state.start_offset, [
+                    (b.first_offset, b.last_offset, b.delivery_state, b.delivery_count) for b in state.batches],
+                    self.partition_config)
+                return self._summary(sp, topic_id, partition)
+        if sp is None:
+            return None
+        self._expire(group_id, topic_id, partition, sp, self.time_ms())
+        return self._summary(sp, topic_id, partition)
+
+    def _summary(self, sp: SharePartition, topic_id: uuid.UUID, partition: int) -> tuple[int, int, int]:
+        info = self.metadata.topic_by_id(topic_id) if self.metadata is not None else None
+        p = self.replica_manager.get_partition(info.name, partition) \
+            if info is not None and self.replica_manager is not None else None
+        if p is None:
+            return sp.start_offset, -1, -1
+        done = sum(1 for o in range(sp.start_offset, min(sp.next_offset, p.high_watermark))
+                   if sp.state_of(o) in (RecordState.ACKNOWLEDGED, RecordState.ARCHIVED))
+        return sp.start_offset, p.leader_epoch, max(0, p.high_watermark - sp.start_offset - done)
+
+    def expire_locks(self) -> int:
+        now = self.time_ms()
+        expired = 0
+        for (g, tid, p), sp in list(self.partitions.items()):
+            n = sp.expire_locks(now)
+            if n:
+                self._persist(g, tid, p, sp)
+            expired += n
+        return expired
+
+    # -- internals -------------------------------------------------------------------------------------
+
+    def _release(self, group_id: str, member_id: str, keys: list[TopicIdPartition]) -> int:
+        released = 0
+        for tid, p in keys:
+            sp = self.partitions.get((group_id, tid, p))
+            if sp is not None:
+                n = sp.release_member(member_id)
+                if n:
+                    self._persist(group_id, tid, p, sp)
+                released += n
+        return released
+
+    def _expire(self, group_id: str, tid: uuid.UUID, p: int, sp: SharePartition, now: int) -> None:
+        if sp.expire_locks(now):
+            self._persist(group_id, tid, p, sp)
+
+    def _persist(self, group_id: str, tid: uuid.UUID, p: int, sp: SharePartition,
+                 leader_epoch: int = 0) -> ErrorCode:
+        """Write the share-partition's durable state (nothing without a persister)."""
+        if self.persister is None:
+            return ErrorCode.NONE
+        state = SharePartitionState(sp.start_offset, leader_epoch, 0, 0,
+                                    [StateBatch(*b) for b in sp.state_batches()])
+        error = self.persister.write_state((group_id, tid, p), state)
+        if error != ErrorCode.NONE:
+            log.warning("Cannot write the state of share-partition %s %s-%d: %s", group_id, tid, p, error.name)
+        return error
+
+    def on_group_deleted(self, group_id: str) -> None:
+        """DeleteGroups removed an empty share group: its share-partitions and their states go."""
+        for key in [k for k in self.partitions if k[0] == group_id]:
+            del self.partitions[key]
+        self.group_configs.pop(group_id, None)
+        if self.persister is not None:
+            self.persister.delete_states(group_id)
+
+    def _acknowledge(self, group_id: str, member_id: str, key: TopicIdPartition,
+                     batches: list[AcknowledgementBatch], now: int) -> ErrorCode:
+        sp = self.partitions.get((group_id, key[0], key[1]))
+        if sp is None:
+            error, _name = self._topic_partition(key)
+            return error if error != ErrorCode.NONE else ErrorCode.INVALID_RECORD_STATE
+        self._expire(group_id, key[0], key[1], sp, now)
+        error = sp.acknowledge(member_id, batches, now)
+        if error == ErrorCode.NONE:
+            written = self._persist(group_id, key[0], key[1], sp)
+            if written != ErrorCode.NONE:
+                return ErrorCode.COORDINATOR_NOT_AVAILABLE
+        return error
+
+    def _initialize(self, group_id: str, key: TopicIdPartition, name: str, log_start: int, high_watermark: int,
+                    leader_epoch: int) -> SharePartition | None:
+        """Kafka's SharePartition.initialize: the durable state if there is one, else a start offset by
+        `share.auto.offset.reset` (written at once, so a restart resumes there). None while the state
+        cannot be read (the state topic is being created or loaded)."""
+        gkey = (group_id, key[0], key[1])
+        if self.persister is not None:
+            error, state = self.persister.read_state(gkey)
+            if error != ErrorCode.NONE:
+                return None
+            if state is not None:
+                sp = SharePartition.from_state(state.start_offset, [
+                    (b.first_offset, b.last_offset, b.delivery_state, b.delivery_count) for b in state.batches],
+                    self.partition_config)
+                self.partitions[gkey] = sp
+                log.info("Recovered share-partition %s %s-%d at offset %d (%d in flight)", group_id, name, key[1],
+                         sp.start_offset, sp.in_flight())
+                return sp
+        reset = self.group_configs.get(group_id, {}).get(SHARE_AUTO_OFFSET_RESET, "latest")
+        start = log_start if reset == "earliest" else high_watermark
+        sp = SharePartition(start, self.partition_config)
+        if self._persist(group_id, key[0], key[1], sp, leader_epoch) != ErrorCode.NONE:
+            return None
+        self.partitions[gkey] = sp
+        log.info("Initialized share-partition %s %s-%d at offset %d (%s)", group_id, name, key[1], start, reset)
+        return sp
+
+    def _topic_partition(self, key: TopicIdPartition) -> tuple[ErrorCode, str]:
+        info = self.metadata.topic_by_id(key[0]) if self.metadata is not None else None
+        if info is None:
+            return ErrorCode.UNKNOWN_TOPIC_ID, ""
+        if not 0 <= key[1] < info.num_partitions:
+            return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, info.name
+        return ErrorCode.NONE, info.name
+
+    def _acquire_partition(self, group_id: str, member_id: str, key: TopicIdPartition, max_records: int,
+                           record_limit_mode: bool, now: int
+                           ) -> tuple[ErrorCode, bytes | None, list[AcquiredRange], int]:
+        error, name = self._topic_partition(key)
+        if error != ErrorCode.NONE:
+            return error, None, [], -1
+        partition = self.replica_manager.get_partition(name, key[1]) if self.replica_manager is not None else None
+        if partition is None or not partition.is_leader:
+            return ErrorCode.NOT_LEADER_OR_FOLLOWER, None, [], -1
+        sp = self.partitions.get((group_id, key[0], key[1]))
+        if sp is None:
+            sp = self._initialize(group_id, key, name, partition.log_start_offset, partition.high_watermark,
+                                  partition.leader_epoch)
+            if sp is None:
+                return ErrorCode.NONE, None, [], partition.leader_epoch  # state not readable yet: retried
+        self._expire(group_id, key[0], key[1], sp, now)
+        if partition.log_start_offset > sp.start_offset:
+            sp.move_start_to(partition.log_start_offset)
+            self._persist(group_id, key[0], key[1], sp, partition.leader_epoch)
+        if not sp.can_acquire():
+            return ErrorCode.NONE, None, [], partition.leader_epoch
+        fetch_offset = sp.next_fetch_offset()
+        if fetch_offset >= partition.high_watermark:
+            return ErrorCode.NONE, None, [], partition.leader_epoch
+        try:
+            info = partition.read(fetch_offset, PARTITION_READ_BYTES, 0, True)
+        except Exception as exc:  # noqa: BLE001 - a log error answers the partition, never the request
+            log.warning("Share fetch of %s-%d at %d failed: %s", name, key[1], fetch_offset, exc)
+            return ErrorCode.UNKNOWN_SERVER_ERROR, None, [], partition.leader_epoch
+        if info.records is None:
+            return ErrorCode.NONE, None, [], partition.leader_epoch
+        data = info.records.read_bytes()
+        data, batch_ends = _complete_batches(data)
+        if not batch_ends:
+            return ErrorCode.NONE, None, [], partition.leader_epoch
+        ranges = sp.acquire(member_id, fetch_offset, batch_ends[-1], max_records, now,
+                            () if record_limit_mode else tuple(batch_ends))
+        if not ranges:
+            return ErrorCode.NONE, None, [], partition.leader_epoch
+        # Only the batches up to the last acquired offset are sent.
+        last = ranges[-1].last_offset
+        cut = _cut_after(data, last)
+        return ErrorCode.NONE, data[:cut], ranges, partition.leader_epoch
+
+
+def _complete_batches(data: bytes) -> tuple[bytes, list[int]]:
+    """The complete v2 batches of a log read and the last offset of each."""
+    pos, ends = 0, []
+    while pos + _BATCH_HEADER <= len(data):
+        base = int.from_bytes(data[pos:pos + 8], "big", signed=True)
+        length = int.from_bytes(data[pos + 8:pos + 12], "big", signed=True)
+        if length <= 0 or pos + 12 + length > len(data):
+            break
+        delta = int.from_bytes(data[pos + 23:pos + 27], "big", signed=True)
+        ends.append(base + delta)
+        pos += 12 + length
+    return data[:pos], ends
+
+
+def _cut_after(data: bytes, last_offset: int) -> int:
+    """Byte length of the batches of `data` up to the one holding `last_offset`."""
+    pos = 0
+    while pos + _BATCH_HEADER <= len(data):
+        base = int.from_bytes(data[pos:pos + 8], "big", signed=True)
+        length = int.from_bytes(data[pos + 8:pos + 12], "big", signed=True)
+        pos += 12 + length
+        if base > last_offset:
+            return pos - 12 - length
+        delta = int.from_bytes(data[pos - 12 - length + 23:pos - 12 - length + 27], "big", signed=True)
+        if base + delta >= last_offset:
+            return pos
+    return pos
