@@ -9,8 +9,9 @@ from __future__ import annotations
 from functools import partial
 from typing import Any
 
+from kbroker.api._authz import authorize, authorized_operations
 from kbroker.api._groups import coordinator, gather, then
-from kbroker.api.consumer_group_describe import AUTHORIZED_OPERATIONS_OMITTED, GROUP_AUTHORIZED_OPERATIONS
+from kbroker.api.consumer_group_describe import AUTHORIZED_OPERATIONS_OMITTED
 from kbroker.api.context import BrokerServices, RequestContext
 from kbroker.coord.assignors import Assignment
 from kbroker.coord.share_group import SHARE_ASSIGNOR_NAME, ShareGroup
@@ -19,6 +20,7 @@ from kbroker.protocol.messages.share_group_describe import (
     ShareGroupDescribeRequest,
     ShareGroupDescribeResponse,
 )
+from kbroker.security.acl import DESCRIBE, GROUP
 
 API_KEY = 77
 MIN_VERSION = 1
@@ -40,7 +42,11 @@ def handle(services: BrokerServices, ctx: RequestContext, header: Any, request: 
             for tid, ps in sorted(a.items(), key=lambda kv: str(kv[0])) if ps
         ])
 
-    ops = GROUP_AUTHORIZED_OPERATIONS if request.include_authorized_operations else AUTHORIZED_OPERATIONS_OMITTED
+    def ops(gid: str) -> int:
+        # KIP-430: the principal's operations on the group (all of GROUP's without an authorizer).
+        if request.include_authorized_operations:
+            return authorized_operations(services, ctx, GROUP, gid)
+        return AUTHORIZED_OPERATIONS_OMITTED
 
     def described(gid: str, answer: tuple[ErrorCode, str | None, ShareGroup | None]) -> Any:
         error, message, group = answer
@@ -48,7 +54,7 @@ def handle(services: BrokerServices, ctx: RequestContext, header: Any, request: 
             return R.DescribedGroup(group_id=gid, error_code=error, error_message=message)
         return R.DescribedGroup(
             group_id=gid, error_code=ErrorCode.NONE, group_state=str(group.state), group_epoch=group.group_epoch,
-            assignment_epoch=group.assignment_epoch, assignor_name=SHARE_ASSIGNOR_NAME, authorized_operations=ops,
+            assignment_epoch=group.assignment_epoch, assignor_name=SHARE_ASSIGNOR_NAME, authorized_operations=ops(gid),
             members=[
                 R.Member(member_id=m.member_id, rack_id=m.rack_id, member_epoch=m.member_epoch,
                          client_id=m.client_id, client_host=m.client_host,
@@ -57,5 +63,14 @@ def handle(services: BrokerServices, ctx: RequestContext, header: Any, request: 
             ],
         )
 
-    answers = [then(coord.share_group_describe(gid), partial(described, gid)) for gid in request.group_ids]
-    return then(gather(answers), lambda groups: R(groups=groups))
+    # KafkaApis.handleShareGroupDescribe: DESCRIBE on each group, the refused ones first with
+    # GROUP_AUTHORIZATION_FAILED (as ConsumerGroupDescribe).
+    denied: list[Any] = []
+    allowed = list(request.group_ids)
+    if services.authorizer is not None:
+        denied = [R.DescribedGroup(group_id=g, error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED)
+                  for g in request.group_ids if not authorize(services, ctx, DESCRIBE, GROUP, g)]
+        refused = {d.group_id for d in denied}
+        allowed = [g for g in request.group_ids if g not in refused]
+    answers = [then(coord.share_group_describe(gid), partial(described, gid)) for gid in allowed]
+    return then(gather(answers), lambda groups: R(groups=denied + groups))
