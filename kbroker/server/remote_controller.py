@@ -27,7 +27,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TypeVar
 
 from kbroker.client import RequestTimeoutError
-from kbroker.controller.controller import Controller, ProducerIdsBlock
+from kbroker.controller.controller import Controller, NewTopic, ProducerIdsBlock
 from kbroker.metadata.cache import MetadataCache
 from kbroker.metadata.views import TopicInfo
 from kbroker.protocol.errors import ErrorCode, KafkaError
@@ -131,21 +131,15 @@ class RemoteController(Controller):
 
     # -- topics --------------------------------------------------------------------------------------
 
-    async def create_topic(
-        self,
-        name: str,
-        num_partitions: int = -1,
-        replication_factor: int = -1,
-        configs: Mapping[str, str | None] | None = None,
-        validate_only: bool = False,
-        assignments: Mapping[int, Sequence[int]] | None = None,
-    ) -> TopicInfo:
+    async def create_new_topic(self, new: NewTopic, validate_only: bool = False) -> TopicInfo:
+        name, assignments = new.name, new.assignments
         topic = CreateTopicsRequest.CreatableTopic(
-            name=name, num_partitions=num_partitions if not assignments else -1,
-            replication_factor=replication_factor if not assignments else -1,
+            name=name, num_partitions=new.num_partitions if not assignments else -1,
+            replication_factor=new.replication_factor if not assignments else -1,
             assignments=[CreateTopicsRequest.CreatableReplicaAssignment(partition_index=p, broker_ids=list(b))
                          for p, b in sorted((assignments or {}).items())],
-            configs=[CreateTopicsRequest.CreatableTopicConfig(name=k, value=v) for k, v in (configs or {}).items()],
+            configs=[CreateTopicsRequest.CreatableTopicConfig(name=k, value=v)
+                     for k, v in (new.configs or {}).items()],
         )
         req = CreateTopicsRequest(topics=[topic], timeout_ms=self.request_timeout_ms, validate_only=validate_only)
         resp = await self._send(CREATE_TOPICS, req, CreateTopicsResponse)
