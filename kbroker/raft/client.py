@@ -313,10 +313,8 @@ class KafkaRaftClient:
                 self._poll_leader(s, now_ms)
             elif isinstance(s, FollowerState):
                 self._poll_follower(s, now_ms)
-            elif isinstance(s, CandidateState):
-                self._poll_candidate(s, now_ms)
-            elif isinstance(s, ProspectiveState):
-                self._poll_prospective(s, now_ms)
+            elif isinstance(s, CandidateState | ProspectiveState):
+                self._poll_election(s, now_ms)
             elif isinstance(s, UnattachedState):
                 self._poll_unattached(s, now_ms)
             elif isinstance(s, ResignedState):
@@ -492,7 +490,10 @@ class KafkaRaftClient:
         s.granted.add(self.node_id)
         self._maybe_won_pre_vote(s, now_ms)
 
-    def _poll_prospective(self, s: ProspectiveState, now_ms: int) -> None:
+    def _poll_election(self, s: ProspectiveState | CandidateState, now_ms: int) -> None:
+        """A prospective (pre-vote) or candidate node (Kafka's NomineeState): after a lost election's
+        backoff a new pre-vote round; past the election deadline the election is lost; meanwhile a Vote
+        request (pre-vote for a prospective node) to every voter that has not answered yet."""
         if s.backoff_until_ms >= 0:
             if now_ms >= s.backoff_until_ms:
                 self._start_prospective(now_ms)
@@ -500,10 +501,11 @@ class KafkaRaftClient:
         if now_ms >= s.election_deadline_ms:
             self._lost_election(s, now_ms)
             return
+        pre_vote = isinstance(s, ProspectiveState)
         for v in self.quorum.voters:
             if v != self.node_id and v not in s.granted and v not in s.rejected and self._can_send(
                     v, ApiKey.VOTE, now_ms):
-                self._send(v, ApiKey.VOTE, self._build_vote_request(v, s.epoch, pre_vote=True), now_ms)
+                self._send(v, ApiKey.VOTE, self._build_vote_request(v, s.epoch, pre_vote=pre_vote), now_ms)
 
     def _maybe_won_pre_vote(self, s: ProspectiveState, now_ms: int) -> None:
         if len(s.granted) >= self.config.majority():
@@ -516,19 +518,6 @@ class KafkaRaftClient:
     def _maybe_won_vote(self, s: CandidateState, now_ms: int) -> None:
         if len(s.granted) >= self.config.majority():
             self._become_leader(now_ms)
-
-    def _poll_candidate(self, s: CandidateState, now_ms: int) -> None:
-        if s.backoff_until_ms >= 0:
-            if now_ms >= s.backoff_until_ms:
-                self._start_prospective(now_ms)
-            return
-        if now_ms >= s.election_deadline_ms:
-            self._lost_election(s, now_ms)
-            return
-        for v in self.quorum.voters:
-            if v != self.node_id and v not in s.granted and v not in s.rejected and self._can_send(
-                    v, ApiKey.VOTE, now_ms):
-                self._send(v, ApiKey.VOTE, self._build_vote_request(v, s.epoch, pre_vote=False), now_ms)
 
     def _poll_resigned(self, s: ResignedState, now_ms: int) -> None:
         if now_ms >= s.election_deadline_ms:
