@@ -215,7 +215,7 @@ def _host_partitions(
         time_ms=time_ms,
         kraft=role.kraft,
         kraft_controller=role.kraft_controller,
-        metrics=replica_manager.metrics if role.kraft is None and role.kraft_controller is None else None,
+        metrics=replica_manager.metrics,
         authorizer=build_authorizer(config) if role.authorizes else None,
     )
 
