@@ -166,8 +166,12 @@ class KafkaMetadataLog:
         self._write_snapshot(snapshot_id, data)
 
     def install_snapshot(self, snapshot_id: OffsetAndEpoch, data: bytes) -> None:
+        """A snapshot fetched from the leader replaces the whole log (Kafka's `truncateToLatestSnapshot`):
+        the log starts at its end offset and the older snapshots are deleted."""
         self._write_snapshot(snapshot_id, data)
         self.log.truncate_fully_and_start_at(snapshot_id.offset)
+        for old in [s for s in self.snapshots if s < snapshot_id]:
+            self.snapshots.pop(old).unlink(missing_ok=True)
 
     def delete_before_snapshot(self, snapshot_id: OffsetAndEpoch) -> bool:
         if snapshot_id not in self.snapshots or snapshot_id.offset <= self.start_offset():
