@@ -35,7 +35,7 @@ from kbroker.coord.coordinator_runtime import (
 )
 from kbroker.protocol.errors import ErrorCode
 from kbroker.protocol.record_format import ControlRecordType, parse_control_record_type
-from kbroker.protocol.records import RecordBatch, SimpleRecord, batch_size_at, build_batch
+from kbroker.protocol.records import SimpleRecord, build_batch, iter_whole_batches
 from kbroker.protocol.topic import GROUP_METADATA_TOPIC_NAME
 
 if TYPE_CHECKING:
@@ -323,15 +323,8 @@ def load_log(log_: UnifiedLog, replay: Replay, chunk: int = 5 * 1024 * 1024,
         info = log_.read(offset, chunk, max_offset=end, min_one_message=True)
         if info.region is None or info.region.size == 0:
             break
-        buf = memoryview(info.region.read_bytes())
-        pos = 0
         next_offset = offset
-        while pos + 12 <= len(buf):
-            size = batch_size_at(buf, pos)
-            if pos + size > len(buf):
-                break
-            batch = RecordBatch(buf[pos : pos + size])
-            pos += size
+        for batch in iter_whole_batches(info.region.read_bytes()):
             next_offset = batch.next_offset
             if batch.is_control:
                 if replay_end_txn is not None and batch.producer_id >= 0 and next_offset > offset:

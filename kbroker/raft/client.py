@@ -54,6 +54,7 @@ from kbroker.protocol.records import (
     SimpleRecord,
     batch_size_at,
     build_batch,
+    iter_whole_batches,
 )
 from kbroker.protocol.topic import CLUSTER_METADATA_TOPIC_NAME
 from kbroker.protocol.types import ZERO_UUID
@@ -913,21 +914,15 @@ class KafkaRaftClient:
 
     def _append_as_follower(self, data: bytes) -> None:
         """Append the batches that continue the log (a duplicate response's are already there)."""
-        buf = memoryview(data)
-        pos = 0
         end = self.log.end_offset()
         try:
-            while pos + 12 <= len(buf):
-                size = batch_size_at(buf, pos)
-                if pos + size > len(buf):
-                    break  # a partial batch at the end of a size-limited response
-                b = RecordBatch(buf[pos:pos + size])
+            # A partial batch at the end of a size-limited response is left out.
+            for b in iter_whole_batches(data):
                 if b.base_offset >= end:
                     if b.base_offset != end or not b.is_valid():
                         break
-                    self.log.append(bytes(buf[pos:pos + size]))
+                    self.log.append(bytes(b.buf))
                     end = b.next_offset
-                pos += size
         except (RecordsError, ValueError) as e:  # a corrupt response: keep what was valid, fetch again
             log.warning("node %d: bad records in a fetch response at offset %d: %s", self.node_id, end, e)
         if self.quorum.is_voter:
@@ -1059,15 +1054,9 @@ class KafkaRaftClient:
         hw = self.high_watermark()
         batches: list[RaftBatch] = []
         while self._delivered < hw:
-            chunk = memoryview(self.log.read(self._delivered, self.config.max_fetch_bytes))
             progressed = False
-            pos = 0
-            while pos + 12 <= len(chunk):
-                size = batch_size_at(chunk, pos)
-                if pos + size > len(chunk):
-                    break
-                b = RaftBatch.of(bytes(chunk[pos:pos + size]))
-                pos += size
+            for view in iter_whole_batches(self.log.read(self._delivered, self.config.max_fetch_bytes)):
+                b = RaftBatch.of(bytes(view.buf))
                 if b.last_offset >= hw:
                     break
                 if b.last_offset >= self._delivered:

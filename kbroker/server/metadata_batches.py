@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 from kbroker.metadata.loader import MetadataBatch
 from kbroker.protocol.metadata_records.serde import MetadataParseError, decode_metadata_record
-from kbroker.protocol.records import RecordBatch, batch_size_at
+from kbroker.protocol.records import RecordBatch, iter_whole_batches
 from kbroker.raft.metadata_log import KafkaMetadataLog
 
 _READ_CHUNK = 4 * 1024 * 1024
@@ -53,14 +53,8 @@ def decode_batch(batch: RecordBatch, size: int) -> MetadataBatch:
 
 
 def iter_batches(buf: memoryview) -> Iterator[tuple[RecordBatch, int]]:
-    """Whole batches in `buf` (a partial batch at the end is left out)."""
-    pos = 0
-    while pos + 12 <= len(buf):
-        size = batch_size_at(buf, pos)
-        if size < 12 or pos + size > len(buf):
-            return
-        yield RecordBatch(buf[pos : pos + size]), size
-        pos += size
+    """Whole batches in `buf` with their sizes (a partial batch at the end is left out)."""
+    return ((b, len(b.buf)) for b in iter_whole_batches(buf))
 
 
 def read_batches(metadata_log: KafkaMetadataLog, start: int, end: int) -> Iterator[ReadBatch]:
