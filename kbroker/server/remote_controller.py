@@ -214,6 +214,24 @@ class RemoteController(Controller):
 
     # -- configs -------------------------------------------------------------------------------------
 
+    async def _config_change_done(
+        self, responses: Sequence[AlterConfigsResponse.AlterConfigsResourceResponse]
+        | Sequence[IncrementalAlterConfigsResponse.AlterConfigsResourceResponse], validate_only: bool,
+    ) -> None:
+        """The controller's answer for the one resource changed: its error raised, else (unless only
+        validated) wait until this broker's image holds the change."""
+        if not responses:
+            raise KafkaError("The controller's answer named no resource", error_code=ErrorCode.UNKNOWN_SERVER_ERROR)
+        _raise_for(responses[0].error_code, responses[0].error_message)
+        if not validate_only:
+            await self._caught_up()
+
+    def _topic_info(self, name: str) -> TopicInfo:
+        info = self.cache.topic(name)
+        if info is None:
+            raise KafkaError(error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+        return info
+
     async def _incremental(self, resource_type: int, resource_name: str,
                            ops: Iterable[tuple[str, int, str | None]], validate_only: bool) -> None:
         res = IncrementalAlterConfigsRequest.AlterConfigsResource(
@@ -222,20 +240,13 @@ class RemoteController(Controller):
                      for k, op, v in ops])
         req = IncrementalAlterConfigsRequest(resources=[res], validate_only=validate_only)
         resp = await self._send(INCREMENTAL_ALTER_CONFIGS, req, IncrementalAlterConfigsResponse)
-        if not resp.responses:
-            raise KafkaError("The controller's answer named no resource", error_code=ErrorCode.UNKNOWN_SERVER_ERROR)
-        _raise_for(resp.responses[0].error_code, resp.responses[0].error_message)
-        if not validate_only:
-            await self._caught_up()
+        await self._config_change_done(resp.responses, validate_only)
 
     async def incremental_alter_topic_configs(
         self, name: str, ops: Iterable[tuple[str, int, str | None]], validate_only: bool = False
     ) -> TopicInfo:
         await self._incremental(TOPIC_RESOURCE, name, ops, validate_only)
-        info = self.cache.topic(name)
-        if info is None:
-            raise KafkaError(error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
-        return info
+        return self._topic_info(name)
 
     async def alter_topic_configs(
         self, name: str, configs: Mapping[str, str | None], validate_only: bool = False
@@ -245,15 +256,8 @@ class RemoteController(Controller):
             configs=[AlterConfigsRequest.AlterableConfig(name=k, value=v) for k, v in configs.items()])
         req = AlterConfigsRequest(resources=[res], validate_only=validate_only)
         resp = await self._send(ALTER_CONFIGS, req, AlterConfigsResponse)
-        if not resp.responses:
-            raise KafkaError("The controller's answer named no resource", error_code=ErrorCode.UNKNOWN_SERVER_ERROR)
-        _raise_for(resp.responses[0].error_code, resp.responses[0].error_message)
-        if not validate_only:
-            await self._caught_up()
-        info = self.cache.topic(name)
-        if info is None:
-            raise KafkaError(error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
-        return info
+        await self._config_change_done(resp.responses, validate_only)
+        return self._topic_info(name)
 
     async def alter_broker_configs(
         self, default: bool, changes: Mapping[str, str | None], validate_only: bool = False
