@@ -14,7 +14,6 @@ runs on a request path.
 from __future__ import annotations
 
 import asyncio
-import enum
 import logging
 from collections import Counter
 from collections.abc import Iterator
@@ -28,23 +27,13 @@ from kbroker.metrics.meters import BrokerMetrics
 from kbroker.net import KafkaServer
 from kbroker.net.http_listener import HttpEndpoint, MetricsHttpServer, parse_http_listener
 from kbroker.net.loop_monitor import EventLoopMonitor
+from kbroker.server.broker_lifecycle import BrokerState
 
 log = logging.getLogger(__name__)
 
 # Consumer lag is exposed per (group, partition) while there are at most this many committed offsets:
 # beyond it the series would cost more than they tell (kafka_consumergroup_lag_sum stays).
 MAX_LAG_SERIES = 10_000
-
-
-class BrokerState(enum.IntEnum):
-    """Kafka's `BrokerState` (kafka.server:type=KafkaServer,name=BrokerState)."""
-
-    NOT_RUNNING = 0
-    STARTING = 1
-    RECOVERY = 2
-    RUNNING = 3
-    PENDING_CONTROLLED_SHUTDOWN = 6
-    SHUTTING_DOWN = 7
 
 
 class BrokerObservability:

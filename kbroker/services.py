@@ -1,9 +1,12 @@
 """The one place the broker's services are built and wired: `build_services(config) -> BrokerServices`.
 
 Owns the construction order (metadata cache and config helper -> LogManager -> ReplicaManager ->
-storage start-up and recovery -> group coordinator -> metadata loader with its publishers ->
-controller, whose replay of `__cluster_metadata` hosts the partitions) and the hooks between the
-services (a new log asks the config helper for its config). `kbroker.broker.Broker`
+storage start-up and recovery -> metadata loader with its first publishers -> the role's controller
+-> group and transaction coordinators -> the role's first load of the image, which hosts the
+partitions) and the hooks between the services (a new log asks the config helper for its config).
+There is one construction path: what `process.roles` changes (kbroker's single node, a KRaft broker,
+a KRaft controller) is a `_RoleWiring` (the controller the handlers call, how the image is first
+loaded, the links to the cluster), made by one small function per role. `kbroker.broker.Broker`
 and the in-process test stacks both call it, so a test runs exactly the wiring a broker runs.
 
 It sits in the wiring layer, beside broker.py and config.py, because it imports every domain package
@@ -18,6 +21,7 @@ from __future__ import annotations
 import logging
 import uuid
 from collections.abc import Callable
+from dataclasses import dataclass
 
 from kbroker.api.context import BrokerServices
 from kbroker.clock import Clock, wall_clock_ms
@@ -25,6 +29,7 @@ from kbroker.cluster.config_publisher import DynamicConfigPublisher
 from kbroker.cluster.configs import ConfigHelper
 from kbroker.cluster.quotas import QuotaManagers, QuotaWindow
 from kbroker.config import KafkaConfig
+from kbroker.controller.controller import Controller
 from kbroker.controller.legacy_migration import LEGACY_METADATA_FILE
 from kbroker.controller.local_controller import LocalController, bootstrap_records_from
 from kbroker.controller.metadata_log import ClusterMetadataLog, MetadataLogConfig
@@ -126,6 +131,38 @@ def metadata_log_config(config: KafkaConfig) -> MetadataLogConfig:
     )
 
 
+@dataclass(frozen=True, slots=True)
+class _CoreServices:
+    """What every process role shares, built before the role's own pieces: the image, the logs, the
+    replica manager and the metadata loader with the publishers that come first."""
+
+    config: KafkaConfig
+    time_ms: Clock
+    cache: MetadataCache
+    config_helper: ConfigHelper
+    log_manager: LogManager
+    replica_manager: ReplicaManager
+    loader: MetadataLoader
+    cluster_id: str
+
+
+@dataclass(frozen=True, slots=True)
+class _RoleWiring:
+    """What one `process.roles` adds to the core (Kafka's BrokerServer / ControllerServer split, in
+    small): the controller the handlers call, how the image is first loaded, and the role's links."""
+
+    controller: Controller
+    # Replays or loads the local metadata, after every publisher is installed (it hosts the partitions).
+    load: Callable[[], None]
+    # A broker's group and transaction coordinators follow leadership of their state topics; a
+    # process.roles=controller node serves neither (the services type still names them).
+    hosts_coordinators: bool = True
+    # authorizer.class.name applies to the broker listeners (a controller node authorizes nothing yet).
+    authorizes: bool = True
+    kraft: KRaftBrokerLinks | None = None
+    kraft_controller: KRaftControllerLinks | None = None
+
+
 def _host_partitions(
     config: KafkaConfig,
     time_ms: Clock,
@@ -151,35 +188,24 @@ def _host_partitions(
     loader = MetadataLoader(fault_handler=_log_metadata_fault)
     quotas = quota_managers(config, time_ms)
     loader.install_publishers([cache, quotas, replica_manager, DynamicConfigPublisher(config_helper, replica_manager)])
+    core = _CoreServices(config, time_ms, cache, config_helper, log_manager, replica_manager, loader,
+                         log_manager.cluster_id)
     if config.is_kraft_controller:
-        services = _kraft_controller_services(config, time_ms, cache, config_helper, log_manager, replica_manager,
-                                              loader)
-        services.quotas = quotas
-        return services
-    if config.is_kraft_broker:
-        services = _kraft_broker_services(config, time_ms, cache, config_helper, log_manager, replica_manager, loader)
-        services.quotas = quotas
-        return services
-    controller = LocalController(
-        node_id=node_id,
-        metadata_log=ClusterMetadataLog(config.metadata_log_dir, time_ms, config=metadata_log_config(config)),
-        loader=loader,
-        cache=cache,
-        config_helper=config_helper,
-        default_num_partitions=lambda: int(config["num.partitions"]),
-        default_replication_factor=lambda: int(config["default.replication.factor"]),
-        delete_topic_enable=lambda: bool(config["delete.topic.enable"]),
-        max_partitions=lambda: int(config["kbroker.max.partitions"]),
-    )
+        role = _kraft_controller_role(core)
+    elif config.is_kraft_broker:
+        role = _kraft_broker_role(core)
+    else:
+        role = _single_node_role(core)
+    controller = role.controller
     group_coordinator = GroupCoordinatorService(config, replica_manager, controller, cache, time_ms)
     producer_id_manager = ProducerIdManager(controller, node_id)
     transaction_coordinator = TransactionCoordinatorService(config, replica_manager, controller, cache,
                                                             producer_id_manager, group_coordinator, time_ms)
-    share_coordinator = ShareCoordinatorService(config, replica_manager, controller, cache, time_ms)
-    loader.install_publishers([group_coordinator, transaction_coordinator, share_coordinator])
-    # Replays __cluster_metadata (bootstrapping it, and migrating a legacy JSON image, on first start):
-    # the replica manager hosts every local partition as the image is applied.
-    controller.load(config.log_dirs[0] / LEGACY_METADATA_FILE)
+    share_coordinator = ShareCoordinatorService(config, replica_manager, controller, cache, time_ms) \
+        if role.hosts_coordinators else None
+    if share_coordinator is not None:
+        loader.install_publishers([group_coordinator, transaction_coordinator, share_coordinator])
+    role.load()
     return BrokerServices(
         config=config,
         log_manager=log_manager,
@@ -192,12 +218,15 @@ def _host_partitions(
         transaction_coordinator=transaction_coordinator,
         share_coordinator=share_coordinator,
         share_partition_manager=share_partition_manager(config, replica_manager, cache, group_coordinator,
-                                                        share_coordinator, time_ms),
-        cluster_id=log_manager.cluster_id,
+                                                        share_coordinator, time_ms)
+        if share_coordinator is not None else None,
+        cluster_id=core.cluster_id,
         node_id=node_id,
         time_ms=time_ms,
+        kraft=role.kraft,
+        kraft_controller=role.kraft_controller,
         metrics=replica_manager.metrics,
-        authorizer=build_authorizer(config),
+        authorizer=build_authorizer(config) if role.authorizes else None,
         quotas=quotas,
     )
 
@@ -211,6 +240,24 @@ def quota_managers(config: KafkaConfig, time_ms: Clock) -> QuotaManagers:
         time_ms)
 
 
+def _single_node_role(core: _CoreServices) -> _RoleWiring:
+    """kbroker's single node: a `LocalController` over the local `__cluster_metadata`, whose replay
+    (bootstrapping it, and migrating a legacy JSON image, on first start) hosts every local partition."""
+    config = core.config
+    controller = LocalController(
+        node_id=config.node_id,
+        metadata_log=ClusterMetadataLog(config.metadata_log_dir, core.time_ms, config=metadata_log_config(config)),
+        loader=core.loader,
+        cache=core.cache,
+        config_helper=core.config_helper,
+        default_num_partitions=lambda: int(config["num.partitions"]),
+        default_replication_factor=lambda: int(config["default.replication.factor"]),
+        delete_topic_enable=lambda: bool(config["delete.topic.enable"]),
+        max_partitions=lambda: int(config["kbroker.max.partitions"]),
+    )
+    return _RoleWiring(controller, load=lambda: controller.load(config.log_dirs[0] / LEGACY_METADATA_FILE))
+
+
 def _check_formatted(config: KafkaConfig) -> None:
     """A broker joining a cluster needs the cluster's id in meta.properties, as Kafka's broker does: it
     never invents one (a single node formats its own dirs)."""
@@ -222,11 +269,15 @@ def _check_formatted(config: KafkaConfig) -> None:
             "-c <this config>, docs/cluster.md)")
 
 
+def _metadata_directory_id(config: KafkaConfig, log_manager: LogManager) -> uuid.UUID:
+    """The directory id of `metadata.log.dir` (from its meta.properties), else of the first log dir."""
+    ids = log_manager.directory_ids
+    return ids.get(config.metadata_log_dir) or next(iter(ids.values()), uuid.uuid4())
+
+
 def kraft_broker_settings(config: KafkaConfig, cluster_id: str, log_manager: LogManager) -> KRaftBrokerSettings:
     """The cluster-link settings of a process.roles=broker node, read from its config."""
     ids = log_manager.directory_ids
-    metadata_dir = config.metadata_log_dir
-    metadata_id = ids.get(metadata_dir) or next(iter(ids.values()), uuid.uuid4())
     listener_names = sorted(config.controller_listener_names)
     raw_names = [n.strip().upper() for n in str(config["controller.listener.names"] or "").split(",") if n.strip()]
     return KRaftBrokerSettings(
@@ -237,7 +288,7 @@ def kraft_broker_settings(config: KafkaConfig, cluster_id: str, log_manager: Log
         controller_listener_name=(raw_names or listener_names)[0],
         rack=config["broker.rack"],
         log_dir_ids=tuple(ids[d] for d in config.log_dirs if d in ids),
-        metadata_directory_id=metadata_id,
+        metadata_directory_id=_metadata_directory_id(config, log_manager),
         heartbeat_interval_ms=int(config["broker.heartbeat.interval.ms"]),
         initial_registration_timeout_ms=int(config["initial.broker.registration.timeout.ms"]),
         quorum_request_timeout_ms=int(config["controller.quorum.request.timeout.ms"]),
@@ -248,56 +299,23 @@ def kraft_broker_settings(config: KafkaConfig, cluster_id: str, log_manager: Log
     )
 
 
-def _kraft_broker_services(
-    config: KafkaConfig,
-    time_ms: Clock,
-    cache: MetadataCache,
-    config_helper: ConfigHelper,
-    log_manager: LogManager,
-    replica_manager: ReplicaManager,
-    loader: MetadataLoader,
-) -> BrokerServices:
+def _kraft_broker_role(core: _CoreServices) -> _RoleWiring:
     """process.roles=broker: the image comes from the quorum's metadata log (MetadataFetcher) and every
-    change goes to the active controller (RemoteController). Nothing is hosted until the broker's
-    `KRaftBrokerLinks.catch_up()` has fetched the log (it needs the event loop: `Broker.start`)."""
-    assert log_manager.cluster_id is not None
-    node_id = config.node_id
+    change goes to the active controller (RemoteController). Only a local snapshot is loaded here:
+    the rest is fetched by the broker's `KRaftBrokerLinks.catch_up()` (it needs the event loop:
+    `Broker.start`), which hosts the partitions as it goes."""
+    log_manager = core.log_manager
+
     def offline_log_dirs() -> list[uuid.UUID]:
         return [log_manager.directory_ids[d] for d in log_manager.offline_dirs if d in log_manager.directory_ids]
 
-    links = KRaftBrokerLinks(kraft_broker_settings(config, log_manager.cluster_id, log_manager),
-                             metadata_log_dir=config.metadata_log_dir, loader=loader, cache=cache, time_ms=time_ms,
-                             offline_log_dirs=offline_log_dirs)
-    controller = links.controller
+    links = KRaftBrokerLinks(kraft_broker_settings(core.config, core.cluster_id, log_manager),
+                             metadata_log_dir=core.config.metadata_log_dir, loader=core.loader, cache=core.cache,
+                             time_ms=core.time_ms, offline_log_dirs=offline_log_dirs)
     # Replication (issue 12): ISR changes go to the active controller through the controller channel;
     # the replica manager reads this broker's epoch and its leaders' endpoints from the image.
-    replica_manager.set_alter_partition_sender(links.channel.send_alter_partition)
-    group_coordinator = GroupCoordinatorService(config, replica_manager, controller, cache, time_ms)
-    producer_id_manager = ProducerIdManager(controller, node_id)
-    transaction_coordinator = TransactionCoordinatorService(config, replica_manager, controller, cache,
-                                                            producer_id_manager, group_coordinator, time_ms)
-    share_coordinator = ShareCoordinatorService(config, replica_manager, controller, cache, time_ms)
-    loader.install_publishers([group_coordinator, transaction_coordinator, share_coordinator])
-    links.load_local()
-    return BrokerServices(
-        config=config,
-        log_manager=log_manager,
-        metadata=cache,
-        configs=config_helper,
-        controller=controller,
-        producer_id_manager=producer_id_manager,
-        replica_manager=replica_manager,
-        group_coordinator=group_coordinator,
-        transaction_coordinator=transaction_coordinator,
-        share_coordinator=share_coordinator,
-        share_partition_manager=share_partition_manager(config, replica_manager, cache, group_coordinator,
-                                                        share_coordinator, time_ms),
-        cluster_id=log_manager.cluster_id,
-        node_id=node_id,
-        time_ms=time_ms,
-        kraft=links,
-        authorizer=build_authorizer(config),
-    )
+    core.replica_manager.set_alter_partition_sender(links.channel.send_alter_partition)
+    return _RoleWiring(links.controller, load=links.load_local, kraft=links)
 
 
 def kraft_controller_settings(config: KafkaConfig, cluster_id: str, log_manager: LogManager) -> KRaftControllerSettings:
@@ -305,12 +323,8 @@ def kraft_controller_settings(config: KafkaConfig, cluster_id: str, log_manager:
     keys = ("controller.quorum.election.timeout.ms", "controller.quorum.fetch.timeout.ms",
             "controller.quorum.election.backoff.max.ms", "controller.quorum.request.timeout.ms",
             "controller.quorum.retry.backoff.ms", "controller.quorum.append.linger.ms")
-    # election.timeout, election.backoff.max and append.linger are not broker keys (config_defs): they are
-    # read from the properties as given, Kafka's defaults otherwise (QuorumConfig.from_props).
-    props = {k: str(config[k]) if k in config else str(config.originals[k]) for k in keys
-             if k in config or k in config.originals}
+    props = {k: str(config[k]) for k in keys}
     props["controller.quorum.voters"] = ",".join(config["controller.quorum.voters"])
-    ids = log_manager.directory_ids
     metadata_dir = config.metadata_log_dir
     return KRaftControllerSettings(
         node_id=config.node_id,
@@ -322,56 +336,28 @@ def kraft_controller_settings(config: KafkaConfig, cluster_id: str, log_manager:
             session_timeout_ms=int(config["broker.session.timeout.ms"]),
             unclean_leader_election_enable=bool(config["unclean.leader.election.enable"]),
             auto_leader_rebalance_enable=bool(config["auto.leader.rebalance.enable"]),
-            leader_imbalance_check_interval_ms=int(config.originals.get("leader.imbalance.check.interval.seconds", "300")) * 1000,
+            leader_imbalance_check_interval_ms=int(config["leader.imbalance.check.interval.seconds"]) * 1000,
             default_num_partitions=int(config["num.partitions"]),
             default_replication_factor=int(config["default.replication.factor"]),
             delete_topic_enable=bool(config["delete.topic.enable"]),
             bootstrap=tuple(bootstrap_records_from(metadata_dir)),
         ),
         metadata_log_dir=metadata_dir,
-        directory_id=ids.get(metadata_dir) or next(iter(ids.values()), uuid.uuid4()),
+        directory_id=_metadata_directory_id(config, log_manager),
         max_bytes_between_snapshots=int(config["metadata.log.max.record.bytes.between.snapshots"]),
         max_snapshot_interval_ms=int(config["metadata.log.max.snapshot.interval.ms"]),
     )
 
 
-def _kraft_controller_services(
-    config: KafkaConfig,
-    time_ms: Clock,
-    cache: MetadataCache,
-    config_helper: ConfigHelper,
-    log_manager: LogManager,
-    replica_manager: ReplicaManager,
-    loader: MetadataLoader,
-) -> BrokerServices:
+def _kraft_controller_role(core: _CoreServices) -> _RoleWiring:
     """process.roles=controller: a voter of a kbroker controller quorum. The Raft client replicates
     `__cluster_metadata`, the QuorumController (active on the Raft leader) writes it, and the node's own
-    image (cache, configs) follows the committed batches. The node serves only its controller listener."""
-    assert log_manager.cluster_id is not None
-    node_id = config.node_id
-    links = KRaftControllerLinks(kraft_controller_settings(config, log_manager.cluster_id, log_manager),
-                                 loader=loader, config_helper=config_helper, time_ms=time_ms)
-    controller = links.controller
-    # A controller serves no group or transaction APIs; the handlers' services type still names them.
-    group_coordinator = GroupCoordinatorService(config, replica_manager, controller, cache, time_ms)
-    producer_id_manager = ProducerIdManager(controller, node_id)
-    transaction_coordinator = TransactionCoordinatorService(config, replica_manager, controller, cache,
-                                                            producer_id_manager, group_coordinator, time_ms)
-    return BrokerServices(
-        config=config,
-        log_manager=log_manager,
-        metadata=cache,
-        configs=config_helper,
-        controller=controller,
-        producer_id_manager=producer_id_manager,
-        replica_manager=replica_manager,
-        group_coordinator=group_coordinator,
-        transaction_coordinator=transaction_coordinator,
-        cluster_id=log_manager.cluster_id,
-        node_id=node_id,
-        time_ms=time_ms,
-        kraft_controller=links,
-    )
+    image (cache, configs) follows the committed batches once `Broker.start` starts the links. The node
+    serves only its controller listener."""
+    links = KRaftControllerLinks(kraft_controller_settings(core.config, core.cluster_id, core.log_manager),
+                                 loader=core.loader, config_helper=core.config_helper, time_ms=core.time_ms)
+    return _RoleWiring(links.controller, load=lambda: None, hosts_coordinators=False, authorizes=False,
+                       kraft_controller=links)
 
 
 def build_authorizer(config: KafkaConfig) -> StandardAuthorizer | None:

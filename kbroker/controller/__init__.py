@@ -20,6 +20,6 @@ Must not import net/, api/, replica/ or coord/: the controller knows records and
 services that react to them.
 """
 
-from kbroker.controller.controller import Controller, ProducerIdsBlock
+from kbroker.controller.controller import Controller, NewTopic, ProducerIdsBlock
 
-__all__ = ["Controller", "ProducerIdsBlock"]
+__all__ = ["Controller", "NewTopic", "ProducerIdsBlock"]

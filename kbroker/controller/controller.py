@@ -59,10 +59,21 @@ class ProducerIdsBlock:
         return self.first_producer_id + self.size
 
 
+@dataclass(frozen=True, slots=True)
+class NewTopic:
+    """One topic of a CreateTopics request (Kafka's `CreatableTopic`): -1 partitions or replication
+    factor take the broker defaults; `assignments` (partition -> replicas) replaces both."""
+
+    name: str
+    num_partitions: int = -1
+    replication_factor: int = -1
+    configs: Mapping[str, str | None] | None = None
+    assignments: Mapping[int, Sequence[int]] | None = None
+
+
 class Controller(ABC):
     """The metadata owner: validates admin requests and commits their records."""
 
-    @abstractmethod
     async def create_topic(
         self,
         name: str,
@@ -73,6 +84,12 @@ class Controller(ABC):
         assignments: Mapping[int, Sequence[int]] | None = None,
     ) -> TopicInfo:
         """Create a topic (validate only: check and describe it, write nothing)."""
+        return await self.create_new_topic(NewTopic(name, num_partitions, replication_factor, configs, assignments),
+                                           validate_only)
+
+    @abstractmethod
+    async def create_new_topic(self, topic: NewTopic, validate_only: bool = False) -> TopicInfo:
+        """What `create_topic` does, for each controller."""
 
     @abstractmethod
     async def delete_topic(self, name: str) -> TopicInfo:

@@ -38,7 +38,7 @@ from kbroker.controller.client_quota_control import (
     ClientQuotaControlManager,
 )
 from kbroker.controller.configuration_control import ConfigurationControlManager
-from kbroker.controller.controller import Controller, ProducerIdsBlock
+from kbroker.controller.controller import Controller, NewTopic, ProducerIdsBlock
 from kbroker.controller.legacy_migration import read_legacy_records, retire
 from kbroker.controller.metadata_log import ClusterMetadataLog, snapshot_provenance
 from kbroker.controller.producer_id_control import ProducerIdControlManager
@@ -223,16 +223,9 @@ class LocalController(Controller):
 
     # -- Controller ----------------------------------------------------------------------------------
 
-    async def create_topic(
-        self,
-        name: str,
-        num_partitions: int = -1,
-        replication_factor: int = -1,
-        configs: Mapping[str, str | None] | None = None,
-        validate_only: bool = False,
-        assignments: Mapping[int, Sequence[int]] | None = None,
-    ) -> TopicInfo:
-        result = self.replication.create_topic(name, num_partitions, replication_factor, configs, assignments)
+    async def create_new_topic(self, topic: NewTopic, validate_only: bool = False) -> TopicInfo:
+        result = self.replication.create_topic(topic.name, topic.num_partitions, topic.replication_factor,
+                                               topic.configs, topic.assignments)
         return self._apply(result, validate_only)
 
     async def delete_topic(self, name: str) -> TopicInfo:

@@ -38,7 +38,7 @@ from kbroker.metadata.image_writer import image_records
 from kbroker.metadata.loader import MetadataBatch
 from kbroker.protocol.messages.voters_record import VotersRecord
 from kbroker.protocol.metadata_records.serde import decode_metadata_record, encode_metadata_record
-from kbroker.protocol.records import RecordBatch, SimpleRecord, batch_size_at, build_batch
+from kbroker.protocol.records import SimpleRecord, build_batch, iter_whole_batches
 from kbroker.snapshot import OffsetAndEpoch, SnapshotContents, build_snapshot
 from kbroker.snapshot.snapshot_registry import SNAPSHOT_CLEAN_INTERVAL_MS, SnapshotRegistry
 
@@ -148,21 +148,14 @@ class ClusterMetadataLog:
             info = self.log.read(offset, _READ_CHUNK, max_offset=end, min_one_message=True)
             if info.region is None or info.region.size == 0:
                 return
-            buf = memoryview(info.region.read_bytes())
-            pos = 0
             next_offset = offset
-            while pos + 12 <= len(buf):
-                size = batch_size_at(buf, pos)
-                if pos + size > len(buf):
-                    break
-                batch = RecordBatch(buf[pos : pos + size])
-                pos += size
+            for batch in iter_whole_batches(info.region.read_bytes()):
                 next_offset = batch.next_offset
                 if batch.is_control:
                     continue
                 records = [decode_metadata_record(r.value) for r in batch.iter_records() if r.value is not None]
                 yield MetadataBatch(batch.base_offset, batch.partition_leader_epoch, batch.max_timestamp, records,
-                                    size)
+                                    len(batch.buf))
             if next_offset <= offset:
                 return
             offset = next_offset

@@ -59,7 +59,7 @@ from kbroker.controller.client_quota_control import (
 )
 from kbroker.controller.cluster_control import BrokerRegistrationReply, ClusterControlManager
 from kbroker.controller.configuration_control import ConfigurationControlManager
-from kbroker.controller.controller import Controller, ProducerIdsBlock
+from kbroker.controller.controller import Controller, NewTopic, ProducerIdsBlock
 from kbroker.controller.local_controller import bootstrap_records
 from kbroker.controller.pending import PendingOperation
 from kbroker.controller.producer_id_control import ProducerIdControlManager
@@ -502,17 +502,10 @@ class QuorumController(Controller):
             return self._write(name, lambda: ControllerResult(generate().response))
         return self._write(name, generate)
 
-    async def create_topic(
-        self,
-        name: str,
-        num_partitions: int = -1,
-        replication_factor: int = -1,
-        configs: Mapping[str, str | None] | None = None,
-        validate_only: bool = False,
-        assignments: Mapping[int, Sequence[int]] | None = None,
-    ) -> TopicInfo:
+    async def create_new_topic(self, topic: NewTopic, validate_only: bool = False) -> TopicInfo:
         return await self._topic_write("createTopics", lambda: self.replication.create_topic(
-            name, num_partitions, replication_factor, configs, assignments), validate_only)
+            topic.name, topic.num_partitions, topic.replication_factor, topic.configs, topic.assignments),
+            validate_only)
 
     async def delete_topic(self, name: str) -> TopicInfo:
         return await self._write("deleteTopics", lambda: self.replication.delete_topic(name))

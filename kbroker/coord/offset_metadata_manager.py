@@ -107,10 +107,11 @@ class OffsetMetadataManager:
             del self.gm.groups[group_id]
         return results
 
-    def _write_offsets(self, group_id: str, retention_ms: int,
-                       partitions: list[CommitRequestPartition]) -> list[ErrorCode]:
-        now = self.time_ms()
-        expire = now + retention_ms if retention_ms >= 0 else -1
+    def _offset_commit_records(
+        self, group_id: str, partitions: list[CommitRequestPartition], now: int, expire: int,
+    ) -> tuple[list[ErrorCode], list[tuple[bytes, bytes | None]], list[tuple[CommitRequestPartition, OffsetCommitValue]]]:
+        """The OffsetCommit records of `partitions` (metadata over offset.metadata.max.bytes:
+        OFFSET_METADATA_TOO_LARGE, no record): a result per partition, the records, the values."""
         results: list[ErrorCode] = []
         records: list[tuple[bytes, bytes | None]] = []
         values: list[tuple[CommitRequestPartition, OffsetCommitValue]] = []
@@ -125,6 +126,13 @@ class OffsetMetadataManager:
                             encode_offset_commit_value(value)))
             values.append((p, value))
             results.append(ErrorCode.NONE)
+        return results, records, values
+
+    def _write_offsets(self, group_id: str, retention_ms: int,
+                       partitions: list[CommitRequestPartition]) -> list[ErrorCode]:
+        now = self.time_ms()
+        expire = now + retention_ms if retention_ms >= 0 else -1
+        results, records, values = self._offset_commit_records(group_id, partitions, now, expire)
         if records:
             write_error = self.writer(group_id, records)
             if write_error != ErrorCode.NONE:
@@ -151,21 +159,7 @@ class OffsetMetadataManager:
                 group.validate_offset_commit(member_id, group_instance_id, generation_id)
             except KafkaError as e:
                 return [e.error_code] * len(partitions)
-        now = self.time_ms()
-        results: list[ErrorCode] = []
-        records: list[tuple[bytes, bytes | None]] = []
-        values: list[tuple[CommitRequestPartition, OffsetCommitValue]] = []
-        for p in partitions:
-            metadata = p.metadata or ""
-            if len(metadata.encode()) > self.config.offset_metadata_max_bytes:
-                results.append(ErrorCode.OFFSET_METADATA_TOO_LARGE)
-                continue
-            value = OffsetCommitValue(offset=p.offset, leader_epoch=p.leader_epoch, metadata=metadata,
-                                      commit_timestamp=now, expire_timestamp=-1)
-            records.append((encode_offset_commit_key(group_id, p.topic, p.partition),
-                            encode_offset_commit_value(value)))
-            values.append((p, value))
-            results.append(ErrorCode.NONE)
+        results, records, values = self._offset_commit_records(group_id, partitions, self.time_ms(), -1)
         if records and self.txn_writer is not None:
             write_error = self.txn_writer(records, producer_id, producer_epoch)
             if write_error != ErrorCode.NONE:

@@ -5,7 +5,9 @@ event loop (`LoopScheduler`: `loop.call_later`, never a task or a thread), a `Pa
 appends coordinator records to a partition of a state topic through the replica manager's acks=-1
 path (`ReplicaPartitionWriter`: the delayed-produce purgatory tells when the high watermark passes the
 write, and that is reported back to the runtime), and a `CoordinatorLoader` that reads a partition's
-log back (`LogLoader`). Also the group coordinator's pieces that are not state: which partition of
+log back (`LogLoader`), and `CoordinatorPartitions`, which keeps the runtime's loaded partitions of
+a state topic in step with this broker's leadership (what the group and the transaction coordinator
+services do as metadata publishers). Also the group coordinator's pieces that are not state: which partition of
 `__consumer_offsets` owns a group (`abs(java String.hashCode(group id)) % partitions`, Kafka's
 `Utils.abs(groupId.hashCode())`) and the group.* / offsets.* settings.
 
@@ -17,30 +19,35 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Generic, TypeVar
 
 from kbroker.coord.config import CoordinatorConfig
 from kbroker.coord.coordinator_runtime import (
     AppendResult,
+    CoordinatorRuntime,
+    CoordinatorShard,
     Record,
     Replay,
     ReplayEndTxn,
     ReplayTransactional,
+    ShardFactory,
     TxnProducer,
 )
 from kbroker.protocol.errors import ErrorCode
 from kbroker.protocol.record_format import ControlRecordType, parse_control_record_type
-from kbroker.protocol.records import RecordBatch, SimpleRecord, batch_size_at, build_batch
+from kbroker.protocol.records import SimpleRecord, build_batch, iter_whole_batches
 from kbroker.protocol.topic import GROUP_METADATA_TOPIC_NAME
 
 if TYPE_CHECKING:
     from kbroker.config import KafkaConfig
     from kbroker.log.unified_log import UnifiedLog
+    from kbroker.metadata.delta import MetadataDelta
     from kbroker.replica.replica_manager import ProducePartitionResult, ReplicaManager
 
 log = logging.getLogger(__name__)
 
 GROUP_METADATA_TOPIC = GROUP_METADATA_TOPIC_NAME
+S = TypeVar("S", bound=CoordinatorShard)
 
 
 def java_string_hashcode(s: str) -> int:
@@ -96,6 +103,114 @@ class LoopScheduler:
 
     def __len__(self) -> int:
         return len(self._timers)
+
+
+class PeriodicTask:
+    """`fn` every `interval_ms` on the loop, for as long as `running()` holds when it is due (the
+    coordinators' periodic offset expiry and transaction clean-ups; Kafka's `scheduler.schedule` with
+    a period). One timer handle at a time, never a task."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, interval_ms: int, fn: Callable[[], None],
+                 running: Callable[[], bool]) -> None:
+        self.loop = loop
+        self.interval_s = interval_ms / 1000
+        self.fn = fn
+        self.running = running
+        self._handle = loop.call_later(self.interval_s, self._run)
+
+    def _run(self) -> None:
+        if not self.running():
+            return
+        self.fn()
+        self._handle = self.loop.call_later(self.interval_s, self._run)
+
+    def cancel(self) -> None:
+        self._handle.cancel()
+
+
+class CoordinatorPartitions(Generic[S]):
+    """Loads and unloads the partitions of one state topic (`__consumer_offsets`,
+    `__transaction_state`) in a coordinator runtime as this broker gains and loses them: Kafka's
+    `CoordinatorRuntime.scheduleLoadOperation` / `scheduleUnloadOperation`, which the coordinators'
+    `onElection` / `onResignation` call from the broker's metadata publisher.
+
+    A load is scheduled at once (the partition answers COORDINATOR_LOAD_IN_PROGRESS) and runs on a
+    later loop turn, one partition per turn; a partition created by the same delta is empty and loads
+    at once, so the FindCoordinator that created the topic finds it usable.
+    """
+
+    def __init__(self, topic: str, runtime: CoordinatorRuntime[S], replica_manager: ReplicaManager,
+                 loop: asyncio.AbstractEventLoop, scheduler: LoopScheduler,
+                 on_unload: Callable[[int], None] | None = None) -> None:
+        self.topic = topic
+        self.runtime = runtime
+        self.replica_manager = replica_manager
+        self.loop = loop
+        self.scheduler = scheduler
+        # Told after a partition was unloaded (the transaction coordinator drops its markers in flight).
+        self.on_unload = on_unload
+
+    @classmethod
+    def start(cls, topic: str, replica_manager: ReplicaManager, shard_factory: ShardFactory[S], *,
+              loop: asyncio.AbstractEventLoop, time_ms: Callable[[], int], write_timeout_ms: int,
+              map_write_error: Callable[[ErrorCode], ErrorCode],
+              on_unload: Callable[[int], None] | None = None) -> CoordinatorPartitions[S]:
+        """A runtime of `topic`'s shards bound to `loop` (its timers) and the replica manager (acks=-1
+        appends whose commit, or failure mapped by `map_write_error`, is reported back; log loading)."""
+        scheduler = LoopScheduler(loop)
+
+        def on_committed(partition: int, offset: int) -> None:
+            runtime.on_high_watermark_updated(partition, offset)
+
+        def on_failed(partition: int, offset: int, error: ErrorCode) -> None:
+            runtime.on_write_failed(partition, offset, map_write_error(error))
+
+        writer = ReplicaPartitionWriter(replica_manager, topic, time_ms, write_timeout_ms, on_committed, on_failed)
+        runtime = CoordinatorRuntime(writer, LogLoader(replica_manager, topic), shard_factory, scheduler)
+        return cls(topic, runtime, replica_manager, loop, scheduler, on_unload)
+
+    def _hosted(self, partition: int) -> bool:
+        return self.replica_manager.get_partition(self.topic, partition) is not None
+
+    def load_hosted(self, num_partitions: int) -> None:
+        """At start-up: schedule the load of every partition of the topic this broker hosts."""
+        for p in range(num_partitions):
+            if self._hosted(p) and self.runtime.schedule_load(p):
+                self.loop.call_soon(self.runtime.run_load, p)
+
+    def sync(self, partition: int) -> None:
+        """Before a request to `partition`: load it if this broker hosts it and it is not loaded,
+        unload it if the broker no longer hosts it."""
+        rt = self.runtime
+        hosted = self._hosted(partition)
+        known = rt.context(partition) is not None
+        if hosted and not known and rt.schedule_load(partition):
+            self.loop.call_soon(rt.run_load, partition)
+        elif known and not hosted:
+            self._unload(partition)
+
+    def _unload(self, partition: int) -> None:
+        self.runtime.unload(partition)
+        if self.on_unload is not None:
+            self.on_unload(partition)
+
+    def on_metadata_update(self, delta: MetadataDelta, node_id: int) -> None:
+        """Load the partitions this broker now leads; unload those it follows or no longer hosts."""
+        topics = delta.topics_delta
+        if topics is None:
+            return
+        rt = self.runtime
+        changes = delta.local_changes(node_id)
+        created = topics.topic_was_created(self.topic)
+        for tp in changes.leaders:
+            if tp.topic == self.topic and rt.schedule_load(tp.partition):
+                if created:
+                    rt.run_load(tp.partition)  # new and empty: usable at once by the FindCoordinator answer
+                else:
+                    self.loop.call_soon(rt.run_load, tp.partition)
+        for tp in list(changes.followers) + sorted(changes.deletes):
+            if tp.topic == self.topic and rt.context(tp.partition) is not None:
+                self._unload(tp.partition)
 
 
 def coordinator_config(config: KafkaConfig) -> CoordinatorConfig:
@@ -220,15 +335,8 @@ def load_log(log_: UnifiedLog, replay: Replay, chunk: int = 5 * 1024 * 1024,
         info = log_.read(offset, chunk, max_offset=end, min_one_message=True)
         if info.region is None or info.region.size == 0:
             break
-        buf = memoryview(info.region.read_bytes())
-        pos = 0
         next_offset = offset
-        while pos + 12 <= len(buf):
-            size = batch_size_at(buf, pos)
-            if pos + size > len(buf):
-                break
-            batch = RecordBatch(buf[pos : pos + size])
-            pos += size
+        for batch in iter_whole_batches(info.region.read_bytes()):
             next_offset = batch.next_offset
             if batch.is_control:
                 if replay_end_txn is not None and batch.producer_id >= 0 and next_offset > offset:

@@ -37,9 +37,9 @@ from kbroker.coord.group_metadata_manager import GroupDescription
 from kbroker.coord.offset_metadata_manager import CommitRequestPartition, FetchedOffset
 from kbroker.coord.runtime import (
     GROUP_METADATA_TOPIC,
-    LogLoader,
+    CoordinatorPartitions,
     LoopScheduler,
-    ReplicaPartitionWriter,
+    PeriodicTask,
     coordinator_config,
     partition_for,
 )
@@ -83,8 +83,9 @@ class GroupCoordinatorService:
         self.active = False
         self.scheduler: LoopScheduler | None = None
         self.runtime: CoordinatorRuntime[GroupCoordinatorShard] | None = None
+        self.partitions: CoordinatorPartitions[GroupCoordinatorShard] | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
-        self._expiry: asyncio.TimerHandle | None = None
+        self._expiry: PeriodicTask | None = None
         # Told when a share-group member leaves or is fenced (the share-partition manager releases
         # the records it acquired); set by the wiring.
         self.share_member_listener: ShareMemberListener | None = None
@@ -95,22 +96,19 @@ class GroupCoordinatorService:
     def startup(self) -> None:
         """Load every hosted `__consumer_offsets` partition (one per loop turn) and start offset expiry."""
         loop = self._loop = asyncio.get_running_loop()
-        self.scheduler = LoopScheduler(loop)
-        writer = ReplicaPartitionWriter(
-            self.replica_manager, GROUP_METADATA_TOPIC, lambda: self.time_ms(),
-            int(self.config["offsets.commit.timeout.ms"]),
-            self._on_committed, self._on_write_failed)
-        self.runtime = CoordinatorRuntime(writer, LogLoader(self.replica_manager, GROUP_METADATA_TOPIC),
-                                          self._new_shard, self.scheduler)
+        # A failed write as Kafka's normalizeException: a timeout -> COORDINATOR_NOT_AVAILABLE, a lost
+        # leadership -> NOT_COORDINATOR (the client looks for the coordinator again).
+        partitions = self.partitions = CoordinatorPartitions.start(
+            GROUP_METADATA_TOPIC, self.replica_manager, self._new_shard, loop=loop, time_ms=lambda: self.time_ms(),
+            write_timeout_ms=int(self.config["offsets.commit.timeout.ms"]), map_write_error=map_append_error)
+        self.scheduler = partitions.scheduler
+        self.runtime = partitions.runtime
         self.active = True
         info = self.metadata.topic(GROUP_METADATA_TOPIC)
         if info is not None:
-            for p in range(info.num_partitions):
-                if self.replica_manager.get_partition(GROUP_METADATA_TOPIC, p) is not None \
-                        and self.runtime.schedule_load(p):
-                    loop.call_soon(self.runtime.run_load, p)
-        interval = int(self.config["offsets.retention.check.interval.ms"])
-        self._schedule_expiry(loop, interval)
+            partitions.load_hosted(info.num_partitions)
+        self._expiry = PeriodicTask(loop, int(self.config["offsets.retention.check.interval.ms"]), self._expire_offsets,
+                                    self._running)
 
     def _new_shard(self, partition: int, timer: CoordinatorTimer, append: Append) -> GroupCoordinatorShard:
         shard = GroupCoordinatorShard(self.coordinator_config, timer, lambda _group, records: append(records),
@@ -128,25 +126,13 @@ class GroupCoordinatorService:
         if self.share_group_deleted_listener is not None:
             self.share_group_deleted_listener(group_id)
 
-    def _on_committed(self, partition: int, offset: int) -> None:
-        if self.runtime is not None:
-            self.runtime.on_high_watermark_updated(partition, offset)
+    def _running(self) -> bool:
+        return self.active and self.runtime is not None
 
-    def _on_write_failed(self, partition: int, offset: int, error: ErrorCode) -> None:
+    def _expire_offsets(self) -> None:
         if self.runtime is not None:
-            # As Kafka's normalizeException: a timeout -> COORDINATOR_NOT_AVAILABLE, a lost leadership
-            # -> NOT_COORDINATOR (the client looks for the coordinator again).
-            self.runtime.on_write_failed(partition, offset, map_append_error(error))
-
-    def _schedule_expiry(self, loop: asyncio.AbstractEventLoop, interval_ms: int) -> None:
-        def run() -> None:
-            if not self.active or self.runtime is None:
-                return
             for p, _shard in self.runtime.active_shards():
                 self.runtime.write(p, lambda shard: shard.expire_offsets(), _ignore, _ignore)
-            self._expiry = loop.call_later(interval_ms / 1000, run)
-
-        self._expiry = loop.call_later(interval_ms / 1000, run)
 
     def shutdown(self) -> None:
         """Answer every waiting JoinGroup/SyncGroup with NOT_COORDINATOR and stop all timers."""
@@ -188,15 +174,8 @@ class GroupCoordinatorService:
         """The group's partition, its shard loaded (or loading) when this broker hosts it and dropped
         when it no longer does."""
         p = self.partition_for(group_id)
-        rt = self.runtime
-        if rt is None or not self.active:
-            return p
-        hosted = self.replica_manager.get_partition(GROUP_METADATA_TOPIC, p) is not None
-        known = rt.context(p) is not None
-        if hosted and not known and rt.schedule_load(p) and self._loop is not None:
-            self._loop.call_soon(rt.run_load, p)
-        elif known and not hosted:
-            rt.unload(p)
+        if self.partitions is not None and self.active:
+            self.partitions.sync(p)
         return p
 
     def group_status(self, group_id: str) -> ErrorCode:
@@ -247,20 +226,8 @@ class GroupCoordinatorService:
             return
         if topics.deleted_topic_ids:
             self.on_topics_deleted(sorted(t.name for t in topics.deleted_topics()))
-        rt = self.runtime
-        if not self.active or rt is None:
-            return  # startup() loads whatever is hosted then
-        changes = delta.local_changes(self.metadata.node_id)
-        created = topics.topic_was_created(GROUP_METADATA_TOPIC)
-        for tp in changes.leaders:
-            if tp.topic == GROUP_METADATA_TOPIC and rt.schedule_load(tp.partition):
-                if created:
-                    rt.run_load(tp.partition)  # new and empty: usable at once by the FindCoordinator answer
-                elif self._loop is not None:
-                    self._loop.call_soon(rt.run_load, tp.partition)
-        for tp in list(changes.followers) + sorted(changes.deletes):
-            if tp.topic == GROUP_METADATA_TOPIC and rt.context(tp.partition) is not None:
-                rt.unload(tp.partition)
+        if self.active and self.partitions is not None:  # before startup(), it loads whatever is hosted then
+            self.partitions.on_metadata_update(delta, self.metadata.node_id)
 
     # -- running operations --------------------------------------------------------------------------
 

@@ -38,7 +38,12 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, TypeVar, cast
 
 from kbroker.coord.coordinator_runtime import Append, CoordinatorRuntime, CoordinatorTimer
-from kbroker.coord.runtime import LogLoader, LoopScheduler, ReplicaPartitionWriter, partition_for
+from kbroker.coord.runtime import (
+    CoordinatorPartitions,
+    LoopScheduler,
+    PeriodicTask,
+    partition_for,
+)
 from kbroker.coord.service import Answer
 from kbroker.coord.transaction_marker_channel import (
     NO_LEADER,
@@ -73,6 +78,14 @@ T = TypeVar("T")
 TRANSACTION_STATE_TOPIC = TRANSACTION_STATE_TOPIC_NAME
 
 
+def _map_write_error(error: ErrorCode) -> ErrorCode:
+    """A `__transaction_state` write that did not commit: a lost partition -> NOT_COORDINATOR, anything
+    else (a timeout) -> COORDINATOR_NOT_AVAILABLE."""
+    if error in (ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION):
+        return ErrorCode.NOT_COORDINATOR
+    return ErrorCode.COORDINATOR_NOT_AVAILABLE
+
+
 class TransactionCoordinatorService:
     """What the transaction API handlers call; a metadata publisher for `__transaction_state`."""
 
@@ -90,10 +103,11 @@ class TransactionCoordinatorService:
         self.time_ms = time_ms
         self.active = False
         self.runtime: CoordinatorRuntime[TransactionStateShard] | None = None
+        self.partitions: CoordinatorPartitions[TransactionStateShard] | None = None
         self.scheduler: LoopScheduler | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
-        self._abort_timer: asyncio.TimerHandle | None = None
-        self._expire_timer: asyncio.TimerHandle | None = None
+        self._abort_timer: PeriodicTask | None = None
+        self._expire_timer: PeriodicTask | None = None
         self.markers: TransactionMarkerChannelManager | None = None
         self.verifier: TransactionVerifier | None = None
         # Transactions whose markers are on their way, by (__transaction_state partition, id), and what
@@ -104,12 +118,12 @@ class TransactionCoordinatorService:
 
     def startup(self) -> None:
         loop = self._loop = asyncio.get_running_loop()
-        self.scheduler = LoopScheduler(loop)
-        writer = ReplicaPartitionWriter(self.replica_manager, TRANSACTION_STATE_TOPIC, lambda: self.time_ms(),
-                                        int(self.config["offsets.commit.timeout.ms"]),
-                                        self._on_committed, self._on_write_failed)
-        self.runtime = CoordinatorRuntime(writer, LogLoader(self.replica_manager, TRANSACTION_STATE_TOPIC),
-                                          self._new_shard, self.scheduler)
+        partitions = self.partitions = CoordinatorPartitions.start(
+            TRANSACTION_STATE_TOPIC, self.replica_manager, self._new_shard, loop=loop, time_ms=lambda: self.time_ms(),
+            write_timeout_ms=int(self.config["offsets.commit.timeout.ms"]), map_write_error=_map_write_error,
+            on_unload=self._on_unloaded)
+        self.scheduler = partitions.scheduler
+        self.runtime = partitions.runtime
         timeout_ms = int(self.config.get("request.timeout.ms", 30000))
         self.markers = TransactionMarkerChannelManager(
             self.metadata.node_id, self._leader_of, self._endpoint_of, self._write_local_marker,
@@ -118,12 +132,13 @@ class TransactionCoordinatorService:
         self.active = True
         info = self.metadata.topic(TRANSACTION_STATE_TOPIC)
         if info is not None:
-            for p in range(info.num_partitions):
-                if self.replica_manager.get_partition(TRANSACTION_STATE_TOPIC, p) is not None \
-                        and self.runtime.schedule_load(p):
-                    loop.call_soon(self.runtime.run_load, p)
-        self._schedule_abort(loop, int(self.config["transaction.abort.timed.out.transaction.cleanup.interval.ms"]))
-        self._schedule_expiry(loop, int(self.config["transaction.remove.expired.transaction.cleanup.interval.ms"]))
+            partitions.load_hosted(info.num_partitions)
+        self._abort_timer = PeriodicTask(
+            loop, int(self.config["transaction.abort.timed.out.transaction.cleanup.interval.ms"]),
+            self.abort_timed_out_transactions, self._running)
+        self._expire_timer = PeriodicTask(
+            loop, int(self.config["transaction.remove.expired.transaction.cleanup.interval.ms"]),
+            self.expire_transactional_ids, self._running)
 
     def shutdown(self) -> None:
         self.active = False
@@ -151,34 +166,8 @@ class TransactionCoordinatorService:
                                      lambda m, commit: self._send_markers(partition, epoch, m, commit),
                                      lambda: self.time_ms(), epoch)
 
-    def _on_committed(self, partition: int, offset: int) -> None:
-        if self.runtime is not None:
-            self.runtime.on_high_watermark_updated(partition, offset)
-
-    def _on_write_failed(self, partition: int, offset: int, error: ErrorCode) -> None:
-        if self.runtime is not None:
-            mapped = ErrorCode.NOT_COORDINATOR if error in (ErrorCode.NOT_LEADER_OR_FOLLOWER,
-                                                             ErrorCode.UNKNOWN_TOPIC_OR_PARTITION) \
-                else ErrorCode.COORDINATOR_NOT_AVAILABLE
-            self.runtime.on_write_failed(partition, offset, mapped)
-
-    def _schedule_abort(self, loop: asyncio.AbstractEventLoop, interval_ms: int) -> None:
-        def run() -> None:
-            if not self.active or self.runtime is None:
-                return
-            self.abort_timed_out_transactions()
-            self._abort_timer = loop.call_later(interval_ms / 1000, run)
-
-        self._abort_timer = loop.call_later(interval_ms / 1000, run)
-
-    def _schedule_expiry(self, loop: asyncio.AbstractEventLoop, interval_ms: int) -> None:
-        def run() -> None:
-            if not self.active or self.runtime is None:
-                return
-            self.expire_transactional_ids()
-            self._expire_timer = loop.call_later(interval_ms / 1000, run)
-
-        self._expire_timer = loop.call_later(interval_ms / 1000, run)
+    def _running(self) -> bool:
+        return self.active and self.runtime is not None
 
     def expire_transactional_ids(self) -> None:
         if self.runtime is None:
@@ -249,22 +238,14 @@ class TransactionCoordinatorService:
 
     def _partition(self, transactional_id: str) -> int:
         p = self.partition_for(transactional_id)
-        rt = self.runtime
-        if rt is None or not self.active:
-            return p
-        hosted = self.replica_manager.get_partition(TRANSACTION_STATE_TOPIC, p) is not None
-        known = rt.context(p) is not None
-        if hosted and not known and rt.schedule_load(p) and self._loop is not None:
-            self._loop.call_soon(rt.run_load, p)
-        elif known and not hosted:
-            self._unload(p)
+        if self.partitions is not None and self.active:
+            self.partitions.sync(p)
         return p
 
-    def _unload(self, partition: int) -> None:
-        """This broker stopped leading a `__transaction_state` partition: its markers in flight are
-        dropped (the new coordinator sends them again) and their waiters get NOT_COORDINATOR."""
-        if self.runtime is not None:
-            self.runtime.unload(partition)
+    def _on_unloaded(self, partition: int) -> None:
+        """This broker stopped leading a `__transaction_state` partition (unloaded by
+        `CoordinatorPartitions`): its markers in flight are dropped (the new coordinator sends them
+        again) and their waiters get NOT_COORDINATOR."""
         if self.markers is not None:
             self.markers.remove_markers_for_partition(partition)
         for key in [k for k in self._completing if k[0] == partition]:
@@ -280,21 +261,8 @@ class TransactionCoordinatorService:
     # -- metadata publisher --------------------------------------------------------------------------
 
     def on_metadata_update(self, delta: MetadataDelta, image: MetadataImage, manifest: LoaderManifest) -> None:
-        topics = delta.topics_delta
-        rt = self.runtime
-        if topics is None or not self.active or rt is None:
-            return
-        changes = delta.local_changes(self.metadata.node_id)
-        created = topics.topic_was_created(TRANSACTION_STATE_TOPIC)
-        for tp in changes.leaders:
-            if tp.topic == TRANSACTION_STATE_TOPIC and rt.schedule_load(tp.partition):
-                if created:
-                    rt.run_load(tp.partition)
-                elif self._loop is not None:
-                    self._loop.call_soon(rt.run_load, tp.partition)
-        for tp in list(changes.followers) + sorted(changes.deletes):
-            if tp.topic == TRANSACTION_STATE_TOPIC and rt.context(tp.partition) is not None:
-                self._unload(tp.partition)
+        if self.active and self.partitions is not None:
+            self.partitions.on_metadata_update(delta, self.metadata.node_id)
 
     # -- markers ---------------------------------------------------------------------------------------
 

@@ -411,6 +411,21 @@ def iter_batches(buf: Buffer) -> Iterator[RecordBatch]:
         pos += size
 
 
+def iter_whole_batches(buf: Buffer) -> Iterator[RecordBatch]:
+    """Views over each whole batch of a size-bounded read (a log read, a Fetch answer): a partial
+    batch at the end is left out, as Kafka's readers drop it; a malformed batch header still raises
+    CorruptRecordError (``batch_size_at``). Does not check CRCs."""
+    mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+    pos = 0
+    end = len(mv)
+    while pos + LOG_OVERHEAD <= end:
+        size = batch_size_at(mv, pos)
+        if pos + size > end:
+            return
+        yield RecordBatch(mv[pos : pos + size])
+        pos += size
+
+
 def _assemble(section: Buffer, fields: tuple[int, ...]) -> bytearray:
     """A batch from its records section and the header ``fields`` in wire order, minus
     batchLength, magic and crc (baseOffset, partitionLeaderEpoch, attributes, lastOffsetDelta,

@@ -54,6 +54,7 @@ from kbroker.protocol.records import (
     SimpleRecord,
     batch_size_at,
     build_batch,
+    iter_whole_batches,
 )
 from kbroker.protocol.topic import CLUSTER_METADATA_TOPIC_NAME
 from kbroker.protocol.types import ZERO_UUID
@@ -313,10 +314,8 @@ class KafkaRaftClient:
                 self._poll_leader(s, now_ms)
             elif isinstance(s, FollowerState):
                 self._poll_follower(s, now_ms)
-            elif isinstance(s, CandidateState):
-                self._poll_candidate(s, now_ms)
-            elif isinstance(s, ProspectiveState):
-                self._poll_prospective(s, now_ms)
+            elif isinstance(s, CandidateState | ProspectiveState):
+                self._poll_election(s, now_ms)
             elif isinstance(s, UnattachedState):
                 self._poll_unattached(s, now_ms)
             elif isinstance(s, ResignedState):
@@ -503,7 +502,10 @@ class KafkaRaftClient:
         s.granted.add(self.node_id)
         self._maybe_won_pre_vote(s, now_ms)
 
-    def _poll_prospective(self, s: ProspectiveState, now_ms: int) -> None:
+    def _poll_election(self, s: ProspectiveState | CandidateState, now_ms: int) -> None:
+        """A prospective (pre-vote) or candidate node (Kafka's NomineeState): after a lost election's
+        backoff a new pre-vote round; past the election deadline the election is lost; meanwhile a Vote
+        request (pre-vote for a prospective node) to every voter that has not answered yet."""
         if s.backoff_until_ms >= 0:
             if now_ms >= s.backoff_until_ms:
                 self._start_prospective(now_ms)
@@ -511,10 +513,11 @@ class KafkaRaftClient:
         if now_ms >= s.election_deadline_ms:
             self._lost_election(s, now_ms)
             return
+        pre_vote = isinstance(s, ProspectiveState)
         for v in self.quorum.voters:
             if v != self.node_id and v not in s.granted and v not in s.rejected and self._can_send(
                     v, ApiKey.VOTE, now_ms):
-                self._send(v, ApiKey.VOTE, self._build_vote_request(v, s.epoch, pre_vote=True), now_ms)
+                self._send(v, ApiKey.VOTE, self._build_vote_request(v, s.epoch, pre_vote=pre_vote), now_ms)
 
     def _maybe_won_pre_vote(self, s: ProspectiveState, now_ms: int) -> None:
         if len(s.granted) >= self.config.majority():
@@ -527,19 +530,6 @@ class KafkaRaftClient:
     def _maybe_won_vote(self, s: CandidateState, now_ms: int) -> None:
         if len(s.granted) >= self.config.majority():
             self._become_leader(now_ms)
-
-    def _poll_candidate(self, s: CandidateState, now_ms: int) -> None:
-        if s.backoff_until_ms >= 0:
-            if now_ms >= s.backoff_until_ms:
-                self._start_prospective(now_ms)
-            return
-        if now_ms >= s.election_deadline_ms:
-            self._lost_election(s, now_ms)
-            return
-        for v in self.quorum.voters:
-            if v != self.node_id and v not in s.granted and v not in s.rejected and self._can_send(
-                    v, ApiKey.VOTE, now_ms):
-                self._send(v, ApiKey.VOTE, self._build_vote_request(v, s.epoch, pre_vote=False), now_ms)
 
     def _poll_resigned(self, s: ResignedState, now_ms: int) -> None:
         if now_ms >= s.election_deadline_ms:
@@ -935,21 +925,15 @@ class KafkaRaftClient:
 
     def _append_as_follower(self, data: bytes) -> None:
         """Append the batches that continue the log (a duplicate response's are already there)."""
-        buf = memoryview(data)
-        pos = 0
         end = self.log.end_offset()
         try:
-            while pos + 12 <= len(buf):
-                size = batch_size_at(buf, pos)
-                if pos + size > len(buf):
-                    break  # a partial batch at the end of a size-limited response
-                b = RecordBatch(buf[pos:pos + size])
+            # A partial batch at the end of a size-limited response is left out.
+            for b in iter_whole_batches(data):
                 if b.base_offset >= end:
                     if b.base_offset != end or not b.is_valid():
                         break
-                    self.log.append(bytes(buf[pos:pos + size]))
+                    self.log.append(bytes(b.buf))
                     end = b.next_offset
-                pos += size
         except (RecordsError, ValueError) as e:  # a corrupt response: keep what was valid, fetch again
             log.warning("node %d: bad records in a fetch response at offset %d: %s", self.node_id, end, e)
         if self.quorum.is_voter:
@@ -1084,15 +1068,9 @@ class KafkaRaftClient:
         hw = self.high_watermark()
         batches: list[RaftBatch] = []
         while self._delivered < hw:
-            chunk = memoryview(self.log.read(self._delivered, self.config.max_fetch_bytes))
             progressed = False
-            pos = 0
-            while pos + 12 <= len(chunk):
-                size = batch_size_at(chunk, pos)
-                if pos + size > len(chunk):
-                    break
-                b = RaftBatch.of(bytes(chunk[pos:pos + size]))
-                pos += size
+            for view in iter_whole_batches(self.log.read(self._delivered, self.config.max_fetch_bytes)):
+                b = RaftBatch.of(bytes(view.buf))
                 if b.last_offset >= hw:
                     break
                 if b.last_offset >= self._delivered:

@@ -24,7 +24,7 @@ from pathlib import Path
 
 from kbroker.log.config import LogConfig
 from kbroker.log.unified_log import UnifiedLog
-from kbroker.protocol.records import RecordBatch, batch_size_at
+from kbroker.protocol.records import RecordBatch, batch_size_at, iter_whole_batches
 from kbroker.protocol.topic import CLUSTER_METADATA_TOPIC_NAME
 from kbroker.raft.raft_log import OffsetAndEpoch, epoch_end_offset
 
@@ -116,13 +116,8 @@ class KafkaMetadataLog:
         if info.region is None:
             return b""
         data = info.region.read_bytes()
-        pos = 0
-        while pos + 12 <= len(data):  # whole batches only: a size-bounded read may end inside one
-            size = batch_size_at(data, pos)
-            if pos + size > len(data):
-                break
-            pos += size
-        return data[:pos]
+        # Whole batches only: a size-bounded read may end inside one.
+        return data[:sum(len(b.buf) for b in iter_whole_batches(data))]
 
     def flush(self) -> None:
         self.log.flush()
@@ -183,8 +178,12 @@ class KafkaMetadataLog:
         self._write_snapshot(snapshot_id, data)
 
     def install_snapshot(self, snapshot_id: OffsetAndEpoch, data: bytes) -> None:
+        """A snapshot fetched from the leader replaces the whole log (Kafka's `truncateToLatestSnapshot`):
+        the log starts at its end offset and the older snapshots are deleted."""
         self._write_snapshot(snapshot_id, data)
         self.log.truncate_fully_and_start_at(snapshot_id.offset)
+        for old in [s for s in self.snapshots if s < snapshot_id]:
+            self.snapshots.pop(old).unlink(missing_ok=True)
 
     def delete_before_snapshot(self, snapshot_id: OffsetAndEpoch) -> bool:
         if snapshot_id not in self.snapshots or snapshot_id.offset <= self.start_offset():

@@ -1,7 +1,8 @@
 """`KRaftBrokerLinks`: a broker's links to a KRaft cluster, started and stopped in Kafka's order.
 
 Owns the pieces a `process.roles=broker` node has instead of the single node's `LocalController`: the
-local `__cluster_metadata-0` (`KafkaMetadataLog`), the `MetadataFetcher` (Raft observer), the
+local `__cluster_metadata-0` (`raft.KafkaMetadataLog`, the log class a controller's Raft client keeps
+too), the `MetadataFetcher` (Raft observer), the
 `ControllerChannel`, the `RemoteController` the API handlers call, and the `BrokerLifecycleManager`.
 
 Start (driven by `kbroker.broker.Broker`): `load_local()` (a local snapshot, if any) -> `catch_up()`
@@ -21,6 +22,7 @@ from pathlib import Path
 
 from kbroker.metadata.cache import MetadataCache
 from kbroker.metadata.loader import MetadataLoader
+from kbroker.raft.metadata_log import KafkaMetadataLog
 from kbroker.server.broker_lifecycle import (
     BrokerLifecycle,
     BrokerLifecycleManager,
@@ -29,7 +31,6 @@ from kbroker.server.broker_lifecycle import (
     listeners_for_registration,
 )
 from kbroker.server.controller_channel import ControllerChannel
-from kbroker.server.kafka_metadata_log import KafkaMetadataLog
 from kbroker.server.metadata_fetcher import MetadataFetcher
 from kbroker.server.remote_controller import RemoteController
 from kbroker.server.settings import KRaftBrokerSettings

@@ -1,9 +1,17 @@
 """`MetadataFetcher`: a broker follows `__cluster_metadata` as a Raft observer (Kafka's KafkaRaftClient,
 observer side) and feeds the committed part to the `MetadataLoader`.
 
-This is the observer half of the Raft client, driven by asyncio here until kbroker/raft (sans-IO,
-another issue) owns the state machine and this module becomes its driver; it keeps the state a
-Kafka observer keeps: the leader id and epoch it knows, the leader's high watermark, its local log.
+This is the observer half of a Raft client, written over asyncio; it keeps the state a Kafka observer
+keeps: the leader id and epoch it knows, the leader's high watermark, its local log. The log is the
+Raft package's `KafkaMetadataLog` (same class, directory and bytes as a controller's). The protocol
+side is not yet `kbroker.raft.KafkaRaftClient` in observer mode, as a Kafka broker's is; that needs,
+in the raft package: fetching from `controller.quorum.bootstrap.servers` (addresses without ids, KIP-853)
+and learning the voters and the leader's endpoint from Fetch answers (`current_leader`,
+`node_endpoints`) instead of a fixed voter set; and in a driver beside `server/raft_manager.py`: what
+this class gives its users on top of Raft (`caught_up` for the start, `barrier` for RemoteController's
+read-your-writes, `wait_for_leader` / `forget_leader` for ControllerChannel, `fatal_error` on
+INCONSISTENT_CLUSTER_ID, the deletions a snapshot implies for the loader). The client must then be
+proven against Apache Kafka 4.3.1 controllers (tests/cluster/test_kraft_mixed.py), not only kbroker voters.
 
 One round: a Fetch for `__cluster_metadata` partition 0 (topic id AAAAAAAAAAAAAAAAAAAAAQ, Kafka's
 fixed metadata topic id) to the leader on the controller listener, with `cluster_id`, the broker's id
@@ -44,13 +52,10 @@ from kbroker.protocol.errors import ErrorCode
 from kbroker.protocol.messages.fetch import FetchRequest, FetchResponse
 from kbroker.protocol.messages.fetch_snapshot import FetchSnapshotRequest, FetchSnapshotResponse
 from kbroker.protocol.metadata_records import RemoveTopicRecord, TopicRecord
-from kbroker.server.kafka_metadata_log import (
-    CLUSTER_METADATA_TOPIC,
-    KafkaMetadataLog,
-    SnapshotId,
-    decode_batch,
-    iter_batches,
-)
+from kbroker.protocol.topic import CLUSTER_METADATA_TOPIC_NAME as CLUSTER_METADATA_TOPIC
+from kbroker.raft.metadata_log import KafkaMetadataLog
+from kbroker.raft.raft_log import OffsetAndEpoch
+from kbroker.server.metadata_batches import decode_batch, iter_batches, read_batches
 from kbroker.server.settings import KRaftBrokerSettings, QuorumNode
 
 log = logging.getLogger(__name__)
@@ -100,7 +105,7 @@ class MetadataFetcher:
         self.leader = LeaderAndEpoch(-1, 0, None)
         self.high_watermark = -1  # the leader's, as last told; -1 before the first answer
         # The next offset to hand to the loader (everything below it has been applied).
-        self.next_commit_offset = metadata_log.start_offset
+        self.next_commit_offset = metadata_log.start_offset()
         self._conn: NodeConnection | None = None
         self._conn_target: QuorumNode | None = None
         self._bootstrap_index = 0
@@ -124,10 +129,12 @@ class MetadataFetcher:
     def load_local(self) -> None:
         """At start: load the local snapshot the log starts at, if any (a committed image). Records in the
         local log are handed on only once the leader's high watermark says they are committed."""
-        snap = self.metadata_log.latest_snapshot()
-        if snap is not None and snap.end_offset == self.metadata_log.start_offset:
-            self._load_snapshot_bytes(snap, self.metadata_log.read_snapshot(snap))
-        self.next_commit_offset = self.metadata_log.start_offset
+        snap = self.metadata_log.latest_snapshot_id()
+        if snap is not None and snap.offset == self.metadata_log.start_offset():
+            blob = self.metadata_log.read_snapshot(snap)
+            if blob is not None:
+                self._load_snapshot_bytes(snap, blob)
+        self.next_commit_offset = self.metadata_log.start_offset()
 
     def start(self) -> None:
         self._task = asyncio.get_running_loop().create_task(self._run(), name="metadata-fetcher")
@@ -243,7 +250,7 @@ class MetadataFetcher:
                 partitions=[FetchRequest.FetchPartition(
                     partition=0,
                     current_leader_epoch=self.leader.epoch,
-                    fetch_offset=self.metadata_log.end_offset,
+                    fetch_offset=self.metadata_log.end_offset(),
                     last_fetched_epoch=self.metadata_log.last_fetched_epoch(),
                     log_start_offset=-1,
                     partition_max_bytes=FETCH_MAX_BYTES,
@@ -273,7 +280,7 @@ class MetadataFetcher:
             self._backoff_after_round = False
             await asyncio.sleep(s.quorum_retry_backoff_ms / 1000)
 
-    _pending_snapshot: SnapshotId | None = None
+    _pending_snapshot: OffsetAndEpoch | None = None
     _backoff_after_round = False
     _in_flight = False
 
@@ -327,14 +334,14 @@ class MetadataFetcher:
             self.metadata_log.truncate_to(end)
             return
         if part.snapshot_id.end_offset >= 0 and part.snapshot_id.epoch >= 0:
-            self._pending_snapshot = SnapshotId(part.snapshot_id.end_offset, part.snapshot_id.epoch)
+            self._pending_snapshot = OffsetAndEpoch(part.snapshot_id.end_offset, part.snapshot_id.epoch)
             return
         records = part.records
         if records is not None and len(records) > 0:
             data = memoryview(bytes(records))
             whole = sum(size for _, size in iter_batches(data))
             if whole:
-                self.metadata_log.append_as_follower(data[:whole])
+                self.metadata_log.append(data[:whole])
                 self.metadata_log.flush()  # durable before the next fetch reports this offset
         self.high_watermark = int(part.high_watermark)
         self.commit()
@@ -362,12 +369,12 @@ class MetadataFetcher:
 
     def commit(self) -> None:
         """Hand every local batch below the high watermark that the loader has not seen to the loader."""
-        end = min(self.high_watermark, self.metadata_log.end_offset)
+        end = min(self.high_watermark, self.metadata_log.end_offset())
         if end <= self.next_commit_offset:
             self._check_caught_up()
             return
         batches: list[MetadataBatch] = []
-        for b in self.metadata_log.read_batches(self.next_commit_offset, end):
+        for b in read_batches(self.metadata_log, self.next_commit_offset, end):
             if b.metadata is not None and b.metadata.records:
                 batches.append(b.metadata)
             self.next_commit_offset = b.next_offset
@@ -386,7 +393,7 @@ class MetadataFetcher:
 
     # -- snapshots -----------------------------------------------------------------------------------
 
-    async def _fetch_snapshot(self, conn: NodeConnection, snap: SnapshotId) -> None:
+    async def _fetch_snapshot(self, conn: NodeConnection, snap: OffsetAndEpoch) -> None:
         s = self.settings
         chunks: list[bytes] = []
         position = 0
@@ -396,7 +403,7 @@ class MetadataFetcher:
                 topics=[FetchSnapshotRequest.TopicSnapshot(name=CLUSTER_METADATA_TOPIC, partitions=[
                     FetchSnapshotRequest.PartitionSnapshot(
                         partition=0, current_leader_epoch=self.leader.epoch,
-                        snapshot_id=FetchSnapshotRequest.SnapshotId(end_offset=snap.end_offset, epoch=snap.epoch),
+                        snapshot_id=FetchSnapshotRequest.SnapshotId(end_offset=snap.offset, epoch=snap.epoch),
                         position=position, replica_directory_id=s.metadata_directory_id)])])
             resp = await conn.request(FETCH_SNAPSHOT, req, FetchSnapshotResponse,
                                       timeout_s=s.quorum_request_timeout_ms / 1000 + 5)
@@ -420,9 +427,9 @@ class MetadataFetcher:
         blob = b"".join(chunks)
         self.metadata_log.install_snapshot(snap, blob)
         self._load_snapshot_bytes(snap, blob)
-        self.next_commit_offset = snap.end_offset
+        self.next_commit_offset = snap.offset
 
-    def _remove_topics_the_snapshot_lacks(self, records: list[object], snap: SnapshotId) -> None:
+    def _remove_topics_the_snapshot_lacks(self, records: list[object], snap: OffsetAndEpoch) -> None:
         """A snapshot replaces an older, non-empty image (a broker that was away longer than the leader
         kept its log): topics deleted meanwhile are not in it, and a snapshot loads as a whole new image,
         which tells the publishers of no deletion. Kafka's loader marks what a snapshot lacks as deleted
@@ -434,14 +441,14 @@ class MetadataFetcher:
             return
         kept = {r.topic_id for r in records if isinstance(r, TopicRecord)}
         gone = [t.id for t in image.topics if t.id not in kept]
-        if not gone or image.offset + 1 >= snap.end_offset:
+        if not gone or image.offset + 1 >= snap.offset:
             return
-        log.info("Metadata snapshot %d-%d lacks %d topic(s) of the current image: removing them", snap.end_offset,
+        log.info("Metadata snapshot %d-%d lacks %d topic(s) of the current image: removing them", snap.offset,
                  snap.epoch, len(gone))
         self.loader.handle_commit([MetadataBatch(image.offset + 1, snap.epoch, image.provenance.last_contained_log_time_ms,
                                                  [RemoveTopicRecord(topic_id=t) for t in gone])])
 
-    def _load_snapshot_bytes(self, snap: SnapshotId, blob: bytes) -> None:
+    def _load_snapshot_bytes(self, snap: OffsetAndEpoch, blob: bytes) -> None:
         records: list[object] = []
         last_ts = -1
         for batch, size in iter_batches(memoryview(blob)):
@@ -450,5 +457,5 @@ class MetadataFetcher:
             records.extend(decode_batch(batch, size).records)
             last_ts = max(last_ts, batch.max_timestamp)
         self._remove_topics_the_snapshot_lacks(records, snap)
-        self.loader.handle_load_snapshot(records, MetadataProvenance(snap.end_offset - 1, snap.epoch, last_ts, True))
-        log.info("Loaded metadata snapshot %d-%d (%d records)", snap.end_offset, snap.epoch, len(records))
+        self.loader.handle_load_snapshot(records, MetadataProvenance(snap.offset - 1, snap.epoch, last_ts, True))
+        log.info("Loaded metadata snapshot %d-%d (%d records)", snap.offset, snap.epoch, len(records))

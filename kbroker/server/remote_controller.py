@@ -28,7 +28,7 @@ from typing import TypeVar
 
 from kbroker.client import RequestTimeoutError
 from kbroker.controller.client_quota_control import ClientQuotaAlteration, ClientQuotaAlterationResult
-from kbroker.controller.controller import Controller, ProducerIdsBlock
+from kbroker.controller.controller import Controller, NewTopic, ProducerIdsBlock
 from kbroker.metadata.cache import MetadataCache
 from kbroker.metadata.views import TopicInfo
 from kbroker.protocol.errors import ErrorCode, KafkaError
@@ -136,21 +136,15 @@ class RemoteController(Controller):
 
     # -- topics --------------------------------------------------------------------------------------
 
-    async def create_topic(
-        self,
-        name: str,
-        num_partitions: int = -1,
-        replication_factor: int = -1,
-        configs: Mapping[str, str | None] | None = None,
-        validate_only: bool = False,
-        assignments: Mapping[int, Sequence[int]] | None = None,
-    ) -> TopicInfo:
+    async def create_new_topic(self, new: NewTopic, validate_only: bool = False) -> TopicInfo:
+        name, assignments = new.name, new.assignments
         topic = CreateTopicsRequest.CreatableTopic(
-            name=name, num_partitions=num_partitions if not assignments else -1,
-            replication_factor=replication_factor if not assignments else -1,
+            name=name, num_partitions=new.num_partitions if not assignments else -1,
+            replication_factor=new.replication_factor if not assignments else -1,
             assignments=[CreateTopicsRequest.CreatableReplicaAssignment(partition_index=p, broker_ids=list(b))
                          for p, b in sorted((assignments or {}).items())],
-            configs=[CreateTopicsRequest.CreatableTopicConfig(name=k, value=v) for k, v in (configs or {}).items()],
+            configs=[CreateTopicsRequest.CreatableTopicConfig(name=k, value=v)
+                     for k, v in (new.configs or {}).items()],
         )
         req = CreateTopicsRequest(topics=[topic], timeout_ms=self.request_timeout_ms, validate_only=validate_only)
         resp = await self._send(CREATE_TOPICS, req, CreateTopicsResponse)
@@ -225,6 +219,24 @@ class RemoteController(Controller):
 
     # -- configs -------------------------------------------------------------------------------------
 
+    async def _config_change_done(
+        self, responses: Sequence[AlterConfigsResponse.AlterConfigsResourceResponse]
+        | Sequence[IncrementalAlterConfigsResponse.AlterConfigsResourceResponse], validate_only: bool,
+    ) -> None:
+        """The controller's answer for the one resource changed: its error raised, else (unless only
+        validated) wait until this broker's image holds the change."""
+        if not responses:
+            raise KafkaError("The controller's answer named no resource", error_code=ErrorCode.UNKNOWN_SERVER_ERROR)
+        _raise_for(responses[0].error_code, responses[0].error_message)
+        if not validate_only:
+            await self._caught_up()
+
+    def _topic_info(self, name: str) -> TopicInfo:
+        info = self.cache.topic(name)
+        if info is None:
+            raise KafkaError(error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+        return info
+
     async def _incremental(self, resource_type: int, resource_name: str,
                            ops: Iterable[tuple[str, int, str | None]], validate_only: bool) -> None:
         res = IncrementalAlterConfigsRequest.AlterConfigsResource(
@@ -233,20 +245,13 @@ class RemoteController(Controller):
                      for k, op, v in ops])
         req = IncrementalAlterConfigsRequest(resources=[res], validate_only=validate_only)
         resp = await self._send(INCREMENTAL_ALTER_CONFIGS, req, IncrementalAlterConfigsResponse)
-        if not resp.responses:
-            raise KafkaError("The controller's answer named no resource", error_code=ErrorCode.UNKNOWN_SERVER_ERROR)
-        _raise_for(resp.responses[0].error_code, resp.responses[0].error_message)
-        if not validate_only:
-            await self._caught_up()
+        await self._config_change_done(resp.responses, validate_only)
 
     async def incremental_alter_topic_configs(
         self, name: str, ops: Iterable[tuple[str, int, str | None]], validate_only: bool = False
     ) -> TopicInfo:
         await self._incremental(TOPIC_RESOURCE, name, ops, validate_only)
-        info = self.cache.topic(name)
-        if info is None:
-            raise KafkaError(error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
-        return info
+        return self._topic_info(name)
 
     async def alter_topic_configs(
         self, name: str, configs: Mapping[str, str | None], validate_only: bool = False
@@ -256,15 +261,8 @@ class RemoteController(Controller):
             configs=[AlterConfigsRequest.AlterableConfig(name=k, value=v) for k, v in configs.items()])
         req = AlterConfigsRequest(resources=[res], validate_only=validate_only)
         resp = await self._send(ALTER_CONFIGS, req, AlterConfigsResponse)
-        if not resp.responses:
-            raise KafkaError("The controller's answer named no resource", error_code=ErrorCode.UNKNOWN_SERVER_ERROR)
-        _raise_for(resp.responses[0].error_code, resp.responses[0].error_message)
-        if not validate_only:
-            await self._caught_up()
-        info = self.cache.topic(name)
-        if info is None:
-            raise KafkaError(error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
-        return info
+        await self._config_change_done(resp.responses, validate_only)
+        return self._topic_info(name)
 
     async def alter_broker_configs(
         self, default: bool, changes: Mapping[str, str | None], validate_only: bool = False

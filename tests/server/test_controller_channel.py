@@ -18,8 +18,8 @@ from kbroker.protocol.errors import ErrorCode, KafkaError
 from kbroker.protocol.messages.allocate_producer_ids import AllocateProducerIdsResponse
 from kbroker.protocol.messages.alter_partition import AlterPartitionRequest, AlterPartitionResponse
 from kbroker.protocol.messages.create_topics import CreateTopicsRequest, CreateTopicsResponse
+from kbroker.raft.metadata_log import KafkaMetadataLog
 from kbroker.server.controller_channel import ControllerChannel
-from kbroker.server.kafka_metadata_log import KafkaMetadataLog
 from kbroker.server.metadata_fetcher import LeaderAndEpoch, MetadataFetcher
 from kbroker.server.remote_controller import RemoteController
 from kbroker.server.settings import KRaftBrokerSettings, QuorumNode

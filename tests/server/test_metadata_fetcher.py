@@ -16,7 +16,8 @@ from kbroker.protocol.messages.fetch import FetchResponse
 from kbroker.protocol.metadata_records import FeatureLevelRecord, PartitionRecord, TopicRecord
 from kbroker.protocol.metadata_records.serde import encode_metadata_record
 from kbroker.protocol.records import SimpleRecord, build_batch
-from kbroker.server.kafka_metadata_log import KafkaMetadataLog, SnapshotId
+from kbroker.raft.metadata_log import KafkaMetadataLog
+from kbroker.raft.raft_log import OffsetAndEpoch
 from kbroker.server.metadata_fetcher import METADATA_TOPIC_ID, LeaderAndEpoch, MetadataFetcher
 from kbroker.server.settings import KRaftBrokerSettings, QuorumNode
 
@@ -82,7 +83,7 @@ def test_only_batches_below_the_high_watermark_reach_the_image(tmp_path: Path) -
     data = (batch(0, 1, FeatureLevelRecord(name="metadata.version", feature_level=30))
             + batch(1, 1, *topic("a", T1)) + batch(3, 1, *topic("b", T2)))
     f.handle_fetch_response(answer(data, hw=3), None)
-    assert f.metadata_log.end_offset == 5
+    assert f.metadata_log.end_offset() == 5
     assert cache.topic("a") is not None and cache.topic("b") is None  # b's batch is above the HW
     # Caught up means: everything the leader has committed is applied (its high watermark is 3).
     assert f.applied_offset == 2 and f.caught_up.is_set()
@@ -116,16 +117,16 @@ def test_a_diverging_epoch_truncates_the_uncommitted_tail(tmp_path: Path) -> Non
     f, cache = fetcher(tmp_path)
     data = batch(0, 1, *topic("a", T1)) + batch(2, 2, *topic("stale", T2))
     f.handle_fetch_response(answer(data, hw=2, epoch=2), None)
-    assert f.metadata_log.end_offset == 4 and cache.topic("a") is not None
+    assert f.metadata_log.end_offset() == 4 and cache.topic("a") is not None
     # A new leader (epoch 3) never had offsets 2-3 of epoch 2: its epoch 2 ended at offset 2.
     f.handle_fetch_response(answer(hw=2, epoch=3, diverging=(2, 2)), None)
-    assert f.metadata_log.end_offset == 2
+    assert f.metadata_log.end_offset() == 2
     assert cache.topic("stale") is None and cache.topic("a") is not None
     p = f.build_fetch_request(17).topics[0].partitions[0]
     assert (p.fetch_offset, p.last_fetched_epoch) == (2, 1)
     # A diverging point below what is committed is refused (committed records never diverge).
     f.handle_fetch_response(answer(hw=2, epoch=3, diverging=(1, 1)), None)
-    assert f.metadata_log.end_offset == 2
+    assert f.metadata_log.end_offset() == 2
 
 
 def test_a_snapshot_replaces_the_image_and_the_log_starts_at_its_end(tmp_path: Path) -> None:
@@ -134,7 +135,7 @@ def test_a_snapshot_replaces_the_image_and_the_log_starts_at_its_end(tmp_path: P
     assert cache.topic("old") is not None
     f.handle_fetch_response(answer(hw=100, snapshot=(100, 4)), None)
     snap = f._pending_snapshot
-    assert snap == SnapshotId(100, 4)
+    assert snap == OffsetAndEpoch(100, 4)
     blob = batch(0, 4, FeatureLevelRecord(name="metadata.version", feature_level=30), *topic("new", T2))
     f.metadata_log.install_snapshot(snap, blob)
     deleted: list[str] = []
@@ -149,7 +150,7 @@ def test_a_snapshot_replaces_the_image_and_the_log_starts_at_its_end(tmp_path: P
 
     f.loader.install_publishers([Deletions()])
     f._load_snapshot_bytes(snap, blob)
-    f.next_commit_offset = snap.end_offset
+    f.next_commit_offset = snap.offset
     assert cache.topic("new") is not None and cache.topic("old") is None
     # The publishers were told that "old" is gone (the snapshot lacks it), as Kafka's finishSnapshot does.
     assert deleted == ["old"]

@@ -1,6 +1,6 @@
 """docs/spark.md, executed: every ```sh block runs, in page order, against a fresh kbroker (issue 18).
 
-Same marker convention as tests/unit/test_docs_getting_started.py: a block preceded by
+Same marker convention as tests/unit/test_docs_getting_started.py (tests/support/docs_blocks.py): a block preceded by
 `<!-- docs-test: skip (reason) -->` is not run (the reason says why); every other ```sh block runs
 with bash in a fresh directory (so `out/...` lands there), with `kbroker` on PATH running this checkout
 and `KBROKER_BOOTSTRAP` naming the test broker (the address `kbroker spark submit`/`generate` use when
@@ -16,10 +16,7 @@ from __future__ import annotations
 
 import os
 import re
-import subprocess
-import sys
 from collections import Counter
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -27,32 +24,13 @@ import pytest
 from kbroker.spark.generators import clickstream_events
 from kbroker.spark.source import to_epoch_ms
 from tests.support.broker import REPO_ROOT, KBroker
+from tests.support.docs_blocks import Block, check_markers, checkout_env, run_block, sh_blocks, write_bin
 
 PAGE = REPO_ROOT / "docs" / "spark.md"
 
 
-@dataclass
-class Block:
-    line: int
-    marker: str  # "" or "skip"
-    reason: str
-    text: str
-
-
 def blocks() -> list[Block]:
-    found: list[Block] = []
-    lines = PAGE.read_text().splitlines()
-    i = 0
-    while i < len(lines):
-        if lines[i].strip() == "```sh":
-            prev = next((x.strip() for x in reversed(lines[:i]) if x.strip()), "")
-            m = re.fullmatch(r"<!-- docs-test: (\w+)(?: \((.*)\))? -->", prev)
-            end = lines.index("```", i + 1)
-            found.append(Block(i + 1, m.group(1) if m else "", (m.group(2) or "") if m else "",
-                               "\n".join(lines[i + 1:end])))
-            i = end
-        i += 1
-    return found
+    return sh_blocks(PAGE)
 
 
 def progress_sample() -> list[str]:
@@ -81,18 +59,7 @@ def test_progress_sample_patterns() -> None:
 def test_page_markers_are_known_and_explained() -> None:
     found = blocks()
     assert len([b for b in found if b.marker == ""]) >= 6
-    for b in found:
-        assert b.marker in ("", "skip"), b
-        if b.marker:
-            assert b.reason, f"block at line {b.line}: a {b.marker} marker says why"
-
-
-def _bin(tmp_path: Path) -> Path:
-    bin_dir = tmp_path / "bin"
-    bin_dir.mkdir()
-    (bin_dir / "kbroker").write_text(f'#!/usr/bin/env bash\nexec "{sys.executable}" -m kbroker "$@"\n')
-    (bin_dir / "kbroker").chmod(0o755)
-    return bin_dir
+    check_markers(found, ("skip",))
 
 
 def _sample_events() -> list[dict[str, object]]:
@@ -110,21 +77,15 @@ def test_shell_blocks_run_against_a_fresh_broker(spark_ready: None, tmp_path: Pa
     broker.start()
     work = tmp_path / "work"
     work.mkdir()
-    env = dict(os.environ)
-    env["PATH"] = f"{_bin(tmp_path)}{os.pathsep}{env['PATH']}"
-    env["PYTHONPATH"] = str(REPO_ROOT) + os.pathsep + env.get("PYTHONPATH", "")
-    env["KBROKER_BOOTSTRAP"] = broker.bootstrap
+    env = checkout_env(PATH=f"{write_bin(tmp_path / 'bin')}{os.pathsep}{os.environ['PATH']}",
+                       KBROKER_BOOTSTRAP=broker.bootstrap)
     outputs: list[str] = []
     try:
         for b in blocks():
             if b.marker:
                 continue
-            r = subprocess.run(["bash", "-euo", "pipefail", "-c", b.text], cwd=work, capture_output=True,
-                               text=True, env=env, timeout=900)
-            (tmp_path / f"block-{b.line}.log").write_text(f"{b.text}\n--- stdout\n{r.stdout}\n--- stderr\n{r.stderr}")
-            assert r.returncode == 0, f"block at line {b.line} failed:\n{b.text}\n{r.stdout[-3000:]}\n{r.stderr[-3000:]}"
-            assert "Traceback" not in r.stderr, r.stderr[-3000:]
-            outputs.append(r.stdout)
+            outputs.append(run_block(b.line, b.text, cwd=work, env=env, timeout=900,
+                                     log=tmp_path / f"block-{b.line}.log", tail=3000))
     finally:
         broker.stop()
     text = "\n".join(outputs)

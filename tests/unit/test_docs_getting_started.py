@@ -11,83 +11,40 @@ address and `.venv/bin/` a directory whose `kbroker` and `python` run this check
 
 from __future__ import annotations
 
-import os
-import re
 import shutil
 import signal
 import socket
 import subprocess
-import sys
 import time
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
-from tests.support.broker import KBroker, free_port
+from tests.support.broker import REPO_ROOT, KBroker, free_port
+from tests.support.docs_blocks import Block, check_markers, checkout_env, run_block, sh_blocks, write_bin
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
 PAGE = REPO_ROOT / "docs" / "getting-started.md"
 
 
-@dataclass
-class Block:
-    line: int
-    marker: str  # "", "skip", "serve", "slow"
-    reason: str
-    text: str
-
-
 def blocks() -> list[Block]:
-    found: list[Block] = []
-    lines = PAGE.read_text().splitlines()
-    i = 0
-    while i < len(lines):
-        if lines[i].strip() == "```sh":
-            prev = next((x.strip() for x in reversed(lines[:i]) if x.strip()), "")
-            m = re.fullmatch(r"<!-- docs-test: (\w+)(?: \((.*)\))? -->", prev)
-            end = lines.index("```", i + 1)
-            found.append(Block(i + 1, m.group(1) if m else "", (m.group(2) or "") if m else "",
-                               "\n".join(lines[i + 1:end])))
-            i = end
-        i += 1
-    return found
+    return sh_blocks(PAGE)
 
 
 @pytest.fixture
 def venv_bin(tmp_path: Path) -> Path:
     """Stands in for the repository's .venv/bin: this interpreter, this checkout."""
-    bin_dir = tmp_path / "venv" / "bin"
-    bin_dir.mkdir(parents=True)
-    (bin_dir / "kbroker").write_text(f'#!/usr/bin/env bash\nexec "{sys.executable}" -m kbroker "$@"\n')
-    (bin_dir / "python").write_text(f'#!/usr/bin/env bash\nexec "{sys.executable}" "$@"\n')
-    for f in bin_dir.iterdir():
-        f.chmod(0o755)
-    return bin_dir
-
-
-def _env() -> dict[str, str]:
-    env = dict(os.environ)
-    env["PYTHONPATH"] = str(REPO_ROOT) + os.pathsep + env.get("PYTHONPATH", "")
-    return env
+    return write_bin(tmp_path / "venv" / "bin", python=True)
 
 
 def _run_block(block: Block, bootstrap: str, venv_bin: Path) -> str:
     script = block.text.replace("127.0.0.1:9092", bootstrap).replace(".venv/bin/", f"{venv_bin}/")
-    r = subprocess.run(["bash", "-euo", "pipefail", "-c", script], cwd=REPO_ROOT, capture_output=True, text=True,
-                       env=_env(), timeout=300)
-    assert r.returncode == 0, f"block at line {block.line} failed:\n{script}\n--- stdout\n{r.stdout}\n--- stderr\n{r.stderr}"
-    assert "Traceback" not in r.stderr, r.stderr
-    return r.stdout
+    return run_block(block.line, script, cwd=REPO_ROOT, env=checkout_env(), timeout=300)
 
 
 def test_page_markers_are_known_and_explained() -> None:
     found = blocks()
     assert len(found) >= 6
-    for b in found:
-        assert b.marker in ("", "skip", "serve", "slow"), b
-        if b.marker:
-            assert b.reason, f"block at line {b.line}: a {b.marker} marker says why"
+    check_markers(found, ("skip", "serve", "slow"))
 
 
 def test_shell_blocks_run_against_a_fresh_broker(tmp_path: Path, venv_bin: Path) -> None:
@@ -124,7 +81,7 @@ def test_serve_lines_start_and_stop(tmp_path: Path, venv_bin: Path) -> None:
         log = tmp_path / f"serve{n}.log"
         with open(log, "w") as err:
             proc = subprocess.Popen(["bash", "-c", f"exec {command}"], cwd=REPO_ROOT, stdout=err, stderr=err,
-                                    env=_env())
+                                    env=checkout_env())
         try:
             deadline = time.monotonic() + 30
             while not _accepts(port):
