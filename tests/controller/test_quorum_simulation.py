@@ -12,6 +12,10 @@ step, on the committed image:
 - both controllers' committed images are the image of the committed log (a standby follows exactly);
 - every answer handed out before a commit is complete after it, and every broker epoch answered is
   the registration's batch offset in the committed log.
+
+The brokers behave as Kafka's do: a process heartbeats only with the epoch its own registration was
+answered, and once it has asked to shut down it keeps asking (BrokerLifecycleManager). An answer that
+arrives after its process was replaced by a new incarnation reaches nobody.
 """
 
 from __future__ import annotations
@@ -201,8 +205,8 @@ def _run(seed: int, steps: int) -> dict[str, int]:
                         epochs[b] = op.result().epoch  # type: ignore[attr-defined]
                         if current:
                             known_epoch[b] = epochs[b]
-                    if kind == "heartbeat" and op.exception() is None and op.result().should_shut_down \
-                            and current:  # type: ignore[attr-defined]
+                    if kind == "heartbeat" and current and op.exception() is None \
+                            and op.result().should_shut_down:  # type: ignore[attr-defined]
                         down.add(b)  # the process exits
             pending.clear()
         elif action == "failover":
