@@ -199,7 +199,7 @@ def _run(seed: int, steps: int) -> dict[str, int]:
                     # would heartbeat with that epoch without want_shut_down although the old process had
                     # asked to shut down -- a heartbeat no real broker sends (BrokerLifecycleManager keeps
                     # asking once it has), after which Kafka's controller may unfence and elect a broker
-                    # whose registration is still in controlled shutdown (seeds 80, 255, 281).
+                    # whose registration is still in controlled shutdown (seeds 80, 218, 254, 255, 281).
                     current = incarnations[b] == incarnation
                     if kind == "register" and op.exception() is None:  # type: ignore[attr-defined]
                         epochs[b] = op.result().epoch  # type: ignore[attr-defined]

@@ -1,7 +1,7 @@
 """Regressions found by the slow quorum-controller simulation (tests/controller/test_quorum_simulation.py).
 
-Seeds 80, 255 and 281 of `test_invariants_hold_over_many_random_runs` ended with a partition led by a
-broker whose registration was still in controlled shutdown. Each time the same path:
+Seeds 80, 218, 254, 255 and 281 of `test_invariants_hold_over_many_random_runs` ended with a partition
+led by a broker whose registration was still in controlled shutdown. Each time the same path:
 
 1. the broker process asked to shut down (registration: in controlled shutdown, leaderships moved away);
 2. its session expired (or a controller failover first reset the soft controlled-shutdown state, as
@@ -111,7 +111,7 @@ def test_fenced_broker_in_controlled_shutdown_that_stops_asking_is_unfenced_and_
     assert (p.leader, p.isr) == (1, (1,))
 
 
-@pytest.mark.parametrize("seed", [80, 255, 281])
+@pytest.mark.parametrize("seed", [80, 218, 254, 255, 281])
 def test_simulation_seeds_where_a_replaced_broker_process_inherited_an_old_epoch(seed: int) -> None:
     """Failed before the simulation dropped answers meant for a replaced broker process."""
     counts = _run(seed, 2000)
