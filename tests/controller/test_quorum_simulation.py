@@ -12,6 +12,10 @@ step, on the committed image:
 - both controllers' committed images are the image of the committed log (a standby follows exactly);
 - every answer handed out before a commit is complete after it, and every broker epoch answered is
   the registration's batch offset in the committed log.
+
+The brokers behave as Kafka's do: a process heartbeats only with the epoch its own registration was
+answered, and once it has asked to shut down it keeps asking (BrokerLifecycleManager). An answer that
+arrives after its process was replaced by a new incarnation reaches nobody.
 """
 
 from __future__ import annotations
@@ -139,7 +143,8 @@ def _run(seed: int, steps: int) -> dict[str, int]:
                 down.discard(b)
                 shutting.discard(b)
                 known_epoch.pop(b, None)
-            pending.append(("register", c.register_broker_request(registration(b, incarnation=incarnations[b])), b))
+            pending.append(("register", c.register_broker_request(registration(b, incarnation=incarnations[b])),
+                            (b, incarnations[b])))
         elif action == "heartbeat":
             b = rnd.choice(BROKERS)
             if b in known_epoch and b not in down:  # a running process heartbeats with the epoch it was given
@@ -147,7 +152,7 @@ def _run(seed: int, steps: int) -> dict[str, int]:
                 if rnd.random() < 0.05:
                     shutting.add(b)  # once it asks to shut down, a broker keeps asking (BrokerLifecycleManager)
                 op = c.broker_heartbeat(heartbeat(b, known_epoch[b], offset, want_shut_down=b in shutting))
-                pending.append(("heartbeat", op, b))
+                pending.append(("heartbeat", op, (b, incarnations[b])))
         elif action == "silence":
             clock.advance(rnd.randint(1000, 12_000))
             c.poll()
@@ -187,10 +192,22 @@ def _run(seed: int, steps: int) -> dict[str, int]:
             raft.commit()
             for kind, op, extra in pending:
                 assert op.done(), kind  # type: ignore[attr-defined]
-                if kind == "register" and op.exception() is None:  # type: ignore[attr-defined]
-                    epochs[extra] = known_epoch[extra] = op.result().epoch  # type: ignore[attr-defined, index]
-                if kind == "heartbeat" and op.exception() is None and op.result().should_shut_down:  # type: ignore[attr-defined]
-                    down.add(extra)  # type: ignore[arg-type]  # the process exits
+                if kind in ("register", "heartbeat"):
+                    b, incarnation = extra  # type: ignore[misc]
+                    # An answer to a process that has since been replaced (a restart with a new incarnation)
+                    # reaches nobody: the new process must not inherit the old one's broker epoch. Else it
+                    # would heartbeat with that epoch without want_shut_down although the old process had
+                    # asked to shut down -- a heartbeat no real broker sends (BrokerLifecycleManager keeps
+                    # asking once it has), after which Kafka's controller may unfence and elect a broker
+                    # whose registration is still in controlled shutdown (seeds 80, 218, 254, 255, 281).
+                    current = incarnations[b] == incarnation
+                    if kind == "register" and op.exception() is None:  # type: ignore[attr-defined]
+                        epochs[b] = op.result().epoch  # type: ignore[attr-defined]
+                        if current:
+                            known_epoch[b] = epochs[b]
+                    if kind == "heartbeat" and current and op.exception() is None \
+                            and op.result().should_shut_down:  # type: ignore[attr-defined]
+                        down.add(b)  # the process exits
             pending.clear()
         elif action == "failover":
             other = CONTROLLERS[1] if raft.leader_id == CONTROLLERS[0] else CONTROLLERS[0]
