@@ -101,7 +101,7 @@ def test_api_versions_advertises_exact_ranges_and_features(api: Api) -> None:
     assert ranges == api.dispatcher.advertised_ranges()
     # group.version 1 enables KIP-848's consumer protocol (ConsumerGroupHeartbeat/Describe).
     assert [(f.name, f.max_version_level) for f in resp.finalized_features] == [
-        ("metadata.version", 30), ("group.version", 1)]
+        ("metadata.version", 30), ("group.version", 1), ("share.version", 1)]
     assert ranges[68] == (0, 1) and ranges[69] == (0, 1)
     assert api.ctx.client_software_name == "kbroker-test"
     bad = api.call(18, 3, ApiVersionsRequest(client_software_name="-bad", client_software_version="1"))
