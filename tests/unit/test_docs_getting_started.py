@@ -110,4 +110,6 @@ def test_java_tool_blocks(tmp_path: Path, venv_bin: Path) -> None:
         out = "\n".join(_run_block(b, broker.bootstrap, venv_bin) for b in blocks() if b.marker == "slow")
     finally:
         broker.stop()
-    assert "PartitionCount: 3" in out and out.rstrip().endswith("c")
+    # The console producer's sticky partitioner puts the three lines in one or more of the three
+    # partitions; the consumer reads all of them (in partition order, not necessarily a, b, c).
+    assert "PartitionCount: 3" in out and {"a", "b", "c"} <= set(out.splitlines())
