@@ -49,6 +49,7 @@ class KRaftBrokerLinks:
         self.settings = settings
         self.time_ms = time_ms
         self.offline_log_dirs = offline_log_dirs
+        self.cache = cache
         self.metadata_log = KafkaMetadataLog(metadata_log_dir)
         self.fetcher = MetadataFetcher(settings, self.metadata_log, loader)
         self.channel = ControllerChannel(self.fetcher, node_id=settings.node_id,
@@ -106,7 +107,26 @@ class KRaftBrokerLinks:
                 f"initial.broker.registration.timeout.ms={s.initial_registration_timeout_ms}"
                 + (f" (last error: {err.name if hasattr(err, 'name') else err})" if err is not None else "")
             ) from None
+        await self._wait_until_image_shows_unfenced(lifecycle.broker_epoch, s.initial_registration_timeout_ms / 1000)
         return lifecycle.broker_epoch
+
+    async def _wait_until_image_shows_unfenced(self, broker_epoch: int, timeout_s: float) -> None:
+        """The heartbeat answers "unfenced" once the controller committed the UnfenceBrokerRecord; this
+        broker's own image holds that record one metadata fetch later. Until then its Metadata answers
+        list no live broker (librdkafka's admin client then waits "for controller" for a long time), so
+        start-up also waits, bounded, for its own image to show it registered with this epoch and
+        unfenced before the broker announces it has started."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout_s
+        while True:
+            reg = self.cache.image.cluster.broker(self.settings.node_id)
+            if reg is not None and reg.epoch == broker_epoch and not reg.fenced:
+                return
+            if loop.time() >= deadline:
+                log.warning("Broker %d: unfenced by the controller, but its metadata image does not show it "
+                            "yet; starting anyway", self.settings.node_id)
+                return
+            await asyncio.sleep(0.02)
 
     async def controlled_shutdown(self, timeout_s: float) -> None:
         lc = self.lifecycle
