@@ -78,6 +78,19 @@ def filter_authorized(services: BrokerServices, ctx: RequestContext, operation: 
     return {n for n in distinct if authorize(services, ctx, operation, resource_type, n)}
 
 
+def partition_groups_by_authorization(services: BrokerServices, ctx: RequestContext,
+                                      group_ids: Iterable[str]) -> tuple[list[str], list[str]]:
+    """The describe APIs' split (KafkaApis: DescribeGroups, ConsumerGroupDescribe,
+    ShareGroupDescribe): (the ids this principal may DESCRIBE, in request order; the refused ones,
+    answered first with GROUP_AUTHORIZATION_FAILED). Without an authorizer nothing is refused."""
+    ids = list(group_ids)
+    if services.authorizer is None:
+        return ids, []
+    refused = [g for g in ids if not authorize(services, ctx, DESCRIBE, GROUP, g)]
+    denied = set(refused)
+    return [g for g in ids if g not in denied], refused
+
+
 def authorize_by_resource_type(services: BrokerServices, ctx: RequestContext, operation: int,
                                resource_type: int) -> bool:
     """Kafka's `AuthHelper.authorizeByResourceType`: `operation` on at least one resource of the type."""

@@ -10,7 +10,11 @@ from __future__ import annotations
 from functools import partial
 from typing import Any
 
-from kbroker.api._authz import authorize, authorized_operations, filter_authorized
+from kbroker.api._authz import (
+    authorized_operations,
+    filter_authorized,
+    partition_groups_by_authorization,
+)
 from kbroker.api._groups import coordinator, gather, then
 from kbroker.api.context import BrokerServices, RequestContext
 from kbroker.coord.assignors import Assignment
@@ -75,13 +79,8 @@ def handle(services: BrokerServices, ctx: RequestContext, header: Any, request: 
     # GROUP_AUTHORIZATION_FAILED); then, with an authorizer, a group whose members' current or target
     # assignment names a topic the principal may not DESCRIBE is answered TOPIC_AUTHORIZATION_FAILED
     # with no members (the topics are not disclosed).
-    denied: list[Any] = []
-    allowed = list(request.group_ids)
-    if services.authorizer is not None:
-        denied = [R.DescribedGroup(group_id=g, error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED)
-                  for g in request.group_ids if not authorize(services, ctx, DESCRIBE, GROUP, g)]
-        refused = {d.group_id for d in denied}
-        allowed = [g for g in request.group_ids if g not in refused]
+    allowed, refused = partition_groups_by_authorization(services, ctx, request.group_ids)
+    denied = [R.DescribedGroup(group_id=g, error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED) for g in refused]
     answers = [then(coord.consumer_group_describe(gid), partial(described, gid)) for gid in allowed]
     return then(gather(answers), lambda groups: R(groups=_hide_unauthorized_topics(services, ctx, denied + groups)))
 

@@ -11,13 +11,13 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from kbroker.api._authz import authorize, authorized_operations
+from kbroker.api._authz import authorized_operations, partition_groups_by_authorization
 from kbroker.api._groups import coordinator, gather, then
 from kbroker.api.context import BrokerServices, RequestContext
 from kbroker.coord.group_metadata_manager import GroupDescription
 from kbroker.protocol.errors import ErrorCode
 from kbroker.protocol.messages.describe_groups import DescribeGroupsRequest, DescribeGroupsResponse
-from kbroker.security.acl import DESCRIBE, GROUP
+from kbroker.security.acl import GROUP
 
 API_KEY = 15
 MIN_VERSION = 0
@@ -37,13 +37,8 @@ def handle(services: BrokerServices, ctx: RequestContext, header: Any, request: 
     include_ops = version >= 3 and request.include_authorized_operations
     # KafkaApis.handleDescribeGroupsRequest: DESCRIBE on each group; the refused ones come first
     # (GROUP_AUTHORIZATION_FAILED), then the described ones in request order.
-    denied: list[Any] = []
-    allowed = list(request.groups)
-    if services.authorizer is not None:
-        denied = [R.DescribedGroup(error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED, group_id=g)
-                  for g in request.groups if not authorize(services, ctx, DESCRIBE, GROUP, g)]
-        refused = {d.group_id for d in denied}
-        allowed = [g for g in request.groups if g not in refused]
+    allowed, refused = partition_groups_by_authorization(services, ctx, request.groups)
+    denied = [R.DescribedGroup(error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED, group_id=g) for g in refused]
 
     def ops(gid: str) -> int:
         # KIP-430: the principal's operations on the group (all of GROUP's without an authorizer).

@@ -9,7 +9,7 @@ from __future__ import annotations
 from functools import partial
 from typing import Any
 
-from kbroker.api._authz import authorize, authorized_operations
+from kbroker.api._authz import authorized_operations, partition_groups_by_authorization
 from kbroker.api._groups import coordinator, gather, then
 from kbroker.api.consumer_group_describe import AUTHORIZED_OPERATIONS_OMITTED
 from kbroker.api.context import BrokerServices, RequestContext
@@ -20,7 +20,7 @@ from kbroker.protocol.messages.share_group_describe import (
     ShareGroupDescribeRequest,
     ShareGroupDescribeResponse,
 )
-from kbroker.security.acl import DESCRIBE, GROUP
+from kbroker.security.acl import GROUP
 
 API_KEY = 77
 MIN_VERSION = 1
@@ -65,12 +65,7 @@ def handle(services: BrokerServices, ctx: RequestContext, header: Any, request: 
 
     # KafkaApis.handleShareGroupDescribe: DESCRIBE on each group, the refused ones first with
     # GROUP_AUTHORIZATION_FAILED (as ConsumerGroupDescribe).
-    denied: list[Any] = []
-    allowed = list(request.group_ids)
-    if services.authorizer is not None:
-        denied = [R.DescribedGroup(group_id=g, error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED)
-                  for g in request.group_ids if not authorize(services, ctx, DESCRIBE, GROUP, g)]
-        refused = {d.group_id for d in denied}
-        allowed = [g for g in request.group_ids if g not in refused]
+    allowed, refused = partition_groups_by_authorization(services, ctx, request.group_ids)
+    denied = [R.DescribedGroup(group_id=g, error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED) for g in refused]
     answers = [then(coord.share_group_describe(gid), partial(described, gid)) for gid in allowed]
     return then(gather(answers), lambda groups: R(groups=denied + groups))
