@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import asyncio
 import re
-import signal
 import subprocess
 import time
 from collections.abc import Iterator
@@ -36,7 +35,7 @@ from kbroker.protocol.messages.describe_quorum import DescribeQuorumRequest, Des
 from kbroker.protocol.messages.metadata import MetadataRequest, MetadataResponse
 from kbroker.protocol.metadata_records import TopicRecord
 from kbroker.snapshot import read_snapshot_file
-from tests.cluster.test_kbroker_quorum import Quorum, _common, _format
+from tests.cluster.test_kbroker_quorum import Quorum, _common, _format, stop_nodes
 from tests.support.broker import KBroker
 from tests.support.java import java_unavailable_reason, run_java_main
 from tests.support.kafka_cluster import KafkaNode, new_cluster_id
@@ -161,17 +160,7 @@ def quorum(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Quorum]:
     finally:
         for k in kafka:
             k.stop(30)
-        nodes = [*q.brokers.values(), late, *q.controllers.values()]
-        for node in nodes:
-            if node.is_running():
-                node.proc.send_signal(signal.SIGTERM)  # type: ignore[union-attr]
-        for node in nodes:
-            try:
-                if node.proc is not None:
-                    node.proc.wait(15)
-            except subprocess.TimeoutExpired:
-                pass
-            node.kill()
+        stop_nodes([*q.brokers.values(), late], list(q.controllers.values()))
 
 
 def test_snapshots_trim_and_catch_up_through_fetch_snapshot(quorum: Quorum) -> None:
