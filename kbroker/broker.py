@@ -512,6 +512,8 @@ class Broker:
         if self.observability is not None:
             await self.observability.stop()
         if self.replica_manager is not None:
+            # The replica fetchers first, waited for: none may append to a follower log once the logs close.
+            await self.replica_manager.replica_fetcher_manager.shutdown()
             self.replica_manager.shutdown()
         if self.log_cleaner is not None:
             # Stop a running clean at its next batch and wait: the logs must not close under it.

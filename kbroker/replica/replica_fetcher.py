@@ -166,7 +166,7 @@ class ReplicaFetcher:
                 state.state = FetchState.TRUNCATING
         self.partitions.update(states)
         self._wake.set()
-        if self._task is None:
+        if self._task is None and not self._closed:  # a closed fetcher never starts again
             self._task = asyncio.get_running_loop().create_task(self._run(), name=self.client_id)
 
     def remove_partitions(self, keys: list[Key]) -> None:
@@ -443,6 +443,10 @@ class ReplicaFetcher:
             await self._handle_out_of_range(conn, key, state)
 
     def _process_partition_data(self, key: Key, state: PartitionFetchState, p: FetchResponse.PartitionData) -> None:
+        if self._closed:
+            # Closed while the response was on its way (the broker is stopping and its logs may be
+            # closed already): appending now would fail the log directory over a shutdown.
+            return
         part = self.host.follower_partition(*key)
         if part is None:
             self.partitions.pop(key, None)
@@ -532,9 +536,12 @@ class ReplicaFetcherManager:
         self.fetchers: dict[int, ReplicaFetcher] = {}
         self._owner: dict[Key, int] = {}
         self._paused = False
+        self._closed = False
 
     def add_fetcher_for_partitions(self, initial: dict[Key, InitialFetchState]) -> None:
         """Start fetching each partition from its leader (Kafka's addFetcherForPartitions)."""
+        if self._closed:
+            return
         by_leader: dict[int, dict[Key, PartitionFetchState]] = {}
         for key, init in initial.items():
             self.remove_fetcher_for_partitions([key])
@@ -580,12 +587,14 @@ class ReplicaFetcherManager:
                 await fetcher.shutdown()
 
     def close_now(self) -> None:
+        self._closed = True
         for f in self.fetchers.values():
             f.close_now()
         self.fetchers.clear()
         self._owner.clear()
 
     async def shutdown(self) -> None:
+        self._closed = True
         fetchers = list(self.fetchers.values())
         self.fetchers.clear()
         self._owner.clear()
