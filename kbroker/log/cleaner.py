@@ -294,7 +294,7 @@ class Cleaner:
         self._abort = abort or (lambda: False)
         # Runs the swap where the log is owned (the event loop); default: call it right here.
         self._run_on_log_thread = run_on_log_thread or (lambda fn: fn())
-        # Tests: called at the named steps ("cleaned", "swap-renamed", "old-deleted", "swapped").
+        # Tests: called at the named steps ("cleaned", "swap-renamed", "old-renamed", "old-deleted", "swapped").
         self._hook = hook
         # producer id -> (first offset, marker offset) of its aborted transactions (this round).
         self._aborted: dict[int, list[tuple[int, int]]] = {}
@@ -534,6 +534,8 @@ def replace_segments(log: UnifiedLog, new: LogSegment, old: list[LogSegment],
             log.offline = True
             raise KafkaStorageError(f"cannot delete replaced segment {seg.log_path}: {e}") from e
         log._pending_deletes.append((now + log.config.file_delete_delay_ms, paths, seg))
+    if hook:
+        hook("old-renamed")  # the old .txnindex files are .deleted, the new one is not written yet
     try:
         # The old segments' .txnindex files went with them: the new segment's holds the aborted
         # transactions whose markers it kept (Kafka's cleanedIndex).
