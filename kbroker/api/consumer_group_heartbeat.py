@@ -42,6 +42,12 @@ def handle(services: BrokerServices, ctx: RequestContext, header: Any, request: 
         names = set(request.subscribed_topic_names)
         if len(filter_authorized(services, ctx, DESCRIBE, TOPIC, names)) < len(names):
             return error_response(request, header.api_version, ErrorCode.TOPIC_AUTHORIZATION_FAILED)
+    describe_filter = None
+    if services.authorizer is not None and request.subscribed_topic_regex:
+        # Kafka's TopicRegexResolver.filterTopicDescribeAuthorizedTopics: a regex subscription only
+        # ever resolves to topics this member's principal may DESCRIBE.
+        def describe_filter(names: set[str]) -> set[str]:
+            return filter_authorized(services, ctx, DESCRIBE, TOPIC, names)
     owned: dict[uuid.UUID, set[int]] | None = None
     if request.topic_partitions is not None:
         owned = {}
@@ -55,6 +61,7 @@ def handle(services: BrokerServices, ctx: RequestContext, header: Any, request: 
         subscribed_topic_regex=request.subscribed_topic_regex if header.api_version >= 1 else None,
         server_assignor=request.server_assignor, owned=owned,
         client_id=header.client_id or "", client_host=client_host(ctx), api_version=header.api_version,
+        topic_describe_filter=describe_filter,
     ))
     return then(answer, to_response)
 

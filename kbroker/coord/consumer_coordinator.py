@@ -39,6 +39,7 @@ from kbroker.coord.consumer_group import (
     ConsumerGroup,
     ConsumerGroupMember,
     MemberState,
+    TopicFilter,
     copy_assignment,
     reconcile,
 )
@@ -73,6 +74,9 @@ class HeartbeatRequestData:
     client_id: str = ""
     client_host: str = ""
     api_version: int = 1
+    # Set by the API layer when an authorizer is on: keeps the regex's matches this principal may
+    # DESCRIBE (KIP-848 regex subscriptions never assign a topic the member could not see).
+    topic_describe_filter: TopicFilter | None = None
 
 
 @dataclass(slots=True)
@@ -243,6 +247,8 @@ class ConsumerGroupProtocol:
         if req.rack_id is not None:
             member.rack_id = req.rack_id
         member.client_id, member.client_host = req.client_id, req.client_host
+        if req.topic_describe_filter is not None:
+            member.topic_describe_filter = req.topic_describe_filter
         if self.refresh_subscribed_metadata(group) or bump:
             group.group_epoch += 1
             GROUP_COORDINATOR_METRICS.consumer_rebalances += 1  # consumer-group-rebalance-count
@@ -354,7 +360,10 @@ class ConsumerGroupProtocol:
         names = set(member.subscribed_topic_names)
         if member.subscribed_topic_regex:
             pattern = re.compile(member.subscribed_topic_regex)
-            names |= {t for t in self._topic_names() if pattern.fullmatch(t)}
+            matched = {t for t in self._topic_names() if pattern.fullmatch(t)}
+            if member.topic_describe_filter is not None:
+                matched = member.topic_describe_filter(matched)
+            names |= matched
         return names
 
     def _topic_names(self) -> list[str]:

@@ -30,9 +30,13 @@ from __future__ import annotations
 
 import enum
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from kbroker.coord.assignors import Assignment
+
+# Topic names in, the ones a principal may DESCRIBE out (set by the API layer, which owns authorization).
+TopicFilter = Callable[[set[str]], set[str]]
 
 LEAVE_GROUP_MEMBER_EPOCH = -1
 LEAVE_GROUP_STATIC_MEMBER_EPOCH = -2
@@ -97,6 +101,10 @@ class ConsumerGroupMember:
     # ConsumerGroupHeartbeat member. `awaiting_rejoin`: it was told REBALANCE_IN_PROGRESS.
     classic: ClassicMemberMetadata | None = None
     awaiting_rejoin: bool = False
+    # The topics of its regex subscription this member's principal may DESCRIBE (Kafka's
+    # TopicRegexResolver.filterTopicDescribeAuthorizedTopics, with the context of the member's last
+    # heartbeat); None without an authorizer. Not persisted: the next heartbeat sets it again.
+    topic_describe_filter: TopicFilter | None = None
 
     def owns(self, tid: uuid.UUID, p: int) -> bool:
         return p in self.assigned.get(tid, ()) or p in self.pending_revocation.get(tid, ())

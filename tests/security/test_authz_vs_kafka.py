@@ -250,6 +250,7 @@ def _answers(bootstrap: str, user: str, ids: dict[str, uuid.UUID]) -> dict[str, 
             group_id=f"gcg-x-{user}", member_id=f"m-{user}", member_epoch=0, rebalance_timeout_ms=30000,
             subscribed_topic_names=["t-open", "t-read"], topic_partitions=[]))
         out["consumer group heartbeat"] = r.error_code
+        out["regex subscription assignment"] = _regex_assignment(c, f"gre-{user}", {v: k for k, v in ids.items()})
         r = c.request(3, 1, MetadataRequest(topics=m_topics))
         out["metadata v1 named"] = sorted((t.name, t.error_code) for t in r.topics)
         # Kafka's transaction coordinator may still be loading on the first call (COORDINATOR_LOAD_IN_PROGRESS).
@@ -311,6 +312,25 @@ def _answers(bootstrap: str, user: str, ids: dict[str, uuid.UUID]) -> dict[str, 
     return out
 
 
+def _regex_assignment(c: RawKafkaClient, group: str, names: dict[uuid.UUID, str]) -> list[str]:
+    """The topics a KIP-848 member subscribed by the regex `t-.*` is assigned: only those its principal
+    may DESCRIBE (Kafka's TopicRegexResolver). Kafka resolves a regex after the heartbeat that brings
+    it, so heartbeat (as the member) until the assignment arrives."""
+    member, epoch = f"m-{group}", 0
+    deadline = time.monotonic() + 30
+    while True:
+        r = c.request(68, 1, ConsumerGroupHeartbeatRequest(
+            group_id=group, member_id=member, member_epoch=epoch, rebalance_timeout_ms=30000,
+            subscribed_topic_regex="t-.*", topic_partitions=[] if epoch == 0 else None))
+        assert r.error_code == 0, r
+        epoch = r.member_epoch
+        if r.assignment is not None and r.assignment.topic_partitions:
+            return sorted(names.get(t.topic_id, "?") for t in r.assignment.topic_partitions)
+        if time.monotonic() > deadline:
+            return []
+        time.sleep(0.5)
+
+
 def _all_answers(bootstrap: str) -> dict[str, dict[str, Any]]:
     with _connect(bootstrap, "admin") as c:
         r = c.request(3, 12, MetadataRequest(topics=None, allow_auto_topic_creation=False))
@@ -368,4 +388,8 @@ def test_cases_cover_allowed_denied_and_operations(answers: tuple[dict[str, Any]
     assert cgd["gp-cg"][1] == 29 and cgd["gcg-open"][1] == 0  # a group naming a topic bob may not describe
     assert ("t-read", None, 29, -2147483648) in kafka["carol"]["metadata by id"]
     assert kafka["bob"]["consumer group heartbeat"] == 29 and kafka["alice"]["consumer group heartbeat"] == 0
+    # A regex subscription resolves to the DESCRIBE-able topics only: admin sees every t-* topic.
+    regex = {u: set(kafka[u]["regex subscription assignment"]) for u in ("admin", "alice", "carol")}
+    assert regex["admin"] == {"t-read", "t-deny", "t-open", "t-star"}
+    assert regex["carol"] and regex["carol"] < regex["alice"] < regex["admin"]
     assert kafka["alice"]["init producer id (idempotent)"] == 0 and kafka["bob"]["init producer id tx-w"] == 53
