@@ -63,6 +63,6 @@ def handle(services: BrokerServices, ctx: RequestContext, header: Any, request: 
         by_topic.setdefault(key[0], []).append(R.PartitionData(
             partition_index=key[1], error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED,
             current_leader=R.LeaderIdAndEpoch(leader_id=-1, leader_epoch=-1)))
-    return R(error_code=ErrorCode.NONE, acquisition_lock_timeout_ms=manager.record_lock_duration_ms,
+    return R(error_code=ErrorCode.NONE, acquisition_lock_timeout_ms=manager.record_lock_duration_ms(request.group_id or ""),
              responses=[R.ShareAcknowledgeTopicResponse(topic_id=tid, partitions=parts)
                         for tid, parts in by_topic.items()])

@@ -9,7 +9,8 @@ this module converts the frames and waits: when nothing could be acquired, the f
 A response carries whole record batches and, per partition, the acquired offset ranges with their
 delivery counts (`AcquiredRecords`); the client keeps only acquired records. The response names every
 partition the request named on a new session (epoch 0), else only partitions with records, errors or
-acknowledgement results. `AcquisitionLockTimeoutMs` is `group.share.record.lock.duration.ms`.
+acknowledgement results. `AcquisitionLockTimeoutMs` is the group's `share.record.lock.duration.ms` (else the broker's
+`group.share.record.lock.duration.ms`).
 """
 
 from __future__ import annotations
@@ -121,5 +122,6 @@ def _response(services: BrokerServices, manager: SharePartitionManager, outcome:
         by_topic.setdefault(key[0], []).append(R.PartitionData(
             partition_index=key[1], error_code=error, records=b"",
             current_leader=R.LeaderIdAndEpoch(leader_id=-1, leader_epoch=-1)))
-    return R(error_code=ErrorCode.NONE, acquisition_lock_timeout_ms=manager.record_lock_duration_ms,
+    lock_ms = manager.record_lock_duration_ms(outcome.session.group_id if outcome.session is not None else "")
+    return R(error_code=ErrorCode.NONE, acquisition_lock_timeout_ms=lock_ms,
              responses=[R.ShareFetchableTopicResponse(topic_id=tid, partitions=parts) for tid, parts in by_topic.items()])

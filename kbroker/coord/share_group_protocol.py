@@ -175,7 +175,7 @@ class ShareGroupProtocol:
             return HeartbeatResult(map_append_error(error))
         send = req.member_epoch == 0 or req.subscribed_topic_names is not None or member.assigned != before
         return HeartbeatResult(ErrorCode.NONE, None, member.member_id, member.member_epoch,
-                               self.gm.config.share_heartbeat_interval_ms,
+                               self.gm.session_timeouts(group.group_id)[3],
                                {t: set(ps) for t, ps in member.assigned.items()} if send else None)
 
     def _leave(self, req: ShareHeartbeatRequestData) -> HeartbeatResult:
@@ -214,7 +214,7 @@ class ShareGroupProtocol:
 
     def schedule_session(self, group: ShareGroup, member: ShareGroupMember) -> None:
         gid, mid = group.group_id, member.member_id
-        self.gm.scheduler.schedule(share_session_key(gid, mid), self.gm.config.share_session_timeout_ms,
+        self.gm.scheduler.schedule(share_session_key(gid, mid), self.gm.session_timeouts(gid)[2],
                                    lambda: self._on_session_expired(gid, mid))
 
     def _on_session_expired(self, group_id: str, member_id: str) -> None:

@@ -8,9 +8,15 @@ records it read for the member and returns whole batches with the acquired offse
 keeps only the acquired records.
 
 Initialization (Kafka's SharePartition.initialize): a new share-partition starts at the log's high
-watermark (`share.auto.offset.reset=latest`, Kafka's default) or its log start offset (`earliest`), per
-group (`set_group_config`; kbroker has no GROUP config resource yet, so only the default is reachable
-from a client). Records before the log start offset are forgotten when retention passes them.
+watermark (`share.auto.offset.reset=latest`, Kafka's default), its log start offset (`earliest`) or the
+first offset whose timestamp is at or after now minus the duration (`by_duration:<ISO duration>`), per
+group. Records before the log start offset are forgotten when retention passes them.
+
+Group configs (the GROUP config resource, `kbroker.coord.group_config`): a share-partition runs with
+its group's `share.record.lock.duration.ms`, `share.delivery.count.limit` and
+`share.partition.max.record.locks` (over the broker's `group.share.*` keys, clamped into the broker's
+min/max bounds), read from the metadata image each time the partition is used, so an altered config
+applies to the next acquisition, as in Kafka's SharePartition (which asks its GroupConfigManager).
 
 Acquisition locks expire when anything touches the share-partition (a fetch, an acknowledgement, a
 waiting fetch's poll) at or after their deadline, so an expired record is handed to the next member
@@ -35,6 +41,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol
 
+from kbroker.coord.group_config import GroupConfig, parse_auto_offset_reset
 from kbroker.coord.share_coordinator import SharePartitionKey, SharePartitionState, StateBatch
 from kbroker.coord.share_partition import (
     AcknowledgementBatch,
@@ -50,6 +57,7 @@ from kbroker.coord.share_session import (
     ShareSessionCache,
     TopicIdPartition,
 )
+from kbroker.metadata.image import ConfigResource, ConfigResourceType
 from kbroker.protocol.errors import ErrorCode
 
 if TYPE_CHECKING:
@@ -59,7 +67,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-SHARE_AUTO_OFFSET_RESET = "share.auto.offset.reset"
 # Bytes read per partition and fetch at most (a fetch's MaxBytes bounds the total).
 PARTITION_READ_BYTES = 1024 * 1024
 _BATCH_HEADER = 61
@@ -114,22 +121,36 @@ class SharePartitionManager:
         self.replica_manager = replica_manager
         self.metadata = metadata
         self.time_ms = time_ms
-        self.partition_config = SharePartitionConfig(
-            record_lock_duration_ms=int(config["group.share.record.lock.duration.ms"]),
-            delivery_count_limit=int(config["group.share.delivery.count.limit"]),
-            max_in_flight_records=int(config["group.share.partition.max.record.locks"]),
-        )
+        self.config = config
         self.sessions = ShareSessionCache(int(config["group.share.max.share.sessions"]))
         self.partitions: dict[tuple[str, uuid.UUID, int], SharePartition] = {}
-        # group id -> share.* group configs (share.auto.offset.reset).
-        self.group_configs: dict[str, dict[str, str]] = {}
 
-    @property
-    def record_lock_duration_ms(self) -> int:
-        return self.partition_config.record_lock_duration_ms
+    def _broker_value(self, key: str) -> object:
+        return self.config[key] if key in self.config else None
 
-    def set_group_config(self, group_id: str, key: str, value: str) -> None:
-        self.group_configs.setdefault(group_id, {})[key] = value
+    def group_config(self, group_id: str) -> GroupConfig:
+        """The group's configs (its GROUP resource in the metadata image over the broker's keys)."""
+        overrides = self.metadata.image.configs.config_map(ConfigResource(ConfigResourceType.GROUP, group_id)) \
+            if self.metadata is not None else {}
+        return GroupConfig.evaluate(overrides, self._broker_value)
+
+    def partition_config_for(self, group_id: str) -> SharePartitionConfig:
+        gc = self.group_config(group_id)
+        return SharePartitionConfig(record_lock_duration_ms=gc.share_record_lock_duration_ms,
+                                    delivery_count_limit=gc.share_delivery_count_limit,
+                                    max_in_flight_records=gc.share_partition_max_record_locks,
+                                    renew_acknowledge_enable=gc.share_renew_acknowledge_enable)
+
+    def record_lock_duration_ms(self, group_id: str) -> int:
+        """`AcquisitionLockTimeoutMs` of a ShareFetch / ShareAcknowledge response: the group's lock duration."""
+        return self.group_config(group_id).share_record_lock_duration_ms
+
+    def _current(self, group_id: str, tid: uuid.UUID, p: int) -> SharePartition | None:
+        """The share-partition, running with its group's current configs."""
+        sp = self.partitions.get((group_id, tid, p))
+        if sp is not None:
+            sp.config = self.partition_config_for(group_id)
+        return sp
 
     # -- ShareFetch / ShareAcknowledge -----------------------------------------------------------------
 
@@ -254,7 +275,7 @@ class SharePartitionManager:
             if error == ErrorCode.NONE and state is not None:
                 sp = SharePartition.from_state(state.start_offset, [
                     (b.first_offset, b.last_offset, b.delivery_state, b.delivery_count) for b in state.batches],
-                    self.partition_config)
+                    self.partition_config_for(group_id))
                 return self._summary(sp, topic_id, partition)
         if sp is None:
             return None
@@ -314,13 +335,12 @@ class SharePartitionManager:
         """DeleteGroups removed an empty share group: its share-partitions and their states go."""
         for key in [k for k in self.partitions if k[0] == group_id]:
             del self.partitions[key]
-        self.group_configs.pop(group_id, None)
         if self.persister is not None:
             self.persister.delete_states(group_id)
 
     def _acknowledge(self, group_id: str, member_id: str, key: TopicIdPartition,
                      batches: list[AcknowledgementBatch], now: int) -> ErrorCode:
-        sp = self.partitions.get((group_id, key[0], key[1]))
+        sp = self._current(group_id, key[0], key[1])
         if sp is None:
             error, _name = self._topic_partition(key)
             return error if error != ErrorCode.NONE else ErrorCode.INVALID_RECORD_STATE
@@ -333,7 +353,8 @@ class SharePartitionManager:
         return error
 
     def _initialize(self, group_id: str, key: TopicIdPartition, name: str, log_start: int, high_watermark: int,
-                    leader_epoch: int) -> SharePartition | None:
+                    leader_epoch: int, offset_for_time: Callable[[int], int | None] | None = None
+                    ) -> SharePartition | None:
         """Kafka's SharePartition.initialize: the durable state if there is one, else a start offset by
         `share.auto.offset.reset` (written at once, so a restart resumes there). None while the state
         cannot be read (the state topic is being created or loaded)."""
@@ -345,14 +366,22 @@ class SharePartitionManager:
             if state is not None:
                 sp = SharePartition.from_state(state.start_offset, [
                     (b.first_offset, b.last_offset, b.delivery_state, b.delivery_count) for b in state.batches],
-                    self.partition_config)
+                    self.partition_config_for(group_id))
                 self.partitions[gkey] = sp
                 log.info("Recovered share-partition %s %s-%d at offset %d (%d in flight)", group_id, name, key[1],
                          sp.start_offset, sp.in_flight())
                 return sp
-        reset = self.group_configs.get(group_id, {}).get(SHARE_AUTO_OFFSET_RESET, "latest")
-        start = log_start if reset == "earliest" else high_watermark
-        sp = SharePartition(start, self.partition_config)
+        reset = self.group_config(group_id).share_auto_offset_reset
+        strategy, duration_ms = parse_auto_offset_reset(reset)
+        if strategy == "earliest":
+            start = log_start
+        elif strategy == "by_duration":
+            # Kafka: the first offset with a timestamp at or after now - duration; the high watermark if none.
+            found = offset_for_time(self.time_ms() - duration_ms) if offset_for_time is not None else None
+            start = high_watermark if found is None else max(log_start, min(found, high_watermark))
+        else:
+            start = high_watermark
+        sp = SharePartition(start, self.partition_config_for(group_id))
         if self._persist(group_id, key[0], key[1], sp, leader_epoch) != ErrorCode.NONE:
             return None
         self.partitions[gkey] = sp
@@ -376,10 +405,14 @@ class SharePartitionManager:
         partition = self.replica_manager.get_partition(name, key[1]) if self.replica_manager is not None else None
         if partition is None or not partition.is_leader:
             return ErrorCode.NOT_LEADER_OR_FOLLOWER, None, [], -1
-        sp = self.partitions.get((group_id, key[0], key[1]))
+        sp = self._current(group_id, key[0], key[1])
         if sp is None:
+            def offset_for_time(timestamp: int) -> int | None:
+                found = partition.fetch_offset_for_timestamp(timestamp, None)
+                return None if found is None else found[0]
+
             sp = self._initialize(group_id, key, name, partition.log_start_offset, partition.high_watermark,
-                                  partition.leader_epoch)
+                                  partition.leader_epoch, offset_for_time)
             if sp is None:
                 return ErrorCode.NONE, None, [], partition.leader_epoch  # state not readable yet: retried
         self._expire(group_id, key[0], key[1], sp, now)
