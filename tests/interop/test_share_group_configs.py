@@ -36,7 +36,13 @@ from kbroker.protocol.messages.share_fetch import ShareFetchRequest as F
 from kbroker.protocol.messages.share_group_describe import ShareGroupDescribeRequest
 from kbroker.protocol.messages.share_group_heartbeat import ShareGroupHeartbeatRequest as H
 from tests.support.broker import KBroker
-from tests.support.java import DEFAULT_JVM_OPTS, java_classpath, java_executable, java_unavailable_reason, run_java_main
+from tests.support.java import (
+    DEFAULT_JVM_OPTS,
+    java_classpath,
+    java_executable,
+    java_unavailable_reason,
+    run_java_main,
+)
 from tests.support.raw_client import RawKafkaClient
 
 pytestmark = pytest.mark.interop
