@@ -404,6 +404,11 @@ class GroupCoordinatorService:
         return self._call(group_id, lambda shard: shard.share_group_describe(group_id), lambda e: (e, None, None),
                           read=True)
 
+    def share_offsets_alterable(self, group_id: str, create: bool) -> Answer[tuple[ErrorCode, str | None]]:
+        """AlterShareGroupOffsets (`create`) / DeleteShareGroupOffsets: (error, message) of the group check."""
+        return self._call(group_id, lambda shard: shard.share_offsets_alterable(group_id, create),
+                          lambda e: (e, None))
+
     def topic_name(self, topic_id: uuid.UUID) -> str | None:
         info = self.metadata.topic_by_id(topic_id)
         return None if info is None else str(info.name)

@@ -79,6 +79,10 @@ class SharePersister(Protocol):
 
     def write_state(self, key: SharePartitionKey, state: SharePartitionState) -> ErrorCode: ...
 
+    def delete_state(self, key: SharePartitionKey) -> ErrorCode: ...
+
+    def state_keys(self, group_id: str) -> list[SharePartitionKey]: ...
+
     def delete_states(self, group_id: str) -> None: ...
 
 
@@ -330,6 +334,54 @@ class SharePartitionManager:
         if error != ErrorCode.NONE:
             log.warning("Cannot write the state of share-partition %s %s-%d: %s", group_id, tid, p, error.name)
         return error
+
+    # -- AlterShareGroupOffsets / DeleteShareGroupOffsets (the group is empty: nothing is acquired) --------
+
+    def alter_start_offset(self, group_id: str, topic_id: uuid.UUID, partition: int, start_offset: int,
+                           leader_epoch: int = 0) -> ErrorCode:
+        """Kafka's persister `initializeState` from AlterShareGroupOffsets: the share-partition starts
+        again at `start_offset` with nothing in flight (the state is written before the answer)."""
+        sp = SharePartition(start_offset, self.partition_config_for(group_id))
+        error = self._persist(group_id, topic_id, partition, sp, leader_epoch)
+        if error == ErrorCode.NONE:
+            self.partitions[(group_id, topic_id, partition)] = sp
+        return error
+
+    def initialized_partitions(self, group_id: str, topic_id: uuid.UUID,
+                               num_partitions: int) -> tuple[ErrorCode, list[int]]:
+        """The partitions of a topic whose share-partition the group has initialized (live or on
+        `__share_group_state`)."""
+        found = []
+        for p in range(num_partitions):
+            if (group_id, topic_id, p) in self.partitions:
+                found.append(p)
+                continue
+            if self.persister is not None:
+                error, state = self.persister.read_state((group_id, topic_id, p))
+                if error != ErrorCode.NONE:
+                    return error, []
+                if state is not None:
+                    found.append(p)
+        return ErrorCode.NONE, found
+
+    def initialized_topics(self, group_id: str) -> set[uuid.UUID]:
+        """The topics of which the group has initialized a share-partition (live or with a state): what
+        DescribeShareGroupOffsets lists when it names no topic (Kafka: the group's initialized topics)."""
+        topics = {tid for g, tid, _p in self.partitions if g == group_id}
+        if self.persister is not None:
+            topics |= {tid for _g, tid, _p in self.persister.state_keys(group_id)}
+        return topics
+
+    def delete_start_offsets(self, group_id: str, topic_id: uuid.UUID, partitions: list[int]) -> ErrorCode:
+        """Kafka's persister `deleteState` from DeleteShareGroupOffsets: the share-partitions are forgotten
+        (the next fetch initializes them again by `share.auto.offset.reset`)."""
+        for p in partitions:
+            if self.persister is not None:
+                error = self.persister.delete_state((group_id, topic_id, p))
+                if error != ErrorCode.NONE:
+                    return error
+            self.partitions.pop((group_id, topic_id, p), None)
+        return ErrorCode.NONE
 
     def on_group_deleted(self, group_id: str) -> None:
         """DeleteGroups removed an empty share group: its share-partitions and their states go."""
