@@ -37,7 +37,7 @@ from __future__ import annotations
 
 import logging
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol
 
@@ -67,6 +67,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
+_NO_OVERRIDES: Mapping[str, str] = {}
 # Bytes read per partition and fetch at most (a fetch's MaxBytes bounds the total).
 PARTITION_READ_BYTES = 1024 * 1024
 _BATCH_HEADER = 61
@@ -128,22 +129,33 @@ class SharePartitionManager:
         self.config = config
         self.sessions = ShareSessionCache(int(config["group.share.max.share.sessions"]))
         self.partitions: dict[tuple[str, uuid.UUID, int], SharePartition] = {}
+        # group id -> (the overrides mapping it was evaluated from, its configs): the image's maps are
+        # immutable and shared while unchanged, so an identical mapping means nothing to re-evaluate.
+        self._group_configs: dict[str, tuple[Mapping[str, str], GroupConfig, SharePartitionConfig]] = {}
 
     def _broker_value(self, key: str) -> object:
         return self.config[key] if key in self.config else None
 
+    def _evaluated(self, group_id: str) -> tuple[GroupConfig, SharePartitionConfig]:
+        overrides: Mapping[str, str] = self.metadata.image.configs.config_map(
+            ConfigResource(ConfigResourceType.GROUP, group_id)) if self.metadata is not None else _NO_OVERRIDES
+        cached = self._group_configs.get(group_id)
+        if cached is not None and cached[0] is overrides:
+            return cached[1], cached[2]
+        gc = GroupConfig.evaluate(overrides, self._broker_value)
+        pc = SharePartitionConfig(record_lock_duration_ms=gc.share_record_lock_duration_ms,
+                                  delivery_count_limit=gc.share_delivery_count_limit,
+                                  max_in_flight_records=gc.share_partition_max_record_locks,
+                                  renew_acknowledge_enable=gc.share_renew_acknowledge_enable)
+        self._group_configs[group_id] = (overrides, gc, pc)
+        return gc, pc
+
     def group_config(self, group_id: str) -> GroupConfig:
         """The group's configs (its GROUP resource in the metadata image over the broker's keys)."""
-        overrides = self.metadata.image.configs.config_map(ConfigResource(ConfigResourceType.GROUP, group_id)) \
-            if self.metadata is not None else {}
-        return GroupConfig.evaluate(overrides, self._broker_value)
+        return self._evaluated(group_id)[0]
 
     def partition_config_for(self, group_id: str) -> SharePartitionConfig:
-        gc = self.group_config(group_id)
-        return SharePartitionConfig(record_lock_duration_ms=gc.share_record_lock_duration_ms,
-                                    delivery_count_limit=gc.share_delivery_count_limit,
-                                    max_in_flight_records=gc.share_partition_max_record_locks,
-                                    renew_acknowledge_enable=gc.share_renew_acknowledge_enable)
+        return self._evaluated(group_id)[1]
 
     def record_lock_duration_ms(self, group_id: str) -> int:
         """`AcquisitionLockTimeoutMs` of a ShareFetch / ShareAcknowledge response: the group's lock duration."""
@@ -387,6 +399,7 @@ class SharePartitionManager:
         """DeleteGroups removed an empty share group: its share-partitions and their states go."""
         for key in [k for k in self.partitions if k[0] == group_id]:
             del self.partitions[key]
+        self._group_configs.pop(group_id, None)
         if self.persister is not None:
             self.persister.delete_states(group_id)
 
