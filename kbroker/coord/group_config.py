@@ -137,7 +137,7 @@ def _invalid(message: str) -> KafkaError:
 def parse_auto_offset_reset(value: str) -> tuple[str, int]:
     """("latest" | "earliest" | "by_duration", duration ms) of a `share.auto.offset.reset` value
     (Kafka's `ShareGroupAutoOffsetResetStrategy`); ValueError when it is none of them."""
-    text = value.strip().lower()
+    text = value.strip()  # case-sensitive, as Kafka's validator ("EARLIEST" is refused)
     if text in ("latest", "earliest"):
         return text, 0
     if text.startswith(_BY_DURATION):
