@@ -1,4 +1,4 @@
-"""DescribeConfigs (API key 32, v1-4): topic, broker and broker-logger configs with value, source, synonyms.
+"""DescribeConfigs (API key 32, v1-4): topic, broker, broker-logger and group configs with value, source, synonyms.
 
 Topic resources list every topic config (Kafka's `LogConfig` keys) with the effective value: the
 topic's override (DYNAMIC_TOPIC_CONFIG), else the broker's synonym keys at the dynamic,
@@ -7,7 +7,10 @@ every broker key; the empty name (cluster-wide default) lists only the dynamic d
 `ConfigHelper.describeConfigs` does. Synonym lists follow Kafka's `configSynonyms` (see
 `ConfigHelper.config_synonyms`). A BROKER_LOGGER resource lists the process's Python loggers ("root"
 and each named one) with their effective level in log4j's names. Sensitive values are null;
-synonyms and documentation (v3+) only when asked for. Every answer here was compared with Kafka
+synonyms and documentation (v3+) only when asked for. A GROUP resource lists every group config
+(`kbroker.coord.group_config`, Kafka's order) for any group id, existing or not, as Kafka does: the
+group's override (DYNAMIC_GROUP_CONFIG), else the broker key it falls back to; the empty id is
+INVALID_REQUEST. Every answer here was compared with Kafka
 4.3.1's (tests/interop/test_admin_differential.py).
 """
 
@@ -33,6 +36,7 @@ MAX_VERSION = 4
 TOPIC = 2
 BROKER = 4
 BROKER_LOGGER = 8
+GROUP = 32
 
 # Kafka's LogLevelConfig.VALID_LOG_LEVELS, and how Python's levels read in Kafka's (log4j) names.
 VALID_LOG_LEVELS = ("FATAL", "ERROR", "WARN", "INFO", "DEBUG", "TRACE")
@@ -162,6 +166,11 @@ def _describe(services: BrokerServices, resource: Any, include_synonyms: bool, i
     if resource.resource_type == BROKER_LOGGER:
         check_broker_resource(services, resource.resource_name or str(services.node_id))
         return logger_entries(keys)
+    if resource.resource_type == GROUP:
+        if not resource.resource_name:
+            raise KafkaError("Group name must not be empty", error_code=ErrorCode.INVALID_REQUEST)
+        return services.configs.describe_group_configs(resource.resource_name, keys, include_synonyms,
+                                                       include_documentation)
     raise KafkaError(f"Unsupported resource type: {resource.resource_type}", error_code=ErrorCode.INVALID_REQUEST)
 
 

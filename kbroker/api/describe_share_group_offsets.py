@@ -4,8 +4,8 @@ Versions 0-1 (v1 adds `Lag`, KIP-1226). What `kafka-share-groups --describe` sho
 coordinator answers it from the share coordinator's state summary (ReadShareGroupStateSummary); kbroker
 asks its share-partition manager (`SharePartitionManager.offsets_summary`: the live share-partition, else
 its state on `__share_group_state`): the start offset, the leader epoch and the lag (records up to the high watermark not yet acknowledged
-or archived). Without topics, every initialized share-partition of the group's subscribed topics is
-listed; a named partition that is not initialized answers start offset -1. An unknown group, or one
+or archived). Without topics, every initialized share-partition of the group is listed (subscribed
+or not: a reset by AlterShareGroupOffsets initializes share-partitions of an empty group); a named partition that is not initialized answers start offset -1. An unknown group, or one
 that is not a share group, answers GROUP_ID_NOT_FOUND.
 """
 
@@ -50,8 +50,9 @@ def handle(services: BrokerServices, ctx: RequestContext, header: Any,
         if group is None or manager is None:
             return R.DescribeShareGroupOffsetsResponseGroup(group_id=gid, error_code=error, error_message=message)
         wanted: list[tuple[str, list[int] | None]]
-        if req_group.topics is None:
-            wanted = [(name, None) for name in sorted(group.subscribed_topic_names())]
+        if req_group.topics is None:  # the topics with an initialized share-partition
+            names = [services.metadata.topic_by_id(tid) for tid in manager.initialized_topics(gid)]
+            wanted = [(name, None) for name in sorted(info.name for info in names if info is not None)]
         else:
             wanted = [(t.topic_name, list(t.partitions)) for t in req_group.topics]
         topics = []

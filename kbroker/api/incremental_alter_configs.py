@@ -1,10 +1,12 @@
-"""IncrementalAlterConfigs (API key 44, v0-1, KIP-339): SET/DELETE/APPEND/SUBTRACT on topic and broker configs.
+"""IncrementalAlterConfigs (API key 44, v0-1, KIP-339): SET/DELETE/APPEND/SUBTRACT on topic, broker and group configs.
 
 Topic changes are validated as a whole (Kafka's `LogConfig.validate`), persisted in the metadata
 image and handed to the live logs at once. Broker changes are dynamic configs at the per-broker
 (resource name = node id) or cluster-default ("") level; keys Kafka cannot update dynamically are
 refused. BROKER_LOGGER changes set (or, DELETE, reset to inherit) a Python logger's level, with Kafka's
-checks and messages. A resource named twice, or a key named twice within a resource, is INVALID_REQUEST.
+checks and messages. GROUP changes (KIP-848 / KIP-932 group configs, `kafka-configs --entity-type groups`)
+go to the controller like topic changes, validated there as Kafka's `GroupConfig.validate`
+(`kbroker.coord.group_config`). A resource named twice, or a key named twice within a resource, is INVALID_REQUEST.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from kbroker.api.context import BrokerServices, RequestContext
 from kbroker.api.describe_configs import (
     BROKER,
     BROKER_LOGGER,
+    GROUP,
     ROOT_LOGGER,
     TO_PYTHON_LEVEL,
     TOPIC,
@@ -141,6 +144,11 @@ async def handle(services: BrokerServices, ctx: RequestContext, header: RequestH
         if r.resource_type == TOPIC:
             await controller.incremental_alter_topic_configs(r.resource_name, ops,
                                                              validate_only=request.validate_only)
+        elif r.resource_type == GROUP:
+            if r.resource_name == "":
+                raise KafkaError("Default group resources are not allowed.", error_code=ErrorCode.INVALID_REQUEST)
+            await controller.incremental_alter_group_configs(r.resource_name, ops,
+                                                             validate_only=request.validate_only)
         elif r.resource_type == BROKER_LOGGER:
             check_broker_resource(services, r.resource_name or str(services.node_id))
             _alter_loggers(ops, request.validate_only)
@@ -150,7 +158,7 @@ async def handle(services: BrokerServices, ctx: RequestContext, header: RequestH
             await controller.alter_broker_configs(default, _broker_changes(services, default, ops),
                                                   validate_only=request.validate_only)
 
-    results = await run_per_resource(list(request.resources), apply, Result, (TOPIC, BROKER, BROKER_LOGGER))
+    results = await run_per_resource(list(request.resources), apply, Result, (TOPIC, BROKER, BROKER_LOGGER, GROUP))
     return IncrementalAlterConfigsResponse(throttle_time_ms=0, responses=results)
 
 

@@ -12,13 +12,10 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
-from kbroker.api._authz import authorize
+from kbroker.api._share import share_group_check, share_partitions
 from kbroker.api.context import BrokerServices, RequestContext
-from kbroker.coord.share_partition import AcknowledgementBatch
-from kbroker.coord.share_partition_manager import SharePartitionRequest
 from kbroker.protocol.errors import ErrorCode
 from kbroker.protocol.messages.share_acknowledge import ShareAcknowledgeRequest, ShareAcknowledgeResponse
-from kbroker.security.acl import GROUP, READ, TOPIC
 
 API_KEY = 79
 MIN_VERSION = 1
@@ -33,24 +30,11 @@ def error_response(request: ShareAcknowledgeRequest, version: int, error: ErrorC
 
 
 def handle(services: BrokerServices, ctx: RequestContext, header: Any, request: ShareAcknowledgeRequest) -> Any:
-    manager = services.share_partition_manager
-    if manager is None:
-        return error_response(request, header.api_version, ErrorCode.UNSUPPORTED_VERSION)
     group_id = request.group_id or ""
-    if services.authorizer is not None and not authorize(services, ctx, READ, GROUP, group_id):
-        return R(error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED)
-    denied: list[tuple[uuid.UUID, int]] = []
-    requested: list[SharePartitionRequest] = []
-    for t in request.topics:
-        info = services.metadata.topic_by_id(t.topic_id)
-        allowed = services.authorizer is None or (info is not None and authorize(services, ctx, READ, TOPIC, info.name))
-        for p in t.partitions:
-            if not allowed:
-                denied.append((t.topic_id, p.partition_index))
-                continue
-            requested.append(SharePartitionRequest(t.topic_id, p.partition_index, [
-                AcknowledgementBatch(b.first_offset, b.last_offset, tuple(b.acknowledge_types))
-                for b in p.acknowledgement_batches]))
+    error, manager = share_group_check(services, ctx, group_id)
+    if manager is None:
+        return error_response(request, header.api_version, error)
+    requested, denied = share_partitions(services, ctx, request.topics)
     outcome = manager.share_acknowledge(group_id, request.member_id or "", request.share_session_epoch, requested)
     if outcome.error != ErrorCode.NONE:
         return R(error_code=outcome.error, error_message=outcome.message)
@@ -63,6 +47,6 @@ def handle(services: BrokerServices, ctx: RequestContext, header: Any, request: 
         by_topic.setdefault(key[0], []).append(R.PartitionData(
             partition_index=key[1], error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED,
             current_leader=R.LeaderIdAndEpoch(leader_id=-1, leader_epoch=-1)))
-    return R(error_code=ErrorCode.NONE, acquisition_lock_timeout_ms=manager.record_lock_duration_ms,
+    return R(error_code=ErrorCode.NONE, acquisition_lock_timeout_ms=manager.record_lock_duration_ms(request.group_id or ""),
              responses=[R.ShareAcknowledgeTopicResponse(topic_id=tid, partitions=parts)
                         for tid, parts in by_topic.items()])

@@ -9,7 +9,8 @@ this module converts the frames and waits: when nothing could be acquired, the f
 A response carries whole record batches and, per partition, the acquired offset ranges with their
 delivery counts (`AcquiredRecords`); the client keeps only acquired records. The response names every
 partition the request named on a new session (epoch 0), else only partitions with records, errors or
-acknowledgement results. `AcquisitionLockTimeoutMs` is `group.share.record.lock.duration.ms`.
+acknowledgement results. `AcquisitionLockTimeoutMs` is the group's `share.record.lock.duration.ms` (else the broker's
+`group.share.record.lock.duration.ms`).
 """
 
 from __future__ import annotations
@@ -18,18 +19,15 @@ import asyncio
 import uuid
 from typing import Any
 
-from kbroker.api._authz import authorize
+from kbroker.api._share import share_group_check, share_partitions
 from kbroker.api.context import BrokerServices, RequestContext
-from kbroker.coord.share_partition import AcknowledgementBatch
 from kbroker.coord.share_partition_manager import (
     ShareFetchOutcome,
     SharePartitionManager,
-    SharePartitionRequest,
 )
 from kbroker.coord.share_session import FINAL_EPOCH, INITIAL_EPOCH
 from kbroker.protocol.errors import ErrorCode
 from kbroker.protocol.messages.share_fetch import ShareFetchRequest, ShareFetchResponse
-from kbroker.security.acl import GROUP, READ, TOPIC
 
 API_KEY = 78
 MIN_VERSION = 1
@@ -48,24 +46,12 @@ def error_response(request: ShareFetchRequest, version: int, error: ErrorCode) -
 
 
 def handle(services: BrokerServices, ctx: RequestContext, header: Any, request: ShareFetchRequest) -> Any:
-    manager = services.share_partition_manager
-    if manager is None:
-        return error_response(request, header.api_version, ErrorCode.UNSUPPORTED_VERSION)
     group_id = request.group_id or ""
-    if services.authorizer is not None and not authorize(services, ctx, READ, GROUP, group_id):
-        return R(error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED)
-    denied: set[tuple[uuid.UUID, int]] = set()
-    requested: list[SharePartitionRequest] = []
-    for t in request.topics:
-        info = services.metadata.topic_by_id(t.topic_id)
-        allowed = services.authorizer is None or (info is not None and authorize(services, ctx, READ, TOPIC, info.name))
-        for p in t.partitions:
-            if not allowed:
-                denied.add((t.topic_id, p.partition_index))
-                continue
-            acks = [AcknowledgementBatch(b.first_offset, b.last_offset, tuple(b.acknowledge_types))
-                    for b in p.acknowledgement_batches] or None
-            requested.append(SharePartitionRequest(t.topic_id, p.partition_index, acks))
+    error, manager = share_group_check(services, ctx, group_id)
+    if manager is None:
+        return error_response(request, header.api_version, error)
+    requested, refused = share_partitions(services, ctx, request.topics)
+    denied = set(refused)
     forgotten = [(t.topic_id, p) for t in request.forgotten_topics_data for p in t.partitions]
     version = header.api_version
     record_limit = version >= 2 and request.share_acquire_mode == RECORD_LIMIT_MODE
@@ -121,5 +107,6 @@ def _response(services: BrokerServices, manager: SharePartitionManager, outcome:
         by_topic.setdefault(key[0], []).append(R.PartitionData(
             partition_index=key[1], error_code=error, records=b"",
             current_leader=R.LeaderIdAndEpoch(leader_id=-1, leader_epoch=-1)))
-    return R(error_code=ErrorCode.NONE, acquisition_lock_timeout_ms=manager.record_lock_duration_ms,
+    lock_ms = manager.record_lock_duration_ms(outcome.session.group_id if outcome.session is not None else "")
+    return R(error_code=ErrorCode.NONE, acquisition_lock_timeout_ms=lock_ms,
              responses=[R.ShareFetchableTopicResponse(topic_id=tid, partitions=parts) for tid, parts in by_topic.items()])

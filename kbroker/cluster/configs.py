@@ -20,6 +20,7 @@ from enum import IntEnum
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from kbroker.config_defs import CONFIG_DEFS
+from kbroker.coord.group_config import GROUP_CONFIG_DEFS, GroupConfig, validate_group_configs
 from kbroker.log.config import (
     TOPIC_CONFIGS,
     TOPIC_CONFIGS_BY_NAME,
@@ -28,6 +29,7 @@ from kbroker.log.config import (
     TopicConfigDef,
 )
 from kbroker.metadata.cache import MetadataCache
+from kbroker.metadata.image import ConfigResource, ConfigResourceType
 from kbroker.metadata.views import DYNAMIC_DEFAULT_PREFIX as _DYNAMIC_DEFAULT_PREFIX
 from kbroker.protocol.errors import ErrorCode, KafkaError
 
@@ -55,6 +57,8 @@ class ConfigSource(IntEnum):
     STATIC_BROKER_CONFIG = 4
     DEFAULT_CONFIG = 5
     DYNAMIC_BROKER_LOGGER_CONFIG = 6
+    CLIENT_METRICS_CONFIG = 7
+    DYNAMIC_GROUP_CONFIG = 8
 
 
 class AlterConfigOp(IntEnum):
@@ -376,6 +380,70 @@ class ConfigHelper:
             config_type=defn.type,
             documentation=(defn.doc or None) if include_documentation else None,
         )
+
+    # -- group configs (the GROUP resource) ---------------------------------------------------------
+
+    def broker_value(self, key: str) -> object:
+        """A broker key's typed value (group configs fall back to and are bounded by these)."""
+        return self.config[key] if key in self.config else None
+
+    def stored_group_configs(self, group_id: str) -> Mapping[str, str]:
+        """The group's dynamic configs in the metadata image."""
+        return self.metadata.image.configs.config_map(ConfigResource(ConfigResourceType.GROUP, group_id))
+
+    def group_config(self, group_id: str) -> GroupConfig:
+        """What group `group_id` runs with: its overrides over the broker's keys, within the broker's bounds."""
+        return GroupConfig.evaluate(self.stored_group_configs(group_id), self.broker_value)
+
+    def incremental_group_configs(
+        self, current: Mapping[str, str], ops: Iterable[tuple[str, int, str | None]]
+    ) -> dict[str, str]:
+        """IncrementalAlterConfigs on a group's overrides (SET, DELETE; the keys are not lists), validated
+        as Kafka's `GroupConfig.validate`."""
+        new: dict[str, str] = dict(current)
+        for key, op, value in ops:
+            try:
+                op = AlterConfigOp(op)
+            except ValueError:
+                raise _err(ErrorCode.INVALID_REQUEST, f"Unknown alter configs op type {op}") from None
+            if op == AlterConfigOp.SET:
+                if value is None:
+                    raise _err(ErrorCode.INVALID_REQUEST, f"Null value not supported for : {key}")
+                new[key] = value
+            elif op == AlterConfigOp.DELETE:
+                new.pop(key, None)
+            else:
+                raise _err(ErrorCode.INVALID_CONFIG, f"Can't {op.name} to key {key} because its type is not LIST.")
+        validate_group_configs(new, self.broker_value)
+        return new
+
+    def describe_group_configs(self, group_id: str, keys: Iterable[str] | None = None,
+                               include_synonyms: bool = False, include_documentation: bool = False
+                               ) -> list[ConfigEntry]:
+        """Every group config of `group_id` (Kafka's `ConfigHelper.createGroupConfigEntry`): the override
+        (DYNAMIC_GROUP_CONFIG), else the broker key it falls back to, else Kafka's default."""
+        wanted = set(keys) if keys is not None else None
+        overrides = self.stored_group_configs(group_id)
+        entries = []
+        for defn in GROUP_CONFIG_DEFS:
+            if wanted is not None and defn.name not in wanted:
+                continue
+            synonyms: list[ConfigSynonym] = []
+            if defn.name in overrides:
+                synonyms.append(ConfigSynonym(defn.name, overrides[defn.name], ConfigSource.DYNAMIC_GROUP_CONFIG))
+            if defn.broker_synonym is not None:
+                synonyms.extend(self.broker_levels(defn.broker_synonym))
+            else:
+                synonyms.append(ConfigSynonym(defn.name, defn.default, ConfigSource.DEFAULT_CONFIG))
+            first = synonyms[0]
+            entries.append(ConfigEntry(
+                name=defn.name, value=first.value, source=int(first.source),
+                is_default=first.source == ConfigSource.DEFAULT_CONFIG, read_only=False, sensitive=False,
+                synonyms=synonyms if include_synonyms else [],
+                config_type={"boolean": ConfigType.BOOLEAN, "int": ConfigType.INT}.get(defn.type, ConfigType.STRING),
+                documentation=defn.doc if include_documentation else None,
+            ))
+        return entries
 
     # -- dynamic broker configs -----------------------------------------------------------------------
 

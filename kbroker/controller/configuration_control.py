@@ -15,6 +15,7 @@ from collections.abc import Callable, Iterable, Mapping
 
 from kbroker.cluster.configs import ConfigHelper
 from kbroker.controller.result import ControllerResult, MetadataRecord
+from kbroker.metadata.image import ConfigResource, ConfigResourceType
 from kbroker.metadata.views import (
     BROKER_RESOURCE,
     DYNAMIC_DEFAULT_PREFIX,
@@ -65,6 +66,17 @@ class ConfigurationControlManager:
     def alter_topic_configs(self, name: str, configs: Mapping[str, str | None]) -> ControllerResult[TopicInfo]:
         info = self._topic(name)
         return self._topic_result(info, self.helper.validate_topic_configs(configs))
+
+    def incremental_alter_group_configs(
+        self, group_id: str, ops: Iterable[tuple[str, int, str | None]]
+    ) -> ControllerResult[None]:
+        """IncrementalAlterConfigs on a GROUP resource: validated as Kafka's `GroupConfig.validate`
+        (against this node's broker bounds), written as ConfigRecords with resource type GROUP."""
+        if group_id == "":
+            raise KafkaError("Default group resources are not allowed.", error_code=ErrorCode.INVALID_REQUEST)
+        current = self._view().image.configs.config_map(ConfigResource(ConfigResourceType.GROUP, group_id))
+        new = self.helper.incremental_group_configs(current, ops)
+        return ControllerResult(None, config_diff(int(ConfigResourceType.GROUP), group_id, current, new))
 
     def alter_broker_configs(self, default: bool, changes: Mapping[str, str | None]) -> ControllerResult[None]:
         stored = self._view().broker_configs

@@ -120,6 +120,12 @@ class Controller(ABC):
         """Legacy AlterConfigs on one topic: the given set replaces every override."""
 
     @abstractmethod
+    async def incremental_alter_group_configs(
+        self, group_id: str, ops: Iterable[tuple[str, int, str | None]], validate_only: bool = False
+    ) -> None:
+        """IncrementalAlterConfigs on one GROUP resource (KIP-848 / KIP-932 group configs)."""
+
+    @abstractmethod
     async def alter_broker_configs(
         self, default: bool, changes: Mapping[str, str | None], validate_only: bool = False
     ) -> None:

@@ -251,6 +251,13 @@ class LocalController(Controller):
     ) -> TopicInfo:
         return self._apply(self.configuration.alter_topic_configs(name, configs), validate_only)
 
+    async def incremental_alter_group_configs(
+        self, group_id: str, ops: Iterable[tuple[str, int, str | None]], validate_only: bool = False
+    ) -> None:
+        result = self.configuration.incremental_alter_group_configs(group_id, ops)
+        if not validate_only:
+            self._commit(result.records)
+
     async def alter_broker_configs(
         self, default: bool, changes: Mapping[str, str | None], validate_only: bool = False
     ) -> None:

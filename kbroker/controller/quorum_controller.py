@@ -533,6 +533,17 @@ class QuorumController(Controller):
         return await self._topic_write("legacyAlterConfigs", lambda: self.configuration.alter_topic_configs(
             name, configs), validate_only)
 
+    async def incremental_alter_group_configs(
+        self, group_id: str, ops: Iterable[tuple[str, int, str | None]], validate_only: bool = False
+    ) -> None:
+        ops = list(ops)
+
+        def generate() -> ControllerResult[None]:
+            result = self.configuration.incremental_alter_group_configs(group_id, ops)
+            return ControllerResult(None) if validate_only else result
+
+        await self._write("incrementalAlterConfigs", generate)
+
     async def alter_broker_configs(
         self, default: bool, changes: Mapping[str, str | None], validate_only: bool = False
     ) -> None:

@@ -272,7 +272,7 @@ class ConsumerGroupProtocol:
             (req.subscribed_topic_names is not None or req.subscribed_topic_regex is not None)
         send = req.member_epoch == 0 or full or member.assigned != before
         return HeartbeatResult(ErrorCode.NONE, None, member.member_id, member.member_epoch,
-                               self.gm.config.consumer_heartbeat_interval_ms,
+                               self.gm.session_timeouts(group.group_id)[1],
                                copy_assignment(member.assigned) if send else None)
 
     def _member_for(self, group: ConsumerGroup, req: HeartbeatRequestData) -> tuple[ConsumerGroupMember, bool]:
@@ -412,7 +412,7 @@ class ConsumerGroupProtocol:
     def schedule_session(self, group: ConsumerGroup, member: ConsumerGroupMember) -> None:
         gid, mid = group.group_id, member.member_id
         # A classic member keeps the session timeout of its JoinGroup.
-        timeout = self.gm.config.consumer_session_timeout_ms if member.classic is None \
+        timeout = self.gm.session_timeouts(gid)[0] if member.classic is None \
             else member.classic.session_timeout_ms
         self.gm.scheduler.schedule(session_key(gid, mid), timeout,
                                    lambda: self._on_session_expired(gid, mid))

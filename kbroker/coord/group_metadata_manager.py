@@ -38,6 +38,7 @@ from kbroker.coord.consumer_group import ConsumerGroup
 from kbroker.coord.consumer_persistence import ConsumerGroupPersistence
 from kbroker.coord.consumer_records import ConsumerGroupRecordKey
 from kbroker.coord.group import ClassicGroup, GroupState, JoinResult, SyncResult
+from kbroker.coord.group_config import GroupConfig
 from kbroker.coord.migration import GroupMigration
 from kbroker.coord.offsets import OffsetStore
 from kbroker.coord.persistence import ClassicGroupPersistence
@@ -83,6 +84,8 @@ class GroupMetadataManager:
         self.topics = topics
         # Appends that failed so far: an operation that sees this move knows to undo its change.
         self.failed_appends = 0
+        # The group's configs (the GROUP config resource, kbroker.coord.group_config); None: the broker's.
+        self.group_config: Callable[[str], GroupConfig] | None = None
 
         def write(group_id: str, records: list[tuple[bytes, bytes | None]]) -> ErrorCode:
             error = writer(group_id, records)
@@ -99,6 +102,17 @@ class GroupMetadataManager:
         self.share = ShareGroupProtocol(self)
 
     # -- requests ------------------------------------------------------------------------------------
+
+    def session_timeouts(self, group_id: str) -> tuple[int, int, int, int]:
+        """(consumer session timeout, consumer heartbeat interval, share session timeout, share heartbeat
+        interval) of the group: its group configs where set (KIP-848 / KIP-932), else the broker's."""
+        c = self.config
+        if self.group_config is None:
+            return (c.consumer_session_timeout_ms, c.consumer_heartbeat_interval_ms, c.share_session_timeout_ms,
+                    c.share_heartbeat_interval_ms)
+        g = self.group_config(group_id)
+        return (g.consumer_session_timeout_ms, g.consumer_heartbeat_interval_ms, g.share_session_timeout_ms,
+                g.share_heartbeat_interval_ms)
 
     def join_group(self, group_id: str, member_id: str, group_instance_id: str | None, protocol_type: str,
                    protocols: list[tuple[str, bytes]], session_timeout_ms: int, rebalance_timeout_ms: int,

@@ -33,6 +33,7 @@ from kbroker.coord.consumer_coordinator import HeartbeatRequestData, HeartbeatRe
 from kbroker.coord.consumer_group import ConsumerGroup
 from kbroker.coord.coordinator_runtime import Append, CoordinatorRuntime, CoordinatorTimer
 from kbroker.coord.group import JoinResult, SyncResult
+from kbroker.coord.group_config import GroupConfig
 from kbroker.coord.group_metadata_manager import GroupDescription
 from kbroker.coord.offset_metadata_manager import CommitRequestPartition, FetchedOffset
 from kbroker.coord.runtime import (
@@ -46,6 +47,7 @@ from kbroker.coord.runtime import (
 from kbroker.coord.shard import GroupCoordinatorShard
 from kbroker.coord.share_group import ShareGroup
 from kbroker.coord.share_group_protocol import ShareHeartbeatRequestData, ShareMemberListener
+from kbroker.metadata.image import ConfigResource, ConfigResourceType
 from kbroker.protocol.errors import ErrorCode, KafkaError
 
 if TYPE_CHECKING:
@@ -116,7 +118,13 @@ class GroupCoordinatorService:
         shard.offset_manager.txn_writer = lambda records, pid, epoch: append(records, (pid, epoch))
         shard.group_manager.share.listener = self._on_share_member_left
         shard.group_manager.share.deleted_listener = self._on_share_group_deleted
+        shard.group_manager.group_config = self.group_config
         return shard
+
+    def group_config(self, group_id: str) -> GroupConfig:
+        """The group's configs: its GROUP resource in the metadata image over the broker's keys."""
+        overrides = self.metadata.image.configs.config_map(ConfigResource(ConfigResourceType.GROUP, group_id))
+        return GroupConfig.evaluate(overrides, lambda key: self.config[key] if key in self.config else None)
 
     def _on_share_member_left(self, group_id: str, member_id: str) -> None:
         if self.share_member_listener is not None:
@@ -395,6 +403,11 @@ class GroupCoordinatorService:
     def share_group_describe(self, group_id: str) -> Answer[tuple[ErrorCode, str | None, ShareGroup | None]]:
         return self._call(group_id, lambda shard: shard.share_group_describe(group_id), lambda e: (e, None, None),
                           read=True)
+
+    def share_offsets_alterable(self, group_id: str, create: bool) -> Answer[tuple[ErrorCode, str | None]]:
+        """AlterShareGroupOffsets (`create`) / DeleteShareGroupOffsets: (error, message) of the group check."""
+        return self._call(group_id, lambda shard: shard.share_offsets_alterable(group_id, create),
+                          lambda e: (e, None))
 
     def topic_name(self, topic_id: uuid.UUID) -> str | None:
         info = self.metadata.topic_by_id(topic_id)

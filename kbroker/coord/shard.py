@@ -112,6 +112,9 @@ class GroupCoordinatorShard:
     def share_group_describe(self, group_id: str) -> tuple[ErrorCode, str | None, ShareGroup | None]:
         return self.group_manager.share_group_describe(group_id)
 
+    def share_offsets_alterable(self, group_id: str, create: bool) -> tuple[ErrorCode, str | None]:
+        return self.group_manager.share.offsets_alterable(group_id, create)
+
     def describe_group(self, group_id: str) -> tuple[ErrorCode, GroupDescription]:
         return self.group_manager.describe_group(group_id)
 

@@ -307,6 +307,25 @@ class ShareCoordinatorService:
                            lambda e: result.append(e))
         return result[0] if result else ErrorCode.NONE  # not committed yet: the runtime holds nothing for us
 
+    def delete_state(self, key: SharePartitionKey) -> ErrorCode:
+        """A tombstone for one share-partition's state (DeleteShareGroupOffsets)."""
+        if self.runtime is None:
+            return ErrorCode.NONE
+        error, p, _shard = self._shard(key)
+        if error != ErrorCode.NONE or self.runtime is None:
+            return error
+        result: list[ErrorCode] = []
+        self.runtime.write(p, _deleting(key),
+                           lambda value: result.append(value if isinstance(value, ErrorCode) else ErrorCode.NONE),
+                           lambda e: result.append(e))
+        return result[0] if result else ErrorCode.NONE
+
+    def state_keys(self, group_id: str) -> list[SharePartitionKey]:
+        """The share-partitions of a group that have a state on the loaded `__share_group_state` partitions."""
+        if self.runtime is None or not self.active:
+            return []
+        return sorted(k for _p, shard in self.runtime.active_shards() for k in shard.states if k[0] == group_id)
+
     def delete_states(self, group_id: str) -> None:
         """The share group was deleted: tombstones for its share-partitions' states."""
         if self.runtime is None or not self.active:

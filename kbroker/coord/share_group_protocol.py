@@ -175,7 +175,7 @@ class ShareGroupProtocol:
             return HeartbeatResult(map_append_error(error))
         send = req.member_epoch == 0 or req.subscribed_topic_names is not None or member.assigned != before
         return HeartbeatResult(ErrorCode.NONE, None, member.member_id, member.member_epoch,
-                               self.gm.config.share_heartbeat_interval_ms,
+                               self.gm.session_timeouts(group.group_id)[3],
                                {t: set(ps) for t, ps in member.assigned.items()} if send else None)
 
     def _leave(self, req: ShareHeartbeatRequestData) -> HeartbeatResult:
@@ -214,7 +214,7 @@ class ShareGroupProtocol:
 
     def schedule_session(self, group: ShareGroup, member: ShareGroupMember) -> None:
         gid, mid = group.group_id, member.member_id
-        self.gm.scheduler.schedule(share_session_key(gid, mid), self.gm.config.share_session_timeout_ms,
+        self.gm.scheduler.schedule(share_session_key(gid, mid), self.gm.session_timeouts(gid)[2],
                                    lambda: self._on_session_expired(gid, mid))
 
     def _on_session_expired(self, group_id: str, member_id: str) -> None:
@@ -251,6 +251,30 @@ class ShareGroupProtocol:
         if group_id in self.gm.groups or group_id in self.gm.consumer_groups:
             return ErrorCode.GROUP_ID_NOT_FOUND, f"Group {group_id} is not a share group.", None
         return ErrorCode.GROUP_ID_NOT_FOUND, f"Group {group_id} not found.", None
+
+    def offsets_alterable(self, group_id: str, create: bool) -> tuple[ErrorCode, str | None]:
+        """Whether a share group's start offsets may be altered (AlterShareGroupOffsets, `create`: a
+        missing share group is created empty, as Kafka 4.3's `getOrMaybeCreateShareGroup(id, true)`) or
+        deleted (DeleteShareGroupOffsets): another type of group is GROUP_ID_NOT_FOUND, a group with
+        members NON_EMPTY_GROUP (Kafka's `throwIfShareGroupIsNotEmpty`)."""
+        error = self.gm.group_status(group_id)
+        if error != ErrorCode.NONE:
+            return error, None
+        existed = group_id in self.gm.share_groups
+        if not existed and not create and group_id not in self.gm.consumer_groups and group_id not in self.gm.groups:
+            return ErrorCode.GROUP_ID_NOT_FOUND, f"Group {group_id} not found."
+        try:
+            group = self._group_for(group_id, create)
+        except _Reject as r:
+            return r.error, r.message
+        if group.members:
+            return ErrorCode.NON_EMPTY_GROUP, ErrorCode.NON_EMPTY_GROUP.message
+        if not existed:
+            error = self.persist(group)
+            if error != ErrorCode.NONE:
+                self.gm.share_groups.pop(group_id, None)
+                return map_append_error(error), None
+        return ErrorCode.NONE, None
 
     def delete_share_group(self, group_id: str) -> ErrorCode:
         group = self.gm.share_groups.get(group_id)

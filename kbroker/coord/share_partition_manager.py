@@ -8,9 +8,15 @@ records it read for the member and returns whole batches with the acquired offse
 keeps only the acquired records.
 
 Initialization (Kafka's SharePartition.initialize): a new share-partition starts at the log's high
-watermark (`share.auto.offset.reset=latest`, Kafka's default) or its log start offset (`earliest`), per
-group (`set_group_config`; kbroker has no GROUP config resource yet, so only the default is reachable
-from a client). Records before the log start offset are forgotten when retention passes them.
+watermark (`share.auto.offset.reset=latest`, Kafka's default), its log start offset (`earliest`) or the
+first offset whose timestamp is at or after now minus the duration (`by_duration:<ISO duration>`), per
+group. Records before the log start offset are forgotten when retention passes them.
+
+Group configs (the GROUP config resource, `kbroker.coord.group_config`): a share-partition runs with
+its group's `share.record.lock.duration.ms`, `share.delivery.count.limit` and
+`share.partition.max.record.locks` (over the broker's `group.share.*` keys, clamped into the broker's
+min/max bounds), read from the metadata image each time the partition is used, so an altered config
+applies to the next acquisition, as in Kafka's SharePartition (which asks its GroupConfigManager).
 
 Acquisition locks expire when anything touches the share-partition (a fetch, an acknowledgement, a
 waiting fetch's poll) at or after their deadline, so an expired record is handed to the next member
@@ -31,10 +37,11 @@ from __future__ import annotations
 
 import logging
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol
 
+from kbroker.coord.group_config import GroupConfig, parse_auto_offset_reset
 from kbroker.coord.share_coordinator import SharePartitionKey, SharePartitionState, StateBatch
 from kbroker.coord.share_partition import (
     AcknowledgementBatch,
@@ -50,6 +57,7 @@ from kbroker.coord.share_session import (
     ShareSessionCache,
     TopicIdPartition,
 )
+from kbroker.metadata.image import ConfigResource, ConfigResourceType
 from kbroker.protocol.errors import ErrorCode
 
 if TYPE_CHECKING:
@@ -59,7 +67,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-SHARE_AUTO_OFFSET_RESET = "share.auto.offset.reset"
+_NO_OVERRIDES: Mapping[str, str] = {}
 # Bytes read per partition and fetch at most (a fetch's MaxBytes bounds the total).
 PARTITION_READ_BYTES = 1024 * 1024
 _BATCH_HEADER = 61
@@ -71,6 +79,10 @@ class SharePersister(Protocol):
     def read_state(self, key: SharePartitionKey) -> tuple[ErrorCode, SharePartitionState | None]: ...
 
     def write_state(self, key: SharePartitionKey, state: SharePartitionState) -> ErrorCode: ...
+
+    def delete_state(self, key: SharePartitionKey) -> ErrorCode: ...
+
+    def state_keys(self, group_id: str) -> list[SharePartitionKey]: ...
 
     def delete_states(self, group_id: str) -> None: ...
 
@@ -114,22 +126,47 @@ class SharePartitionManager:
         self.replica_manager = replica_manager
         self.metadata = metadata
         self.time_ms = time_ms
-        self.partition_config = SharePartitionConfig(
-            record_lock_duration_ms=int(config["group.share.record.lock.duration.ms"]),
-            delivery_count_limit=int(config["group.share.delivery.count.limit"]),
-            max_in_flight_records=int(config["group.share.partition.max.record.locks"]),
-        )
+        self.config = config
         self.sessions = ShareSessionCache(int(config["group.share.max.share.sessions"]))
         self.partitions: dict[tuple[str, uuid.UUID, int], SharePartition] = {}
-        # group id -> share.* group configs (share.auto.offset.reset).
-        self.group_configs: dict[str, dict[str, str]] = {}
+        # group id -> (the overrides mapping it was evaluated from, its configs): the image's maps are
+        # immutable and shared while unchanged, so an identical mapping means nothing to re-evaluate.
+        self._group_configs: dict[str, tuple[Mapping[str, str], GroupConfig, SharePartitionConfig]] = {}
 
-    @property
-    def record_lock_duration_ms(self) -> int:
-        return self.partition_config.record_lock_duration_ms
+    def _broker_value(self, key: str) -> object:
+        return self.config[key] if key in self.config else None
 
-    def set_group_config(self, group_id: str, key: str, value: str) -> None:
-        self.group_configs.setdefault(group_id, {})[key] = value
+    def _evaluated(self, group_id: str) -> tuple[GroupConfig, SharePartitionConfig]:
+        overrides: Mapping[str, str] = self.metadata.image.configs.config_map(
+            ConfigResource(ConfigResourceType.GROUP, group_id)) if self.metadata is not None else _NO_OVERRIDES
+        cached = self._group_configs.get(group_id)
+        if cached is not None and cached[0] is overrides:
+            return cached[1], cached[2]
+        gc = GroupConfig.evaluate(overrides, self._broker_value)
+        pc = SharePartitionConfig(record_lock_duration_ms=gc.share_record_lock_duration_ms,
+                                  delivery_count_limit=gc.share_delivery_count_limit,
+                                  max_in_flight_records=gc.share_partition_max_record_locks,
+                                  renew_acknowledge_enable=gc.share_renew_acknowledge_enable)
+        self._group_configs[group_id] = (overrides, gc, pc)
+        return gc, pc
+
+    def group_config(self, group_id: str) -> GroupConfig:
+        """The group's configs (its GROUP resource in the metadata image over the broker's keys)."""
+        return self._evaluated(group_id)[0]
+
+    def partition_config_for(self, group_id: str) -> SharePartitionConfig:
+        return self._evaluated(group_id)[1]
+
+    def record_lock_duration_ms(self, group_id: str) -> int:
+        """`AcquisitionLockTimeoutMs` of a ShareFetch / ShareAcknowledge response: the group's lock duration."""
+        return self.group_config(group_id).share_record_lock_duration_ms
+
+    def _current(self, group_id: str, tid: uuid.UUID, p: int) -> SharePartition | None:
+        """The share-partition, running with its group's current configs."""
+        sp = self.partitions.get((group_id, tid, p))
+        if sp is not None:
+            sp.config = self.partition_config_for(group_id)
+        return sp
 
     # -- ShareFetch / ShareAcknowledge -----------------------------------------------------------------
 
@@ -254,7 +291,7 @@ class SharePartitionManager:
             if error == ErrorCode.NONE and state is not None:
                 sp = SharePartition.from_state(state.start_offset, [
                     (b.first_offset, b.last_offset, b.delivery_state, b.delivery_count) for b in state.batches],
-                    self.partition_config)
+                    self.partition_config_for(group_id))
                 return self._summary(sp, topic_id, partition)
         if sp is None:
             return None
@@ -310,17 +347,65 @@ class SharePartitionManager:
             log.warning("Cannot write the state of share-partition %s %s-%d: %s", group_id, tid, p, error.name)
         return error
 
+    # -- AlterShareGroupOffsets / DeleteShareGroupOffsets (the group is empty: nothing is acquired) --------
+
+    def alter_start_offset(self, group_id: str, topic_id: uuid.UUID, partition: int, start_offset: int,
+                           leader_epoch: int = 0) -> ErrorCode:
+        """Kafka's persister `initializeState` from AlterShareGroupOffsets: the share-partition starts
+        again at `start_offset` with nothing in flight (the state is written before the answer)."""
+        sp = SharePartition(start_offset, self.partition_config_for(group_id))
+        error = self._persist(group_id, topic_id, partition, sp, leader_epoch)
+        if error == ErrorCode.NONE:
+            self.partitions[(group_id, topic_id, partition)] = sp
+        return error
+
+    def initialized_partitions(self, group_id: str, topic_id: uuid.UUID,
+                               num_partitions: int) -> tuple[ErrorCode, list[int]]:
+        """The partitions of a topic whose share-partition the group has initialized (live or on
+        `__share_group_state`)."""
+        found = []
+        for p in range(num_partitions):
+            if (group_id, topic_id, p) in self.partitions:
+                found.append(p)
+                continue
+            if self.persister is not None:
+                error, state = self.persister.read_state((group_id, topic_id, p))
+                if error != ErrorCode.NONE:
+                    return error, []
+                if state is not None:
+                    found.append(p)
+        return ErrorCode.NONE, found
+
+    def initialized_topics(self, group_id: str) -> set[uuid.UUID]:
+        """The topics of which the group has initialized a share-partition (live or with a state): what
+        DescribeShareGroupOffsets lists when it names no topic (Kafka: the group's initialized topics)."""
+        topics = {tid for g, tid, _p in self.partitions if g == group_id}
+        if self.persister is not None:
+            topics |= {tid for _g, tid, _p in self.persister.state_keys(group_id)}
+        return topics
+
+    def delete_start_offsets(self, group_id: str, topic_id: uuid.UUID, partitions: list[int]) -> ErrorCode:
+        """Kafka's persister `deleteState` from DeleteShareGroupOffsets: the share-partitions are forgotten
+        (the next fetch initializes them again by `share.auto.offset.reset`)."""
+        for p in partitions:
+            if self.persister is not None:
+                error = self.persister.delete_state((group_id, topic_id, p))
+                if error != ErrorCode.NONE:
+                    return error
+            self.partitions.pop((group_id, topic_id, p), None)
+        return ErrorCode.NONE
+
     def on_group_deleted(self, group_id: str) -> None:
         """DeleteGroups removed an empty share group: its share-partitions and their states go."""
         for key in [k for k in self.partitions if k[0] == group_id]:
             del self.partitions[key]
-        self.group_configs.pop(group_id, None)
+        self._group_configs.pop(group_id, None)
         if self.persister is not None:
             self.persister.delete_states(group_id)
 
     def _acknowledge(self, group_id: str, member_id: str, key: TopicIdPartition,
                      batches: list[AcknowledgementBatch], now: int) -> ErrorCode:
-        sp = self.partitions.get((group_id, key[0], key[1]))
+        sp = self._current(group_id, key[0], key[1])
         if sp is None:
             error, _name = self._topic_partition(key)
             return error if error != ErrorCode.NONE else ErrorCode.INVALID_RECORD_STATE
@@ -333,7 +418,8 @@ class SharePartitionManager:
         return error
 
     def _initialize(self, group_id: str, key: TopicIdPartition, name: str, log_start: int, high_watermark: int,
-                    leader_epoch: int) -> SharePartition | None:
+                    leader_epoch: int, offset_for_time: Callable[[int], int | None] | None = None
+                    ) -> SharePartition | None:
         """Kafka's SharePartition.initialize: the durable state if there is one, else a start offset by
         `share.auto.offset.reset` (written at once, so a restart resumes there). None while the state
         cannot be read (the state topic is being created or loaded)."""
@@ -345,14 +431,22 @@ class SharePartitionManager:
             if state is not None:
                 sp = SharePartition.from_state(state.start_offset, [
                     (b.first_offset, b.last_offset, b.delivery_state, b.delivery_count) for b in state.batches],
-                    self.partition_config)
+                    self.partition_config_for(group_id))
                 self.partitions[gkey] = sp
                 log.info("Recovered share-partition %s %s-%d at offset %d (%d in flight)", group_id, name, key[1],
                          sp.start_offset, sp.in_flight())
                 return sp
-        reset = self.group_configs.get(group_id, {}).get(SHARE_AUTO_OFFSET_RESET, "latest")
-        start = log_start if reset == "earliest" else high_watermark
-        sp = SharePartition(start, self.partition_config)
+        reset = self.group_config(group_id).share_auto_offset_reset
+        strategy, duration_ms = parse_auto_offset_reset(reset)
+        if strategy == "earliest":
+            start = log_start
+        elif strategy == "by_duration":
+            # Kafka: the first offset with a timestamp at or after now - duration; the high watermark if none.
+            found = offset_for_time(self.time_ms() - duration_ms) if offset_for_time is not None else None
+            start = high_watermark if found is None else max(log_start, min(found, high_watermark))
+        else:
+            start = high_watermark
+        sp = SharePartition(start, self.partition_config_for(group_id))
         if self._persist(group_id, key[0], key[1], sp, leader_epoch) != ErrorCode.NONE:
             return None
         self.partitions[gkey] = sp
@@ -376,10 +470,14 @@ class SharePartitionManager:
         partition = self.replica_manager.get_partition(name, key[1]) if self.replica_manager is not None else None
         if partition is None or not partition.is_leader:
             return ErrorCode.NOT_LEADER_OR_FOLLOWER, None, [], -1
-        sp = self.partitions.get((group_id, key[0], key[1]))
+        sp = self._current(group_id, key[0], key[1])
         if sp is None:
+            def offset_for_time(timestamp: int) -> int | None:
+                found = partition.fetch_offset_for_timestamp(timestamp, None)
+                return None if found is None else found[0]
+
             sp = self._initialize(group_id, key, name, partition.log_start_offset, partition.high_watermark,
-                                  partition.leader_epoch)
+                                  partition.leader_epoch, offset_for_time)
             if sp is None:
                 return ErrorCode.NONE, None, [], partition.leader_epoch  # state not readable yet: retried
         self._expire(group_id, key[0], key[1], sp, now)

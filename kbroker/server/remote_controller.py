@@ -60,6 +60,7 @@ ALLOCATE_PRODUCER_IDS = 67
 
 TOPIC_RESOURCE = 2
 BROKER_RESOURCE = 4
+GROUP_RESOURCE = 32
 OP_SET, OP_DELETE = 0, 1
 TOPIC_CONFIG_SOURCE = 1  # DescribeConfigsResponse ConfigSource.TOPIC_CONFIG
 ZERO_UUID = uuid.UUID(int=0)
@@ -263,6 +264,11 @@ class RemoteController(Controller):
         resp = await self._send(ALTER_CONFIGS, req, AlterConfigsResponse)
         await self._config_change_done(resp.responses, validate_only)
         return self._topic_info(name)
+
+    async def incremental_alter_group_configs(
+        self, group_id: str, ops: Iterable[tuple[str, int, str | None]], validate_only: bool = False
+    ) -> None:
+        await self._incremental(GROUP_RESOURCE, group_id, ops, validate_only)
 
     async def alter_broker_configs(
         self, default: bool, changes: Mapping[str, str | None], validate_only: bool = False

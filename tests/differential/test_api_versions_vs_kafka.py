@@ -29,7 +29,6 @@ pytestmark = [pytest.mark.reference, pytest.mark.interop]
 
 _SHARE_STATE = ("the share coordinator's RPCs (KIP-932): kbroker's share coordinator keeps share-partition state "
                 "on __share_group_state but is called in process, not over the network")
-_SHARE_OFFSETS = "resetting and deleting share-group offsets (KIP-932) is not implemented"
 _STREAMS = "streams groups (KIP-1071) are not implemented"
 _TOKENS = "delegation tokens need SASL authentication, which is not implemented"
 _REPLICATION = "replica reassignment and leader election come with replication (single node)"
@@ -59,8 +58,6 @@ ABSENT_APIS: dict[int, str] = {
     87: _SHARE_STATE,  # ReadShareGroupStateSummary
     88: _STREAMS,  # StreamsGroupHeartbeat
     89: _STREAMS,  # StreamsGroupDescribe
-    91: _SHARE_OFFSETS,  # AlterShareGroupOffsets
-    92: _SHARE_OFFSETS,  # DeleteShareGroupOffsets
 }
 
 # Supported features Kafka 4.3.1 reports (and finalizes) that kbroker does not, and why.
