@@ -126,10 +126,15 @@ class _BrokerCollector(Collector):
         yield gauge("kafka_network_socketserver_networkprocessoravgidlepercent",
                     "Share (0..1) of the last window the event loop's thread was off the CPU",
                     samples=[((), loop.idle_ratio)])
-        yield counter("kafka_server_replicamanager_isrshrinks", "ISR shrinks (0 until replication)",
+        yield counter("kafka_server_replicamanager_isrshrinks",
+                      "ISR shrinks committed by the controller for partitions led here",
                       samples=[((), m.isr_shrinks)])
-        yield counter("kafka_server_replicamanager_isrexpands", "ISR expands (0 until replication)",
+        yield counter("kafka_server_replicamanager_isrexpands",
+                      "ISR expansions committed by the controller for partitions led here",
                       samples=[((), m.isr_expands)])
+        yield counter("kafka_server_replicamanager_failedisrupdates",
+                      "ISR changes (AlterPartition) that failed: an error answer or no delivery",
+                      samples=[((), m.failed_isr_updates)])
         yield histogram_ms("kafka_log_logflushstats_logflushrateandtimems", "Time of one log flush (fsync)",
                            [], [((), LOG_FLUSH_STATS)])
         g = GROUP_COORDINATOR_METRICS

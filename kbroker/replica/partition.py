@@ -282,6 +282,30 @@ class Partition:
     def isr_size(self) -> int:
         return len(self.isr_state.isr)
 
+    # -- health, as Kafka's Partition gauges read it (kafka.cluster:type=Partition) ---------------
+
+    @property
+    def effective_min_isr(self) -> int:
+        """Kafka's `effectiveMinIsr`: min(min.insync.replicas, replication factor) -- a min.insync.replicas
+        above the replica count would otherwise mark the partition under-min-ISR for ever."""
+        return min(self.min_insync_replicas, len(self.remote_replicas) + 1)
+
+    @property
+    def is_under_replicated(self) -> bool:
+        """Kafka's `isUnderReplicated`: led here and the committed ISR is smaller than the replica set."""
+        return self.is_leader and not self.is_offline and len(self.replicas) - self.isr_size > 0
+
+    @property
+    def is_under_min_isr(self) -> bool:
+        """Kafka's `isUnderMinIsr`: led here and the committed ISR is below the effective min ISR."""
+        return self.is_leader and not self.is_offline and self.isr_size < self.effective_min_isr
+
+    @property
+    def is_at_min_isr(self) -> bool:
+        """Kafka's `isAtMinIsr`: led here and the committed ISR is exactly the effective min ISR (one
+        more failure and acks=all producers are refused)."""
+        return self.is_leader and not self.is_offline and self.isr_size == self.effective_min_isr
+
     # -- becoming leader / follower ------------------------------------------------------------
 
     def make_leader(self, leader_epoch: int, partition_epoch: int, replicas: tuple[int, ...],

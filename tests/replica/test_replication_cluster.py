@@ -99,7 +99,7 @@ def test_rf3_replicates_every_record_byte_for_byte(cluster: ReplicaCluster) -> N
     assert isr_seen_by_client(cluster) == (1, [1, 2, 3])
     # The followers fetch through incremental sessions (KIP-227) the leader holds for them.
     sessions = [cluster.call(lambda n=n: cluster.nodes[n].services.replica_manager  # type: ignore[misc]
-                             .replica_fetcher_manager.fetchers[1].session_id) for n in (2, 3)]
+                             .replica_fetcher_manager.fetchers[(1, 0)].session_id) for n in (2, 3)]
     assert all(sessions) and sessions[0] != sessions[1]
     # Followers refuse clients: produce and consumer fetch go to the leader only.
     assert cluster.call(lambda: cluster.nodes[2].services.replica_manager.get_partition("t", 0)) is None
