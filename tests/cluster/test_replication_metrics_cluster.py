@@ -22,8 +22,8 @@ import pytest
 
 from tests.metrics.scrape import http_get, samples
 from tests.support.broker import KBroker, free_port
-from tests.support.kafka_cluster import KafkaCluster, cluster_unavailable_reason
 from tests.support.java import run_java_main
+from tests.support.kafka_cluster import KafkaCluster, cluster_unavailable_reason
 from tests.support.replicated_cluster import metadata_state, read_partition, wait_partition
 
 pytestmark = [pytest.mark.interop, pytest.mark.java]
