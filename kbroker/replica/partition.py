@@ -20,12 +20,20 @@ as maximal until the controller commits. While an update is in flight no other i
 response applies only if it matches the in-flight proposal, carries our leader epoch and a
 partition epoch not older than ours (partition-epoch fencing, KIP-497/KIP-841).
 
+KIP-704 leader recovery: after an unclean election the controller marks the partition RECOVERING
+(ISR = the new leader alone). Kafka's leader "recovers" at once -- there is nothing to recover in its
+log today -- and marks itself RECOVERED in `makeLeader`; every AlterPartition it sends carries
+RECOVERED, so its first ISR expansion moves the controller's state to RECOVERED (the controller
+refuses an ISR of more than one while RECOVERING, and RECOVERED -> RECOVERING). Followers keep the
+state of the registration. kbroker does the same (`leader_recovery_state`).
+
 Must not import net/ or api/.
 """
 
 from __future__ import annotations
 
 import enum
+import logging
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -45,6 +53,12 @@ READ_COMMITTED = 1
 FETCH_LOG_END = 2
 
 UNKNOWN_OFFSET = -1
+
+# Kafka's LeaderRecoveryState (KIP-704), as on the wire (the metadata package's enum lives above replica/).
+RECOVERED = 0
+RECOVERING = 1
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(slots=True)
@@ -196,7 +210,8 @@ class Partition:
 
     __slots__ = ("topic", "partition", "topic_id", "log", "leader_epoch", "partition_epoch", "local_id",
                  "replicas", "isr_state", "remote_replicas", "key", "leader_id", "leader_epoch_start_offset",
-                 "time_ms", "replica_lag_time_max_ms", "is_replica_eligible", "local_broker_epoch", "topic_stats")
+                 "time_ms", "replica_lag_time_max_ms", "is_replica_eligible", "local_broker_epoch", "topic_stats",
+                 "leader_recovery_state")
 
     def __init__(self, topic: str, partition: int, topic_id: uuid.UUID, log: UnifiedLog, leader_epoch: int = 0,
                  local_id: int = 1, replicas: tuple[int, ...] = (), *, time_ms: Callable[[], int] | None = None,
@@ -227,6 +242,8 @@ class Partition:
         # The topic's BrokerTopicMetrics, bound by the replica manager when it hosts the partition
         # (None: metrics off), so the data path records without a lookup.
         self.topic_stats: TopicMetrics | None = None
+        # KIP-704: RECOVERED once led here; a follower keeps the registration's.
+        self.leader_recovery_state = RECOVERED
 
     def __repr__(self) -> str:
         role = "leader" if self.is_leader else f"follower of {self.leader_id}"
@@ -309,7 +326,7 @@ class Partition:
     # -- becoming leader / follower ------------------------------------------------------------
 
     def make_leader(self, leader_epoch: int, partition_epoch: int, replicas: tuple[int, ...],
-                    isr: tuple[int, ...]) -> bool:
+                    isr: tuple[int, ...], leader_recovery_state: int = RECOVERED) -> bool:
         """Kafka's `Partition.makeLeader`: take the registration's epochs, replicas and ISR (clearing
         any AlterPartition in flight: the registration is newer), record where the new leader epoch
         starts in the epoch cache (so a follower with entries of a later, lost epoch can still find
@@ -322,6 +339,12 @@ class Partition:
         if not is_new_leader and leader_epoch == self.leader_epoch and partition_epoch < self.partition_epoch:
             return False
         now = self.time_ms()
+        if leader_recovery_state == RECOVERING:
+            # KIP-704: elected uncleanly. Kafka's recovery is immediate (nothing in the log to redo);
+            # the next AlterPartition tells the controller RECOVERED.
+            log.info("The topic partition %s-%d was marked as RECOVERING. Marking the topic partition as "
+                     "RECOVERED.", self.topic, self.partition)
+        self.leader_recovery_state = RECOVERED
         self.leader_id = self.local_id
         self.replicas = tuple(replicas) or (self.local_id,)
         self.isr_state = IsrState.committed(frozenset(isr) or frozenset({self.local_id}))
@@ -340,12 +363,13 @@ class Partition:
         return is_new_epoch
 
     def make_follower(self, leader_id: int, leader_epoch: int, partition_epoch: int, replicas: tuple[int, ...],
-                      isr: tuple[int, ...]) -> bool:
+                      isr: tuple[int, ...], leader_recovery_state: int = RECOVERED) -> bool:
         """Kafka's `Partition.makeFollower`: forget the followers' states, take the new leader and
         epochs. The log is not truncated here: the fetcher truncates by leader epoch (KIP-101/KIP-279)
         once it reaches the leader. Returns True when the leader epoch is new (or the leader changed),
         i.e. the fetcher must restart."""
         new = leader_epoch > self.leader_epoch or leader_id != self.leader_id
+        self.leader_recovery_state = leader_recovery_state
         self.leader_id = leader_id
         self.leader_epoch = leader_epoch
         self.partition_epoch = partition_epoch
@@ -391,8 +415,9 @@ class Partition:
             (b, self.local_broker_epoch() if b == self.local_id
              else (self.remote_replicas[b].broker_epoch if b in self.remote_replicas else -1))
             for b in members)
+        # Always RECOVERED: a leader has recovered by the time it proposes anything (KIP-704).
         return AlterPartitionItem(self.topic, self.partition, self.topic_id, self.local_id, self.leader_epoch,
-                                  self.partition_epoch, members, with_epochs, change)
+                                  self.partition_epoch, members, with_epochs, change, RECOVERED)
 
     def maybe_expand_isr(self, replica_id: int) -> AlterPartitionItem | None:
         """Kafka's `maybeExpandIsr`: a follower outside the ISR that reached the high watermark (and

@@ -465,7 +465,8 @@ class ReplicaManager:
                 part = self._new_partition(tp, info, plog)
             self._partitions[key] = part
         pending = part.isr_state.pending
-        new_epoch = part.make_leader(reg.leader_epoch, reg.partition_epoch, tuple(reg.replicas), tuple(reg.isr))
+        new_epoch = part.make_leader(reg.leader_epoch, reg.partition_epoch, tuple(reg.replicas), tuple(reg.isr),
+                                     int(reg.leader_recovery_state))
         if (pending is not None and not new_epoch and part.isr_state.pending is None
                 and part.isr == frozenset(pending.new_isr)):
             # Our proposal, committed, reached us through the metadata before the AlterPartition answer
@@ -498,7 +499,7 @@ class ReplicaManager:
         self.followers[key] = reg.leader
         had_fetcher = self.replica_fetcher_manager.fetch_state(*key) is not None or key in self._deferred_fetches
         new_epoch = part.make_follower(reg.leader, reg.leader_epoch, reg.partition_epoch, tuple(reg.replicas),
-                                       tuple(reg.isr))
+                                       tuple(reg.isr), int(reg.leader_recovery_state))
         if reg.leader < 0 or reg.leader == self.node_id:
             self.replica_fetcher_manager.remove_fetcher_for_partitions([key])
             self._deferred_fetches.pop(key, None)
