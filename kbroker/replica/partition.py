@@ -582,12 +582,29 @@ class Partition:
             aborted = self.log.collect_aborted_transactions(fetch_offset, lso) if size else []
         return ReadInfo(region if size else None, size, hw, lso, self.log_start_offset, aborted)
 
+    def _below_fetchable(self, timestamp: int, last_fetchable: int) -> tuple[int, int, int] | None:
+        found = self.log.fetch_offset_by_timestamp(timestamp)
+        return found if found is not None and found[0] < last_fetchable else None
+
     def fetch_offset_for_timestamp(self, timestamp: int, isolation_level: int | None) -> tuple[int, int, int] | None:
         """(offset, timestamp, leader epoch) for a ListOffsets query, or None when there is no answer."""
         if isolation_level is None:  # debug/follower: up to the log end
             last_fetchable = self.log_end_offset
         else:
             last_fetchable = self.fetchable_end(isolation_level)
+        # Kafka's fetchOffsetForTimestamp: a client asking a new leader whose high watermark has not yet
+        # reached the start of its leader epoch gets OFFSET_NOT_AVAILABLE (and retries), never an offset
+        # below what the previous leader already exposed -- "latest" must not go backwards across a
+        # leader change (a Spark query would see lost data).
+        lagging = (isolation_level is not None and self.is_leader
+                   and self.leader_epoch_start_offset > self.high_watermark)
+        if lagging and (timestamp == -1 or (timestamp >= 0 and self._below_fetchable(timestamp, last_fetchable)
+                                            is None)):
+            raise KafkaError(
+                f"Failed to fetch offsets for partition {self.topic}-{self.partition} with leader epoch "
+                f"{self.leader_epoch} as this partition's high watermark ({self.high_watermark}) is lagging "
+                f"behind the start offset from the beginning of this epoch ({self.leader_epoch_start_offset}).",
+                error_code=ErrorCode.OFFSET_NOT_AVAILABLE)
         if timestamp == -1:  # LATEST
             return last_fetchable, -1, self.leader_epoch
         if timestamp == -5:  # LATEST_TIERED: Kafka answers -1/-1 when remote storage is off

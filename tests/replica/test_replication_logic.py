@@ -361,3 +361,31 @@ def test_seed_scenario_leader_at_8_followers_at_4_and_6_leader_dies(tmp_path: Pa
     # truncated to its HW it would have dropped offset 3, which was acknowledged (HW 4) -- and if
     # it were then elected, the record would be gone from the cluster (KIP-101's scenario).
     assert c.high_watermark <= 3 < hw
+
+
+# -- ListOffsets on a new leader whose HW lags its epoch start (Kafka's fetchOffsetForTimestamp) ------
+
+
+def test_new_leader_answers_offset_not_available_until_its_hw_reaches_the_epoch_start(tmp_path: Path) -> None:
+    """A follower elected with LEO 10 but HW 6 (it learns the HW one fetch late): a client's "latest"
+    would be 6, below what the old leader already exposed. Kafka answers OFFSET_NOT_AVAILABLE until the
+    HW reaches the epoch start offset (10); followers and debug reads still get the log end."""
+    clock = Clock()
+    plog = new_log(tmp_path, "t", clock)
+    part = Partition("t", 0, TID, plog, local_id=2, replicas=(1, 2, 3), time_ms=clock, replica_lag_time_max_ms=LAG)
+    part.make_follower(1, 0, 0, (1, 2, 3), (1, 2, 3))
+    for _ in range(10):
+        plog.append_as_leader(batch(), leader_epoch=0)  # stands for the leader's batches, copied
+    part.update_follower_high_watermark(6)
+    assert (part.log_end_offset, part.high_watermark) == (10, 6)
+    part.make_leader(1, 1, (1, 2, 3), (2, 3))
+    with pytest.raises(KafkaError) as err:
+        part.fetch_offset_for_timestamp(-1, 0)
+    assert err.value.error_code == ErrorCode.OFFSET_NOT_AVAILABLE
+    assert part.fetch_offset_for_timestamp(-1, None) == (10, -1, 1)  # a follower's / debug read
+    assert part.fetch_offset_for_timestamp(-2, 0) == (0, -1, 0)  # EARLIEST is always answered
+    assert part.fetch_offset_for_timestamp(0, 0) is not None  # a timestamp found below the HW
+    # The other ISR member fetches at the leader's end: HW 10 = the epoch start, "latest" is 10.
+    part.update_follower_fetch_state(3, 10, 0, -1)
+    assert part.high_watermark == 10
+    assert part.fetch_offset_for_timestamp(-1, 0) == (10, -1, 1)
