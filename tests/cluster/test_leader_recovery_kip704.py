@@ -7,6 +7,9 @@ partition as RECOVERED"), serves its followers, and its first ISR expansion (Alt
 RECOVERED) moves the controller's state to RECOVERED -- read back from the controller's own metadata log
 with Kafka's `kafka-dump-log --cluster-metadata-decoder`. The followers truncate to the new leader and
 every replica ends identical.
+
+Also here, what Spark's driver relies on through a leader change: ListOffsets LATEST never goes back
+while the leader is killed -9 under an acks=all producer.
 """
 
 from __future__ import annotations
@@ -136,3 +139,78 @@ def test_unclean_leader_recovers_and_reports_recovered(cluster: KafkaCluster) ->
     assert values == [f"replicated-{i}".encode() for i in range(50)] + [f"after-{i}".encode() for i in range(20)]
     logs = {n: log_batches(kb[n].log_dir / f"{TOPIC}-0") for n in IDS}
     assert logs[2] == logs[3] == logs[4]
+
+
+def test_latest_offset_never_goes_back_across_a_leader_kill(cluster: KafkaCluster) -> None:
+    """What Spark's driver does between micro-batches (tests/spark/test_spark_leader_change.py runs Spark
+    itself, slow): ListOffsets LATEST, polled while an acks=all producer writes and the leader is killed
+    -9. The answers never go back (a new leader whose HW lags its epoch start answers
+    OFFSET_NOT_AVAILABLE, which the admin client retries) and end at the last acknowledged offset + 1."""
+    import threading
+
+    from confluent_kafka import Producer, TopicPartition
+    from confluent_kafka.admin import AdminClient, OffsetSpec
+
+    kb: dict[int, KBroker] = {n: cluster.kbrokers[IDS.index(n)] for n in IDS}
+    for n in IDS:
+        if not kb[n].is_running():
+            kb[n].start(timeout=90)
+
+    def live() -> list[str]:
+        return [b.bootstrap for b in cluster.kbrokers if b.is_running()]
+
+    proc = run_java_main("kafka-topics", ["--bootstrap-server", kb[3].bootstrap, "--create", "--topic", "latest",
+                                          "--replica-assignment", "4:2:3", "--config", "min.insync.replicas=2"],
+                         timeout=120)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    wait_partition(live, "latest", lambda s: len(s.isr) == 3 and s.leader == 4, what="ISR 4,2,3")
+    producer = Producer({"bootstrap.servers": ",".join(live()), "acks": "all", "enable.idempotence": True,
+                         "metadata.max.age.ms": 1000})
+    acked: list[int] = []
+    stop = threading.Event()
+    seen: list[int] = []
+    unavailable: list[int] = []
+    errors: list[str] = []
+
+    def poll() -> None:
+        admin = AdminClient({"bootstrap.servers": ",".join(b.bootstrap for b in cluster.kbrokers),
+                             "metadata.max.age.ms": 1000})
+        while not stop.is_set():
+            try:
+                res = admin.list_offsets({TopicPartition("latest", 0): OffsetSpec.latest()}, request_timeout=10)
+                offset = res[TopicPartition("latest", 0)].result().offset
+                if offset < 0:
+                    # librdkafka reports a partition error such as OFFSET_NOT_AVAILABLE (which Java's
+                    # admin client, Spark's, retries) as offset -1001: an answer withheld, not an offset.
+                    unavailable.append(offset)
+                else:
+                    seen.append(offset)
+            except Exception as e:  # noqa: BLE001 - a failed round (leader moving) is retried
+                errors.append(str(e))
+            time.sleep(0.02)
+
+    poller = threading.Thread(target=poll, daemon=True)
+    poller.start()
+    try:
+        deadline = time.monotonic() + 20
+        i = 0
+        killed = False
+        while time.monotonic() < deadline:
+            producer.produce("latest", f"v{i}".encode(), partition=0,
+                             on_delivery=lambda e, m: acked.append(m.offset()) if e is None else None)
+            producer.poll(0.01)
+            i += 1
+            if not killed and time.monotonic() > deadline - 14:
+                kb[4].kill()
+                killed = True
+        assert producer.flush(60) == 0
+        time.sleep(2)
+    finally:
+        stop.set()
+        poller.join(30)
+    assert acked and seen, (len(acked), errors[:3])
+    drops = [(a, b) for a, b in zip(seen, seen[1:], strict=False) if b < a]
+    assert not drops, f"ListOffsets latest went back: {drops[:5]}"
+    assert seen[-1] == max(acked) + 1
+    print(f"latest polled {len(seen)} times, {len(unavailable)} answers withheld, {len(errors)} failed rounds")
+    kb[4].start(timeout=90)
