@@ -390,6 +390,11 @@ class Partition:
         True if it moved (Kafka's maybeIncrementLeaderHW); it never moves back."""
         if not self.is_leader or self.log.offline:
             return False
+        if self.is_under_min_isr:
+            # Kafka 4.3 (KAFKA-15583, KIP-966): the HW does not advance while the ISR is below the
+            # effective min ISR, so nothing written then is exposed (or acknowledged to acks=all)
+            # before enough replicas have it.
+            return False
         new_hw = compute_high_watermark(self.log_end_offset, self.remote_replicas, self.isr_state.maximal_isr,
                                         self.time_ms(), self.replica_lag_time_max_ms, self._eligible)
         if new_hw > self.high_watermark:
@@ -495,17 +500,17 @@ class Partition:
         """Append one batch; returns the log's LogAppendInfo. ``checked``: the validator's phase 1,
         already run by a worker (``log.validator.check_batches``), or None to run it here.
 
-        acks=all with a committed ISR smaller than `min.insync.replicas` is refused before the append
-        (NOT_ENOUGH_REPLICAS), as Kafka's `appendRecordsToLeader`."""
+        acks=all with a committed ISR smaller than the effective min ISR (min(`min.insync.replicas`,
+        replicas)) is refused before the append (NOT_ENOUGH_REPLICAS), as Kafka's `appendRecordsToLeader`."""
         if self.is_offline:
             raise KafkaStorageError(f"the log of {self.topic}-{self.partition} is offline")
         if not self.is_leader:
             raise KafkaError(f"{self.topic}-{self.partition} is not led here",
                              error_code=ErrorCode.NOT_LEADER_OR_FOLLOWER)
-        if required_acks == -1 and self.isr_size < self.min_insync_replicas:
+        if required_acks == -1 and self.isr_size < self.effective_min_isr:
             raise KafkaError(
                 f"The size of the current ISR {set(self.isr)} is insufficient to satisfy the min.isr "
-                f"requirement of {self.min_insync_replicas} for partition {self.topic}-{self.partition}",
+                f"requirement of {self.effective_min_isr} for partition {self.topic}-{self.partition}",
                 error_code=ErrorCode.NOT_ENOUGH_REPLICAS,
             )
         if checked is None:
@@ -530,11 +535,13 @@ class Partition:
 
     def check_enough_replicas_reach_offset(self, required_offset: int) -> tuple[bool, ErrorCode]:
         """Kafka's `checkEnoughReplicasReachOffset` for DelayedProduce: done when the HW passed the
-        batch; NOT_ENOUGH_REPLICAS_AFTER_APPEND if the ISR shrank below min.insync.replicas meanwhile."""
+        batch; NOT_ENOUGH_REPLICAS_AFTER_APPEND if the maximal ISR is below the effective min ISR by then.
+        (The HW itself does not advance under min ISR, so a batch appended before a shrink below it
+        waits -- and times out -- unless the ISR grows back.)"""
         if not self.is_leader:
             return True, ErrorCode.NOT_LEADER_OR_FOLLOWER
         if self.high_watermark >= required_offset:
-            if self.min_insync_replicas <= self.isr_size:
+            if self.effective_min_isr <= len(self.maximal_isr):
                 return True, ErrorCode.NONE
             return True, ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND
         return False, ErrorCode.NONE
