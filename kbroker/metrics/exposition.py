@@ -109,6 +109,11 @@ class _BrokerCollector(Collector):
             total.add_metric([], totals[i])
             family.samples.extend(total.samples)
             yield family
+        yield counter("kafka_server_brokertopicmetrics_replicationbytesin",
+                      "Record bytes this broker appended as a follower, from its leaders' fetch responses",
+                      samples=[((), m.replication_bytes_in)])
+        yield counter("kafka_server_brokertopicmetrics_replicationbytesout",
+                      "Record bytes followers fetched from this broker", samples=[((), m.replication_bytes_out)])
         yield from self._requests()
         yield counter("kafka_server_socket_server_metrics_connection_creation",
                       "Connections accepted, per listener", ["listener"],

@@ -240,6 +240,10 @@ class BrokerMetrics:
         self.isr_shrinks = 0
         self.isr_expands = 0
         self.failed_isr_updates = 0
+        # BrokerTopicMetrics ReplicationBytesInPerSec / ReplicationBytesOutPerSec (broker-wide only, as in
+        # Kafka): record bytes a follower appended from its leaders, and that followers fetched from here.
+        self.replication_bytes_in = 0
+        self.replication_bytes_out = 0
 
     def topic(self, topic: str) -> TopicMetrics:
         """The topic's meters, created at first use (a partition binds them when it is hosted)."""

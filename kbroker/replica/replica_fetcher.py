@@ -151,6 +151,8 @@ class FetcherHost(Protocol):
 
     def on_follower_high_watermark_moved(self, key: tuple[str, int]) -> None: ...
 
+    def on_replication_bytes_in(self, size: int) -> None: ...
+
 
 def initial_fetch_offset(partition: Partition) -> int:
     """Kafka's `ReplicaManager.initialFetchOffset`: the LEO when the log has leader epochs (the
@@ -495,6 +497,7 @@ class ReplicaFetcher:
         try:
             if records is not None and len(records) > 0:
                 part.append_records_to_follower(memoryview(records), p.high_watermark, p.log_start_offset)
+                self.host.on_replication_bytes_in(len(records))
             else:
                 part.update_follower_high_watermark(p.high_watermark, p.log_start_offset)
         except OffsetOutOfRangeError as exc:

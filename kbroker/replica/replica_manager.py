@@ -885,7 +885,12 @@ class ReplicaManager:
         """BrokerTopicMetrics of a consumer fetch being answered with `results` (Kafka counts bytes out
         in its response callback, so a delayed fetch counts only what it finally sends). Follower
         fetches count nothing here: replication brings ReplicationBytesOut."""
-        if self.metrics is None or params.replica_id >= 0:
+        if self.metrics is None:
+            return
+        if params.replica_id >= 0:
+            # Kafka's updateBytesOut for a follower: ReplicationBytesOutPerSec, broker-wide.
+            self.metrics.replication_bytes_out += sum(
+                r.records_size for req in requests if (r := results.get(req.key)) is not None)
             return
         hosted = self._partitions
         for req in requests:
@@ -1025,6 +1030,11 @@ class ReplicaManager:
             and rack(r.broker_id) == client_rack
         ]
         return max(candidates)[2] if candidates else -1
+
+    def on_replication_bytes_in(self, size: int) -> None:
+        """A fetcher appended `size` bytes of a leader's records (ReplicationBytesInPerSec)."""
+        if self.metrics is not None:
+            self.metrics.replication_bytes_in += size
 
     def on_follower_high_watermark_moved(self, key: tuple[str, int]) -> None:
         """A follower's HW moved (its fetcher): consumers reading from it (KIP-392) may complete."""

@@ -124,6 +124,12 @@ def test_isr_metrics_follow_a_stopped_follower(cluster: ReplicaCluster) -> None:
     assert value(s, "kafka_cluster_partition_underreplicated", topic="t", partition="0") == 0
     f = scrape(cluster, 3)
     assert value(f, "kafka_server_replicafetchermanager_maxlag", clientId="Replica") == 0
+    # Replication bytes: what the followers appended is what the leader sent them.
+    sent = value(s, "kafka_server_brokertopicmetrics_replicationbytesout_total")
+    got = value(f, "kafka_server_brokertopicmetrics_replicationbytesin_total") + value(
+        scrape(cluster, 2), "kafka_server_brokertopicmetrics_replicationbytesin_total")
+    leader_bytes = cluster.call(lambda: cluster.partition(1, "t").log.size_in_bytes)  # type: ignore[union-attr]
+    assert got == sent and got >= 2 * leader_bytes > 0, (got, sent, leader_bytes)
 
 
 def test_under_min_isr_and_failed_isr_updates(cluster: ReplicaCluster) -> None:
