@@ -50,20 +50,30 @@ def main() -> None:
     query = (df.writeStream.foreachBatch(batch).option("checkpointLocation", ckpt)
              .trigger(processingTime="500 milliseconds").start())
     seen: set[int] = set()
+
+    def record_progress() -> None:
+        for p in query.recentProgress:
+            if p["batchId"] in seen or not p["sources"]:
+                continue
+            seen.add(p["batchId"])
+            src: dict[str, Any] = p["sources"][0]
+            progress_file.write(json.dumps({k: src.get(k) for k in ("startOffset", "endOffset", "latestOffset")}
+                                           | {"batch": p["batchId"]}) + "\n")
+            progress_file.flush()
+
     deadline = time.monotonic() + timeout
     try:
         while len(ended) < partitions and time.monotonic() < deadline:
             if query.exception() is not None:
                 break
-            for p in query.recentProgress:
-                if p["batchId"] in seen or not p["sources"]:
-                    continue
-                seen.add(p["batchId"])
-                src: dict[str, Any] = p["sources"][0]
-                progress_file.write(json.dumps({k: src.get(k) for k in ("startOffset", "endOffset", "latestOffset")}
-                                               | {"batch": p["batchId"]}) + "\n")
-                progress_file.flush()
+            record_progress()
             time.sleep(0.2)
+        # Let the batch that read the END records report its progress, and one more trigger run.
+        settle = time.monotonic() + 5
+        while time.monotonic() < settle and query.exception() is None:
+            record_progress()
+            time.sleep(0.2)
+        record_progress()
     finally:
         error = query.exception()
         query.stop()

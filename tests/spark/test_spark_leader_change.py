@@ -155,7 +155,9 @@ def test_spark_reads_through_a_leader_kill(cluster: KafkaCluster, tmp_path: Path
     assert len(writer.acked) > 100 and not writer.errors, writer.errors[:3]
 
     progress = [json.loads(line) for line in (out / "progress.jsonl").read_text().splitlines()]
-    assert len(progress) >= 3
+    # Under load a micro-batch can take a minute (Spark's admin client retrying ListOffsets while the
+    # leader moves), so there may be few of them; every one is checked.
+    assert len(progress) >= 2, progress
     for field in ("endOffset", "latestOffset"):
         last: dict[str, int] = {}
         for pr in sorted(progress, key=lambda x: x["batch"]):
