@@ -325,7 +325,7 @@ CONFIG_DEFS: dict[str, ConfigDef] = _defs(
     ConfigDef("replica.fetch.backoff.ms", "int", 1000, "Pause after a follower fetch error.",
               validator=at_least(0)),
     ConfigDef("replica.socket.timeout.ms", "int", 30000, "Timeout of a follower's requests to the leader."),
-    ConfigDef("num.replica.fetchers", "int", 1, "Fetchers per source broker (kbroker runs one).", dynamic_update=True,
+    ConfigDef("num.replica.fetchers", "int", 1, "Fetcher threads (connections) per source broker.", dynamic_update=True,
               validator=at_least(1)),
     ConfigDef("replica.selector.class", "string", None,
               "KIP-392: org.apache.kafka.common.replica.RackAwareReplicaSelector sends consumers with a "

@@ -16,7 +16,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 from prometheus_client.core import Metric
 
@@ -27,6 +27,7 @@ from kbroker.metrics.meters import BrokerMetrics
 from kbroker.net import KafkaServer
 from kbroker.net.http_listener import HttpEndpoint, MetricsHttpServer, parse_http_listener
 from kbroker.net.loop_monitor import EventLoopMonitor
+from kbroker.replica.partition import Partition
 from kbroker.server.broker_lifecycle import BrokerState
 
 log = logging.getLogger(__name__)
@@ -148,14 +149,17 @@ class BrokerObservability:
             return
         rm = self.services.replica_manager
         partitions = rm.partitions()
-        under = sum(1 for p in partitions if len(p.isr) < len(p.replicas))
-        under_min = sum(1 for p in partitions if len(p.isr) < p.min_insync_replicas)
-        at_min = sum(1 for p in partitions if len(p.isr) == p.min_insync_replicas)
-        hosted = len(partitions) + len(rm.followers)
+        # Kafka's ReplicaManager gauges over the leaders (Partition.isUnderReplicated & co.).
+        under = sum(1 for p in partitions if p.is_under_replicated)
+        under_min = sum(1 for p in partitions if p.is_under_min_isr)
+        at_min = sum(1 for p in partitions if p.is_at_min_isr)
+        leaders = sum(1 for p in partitions if not p.is_offline)
+        # allPartitions: online (led or followed) and offline ones.
+        hosted = len({p.key for p in partitions} | set(rm.followers) | rm.offline)
         topics = self.services.metadata.topics()
         for name, doc, value in (
             ("kafka_server_replicamanager_partitioncount", "Partitions hosted on this broker", hosted),
-            ("kafka_server_replicamanager_leadercount", "Partitions this broker leads", len(partitions)),
+            ("kafka_server_replicamanager_leadercount", "Partitions this broker leads", leaders),
             ("kafka_server_replicamanager_underreplicatedpartitions",
              "Led partitions whose ISR is smaller than their replica set", under),
             ("kafka_server_replicamanager_underminisrpartitioncount",
@@ -173,6 +177,51 @@ class BrokerObservability:
              sum(t.num_partitions for t in topics)),
         ):
             yield gauge(name, doc, samples=[((), value)])
+        yield from self._partition_gauges()
+        yield from self._fetcher_lag()
+
+    def _partition_gauges(self) -> Iterator[Metric]:
+        """Kafka's per-partition gauges (`kafka.cluster:type=Partition,name=...,topic=..,partition=..`),
+        for every partition hosted here: 0 on a follower except LastStableOffsetLag."""
+        assert self.services is not None
+        rm = self.services.replica_manager
+        hosted = sorted([*rm.partitions(), *(p for k in rm.followers
+                                             if (p := rm.follower_partition(*k)) is not None)],
+                        key=lambda p: p.key)
+        labels = ("topic", "partition")
+
+        def family(name: str, doc: str, value: Callable[[Partition], int]) -> Metric:
+            return gauge(f"kafka_cluster_partition_{name}", doc, labels,
+                         (((p.topic, str(p.partition)), value(p)) for p in hosted))
+
+        yield family("underreplicated", "1 if led here and the ISR is smaller than the replica set",
+                     lambda p: int(p.is_under_replicated))
+        yield family("underminisr", "1 if led here and the ISR is below min.insync.replicas",
+                     lambda p: int(p.is_under_min_isr))
+        yield family("atminisr", "1 if led here and the ISR is exactly min.insync.replicas",
+                     lambda p: int(p.is_at_min_isr))
+        yield family("replicascount", "Replicas of the partition (0 unless led here)",
+                     lambda p: len(p.replicas) if p.is_leader else 0)
+        yield family("insyncreplicascount", "In-sync replicas of the partition (0 unless led here)",
+                     lambda p: p.isr_size if p.is_leader else 0)
+        yield family("laststableoffsetlag", "High watermark minus last stable offset (open transactions)",
+                     lambda p: 0 if p.is_offline else max(0, p.high_watermark - p.last_stable_offset))
+
+    def _fetcher_lag(self) -> Iterator[Metric]:
+        """Kafka's `ReplicaFetcherManager` MaxLag (clientId=Replica) and `FetcherLagMetrics` ConsumerLag
+        per followed partition (clientId = the fetcher's thread name, ReplicaFetcherThread-<n>-<leader>)."""
+        assert self.services is not None
+        manager = self.services.replica_manager.replica_fetcher_manager
+        yield gauge("kafka_server_replicafetchermanager_maxlag",
+                    "Largest lag (leader HW - fetch offset, in records) of any partition this broker follows",
+                    ["clientId"], [(("Replica",), manager.max_lag)])
+        samples = sorted(((f.name, t, str(p)), lag) for f in list(manager.fetchers.values())
+                         for (t, p), lag in f.lag.items())
+        yield gauge("kafka_server_fetcherlagmetrics_consumerlag",
+                    "Lag of a followed partition: the leader's HW minus the next fetch offset",
+                    ["clientId", "topic", "partition"], samples)
+        yield gauge("kbroker_replica_fetcher_count", "Replica fetchers (connections to leaders) running",
+                    samples=[((), len(manager.fetchers))])
 
     def _quotas(self) -> Iterator[Metric]:
         """Kafka's client quota sensors (`kafka.server:type=Produce|Fetch|Request,user=..,client-id=..`):

@@ -12,6 +12,8 @@ Must not import net/ or api/.
 
 from __future__ import annotations
 
+import asyncio
+
 from kbroker.cluster.configs import ConfigHelper
 from kbroker.metadata.delta import MetadataDelta
 from kbroker.metadata.image import ConfigResourceType, MetadataImage
@@ -31,6 +33,7 @@ class DynamicConfigPublisher:
         changed = delta.changed_configs()
         if any(r.type == ConfigResourceType.BROKER for r in changed):
             names = [t.name for t in self.helper.metadata.topics()]
+            self.reconfigure_replica_fetchers()
         else:
             names = sorted(r.name for r in changed if r.type == ConfigResourceType.TOPIC)
             # A partition that becomes leader here may have a log opened at startup, before the image
@@ -43,6 +46,24 @@ class DynamicConfigPublisher:
             info = self.helper.metadata.topic(name)
             if info is not None:
                 self.apply_log_config(info)
+
+    def reconfigure_replica_fetchers(self) -> None:
+        """Kafka's `DynamicThreadPool` for num.replica.fetchers: a changed effective value resizes the
+        replica fetcher pool (`ReplicaFetcherManager.resize`, on the loop)."""
+        levels = self.helper.broker_levels("num.replica.fetchers")
+        try:
+            wanted = int(str(levels[0].value)) if levels and levels[0].value is not None else 1
+        except ValueError:
+            return
+        manager = self.replica_manager.replica_fetcher_manager
+        if wanted == manager.num_fetchers:
+            return
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            manager.num_fetchers = max(1, wanted)  # nothing runs yet: new fetchers use the new count
+            return
+        loop.create_task(manager.resize(wanted))
 
     def apply_log_config(self, info: TopicInfo) -> None:
         """Hand the topic's effective config to every live log of the topic."""

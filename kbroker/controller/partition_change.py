@@ -23,9 +23,23 @@ Kafka 4.3's rules, kept exactly:
 - Directories (KIP-858) are written when the replica set changes: each replica keeps its directory,
   a new one gets the default directory of its broker.
 
-Not implemented: eligible leader replicas (KIP-966). Kafka 4.3's `kafka-storage format` finalizes
-`eligible.leader.replicas.version=1`, but kbroker's bootstrap finalizes only `metadata.version` and
-`group.version`, and ELR applies only when that feature is finalized; see docs/controller.md.
+Eligible leader replicas (KIP-966), when `eligible_leader_replicas_enabled` (Kafka: the
+`eligible.leader.replicas.version` feature finalized at >= 1, which Kafka 4.3's `kafka-storage format`
+does by default), exactly as Kafka 4.3.1's builder:
+- While the target ISR is at least min ISR, ELR and last-known ELR are empty. Below it, ELR = (the
+  current ISR + the current ELR) minus the target ISR minus the replicas that shut down uncleanly;
+  last-known ELR = those candidates (plus the last-known ELR) that are neither in the ISR nor the ELR.
+  With ELR the ISR may become empty (the last member fenced), instead of keeping a fenced member.
+- Election: a replica is a valid leader if it is in the target ISR, or, with an empty ISR, in the ELR;
+  elected from the ELR it becomes the whole ISR and leaves the ELR. With ISR and ELR both empty and a
+  single "last known leader" stored in last-known ELR (`use_last_known_leader_in_balanced_recovery`,
+  Kafka's default true), that replica is elected as an unclean election (KIP-966's balanced recovery).
+- An unclean election (or ELR off) clears ELR and last-known ELR. With the last-known-leader mode the
+  last-known ELR holds only the last leader: set when the partition loses its leader (if nothing is
+  remembered yet), cleared when a leader is elected.
+kbroker's own quorum does not finalize the feature yet (its bootstrap writes `metadata.version` and
+`group.version`), so its controller keeps ELR off; the builder is checked against Kafka's own with the
+feature on and off (tests/controller/test_partition_change_elr_vs_kafka.py).
 
 Pure; imports metadata/ and protocol/ only.
 """
@@ -80,6 +94,9 @@ class PartitionChangeBuilder:
         partition_id: int,
         is_acceptable_leader: Callable[[int], bool],
         default_dir: Callable[[int], uuid.UUID] | None = None,
+        *,
+        min_isr: int = 1,
+        eligible_leader_replicas_enabled: bool = False,
     ) -> None:
         self.partition = partition
         self.topic_id = topic_id
@@ -93,6 +110,12 @@ class PartitionChangeBuilder:
         self.target_leader_recovery_state = partition.leader_recovery_state
         self.election = Election.ONLINE
         self.target_directories = dict(zip(partition.replicas, partition.directories, strict=False))
+        self.min_isr = min_isr
+        self.eligible_leader_replicas_enabled = eligible_leader_replicas_enabled
+        self.use_last_known_leader_in_balanced_recovery = True
+        self.target_elr = list(partition.elr)
+        self.target_last_known_elr = list(partition.last_known_elr)
+        self.unclean_shutdown_replicas: list[int] | None = None
 
     # -- targets -----------------------------------------------------------------------------------
 
@@ -120,10 +143,35 @@ class PartitionChangeBuilder:
         self.target_leader_recovery_state = state
         return self
 
+    def set_unclean_shutdown_replicas(self, replicas: Sequence[int]) -> PartitionChangeBuilder:
+        """Replicas whose broker restarted after an unclean shutdown: never (again) in the ELR."""
+        self.unclean_shutdown_replicas = list(replicas)
+        return self
+
+    def set_eligible_leader_replicas_enabled(self, enabled: bool) -> PartitionChangeBuilder:
+        self.eligible_leader_replicas_enabled = enabled
+        return self
+
+    def set_use_last_known_leader_in_balanced_recovery(self, use: bool) -> PartitionChangeBuilder:
+        self.use_last_known_leader_in_balanced_recovery = use
+        return self
+
     # -- election ----------------------------------------------------------------------------------
 
     def _is_valid_new_leader(self, replica: int) -> bool:
-        return replica in self.target_isr and self.is_acceptable_leader(replica)
+        # In the ISR, or in the ELR when the ISR is empty (KIP-966).
+        in_target = replica in self.target_isr or (not self.target_isr and replica in self.target_elr)
+        return in_target and self.is_acceptable_leader(replica)
+
+    def _can_elect_last_known_leader(self) -> bool:
+        """KIP-966 balanced recovery: ISR and ELR empty, the last leader kept alone in last-known ELR
+        and acceptable now; the election counts as unclean."""
+        if not self.eligible_leader_replicas_enabled or not self.use_last_known_leader_in_balanced_recovery:
+            return False
+        if self.target_elr or self.target_isr:
+            return False
+        last = self.partition.last_known_elr
+        return len(last) == 1 and self.is_acceptable_leader(last[0])
 
     def elect_leader(self) -> tuple[int, bool]:
         """(new leader, unclean?) under the current targets."""
@@ -136,12 +184,16 @@ class PartitionChangeBuilder:
             for r in self.target_replicas[1:]:
                 if self._is_valid_new_leader(r):
                     return r, False
+            if self._can_elect_last_known_leader():
+                return self.partition.last_known_elr[0], True
             return NO_LEADER, False
         if self._is_valid_new_leader(self.partition.leader):
             return self.partition.leader, False
         for r in self.target_replicas:
             if self._is_valid_new_leader(r):
                 return r, False
+        if self._can_elect_last_known_leader():
+            return self.partition.last_known_elr[0], True
         if self.election is Election.UNCLEAN:
             for r in self.target_replicas:
                 if self.is_acceptable_leader(r):
@@ -159,8 +211,14 @@ class PartitionChangeBuilder:
             self.target_replicas, self.target_isr = completed
             self.target_removing, self.target_adding = [], []
 
+        self._maybe_populate_target_elr()
+
         leader, unclean = self.elect_leader()
         if leader != p.leader:
+            if leader in self.target_elr:
+                # Elected from the ELR: it becomes the ISR and leaves the ELR.
+                self.target_isr = [leader]
+                self.target_elr = [r for r in self.target_elr if r != leader]
             record.leader = leader
             if unclean:
                 # Data may be lost: the new leader is the whole ISR until it has recovered (KIP-704).
@@ -173,8 +231,14 @@ class PartitionChangeBuilder:
         if record.leader == NO_LEADER_CHANGE and not set(p.replicas) <= set(self.target_replicas):
             record.leader = p.leader
 
-        if record.isr is None and self.target_isr and self.target_isr != list(p.isr):
+        self._maybe_update_record_elr(record)
+
+        # With ELR the ISR may become empty; without, it never does.
+        if (record.isr is None and (self.target_isr or self.eligible_leader_replicas_enabled)
+                and self.target_isr != list(p.isr)):
             record.isr = list(self.target_isr)
+
+        self._maybe_update_last_known_leader(record)
 
         if self.target_replicas:
             directories = [self.target_directories[r] if r in self.target_directories else self.default_dir(r)
@@ -193,6 +257,52 @@ class PartitionChangeBuilder:
         if _is_no_op(record):
             return None
         return record
+
+
+    # -- eligible leader replicas (KIP-966) ----------------------------------------------------------
+
+    def _maybe_populate_target_elr(self) -> None:
+        """Kafka's `maybePopulateTargetElr`."""
+        if not self.eligible_leader_replicas_enabled:
+            return
+        if len(self.target_isr) >= self.min_isr:
+            self.target_elr, self.target_last_known_elr = [], []
+            return
+        target_isr = set(self.target_isr)
+        unclean = set(self.unclean_shutdown_replicas or ())
+        candidates = set(self.target_elr) | set(self.partition.isr)
+        # Kafka collects these from a HashSet of small Integers: ascending order.
+        self.target_elr = sorted(r for r in candidates if r not in target_isr and r not in unclean)
+        candidates |= set(self.target_last_known_elr)
+        self.target_last_known_elr = sorted(r for r in candidates if r not in target_isr and r not in self.target_elr)
+
+    def _maybe_update_record_elr(self, record: PartitionChangeRecord) -> None:
+        """Kafka's `maybeUpdateRecordElr`."""
+        p = self.partition
+        clean_election = record.isr is None
+        if not clean_election or not self.eligible_leader_replicas_enabled:
+            self.target_elr, self.target_last_known_elr = [], []
+        if self.target_elr != list(p.elr):
+            record.eligible_leader_replicas = list(self.target_elr)
+        if self.use_last_known_leader_in_balanced_recovery and len(p.last_known_elr) == 1 and (
+                record.leader == NO_LEADER or (record.leader == NO_LEADER_CHANGE and p.leader == NO_LEADER)):
+            # The last known leader stays while the partition has no leader.
+            self.target_last_known_elr = list(p.last_known_elr)
+        if self.use_last_known_leader_in_balanced_recovery:
+            return  # last-known ELR holds the last leader: `_maybe_update_last_known_leader`
+        if self.target_last_known_elr != list(p.last_known_elr):
+            record.last_known_elr = list(self.target_last_known_elr)
+
+    def _maybe_update_last_known_leader(self, record: PartitionChangeRecord) -> None:
+        """Kafka 4.3.1's `maybeUpdateLastKnownLeader`: remember the leader when the partition loses it
+        (and nothing is remembered yet); forget it when a new leader is elected."""
+        p = self.partition
+        if not self.use_last_known_leader_in_balanced_recovery or not self.eligible_leader_replicas_enabled:
+            return
+        if record.leader == NO_LEADER and not p.last_known_elr:
+            record.last_known_elr = [p.leader]
+        elif record.leader >= 0 and p.last_known_elr:
+            record.last_known_elr = []
 
 
 def _is_no_op(record: PartitionChangeRecord) -> bool:

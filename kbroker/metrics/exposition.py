@@ -109,6 +109,11 @@ class _BrokerCollector(Collector):
             total.add_metric([], totals[i])
             family.samples.extend(total.samples)
             yield family
+        yield counter("kafka_server_brokertopicmetrics_replicationbytesin",
+                      "Record bytes this broker appended as a follower, from its leaders' fetch responses",
+                      samples=[((), m.replication_bytes_in)])
+        yield counter("kafka_server_brokertopicmetrics_replicationbytesout",
+                      "Record bytes followers fetched from this broker", samples=[((), m.replication_bytes_out)])
         yield from self._requests()
         yield counter("kafka_server_socket_server_metrics_connection_creation",
                       "Connections accepted, per listener", ["listener"],
@@ -126,10 +131,15 @@ class _BrokerCollector(Collector):
         yield gauge("kafka_network_socketserver_networkprocessoravgidlepercent",
                     "Share (0..1) of the last window the event loop's thread was off the CPU",
                     samples=[((), loop.idle_ratio)])
-        yield counter("kafka_server_replicamanager_isrshrinks", "ISR shrinks (0 until replication)",
+        yield counter("kafka_server_replicamanager_isrshrinks",
+                      "ISR shrinks committed by the controller for partitions led here",
                       samples=[((), m.isr_shrinks)])
-        yield counter("kafka_server_replicamanager_isrexpands", "ISR expands (0 until replication)",
+        yield counter("kafka_server_replicamanager_isrexpands",
+                      "ISR expansions committed by the controller for partitions led here",
                       samples=[((), m.isr_expands)])
+        yield counter("kafka_server_replicamanager_failedisrupdates",
+                      "ISR changes (AlterPartition) that failed: an error answer or no delivery",
+                      samples=[((), m.failed_isr_updates)])
         yield histogram_ms("kafka_log_logflushstats_logflushrateandtimems", "Time of one log flush (fsync)",
                            [], [((), LOG_FLUSH_STATS)])
         g = GROUP_COORDINATOR_METRICS

@@ -234,9 +234,16 @@ class BrokerMetrics:
         self.requests: list[RequestMetrics | None] = [None] * MAX_API_KEY
         self.listeners: dict[str, ListenerMetrics] = {}
         self.event_loop = EventLoopMetrics()
-        # ReplicaManager's IsrShrinksPerSec / IsrExpandsPerSec (replication feeds them).
+        # ReplicaManager's IsrShrinksPerSec / IsrExpandsPerSec (an ISR change the controller committed,
+        # counted by the leader when it applies the answer) and FailedIsrUpdatesPerSec (an
+        # AlterPartition answered with an error; undelivered requests are retried, not counted).
         self.isr_shrinks = 0
         self.isr_expands = 0
+        self.failed_isr_updates = 0
+        # BrokerTopicMetrics ReplicationBytesInPerSec / ReplicationBytesOutPerSec (broker-wide only, as in
+        # Kafka): record bytes a follower appended from its leaders, and that followers fetched from here.
+        self.replication_bytes_in = 0
+        self.replication_bytes_out = 0
 
     def topic(self, topic: str) -> TopicMetrics:
         """The topic's meters, created at first use (a partition binds them when it is hosted)."""

@@ -20,12 +20,20 @@ as maximal until the controller commits. While an update is in flight no other i
 response applies only if it matches the in-flight proposal, carries our leader epoch and a
 partition epoch not older than ours (partition-epoch fencing, KIP-497/KIP-841).
 
+KIP-704 leader recovery: after an unclean election the controller marks the partition RECOVERING
+(ISR = the new leader alone). Kafka's leader "recovers" at once -- there is nothing to recover in its
+log today -- and marks itself RECOVERED in `makeLeader`; every AlterPartition it sends carries
+RECOVERED, so its first ISR expansion moves the controller's state to RECOVERED (the controller
+refuses an ISR of more than one while RECOVERING, and RECOVERED -> RECOVERING). Followers keep the
+state of the registration. kbroker does the same (`leader_recovery_state`).
+
 Must not import net/ or api/.
 """
 
 from __future__ import annotations
 
 import enum
+import logging
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -45,6 +53,12 @@ READ_COMMITTED = 1
 FETCH_LOG_END = 2
 
 UNKNOWN_OFFSET = -1
+
+# Kafka's LeaderRecoveryState (KIP-704), as on the wire (the metadata package's enum lives above replica/).
+RECOVERED = 0
+RECOVERING = 1
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(slots=True)
@@ -196,7 +210,8 @@ class Partition:
 
     __slots__ = ("topic", "partition", "topic_id", "log", "leader_epoch", "partition_epoch", "local_id",
                  "replicas", "isr_state", "remote_replicas", "key", "leader_id", "leader_epoch_start_offset",
-                 "time_ms", "replica_lag_time_max_ms", "is_replica_eligible", "local_broker_epoch", "topic_stats")
+                 "time_ms", "replica_lag_time_max_ms", "is_replica_eligible", "local_broker_epoch", "topic_stats",
+                 "leader_recovery_state")
 
     def __init__(self, topic: str, partition: int, topic_id: uuid.UUID, log: UnifiedLog, leader_epoch: int = 0,
                  local_id: int = 1, replicas: tuple[int, ...] = (), *, time_ms: Callable[[], int] | None = None,
@@ -227,6 +242,8 @@ class Partition:
         # The topic's BrokerTopicMetrics, bound by the replica manager when it hosts the partition
         # (None: metrics off), so the data path records without a lookup.
         self.topic_stats: TopicMetrics | None = None
+        # KIP-704: RECOVERED once led here; a follower keeps the registration's.
+        self.leader_recovery_state = RECOVERED
 
     def __repr__(self) -> str:
         role = "leader" if self.is_leader else f"follower of {self.leader_id}"
@@ -282,10 +299,34 @@ class Partition:
     def isr_size(self) -> int:
         return len(self.isr_state.isr)
 
+    # -- health, as Kafka's Partition gauges read it (kafka.cluster:type=Partition) ---------------
+
+    @property
+    def effective_min_isr(self) -> int:
+        """Kafka's `effectiveMinIsr`: min(min.insync.replicas, replication factor) -- a min.insync.replicas
+        above the replica count would otherwise mark the partition under-min-ISR for ever."""
+        return min(self.min_insync_replicas, len(self.remote_replicas) + 1)
+
+    @property
+    def is_under_replicated(self) -> bool:
+        """Kafka's `isUnderReplicated`: led here and the committed ISR is smaller than the replica set."""
+        return self.is_leader and not self.is_offline and len(self.replicas) - self.isr_size > 0
+
+    @property
+    def is_under_min_isr(self) -> bool:
+        """Kafka's `isUnderMinIsr`: led here and the committed ISR is below the effective min ISR."""
+        return self.is_leader and not self.is_offline and self.isr_size < self.effective_min_isr
+
+    @property
+    def is_at_min_isr(self) -> bool:
+        """Kafka's `isAtMinIsr`: led here and the committed ISR is exactly the effective min ISR (one
+        more failure and acks=all producers are refused)."""
+        return self.is_leader and not self.is_offline and self.isr_size == self.effective_min_isr
+
     # -- becoming leader / follower ------------------------------------------------------------
 
     def make_leader(self, leader_epoch: int, partition_epoch: int, replicas: tuple[int, ...],
-                    isr: tuple[int, ...]) -> bool:
+                    isr: tuple[int, ...], leader_recovery_state: int = RECOVERED) -> bool:
         """Kafka's `Partition.makeLeader`: take the registration's epochs, replicas and ISR (clearing
         any AlterPartition in flight: the registration is newer), record where the new leader epoch
         starts in the epoch cache (so a follower with entries of a later, lost epoch can still find
@@ -298,6 +339,12 @@ class Partition:
         if not is_new_leader and leader_epoch == self.leader_epoch and partition_epoch < self.partition_epoch:
             return False
         now = self.time_ms()
+        if leader_recovery_state == RECOVERING:
+            # KIP-704: elected uncleanly. Kafka's recovery is immediate (nothing in the log to redo);
+            # the next AlterPartition tells the controller RECOVERED.
+            log.info("The topic partition %s-%d was marked as RECOVERING. Marking the topic partition as "
+                     "RECOVERED.", self.topic, self.partition)
+        self.leader_recovery_state = RECOVERED
         self.leader_id = self.local_id
         self.replicas = tuple(replicas) or (self.local_id,)
         self.isr_state = IsrState.committed(frozenset(isr) or frozenset({self.local_id}))
@@ -316,12 +363,13 @@ class Partition:
         return is_new_epoch
 
     def make_follower(self, leader_id: int, leader_epoch: int, partition_epoch: int, replicas: tuple[int, ...],
-                      isr: tuple[int, ...]) -> bool:
+                      isr: tuple[int, ...], leader_recovery_state: int = RECOVERED) -> bool:
         """Kafka's `Partition.makeFollower`: forget the followers' states, take the new leader and
         epochs. The log is not truncated here: the fetcher truncates by leader epoch (KIP-101/KIP-279)
         once it reaches the leader. Returns True when the leader epoch is new (or the leader changed),
         i.e. the fetcher must restart."""
         new = leader_epoch > self.leader_epoch or leader_id != self.leader_id
+        self.leader_recovery_state = leader_recovery_state
         self.leader_id = leader_id
         self.leader_epoch = leader_epoch
         self.partition_epoch = partition_epoch
@@ -341,6 +389,11 @@ class Partition:
         """HW = the smallest log end offset of the maximal ISR (the LEO with one replica). Returns
         True if it moved (Kafka's maybeIncrementLeaderHW); it never moves back."""
         if not self.is_leader or self.log.offline:
+            return False
+        if self.is_under_min_isr:
+            # Kafka 4.3 (KAFKA-15583, KIP-966): the HW does not advance while the ISR is below the
+            # effective min ISR, so nothing written then is exposed (or acknowledged to acks=all)
+            # before enough replicas have it.
             return False
         new_hw = compute_high_watermark(self.log_end_offset, self.remote_replicas, self.isr_state.maximal_isr,
                                         self.time_ms(), self.replica_lag_time_max_ms, self._eligible)
@@ -367,8 +420,9 @@ class Partition:
             (b, self.local_broker_epoch() if b == self.local_id
              else (self.remote_replicas[b].broker_epoch if b in self.remote_replicas else -1))
             for b in members)
+        # Always RECOVERED: a leader has recovered by the time it proposes anything (KIP-704).
         return AlterPartitionItem(self.topic, self.partition, self.topic_id, self.local_id, self.leader_epoch,
-                                  self.partition_epoch, members, with_epochs, change)
+                                  self.partition_epoch, members, with_epochs, change, RECOVERED)
 
     def maybe_expand_isr(self, replica_id: int) -> AlterPartitionItem | None:
         """Kafka's `maybeExpandIsr`: a follower outside the ISR that reached the high watermark (and
@@ -446,17 +500,17 @@ class Partition:
         """Append one batch; returns the log's LogAppendInfo. ``checked``: the validator's phase 1,
         already run by a worker (``log.validator.check_batches``), or None to run it here.
 
-        acks=all with a committed ISR smaller than `min.insync.replicas` is refused before the append
-        (NOT_ENOUGH_REPLICAS), as Kafka's `appendRecordsToLeader`."""
+        acks=all with a committed ISR smaller than the effective min ISR (min(`min.insync.replicas`,
+        replicas)) is refused before the append (NOT_ENOUGH_REPLICAS), as Kafka's `appendRecordsToLeader`."""
         if self.is_offline:
             raise KafkaStorageError(f"the log of {self.topic}-{self.partition} is offline")
         if not self.is_leader:
             raise KafkaError(f"{self.topic}-{self.partition} is not led here",
                              error_code=ErrorCode.NOT_LEADER_OR_FOLLOWER)
-        if required_acks == -1 and self.isr_size < self.min_insync_replicas:
+        if required_acks == -1 and self.isr_size < self.effective_min_isr:
             raise KafkaError(
                 f"The size of the current ISR {set(self.isr)} is insufficient to satisfy the min.isr "
-                f"requirement of {self.min_insync_replicas} for partition {self.topic}-{self.partition}",
+                f"requirement of {self.effective_min_isr} for partition {self.topic}-{self.partition}",
                 error_code=ErrorCode.NOT_ENOUGH_REPLICAS,
             )
         if checked is None:
@@ -481,11 +535,13 @@ class Partition:
 
     def check_enough_replicas_reach_offset(self, required_offset: int) -> tuple[bool, ErrorCode]:
         """Kafka's `checkEnoughReplicasReachOffset` for DelayedProduce: done when the HW passed the
-        batch; NOT_ENOUGH_REPLICAS_AFTER_APPEND if the ISR shrank below min.insync.replicas meanwhile."""
+        batch; NOT_ENOUGH_REPLICAS_AFTER_APPEND if the maximal ISR is below the effective min ISR by then.
+        (The HW itself does not advance under min ISR, so a batch appended before a shrink below it
+        waits -- and times out -- unless the ISR grows back.)"""
         if not self.is_leader:
             return True, ErrorCode.NOT_LEADER_OR_FOLLOWER
         if self.high_watermark >= required_offset:
-            if self.min_insync_replicas <= self.isr_size:
+            if self.effective_min_isr <= len(self.maximal_isr):
                 return True, ErrorCode.NONE
             return True, ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND
         return False, ErrorCode.NONE
@@ -533,12 +589,29 @@ class Partition:
             aborted = self.log.collect_aborted_transactions(fetch_offset, lso) if size else []
         return ReadInfo(region if size else None, size, hw, lso, self.log_start_offset, aborted)
 
+    def _below_fetchable(self, timestamp: int, last_fetchable: int) -> tuple[int, int, int] | None:
+        found = self.log.fetch_offset_by_timestamp(timestamp)
+        return found if found is not None and found[0] < last_fetchable else None
+
     def fetch_offset_for_timestamp(self, timestamp: int, isolation_level: int | None) -> tuple[int, int, int] | None:
         """(offset, timestamp, leader epoch) for a ListOffsets query, or None when there is no answer."""
         if isolation_level is None:  # debug/follower: up to the log end
             last_fetchable = self.log_end_offset
         else:
             last_fetchable = self.fetchable_end(isolation_level)
+        # Kafka's fetchOffsetForTimestamp: a client asking a new leader whose high watermark has not yet
+        # reached the start of its leader epoch gets OFFSET_NOT_AVAILABLE (and retries), never an offset
+        # below what the previous leader already exposed -- "latest" must not go backwards across a
+        # leader change (a Spark query would see lost data).
+        lagging = (isolation_level is not None and self.is_leader
+                   and self.leader_epoch_start_offset > self.high_watermark)
+        if lagging and (timestamp == -1 or (timestamp >= 0 and self._below_fetchable(timestamp, last_fetchable)
+                                            is None)):
+            raise KafkaError(
+                f"Failed to fetch offsets for partition {self.topic}-{self.partition} with leader epoch "
+                f"{self.leader_epoch} as this partition's high watermark ({self.high_watermark}) is lagging "
+                f"behind the start offset from the beginning of this epoch ({self.leader_epoch_start_offset}).",
+                error_code=ErrorCode.OFFSET_NOT_AVAILABLE)
         if timestamp == -1:  # LATEST
             return last_fetchable, -1, self.leader_epoch
         if timestamp == -5:  # LATEST_TIERED: Kafka answers -1/-1 when remote storage is off

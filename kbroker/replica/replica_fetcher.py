@@ -2,10 +2,18 @@
 `AbstractFetcherThread`).
 
 Why its own module: it is the follower half of replication, the only part of replica/ that opens
-connections. One `ReplicaFetcher` per source broker (Kafka's `num.replica.fetchers` = 1) is an
-asyncio task fetching every partition this broker follows from that leader in one Fetch request,
-over a `kbroker.client.NodeConnection` to the leader's endpoint for the inter-broker listener (looked
-up in the metadata image at each connect, so a leader that re-registered elsewhere is found).
+connections. `num.replica.fetchers` `ReplicaFetcher`s per source broker (Kafka's
+`AbstractFetcherManager`: a partition goes to fetcher `abs(31 * topic.hashCode() + partition) %
+num.replica.fetchers` of its leader, Java's `String.hashCode`, so a kbroker follower splits partitions
+exactly as a Kafka follower would); each is an asyncio task fetching its partitions from that leader in
+one Fetch request, over its own `kbroker.client.NodeConnection` (and so its own fetch session) to the
+leader's endpoint for the inter-broker listener (looked up in the metadata image at each connect, so a
+leader that re-registered elsewhere is found). `num.replica.fetchers` is dynamic in Kafka
+(`resize`: every partition is reassigned, fetchers are rebuilt).
+
+Lag (Kafka's `FetcherLagMetrics`): after each fetch response a partition's lag is
+max(0, leader HW - next fetch offset); `ReplicaFetcherManager.max_lag` is Kafka's
+`kafka.server:type=ReplicaFetcherManager,name=MaxLag,clientId=Replica`.
 
 Each partition is *Fetching* or *Truncating* (Kafka's `PartitionFetchState`):
 - Fetching: Fetch carries the replica id and broker epoch (`replica_state`, v15+, KIP-903; `replica_id`
@@ -68,6 +76,26 @@ Key = tuple[str, int]
 EndpointLookup = Callable[[int], "tuple[str, int] | None"]
 
 
+def java_string_hash(s: str) -> int:
+    """Java's `String.hashCode` (over UTF-16 code units, 32-bit wrap-around), signed."""
+    h = 0
+    data = s.encode("utf-16-le", "surrogatepass")
+    for i in range(0, len(data), 2):
+        h = (31 * h + (data[i] | data[i + 1] << 8)) & 0xFFFFFFFF
+    return h - (1 << 32) if h & 0x80000000 else h
+
+
+def fetcher_id(topic: str, partition: int, num_fetchers: int) -> int:
+    """Kafka's `AbstractFetcherManager.getFetcherId`: `Utils.abs(31 * topic.hashCode() + partition) %
+    numFetchers` in 32-bit arithmetic (`Utils.abs(Integer.MIN_VALUE)` is 0)."""
+    if num_fetchers <= 1:
+        return 0
+    v = (31 * java_string_hash(topic) + partition) & 0xFFFFFFFF
+    v = v - (1 << 32) if v & 0x80000000 else v
+    v = 0 if v == -(1 << 31) else abs(v)
+    return v % num_fetchers
+
+
 def _key(k: Hashable) -> Key:
     assert isinstance(k, tuple)
     return (str(k[0]), int(k[1]))
@@ -123,6 +151,8 @@ class FetcherHost(Protocol):
 
     def on_follower_high_watermark_moved(self, key: tuple[str, int]) -> None: ...
 
+    def on_replication_bytes_in(self, size: int) -> None: ...
+
 
 def initial_fetch_offset(partition: Partition) -> int:
     """Kafka's `ReplicaManager.initialFetchOffset`: the LEO when the log has leader epochs (the
@@ -135,13 +165,19 @@ class ReplicaFetcher:
     """Fetches the partitions this broker follows from one leader."""
 
     def __init__(self, source_broker_id: int, host: FetcherHost, endpoint_lookup: EndpointLookup,
-                 config: ReplicaFetcherConfig, *, client_id: str = "") -> None:
+                 config: ReplicaFetcherConfig, *, client_id: str = "", fetcher_id: int = 0) -> None:
         self.source_broker_id = source_broker_id
+        self.fetcher_id = fetcher_id
         self.host = host
         self.endpoint_lookup = endpoint_lookup
         self.config = config
-        self.client_id = client_id or f"broker-{host.node_id}-fetcher-0"
+        # Kafka's names: the network client id `broker-<id>-fetcher-<n>`, the thread (and the
+        # FetcherLagMetrics clientId tag) `ReplicaFetcherThread-<n>-<source broker>`.
+        self.client_id = client_id or f"broker-{host.node_id}-fetcher-{fetcher_id}"
+        self.name = f"ReplicaFetcherThread-{fetcher_id}-{source_broker_id}"
         self.partitions: dict[Key, PartitionFetchState] = {}
+        # FetcherLagMetrics: partition -> max(0, leader HW - next fetch offset) after its last response.
+        self.lag: dict[Key, int] = {}
         self._conn: NodeConnection | None = None
         self._wake = asyncio.Event()
         self._resumed = asyncio.Event()
@@ -172,6 +208,7 @@ class ReplicaFetcher:
     def remove_partitions(self, keys: list[Key]) -> None:
         for key in keys:
             self.partitions.pop(key, None)
+            self.lag.pop(key, None)  # Kafka's fetcherLagStats.unregister
 
     def pause(self) -> None:
         """Stop fetching until `resume` (tests use it as a stopped follower: SIGSTOP in-process)."""
@@ -460,6 +497,7 @@ class ReplicaFetcher:
         try:
             if records is not None and len(records) > 0:
                 part.append_records_to_follower(memoryview(records), p.high_watermark, p.log_start_offset)
+                self.host.on_replication_bytes_in(len(records))
             else:
                 part.update_follower_high_watermark(p.high_watermark, p.log_start_offset)
         except OffsetOutOfRangeError as exc:
@@ -472,6 +510,7 @@ class ReplicaFetcher:
             return
         state.fetch_offset = part.log_end_offset
         state.last_fetched_epoch = part.log.leader_epoch_cache.latest_epoch
+        self.lag[key] = max(0, p.high_watermark - state.fetch_offset)
         if part.high_watermark != hw_before:
             self.host.on_follower_high_watermark_moved(key)
 
@@ -526,49 +565,96 @@ class ReplicaFetcher:
         return None
 
 
-class ReplicaFetcherManager:
-    """The fetchers of this broker, one per source broker (Kafka's `ReplicaFetcherManager`)."""
+# Kafka's BrokerIdAndFetcherId: which fetcher of which source broker.
+FetcherKey = tuple[int, int]
 
-    def __init__(self, host: FetcherHost, endpoint_lookup: EndpointLookup, config: ReplicaFetcherConfig) -> None:
+
+class ReplicaFetcherManager:
+    """The fetchers of this broker, `num_fetchers` per source broker (Kafka's `ReplicaFetcherManager`)."""
+
+    def __init__(self, host: FetcherHost, endpoint_lookup: EndpointLookup, config: ReplicaFetcherConfig,
+                 num_fetchers: int = 1) -> None:
         self.host = host
         self.endpoint_lookup = endpoint_lookup
         self.config = config
-        self.fetchers: dict[int, ReplicaFetcher] = {}
-        self._owner: dict[Key, int] = {}
+        self.num_fetchers = max(1, num_fetchers)
+        self.fetchers: dict[FetcherKey, ReplicaFetcher] = {}
+        self._owner: dict[Key, FetcherKey] = {}
         self._paused = False
         self._closed = False
 
     def add_fetcher_for_partitions(self, initial: dict[Key, InitialFetchState]) -> None:
-        """Start fetching each partition from its leader (Kafka's addFetcherForPartitions)."""
+        """Start fetching each partition from its leader, on fetcher `fetcher_id(topic, partition)` of
+        that leader (Kafka's addFetcherForPartitions)."""
         if self._closed:
             return
-        by_leader: dict[int, dict[Key, PartitionFetchState]] = {}
+        by_fetcher: dict[FetcherKey, dict[Key, PartitionFetchState]] = {}
         for key, init in initial.items():
             self.remove_fetcher_for_partitions([key])
             part = self.host.follower_partition(*key)
             latest = -1 if part is None else part.log.leader_epoch_cache.latest_epoch
             state = FetchState.FETCHING if latest >= 0 and init.fetch_offset >= 0 else FetchState.TRUNCATING
-            by_leader.setdefault(init.leader_id, {})[key] = PartitionFetchState(
+            owner = (init.leader_id, fetcher_id(key[0], key[1], self.num_fetchers))
+            by_fetcher.setdefault(owner, {})[key] = PartitionFetchState(
                 init.topic_id, init.fetch_offset, init.leader_epoch, state, latest)
-            self._owner[key] = init.leader_id
-        for leader, states in by_leader.items():
-            fetcher = self.fetchers.get(leader)
+            self._owner[key] = owner
+        for owner, states in by_fetcher.items():
+            fetcher = self.fetchers.get(owner)
             if fetcher is None:
-                fetcher = self.fetchers[leader] = ReplicaFetcher(leader, self.host, self.endpoint_lookup, self.config)
+                fetcher = self.fetchers[owner] = ReplicaFetcher(owner[0], self.host, self.endpoint_lookup,
+                                                                self.config, fetcher_id=owner[1])
                 if self._paused:
                     fetcher.pause()
             fetcher.add_partitions(states)
 
     def remove_fetcher_for_partitions(self, keys: list[Key]) -> None:
         for key in keys:
-            leader = self._owner.pop(key, None)
-            if leader is not None and (fetcher := self.fetchers.get(leader)) is not None:
+            owner = self._owner.pop(key, None)
+            if owner is not None and (fetcher := self.fetchers.get(owner)) is not None:
                 fetcher.remove_partitions([key])
 
     def fetch_state(self, topic: str, partition: int) -> PartitionFetchState | None:
-        leader = self._owner.get((topic, partition))
-        fetcher = None if leader is None else self.fetchers.get(leader)
+        owner = self._owner.get((topic, partition))
+        fetcher = None if owner is None else self.fetchers.get(owner)
         return None if fetcher is None else fetcher.partitions.get((topic, partition))
+
+    def fetcher_for(self, topic: str, partition: int) -> ReplicaFetcher | None:
+        owner = self._owner.get((topic, partition))
+        return None if owner is None else self.fetchers.get(owner)
+
+    @property
+    def max_lag(self) -> int:
+        """Kafka's `MaxLag` (clientId=Replica): the largest lag of any partition of any fetcher."""
+        return max((lag for f in self.fetchers.values() for lag in f.lag.values()), default=0)
+
+    async def resize(self, num_fetchers: int) -> None:
+        """Kafka's `resizeThreadPool` (num.replica.fetchers changed dynamically): stop every fetcher
+        and give each partition, at its current position, to its fetcher under the new count."""
+        num_fetchers = max(1, num_fetchers)
+        if num_fetchers == self.num_fetchers or self._closed:
+            self.num_fetchers = num_fetchers
+            return
+        moving: dict[Key, tuple[int, PartitionFetchState]] = {}
+        for (leader, _n), fetcher in self.fetchers.items():
+            for key, state in fetcher.partitions.items():
+                moving[key] = (leader, state)
+        fetchers = list(self.fetchers.values())
+        self.fetchers.clear()
+        self._owner.clear()
+        self.num_fetchers = num_fetchers
+        for f in fetchers:
+            await f.shutdown()
+        by_fetcher: dict[FetcherKey, dict[Key, PartitionFetchState]] = {}
+        for key, (leader, state) in moving.items():
+            owner = (leader, fetcher_id(key[0], key[1], num_fetchers))
+            by_fetcher.setdefault(owner, {})[key] = state
+            self._owner[key] = owner
+        for owner, states in by_fetcher.items():
+            fetcher = self.fetchers[owner] = ReplicaFetcher(owner[0], self.host, self.endpoint_lookup, self.config,
+                                                            fetcher_id=owner[1])
+            if self._paused:
+                fetcher.pause()
+            fetcher.add_partitions(states)
 
     def pause(self) -> None:
         self._paused = True
@@ -581,9 +667,9 @@ class ReplicaFetcherManager:
             f.resume()
 
     async def shutdown_idle_fetchers(self) -> None:
-        for leader, fetcher in list(self.fetchers.items()):
-            if not fetcher.partitions:
-                del self.fetchers[leader]
+        for owner, fetcher in list(self.fetchers.items()):
+            if not fetcher.partitions and self.fetchers.get(owner) is fetcher:
+                del self.fetchers[owner]
                 await fetcher.shutdown()
 
     def close_now(self) -> None:
@@ -602,5 +688,5 @@ class ReplicaFetcherManager:
             await f.shutdown()
 
 
-__all__ = ["FetchState", "InitialFetchState", "PartitionFetchState", "ReplicaFetcher", "ReplicaFetcherConfig",
-           "ReplicaFetcherManager", "initial_fetch_offset"]
+__all__ = ["FetchState", "FetcherKey", "InitialFetchState", "PartitionFetchState", "ReplicaFetcher",
+           "ReplicaFetcherConfig", "ReplicaFetcherManager", "fetcher_id", "initial_fetch_offset", "java_string_hash"]

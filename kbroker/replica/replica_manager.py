@@ -70,7 +70,7 @@ from kbroker.replica.fetch_session import (
     FetchSessionCache,
     PartitionResult,
 )
-from kbroker.replica.partition import AlterPartitionItem, AlterPartitionResult, Partition
+from kbroker.replica.partition import AlterPartitionItem, AlterPartitionResult, IsrChange, Partition
 from kbroker.replica.purgatory import DelayedOperationPurgatory
 from kbroker.replica.replica_fetcher import (
     InitialFetchState,
@@ -195,7 +195,8 @@ class ReplicaManager:
         # The leader's address for the inter-broker listener; the wiring may replace it.
         self.endpoint_lookup: Callable[[int], tuple[str, int] | None] = self._image_endpoint
         self.replica_fetcher_manager = ReplicaFetcherManager(
-            self, lambda broker_id: self.endpoint_lookup(broker_id), _fetcher_config(config))
+            self, lambda broker_id: self.endpoint_lookup(broker_id), _fetcher_config(config),
+            int(config.get("num.replica.fetchers", 1)))
         self._deferred_fetches: dict[tuple[str, int], InitialFetchState] = {}
         self._isr_timer: asyncio.TimerHandle | None = None
         # KIP-392: replica.selector.class (only Kafka's RackAwareReplicaSelector is known).
@@ -463,7 +464,14 @@ class ReplicaManager:
                     return
                 part = self._new_partition(tp, info, plog)
             self._partitions[key] = part
-        part.make_leader(reg.leader_epoch, reg.partition_epoch, tuple(reg.replicas), tuple(reg.isr))
+        pending = part.isr_state.pending
+        new_epoch = part.make_leader(reg.leader_epoch, reg.partition_epoch, tuple(reg.replicas), tuple(reg.isr),
+                                     int(reg.leader_recovery_state))
+        if (pending is not None and not new_epoch and part.isr_state.pending is None
+                and part.isr == frozenset(pending.new_isr)):
+            # Our proposal, committed, reached us through the metadata before the AlterPartition answer
+            # (which will now be ignored as stale): count the change here, once.
+            self._count_isr_change(pending)
         # An ISR shrink committed by the metadata may let the HW (and waiting acks=all) move.
         self.on_high_watermark_moved(key)
         if len(part.replicas) > 1:
@@ -491,7 +499,7 @@ class ReplicaManager:
         self.followers[key] = reg.leader
         had_fetcher = self.replica_fetcher_manager.fetch_state(*key) is not None or key in self._deferred_fetches
         new_epoch = part.make_follower(reg.leader, reg.leader_epoch, reg.partition_epoch, tuple(reg.replicas),
-                                       tuple(reg.isr))
+                                       tuple(reg.isr), int(reg.leader_recovery_state))
         if reg.leader < 0 or reg.leader == self.node_id:
             self.replica_fetcher_manager.remove_fetcher_for_partitions([key])
             self._deferred_fetches.pop(key, None)
@@ -806,7 +814,16 @@ class ReplicaManager:
         if result.error != ErrorCode.NONE:
             log.info("AlterPartition of %s-%d to ISR %s: %s", part.topic, part.partition, list(item.new_isr),
                      result.error.name)
+        was_pending = part.isr_state.pending is item
         retry = part.handle_alter_partition_response(item, result)
+        metrics = self.metrics
+        if metrics is not None and was_pending:
+            # Kafka's AlterPartitionListener: markFailed on every error answer (handleAlterPartitionError),
+            # markShrink / markExpand when the leader applies the committed ISR.
+            if result.error != ErrorCode.NONE:
+                metrics.failed_isr_updates += 1
+            elif part.isr_state.pending is None:
+                self._count_isr_change(item)
         if retry and part.is_leader and self._partitions.get(part.key) is part:
             loop = _running_loop()
             if loop is not None:
@@ -817,6 +834,14 @@ class ReplicaManager:
         # NOT_ENOUGH_REPLICAS_AFTER_APPEND); a committed expansion changes nothing waiting but is harmless.
         part.maybe_increment_high_watermark()
         self.on_high_watermark_moved(part.key)
+
+    def _count_isr_change(self, item: AlterPartitionItem) -> None:
+        """IsrShrinksPerSec / IsrExpandsPerSec: one committed change of a partition led here."""
+        if self.metrics is not None:
+            if item.change == IsrChange.SHRINK:
+                self.metrics.isr_shrinks += 1
+            else:
+                self.metrics.isr_expands += 1
 
     def _retry_alter_partition(self, part: Partition, item: AlterPartitionItem) -> None:
         if not self._shut_down and part.isr_state.pending is item:
@@ -860,7 +885,12 @@ class ReplicaManager:
         """BrokerTopicMetrics of a consumer fetch being answered with `results` (Kafka counts bytes out
         in its response callback, so a delayed fetch counts only what it finally sends). Follower
         fetches count nothing here: replication brings ReplicationBytesOut."""
-        if self.metrics is None or params.replica_id >= 0:
+        if self.metrics is None:
+            return
+        if params.replica_id >= 0:
+            # Kafka's updateBytesOut for a follower: ReplicationBytesOutPerSec, broker-wide.
+            self.metrics.replication_bytes_out += sum(
+                r.records_size for req in requests if (r := results.get(req.key)) is not None)
             return
         hosted = self._partitions
         for req in requests:
@@ -1000,6 +1030,11 @@ class ReplicaManager:
             and rack(r.broker_id) == client_rack
         ]
         return max(candidates)[2] if candidates else -1
+
+    def on_replication_bytes_in(self, size: int) -> None:
+        """A fetcher appended `size` bytes of a leader's records (ReplicationBytesInPerSec)."""
+        if self.metrics is not None:
+            self.metrics.replication_bytes_in += size
 
     def on_follower_high_watermark_moved(self, key: tuple[str, int]) -> None:
         """A follower's HW moved (its fetcher): consumers reading from it (KIP-392) may complete."""

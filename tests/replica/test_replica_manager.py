@@ -124,12 +124,16 @@ def test_invalid_acks(env: Env) -> None:
     assert out[("t", 0)].error == ErrorCode.INVALID_REQUIRED_ACKS
 
 
-def test_min_insync_replicas_above_isr_size(env: Env) -> None:
+def test_min_insync_replicas_above_the_replica_count(env: Env) -> None:
+    """Kafka 4.3's effective min ISR is min(min.insync.replicas, replicas): a single-replica topic with
+    min.insync.replicas=2 takes acks=all (refusals below min ISR: tests/replica/test_replication_logic.py)."""
     env.create_topic("t", 1, {"min.insync.replicas": "2"})
     out = env.rm.append_records(1000, -1, False, {("t", 0): batch(1)})
-    assert out[("t", 0)].error == ErrorCode.NOT_ENOUGH_REPLICAS
+    assert out[("t", 0)].error == ErrorCode.NONE
     out = env.rm.append_records(1000, 1, False, {("t", 0): batch(1)})
     assert out[("t", 0)].error == ErrorCode.NONE
+    part = env.rm.get_partition("t", 0)
+    assert part is not None and part.effective_min_isr == 1 and part.high_watermark == 2
 
 
 def test_log_append_time_is_returned(env: Env) -> None:

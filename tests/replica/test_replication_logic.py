@@ -157,13 +157,46 @@ def test_shrink_below_min_isr_fails_waiting_and_new_acks_all(tmp_path: Path) -> 
     item = part.maybe_shrink_isr()
     assert item is not None and item.new_isr == (1,)
     part.handle_alter_partition_response(item, AlterPartitionResult(ErrorCode.NONE, 1, 0, (1,), 1))
-    part.maybe_increment_high_watermark()
-    # The batch waiting for acks=all is past the HW now, but with fewer in sync than required.
-    assert part.check_enough_replicas_reach_offset(3) == (True, ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND)
+    # Kafka 4.3 (KAFKA-15583): under min ISR the HW does not advance, so the batch waiting for acks=all
+    # keeps waiting (it times out unless the ISR grows back) and nothing new is exposed.
+    assert not part.maybe_increment_high_watermark() and part.high_watermark == 0
+    assert part.check_enough_replicas_reach_offset(3) == (False, ErrorCode.NONE)
     with pytest.raises(KafkaError) as e:
         part.append_records_to_leader(batch(1), required_acks=-1)
     assert e.value.error_code == ErrorCode.NOT_ENOUGH_REPLICAS
     assert part.append_records_to_leader(batch(1), required_acks=1).first_offset == 3
+    assert part.high_watermark == 0
+    # A follower back at the leader's end: the ISR grows to min ISR, the HW moves, acks=all is done.
+    part.update_follower_fetch_state(2, 4, 0, -1)
+    item = part.maybe_expand_isr(2)
+    assert item is not None and item.new_isr == (1, 2)
+    part.handle_alter_partition_response(item, AlterPartitionResult(ErrorCode.NONE, 1, 0, (1, 2), 2))
+    assert part.maybe_increment_high_watermark() and part.high_watermark == 4
+    assert part.check_enough_replicas_reach_offset(3) == (True, ErrorCode.NONE)
+
+
+def test_after_append_when_the_maximal_isr_fell_below_min_isr(tmp_path: Path) -> None:
+    """NOT_ENOUGH_REPLICAS_AFTER_APPEND: the HW passed the batch while the ISR was at min ISR, but by
+    the time the waiting produce is checked the maximal ISR is below it (Kafka 4.3's rule)."""
+    clock = Clock()
+    part = leader(tmp_path, clock, isr=(1, 2), min_isr=2)
+    part.append_records_to_leader(batch(3), required_acks=-1)
+    part.update_follower_fetch_state(2, 3, 0, -1)
+    assert part.high_watermark == 3
+    part.make_leader(0, 1, (1, 2, 3), (1,))  # the metadata brings a committed shrink
+    assert part.check_enough_replicas_reach_offset(3) == (True, ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND)
+
+
+def test_min_isr_above_the_replica_count_is_capped(tmp_path: Path) -> None:
+    """Kafka's effective min ISR: min(min.insync.replicas, replicas). min.insync.replicas=5 on three
+    replicas behaves as 3: acks=all works with the full ISR, the HW moves."""
+    clock = Clock()
+    part = leader(tmp_path, clock, min_isr=5)
+    assert part.effective_min_isr == 3 and not part.is_under_min_isr and part.is_at_min_isr
+    part.append_records_to_leader(batch(2), required_acks=-1)
+    part.update_follower_fetch_state(2, 2, 0, -1)
+    part.update_follower_fetch_state(3, 2, 0, -1)
+    assert part.high_watermark == 2
 
 
 def test_expand_when_the_follower_reaches_the_high_watermark(tmp_path: Path) -> None:
@@ -361,3 +394,31 @@ def test_seed_scenario_leader_at_8_followers_at_4_and_6_leader_dies(tmp_path: Pa
     # truncated to its HW it would have dropped offset 3, which was acknowledged (HW 4) -- and if
     # it were then elected, the record would be gone from the cluster (KIP-101's scenario).
     assert c.high_watermark <= 3 < hw
+
+
+# -- ListOffsets on a new leader whose HW lags its epoch start (Kafka's fetchOffsetForTimestamp) ------
+
+
+def test_new_leader_answers_offset_not_available_until_its_hw_reaches_the_epoch_start(tmp_path: Path) -> None:
+    """A follower elected with LEO 10 but HW 6 (it learns the HW one fetch late): a client's "latest"
+    would be 6, below what the old leader already exposed. Kafka answers OFFSET_NOT_AVAILABLE until the
+    HW reaches the epoch start offset (10); followers and debug reads still get the log end."""
+    clock = Clock()
+    plog = new_log(tmp_path, "t", clock)
+    part = Partition("t", 0, TID, plog, local_id=2, replicas=(1, 2, 3), time_ms=clock, replica_lag_time_max_ms=LAG)
+    part.make_follower(1, 0, 0, (1, 2, 3), (1, 2, 3))
+    for _ in range(10):
+        plog.append_as_leader(batch(), leader_epoch=0)  # stands for the leader's batches, copied
+    part.update_follower_high_watermark(6)
+    assert (part.log_end_offset, part.high_watermark) == (10, 6)
+    part.make_leader(1, 1, (1, 2, 3), (2, 3))
+    with pytest.raises(KafkaError) as err:
+        part.fetch_offset_for_timestamp(-1, 0)
+    assert err.value.error_code == ErrorCode.OFFSET_NOT_AVAILABLE
+    assert part.fetch_offset_for_timestamp(-1, None) == (10, -1, 1)  # a follower's / debug read
+    assert part.fetch_offset_for_timestamp(-2, 0) == (0, -1, 0)  # EARLIEST is always answered
+    assert part.fetch_offset_for_timestamp(0, 0) is not None  # a timestamp found below the HW
+    # The other ISR member fetches at the leader's end: HW 10 = the epoch start, "latest" is 10.
+    part.update_follower_fetch_state(3, 10, 0, -1)
+    assert part.high_watermark == 10
+    assert part.fetch_offset_for_timestamp(-1, 0) == (10, -1, 1)
