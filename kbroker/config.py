@@ -19,6 +19,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from kbroker.client.security import (
+    PLAINTEXT_SECURITY,
+    ClientSecurity,
+    SaslClientCredentials,
+    TlsClientSettings,
+    build_client_context,
+)
 from kbroker.config_defs import (
     CONFIG_DEFS,
     DEFAULT_CONFIG,
@@ -56,6 +63,8 @@ log = logging.getLogger(__name__)
 
 SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
 SASL_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
+# What kbroker's own outbound connections can log in with (kbroker/client/security.py).
+CLIENT_SASL_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
 
 
 # --- parsing -------------------------------------------------------------------------------
@@ -400,6 +409,70 @@ class KafkaConfig:
         if name:
             return str(name).strip().upper()
         return str(self._values["security.inter.broker.protocol"]).upper()
+
+    def client_security(self, listener: str, mechanism_key: str) -> ClientSecurity:
+        """How this node connects to `listener` of other nodes (Kafka's `clientChannelBuilder`): the
+        listener's security protocol, its `ssl.*` settings (`listener.name.<l>.` overrides first), and
+        the SASL mechanism `mechanism_key` names with the `username` / `password` options of
+        `listener.name.<l>.<mechanism>.sasl.jaas.config` (else `sasl.jaas.config`)."""
+        protocol = self.security_protocol_map.get(listener.upper(), listener.upper())
+        ssl_context = None
+        if protocol in ("SSL", "SASL_SSL"):
+            def text(key: str) -> str | None:
+                value = self.listener_value(listener, key)
+                return str(value) if value else None
+
+            settings = TlsClientSettings(
+                truststore_location=text("ssl.truststore.location"),
+                truststore_certificates=text("ssl.truststore.certificates"),
+                keystore_location=text("ssl.keystore.location"),
+                keystore_key=text("ssl.keystore.key"),
+                keystore_certificate_chain=text("ssl.keystore.certificate.chain"),
+                key_password=text("ssl.key.password"),
+                enabled_protocols=tuple(self.listener_value(listener, "ssl.enabled.protocols") or ()),
+                cipher_suites=tuple(self.listener_value(listener, "ssl.cipher.suites") or ()),
+                endpoint_identification_algorithm=str(
+                    self.listener_value(listener, "ssl.endpoint.identification.algorithm") or ""))
+            try:
+                ssl_context = build_client_context(settings)
+            except (OSError, ValueError) as exc:
+                return ClientSecurity(protocol, error=f"invalid ssl.* client settings of listener {listener}: {exc}")
+        sasl = None
+        if protocol in ("SASL_PLAINTEXT", "SASL_SSL"):
+            mechanism = str(self.listener_value(listener, mechanism_key) or "GSSAPI").upper()
+            try:
+                sasl = self._sasl_client_credentials(listener, mechanism, mechanism_key)
+            except ConfigError as exc:
+                return ClientSecurity(protocol, ssl_context, error=str(exc))
+        return ClientSecurity(protocol, ssl_context, sasl)
+
+    def _sasl_client_credentials(self, listener: str, mechanism: str, mechanism_key: str) -> SaslClientCredentials:
+        from kbroker.security.jaas import JaasConfigError, parse_jaas_config
+
+        if mechanism not in CLIENT_SASL_MECHANISMS:
+            raise ConfigError(f"Invalid value {mechanism} for configuration {mechanism_key}: kbroker's inter-node "
+                              f"client speaks {', '.join(CLIENT_SASL_MECHANISMS)}")
+        jaas = self.sasl_jaas_config(listener, mechanism)
+        if jaas is None:
+            raise ConfigError(f"Could not find a 'listener.name.{listener.lower()}.{mechanism.lower()}.sasl.jaas.config' "
+                              f"entry for {mechanism_key}={mechanism} (the login module's username and password)")
+        try:
+            entry = parse_jaas_config(jaas)
+        except JaasConfigError as exc:
+            raise ConfigError(f"Invalid sasl.jaas.config of listener {listener}: {exc}") from None
+        return SaslClientCredentials(mechanism, entry.options.get("username", ""), entry.options.get("password", ""))
+
+    def inter_broker_security(self) -> ClientSecurity:
+        """The security of broker-to-broker connections (replica fetchers, transaction markers)."""
+        return self.client_security(self.inter_broker_listener_name, "sasl.mechanism.inter.broker.protocol")
+
+    def controller_security(self) -> ClientSecurity:
+        """The security of connections to the controllers (the first of controller.listener.names)."""
+        raw = self._values["controller.listener.names"] or ""
+        names = [n.strip().upper() for n in raw.split(",") if n.strip()]
+        if not names:
+            return PLAINTEXT_SECURITY
+        return self.client_security(names[0], "sasl.mechanism.controller.protocol")
 
     def _validate_listener_security(self, e: Endpoint) -> None:
         if e.security_protocol in ("SSL", "SASL_SSL"):

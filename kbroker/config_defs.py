@@ -167,6 +167,8 @@ CONFIG_DEFS: dict[str, ConfigDef] = _defs(
               dynamic_update=True),
     ConfigDef("sasl.mechanism.inter.broker.protocol", "string", "GSSAPI",
               "Mechanism brokers use between themselves.", dynamic_update=True),
+    ConfigDef("sasl.mechanism.controller.protocol", "string", "GSSAPI",
+              "Mechanism used to talk to the controllers (on a SASL controller listener)."),
     ConfigDef("sasl.jaas.config", "string", None,
               "JAAS login module entry; per listener and mechanism: listener.name.<l>.<mechanism>.sasl.jaas.config.",
               dynamic_update=True, sensitive=True, kafka_type="password"),

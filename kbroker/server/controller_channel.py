@@ -25,7 +25,7 @@ import time
 from collections.abc import Callable
 from typing import TypeVar
 
-from kbroker.client import ConnectionClosedError, NodeConnection, RequestTimeoutError
+from kbroker.client import ClientSecurity, ConnectionClosedError, NodeConnection, RequestTimeoutError
 from kbroker.protocol.errors import ErrorCode
 from kbroker.protocol.messages.alter_partition import AlterPartitionRequest, AlterPartitionResponse
 from kbroker.protocol.messages.broker_heartbeat import BrokerHeartbeatRequest, BrokerHeartbeatResponse
@@ -49,13 +49,14 @@ class ControllerChannel:
 
     def __init__(self, fetcher: MetadataFetcher, *, node_id: int, request_timeout_ms: int = 30000,
                  retry_backoff_ms: int = 50,
-                 connection_factory: Callable[[str, int], NodeConnection] | None = None) -> None:
+                 connection_factory: Callable[[str, int], NodeConnection] | None = None,
+                 security: ClientSecurity | None = None) -> None:
         self.fetcher = fetcher
         self.request_timeout_ms = request_timeout_ms
         self.retry_backoff_ms = retry_backoff_ms
         self._connection_factory = connection_factory or (
             lambda host, port: NodeConnection(host, port, client_id=f"broker-{node_id}-to-controller",
-                                              request_timeout_s=request_timeout_ms / 1000))
+                                              request_timeout_s=request_timeout_ms / 1000, security=security))
         self._conn: NodeConnection | None = None
         self._target: tuple[int, QuorumNode] | None = None
         self._lock = asyncio.Lock()
