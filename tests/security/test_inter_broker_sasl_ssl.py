@@ -13,7 +13,11 @@ login in `listener.name.internal.plain.sasl.jaas.config`), `controller.listener.
   CLUSTER_ACTION for a follower), so records written with acks=all reach both logs and the ISR holds
   both replicas;
 - a broker whose inter-broker password is wrong registers (its controller login is right) but never
-  joins the ISR of a partition it follows: its fetcher is refused and logs why.
+  joins the ISR of a partition it follows: its fetcher is refused and logs why;
+- KIP-590: a kbroker broker without an authorizer forwards CreateTopics in an Envelope carrying the
+  client's principal, so Kafka's controller (super.users=User:broker;User:admin) refuses alice, who has
+  no CREATE, with TOPIC_AUTHORIZATION_FAILED and lets admin create; forwarded as the broker, both would
+  have been allowed.
 """
 
 from __future__ import annotations
@@ -23,7 +27,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from confluent_kafka import Consumer, Producer
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from tests.security.certs import Pki, make_pki
@@ -32,7 +36,7 @@ from tests.support.kafka_cluster import KafkaCluster, cluster_unavailable_reason
 pytestmark = [pytest.mark.interop, pytest.mark.java]
 
 PLAIN = "org.apache.kafka.common.security.plain.PlainLoginModule required"
-USERS = 'user_broker="broker-secret" user_admin="admin-secret"'
+USERS = 'user_broker="broker-secret" user_admin="admin-secret" user_alice="alice-secret"'
 AUTHORIZER = "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
 
 
@@ -71,7 +75,7 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[KafkaClu
         "listener.name.controller.plain.sasl.jaas.config":
             f'{PLAIN} username="broker" password="broker-secret" {USERS};',
         "authorizer.class.name": AUTHORIZER,
-        "super.users": "User:broker",
+        "super.users": "User:broker;User:admin",
     })
     try:
         c.start_controllers()
@@ -84,10 +88,10 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[KafkaClu
         c.stop_all()
 
 
-def _client(pki: Pki, port: int) -> dict[str, str]:
+def _client(pki: Pki, port: int, user: str = "admin") -> dict[str, str]:
     return {"bootstrap.servers": f"127.0.0.1:{port}", "security.protocol": "SASL_SSL",
             "ssl.ca.location": str(pki.ca_cert), "sasl.mechanism": "PLAIN",
-            "sasl.username": "admin", "sasl.password": "admin-secret"}
+            "sasl.username": user, "sasl.password": f"{user}-secret"}
 
 
 def _wait_isr(admin: AdminClient, topic: str, isr: set[int], timeout: float = 60) -> None:
@@ -165,3 +169,25 @@ def test_wrong_inter_broker_password_never_joins_the_isr(cluster: tuple[KafkaClu
         time.sleep(0.3)
     assert "Traceback" not in bad.log_text()
     bad.stop()
+
+
+def test_envelope_carries_the_client_principal_to_kafkas_controller(cluster: tuple[KafkaCluster, Pki]) -> None:
+    c, pki = cluster
+    open_broker = c.kbroker(5)
+    overrides = _broker_overrides(pki, open_broker.port)
+    del overrides["authorizer.class.name"], overrides["super.users"]  # no ACLs on this broker
+    open_broker.overrides.update(overrides)
+    open_broker.start(timeout=90)
+    try:
+        alice = AdminClient(_client(pki, open_broker.port, "alice"))
+        refused = alice.create_topics([NewTopic("alice-topic", 1, 1)], operation_timeout=10)["alice-topic"]
+        with pytest.raises(KafkaException) as info:
+            refused.result(30)
+        assert info.value.args[0].code() == KafkaError.TOPIC_AUTHORIZATION_FAILED, info.value
+        admin = AdminClient(_client(pki, open_broker.port, "admin"))
+        admin.create_topics([NewTopic("admin-topic", 1, 1)], operation_timeout=10)["admin-topic"].result(30)
+        md = admin.list_topics(timeout=10).topics
+        assert "admin-topic" in md and "alice-topic" not in md
+        assert "Traceback" not in open_broker.log_text()
+    finally:
+        open_broker.stop()
