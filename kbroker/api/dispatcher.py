@@ -51,6 +51,7 @@ from kbroker.protocol.headers import RequestHeader
 log = logging.getLogger(__name__)
 
 API_VERSIONS_KEY = 18
+SASL_HANDSHAKE_KEY = 17
 
 
 @dataclass(frozen=True)
@@ -113,6 +114,14 @@ class ApiDispatcher:
         key = header.api_key
         version = header.api_version
         sasl = ctx.sasl
+        if sasl is not None and sasl.session_expiration_ms and sasl.complete:
+            # KIP-368: a SaslHandshake begins re-authentication; any other request after the session
+            # ended closes the connection (Kafka's SocketServer: "Disconnecting expired channel").
+            if not (key == SASL_HANDSHAKE_KEY and sasl.begin_reauthentication()) and \
+                    sasl.session_expired(self.services.time_ms()):
+                log.info("Disconnecting expired channel %s (%s): its session ended without re-authentication",
+                         ctx.connection_id, ctx.principal)
+                raise CloseConnection("the SASL session expired (connections.max.reauth.ms)")
         if sasl is not None and not sasl.complete:
             # A SASL listener before authentication: ApiVersions and the SASL requests only (Kafka's
             # SaslServerAuthenticator; anything else is an IllegalSaslStateException and a close).
