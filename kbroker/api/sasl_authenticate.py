@@ -48,6 +48,9 @@ def handle(services: BrokerServices, ctx: RequestContext, header: RequestHeader,
     response = SaslAuthenticateResponse(error_code=result.error_code, error_message=result.error_message or "",
                                         auth_bytes=result.auth_bytes, session_lifetime_ms=result.session_lifetime_ms)
     if sasl.complete:
+        if sasl.reauthentications and ctx.principal == str(sasl.principal):
+            log.info("Connection %s re-authenticated as %s (%s), session lifetime %d ms", ctx.connection_id,
+                     ctx.principal, sasl.mechanism, result.session_lifetime_ms)
         ctx.principal = str(sasl.principal)
         log.debug("Connection %s authenticated as %s (%s)", ctx.connection_id, ctx.principal, sasl.mechanism)
         return response
