@@ -25,6 +25,8 @@ from typing import TYPE_CHECKING, Any
 
 import kbroker
 from kbroker.clock import Clock, wall_clock_ms
+from kbroker.cluster.connection_quotas import ConnectionQuotas, ip_connection_rate
+from kbroker.cluster.quotas import QuotaWindow
 from kbroker.config import Endpoint, KafkaConfig
 from kbroker.net import KafkaServer, ListenerEndpoint, SocketServerConfig
 from kbroker.net.http_listener import HttpEndpoint
@@ -83,6 +85,21 @@ def sasl_server_config(config: KafkaConfig, listener: str,
         oauthbearer=oauthbearer_validator(config, listener) if "OAUTHBEARER" in mechanisms else None,
         connections_max_reauth_ms=int(config.listener_value(listener, "connections.max.reauth.ms") or 0),
     )
+
+
+def connection_quotas(config: KafkaConfig, services: BrokerServices) -> ConnectionQuotas:
+    """KIP-612's connection creation rates: `max.connection.creation.rate`, its per-listener
+    overrides, and the ip entities' `connection_creation_rate` quotas of the metadata image."""
+    listener_rates = {}
+    for e in config.listeners:
+        rate = config.originals.get(f"listener.name.{e.name.lower()}.max.connection.creation.rate")
+        if rate is not None:
+            listener_rates[e.name] = int(rate)
+    cache = services.metadata
+    return ConnectionQuotas(
+        QuotaWindow(int(config["quota.window.num"]), int(config["quota.window.size.seconds"]) * 1000),
+        int(config["max.connection.creation.rate"]), listener_rates, config.inter_broker_listener_name,
+        lambda ip: ip_connection_rate(cache.image.client_quotas.entities, ip))
 
 
 JWKS_VALIDATOR_CLASSES = ("org.apache.kafka.common.security.oauthbearer.OAuthBearerValidatorCallbackHandler",
@@ -355,7 +372,8 @@ class Broker:
         else:
             self.dispatcher = ApiDispatcher(services)
             self.server = KafkaServer(socket_server_config(config, image_scram_credentials(services)), self.dispatcher,
-                                      metrics=services.metrics)
+                                      metrics=services.metrics,
+                                      connection_quotas=connection_quotas(config, services))
         try:
             bound = await self.server.start()
         except OSError as e:

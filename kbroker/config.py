@@ -61,6 +61,18 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
+_PER_LISTENER = re.compile(r"^listener\.name\.[^.]+\.(.+)$")
+
+
+def _per_listener_key(key: str) -> bool:
+    """`listener.name.<l>.<key>` of a known key, or of a mechanism's JAAS entry / server callback handler."""
+    m = _PER_LISTENER.match(key)
+    if m is None:
+        return False
+    suffix = m.group(1)
+    return suffix in CONFIG_DEFS or suffix.endswith((".sasl.jaas.config", ".sasl.server.callback.handler.class"))
+
+
 SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
 SASL_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER")
 # What kbroker's own outbound connections can log in with (kbroker/client/security.py).
@@ -230,7 +242,7 @@ class KafkaConfig:
         self.originals: dict[str, str] = props
         self._values: dict[str, Any] = {}
         self._sources: dict[str, str] = {}
-        self.unknown_keys: list[str] = sorted(k for k in props if k not in CONFIG_DEFS)
+        self.unknown_keys: list[str] = sorted(k for k in props if k not in CONFIG_DEFS and not _per_listener_key(k))
         self._listeners: list[Endpoint] | None = None
         self._advertised: list[Endpoint] | None = None
         for name, d in CONFIG_DEFS.items():

@@ -226,6 +226,10 @@ CONFIG_DEFS: dict[str, ConfigDef] = _defs(
               "Bytes of requests being received or not yet handled (-1: no bound)."),
     ConfigDef("max.connections", "int", INT_MAX, "Connections accepted at once.", dynamic_update=True,
               validator=at_least(0)),
+    ConfigDef("max.connection.creation.rate", "int", INT_MAX,
+              "KIP-612: new connections per second on the broker (every listener but the inter-broker one); "
+              "per listener: listener.name.<l>.max.connection.creation.rate. Read at start-up.",
+              dynamic_update=True, validator=at_least(0)),
     ConfigDef("max.connections.per.ip", "int", INT_MAX, "Connections accepted at once from one address.",
               dynamic_update=True, validator=at_least(0)),
     ConfigDef("connections.max.idle.ms", "long", 600000,
