@@ -64,6 +64,37 @@ log = logging.getLogger(__name__)
 _PER_LISTENER = re.compile(r"^listener\.name\.[^.]+\.(.+)$")
 
 
+def unsecured_login_token(options: Mapping[str, str]) -> str:
+    """Kafka's OAuthBearerUnsecuredLoginCallbackHandler: an unsecured JWS (`alg: none`) from the JAAS
+    options `unsecuredLoginStringClaim_<name>`, `unsecuredLoginNumberClaim_<name>`,
+    `unsecuredLoginListClaim_<name>` (first character the separator) and
+    `unsecuredLoginLifetimeSeconds` (default 3600); `iat` and `exp` added."""
+    import base64
+    import json
+    import time
+
+    now = time.time()
+    claims: dict[str, object] = {}
+    for key, value in options.items():
+        for prefix, kind in (("unsecuredLoginStringClaim_", "s"), ("unsecuredLoginNumberClaim_", "n"),
+                             ("unsecuredLoginListClaim_", "l")):
+            if key.startswith(prefix) and len(key) > len(prefix):
+                name = key[len(prefix):]
+                if kind == "s":
+                    claims[name] = value
+                elif kind == "n":
+                    claims[name] = float(value) if "." in value else int(value)
+                else:
+                    claims[name] = [v for v in value[1:].split(value[0])] if value else []
+    claims.setdefault("iat", now)
+    claims.setdefault("exp", now + float(options.get("unsecuredLoginLifetimeSeconds", "3600")))
+
+    def b64(data: bytes) -> str:
+        return base64.urlsafe_b64encode(data).decode().rstrip("=")
+
+    return f"{b64(json.dumps({'alg': 'none'}).encode())}.{b64(json.dumps(claims).encode())}."
+
+
 def _per_listener_key(key: str) -> bool:
     """`listener.name.<l>.<key>` of a known key, or of a mechanism's JAAS entry / server callback handler."""
     m = _PER_LISTENER.match(key)
@@ -76,7 +107,7 @@ def _per_listener_key(key: str) -> bool:
 SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
 SASL_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER")
 # What kbroker's own outbound connections can log in with (kbroker/client/security.py).
-CLIENT_SASL_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
+CLIENT_SASL_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER")
 
 
 # --- parsing -------------------------------------------------------------------------------
@@ -472,6 +503,9 @@ class KafkaConfig:
             entry = parse_jaas_config(jaas)
         except JaasConfigError as exc:
             raise ConfigError(f"Invalid sasl.jaas.config of listener {listener}: {exc}") from None
+        if mechanism == "OAUTHBEARER":
+            options = dict(entry.options)
+            return SaslClientCredentials(mechanism, token_provider=lambda: unsecured_login_token(options))
         return SaslClientCredentials(mechanism, entry.options.get("username", ""), entry.options.get("password", ""))
 
     def inter_broker_security(self) -> ClientSecurity:

@@ -277,3 +277,28 @@ def test_java_client_unsecured_login(oauth: OAuthBroker, tmp_path: Path) -> None
         "--command-config", str(props)], input="from-java-1\nfrom-java-2\n", timeout=120)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "ERROR" not in proc.stderr, proc.stderr[-3000:]
+
+
+@pytest.mark.interop
+def test_kbroker_client_logs_in_with_an_unsecured_token(oauth: OAuthBroker) -> None:
+    """What a kbroker broker does with sasl.mechanism.inter.broker.protocol=OAUTHBEARER and
+    OAuthBearerLoginModule's unsecuredLoginStringClaim_sub (KafkaConfig.client_security)."""
+    import asyncio
+
+    from kbroker.client import AuthenticationError, ClientSecurity, NodeConnection, SaslClientCredentials
+    from kbroker.config import unsecured_login_token
+    from kbroker.protocol.messages.metadata import MetadataRequest, MetadataResponse
+
+    async def metadata(options: dict[str, str]) -> MetadataResponse:
+        creds = SaslClientCredentials("OAUTHBEARER", token_provider=lambda: unsecured_login_token(options))
+        conn = NodeConnection("127.0.0.1", oauth.ports["UNSECURED"], security=ClientSecurity("SASL_PLAINTEXT", None, creds))
+        try:
+            await conn.connect()
+            return await conn.request(3, MetadataRequest(topics=None), MetadataResponse, version=12)
+        finally:
+            await conn.close()
+
+    resp = asyncio.run(metadata({"unsecuredLoginStringClaim_sub": "alice"}))
+    assert [t.name for t in resp.topics] == ["oauth"]  # alice is a super user: she sees the topic
+    with pytest.raises(AuthenticationError, match="invalid_token"):
+        asyncio.run(metadata({"unsecuredLoginStringClaim_sub": "alice", "unsecuredLoginLifetimeSeconds": "-10"}))
