@@ -174,7 +174,10 @@ def listener_endpoint(config: KafkaConfig, e: Endpoint,
             raise StartupError(f"Cannot configure TLS on listener {e.name}: {exc}") from None
     sasl = None
     if protocol in ("SASL_PLAINTEXT", "SASL_SSL"):
-        sasl = sasl_server_config(config, e.name, scram_credentials)
+        try:
+            sasl = sasl_server_config(config, e.name, scram_credentials)
+        except ValueError as exc:  # an OAUTHBEARER validator that cannot be built (JWKS, JAAS options)
+            raise StartupError(f"Cannot configure SASL on listener {e.name}: {exc}") from None
     return ListenerEndpoint(
         e.name, e.host, e.port, protocol, ssl_context=ssl_context, principal_mapping_rules=rules, sasl=sasl,
         failed_authentication_delay_ms=config["connection.failed.authentication.delay.ms"],

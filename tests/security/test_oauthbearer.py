@@ -302,3 +302,20 @@ def test_kbroker_client_logs_in_with_an_unsecured_token(oauth: OAuthBroker) -> N
     assert [t.name for t in resp.topics] == ["oauth"]  # alice is a super user: she sees the topic
     with pytest.raises(AuthenticationError, match="invalid_token"):
         asyncio.run(metadata({"unsecuredLoginStringClaim_sub": "alice", "unsecuredLoginLifetimeSeconds": "-10"}))
+
+
+@pytest.mark.interop
+def test_unreadable_jwks_stops_the_start_cleanly(tmp_path: Path) -> None:
+    from tests.support.broker import KBrokerError
+
+    port = free_port()
+    kb = KBroker(tmp_path, port=port, overrides={
+        "listeners": f"SASL_PLAINTEXT://127.0.0.1:{port}", "inter.broker.listener.name": "SASL_PLAINTEXT",
+        "sasl.enabled.mechanisms": "OAUTHBEARER",
+        "listener.name.sasl_plaintext.oauthbearer.sasl.server.callback.handler.class":
+            "org.apache.kafka.common.security.oauthbearer.OAuthBearerValidatorCallbackHandler",
+        "sasl.oauthbearer.jwks.endpoint.url": f"http://127.0.0.1:{free_port()}/jwks",
+        "sasl.oauthbearer.jwks.endpoint.retry.backoff.max.ms": "200"})
+    with pytest.raises(KBrokerError, match="Cannot configure SASL on listener SASL_PLAINTEXT: cannot read the JWKS"):
+        kb.start()
+    assert "Traceback" not in kb.log_text()
