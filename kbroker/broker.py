@@ -25,12 +25,16 @@ from typing import TYPE_CHECKING, Any
 
 import kbroker
 from kbroker.clock import Clock, wall_clock_ms
+from kbroker.cluster.connection_quotas import ConnectionQuotas, ip_connection_rate
+from kbroker.cluster.quotas import QuotaWindow
 from kbroker.config import Endpoint, KafkaConfig
 from kbroker.net import KafkaServer, ListenerEndpoint, SocketServerConfig
 from kbroker.net.http_listener import HttpEndpoint
+from kbroker.net.jwks import JwksRefresher
 from kbroker.net.tls import TlsConfigError, TlsSettings, build_server_context
 from kbroker.observability import BrokerObservability
 from kbroker.security.jaas import parse_jaas_config
+from kbroker.security.oauthbearer import JwksValidator, TokenValidator, UnsecuredJwsValidator
 from kbroker.security.principal import SslPrincipalMapper
 from kbroker.security.sasl import SaslServerConfig, ScramCredentials
 from kbroker.security.scram import MECHANISM_TYPES, ScramCredential
@@ -78,7 +82,63 @@ def sasl_server_config(config: KafkaConfig, listener: str,
         enabled_mechanisms=mechanisms,
         plain_users=users,
         scram_credentials=scram_credentials or _no_scram_credentials,
+        oauthbearer=oauthbearer_validator(config, listener) if "OAUTHBEARER" in mechanisms else None,
+        connections_max_reauth_ms=int(config.listener_value(listener, "connections.max.reauth.ms") or 0),
     )
+
+
+def connection_quotas(config: KafkaConfig, services: BrokerServices) -> ConnectionQuotas:
+    """KIP-612's connection creation rates: `max.connection.creation.rate`, its per-listener
+    overrides, and the ip entities' `connection_creation_rate` quotas of the metadata image."""
+    listener_rates = {}
+    for e in config.listeners:
+        rate = config.originals.get(f"listener.name.{e.name.lower()}.max.connection.creation.rate")
+        if rate is not None:
+            listener_rates[e.name] = int(rate)
+    cache = services.metadata
+    return ConnectionQuotas(
+        QuotaWindow(int(config["quota.window.num"]), int(config["quota.window.size.seconds"]) * 1000),
+        int(config["max.connection.creation.rate"]), listener_rates, config.inter_broker_listener_name,
+        lambda ip: ip_connection_rate(cache.image.client_quotas.entities, ip))
+
+
+JWKS_VALIDATOR_CLASSES = ("org.apache.kafka.common.security.oauthbearer.OAuthBearerValidatorCallbackHandler",
+                          "org.apache.kafka.common.security.oauthbearer.secured.OAuthBearerValidatorCallbackHandler")
+
+
+def oauthbearer_validator(config: KafkaConfig, listener: str) -> TokenValidator:
+    """Kafka's choice of OAUTHBEARER server callback handler for a listener:
+    `listener.name.<l>.oauthbearer.sasl.server.callback.handler.class` naming
+    OAuthBearerValidatorCallbackHandler validates signed tokens against the JWKS of
+    `sasl.oauthbearer.jwks.endpoint.url`; without it, unsecured tokens (development) with the JAAS
+    `unsecuredValidator*` options."""
+    handler = config.originals.get(f"listener.name.{listener.lower()}.oauthbearer.sasl.server.callback.handler.class")
+    if handler is None:
+        handler = config.originals.get("sasl.server.callback.handler.class")
+    if handler is not None and str(handler).strip() in JWKS_VALIDATOR_CLASSES:
+        url = config.listener_value(listener, "sasl.oauthbearer.jwks.endpoint.url")
+        if not url:
+            raise ValueError(f"{handler} on listener {listener} needs sasl.oauthbearer.jwks.endpoint.url")
+        refresher = JwksRefresher(
+            str(url), refresh_ms=int(config.listener_value(listener, "sasl.oauthbearer.jwks.endpoint.refresh.ms")),
+            retry_backoff_ms=int(config.listener_value(listener, "sasl.oauthbearer.jwks.endpoint.retry.backoff.ms")),
+            retry_backoff_max_ms=int(
+                config.listener_value(listener, "sasl.oauthbearer.jwks.endpoint.retry.backoff.max.ms")))
+        refresher.start()
+        issuer = config.listener_value(listener, "sasl.oauthbearer.expected.issuer")
+        return JwksValidator(
+            refresher.keys, wall_clock_ms,
+            expected_audience=tuple(config.listener_value(listener, "sasl.oauthbearer.expected.audience") or ()),
+            expected_issuer=str(issuer) if issuer else None,
+            clock_skew_ms=int(config.listener_value(listener, "sasl.oauthbearer.clock.skew.seconds")) * 1000,
+            sub_claim=str(config.listener_value(listener, "sasl.oauthbearer.sub.claim.name")),
+            scope_claim=str(config.listener_value(listener, "sasl.oauthbearer.scope.claim.name")))
+    if handler is not None and str(handler).strip():
+        raise ValueError(f"OAUTHBEARER server callback handler {handler} on listener {listener}: kbroker provides "
+                         f"{JWKS_VALIDATOR_CLASSES[0]} and the default (unsecured JWS) only")
+    jaas = config.sasl_jaas_config(listener, "OAUTHBEARER")
+    options = parse_jaas_config(jaas).options if jaas else {}
+    return UnsecuredJwsValidator.from_jaas_options(options, wall_clock_ms)
 
 
 def image_scram_credentials(services: BrokerServices) -> ScramCredentials:
@@ -114,7 +174,10 @@ def listener_endpoint(config: KafkaConfig, e: Endpoint,
             raise StartupError(f"Cannot configure TLS on listener {e.name}: {exc}") from None
     sasl = None
     if protocol in ("SASL_PLAINTEXT", "SASL_SSL"):
-        sasl = sasl_server_config(config, e.name, scram_credentials)
+        try:
+            sasl = sasl_server_config(config, e.name, scram_credentials)
+        except ValueError as exc:  # an OAUTHBEARER validator that cannot be built (JWKS, JAAS options)
+            raise StartupError(f"Cannot configure SASL on listener {e.name}: {exc}") from None
     return ListenerEndpoint(
         e.name, e.host, e.port, protocol, ssl_context=ssl_context, principal_mapping_rules=rules, sasl=sasl,
         failed_authentication_delay_ms=config["connection.failed.authentication.delay.ms"],
@@ -312,7 +375,8 @@ class Broker:
         else:
             self.dispatcher = ApiDispatcher(services)
             self.server = KafkaServer(socket_server_config(config, image_scram_credentials(services)), self.dispatcher,
-                                      metrics=services.metrics)
+                                      metrics=services.metrics,
+                                      connection_quotas=connection_quotas(config, services))
         try:
             bound = await self.server.start()
         except OSError as e:

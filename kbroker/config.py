@@ -19,6 +19,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from kbroker.client.security import (
+    PLAINTEXT_SECURITY,
+    ClientSecurity,
+    SaslClientCredentials,
+    TlsClientSettings,
+    build_client_context,
+)
 from kbroker.config_defs import (
     CONFIG_DEFS,
     DEFAULT_CONFIG,
@@ -54,8 +61,53 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
+_PER_LISTENER = re.compile(r"^listener\.name\.[^.]+\.(.+)$")
+
+
+def unsecured_login_token(options: Mapping[str, str]) -> str:
+    """Kafka's OAuthBearerUnsecuredLoginCallbackHandler: an unsecured JWS (`alg: none`) from the JAAS
+    options `unsecuredLoginStringClaim_<name>`, `unsecuredLoginNumberClaim_<name>`,
+    `unsecuredLoginListClaim_<name>` (first character the separator) and
+    `unsecuredLoginLifetimeSeconds` (default 3600); `iat` and `exp` added."""
+    import base64
+    import json
+    import time
+
+    now = time.time()
+    claims: dict[str, object] = {}
+    for key, value in options.items():
+        for prefix, kind in (("unsecuredLoginStringClaim_", "s"), ("unsecuredLoginNumberClaim_", "n"),
+                             ("unsecuredLoginListClaim_", "l")):
+            if key.startswith(prefix) and len(key) > len(prefix):
+                name = key[len(prefix):]
+                if kind == "s":
+                    claims[name] = value
+                elif kind == "n":
+                    claims[name] = float(value) if "." in value else int(value)
+                else:
+                    claims[name] = [v for v in value[1:].split(value[0])] if value else []
+    claims.setdefault("iat", now)
+    claims.setdefault("exp", now + float(options.get("unsecuredLoginLifetimeSeconds", "3600")))
+
+    def b64(data: bytes) -> str:
+        return base64.urlsafe_b64encode(data).decode().rstrip("=")
+
+    return f"{b64(json.dumps({'alg': 'none'}).encode())}.{b64(json.dumps(claims).encode())}."
+
+
+def _per_listener_key(key: str) -> bool:
+    """`listener.name.<l>.<key>` of a known key, or of a mechanism's JAAS entry / server callback handler."""
+    m = _PER_LISTENER.match(key)
+    if m is None:
+        return False
+    suffix = m.group(1)
+    return suffix in CONFIG_DEFS or suffix.endswith((".sasl.jaas.config", ".sasl.server.callback.handler.class"))
+
+
 SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
-SASL_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
+SASL_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER")
+# What kbroker's own outbound connections can log in with (kbroker/client/security.py).
+CLIENT_SASL_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER")
 
 
 # --- parsing -------------------------------------------------------------------------------
@@ -221,7 +273,7 @@ class KafkaConfig:
         self.originals: dict[str, str] = props
         self._values: dict[str, Any] = {}
         self._sources: dict[str, str] = {}
-        self.unknown_keys: list[str] = sorted(k for k in props if k not in CONFIG_DEFS)
+        self.unknown_keys: list[str] = sorted(k for k in props if k not in CONFIG_DEFS and not _per_listener_key(k))
         self._listeners: list[Endpoint] | None = None
         self._advertised: list[Endpoint] | None = None
         for name, d in CONFIG_DEFS.items():
@@ -400,6 +452,73 @@ class KafkaConfig:
         if name:
             return str(name).strip().upper()
         return str(self._values["security.inter.broker.protocol"]).upper()
+
+    def client_security(self, listener: str, mechanism_key: str) -> ClientSecurity:
+        """How this node connects to `listener` of other nodes (Kafka's `clientChannelBuilder`): the
+        listener's security protocol, its `ssl.*` settings (`listener.name.<l>.` overrides first), and
+        the SASL mechanism `mechanism_key` names with the `username` / `password` options of
+        `listener.name.<l>.<mechanism>.sasl.jaas.config` (else `sasl.jaas.config`)."""
+        protocol = self.security_protocol_map.get(listener.upper(), listener.upper())
+        ssl_context = None
+        if protocol in ("SSL", "SASL_SSL"):
+            def text(key: str) -> str | None:
+                value = self.listener_value(listener, key)
+                return str(value) if value else None
+
+            settings = TlsClientSettings(
+                truststore_location=text("ssl.truststore.location"),
+                truststore_certificates=text("ssl.truststore.certificates"),
+                keystore_location=text("ssl.keystore.location"),
+                keystore_key=text("ssl.keystore.key"),
+                keystore_certificate_chain=text("ssl.keystore.certificate.chain"),
+                key_password=text("ssl.key.password"),
+                enabled_protocols=tuple(self.listener_value(listener, "ssl.enabled.protocols") or ()),
+                cipher_suites=tuple(self.listener_value(listener, "ssl.cipher.suites") or ()),
+                endpoint_identification_algorithm=str(
+                    self.listener_value(listener, "ssl.endpoint.identification.algorithm") or ""))
+            try:
+                ssl_context = build_client_context(settings)
+            except (OSError, ValueError) as exc:
+                return ClientSecurity(protocol, error=f"invalid ssl.* client settings of listener {listener}: {exc}")
+        sasl = None
+        if protocol in ("SASL_PLAINTEXT", "SASL_SSL"):
+            mechanism = str(self.listener_value(listener, mechanism_key) or "GSSAPI").upper()
+            try:
+                sasl = self._sasl_client_credentials(listener, mechanism, mechanism_key)
+            except ConfigError as exc:
+                return ClientSecurity(protocol, ssl_context, error=str(exc))
+        return ClientSecurity(protocol, ssl_context, sasl)
+
+    def _sasl_client_credentials(self, listener: str, mechanism: str, mechanism_key: str) -> SaslClientCredentials:
+        from kbroker.security.jaas import JaasConfigError, parse_jaas_config
+
+        if mechanism not in CLIENT_SASL_MECHANISMS:
+            raise ConfigError(f"Invalid value {mechanism} for configuration {mechanism_key}: kbroker's inter-node "
+                              f"client speaks {', '.join(CLIENT_SASL_MECHANISMS)}")
+        jaas = self.sasl_jaas_config(listener, mechanism)
+        if jaas is None:
+            raise ConfigError(f"Could not find a 'listener.name.{listener.lower()}.{mechanism.lower()}.sasl.jaas.config' "
+                              f"entry for {mechanism_key}={mechanism} (the login module's username and password)")
+        try:
+            entry = parse_jaas_config(jaas)
+        except JaasConfigError as exc:
+            raise ConfigError(f"Invalid sasl.jaas.config of listener {listener}: {exc}") from None
+        if mechanism == "OAUTHBEARER":
+            options = dict(entry.options)
+            return SaslClientCredentials(mechanism, token_provider=lambda: unsecured_login_token(options))
+        return SaslClientCredentials(mechanism, entry.options.get("username", ""), entry.options.get("password", ""))
+
+    def inter_broker_security(self) -> ClientSecurity:
+        """The security of broker-to-broker connections (replica fetchers, transaction markers)."""
+        return self.client_security(self.inter_broker_listener_name, "sasl.mechanism.inter.broker.protocol")
+
+    def controller_security(self) -> ClientSecurity:
+        """The security of connections to the controllers (the first of controller.listener.names)."""
+        raw = self._values["controller.listener.names"] or ""
+        names = [n.strip().upper() for n in raw.split(",") if n.strip()]
+        if not names:
+            return PLAINTEXT_SECURITY
+        return self.client_security(names[0], "sasl.mechanism.controller.protocol")
 
     def _validate_listener_security(self, e: Endpoint) -> None:
         if e.security_protocol in ("SSL", "SASL_SSL"):

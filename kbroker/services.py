@@ -296,6 +296,7 @@ def kraft_broker_settings(config: KafkaConfig, cluster_id: str, log_manager: Log
         quorum_retry_backoff_ms=int(config["controller.quorum.retry.backoff.ms"]),
         controller_socket_timeout_ms=int(config["controller.socket.timeout.ms"]),
         controlled_shutdown_enable=bool(config["controlled.shutdown.enable"]),
+        controller_security=config.controller_security(),
     )
 
 
@@ -346,6 +347,7 @@ def kraft_controller_settings(config: KafkaConfig, cluster_id: str, log_manager:
         directory_id=_metadata_directory_id(config, log_manager),
         max_bytes_between_snapshots=int(config["metadata.log.max.record.bytes.between.snapshots"]),
         max_snapshot_interval_ms=int(config["metadata.log.max.snapshot.interval.ms"]),
+        controller_security=config.controller_security(),
     )
 
 

@@ -11,6 +11,7 @@ lives in the wiring layer above) in with it. One builder fills it: `kbroker.serv
 
 from __future__ import annotations
 
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -63,6 +64,21 @@ class _NoResponse:
 
 
 NO_RESPONSE = _NoResponse()
+
+
+@dataclass(frozen=True, slots=True)
+class RequestOrigin:
+    """Who sent the request being handled: what a broker forwarding it to the controller puts in the
+    Envelope (KIP-590), so the controller authorizes and throttles the client, not the broker."""
+
+    principal: str  # "User:alice"
+    host: str  # the client's address
+    client_id: str
+
+
+# Set by the dispatcher in the task of each asynchronous request (a Task copies the context it is
+# created in, so concurrent requests never see each other's); read by `RemoteController`.
+CURRENT_REQUEST_ORIGIN: ContextVar[RequestOrigin | None] = ContextVar("kbroker_request_origin", default=None)
 
 
 class RequestContext:

@@ -37,13 +37,21 @@ from types import ModuleType
 from typing import Any
 
 from kbroker.api._futures import chain_future, identity
-from kbroker.api.context import NO_RESPONSE, BrokerServices, CloseConnection, RequestContext
+from kbroker.api.context import (
+    CURRENT_REQUEST_ORIGIN,
+    NO_RESPONSE,
+    BrokerServices,
+    CloseConnection,
+    RequestContext,
+    RequestOrigin,
+)
 from kbroker.protocol.errors import ErrorCode, KafkaError
 from kbroker.protocol.headers import RequestHeader
 
 log = logging.getLogger(__name__)
 
 API_VERSIONS_KEY = 18
+SASL_HANDSHAKE_KEY = 17
 
 
 @dataclass(frozen=True)
@@ -106,6 +114,14 @@ class ApiDispatcher:
         key = header.api_key
         version = header.api_version
         sasl = ctx.sasl
+        if sasl is not None and sasl.session_expiration_ms and sasl.complete:
+            # KIP-368: a SaslHandshake begins re-authentication; any other request after the session
+            # ended closes the connection (Kafka's SocketServer: "Disconnecting expired channel").
+            if not (key == SASL_HANDSHAKE_KEY and sasl.begin_reauthentication()) and \
+                    sasl.session_expired(self.services.time_ms()):
+                log.info("Disconnecting expired channel %s (%s): its session ended without re-authentication",
+                         ctx.connection_id, ctx.principal)
+                raise CloseConnection("the SASL session expired (connections.max.reauth.ms)")
         if sasl is not None and not sasl.complete:
             # A SASL listener before authentication: ApiVersions and the SASL requests only (Kafka's
             # SaslServerAuthenticator; anything else is an IllegalSaslStateException and a close).
@@ -139,7 +155,8 @@ class ApiDispatcher:
             # error mapping onto it with a callback instead of a coroutine, so no Task per request.
             on_result = partial(_apply_throttle, ms=throttle_ms) if throttle_ms else identity
             return chain_future(result, on_result, partial(self._error_response, spec, header, body))
-        return self._guard(spec, header, body, result, throttle_ms)
+        return self._guard(spec, header, body, result, throttle_ms,
+                           RequestOrigin(ctx.principal, ctx.peer[0], header.client_id or ""))
 
     def _request_quota(self, ctx: RequestContext, header: RequestHeader, elapsed_ns: int) -> int:
         """The request quota's throttle time for a request that kept the loop `elapsed_ns` (Kafka's
@@ -153,7 +170,8 @@ class ApiDispatcher:
         return throttle_ms
 
     async def _guard(self, spec: HandlerSpec, header: Any, body: Any, awaitable: Awaitable[Any],
-                     throttle_ms: int = 0) -> Any:
+                     throttle_ms: int = 0, origin: RequestOrigin | None = None) -> Any:
+        CURRENT_REQUEST_ORIGIN.set(origin)  # this task's context only
         try:
             response = await awaitable
         except CloseConnection:

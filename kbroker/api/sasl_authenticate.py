@@ -8,7 +8,11 @@ connection. Success sets the connection's principal (`User:<name>`).
 
 Elsewhere (PLAINTEXT, SSL, or after a completed authentication) Kafka 4.3.1 answers error 34 with
 "SaslAuthenticate request received after successful authentication" (observed against the reference
-broker; re-authentication, KIP-368, is not implemented).
+broker with re-authentication off).
+
+KIP-368: the response's `session_lifetime_ms` (v1+) is the session's lifetime
+(`connections.max.reauth.ms`, bounded by an OAUTHBEARER token's expiry), 0 when it has none; a
+re-authentication (a new SaslHandshake before then, see the dispatcher) ends here too.
 """
 
 from __future__ import annotations
@@ -39,11 +43,14 @@ def handle(services: BrokerServices, ctx: RequestContext, header: RequestHeader,
     if sasl is None or sasl.complete:
         return SaslAuthenticateResponse(error_code=ErrorCode.ILLEGAL_SASL_STATE, error_message=MESSAGE,
                                         auth_bytes=b"", session_lifetime_ms=0)
-    result = sasl.authenticate(bytes(request.auth_bytes))
+    result = sasl.authenticate(bytes(request.auth_bytes), services.time_ms())
     # Kafka leaves ErrorMessage at its generated default, "", on success (checked against 4.3.1).
     response = SaslAuthenticateResponse(error_code=result.error_code, error_message=result.error_message or "",
-                                        auth_bytes=result.auth_bytes, session_lifetime_ms=0)
+                                        auth_bytes=result.auth_bytes, session_lifetime_ms=result.session_lifetime_ms)
     if sasl.complete:
+        if sasl.reauthentications and ctx.principal == str(sasl.principal):
+            log.info("Connection %s re-authenticated as %s (%s), session lifetime %d ms", ctx.connection_id,
+                     ctx.principal, sasl.mechanism, result.session_lifetime_ms)
         ctx.principal = str(sasl.principal)
         log.debug("Connection %s authenticated as %s (%s)", ctx.connection_id, ctx.principal, sasl.mechanism)
         return response

@@ -2,7 +2,8 @@
 
 Owns: an asyncio connection to one node that sends requests encoded by the generated codecs, matches
 responses by correlation id (several requests may be in flight, as Kafka's in-flight requests), and
-negotiates versions with ApiVersions. Used by the broker-to-controller channel, the replica fetchers
+negotiates versions with ApiVersions; TLS and the SASL login of a
+secured channel (`ClientSecurity`, kbroker/client/security.py). Used by the broker-to-controller channel, the replica fetchers
 and the Raft driver.
 
 Must not import any kbroker package other than `kbroker.protocol` and `kbroker.clock`: it is plumbing
@@ -10,9 +11,18 @@ below every domain package (replica/, controller/, raft/, server/), none of whic
 """
 
 from kbroker.client.network_client import (
+    AuthenticationError,
     ConnectionClosedError,
     NodeConnection,
     RequestTimeoutError,
 )
+from kbroker.client.security import (
+    PLAINTEXT_SECURITY,
+    ClientSecurity,
+    SaslClientCredentials,
+    TlsClientSettings,
+    build_client_context,
+)
 
-__all__ = ["ConnectionClosedError", "NodeConnection", "RequestTimeoutError"]
+__all__ = ["PLAINTEXT_SECURITY", "AuthenticationError", "ClientSecurity", "ConnectionClosedError", "NodeConnection",
+           "RequestTimeoutError", "SaslClientCredentials", "TlsClientSettings", "build_client_context"]

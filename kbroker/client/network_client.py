@@ -9,6 +9,15 @@ to reconnect, as Kafka's `NodeToControllerChannelManager` and `ReplicaFetcherThr
 Version choice: `connect()` sends ApiVersions first (v3, falling back to v0 on UNSUPPORTED_VERSION as
 Kafka's clients do) and `request(api_key, body)` uses the highest version both sides speak
 (`version=` overrides it). Responses are decoded with the generated codecs.
+
+Security (`security=`, a `ClientSecurity` from `kbroker.client.security`): TLS wraps the socket on
+connect (the server's certificate checked against the truststore, its host name when
+`ssl.endpoint.identification.algorithm=https`); on SASL_PLAINTEXT / SASL_SSL the SASL exchange follows
+ApiVersions before any other request, as Kafka's `SaslClientAuthenticator` does (SaslHandshake v1, then
+SaslAuthenticate until the mechanism is complete). A refused login raises `AuthenticationError` (Kafka's
+`SaslAuthenticationException`, with the server's message). When the server gives the session a lifetime
+(KIP-368 `session_lifetime_ms`, from `connections.max.reauth.ms`), the connection re-authenticates on
+the same socket at 85-95 % of it, as Kafka's clients do, so the server never closes it for expiry.
 """
 
 from __future__ import annotations
@@ -16,21 +25,32 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import itertools
+import random
+import ssl
 import struct
 from typing import TypeVar
 
+from kbroker.client.security import PLAINTEXT_SECURITY, ClientSecurity, SaslClientError, new_mechanism
 from kbroker.protocol import API_SPECS, RequestHeader, decode_response_frame, encode_request_frame
 from kbroker.protocol.errors import ErrorCode
 from kbroker.protocol.messages.api_versions import ApiVersionsRequest, ApiVersionsResponse
+from kbroker.protocol.messages.sasl_authenticate import SaslAuthenticateRequest, SaslAuthenticateResponse
+from kbroker.protocol.messages.sasl_handshake import SaslHandshakeRequest, SaslHandshakeResponse
 
 _SIZE = struct.Struct(">i")
 _API_VERSIONS = 18
+_SASL_HANDSHAKE = 17
+_SASL_AUTHENTICATE = 36
 T = TypeVar("T")
 MAX_RESPONSE_BYTES = 512 * 1024 * 1024  # a response larger than this is a broken peer
 
 
 class ConnectionClosedError(ConnectionError):
     """The connection closed (or could not open) before the response arrived."""
+
+
+class AuthenticationError(ConnectionClosedError):
+    """The server refused the TLS handshake or the SASL login (Kafka's AuthenticationException)."""
 
 
 class RequestTimeoutError(TimeoutError):
@@ -49,8 +69,11 @@ class NodeConnection:
     """A connection to `host:port`; `await connect()`, then `await request(...)` from any task."""
 
     def __init__(self, host: str, port: int, *, client_id: str = "kbroker", connect_timeout_s: float = 10.0,
-                 request_timeout_s: float = 30.0) -> None:
+                 request_timeout_s: float = 30.0, security: ClientSecurity | None = None) -> None:
         self.host, self.port = host, port
+        self.security = security or PLAINTEXT_SECURITY
+        self.session_lifetime_ms = 0  # KIP-368: the server's answer to the last SaslAuthenticate
+        self._reauth_task: asyncio.Task[None] | None = None
         self.client_id = client_id
         self.connect_timeout_s = connect_timeout_s
         self.request_timeout_s = request_timeout_s
@@ -67,14 +90,26 @@ class NodeConnection:
         return self._writer is not None and not self._closed
 
     async def connect(self, *, negotiate: bool = True) -> None:
+        security = self.security
+        if security.error is not None:
+            self._closed = True
+            raise AuthenticationError(f"cannot connect to {self.host}:{self.port}: {security.error}")
+        tls = security.ssl_context if security.uses_tls else None
+        if security.uses_tls and tls is None:
+            raise ConnectionClosedError(f"{security.protocol} to {self.host}:{self.port} needs an SSL context")
         try:
             self._reader, self._writer = await asyncio.wait_for(
-                asyncio.open_connection(self.host, self.port), self.connect_timeout_s)
+                asyncio.open_connection(self.host, self.port, ssl=tls,
+                                        server_hostname=self.host if tls is not None else None),
+                self.connect_timeout_s)
+        except ssl.SSLError as exc:
+            self._closed = True
+            raise AuthenticationError(f"SSL handshake with {self.host}:{self.port} failed: {exc}") from exc
         except (TimeoutError, OSError) as exc:
             self._closed = True
             raise ConnectionClosedError(f"cannot connect to {self.host}:{self.port}: {exc}") from exc
         self._read_task = asyncio.get_running_loop().create_task(self._read_loop())
-        if negotiate:
+        if negotiate or security.uses_sasl:
             resp = await self.request(_API_VERSIONS, ApiVersionsRequest(
                 client_software_name="kbroker", client_software_version="1"), ApiVersionsResponse, version=3)
             if resp.error_code == ErrorCode.UNSUPPORTED_VERSION:
@@ -83,6 +118,61 @@ class NodeConnection:
                 await self.close()
                 raise ConnectionClosedError(f"ApiVersions to {self.host}:{self.port} failed: {resp.error_code}")
             self.api_versions = {k.api_key: (k.min_version, k.max_version) for k in resp.api_keys}
+        if security.uses_sasl:
+            try:
+                await self._authenticate()
+            except BaseException:
+                await self.close()
+                raise
+
+    async def _authenticate(self) -> None:
+        """SaslHandshake v1 + SaslAuthenticate tokens (Kafka's SaslClientAuthenticator)."""
+        creds = self.security.sasl
+        if creds is None:
+            raise AuthenticationError(f"{self.security.protocol} to {self.host}:{self.port}: no SASL login configured")
+        handshake = await self.request(_SASL_HANDSHAKE, SaslHandshakeRequest(mechanism=creds.mechanism),
+                                       SaslHandshakeResponse, version=1)
+        if handshake.error_code != ErrorCode.NONE:
+            raise AuthenticationError(
+                f"SASL handshake with {self.host}:{self.port} failed ({ErrorCode(handshake.error_code).name}): "
+                f"{creds.mechanism} not in the enabled mechanisms {handshake.mechanisms}")
+        try:
+            mechanism = new_mechanism(creds)
+            challenge = b""
+            while True:
+                token = mechanism.evaluate(challenge)
+                if mechanism.complete and not token:
+                    break
+                resp = await self.request(_SASL_AUTHENTICATE, SaslAuthenticateRequest(auth_bytes=token),
+                                          SaslAuthenticateResponse)
+                if resp.error_code != ErrorCode.NONE:
+                    raise AuthenticationError(
+                        f"SASL authentication with {self.host}:{self.port} failed: {resp.error_message}")
+                self.session_lifetime_ms = resp.session_lifetime_ms
+                challenge = bytes(resp.auth_bytes)
+                if mechanism.complete and not challenge:
+                    break
+        except SaslClientError as exc:
+            raise AuthenticationError(f"SASL authentication with {self.host}:{self.port} failed: {exc}") from exc
+        self._schedule_reauthentication()
+
+    def _schedule_reauthentication(self) -> None:
+        """KIP-368: re-authenticate at a random 85-95 % of the session lifetime (Kafka's client)."""
+        lifetime = self.session_lifetime_ms
+        if lifetime <= 0 or self._closed:
+            return
+        delay = lifetime / 1000 * (0.85 + 0.1 * random.random())
+
+        async def reauthenticate() -> None:
+            await asyncio.sleep(delay)
+            if self._closed:
+                return
+            try:
+                await self._authenticate()
+            except (ConnectionClosedError, RequestTimeoutError, OSError):
+                await self.close()
+
+        self._reauth_task = asyncio.get_running_loop().create_task(reauthenticate())
 
     def version_for(self, api_key: int) -> int:
         """The highest version of `api_key` both sides support (ValueError when there is none)."""
@@ -152,6 +242,9 @@ class NodeConnection:
 
     async def close(self) -> None:
         self._closed = True
+        reauth, self._reauth_task = self._reauth_task, None
+        if reauth is not None and reauth is not asyncio.current_task():
+            reauth.cancel()
         task, self._read_task = self._read_task, None
         if task is not None and task is not asyncio.current_task():
             task.cancel()

@@ -127,8 +127,10 @@ class TransactionCoordinatorService:
         timeout_ms = int(self.config.get("request.timeout.ms", 30000))
         self.markers = TransactionMarkerChannelManager(
             self.metadata.node_id, self._leader_of, self._endpoint_of, self._write_local_marker,
-            self._on_markers_written, request_timeout_ms=timeout_ms, retry_backoff_ms=100)
-        self.verifier = TransactionVerifier(self.metadata.node_id, self._endpoint_of, request_timeout_ms=timeout_ms)
+            self._on_markers_written, request_timeout_ms=timeout_ms, retry_backoff_ms=100,
+            security=self.config.inter_broker_security())
+        self.verifier = TransactionVerifier(self.metadata.node_id, self._endpoint_of, request_timeout_ms=timeout_ms,
+                                            security=self.markers.security)
         self.active = True
         info = self.metadata.topic(TRANSACTION_STATE_TOPIC)
         if info is not None:

@@ -37,7 +37,7 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from kbroker.client import ConnectionClosedError, NodeConnection, RequestTimeoutError
+from kbroker.client import ClientSecurity, ConnectionClosedError, NodeConnection, RequestTimeoutError
 from kbroker.protocol.errors import ErrorCode
 from kbroker.protocol.messages.write_txn_markers import WriteTxnMarkersRequest, WriteTxnMarkersResponse
 
@@ -92,8 +92,9 @@ class _BrokerQueue:
 class TransactionMarkerChannelManager:
     def __init__(self, node_id: int, leader_of: LeaderOf, endpoint_of: EndpointOf, write_local: LocalWriter,
                  on_complete: Callable[[PendingCompleteTxn], None], *, request_timeout_ms: int = 30000,
-                 retry_backoff_ms: int = 100) -> None:
+                 retry_backoff_ms: int = 100, security: ClientSecurity | None = None) -> None:
         self.node_id = node_id
+        self.security = security
         self._leader_of = leader_of
         self._endpoint_of = endpoint_of
         self._write_local = write_local
@@ -243,7 +244,7 @@ class TransactionMarkerChannelManager:
                     await q.conn.close()
                 q.conn = NodeConnection(address[0], address[1], client_id=f"broker-{self.node_id}-txn-marker-sender",
                                         connect_timeout_s=self.request_timeout_s,
-                                        request_timeout_s=self.request_timeout_s)
+                                        request_timeout_s=self.request_timeout_s, security=self.security)
                 q.address = address
                 await q.conn.connect()
             request = _request(batch)

@@ -27,7 +27,7 @@ import contextlib
 import logging
 from collections.abc import Callable
 
-from kbroker.client import ConnectionClosedError, NodeConnection, RequestTimeoutError
+from kbroker.client import ClientSecurity, ConnectionClosedError, NodeConnection, RequestTimeoutError
 from kbroker.protocol.errors import ErrorCode
 from kbroker.protocol.messages.add_partitions_to_txn import (
     AddPartitionsToTxnRequest,
@@ -58,8 +58,9 @@ def produce_error(coordinator_error: ErrorCode) -> ErrorCode:
 
 class TransactionVerifier:
     def __init__(self, node_id: int, endpoint_of: Callable[[int], tuple[str, int] | None], *,
-                 request_timeout_ms: int = 30000) -> None:
+                 request_timeout_ms: int = 30000, security: ClientSecurity | None = None) -> None:
         self.node_id = node_id
+        self.security = security
         self._endpoint_of = endpoint_of
         self.request_timeout_s = request_timeout_ms / 1000
         self._conns: dict[int, tuple[tuple[str, int], asyncio.Future[NodeConnection]]] = {}
@@ -97,7 +98,8 @@ class TransactionVerifier:
         fut = loop.create_future()
         self._conns[broker_id] = (address, fut)
         conn = NodeConnection(address[0], address[1], client_id=f"broker-{self.node_id}-txn-verifier",
-                              connect_timeout_s=self.request_timeout_s, request_timeout_s=self.request_timeout_s)
+                              connect_timeout_s=self.request_timeout_s, request_timeout_s=self.request_timeout_s,
+                              security=self.security)
         try:
             await conn.connect()
         except BaseException as exc:

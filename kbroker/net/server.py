@@ -6,6 +6,12 @@ connections (bounded by `max.connections` / `max.connections.per.ip`), owns the 
 `MemoryPool` (`queued.max.request.bytes`) and `RequestQueueBound` (`queued.max.requests`), and on
 `stop()` stops accepting, lets in-flight requests finish and closes.
 
+Connection creation rates (KIP-612, `connection_quotas`: kbroker.cluster.connection_quotas): each
+accepted connection is recorded; when a listener's (or the broker's) rate is over its bound, the
+listener stops starting new connections for the throttle time -- they wait, reading paused, in order,
+as connections wait in the backlog of Kafka's blocked Acceptor -- and a connection from an IP over
+its `connection_creation_rate` quota is closed after that IP's throttle time.
+
 One periodic check closes (a) connections whose current frame has not fully arrived within
 `kbroker.request.receive.timeout.ms` of its first byte (Kafka has no such broker-side deadline; the
 clients' own `request.timeout.ms`, 30 s by default, is the bound a request is useful within), and
@@ -20,6 +26,7 @@ import dataclasses
 import logging
 import socket
 import time
+from collections import deque
 from collections.abc import Callable
 from typing import Any, Protocol
 
@@ -29,6 +36,63 @@ from kbroker.net.connection import KafkaConnection
 from kbroker.net.settings import ListenerEndpoint, SocketServerConfig
 
 log = logging.getLogger(__name__)
+
+
+class ConnectionThrottleLike(Protocol):
+    @property
+    def accept_delay_ms(self) -> int: ...
+
+    @property
+    def ip_close_delay_ms(self) -> int: ...
+
+
+class ConnectionRateQuotas(Protocol):
+    """Kafka's ConnectionQuotas rate checks (kbroker.cluster.connection_quotas.ConnectionQuotas)."""
+
+    def record(self, listener: str, ip: str, now_ms: int) -> ConnectionThrottleLike: ...
+
+
+class _AcceptGate:
+    """One listener's Acceptor while it is throttled: connections wait in arrival order."""
+
+    __slots__ = ("blocked_until", "waiting", "timer")
+
+    def __init__(self) -> None:
+        self.blocked_until = 0.0
+        self.waiting: deque[tuple[KafkaConnection, str]] = deque()
+        self.timer: asyncio.TimerHandle | None = None
+
+
+_ACCEPT_THROTTLED = "connection creation rate"
+
+
+class _Holding(asyncio.BufferedProtocol):
+    """A throttled connection's protocol until it is admitted: keeps its bytes, reads no more."""
+
+    def __init__(self, conn: KafkaConnection) -> None:
+        self.conn = conn
+        self.held = bytearray()
+        self._buf = bytearray(16384)
+
+    def get_buffer(self, sizehint: int) -> memoryview:
+        return memoryview(self._buf)
+
+    def buffer_updated(self, nbytes: int) -> None:
+        self.held += self._buf[:nbytes]
+        if self.conn.transport is not None:
+            self.conn.transport.pause_reading()
+
+    def eof_received(self) -> bool:
+        return False
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.conn.connection_lost(exc)
+
+    def pause_writing(self) -> None:
+        self.conn.pause_writing()
+
+    def resume_writing(self) -> None:
+        self.conn.resume_writing()
 
 
 class Dispatcher(Protocol):
@@ -55,6 +119,7 @@ class KafkaServer:
         context_factory: Callable[[str, tuple[str, int], str], Any] | None = None,
         loop: asyncio.AbstractEventLoop | None = None,
         metrics: BrokerMetrics | None = None,
+        connection_quotas: ConnectionRateQuotas | None = None,
     ) -> None:
         if codec is None:
             import kbroker.protocol as codec
@@ -73,6 +138,8 @@ class KafkaServer:
         self._servers: list[asyncio.base_events.Server] = []
         self.bound_endpoints: list[ListenerEndpoint] = []
         self._check_timer: asyncio.TimerHandle | None = None
+        self.connection_quotas = connection_quotas
+        self._gates: dict[str, _AcceptGate] = {}
 
     # -- lifecycle --
 
@@ -141,7 +208,79 @@ class KafkaServer:
         self._conn_ip[conn] = ip
         if self.metrics is not None:
             self.metrics.listener(conn.listener_name).connection_creation += 1
+        if self.connection_quotas is not None:
+            self._admit(conn, ip)
         return True
+
+    # -- connection creation rates (KIP-612) --
+
+    def _admit(self, conn: KafkaConnection, ip: str) -> None:
+        gate = self._gates.get(conn.listener_name)
+        if gate is None:
+            gate = self._gates[conn.listener_name] = _AcceptGate()
+        if gate.waiting or time.monotonic() < gate.blocked_until:
+            conn._pause(_ACCEPT_THROTTLED)
+            gate.waiting.append((conn, ip))
+            self._hold(conn)
+            self._schedule_gate(conn.listener_name, gate)
+            return
+        self._accept_now(conn, ip, gate)
+
+    def _accept_now(self, conn: KafkaConnection, ip: str, gate: _AcceptGate) -> None:
+        assert self.connection_quotas is not None
+        now = time.monotonic()
+        throttle = self.connection_quotas.record(conn.listener_name, ip, int(now * 1000))
+        if throttle.ip_close_delay_ms > 0:
+            log.info("Throttling connection %s: %s is over its connection_creation_rate quota; closing it in %d ms",
+                     conn.connection_id, ip, throttle.ip_close_delay_ms)
+            conn._pause(_ACCEPT_THROTTLED)
+            self._hold(conn)
+            self.loop.call_later(throttle.ip_close_delay_ms / 1000, conn.abort,
+                                 "connection_creation_rate quota of its IP exceeded")
+            return
+        if throttle.accept_delay_ms > 0:
+            gate.blocked_until = now + throttle.accept_delay_ms / 1000
+            log.debug("Listener %s: connection creation rate over its bound; accepting again in %d ms",
+                      conn.listener_name, throttle.accept_delay_ms)
+        self._release(conn)
+
+    def _hold(self, conn: KafkaConnection) -> None:
+        """Keep a connection's bytes unread until it is admitted. Pausing inside connection_made does
+        not hold on uvloop (it starts reading after it returns), so the transport gets a holding
+        protocol that keeps what arrives and pauses at once; `_release` gives the connection back."""
+        transport = conn.transport
+        if transport is not None and not isinstance(transport.get_protocol(), _Holding):
+            transport.set_protocol(_Holding(conn))
+
+    def _release(self, conn: KafkaConnection) -> None:
+        transport = conn.transport
+        if transport is None or conn._closed:
+            return
+        holding = transport.get_protocol()
+        if isinstance(holding, _Holding):
+            transport.set_protocol(conn)
+            held = holding.held
+            while held and not conn._closed:
+                buf = conn.get_buffer(len(held))
+                n = min(len(buf), len(held))
+                buf[:n] = held[:n]
+                del held[:n]
+                conn.buffer_updated(n)
+        conn._unpause(_ACCEPT_THROTTLED)
+
+    def _schedule_gate(self, listener: str, gate: _AcceptGate) -> None:
+        if gate.timer is None:
+            delay = max(0.0, gate.blocked_until - time.monotonic())
+            gate.timer = self.loop.call_later(delay, self._drain_gate, listener, gate)
+
+    def _drain_gate(self, listener: str, gate: _AcceptGate) -> None:
+        gate.timer = None
+        while gate.waiting and time.monotonic() >= gate.blocked_until:
+            conn, ip = gate.waiting.popleft()
+            if conn in self.connections:
+                self._accept_now(conn, ip, gate)
+        if gate.waiting:
+            self._schedule_gate(listener, gate)
 
     def unregister(self, conn: KafkaConnection) -> None:
         if conn in self.connections:

@@ -49,7 +49,13 @@ from collections.abc import Callable, Hashable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
-from kbroker.client import ConnectionClosedError, NodeConnection, RequestTimeoutError
+from kbroker.client import (
+    PLAINTEXT_SECURITY,
+    ClientSecurity,
+    ConnectionClosedError,
+    NodeConnection,
+    RequestTimeoutError,
+)
 from kbroker.log.errors import KafkaStorageError, OffsetOutOfRangeError
 from kbroker.protocol.errors import ErrorCode
 from kbroker.protocol.messages.fetch import FetchRequest, FetchResponse
@@ -138,6 +144,8 @@ class ReplicaFetcherConfig:
     fetch_response_max_bytes: int = 10485760
     fetch_backoff_ms: int = 1000
     socket_timeout_ms: int = 30000
+    # The inter-broker listener's security (inter.broker.listener.name, sasl.mechanism.inter.broker.protocol).
+    security: ClientSecurity = PLAINTEXT_SECURITY
 
 
 class FetcherHost(Protocol):
@@ -288,7 +296,8 @@ class ReplicaFetcher:
             raise ConnectionClosedError(f"broker {self.source_broker_id} has no endpoint in the metadata")
         timeout = self.config.socket_timeout_ms / 1000
         conn = NodeConnection(endpoint[0], endpoint[1], client_id=self.client_id,
-                              request_timeout_s=timeout + self.config.fetch_wait_max_ms / 1000)
+                              request_timeout_s=timeout + self.config.fetch_wait_max_ms / 1000,
+                              security=self.config.security)
         await conn.connect()
         self._conn = conn
         self._session.reset()  # a new connection may meet a leader that lost the session

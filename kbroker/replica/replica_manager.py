@@ -153,6 +153,7 @@ def _fetcher_config(config: KafkaConfig) -> ReplicaFetcherConfig:
         fetch_response_max_bytes=int(config.get("replica.fetch.response.max.bytes", d.fetch_response_max_bytes)),
         fetch_backoff_ms=int(config.get("replica.fetch.backoff.ms", d.fetch_backoff_ms)),
         socket_timeout_ms=int(config.get("replica.socket.timeout.ms", d.socket_timeout_ms)),
+        security=config.inter_broker_security(),
     )
 
 

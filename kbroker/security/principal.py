@@ -142,3 +142,74 @@ class SslPrincipalMapper:
     def principal(self, peercert: object) -> KafkaPrincipal:
         dn = dn_from_peercert(peercert)
         return ANONYMOUS if dn is None else KafkaPrincipal.user(self.name(dn))
+
+
+# -- KIP-590: the principal an Envelope carries ------------------------------------------------------
+# Kafka's DefaultKafkaPrincipalBuilder.serialize: `MessageUtil.toVersionPrefixedBytes` of a
+# DefaultPrincipalData v0 (flexible): int16 version, compact strings Type and Name, a boolean
+# TokenAuthenticated, an empty tagged-field section.
+
+class PrincipalSerdeError(ValueError):
+    pass
+
+
+def _uvarint(n: int) -> bytes:
+    out = bytearray()
+    while n >= 0x80:
+        out.append((n & 0x7F) | 0x80)
+        n >>= 7
+    out.append(n)
+    return bytes(out)
+
+
+def serialize_principal(principal: KafkaPrincipal, token_authenticated: bool = False) -> bytes:
+    out = bytearray(b"\x00\x00")
+    for text in (principal.principal_type, principal.name):
+        raw = text.encode("utf-8")
+        out += _uvarint(len(raw) + 1) + raw
+    out.append(1 if token_authenticated else 0)
+    out.append(0)  # no tagged fields
+    return bytes(out)
+
+
+def deserialize_principal(data: bytes) -> KafkaPrincipal:
+    """The inverse (Kafka's DefaultKafkaPrincipalBuilder.deserialize); PrincipalSerdeError when malformed."""
+    buf = memoryview(data)
+    if len(buf) < 2 or int.from_bytes(buf[:2], "big") != 0:
+        raise PrincipalSerdeError("unsupported DefaultPrincipalData version")
+    pos = 2
+
+    def uvarint() -> int:
+        nonlocal pos
+        shift = result = 0
+        while True:
+            if pos >= len(buf) or shift > 28:
+                raise PrincipalSerdeError("truncated DefaultPrincipalData")
+            b = buf[pos]
+            pos += 1
+            result |= (b & 0x7F) << shift
+            if not b & 0x80:
+                return result
+            shift += 7
+
+    fields = []
+    for _ in range(2):
+        n = uvarint() - 1
+        if n < 0 or pos + n > len(buf):
+            raise PrincipalSerdeError("bad string in DefaultPrincipalData")
+        try:
+            fields.append(bytes(buf[pos:pos + n]).decode("utf-8"))
+        except UnicodeDecodeError:
+            raise PrincipalSerdeError("bad string in DefaultPrincipalData") from None
+        pos += n
+    if pos >= len(buf):
+        raise PrincipalSerdeError("truncated DefaultPrincipalData")
+    return KafkaPrincipal(fields[0], fields[1])
+
+
+def parse_principal(text: str) -> KafkaPrincipal:
+    """`User:alice` -> KafkaPrincipal("User", "alice") (Kafka's SecurityUtils.parseKafkaPrincipal)."""
+    principal_type, sep, name = text.partition(":")
+    if not sep:
+        raise ValueError(f"expected a string in format principalType:principalName but got {text}")
+    return KafkaPrincipal(principal_type, name)

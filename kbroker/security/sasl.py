@@ -15,8 +15,16 @@ SASL handshake.") and the connection is closed: `allows(api_key)` says which.
   invalid credentials with SASL mechanism SCRAM-SHA-256"), and the connection closes after
   `connection.failed.authentication.delay.ms` (the caller's job: `failed` is set).
 
-Mechanisms: PLAIN (RFC 4616; users from the JAAS `user_<name>` options) and SCRAM-SHA-256/512
-(RFC 5802; credentials looked up through `ScramCredentials`, the metadata image in the broker).
+Mechanisms: PLAIN (RFC 4616; users from the JAAS `user_<name>` options), SCRAM-SHA-256/512
+(RFC 5802; credentials looked up through `ScramCredentials`, the metadata image in the broker) and
+OAUTHBEARER (RFC 7628; a token validator from kbroker.security.oauthbearer).
+
+Re-authentication (KIP-368): with `connections.max.reauth.ms` > 0 (or an OAUTHBEARER token that
+expires) a completed authentication has a session lifetime, sent in SaslAuthenticate v1+
+(`session_lifetime_ms`: the smaller of the two). Before it ends the client sends SaslHandshake again
+(`begin_reauthentication`): same mechanism, same principal, or the connection closes; after it ends
+any other request closes the connection (`session_expired`, checked by the dispatcher, as Kafka's
+SocketServer "Disconnecting expired channel").
 """
 
 from __future__ import annotations
@@ -32,12 +40,14 @@ from typing import Protocol
 
 from kbroker.protocol.errors import ErrorCode
 from kbroker.security import scram
+from kbroker.security.oauthbearer import OAuthBearerFailure, OAuthBearerServer, TokenValidator
 from kbroker.security.principal import KafkaPrincipal
 
 API_VERSIONS = 18
 SASL_HANDSHAKE = 17
 SASL_AUTHENTICATE = 36
 PLAIN = "PLAIN"
+OAUTHBEARER = "OAUTHBEARER"
 
 
 class SaslState(enum.Enum):
@@ -65,6 +75,7 @@ class AuthenticateResult:
     auth_bytes: bytes
     # Close the connection after this response (after the failed-authentication delay on a failure).
     close: bool = False
+    session_lifetime_ms: int = 0  # KIP-368, once complete (0: no re-authentication needed)
 
 
 class SaslAuthenticationError(Exception):
@@ -219,12 +230,15 @@ class SaslServerConfig:
     enabled_mechanisms: tuple[str, ...]
     plain_users: Mapping[str, str]
     scram_credentials: ScramCredentials
+    oauthbearer: TokenValidator | None = None  # the listener's OAUTHBEARER validator
+    connections_max_reauth_ms: int = 0  # connections.max.reauth.ms (0: sessions never expire)
 
 
 class SaslServerAuthenticator:
     """The SASL state of one connection; `principal` is set once `state` is COMPLETE."""
 
-    __slots__ = ("config", "state", "mechanism", "principal", "_server", "failure_message")
+    __slots__ = ("config", "state", "mechanism", "principal", "_server", "failure_message",
+                 "session_expiration_ms", "reauthenticating", "reauthentications")
 
     def __init__(self, config: SaslServerConfig) -> None:
         self.config = config
@@ -233,6 +247,21 @@ class SaslServerAuthenticator:
         self.principal: KafkaPrincipal | None = None
         self._server: _Mechanism | None = None
         self.failure_message: str | None = None
+        self.session_expiration_ms = 0  # KIP-368: wall-clock ms the session ends (0: never)
+        self.reauthenticating = False
+        self.reauthentications = 0
+
+    def session_expired(self, now_ms: int) -> bool:
+        return self.state is SaslState.COMPLETE and 0 < self.session_expiration_ms <= now_ms
+
+    def begin_reauthentication(self) -> bool:
+        """A SaslHandshake on an authenticated connection: re-authentication when the session has a
+        lifetime (KIP-368), else False (the handshake is then answered ILLEGAL_SASL_STATE, as Kafka)."""
+        if self.state is not SaslState.COMPLETE or self.session_expiration_ms <= 0:
+            return False
+        self.state = SaslState.HANDSHAKE_REQUEST
+        self.reauthenticating = True
+        return True
 
     @property
     def complete(self) -> bool:
@@ -257,6 +286,10 @@ class SaslServerAuthenticator:
 
     def handshake(self, mechanism: str) -> HandshakeResult:
         enabled = list(self.config.enabled_mechanisms)
+        if self.reauthenticating and mechanism != self.mechanism:
+            self.state = SaslState.FAILED
+            self.failure_message = f"Cannot change mechanisms during re-authentication from {self.mechanism} to {mechanism}"
+            return HandshakeResult(ErrorCode.ILLEGAL_SASL_STATE, enabled)
         if mechanism not in enabled:
             self.state = SaslState.FAILED
             self.failure_message = f"Unsupported SASL mechanism {mechanism}"
@@ -264,17 +297,24 @@ class SaslServerAuthenticator:
         self.mechanism = mechanism
         if mechanism == PLAIN:
             self._server = PlainServer(self.config.plain_users)
+        elif mechanism == OAUTHBEARER:
+            if self.config.oauthbearer is None:
+                self.state = SaslState.FAILED
+                return HandshakeResult(ErrorCode.UNSUPPORTED_SASL_MECHANISM, enabled)
+            self._server = OAuthBearerServer(self.config.oauthbearer)
         else:
             self._server = ScramServer(mechanism, self.config.scram_credentials)
         self.state = SaslState.AUTHENTICATE
         return HandshakeResult(ErrorCode.NONE, enabled)
 
-    def authenticate(self, token: bytes) -> AuthenticateResult:
+    def authenticate(self, token: bytes, now_ms: int = 0) -> AuthenticateResult:
         server = self._server
         assert server is not None and self.state is SaslState.AUTHENTICATE
         try:
             reply = server.evaluate(token)
-        except SaslAuthenticationError as e:
+        except (SaslAuthenticationError, OAuthBearerFailure) as e:
+            if isinstance(server, OAuthBearerServer) and server.failure_detail:
+                return self._fail(str(e), detail=server.failure_detail)
             return self._fail(str(e))
         except _InvalidCredentials as e:
             self.failure_message = str(e)
@@ -282,9 +322,31 @@ class SaslServerAuthenticator:
                 "Authentication failed during authentication due to invalid credentials with SASL "
                 f"mechanism {self.mechanism}", detail=str(e))
         if server.complete:
+            principal = KafkaPrincipal.user(server.authorization_id)
+            if self.reauthenticating and principal != self.principal:
+                return self._fail(f"Cannot change principals during re-authentication from {self.principal}: "
+                                  f"{principal}")
             self.state = SaslState.COMPLETE
-            self.principal = KafkaPrincipal.user(server.authorization_id)
+            self.principal = principal
+            if self.reauthenticating:
+                self.reauthentications += 1
+            self.reauthenticating = False
+            lifetime = self._session_lifetime_ms(server, now_ms)
+            self.session_expiration_ms = now_ms + lifetime if lifetime > 0 else 0
+            return AuthenticateResult(ErrorCode.NONE, None, reply, session_lifetime_ms=lifetime)
         return AuthenticateResult(ErrorCode.NONE, None, reply)
+
+    def _session_lifetime_ms(self, server: _Mechanism, now_ms: int) -> int:
+        """Kafka's SaslServerAuthenticator: min(connections.max.reauth.ms, the credential's remaining
+        lifetime); 0 when neither bounds the session."""
+        lifetimes = []
+        if self.config.connections_max_reauth_ms > 0:
+            lifetimes.append(self.config.connections_max_reauth_ms)
+        if isinstance(server, OAuthBearerServer) and server.token is not None and \
+                self.config.connections_max_reauth_ms > 0:
+            # Kafka bounds the session by the token only when re-authentication is on.
+            lifetimes.append(max(1, server.token.lifetime_ms - now_ms))
+        return min(lifetimes) if lifetimes else 0
 
     def _fail(self, message: str, detail: str | None = None) -> AuthenticateResult:
         self.state = SaslState.FAILED

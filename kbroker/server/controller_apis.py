@@ -16,6 +16,7 @@ response (header and body) wrapped back.
 from __future__ import annotations
 
 import inspect
+import ipaddress
 
 from kbroker.api._authz import authorize_cluster, cluster_authorized_operations
 from kbroker.api.context import NO_RESPONSE, BrokerServices, CloseConnection, RequestContext
@@ -27,6 +28,7 @@ from kbroker.protocol.messages.describe_cluster import DescribeClusterRequest, D
 from kbroker.protocol.messages.envelope import EnvelopeRequest, EnvelopeResponse
 from kbroker.raft.messages import RaftRequestBody
 from kbroker.security.acl import CLUSTER_ACTION, DESCRIBE
+from kbroker.security.principal import deserialize_principal
 from kbroker.server.raft_manager import RAFT_API_KEYS, RAFT_RESPONSE_TYPES, KafkaRaftManager
 
 DESCRIBE_CLUSTER = 60
@@ -88,8 +90,15 @@ class ControllerApis(ApiDispatcher):
             if request.include_cluster_authorized_operations else -2147483648)
 
     async def envelope(self, ctx: RequestContext, request: EnvelopeRequest) -> EnvelopeResponse:
-        """Kafka's ControllerApis.handleEnvelopeRequest. The inner request runs with the forwarding
-        broker's principal, not the client's (`request_principal` is not decoded yet)."""
+        """Kafka's ControllerApis.handleEnvelopeRequest. The inner request runs as the client: the
+        principal the forwarding broker serialized (`DefaultPrincipalData`) and the client's address
+        (a malformed one is INVALID_REQUEST, as Kafka's `parseEnvelopeRequest`); the inner header's
+        client id is the client's."""
+        try:
+            principal = deserialize_principal(bytes(request.request_principal or b""))
+            client_host = str(ipaddress.ip_address(bytes(request.client_host_address)))
+        except ValueError:
+            return EnvelopeResponse(response_data=None, error_code=int(ErrorCode.INVALID_REQUEST))
         try:
             inner_header, inner_body = decode_request_frame(request.request_data)
         except ProtocolError:
@@ -97,7 +106,10 @@ class ControllerApis(ApiDispatcher):
         if inner_header.api_key == ENVELOPE:
             return EnvelopeResponse(response_data=None, error_code=int(ErrorCode.INVALID_REQUEST))
         try:
-            result = self.handle(ctx, inner_header, inner_body)
+            inner_ctx = RequestContext(client_id=inner_header.client_id, listener_name=ctx.listener_name,
+                                       peer=(client_host, 0), connection_id=ctx.connection_id,
+                                       principal=str(principal))
+            result = self.handle(inner_ctx, inner_header, inner_body)
             if inspect.isawaitable(result):
                 result = await result
         except CloseConnection:

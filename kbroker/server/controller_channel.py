@@ -20,12 +20,14 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import itertools
 import logging
 import time
 from collections.abc import Callable
 from typing import TypeVar
 
-from kbroker.client import ConnectionClosedError, NodeConnection, RequestTimeoutError
+from kbroker.client import ClientSecurity, ConnectionClosedError, NodeConnection, RequestTimeoutError
+from kbroker.protocol import RequestHeader, decode_response_frame, encode_request_frame
 from kbroker.protocol.errors import ErrorCode
 from kbroker.protocol.messages.alter_partition import AlterPartitionRequest, AlterPartitionResponse
 from kbroker.protocol.messages.broker_heartbeat import BrokerHeartbeatRequest, BrokerHeartbeatResponse
@@ -33,13 +35,24 @@ from kbroker.protocol.messages.broker_registration import (
     BrokerRegistrationRequest,
     BrokerRegistrationResponse,
 )
+from kbroker.protocol.messages.envelope import EnvelopeRequest, EnvelopeResponse
 from kbroker.server.broker_lifecycle import BROKER_HEARTBEAT, BROKER_REGISTRATION
 from kbroker.server.metadata_fetcher import MetadataFetcher
 from kbroker.server.settings import QuorumNode
 
 log = logging.getLogger(__name__)
 
+
+class EnvelopeError(Exception):
+    """The controller refused the Envelope itself (e.g. CLUSTER_AUTHORIZATION_FAILED: this broker's
+    principal may not forward, or UNSUPPORTED_VERSION)."""
+
+    def __init__(self, error_code: int) -> None:
+        super().__init__(f"the controller refused the Envelope: error {error_code}")
+        self.error_code = error_code
+
 ALTER_PARTITION = 56
+ENVELOPE = 58
 ALTER_PARTITION_VERSION = 3
 T = TypeVar("T")
 
@@ -49,16 +62,18 @@ class ControllerChannel:
 
     def __init__(self, fetcher: MetadataFetcher, *, node_id: int, request_timeout_ms: int = 30000,
                  retry_backoff_ms: int = 50,
-                 connection_factory: Callable[[str, int], NodeConnection] | None = None) -> None:
+                 connection_factory: Callable[[str, int], NodeConnection] | None = None,
+                 security: ClientSecurity | None = None) -> None:
         self.fetcher = fetcher
         self.request_timeout_ms = request_timeout_ms
         self.retry_backoff_ms = retry_backoff_ms
         self._connection_factory = connection_factory or (
             lambda host, port: NodeConnection(host, port, client_id=f"broker-{node_id}-to-controller",
-                                              request_timeout_s=request_timeout_ms / 1000))
+                                              request_timeout_s=request_timeout_ms / 1000, security=security))
         self._conn: NodeConnection | None = None
         self._target: tuple[int, QuorumNode] | None = None
         self._lock = asyncio.Lock()
+        self._inner_ids = itertools.count(1)
 
     async def _connection(self, deadline: float) -> tuple[int, NodeConnection]:
         async with self._lock:
@@ -111,6 +126,53 @@ class ControllerChannel:
                 await asyncio.sleep(backoff)
                 continue
             return resp
+
+    async def send_envelope(self, api_key: int, body: object, response_type: type[T], *, principal: bytes,
+                            client_address: bytes, client_id: str, timeout_ms: int | None = None) -> T:
+        """Forward a client's request in an Envelope (KIP-590, Kafka's `ForwardingManager`): the inner
+        request at the highest version both sides speak, with the client's id; the client's principal
+        (`DefaultPrincipalData`) and address beside it, so the controller authorizes and throttles the
+        client. An Envelope-level NOT_CONTROLLER goes to the next controller as `send` does; another
+        Envelope-level error raises `EnvelopeError` with its code."""
+        deadline = time.monotonic() + (timeout_ms if timeout_ms is not None else self.request_timeout_ms) / 1000
+        last: Exception | None = None
+        attempt = 0
+        while True:
+            backoff = min(1.0, self.retry_backoff_ms / 1000 * (2 ** min(attempt, 10)))
+            attempt += 1
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise RequestTimeoutError(f"no answer from the active controller to api {api_key}: {last}")
+            try:
+                controller_id, conn = await self._connection(deadline)
+                version = conn.version_for(api_key)
+                header = RequestHeader(api_key=api_key, api_version=version, correlation_id=next(self._inner_ids),
+                                       client_id=client_id)
+                inner = encode_request_frame(header, body)[4:]
+                envelope = EnvelopeRequest(request_data=inner, request_principal=principal,
+                                           client_host_address=client_address)
+                resp = await conn.request(ENVELOPE, envelope, EnvelopeResponse, version=0, timeout_s=remaining)
+            except TimeoutError as exc:
+                last = exc
+                await self._drop()
+                continue
+            except (ConnectionClosedError, OSError) as exc:
+                last = exc
+                await self._drop()
+                await asyncio.sleep(backoff)
+                continue
+            if resp.error_code == ErrorCode.NOT_CONTROLLER:
+                last = ConnectionError(f"node {controller_id} is no longer the active controller")
+                self.fetcher.forget_leader(controller_id)
+                await self._drop()
+                await asyncio.sleep(backoff)
+                continue
+            if resp.error_code != ErrorCode.NONE or resp.response_data is None:
+                raise EnvelopeError(resp.error_code or int(ErrorCode.UNKNOWN_SERVER_ERROR))
+            _, inner_body = decode_response_frame(api_key, version, memoryview(resp.response_data))
+            if not isinstance(inner_body, response_type):
+                raise TypeError(f"the Envelope answered {type(inner_body).__name__}, not {response_type.__name__}")
+            return inner_body
 
     async def send_registration(self, req: BrokerRegistrationRequest) -> BrokerRegistrationResponse:
         return await self.send(BROKER_REGISTRATION, req, BrokerRegistrationResponse)

@@ -53,7 +53,8 @@ class KRaftBrokerLinks:
         self.metadata_log = KafkaMetadataLog(metadata_log_dir)
         self.fetcher = MetadataFetcher(settings, self.metadata_log, loader)
         self.channel = ControllerChannel(self.fetcher, node_id=settings.node_id,
-                                         request_timeout_ms=settings.controller_socket_timeout_ms)
+                                         request_timeout_ms=settings.controller_socket_timeout_ms,
+                                         security=settings.controller_security)
         self.incarnation_id = uuid.uuid4()
         self.lifecycle: BrokerLifecycleManager | None = None
         self.controller = RemoteController(node_id=settings.node_id, channel=self.channel, fetcher=self.fetcher,

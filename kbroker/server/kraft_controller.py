@@ -32,6 +32,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from kbroker.client import PLAINTEXT_SECURITY, ClientSecurity
 from kbroker.cluster.configs import ConfigHelper
 from kbroker.controller.quorum_controller import QuorumController, QuorumControllerConfig
 from kbroker.metadata.image import MetadataImage
@@ -58,6 +59,8 @@ class KRaftControllerSettings:
     # metadata.log.max.record.bytes.between.snapshots / metadata.log.max.snapshot.interval.ms
     max_bytes_between_snapshots: int = 20 * 1024 * 1024
     max_snapshot_interval_ms: int = 3600000
+    # How to reach the other voters' controller listener (protocol, ssl.*, sasl.mechanism.controller.protocol).
+    controller_security: ClientSecurity = PLAINTEXT_SECURITY
 
 
 class KRaftControllerLinks:
@@ -75,7 +78,8 @@ class KRaftControllerLinks:
         self.listener = MetadataRaftListener(loader)
         self.client = KafkaRaftClient(settings.node_id, settings.quorum, self.metadata_log, store, self.listener,
                                       random.Random(), time_ms(), cluster_id=settings.cluster_id)
-        self.manager = KafkaRaftManager(self.client, settings.quorum, time_ms, on_poll=self._poll_controller)
+        self.manager = KafkaRaftManager(self.client, settings.quorum, time_ms, on_poll=self._poll_controller,
+                                       security=settings.controller_security)
         self.controller = QuorumController(settings.controller, RaftClientAdapter(self.manager), config_helper,
                                            clock=time_ms)
         self.listener.register(self.controller)

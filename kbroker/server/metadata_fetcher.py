@@ -101,7 +101,8 @@ class MetadataFetcher:
         self.loader = loader
         self._connection_factory = connection_factory or (
             lambda host, port: NodeConnection(host, port, client_id=f"raft-observer-{settings.node_id}",
-                                              request_timeout_s=settings.quorum_request_timeout_ms / 1000))
+                                              request_timeout_s=settings.quorum_request_timeout_ms / 1000,
+                                              security=settings.controller_security))
         self.leader = LeaderAndEpoch(-1, 0, None)
         self.high_watermark = -1  # the leader's, as last told; -1 before the first answer
         # The next offset to hand to the loader (everything below it has been applied).

@@ -36,7 +36,7 @@ import itertools
 import logging
 from collections.abc import Callable, Sequence
 
-from kbroker.client import NodeConnection
+from kbroker.client import ClientSecurity, NodeConnection
 from kbroker.controller.raft_client import LeaderAndEpoch as ControllerLeaderAndEpoch
 from kbroker.controller.raft_client import NotLeaderError as ControllerNotLeaderError
 from kbroker.controller.raft_client import RaftClientListener
@@ -133,8 +133,9 @@ class KafkaRaftManager:
     """Runs one `KafkaRaftClient` on the event loop: sockets to the voters, inbound requests, the timer."""
 
     def __init__(self, client: KafkaRaftClient, config: QuorumConfig, time_ms: Callable[[], int],
-                 *, on_poll: Callable[[], None] = lambda: None) -> None:
+                 *, on_poll: Callable[[], None] = lambda: None, security: ClientSecurity | None = None) -> None:
         self.client = client
+        self.security = security  # the controller listener's (sasl.mechanism.controller.protocol)
         self.config = config
         self.time_ms = time_ms
         self.on_poll = on_poll
@@ -215,7 +216,7 @@ class KafkaRaftManager:
         if pending is None:
             timeout_s = self.config.request_timeout_ms / 1000
             new = NodeConnection(endpoint.host, endpoint.port, client_id=f"raft-client-{self.client.node_id}",
-                                 connect_timeout_s=timeout_s, request_timeout_s=timeout_s)
+                                 connect_timeout_s=timeout_s, request_timeout_s=timeout_s, security=self.security)
 
             async def connect() -> NodeConnection:
                 try:

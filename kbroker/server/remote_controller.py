@@ -1,15 +1,17 @@
 """`RemoteController`: the `Controller` of a broker in a KRaft cluster; every change goes to the active
 controller (Kafka's forwarding of admin requests from a broker to the controller).
 
-How it forwards: directly, not in an Envelope. Kafka's brokers wrap a client's request in an Envelope
-(KIP-590) so the controller can authorize it as the original principal and answer with the client's
-version; Kafka's controller also serves CreateTopics, DeleteTopics, CreatePartitions,
-IncrementalAlterConfigs and AlterConfigs themselves on its listener (ControllerApis; that is how
-`--bootstrap-controller` admin clients use them). kbroker has no authorizer (every principal is
-ANONYMOUS on PLAINTEXT), so the principal an Envelope would carry changes nothing, and the API handlers
-call the `Controller` interface one resource at a time: one direct request per topic or config resource,
-answered by the controller with Kafka's own error codes and messages, is the faithful and simpler choice.
-When kbroker gains ACLs, forwarding moves to Envelope (the principal must travel).
+How it forwards: in an Envelope (KIP-590) when a client's request is behind the change. The API
+handlers call the `Controller` interface one resource at a time; each call becomes one request (one
+topic or config resource) to the active controller, wrapped in an Envelope that carries the client's
+principal (serialized as Kafka's `DefaultKafkaPrincipalBuilder` does), its address and its client id
+(`CURRENT_REQUEST_ORIGIN`, set by the dispatcher for the request being handled). So the controller --
+Kafka's or kbroker's `QuorumController` -- authorizes the client, not the broker, and charges the
+client's `controller_mutation_rate`; the broker's own principal needs CLUSTER_ACTION to forward (Kafka's
+rule). Work the broker does on its own behalf (auto-created topics, producer id blocks, ISR changes) goes
+directly, as the broker. Differences from Kafka's `ForwardingManager`, which forwards the client's whole
+request unchanged: here a request naming several topics becomes one Envelope per topic, and the broker
+checks its own ACLs first when it has an authorizer (with the same image, the same answer).
 
 Every change waits, after the controller's success, until this broker's image holds it (the
 `MetadataFetcher`'s barrier: a fetch sent after the answer, applied up to the high watermark it
@@ -21,11 +23,13 @@ no answer within `controller.socket.timeout.ms` is REQUEST_TIMED_OUT.
 
 from __future__ import annotations
 
+import ipaddress
 import logging
 import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TypeVar
 
+from kbroker.api.context import CURRENT_REQUEST_ORIGIN
 from kbroker.client import RequestTimeoutError
 from kbroker.controller.client_quota_control import ClientQuotaAlteration, ClientQuotaAlterationResult
 from kbroker.controller.controller import Controller, NewTopic, ProducerIdsBlock
@@ -45,7 +49,8 @@ from kbroker.protocol.messages.incremental_alter_configs import (
     IncrementalAlterConfigsRequest,
     IncrementalAlterConfigsResponse,
 )
-from kbroker.server.controller_channel import ControllerChannel
+from kbroker.security.principal import parse_principal, serialize_principal
+from kbroker.server.controller_channel import ControllerChannel, EnvelopeError
 from kbroker.server.metadata_fetcher import MetadataFetcher
 
 log = logging.getLogger(__name__)
@@ -66,6 +71,9 @@ TOPIC_CONFIG_SOURCE = 1  # DescribeConfigsResponse ConfigSource.TOPIC_CONFIG
 ZERO_UUID = uuid.UUID(int=0)
 
 
+# What Kafka's brokers forward in an Envelope (the client's admin requests).
+ENVELOPED_APIS = frozenset({CREATE_TOPICS, DELETE_TOPICS, ALTER_CONFIGS, CREATE_PARTITIONS, INCREMENTAL_ALTER_CONFIGS,
+                            ALTER_CLIENT_QUOTAS})
 _NOT_CONTROLLER_RETRIES = 5
 T = TypeVar("T")
 
@@ -110,13 +118,34 @@ class RemoteController(Controller):
 
     # -- plumbing ------------------------------------------------------------------------------------
 
+    async def _forward(self, api_key: int, body: object, response_type: type[T]) -> T:
+        """In an Envelope with the client's principal when a client's request is being handled (and the
+        API is one Kafka forwards), else directly."""
+        origin = CURRENT_REQUEST_ORIGIN.get()
+        if origin is None or api_key not in ENVELOPED_APIS:
+            return await self.channel.send(api_key, body, response_type)
+        try:
+            principal = serialize_principal(parse_principal(origin.principal))
+            address = ipaddress.ip_address(origin.host).packed
+        except ValueError:
+            return await self.channel.send(api_key, body, response_type)
+        try:
+            return await self.channel.send_envelope(api_key, body, response_type, principal=principal,
+                                                    client_address=address, client_id=origin.client_id)
+        except EnvelopeError as exc:
+            try:
+                code = ErrorCode(exc.error_code)
+            except ValueError:
+                code = ErrorCode.UNKNOWN_SERVER_ERROR
+            raise KafkaError(f"The controller refused the forwarded request: {code.name}", error_code=code) from exc
+
     async def _send(self, api_key: int, body: object, response_type: type[T]) -> T:
         """Send to the active controller. Kafka's controller answers NOT_CONTROLLER per resource (not at
         the top level) when it lost the leadership meanwhile: then the request goes to the new leader,
         as the channel does for a top-level NOT_CONTROLLER."""
         for _ in range(_NOT_CONTROLLER_RETRIES):
             try:
-                resp = await self.channel.send(api_key, body, response_type)
+                resp = await self._forward(api_key, body, response_type)
             except (RequestTimeoutError, TimeoutError) as exc:
                 raise KafkaError(f"The active controller did not answer: {exc}",
                                  error_code=ErrorCode.REQUEST_TIMED_OUT) from exc

@@ -13,6 +13,8 @@ import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from kbroker.client.security import PLAINTEXT_SECURITY, ClientSecurity
+
 _VOTER = re.compile(r"^(\d+)@(\[[0-9A-Fa-f:.]+\]|[^:\[\]@]+):(\d+)$")
 _HOST_PORT = re.compile(r"^(\[[0-9A-Fa-f:.]+\]|[^:\[\]@]+):(\d+)$")
 
@@ -82,6 +84,8 @@ class KRaftBrokerSettings:
     quorum_retry_backoff_ms: int = 20
     controller_socket_timeout_ms: int = 30000
     controlled_shutdown_enable: bool = True
+    # How to reach the controller listener (its protocol, ssl.*, sasl.mechanism.controller.protocol).
+    controller_security: ClientSecurity = PLAINTEXT_SECURITY
 
     @property
     def quorum_bootstrap(self) -> tuple[QuorumNode, ...]:
