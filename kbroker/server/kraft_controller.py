@@ -39,7 +39,9 @@ from kbroker.metadata.image_writer import image_records
 from kbroker.metadata.loader import MetadataLoader
 from kbroker.metadata.snapshot_generator import SnapshotGenerator
 from kbroker.raft import FileQuorumStateStore, KafkaMetadataLog, KafkaRaftClient, OffsetAndEpoch, QuorumConfig
+from kbroker.raft.config import Endpoint
 from kbroker.raft.metadata_log import CLUSTER_METADATA_DIR
+from kbroker.server.controller_registration import ControllerInfo, ControllerRegistrationManager
 from kbroker.server.raft_manager import KafkaRaftManager, MetadataRaftListener, RaftClientAdapter
 from kbroker.snapshot import OffsetAndEpoch as SnapshotId
 from kbroker.snapshot import build_snapshot
@@ -86,6 +88,14 @@ class KRaftControllerLinks:
             max_time_since_last_snapshot_ms=settings.max_snapshot_interval_ms, time_ms=time_ms,
             fault_handler=lambda msg, e: log.error("%s: %s", msg, e, exc_info=e))
         loader.install_publishers([self.snapshot_generator])
+        own = settings.quorum.voters[settings.node_id]
+        self.registration = ControllerRegistrationManager(
+            ControllerInfo(settings.node_id, uuid.uuid4(), ((own.listener, own.host, own.port),)),
+            image=lambda: self.controller.committed_image, leader=self._leader_endpoint)
+
+    def _leader_endpoint(self) -> Endpoint | None:
+        leader = self.client.leader_and_epoch().leader_id
+        return self.settings.quorum.voters.get(leader) if leader >= 0 else None
 
     def _emit_snapshot(self, image: MetadataImage, reason: str) -> None:
         """Write a snapshot of `image` (the committed image after a commit) through the Raft client."""
@@ -107,6 +117,7 @@ class KRaftControllerLinks:
 
     def start(self) -> None:
         self.manager.start()
+        self.registration.start()
 
     def _poll_controller(self) -> None:
         """After every Raft poll: run the controller's scheduled work when due and re-arm its timer."""
@@ -126,6 +137,7 @@ class KRaftControllerLinks:
             self._controller_timer = loop.call_later(max(0, deadline - now) / 1000, self.manager.wakeup)
 
     async def close(self) -> None:
+        await self.registration.close()
         if self._controller_timer is not None:
             self._controller_timer.cancel()
         if self.client.is_leader:

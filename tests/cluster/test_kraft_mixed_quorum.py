@@ -65,7 +65,7 @@ def _create_topic(q: MixedQuorum, name: str, partitions: int) -> None:
     admin = _admin(q.brokers[KBROKER_BROKER].bootstrap)
     deadline = time.monotonic() + 60
     while True:
-        fut = admin.create_topics([NewTopic(name, num_partitions=partitions, replication_factor=2)])
+        fut = admin.create_topics([NewTopic(name, num_partitions=partitions, replication_factor=min(2, len(q.brokers)))])
         try:
             fut[name].result(timeout=30)
             return
@@ -100,8 +100,8 @@ def _wait_served(q: MixedQuorum, topics: dict[str, int], timeout: float = 60.0) 
     raise AssertionError(f"brokers do not serve {topics}: {last}")
 
 
-def _status(q: MixedQuorum) -> dict[str, str]:
-    proc = q.describe("--status")
+def _status(q: MixedQuorum, bootstrap: str | None = None) -> dict[str, str]:
+    proc = q.describe("--status", bootstrap)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     out = {}
     for line in proc.stdout.splitlines():
@@ -131,6 +131,14 @@ def _check_quorum_tools(q: MixedQuorum, leader: int, epoch: int) -> None:
     assert int(status["LeaderEpoch"]) >= epoch, status
     for i in q.controllers:
         assert f'"id": {i}' in status["CurrentVoters"], status
+    # Through each kind alone: an Apache Kafka controller answers DescribeCluster from the controller
+    # registrations (KIP-919), so it names a kbroker leader only because the kbroker voters registered.
+    for kind in ("kbroker", "kafka"):
+        node = next((n for i, n in q.controllers.items() if q.kind(i) == kind and q.is_running(n)), None)
+        if node is not None:
+            alone = _status(q, node.bootstrap)
+            assert int(alone["LeaderId"]) == leader, (kind, alone)
+            assert alone["HighWatermark"] and alone["CurrentVoters"] == status["CurrentVoters"], (kind, alone)
     rows = _replication(q)
     assert rows[leader][-1] == "Leader", rows
     assert {i for i, r in rows.items() if r[-1] in ("Leader", "Follower")} == set(q.controllers), rows

@@ -182,8 +182,9 @@ class MixedQuorum:
 
     # -- Kafka's tools ------------------------------------------------------------------------------
 
-    def describe(self, what: str) -> subprocess.CompletedProcess[str]:
-        return run_java_main("kafka-metadata-quorum", ["--bootstrap-controller", self.bootstrap_controllers(),
+    def describe(self, what: str, bootstrap: str | None = None) -> subprocess.CompletedProcess[str]:
+        return run_java_main("kafka-metadata-quorum", ["--bootstrap-controller",
+                                                       bootstrap or self.bootstrap_controllers(),
                                                        "describe", what], timeout=120)
 
     def metadata_dir(self, node_id: int) -> Path:
