@@ -608,7 +608,8 @@ class KafkaRaftClient:
         return VoteRequest(cluster_id=self.cluster_id, voter_id=destination, topics=[VoteRequest.TopicData(
             topic_name=CLUSTER_METADATA_TOPIC_NAME, partitions=[VoteRequest.PartitionData(
                 partition_index=CLUSTER_METADATA_PARTITION, replica_epoch=epoch, replica_id=self.node_id,
-                replica_directory_id=self.directory_id, voter_directory_id=ZERO_UUID,
+                replica_directory_id=self.directory_id,
+                voter_directory_id=self.config.voter_directory_id(destination),
                 last_offset_epoch=self.log.last_fetched_epoch(), last_offset=self.log.end_offset(),
                 pre_vote=pre_vote)])])
 
@@ -632,7 +633,14 @@ class KafkaRaftClient:
         if p is None:
             return self._vote_response(ErrorCode.INVALID_REQUEST, False)
         candidate, epoch = p.replica_id, p.replica_epoch
-        if candidate not in self.config.voters or not self.quorum.is_voter:
+        if self.config.kraft_version >= 1 and p.voter_directory_id != ZERO_UUID \
+                and p.voter_directory_id != self.directory_id:
+            # KIP-853: the request names the voter it was meant for by ReplicaKey; a replica whose
+            # directory differs (a re-formatted disk) is not that voter (Kafka's isValidVoterKey).
+            return self._vote_response(ErrorCode.NONE, False, ErrorCode.INVALID_VOTER_KEY)
+        if candidate not in self.config.voters or not self.quorum.is_voter or (
+                self.config.kraft_version >= 1 and p.replica_directory_id != ZERO_UUID
+                and p.replica_directory_id != self.config.voter_directory_id(candidate)):
             return self._vote_response(ErrorCode.NONE, False, ErrorCode.INCONSISTENT_VOTER_SET)
         if epoch < self.epoch:
             return self._vote_response(ErrorCode.NONE, False, ErrorCode.FENCED_LEADER_EPOCH)
@@ -713,7 +721,8 @@ class KafkaRaftClient:
         return BeginQuorumEpochRequest(cluster_id=self.cluster_id, voter_id=destination, topics=[
             BeginQuorumEpochRequest.TopicData(topic_name=CLUSTER_METADATA_TOPIC_NAME, partitions=[
                 BeginQuorumEpochRequest.PartitionData(partition_index=CLUSTER_METADATA_PARTITION,
-                                                      voter_directory_id=ZERO_UUID, leader_id=self.node_id,
+                                                      voter_directory_id=self.config.voter_directory_id(destination),
+                                                      leader_id=self.node_id,
                                                       leader_epoch=s.epoch)])],
             leader_endpoints=[] if ep is None else [BeginQuorumEpochRequest.LeaderEndpoint(
                 name=ep.listener, host=ep.host, port=ep.port)])
@@ -1037,7 +1046,8 @@ class KafkaRaftClient:
         else:
             def rs(r: ReplicaState) -> DescribeQuorumResponse.ReplicaState:
                 return DescribeQuorumResponse.ReplicaState(
-                    replica_id=r.replica_id, log_end_offset=r.end_offset, last_fetch_timestamp=r.last_fetch_ms,
+                    replica_id=r.replica_id, replica_directory_id=self.config.voter_directory_id(r.replica_id)
+                    if r.replica_id in self.config.voters else ZERO_UUID, log_end_offset=r.end_offset, last_fetch_timestamp=r.last_fetch_ms,
                     last_caught_up_timestamp=r.last_caught_up_ms)
             partition.high_watermark = s.high_watermark
             partition.current_voters = [rs(s.voter_states[v]) for v in sorted(s.voter_states)]

@@ -38,6 +38,7 @@ from kbroker.metadata.image import MetadataImage
 from kbroker.metadata.image_writer import image_records
 from kbroker.metadata.loader import MetadataLoader
 from kbroker.metadata.snapshot_generator import SnapshotGenerator
+from kbroker.protocol.types import ZERO_UUID
 from kbroker.raft import FileQuorumStateStore, KafkaMetadataLog, KafkaRaftClient, OffsetAndEpoch, QuorumConfig
 from kbroker.raft.config import Endpoint
 from kbroker.raft.metadata_log import CLUSTER_METADATA_DIR
@@ -72,11 +73,15 @@ class KRaftControllerLinks:
         self.settings = settings
         self.time_ms = time_ms
         self.metadata_log = KafkaMetadataLog(settings.metadata_log_dir, time_ms)
-        store = FileQuorumStateStore(settings.metadata_log_dir / CLUSTER_METADATA_DIR,
+        # kraft.version 1 (a --standalone / --initial-controllers quorum): quorum-state v1, and this
+        # voter's directory id in its Fetch and Vote requests (its ReplicaKey).
+        kraft_version = settings.quorum.kraft_version
+        store = FileQuorumStateStore(settings.metadata_log_dir / CLUSTER_METADATA_DIR, version=kraft_version,
                                      voters=sorted(settings.quorum.voters))
         self.listener = MetadataRaftListener(loader)
         self.client = KafkaRaftClient(settings.node_id, settings.quorum, self.metadata_log, store, self.listener,
-                                      random.Random(), time_ms(), cluster_id=settings.cluster_id)
+                                      random.Random(), time_ms(), cluster_id=settings.cluster_id,
+                                      directory_id=settings.directory_id if kraft_version else ZERO_UUID)
         self.manager = KafkaRaftManager(self.client, settings.quorum, time_ms, on_poll=self._poll_controller)
         self.controller = QuorumController(settings.controller, RaftClientAdapter(self.manager), config_helper,
                                            clock=time_ms)

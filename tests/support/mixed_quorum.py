@@ -52,8 +52,13 @@ def kbroker_format(node: KBroker, cluster_id: str, props: dict[str, str], *extra
 class MixedQuorum:
     """Voters `1..len(kinds)`, `k` a kbroker controller and `j` an Apache Kafka controller."""
 
-    def __init__(self, workdir: Path, kinds: str, controller_overrides: dict[str, str] | None = None) -> None:
+    def __init__(self, workdir: Path, kinds: str, controller_overrides: dict[str, str] | None = None,
+                 *, dynamic: bool = False) -> None:
+        """`dynamic`: a KIP-853 quorum (kraft.version 1): every controller formatted with the same
+        `--initial-controllers` (fresh directory ids), every node configured with
+        `controller.quorum.bootstrap.servers` instead of `controller.quorum.voters`."""
         self.workdir = Path(workdir)
+        self.dynamic = dynamic
         self.cluster_id = new_cluster_id()
         self.controller_overrides = dict(controller_overrides or {})
         self.controllers: dict[int, Node] = {}
@@ -64,11 +69,28 @@ class MixedQuorum:
                 # KafkaNode reads workdir, cluster_id and voters from its "cluster": this object.
                 self.controllers[i] = KafkaNode(self, i, "controller", self.controller_overrides)  # type: ignore[arg-type]
         self.brokers: dict[int, Node] = {}
+        self.directory_ids = {i: new_cluster_id() for i in self.controllers}  # Kafka's Uuid strings
+        if dynamic:
+            self.controller_overrides["controller.quorum.bootstrap.servers"] = self.bootstrap_controllers(False)
+            for n in self.controllers.values():
+                if isinstance(n, KafkaNode):
+                    n.overrides.update(self.controller_overrides)
+
+    @property
+    def initial_controllers(self) -> str:
+        return ",".join(f"{i}@127.0.0.1:{n.port}:{self.directory_ids[i]}" for i, n in self.controllers.items())
+
+    def _quorum_keys(self) -> dict[str, str]:
+        if self.dynamic:
+            return {"controller.quorum.bootstrap.servers": self.bootstrap_controllers(False)}
+        return {"controller.quorum.voters": self.voters}
 
     # -- the voter set ------------------------------------------------------------------------------
 
     @property
     def voters(self) -> str:
+        if self.dynamic:
+            return ""  # KafkaNode writes this key: empty in a dynamic quorum
         return ",".join(f"{i}@127.0.0.1:{n.port}" for i, n in self.controllers.items())
 
     def bootstrap_controllers(self, only_running: bool = True) -> str:
@@ -88,7 +110,7 @@ class MixedQuorum:
     # -- starting and stopping ----------------------------------------------------------------------
 
     def _kbroker_controller_props(self, node_id: int, node: KBroker) -> dict[str, str]:
-        return {"controller.quorum.voters": self.voters, **COMMON, "process.roles": "controller",
+        return {**self._quorum_keys(), **COMMON, "process.roles": "controller",
                 "node.id": str(node_id), "listeners": f"CONTROLLER://127.0.0.1:{node.port}",
                 "log.dirs": str(node.log_dir), "broker.session.timeout.ms": "4000", **self.controller_overrides}
 
@@ -96,7 +118,14 @@ class MixedQuorum:
         for i, n in self.controllers.items():
             if isinstance(n, KBroker):
                 n.overrides = self._kbroker_controller_props(i, n)
-                kbroker_format(n, self.cluster_id, n.overrides)
+                extra = ("--initial-controllers", self.initial_controllers) if self.dynamic else ()
+                kbroker_format(n, self.cluster_id, n.overrides, *extra)
+            elif self.dynamic:
+                n.config_file.write_text("".join(f"{k}={v}\n" for k, v in n.properties().items()))
+                proc = run_java_main("kafka-storage", ["format", "-t", self.cluster_id, "-c", str(n.config_file),
+                                                       "--initial-controllers", self.initial_controllers],
+                                     timeout=120)
+                assert proc.returncode == 0, proc.stdout + proc.stderr
             else:
                 n.format()
         # kbroker voters first (they start in a second or two); a Kafka controller then joins the
@@ -110,7 +139,7 @@ class MixedQuorum:
 
     def add_kbroker_broker(self, node_id: int) -> KBroker:
         b = KBroker(self.workdir / f"kbroker-broker-{node_id}")
-        b.overrides = {"controller.quorum.voters": self.voters, **COMMON, "process.roles": "broker",
+        b.overrides = {**self._quorum_keys(), **COMMON, "process.roles": "broker",
                        "node.id": str(node_id), "listeners": f"PLAINTEXT://127.0.0.1:{b.port}",
                        "log.dirs": str(b.log_dir), "broker.heartbeat.interval.ms": "500",
                        "offsets.topic.replication.factor": "1", "group.initial.rebalance.delay.ms": "0"}
@@ -119,7 +148,7 @@ class MixedQuorum:
         return b
 
     def add_kafka_broker(self, node_id: int) -> KafkaNode:
-        node = KafkaNode(self, node_id, "broker")  # type: ignore[arg-type]
+        node = KafkaNode(self, node_id, "broker", self._quorum_keys() if self.dynamic else None)  # type: ignore[arg-type]
         self.brokers[node_id] = node
         return node
 
