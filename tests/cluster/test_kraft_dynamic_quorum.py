@@ -26,7 +26,7 @@ from tests.cluster.test_kraft_mixed_quorum import (
     _wait_served,
 )
 from tests.support.broker import KBroker
-from tests.support.java import java_unavailable_reason
+from tests.support.java import java_unavailable_reason, run_java_main
 from tests.support.mixed_quorum import MixedQuorum
 
 pytestmark = [pytest.mark.interop, pytest.mark.java]
@@ -67,6 +67,15 @@ def test_kbroker_initial_controllers_quorum(tmp_path: Path, skip_without_java: N
             assert state["data_version"] == 1, state
             if state["votedId"] >= 0:
                 assert state["votedDirectoryId"] == q.directory_ids[state["votedId"]], state
+        # Membership changes are not served yet (AddRaftVoter / RemoveRaftVoter / UpdateRaftVoter are not
+        # advertised): Kafka's tool gets a clean UNSUPPORTED_VERSION, and the voter set is unchanged.
+        removed = run_java_main("kafka-metadata-quorum", [
+            "--bootstrap-controller", q.bootstrap_controllers(), "remove-controller", "--controller-id", "3",
+            "--controller-directory-id", q.directory_ids[3]], timeout=120)
+        assert removed.returncode != 0, removed.stdout
+        assert "UnsupportedVersionException" in removed.stdout + removed.stderr, removed.stdout + removed.stderr
+        for i in q.controllers:
+            assert f'"id": {i}' in _status(q)["CurrentVoters"]
         # A failover keeps working with the voter set from the checkpoint.
         q.kill(leader)
         epoch, leader = q.wait_leader(after_epoch=epoch, timeout=30)
