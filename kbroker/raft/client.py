@@ -46,6 +46,7 @@ from kbroker.protocol.messages.describe_quorum import DescribeQuorumRequest, Des
 from kbroker.protocol.messages.end_quorum_epoch import EndQuorumEpochRequest, EndQuorumEpochResponse
 from kbroker.protocol.messages.fetch import FetchRequest, FetchResponse
 from kbroker.protocol.messages.fetch_snapshot import FetchSnapshotRequest, FetchSnapshotResponse
+from kbroker.protocol.messages.update_raft_voter import UpdateRaftVoterRequest, UpdateRaftVoterResponse
 from kbroker.protocol.messages.vote import VoteRequest, VoteResponse
 from kbroker.protocol.records import (
     CorruptRecordError,
@@ -150,6 +151,9 @@ class KafkaRaftClient:
         self.rng = rng
         self.cluster_id = cluster_id
         self.directory_id = directory_id
+        # UpdateRaftVoter with kraft.version 0: the voters' endpoints as they published them (Kafka's
+        # volatile voters, kept in memory for a later kraft.version upgrade).
+        self.updated_voter_endpoints: dict[int, dict[str, tuple[str, int]]] = {}
         self.planted = planted or PlantedBugs()
         self.quorum = QuorumState(node_id, config, store, rng)
         self.quorum.initialize(log.last_fetched_epoch(), now_ms)
@@ -268,6 +272,8 @@ class KafkaRaftClient:
             response = self._handle_fetch_snapshot_request(body)
         elif isinstance(body, DescribeQuorumRequest):
             response = self.describe_quorum(now_ms)
+        elif isinstance(body, UpdateRaftVoterRequest):
+            response = self._handle_update_raft_voter(body)
         else:
             return
         if response is not None:
@@ -706,6 +712,52 @@ class KafkaRaftClient:
         s2 = self.quorum.state
         if s2 is s and len(s.rejected) > len(self.quorum.voters) - self.config.majority():
             self._lost_election(s, now_ms)
+
+    # --- UpdateRaftVoter (KIP-853) --------------------------------------------------------------
+    def _handle_update_raft_voter(self, body: UpdateRaftVoterRequest) -> UpdateRaftVoterResponse:
+        """Kafka's UpdateVoterHandler: a voter publishes its endpoints and supported kraft.version range
+        to the leader (Kafka's controllers send it once per epoch). The leader checks, in Kafka's order:
+        leader of that epoch, a high watermark in this epoch (else REQUEST_TIMED_OUT), the finalized
+        kraft.version within the voter's range and the default listener among its endpoints
+        (INVALID_REQUEST), the voter in the set (VOTER_NOT_FOUND). With kraft.version 0 the leader keeps
+        the endpoints in memory only and answers NONE, as Kafka does. With kraft.version 1 Kafka appends
+        a VotersRecord; kbroker does not follow a VotersRecord appended to the log yet, so it accepts
+        an update that changes nothing and answers a real change with REQUEST_TIMED_OUT (the voter
+        retries; the voter set stays as formatted)."""
+        s = self.quorum.state
+
+        def answer(error: ErrorCode) -> UpdateRaftVoterResponse:
+            leader = self.quorum.leader_id()
+            ep = self.config.voters.get(leader)
+            return UpdateRaftVoterResponse(error_code=error, current_leader=UpdateRaftVoterResponse.CurrentLeader(
+                leader_id=leader, leader_epoch=self.epoch, host=ep.host if ep else "", port=ep.port if ep else -1))
+
+        if body.cluster_id is not None and body.cluster_id != self.cluster_id:
+            return answer(ErrorCode.INCONSISTENT_CLUSTER_ID)
+        if body.current_leader_epoch < self.epoch:
+            return answer(ErrorCode.FENCED_LEADER_EPOCH)
+        if body.current_leader_epoch > self.epoch:
+            return answer(ErrorCode.UNKNOWN_LEADER_EPOCH)
+        if not isinstance(s, LeaderState):
+            return answer(ErrorCode.NOT_LEADER_OR_FOLLOWER)
+        if s.high_watermark < 0:
+            return answer(ErrorCode.REQUEST_TIMED_OUT)
+        kraft_version = self.config.kraft_version
+        feature = body.kraft_version_feature
+        if not feature.min_supported_version <= kraft_version <= feature.max_supported_version:
+            return answer(ErrorCode.INVALID_REQUEST)
+        current = self.config.voters.get(body.voter_id)
+        default_listener = (current or next(iter(self.config.voters.values()))).listener
+        given = {listener.name: (listener.host, listener.port) for listener in body.listeners}
+        if default_listener not in given:
+            return answer(ErrorCode.INVALID_REQUEST)
+        if current is None or (kraft_version >= 1 and body.voter_directory_id != ZERO_UUID
+                               and body.voter_directory_id != self.config.voter_directory_id(body.voter_id)):
+            return answer(ErrorCode.VOTER_NOT_FOUND)
+        if kraft_version >= 1 and given[default_listener] != (current.host, current.port):
+            return answer(ErrorCode.REQUEST_TIMED_OUT)
+        self.updated_voter_endpoints[body.voter_id] = given
+        return answer(ErrorCode.NONE)
 
     # --- BeginQuorumEpoch / EndQuorumEpoch --------------------------------------------------------
     def _leader_endpoints(self, make: _EndpointFactory[_E]) -> list[_E]:

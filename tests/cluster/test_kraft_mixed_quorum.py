@@ -204,6 +204,11 @@ def test_mixed_quorum_two_kbroker_one_kafka(tmp_path: Path, skip_without_java: N
             next(gen)
         except StopIteration:
             pass
+    # The Kafka voter found every controller API it sends to a kbroker leader (ControllerRegistration,
+    # UpdateRaftVoter): no "The node does not support CONTROLLER_REGISTRATION / UPDATE_RAFT_VOTER".
+    kafka_log = q.controllers[3].server_log()  # type: ignore[union-attr]
+    assert "does not support" not in kafka_log, [ln for ln in kafka_log.splitlines() if "does not support" in ln][:3]
+    assert "Our registration has been persisted to the metadata log" in kafka_log
     n = _compare_logs(q, 1, 3)
     assert n >= 10, n
     n2 = _compare_logs(q, 2, 3)

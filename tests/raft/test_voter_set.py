@@ -14,6 +14,7 @@ import pytest
 from kbroker.protocol.errors import ErrorCode
 from kbroker.protocol.messages import ApiKey
 from kbroker.protocol.messages.begin_quorum_epoch import BeginQuorumEpochRequest
+from kbroker.protocol.messages.update_raft_voter import UpdateRaftVoterRequest, UpdateRaftVoterResponse
 from kbroker.protocol.messages.vote import VoteRequest
 from kbroker.raft.client import KafkaRaftClient
 from kbroker.raft.config import QuorumConfig
@@ -131,3 +132,58 @@ def test_requests_name_the_destination_voters_directory() -> None:
         assert vote.topics[0].partitions[0].voter_directory_id == DIRS[dest]
         assert vote.topics[0].partitions[0].replica_directory_id == DIRS[leader]
     assert requests([], ApiKey.VOTE) == []
+
+
+def _update(epoch: int, voter: int, host: str, port: int, *, listener: str = "CONTROLLER", lo: int = 0, hi: int = 1,
+            directory: uuid.UUID = uuid.UUID(int=0)) -> UpdateRaftVoterRequest:
+    return UpdateRaftVoterRequest(
+        cluster_id="test", current_leader_epoch=epoch, voter_id=voter, voter_directory_id=directory,
+        listeners=[UpdateRaftVoterRequest.Listener(name=listener, host=host, port=port)],
+        kraft_version_feature=UpdateRaftVoterRequest.KRaftVersionFeature(min_supported_version=lo,
+                                                                         max_supported_version=hi))
+
+
+def _elected(config: QuorumConfig) -> tuple[LocalCluster, int]:
+    c = V1Cluster(config=config, seed=7) if config.kraft_version else LocalCluster(config=config, seed=7)
+    c.run_until(lambda: any(isinstance(cl.quorum.state, LeaderState) for cl in c.clients.values()))
+    c.run_for(1000)  # the epoch's LeaderChange commits: a high watermark
+    leader = next(n for n, cl in c.clients.items() if isinstance(cl.quorum.state, LeaderState))
+    return c, leader
+
+
+def _answer(client: KafkaRaftClient, body: UpdateRaftVoterRequest) -> UpdateRaftVoterResponse:
+    client.handle_request(ApiKey.UPDATE_RAFT_VOTER, body, 99, 0)
+    out = [r for r in responses(client.poll(0)) if r.request_id == 99]
+    assert len(out) == 1 and isinstance(out[0].body, UpdateRaftVoterResponse)
+    return out[0].body
+
+
+def test_update_raft_voter_kraft_version_0_follows_kafkas_rules() -> None:
+    c, leader = _elected(quorum_config())
+    client = c.clients[leader]
+    epoch = client.epoch
+    other = next(n for n in c.clients if n != leader)
+    ok = _answer(client, _update(epoch, other, f"node{other}", 9093))
+    assert ok.error_code == ErrorCode.NONE
+    assert (ok.current_leader.leader_id, ok.current_leader.leader_epoch) == (leader, epoch)
+    assert client.updated_voter_endpoints[other] == {"CONTROLLER": (f"node{other}", 9093)}
+    assert _answer(client, _update(epoch - 1, other, "h", 1)).error_code == ErrorCode.FENCED_LEADER_EPOCH
+    assert _answer(client, _update(epoch + 1, other, "h", 1)).error_code == ErrorCode.UNKNOWN_LEADER_EPOCH
+    assert _answer(client, _update(epoch, other, "h", 1, lo=1, hi=1)).error_code == ErrorCode.INVALID_REQUEST
+    assert _answer(client, _update(epoch, other, "h", 1, listener="OTHER")).error_code == ErrorCode.INVALID_REQUEST
+    assert _answer(client, _update(epoch, 9, "h", 1)).error_code == ErrorCode.VOTER_NOT_FOUND
+    follower = c.clients[other]
+    answer = _answer(follower, _update(epoch, leader, "h", 1))
+    assert answer.error_code == ErrorCode.NOT_LEADER_OR_FOLLOWER and answer.current_leader.leader_id == leader
+
+
+def test_update_raft_voter_kraft_version_1_accepts_only_what_changes_nothing() -> None:
+    c, leader = _elected(v1_config())
+    client = c.clients[leader]
+    other = next(n for n in c.clients if n != leader)
+    same = _update(client.epoch, other, f"node{other}", 9093, directory=DIRS[other])
+    assert _answer(client, same).error_code == ErrorCode.NONE
+    moved = _update(client.epoch, other, "elsewhere", 9999, directory=DIRS[other])
+    assert _answer(client, moved).error_code == ErrorCode.REQUEST_TIMED_OUT  # would need a VotersRecord
+    wrong_dir = _update(client.epoch, other, f"node{other}", 9093, directory=uuid.UUID(int=0x99))
+    assert _answer(client, wrong_dir).error_code == ErrorCode.VOTER_NOT_FOUND
