@@ -34,6 +34,7 @@ from kbroker.storage_tool import DynamicVoter, parse_initial_controllers, voters
 from tests.raft.harness import LocalCluster, RecordingListener, quorum_config
 from tests.raft.test_client import requests, responses, vote_partition
 
+ZERO_DIR = uuid.UUID(int=0)
 DIRS = {1: uuid.UUID(int=0x11), 2: uuid.UUID(int=0x22), 3: uuid.UUID(int=0x33)}
 
 
@@ -135,7 +136,7 @@ def test_requests_name_the_destination_voters_directory() -> None:
 
 
 def _update(epoch: int, voter: int, host: str, port: int, *, listener: str = "CONTROLLER", lo: int = 0, hi: int = 1,
-            directory: uuid.UUID = uuid.UUID(int=0)) -> UpdateRaftVoterRequest:
+            directory: uuid.UUID = ZERO_DIR) -> UpdateRaftVoterRequest:
     return UpdateRaftVoterRequest(
         cluster_id="test", current_leader_epoch=epoch, voter_id=voter, voter_directory_id=directory,
         listeners=[UpdateRaftVoterRequest.Listener(name=listener, host=host, port=port)],
