@@ -108,6 +108,8 @@ class PlantedBugs:
     grant_vote_without_log_check: bool = False
     count_old_epoch_entries: bool = False
     count_unvalidated_fetch_offsets: bool = False
+    # KIP-853: ignore directory ids (a voter whose disk was wiped votes and counts again as that voter).
+    ignore_directory_ids: bool = False
 
 
 @dataclass
@@ -639,14 +641,13 @@ class KafkaRaftClient:
         if p is None:
             return self._vote_response(ErrorCode.INVALID_REQUEST, False)
         candidate, epoch = p.replica_id, p.replica_epoch
-        if self.config.kraft_version >= 1 and p.voter_directory_id != ZERO_UUID \
-                and p.voter_directory_id != self.directory_id:
+        if not self.planted.ignore_directory_ids and self.config.kraft_version >= 1 \
+                and p.voter_directory_id != ZERO_UUID and p.voter_directory_id != self.directory_id:
             # KIP-853: the request names the voter it was meant for by ReplicaKey; a replica whose
             # directory differs (a re-formatted disk) is not that voter (Kafka's isValidVoterKey).
             return self._vote_response(ErrorCode.NONE, False, ErrorCode.INVALID_VOTER_KEY)
-        if candidate not in self.config.voters or not self.quorum.is_voter or (
-                self.config.kraft_version >= 1 and p.replica_directory_id != ZERO_UUID
-                and p.replica_directory_id != self.config.voter_directory_id(candidate)):
+        if candidate not in self.config.voters or not self.quorum.is_voter \
+                or not self._voter_key_matches(candidate, p.replica_directory_id):
             return self._vote_response(ErrorCode.NONE, False, ErrorCode.INCONSISTENT_VOTER_SET)
         if epoch < self.epoch:
             return self._vote_response(ErrorCode.NONE, False, ErrorCode.FENCED_LEADER_EPOCH)
@@ -909,7 +910,7 @@ class KafkaRaftClient:
         if not isinstance(s, LeaderState):
             return self._fetch_error(ErrorCode.NOT_LEADER_OR_FOLLOWER)
         if self.planted.count_unvalidated_fetch_offsets:
-            self._record_fetch(s, replica_id, p.fetch_offset, now_ms)
+            self._record_fetch(s, replica_id, p.fetch_offset, now_ms, p.replica_directory_id)
         valid = validate_offset_and_epoch(self.log, p.fetch_offset, p.last_fetched_epoch)
         partition = FetchResponse.PartitionData(
             partition_index=CLUSTER_METADATA_PARTITION, error_code=ErrorCode.NONE, high_watermark=s.high_watermark,
@@ -922,7 +923,7 @@ class KafkaRaftClient:
             partition.snapshot_id = FetchResponse.SnapshotId(end_offset=valid.offset_and_epoch.offset,
                                                              epoch=valid.offset_and_epoch.epoch)
         else:
-            self._record_fetch(s, replica_id, p.fetch_offset, now_ms)
+            self._record_fetch(s, replica_id, p.fetch_offset, now_ms, p.replica_directory_id)
             if allow_park and body.max_wait_ms > 0 and not self._fetch_can_complete(s, body):
                 self._parked.append(_ParkedFetch(request_id, body, now_ms + body.max_wait_ms))
                 return None
@@ -932,9 +933,13 @@ class KafkaRaftClient:
         return FetchResponse(responses=[FetchResponse.FetchableTopicResponse(
             topic=CLUSTER_METADATA_TOPIC_NAME, topic_id=CLUSTER_METADATA_TOPIC_ID, partitions=[partition])])
 
-    def _record_fetch(self, s: LeaderState, replica_id: int, fetch_offset: int, now_ms: int) -> None:
-        """A valid fetch at `fetch_offset`: the replica holds (durably, for a voter) everything below it."""
-        if replica_id in s.voter_states:
+    def _record_fetch(self, s: LeaderState, replica_id: int, fetch_offset: int, now_ms: int,
+                      directory_id: uuid.UUID = ZERO_UUID) -> None:
+        """A valid fetch at `fetch_offset`: the replica holds (durably, for a voter) everything below it.
+        With kraft.version 1 a fetch counts as the voter's only from the voter's ReplicaKey: the same id
+        on another directory (a wiped, re-formatted disk) is an observer (Kafka's isVoter(ReplicaKey))."""
+        is_voter = replica_id in s.voter_states and self._voter_key_matches(replica_id, directory_id)
+        if is_voter:
             r = s.voter_states[replica_id]
             s.fetched_since_check.add(replica_id)
             if len(s.fetched_since_check | {self.node_id}) >= self.config.majority():
@@ -944,13 +949,20 @@ class KafkaRaftClient:
             r = s.observer_states.setdefault(replica_id, ReplicaState(replica_id))
         else:
             return
-        if fetch_offset > r.end_offset or replica_id not in s.voter_states:
+        if fetch_offset > r.end_offset or not is_voter:
             r.end_offset = fetch_offset
         r.last_fetch_ms = now_ms
         if fetch_offset >= self.log.end_offset():
             r.last_caught_up_ms = now_ms
-        if replica_id in s.voter_states:
+        if is_voter:
             self._update_leader_hw(s)
+
+    def _voter_key_matches(self, voter_id: int, directory_id: uuid.UUID) -> bool:
+        """kraft.version 1: a request from `voter_id` on `directory_id` is that voter's (a zero directory
+        id is "not given" and matches, as in Kafka)."""
+        if self.planted.ignore_directory_ids or self.config.kraft_version == 0 or directory_id == ZERO_UUID:
+            return True
+        return directory_id == self.config.voter_directory_id(voter_id)
 
     def _handle_fetch_response(self, source: int, body: FetchResponse, current: bool, now_ms: int) -> None:
         s = self.quorum.state
