@@ -18,6 +18,7 @@ built here but started by the caller (`services.group_coordinator.startup()` nee
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import uuid
 from collections.abc import Callable
@@ -46,6 +47,7 @@ from kbroker.metadata.cache import MetadataCache
 from kbroker.metadata.loader import MetadataLoader
 from kbroker.metrics.meters import BrokerMetrics
 from kbroker.raft import QuorumConfig
+from kbroker.raft.voter_set import bootstrap_voters, read_bootstrap_voter_set
 from kbroker.replica.replica_manager import ReplicaManager
 from kbroker.security.acl import StandardAuthorizer
 from kbroker.server.kraft_broker import KRaftBrokerLinks
@@ -327,10 +329,22 @@ def kraft_controller_settings(config: KafkaConfig, cluster_id: str, log_manager:
     props = {k: str(config[k]) for k in keys}
     props["controller.quorum.voters"] = ",".join(config["controller.quorum.voters"])
     metadata_dir = config.metadata_log_dir
+    voter_set = None
+    if not config["controller.quorum.voters"]:
+        # KIP-853: a controller formatted with --standalone / --initial-controllers (kraft.version 1) and
+        # configured with controller.quorum.bootstrap.servers takes its voters from the bootstrap
+        # checkpoint's VotersRecord.
+        names = [n.strip().upper() for n in str(config["controller.listener.names"] or "").split(",") if n.strip()]
+        voter_set = read_bootstrap_voter_set(metadata_dir)
+        props["controller.quorum.voters"] = bootstrap_voters(metadata_dir, names[0] if names else "CONTROLLER")
+    quorum = QuorumConfig.from_props(props)
+    if not config["controller.quorum.voters"] and voter_set is not None:
+        quorum = dataclasses.replace(quorum, voter_directory_ids={
+            i: v.key.directory_id for i, v in voter_set.voters.items()})
     return KRaftControllerSettings(
         node_id=config.node_id,
         cluster_id=cluster_id,
-        quorum=QuorumConfig.from_props(props),
+        quorum=quorum,
         controller=QuorumControllerConfig(
             node_id=config.node_id,
             cluster_id=cluster_id,

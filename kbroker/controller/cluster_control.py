@@ -39,7 +39,12 @@ from kbroker.controller.result import ControllerResult, MetadataRecord
 from kbroker.metadata.image import METADATA_VERSION, BrokerRegistration, DirectoryId, MetadataImage
 from kbroker.protocol.errors import ErrorCode, KafkaError
 from kbroker.protocol.messages.broker_registration import BrokerRegistrationRequest
+from kbroker.protocol.messages.controller_registration import ControllerRegistrationRequest
 from kbroker.protocol.metadata_records import RegisterBrokerRecord
+from kbroker.protocol.metadata_records.register_controller_record import RegisterControllerRecord
+
+# MetadataVersion.IBP_3_7_IV0: the first level with controller registrations (KIP-919).
+CONTROLLER_REGISTRATION_METADATA_VERSION = 15
 
 # MetadataVersion.IBP_3_7_IV2: the first level with directory assignment (KIP-858).
 DIRECTORY_ASSIGNMENT_METADATA_VERSION = 18
@@ -215,6 +220,34 @@ class ClusterControlManager:
         heartbeats.register(broker_id, record.fenced)
         records.append(record)
         return ControllerResult(BrokerRegistrationReply(record.broker_epoch), records)
+
+    def register_controller(self, request: ControllerRegistrationRequest,
+                            finalized: Mapping[str, int]) -> ControllerResult[None]:
+        """Kafka's ClusterControlManager.registerController (KIP-919): a controller (a voter of the
+        quorum) announces its listeners and supported features; one RegisterControllerRecord, replayed
+        into the image's controller registrations. metadata.version must be at least 3.7-IV0 (15)."""
+        metadata_version = self._image().features.metadata_version or 0
+        if metadata_version < CONTROLLER_REGISTRATION_METADATA_VERSION:
+            raise _err(ErrorCode.UNSUPPORTED_VERSION, "The current MetadataVersion is too old to support "
+                                                      "controller registrations.")
+        features = []
+        for f in request.features:
+            level = finalized.get(f.name, 0)
+            if not f.min_supported_version <= level <= f.max_supported_version:
+                raise _err(ErrorCode.UNSUPPORTED_VERSION,
+                           f"Unable to register because the controller has an unsupported version of {f.name}: "
+                           f"supported {f.min_supported_version}-{f.max_supported_version}, finalized {level}")
+            features.append(RegisterControllerRecord.ControllerFeature(
+                name=f.name, min_supported_version=f.min_supported_version,
+                max_supported_version=f.max_supported_version))
+        record = RegisterControllerRecord(
+            controller_id=request.controller_id, incarnation_id=request.incarnation_id,
+            zk_migration_ready=request.zk_migration_ready,
+            end_points=[RegisterControllerRecord.ControllerEndpoint(
+                name=e.name, host=e.host, port=e.port, security_protocol=e.security_protocol)
+                for e in request.listeners],
+            features=features)
+        return ControllerResult(None, [record])
 
     def _check_directories(self, broker_id: int, log_dirs: list[uuid.UUID], image: MetadataImage) -> None:
         if not log_dirs:

@@ -86,6 +86,7 @@ from kbroker.protocol.messages.alter_partition_reassignments import (
 )
 from kbroker.protocol.messages.broker_heartbeat import BrokerHeartbeatRequest
 from kbroker.protocol.messages.broker_registration import BrokerRegistrationRequest
+from kbroker.protocol.messages.controller_registration import ControllerRegistrationRequest
 from kbroker.protocol.messages.elect_leaders import ElectLeadersRequest, ElectLeadersResponse
 from kbroker.protocol.messages.list_partition_reassignments import (
     ListPartitionReassignmentsRequest,
@@ -411,6 +412,10 @@ class QuorumController(Controller):
         return self._write("registerBroker", lambda: self.cluster.register_broker(
             request, self.next_write_offset, self.finalized_features()))
 
+    def register_controller_request(self, request: ControllerRegistrationRequest) -> PendingOperation[None]:
+        return self._write("registerController", lambda: self.cluster.register_controller(
+            request, self.finalized_features()))
+
     def broker_heartbeat(self, request: BrokerHeartbeatRequest) -> PendingOperation[BrokerHeartbeatReply]:
         broker_id = request.broker_id
         in_controlled_shutdown = [False]
@@ -470,6 +475,9 @@ class QuorumController(Controller):
 
     async def process_broker_registration(self, request: BrokerRegistrationRequest) -> BrokerRegistrationReply:
         return await self.register_broker_request(request)
+
+    async def register_controller(self, request: ControllerRegistrationRequest) -> None:
+        return await self.register_controller_request(request)
 
     async def process_broker_heartbeat(self, request: BrokerHeartbeatRequest) -> BrokerHeartbeatReply:
         return await self.broker_heartbeat(request)

@@ -46,6 +46,7 @@ from kbroker.protocol.messages.describe_quorum import DescribeQuorumRequest, Des
 from kbroker.protocol.messages.end_quorum_epoch import EndQuorumEpochRequest, EndQuorumEpochResponse
 from kbroker.protocol.messages.fetch import FetchRequest, FetchResponse
 from kbroker.protocol.messages.fetch_snapshot import FetchSnapshotRequest, FetchSnapshotResponse
+from kbroker.protocol.messages.update_raft_voter import UpdateRaftVoterRequest, UpdateRaftVoterResponse
 from kbroker.protocol.messages.vote import VoteRequest, VoteResponse
 from kbroker.protocol.records import (
     CorruptRecordError,
@@ -107,6 +108,8 @@ class PlantedBugs:
     grant_vote_without_log_check: bool = False
     count_old_epoch_entries: bool = False
     count_unvalidated_fetch_offsets: bool = False
+    # KIP-853: ignore directory ids (a voter whose disk was wiped votes and counts again as that voter).
+    ignore_directory_ids: bool = False
 
 
 @dataclass
@@ -150,6 +153,9 @@ class KafkaRaftClient:
         self.rng = rng
         self.cluster_id = cluster_id
         self.directory_id = directory_id
+        # UpdateRaftVoter with kraft.version 0: the voters' endpoints as they published them (Kafka's
+        # volatile voters, kept in memory for a later kraft.version upgrade).
+        self.updated_voter_endpoints: dict[int, dict[str, tuple[str, int]]] = {}
         self.planted = planted or PlantedBugs()
         self.quorum = QuorumState(node_id, config, store, rng)
         self.quorum.initialize(log.last_fetched_epoch(), now_ms)
@@ -268,6 +274,8 @@ class KafkaRaftClient:
             response = self._handle_fetch_snapshot_request(body)
         elif isinstance(body, DescribeQuorumRequest):
             response = self.describe_quorum(now_ms)
+        elif isinstance(body, UpdateRaftVoterRequest):
+            response = self._handle_update_raft_voter(body)
         else:
             return
         if response is not None:
@@ -608,7 +616,8 @@ class KafkaRaftClient:
         return VoteRequest(cluster_id=self.cluster_id, voter_id=destination, topics=[VoteRequest.TopicData(
             topic_name=CLUSTER_METADATA_TOPIC_NAME, partitions=[VoteRequest.PartitionData(
                 partition_index=CLUSTER_METADATA_PARTITION, replica_epoch=epoch, replica_id=self.node_id,
-                replica_directory_id=self.directory_id, voter_directory_id=ZERO_UUID,
+                replica_directory_id=self.directory_id,
+                voter_directory_id=self.config.voter_directory_id(destination),
                 last_offset_epoch=self.log.last_fetched_epoch(), last_offset=self.log.end_offset(),
                 pre_vote=pre_vote)])])
 
@@ -632,7 +641,13 @@ class KafkaRaftClient:
         if p is None:
             return self._vote_response(ErrorCode.INVALID_REQUEST, False)
         candidate, epoch = p.replica_id, p.replica_epoch
-        if candidate not in self.config.voters or not self.quorum.is_voter:
+        if not self.planted.ignore_directory_ids and self.config.kraft_version >= 1 \
+                and p.voter_directory_id != ZERO_UUID and p.voter_directory_id != self.directory_id:
+            # KIP-853: the request names the voter it was meant for by ReplicaKey; a replica whose
+            # directory differs (a re-formatted disk) is not that voter (Kafka's isValidVoterKey).
+            return self._vote_response(ErrorCode.NONE, False, ErrorCode.INVALID_VOTER_KEY)
+        if candidate not in self.config.voters or not self.quorum.is_voter \
+                or not self._voter_key_matches(candidate, p.replica_directory_id):
             return self._vote_response(ErrorCode.NONE, False, ErrorCode.INCONSISTENT_VOTER_SET)
         if epoch < self.epoch:
             return self._vote_response(ErrorCode.NONE, False, ErrorCode.FENCED_LEADER_EPOCH)
@@ -699,6 +714,52 @@ class KafkaRaftClient:
         if s2 is s and len(s.rejected) > len(self.quorum.voters) - self.config.majority():
             self._lost_election(s, now_ms)
 
+    # --- UpdateRaftVoter (KIP-853) --------------------------------------------------------------
+    def _handle_update_raft_voter(self, body: UpdateRaftVoterRequest) -> UpdateRaftVoterResponse:
+        """Kafka's UpdateVoterHandler: a voter publishes its endpoints and supported kraft.version range
+        to the leader (Kafka's controllers send it once per epoch). The leader checks, in Kafka's order:
+        leader of that epoch, a high watermark in this epoch (else REQUEST_TIMED_OUT), the finalized
+        kraft.version within the voter's range and the default listener among its endpoints
+        (INVALID_REQUEST), the voter in the set (VOTER_NOT_FOUND). With kraft.version 0 the leader keeps
+        the endpoints in memory only and answers NONE, as Kafka does. With kraft.version 1 Kafka appends
+        a VotersRecord; kbroker does not follow a VotersRecord appended to the log yet, so it accepts
+        an update that changes nothing and answers a real change with REQUEST_TIMED_OUT (the voter
+        retries; the voter set stays as formatted)."""
+        s = self.quorum.state
+
+        def answer(error: ErrorCode) -> UpdateRaftVoterResponse:
+            leader = self.quorum.leader_id()
+            ep = self.config.voters.get(leader)
+            return UpdateRaftVoterResponse(error_code=error, current_leader=UpdateRaftVoterResponse.CurrentLeader(
+                leader_id=leader, leader_epoch=self.epoch, host=ep.host if ep else "", port=ep.port if ep else -1))
+
+        if body.cluster_id is not None and body.cluster_id != self.cluster_id:
+            return answer(ErrorCode.INCONSISTENT_CLUSTER_ID)
+        if body.current_leader_epoch < self.epoch:
+            return answer(ErrorCode.FENCED_LEADER_EPOCH)
+        if body.current_leader_epoch > self.epoch:
+            return answer(ErrorCode.UNKNOWN_LEADER_EPOCH)
+        if not isinstance(s, LeaderState):
+            return answer(ErrorCode.NOT_LEADER_OR_FOLLOWER)
+        if s.high_watermark < 0:
+            return answer(ErrorCode.REQUEST_TIMED_OUT)
+        kraft_version = self.config.kraft_version
+        feature = body.kraft_version_feature
+        if not feature.min_supported_version <= kraft_version <= feature.max_supported_version:
+            return answer(ErrorCode.INVALID_REQUEST)
+        current = self.config.voters.get(body.voter_id)
+        default_listener = (current or next(iter(self.config.voters.values()))).listener
+        given = {listener.name: (listener.host, listener.port) for listener in body.listeners}
+        if default_listener not in given:
+            return answer(ErrorCode.INVALID_REQUEST)
+        if current is None or (kraft_version >= 1 and body.voter_directory_id != ZERO_UUID
+                               and body.voter_directory_id != self.config.voter_directory_id(body.voter_id)):
+            return answer(ErrorCode.VOTER_NOT_FOUND)
+        if kraft_version >= 1 and given[default_listener] != (current.host, current.port):
+            return answer(ErrorCode.REQUEST_TIMED_OUT)
+        self.updated_voter_endpoints[body.voter_id] = given
+        return answer(ErrorCode.NONE)
+
     # --- BeginQuorumEpoch / EndQuorumEpoch --------------------------------------------------------
     def _leader_endpoints(self, make: _EndpointFactory[_E]) -> list[_E]:
         """The `node_endpoints` of a response: the known leader's controller endpoint (KIP-853)."""
@@ -713,7 +774,8 @@ class KafkaRaftClient:
         return BeginQuorumEpochRequest(cluster_id=self.cluster_id, voter_id=destination, topics=[
             BeginQuorumEpochRequest.TopicData(topic_name=CLUSTER_METADATA_TOPIC_NAME, partitions=[
                 BeginQuorumEpochRequest.PartitionData(partition_index=CLUSTER_METADATA_PARTITION,
-                                                      voter_directory_id=ZERO_UUID, leader_id=self.node_id,
+                                                      voter_directory_id=self.config.voter_directory_id(destination),
+                                                      leader_id=self.node_id,
                                                       leader_epoch=s.epoch)])],
             leader_endpoints=[] if ep is None else [BeginQuorumEpochRequest.LeaderEndpoint(
                 name=ep.listener, host=ep.host, port=ep.port)])
@@ -848,7 +910,7 @@ class KafkaRaftClient:
         if not isinstance(s, LeaderState):
             return self._fetch_error(ErrorCode.NOT_LEADER_OR_FOLLOWER)
         if self.planted.count_unvalidated_fetch_offsets:
-            self._record_fetch(s, replica_id, p.fetch_offset, now_ms)
+            self._record_fetch(s, replica_id, p.fetch_offset, now_ms, p.replica_directory_id)
         valid = validate_offset_and_epoch(self.log, p.fetch_offset, p.last_fetched_epoch)
         partition = FetchResponse.PartitionData(
             partition_index=CLUSTER_METADATA_PARTITION, error_code=ErrorCode.NONE, high_watermark=s.high_watermark,
@@ -861,7 +923,7 @@ class KafkaRaftClient:
             partition.snapshot_id = FetchResponse.SnapshotId(end_offset=valid.offset_and_epoch.offset,
                                                              epoch=valid.offset_and_epoch.epoch)
         else:
-            self._record_fetch(s, replica_id, p.fetch_offset, now_ms)
+            self._record_fetch(s, replica_id, p.fetch_offset, now_ms, p.replica_directory_id)
             if allow_park and body.max_wait_ms > 0 and not self._fetch_can_complete(s, body):
                 self._parked.append(_ParkedFetch(request_id, body, now_ms + body.max_wait_ms))
                 return None
@@ -871,9 +933,13 @@ class KafkaRaftClient:
         return FetchResponse(responses=[FetchResponse.FetchableTopicResponse(
             topic=CLUSTER_METADATA_TOPIC_NAME, topic_id=CLUSTER_METADATA_TOPIC_ID, partitions=[partition])])
 
-    def _record_fetch(self, s: LeaderState, replica_id: int, fetch_offset: int, now_ms: int) -> None:
-        """A valid fetch at `fetch_offset`: the replica holds (durably, for a voter) everything below it."""
-        if replica_id in s.voter_states:
+    def _record_fetch(self, s: LeaderState, replica_id: int, fetch_offset: int, now_ms: int,
+                      directory_id: uuid.UUID = ZERO_UUID) -> None:
+        """A valid fetch at `fetch_offset`: the replica holds (durably, for a voter) everything below it.
+        With kraft.version 1 a fetch counts as the voter's only from the voter's ReplicaKey: the same id
+        on another directory (a wiped, re-formatted disk) is an observer (Kafka's isVoter(ReplicaKey))."""
+        is_voter = replica_id in s.voter_states and self._voter_key_matches(replica_id, directory_id)
+        if is_voter:
             r = s.voter_states[replica_id]
             s.fetched_since_check.add(replica_id)
             if len(s.fetched_since_check | {self.node_id}) >= self.config.majority():
@@ -883,13 +949,20 @@ class KafkaRaftClient:
             r = s.observer_states.setdefault(replica_id, ReplicaState(replica_id))
         else:
             return
-        if fetch_offset > r.end_offset or replica_id not in s.voter_states:
+        if fetch_offset > r.end_offset or not is_voter:
             r.end_offset = fetch_offset
         r.last_fetch_ms = now_ms
         if fetch_offset >= self.log.end_offset():
             r.last_caught_up_ms = now_ms
-        if replica_id in s.voter_states:
+        if is_voter:
             self._update_leader_hw(s)
+
+    def _voter_key_matches(self, voter_id: int, directory_id: uuid.UUID) -> bool:
+        """kraft.version 1: a request from `voter_id` on `directory_id` is that voter's (a zero directory
+        id is "not given" and matches, as in Kafka)."""
+        if self.planted.ignore_directory_ids or self.config.kraft_version == 0 or directory_id == ZERO_UUID:
+            return True
+        return directory_id == self.config.voter_directory_id(voter_id)
 
     def _handle_fetch_response(self, source: int, body: FetchResponse, current: bool, now_ms: int) -> None:
         s = self.quorum.state
@@ -1037,7 +1110,8 @@ class KafkaRaftClient:
         else:
             def rs(r: ReplicaState) -> DescribeQuorumResponse.ReplicaState:
                 return DescribeQuorumResponse.ReplicaState(
-                    replica_id=r.replica_id, log_end_offset=r.end_offset, last_fetch_timestamp=r.last_fetch_ms,
+                    replica_id=r.replica_id, replica_directory_id=self.config.voter_directory_id(r.replica_id)
+                    if r.replica_id in self.config.voters else ZERO_UUID, log_end_offset=r.end_offset, last_fetch_timestamp=r.last_fetch_ms,
                     last_caught_up_timestamp=r.last_caught_up_ms)
             partition.high_watermark = s.high_watermark
             partition.current_voters = [rs(s.voter_states[v]) for v in sorted(s.voter_states)]

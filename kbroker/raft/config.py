@@ -20,6 +20,7 @@ not in it is an observer (it fetches, never votes). The timeouts keep Kafka's na
 
 from __future__ import annotations
 
+import uuid
 from dataclasses import dataclass, field
 
 ELECTION_TIMEOUT_MS = 1000
@@ -78,6 +79,9 @@ class QuorumConfig:
     """Kafka's QuorumConfig for a static voter set."""
 
     voters: dict[int, Endpoint] = field(default_factory=dict)
+    # kraft.version 1 (KIP-853): each voter's ReplicaKey directory id, from the bootstrap VotersRecord
+    # (kbroker/raft/voter_set.py). Empty for a static quorum (kraft.version 0: directory ids are zero).
+    voter_directory_ids: dict[int, uuid.UUID] = field(default_factory=dict)
     election_timeout_ms: int = ELECTION_TIMEOUT_MS
     fetch_timeout_ms: int = FETCH_TIMEOUT_MS
     election_backoff_max_ms: int = ELECTION_BACKOFF_MAX_MS
@@ -102,6 +106,14 @@ class QuorumConfig:
             retry_backoff_ms=num("controller.quorum.retry.backoff.ms", RETRY_BACKOFF_MS),
             append_linger_ms=num("controller.quorum.append.linger.ms", APPEND_LINGER_MS),
         )
+
+    @property
+    def kraft_version(self) -> int:
+        """1 when the voters came from a VotersRecord (directory ids known), else 0."""
+        return 1 if self.voter_directory_ids else 0
+
+    def voter_directory_id(self, voter_id: int) -> uuid.UUID:
+        return self.voter_directory_ids.get(voter_id, uuid.UUID(int=0))
 
     @property
     def check_quorum_timeout_ms(self) -> int:

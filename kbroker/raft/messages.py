@@ -26,14 +26,15 @@ from kbroker.protocol.messages.describe_quorum import DescribeQuorumRequest, Des
 from kbroker.protocol.messages.end_quorum_epoch import EndQuorumEpochRequest, EndQuorumEpochResponse
 from kbroker.protocol.messages.fetch import FetchRequest, FetchResponse
 from kbroker.protocol.messages.fetch_snapshot import FetchSnapshotRequest, FetchSnapshotResponse
+from kbroker.protocol.messages.update_raft_voter import UpdateRaftVoterRequest, UpdateRaftVoterResponse
 from kbroker.protocol.messages.vote import VoteRequest, VoteResponse
 from kbroker.protocol.records import RecordBatch
 from kbroker.raft.raft_log import OffsetAndEpoch
 
 RaftRequestBody = (VoteRequest | BeginQuorumEpochRequest | EndQuorumEpochRequest | FetchRequest
-                   | FetchSnapshotRequest | DescribeQuorumRequest)
+                   | FetchSnapshotRequest | DescribeQuorumRequest | UpdateRaftVoterRequest)
 RaftResponseBody = (VoteResponse | BeginQuorumEpochResponse | EndQuorumEpochResponse | FetchResponse
-                    | FetchSnapshotResponse | DescribeQuorumResponse)
+                    | FetchSnapshotResponse | DescribeQuorumResponse | UpdateRaftVoterResponse)
 
 
 @dataclass(frozen=True)

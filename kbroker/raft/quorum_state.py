@@ -143,6 +143,13 @@ class QuorumState:
         return -1
 
     def election(self) -> ElectionState:
+        e = self._election()
+        if e.voted_id >= 0 and self.config.kraft_version >= 1:
+            # kraft.version 1: the vote names the candidate's ReplicaKey (quorum-state v1 votedDirectoryId).
+            return ElectionState(e.epoch, e.leader_id, e.voted_id, self.config.voter_directory_id(e.voted_id))
+        return e
+
+    def _election(self) -> ElectionState:
         s = self.state
         if isinstance(s, LeaderState | ResignedState):
             return ElectionState(s.epoch, self.local_id, self.local_id)

@@ -22,8 +22,12 @@ from kbroker.api._authz import authorize_cluster, cluster_authorized_operations
 from kbroker.api.context import NO_RESPONSE, BrokerServices, CloseConnection, RequestContext
 from kbroker.api.dispatcher import ApiDispatcher
 from kbroker.protocol import API_SPECS, ProtocolError, decode_request_frame, encode_response_frame
-from kbroker.protocol.errors import ErrorCode
+from kbroker.protocol.errors import ErrorCode, KafkaError
 from kbroker.protocol.headers import RequestHeader
+from kbroker.protocol.messages.controller_registration import (
+    ControllerRegistrationRequest,
+    ControllerRegistrationResponse,
+)
 from kbroker.protocol.messages.describe_cluster import DescribeClusterRequest, DescribeClusterResponse
 from kbroker.protocol.messages.envelope import EnvelopeRequest, EnvelopeResponse
 from kbroker.raft.messages import RaftRequestBody
@@ -32,6 +36,7 @@ from kbroker.security.principal import deserialize_principal
 from kbroker.server.raft_manager import RAFT_API_KEYS, RAFT_RESPONSE_TYPES, KafkaRaftManager
 
 DESCRIBE_CLUSTER = 60
+CONTROLLER_REGISTRATION = 70
 ENVELOPE = 58
 DESCRIBE_QUORUM = 55
 CONTROLLER_ENDPOINT = 2
@@ -44,11 +49,17 @@ class ControllerApis(ApiDispatcher):
         self.raft_ranges = {k: (API_SPECS[k].min_version, API_SPECS[k].max_version) for k in RAFT_API_KEYS}
         # Fetch on the controller listener is Raft's: its range replaces the broker handler's.
         services.api_ranges = dict(sorted({**self.advertised_ranges(), **self.raft_ranges,
-                                           ENVELOPE: (0, 0)}.items()))
+                                           ENVELOPE: (0, 0), CONTROLLER_REGISTRATION: (0, 0)}.items()))
 
     def handle(self, ctx: RequestContext, header: RequestHeader,
-               body: RaftRequestBody | DescribeClusterRequest | EnvelopeRequest) -> object:
+               body: RaftRequestBody | DescribeClusterRequest | EnvelopeRequest | ControllerRegistrationRequest
+               ) -> object:
         key = header.api_key
+        if key == CONTROLLER_REGISTRATION and isinstance(body, ControllerRegistrationRequest):
+            if not authorize_cluster(self.services, ctx, CLUSTER_ACTION):
+                return ControllerRegistrationResponse(error_code=int(ErrorCode.CLUSTER_AUTHORIZATION_FAILED),
+                                                      error_message=None)
+            return self.controller_registration(body)
         if key == ENVELOPE and isinstance(body, EnvelopeRequest):
             if not authorize_cluster(self.services, ctx, CLUSTER_ACTION):
                 # ControllerApis.handleEnvelopeRequest: only brokers (CLUSTER_ACTION) may forward.
@@ -60,13 +71,26 @@ class ControllerApis(ApiDispatcher):
             lo, hi = self.raft_ranges[key]
             if not lo <= header.api_version <= hi:
                 return self.handle_unsupported(ctx, header)
-            assert not isinstance(body, DescribeClusterRequest | EnvelopeRequest)
+            assert not isinstance(body, DescribeClusterRequest | EnvelopeRequest | ControllerRegistrationRequest)
             # ControllerApis: the Raft APIs need CLUSTER_ACTION on the cluster (DescribeQuorum: DESCRIBE);
             # a refusal is the response's top-level CLUSTER_AUTHORIZATION_FAILED.
             if not authorize_cluster(self.services, ctx, DESCRIBE if key == DESCRIBE_QUORUM else CLUSTER_ACTION):
                 return RAFT_RESPONSE_TYPES[key](error_code=int(ErrorCode.CLUSTER_AUTHORIZATION_FAILED))
             return self.manager.handle_inbound(key, body)
         return super().handle(ctx, header, body)
+
+    async def controller_registration(self, request: ControllerRegistrationRequest) -> ControllerRegistrationResponse:
+        """Kafka's ControllerApis.handleControllerRegistration (KIP-919): the active controller writes a
+        RegisterControllerRecord and answers once it commits; any other voter answers NOT_CONTROLLER.
+        Apache Kafka controllers in a mixed quorum send it to a kbroker leader."""
+        links = self.services.kraft_controller
+        if links is None:
+            return ControllerRegistrationResponse(error_code=int(ErrorCode.NOT_CONTROLLER), error_message=None)
+        try:
+            await links.controller.register_controller(request)
+        except KafkaError as e:
+            return ControllerRegistrationResponse(error_code=int(e.error_code), error_message=str(e))
+        return ControllerRegistrationResponse(error_code=0, error_message=None)
 
     def describe_cluster(self, ctx: RequestContext, header: RequestHeader,
                          request: DescribeClusterRequest) -> DescribeClusterResponse:

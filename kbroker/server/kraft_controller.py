@@ -39,8 +39,11 @@ from kbroker.metadata.image import MetadataImage
 from kbroker.metadata.image_writer import image_records
 from kbroker.metadata.loader import MetadataLoader
 from kbroker.metadata.snapshot_generator import SnapshotGenerator
+from kbroker.protocol.types import ZERO_UUID
 from kbroker.raft import FileQuorumStateStore, KafkaMetadataLog, KafkaRaftClient, OffsetAndEpoch, QuorumConfig
+from kbroker.raft.config import Endpoint
 from kbroker.raft.metadata_log import CLUSTER_METADATA_DIR
+from kbroker.server.controller_registration import ControllerInfo, ControllerRegistrationManager
 from kbroker.server.raft_manager import KafkaRaftManager, MetadataRaftListener, RaftClientAdapter
 from kbroker.snapshot import OffsetAndEpoch as SnapshotId
 from kbroker.snapshot import build_snapshot
@@ -73,11 +76,15 @@ class KRaftControllerLinks:
         self.settings = settings
         self.time_ms = time_ms
         self.metadata_log = KafkaMetadataLog(settings.metadata_log_dir, time_ms)
-        store = FileQuorumStateStore(settings.metadata_log_dir / CLUSTER_METADATA_DIR,
+        # kraft.version 1 (a --standalone / --initial-controllers quorum): quorum-state v1, and this
+        # voter's directory id in its Fetch and Vote requests (its ReplicaKey).
+        kraft_version = settings.quorum.kraft_version
+        store = FileQuorumStateStore(settings.metadata_log_dir / CLUSTER_METADATA_DIR, version=kraft_version,
                                      voters=sorted(settings.quorum.voters))
         self.listener = MetadataRaftListener(loader)
         self.client = KafkaRaftClient(settings.node_id, settings.quorum, self.metadata_log, store, self.listener,
-                                      random.Random(), time_ms(), cluster_id=settings.cluster_id)
+                                      random.Random(), time_ms(), cluster_id=settings.cluster_id,
+                                      directory_id=settings.directory_id if kraft_version else ZERO_UUID)
         self.manager = KafkaRaftManager(self.client, settings.quorum, time_ms, on_poll=self._poll_controller,
                                        security=settings.controller_security)
         self.controller = QuorumController(settings.controller, RaftClientAdapter(self.manager), config_helper,
@@ -90,6 +97,15 @@ class KRaftControllerLinks:
             max_time_since_last_snapshot_ms=settings.max_snapshot_interval_ms, time_ms=time_ms,
             fault_handler=lambda msg, e: log.error("%s: %s", msg, e, exc_info=e))
         loader.install_publishers([self.snapshot_generator])
+        own = settings.quorum.voters[settings.node_id]
+        self.registration = ControllerRegistrationManager(
+            ControllerInfo(settings.node_id, uuid.uuid4(), ((own.listener, own.host, own.port),)),
+            image=lambda: self.controller.committed_image, leader=self._leader_endpoint,
+            security=settings.controller_security)
+
+    def _leader_endpoint(self) -> Endpoint | None:
+        leader = self.client.leader_and_epoch().leader_id
+        return self.settings.quorum.voters.get(leader) if leader >= 0 else None
 
     def _emit_snapshot(self, image: MetadataImage, reason: str) -> None:
         """Write a snapshot of `image` (the committed image after a commit) through the Raft client."""
@@ -111,6 +127,7 @@ class KRaftControllerLinks:
 
     def start(self) -> None:
         self.manager.start()
+        self.registration.start()
 
     def _poll_controller(self) -> None:
         """After every Raft poll: run the controller's scheduled work when due and re-arm its timer."""
@@ -130,6 +147,7 @@ class KRaftControllerLinks:
             self._controller_timer = loop.call_later(max(0, deadline - now) / 1000, self.manager.wakeup)
 
     async def close(self) -> None:
+        await self.registration.close()
         if self._controller_timer is not None:
             self._controller_timer.cancel()
         if self.client.is_leader:

@@ -48,6 +48,7 @@ from kbroker.protocol.messages.describe_quorum import DescribeQuorumResponse
 from kbroker.protocol.messages.end_quorum_epoch import EndQuorumEpochResponse
 from kbroker.protocol.messages.fetch import FetchResponse
 from kbroker.protocol.messages.fetch_snapshot import FetchSnapshotResponse
+from kbroker.protocol.messages.update_raft_voter import UpdateRaftVoterResponse
 from kbroker.protocol.messages.vote import VoteResponse
 from kbroker.protocol.metadata_records.serde import encode_metadata_record
 from kbroker.raft import (
@@ -68,10 +69,11 @@ log = logging.getLogger(__name__)
 
 # The Raft APIs a controller listener hands to the Raft client: Fetch (1), Vote (52), BeginQuorumEpoch (53),
 # EndQuorumEpoch (54), DescribeQuorum (55), FetchSnapshot (59).
-RAFT_API_KEYS = (1, 52, 53, 54, 55, 59)
+# 82 UpdateRaftVoter (KIP-853) is served (kbroker/raft/client.py); 80/81 (Add/RemoveRaftVoter) are not.
+RAFT_API_KEYS = (1, 52, 53, 54, 55, 59, 82)
 RAFT_RESPONSE_TYPES: dict[int, type[RaftResponseBody]] = {
     1: FetchResponse, 52: VoteResponse, 53: BeginQuorumEpochResponse, 54: EndQuorumEpochResponse,
-    55: DescribeQuorumResponse, 59: FetchSnapshotResponse,
+    55: DescribeQuorumResponse, 59: FetchSnapshotResponse, 82: UpdateRaftVoterResponse,
 }
 
 

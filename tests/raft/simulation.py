@@ -29,10 +29,12 @@ Checked after every step (`SafetyViolation` on the first failure):
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import hashlib
 import heapq
 import random
 import time
+import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -82,6 +84,9 @@ class Faults:
     crash_rate: float = 0.15  # crashes per simulated second in a fault stretch (whole cluster)
     partition_rate: float = 0.2
     snapshot_every: int = 25  # batches a node applies between its snapshots (0: never)
+    # kraft.version 1 only: the chance that a crashed voter comes back on a wiped, re-formatted disk (empty
+    # log and quorum-state, a new directory id); at most one voter per run, so a majority stays intact.
+    disk_loss: float = 0.0
 
 
 @dataclass
@@ -98,6 +103,7 @@ class SimConfig:
     roundtrip: bool = False  # encode and decode every message with the generated codecs
     faults: Faults = field(default_factory=Faults)
     planted: PlantedBugs = field(default_factory=PlantedBugs)
+    kraft_version: int = 0  # 1: voters are ReplicaKeys (directory ids), KIP-853
 
 
 class SimLog(MemoryRaftLog):
@@ -181,6 +187,8 @@ class SimNode:
         self.last_hw = -1
         self.shutting_down_at = -1
         self.deadline = 0  # the client's next_deadline_ms after the last time it was driven
+        self.directory_id = sim.quorum_config.voter_directory_id(node_id)
+        self.wiped = False
 
     def start(self, now_ms: int) -> None:
         self.alive = True
@@ -191,8 +199,16 @@ class SimNode:
         self.last_hw = -1
         self.shutting_down_at = -1
         self.client = KafkaRaftClient(self.node_id, self.sim.quorum_config, self.log, self.store, self.sm,
-                                      self.sim.rng, now_ms, cluster_id="sim-cluster", planted=self.sim.cfg.planted)
+                                      self.sim.rng, now_ms, cluster_id="sim-cluster", planted=self.sim.cfg.planted,
+                                      directory_id=self.directory_id)
         self.deadline = now_ms
+
+    def wipe_disk(self) -> None:
+        """The node's disk is replaced and re-formatted: nothing durable survives, a new directory id."""
+        self.log = SimLog()
+        self.store = MemoryQuorumStateStore()
+        self.directory_id = uuid.UUID(int=(self.node_id << 64) | 0xD15C)
+        self.wiped = True
 
     def crash(self) -> None:
         self.alive = False
@@ -238,6 +254,9 @@ class Simulation:
                 voters=voters, max_fetch_bytes=self.cfg.max_fetch_bytes, election_timeout_ms=1000 // k,
                 fetch_timeout_ms=2000 // k, election_backoff_max_ms=1000 // k, request_timeout_ms=2000 // k,
                 fetch_max_wait_ms=500 // k)
+        if self.cfg.kraft_version >= 1:
+            self.quorum_config = dataclasses.replace(self.quorum_config, voter_directory_ids={
+                v: uuid.UUID(int=(v << 64) | 1) for v in voter_ids})
         node_ids = voter_ids + [100 + i for i in range(self.cfg.observers)]
         self.nodes = {n: SimNode(self, n) for n in node_ids}
         self.now = 0
@@ -421,6 +440,10 @@ class Simulation:
                 else:
                     self.log(f"node {node.node_id} crashes")
                     node.crash()
+                    if (f.disk_loss and node.node_id in self.quorum_config.voters
+                            and not any(n.wiped for n in self.nodes.values()) and self.rng.random() < f.disk_loss):
+                        node.wipe_disk()
+                        self.log(f"node {node.node_id} loses its disk (new directory {node.directory_id})")
             else:
                 self.log(f"node {node.node_id} restarts")
                 node.start(self.now)
@@ -601,6 +624,11 @@ class Simulation:
                 self.log(f"node {node.node_id} stops")
                 node.crash()
                 node.shutting_down_at = -1
+                if not self.in_fault_stretch and any(n.wiped for n in self.nodes.values()):
+                    # A wiped voter leaves no spare voter: a node whose graceful stop lands in a healthy
+                    # stretch comes straight back (the healthy stretch's liveness check needs it).
+                    node.start(self.now)
+                    self.log(f"node {node.node_id} restarts (healthy stretch)")
             if node.alive and node.deadline <= self.now:
                 self.flush_node(node)
         self.maybe_fault()
@@ -625,7 +653,7 @@ class Simulation:
 
 
 def config_for_seed(seed: int, voters: int, *, observers: int = 1, roundtrip: bool = False,
-                    planted: PlantedBugs | None = None) -> SimConfig:
+                    planted: PlantedBugs | None = None, kraft_version: int = 0, disk_loss: float = 0.0) -> SimConfig:
     """The suite's configuration of one seed: the fault mix is drawn from the seed too."""
     rng = random.Random(seed * 7919 + voters)
     scale = rng.choice((1, 5, 5, 5))  # mostly Kafka's timeouts / 5: more elections per step
@@ -640,8 +668,8 @@ def config_for_seed(seed: int, voters: int, *, observers: int = 1, roundtrip: bo
         faults=Faults(drop=rng.choice((0.0, 0.05, 0.1, 0.2)), duplicate=rng.choice((0.0, 0.05)),
                       max_delay_ms=rng.choice((5, 20, 50)), long_delay=rng.choice((0.0, 0.02)),
                       crash_rate=rng.choice((0.5, 1.0, 2.0)) * scale, partition_rate=rng.choice((0.5, 1.0, 2.0)) * scale,
-                      snapshot_every=rng.choice((0, 10, 25))),
-        planted=planted or PlantedBugs())
+                      snapshot_every=rng.choice((0, 10, 25)), disk_loss=disk_loss),
+        planted=planted or PlantedBugs(), kraft_version=kraft_version)
 
 
 def run_seed(seed: int, voters: int, disk_dir: Path | None = None, **kwargs: object) -> Simulation:
