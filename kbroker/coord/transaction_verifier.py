@@ -39,6 +39,9 @@ log = logging.getLogger(__name__)
 ADD_PARTITIONS_TO_TXN = 24
 # The first version of the broker-to-broker (batched, `verify_only`) form.
 VERIFY_MIN_VERSION = 4
+# The first version a coordinator reads as a transactions-version-2 implicit add (`verify_only=false`
+# from a partition leader, KIP-890 part 2).
+ADD_PARTITION_MIN_VERSION = 5
 
 _UNAVAILABLE = frozenset({ErrorCode.NOT_COORDINATOR, ErrorCode.COORDINATOR_NOT_AVAILABLE,
                           ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, ErrorCode.NETWORK_EXCEPTION,
@@ -56,6 +59,19 @@ def produce_error(coordinator_error: ErrorCode) -> ErrorCode:
     return coordinator_error
 
 
+def add_partition_error(coordinator_error: ErrorCode) -> ErrorCode:
+    """What a produce (or TxnOffsetCommit) answers for the coordinator's answer to an implicit add
+    (Kafka's AddPartitionsToTxnManager + ReplicaManager): unavailable coordinators and a transaction
+    still completing are NOT_ENOUGH_REPLICAS (retriable), PRODUCER_FENCED is INVALID_PRODUCER_EPOCH."""
+    if coordinator_error in (ErrorCode.CONCURRENT_TRANSACTIONS, ErrorCode.NOT_COORDINATOR,
+                             ErrorCode.COORDINATOR_NOT_AVAILABLE, ErrorCode.COORDINATOR_LOAD_IN_PROGRESS,
+                             ErrorCode.REQUEST_TIMED_OUT, ErrorCode.NETWORK_EXCEPTION):
+        return ErrorCode.NOT_ENOUGH_REPLICAS
+    if coordinator_error == ErrorCode.PRODUCER_FENCED:
+        return ErrorCode.INVALID_PRODUCER_EPOCH
+    return coordinator_error
+
+
 class TransactionVerifier:
     def __init__(self, node_id: int, endpoint_of: Callable[[int], tuple[str, int] | None], *,
                  request_timeout_ms: int = 30000) -> None:
@@ -65,11 +81,13 @@ class TransactionVerifier:
         self._conns: dict[int, tuple[tuple[str, int], asyncio.Future[NodeConnection]]] = {}
 
     def verify(self, coordinator_id: int, transactional_id: str, producer_id: int, producer_epoch: int,
-               topic: str, partition: int) -> asyncio.Future[ErrorCode]:
+               topic: str, partition: int, add_partition: bool = False) -> asyncio.Future[ErrorCode]:
+        """Ask the coordinator on `coordinator_id`; with `add_partition` (transactions version 2) the
+        partition is added (AddPartitionsToTxn v5, `verify_only=false`) rather than only checked."""
         loop = asyncio.get_running_loop()
         out: asyncio.Future[ErrorCode] = loop.create_future()
         task = loop.create_task(self._verify(coordinator_id, transactional_id, producer_id, producer_epoch,
-                                             topic, partition))
+                                             topic, partition, add_partition))
 
         def done(t: asyncio.Task[ErrorCode]) -> None:
             if out.done():
@@ -109,15 +127,16 @@ class TransactionVerifier:
         return conn
 
     async def _verify(self, coordinator_id: int, transactional_id: str, producer_id: int, producer_epoch: int,
-                      topic: str, partition: int) -> ErrorCode:
+                      topic: str, partition: int, add_partition: bool = False) -> ErrorCode:
         Q = AddPartitionsToTxnRequest
         request = Q(transactions=[Q.AddPartitionsToTxnTransaction(
             transactional_id=transactional_id, producer_id=producer_id, producer_epoch=producer_epoch,
-            verify_only=True, topics=[Q.AddPartitionsToTxnTopic(name=topic, partitions=[partition])])])
+            verify_only=not add_partition, topics=[Q.AddPartitionsToTxnTopic(name=topic, partitions=[partition])])])
+        to_produce_error = add_partition_error if add_partition else produce_error
         try:
             conn = await self._connection(coordinator_id)
             version = conn.version_for(ADD_PARTITIONS_TO_TXN)
-            if version < VERIFY_MIN_VERSION:
+            if version < (ADD_PARTITION_MIN_VERSION if add_partition else VERIFY_MIN_VERSION):
                 return ErrorCode.NOT_ENOUGH_REPLICAS
             response = await conn.request(ADD_PARTITIONS_TO_TXN, request, AddPartitionsToTxnResponse,
                                           version=min(version, 5))
@@ -125,14 +144,14 @@ class TransactionVerifier:
             log.info("Verifying %s with broker %d failed: %s", transactional_id, coordinator_id, exc)
             return ErrorCode.NOT_ENOUGH_REPLICAS
         if response.error_code != ErrorCode.NONE:
-            return produce_error(ErrorCode(response.error_code))
+            return to_produce_error(ErrorCode(response.error_code))
         for result in response.results_by_transaction or []:
             if result.transactional_id != transactional_id:
                 continue
             for t in result.topic_results:
                 for p in t.results_by_partition:
                     if t.name == topic and p.partition_index == partition:
-                        return produce_error(ErrorCode(p.partition_error_code))
+                        return to_produce_error(ErrorCode(p.partition_error_code))
         return ErrorCode.NOT_ENOUGH_REPLICAS
 
     def close(self) -> None:
@@ -144,4 +163,4 @@ class TransactionVerifier:
                     asyncio.get_running_loop().create_task(conn.close())
 
 
-__all__ = ["TransactionVerifier", "produce_error"]
+__all__ = ["TransactionVerifier", "add_partition_error", "produce_error"]
