@@ -67,8 +67,6 @@ ABSENT_APIS: dict[int, str] = {
 ABSENT_FEATURES: dict[str, str] = {
     "kraft.version": "no Raft metadata quorum (issue 13)",
     "streams.version": _STREAMS,
-    "transaction.version": "a producer reading transaction.version >= 2 switches to transactions V2 (Produce "
-                           "v12 semantics, EndTxn v5), which does not exist here (franz-go#1017)",
     "eligible.leader.replicas.version": "no eligible leader replicas (KIP-966) on a single replica",
 }
 
