@@ -2,8 +2,9 @@
 TransactionStateManager + TransactionCoordinator logic, per shard).
 
 One `TransactionMetadata` per transactional id, rebuilt from `TransactionLogKey`/`TransactionLogValue`
-records (record type 0 of the transaction coordinator; the value at version 0, the layout Kafka writes
-for transaction versions 0 and 1; a tombstone removes the id). Every state change is a record appended
+records (record type 0 of the transaction coordinator; the value at version 0 while `transaction.version`
+is below 2, at version 1 from 2 with the tagged PreviousProducerId, NextProducerId and
+ClientTransactionVersion, as Kafka picks it; a tombstone removes the id). Every state change is a record appended
 through the runtime before the in-memory state follows it (an append that fails changes nothing).
 
 States and their on-disk ids are Kafka's (`TransactionState`): Empty 0, Ongoing 1, PrepareCommit 2,
@@ -22,6 +23,18 @@ Operations (each runs as one write operation of the runtime):
   CompleteCommit/CompleteAbort.
 - `abort_timed_out`: Ongoing transactions older than their timeout are aborted with a bumped epoch
   (Kafka's abortTimedOutTransactions: the producer is fenced).
+
+Transactions version 2 (KIP-890 part 2; a client uses it when `transaction.version` 2 is finalized):
+- `end_transaction_v2` (EndTxn v5): PrepareX at epoch + 1, the markers written with it, the client
+  answered the bumped epoch; Kafka's retry table (a retry carries the epoch one below the current one);
+  an abort of a transaction that added nothing (Empty, CompleteX at the current epoch) is a bump with no
+  markers; when the bump reaches Short.MaxValue, the completion rotates to the next producer id (chosen
+  at PrepareX, `next_producer_id`) at epoch 0.
+- `add_partitions` with `client_transaction_version` 2: the implicit add of a Produce v12 / TxnOffsetCommit
+  v5, which opens the next transaction at the epoch EndTxn returned; a late produce of the ended
+  transaction carries the old epoch and is PRODUCER_FENCED (the hanging transaction of KIP-890).
+- the coordinator's own aborts (InitProducerId of a new incarnation, timeouts) bump twice under the
+  finalized version 2: the fence, then the abort's bump the markers carry.
 
 Sans-IO: no asyncio; must not import kbroker.net or kbroker.api.
 """
