@@ -58,6 +58,7 @@ public class TxnV2Client {
         TopicPartition in = new TopicPartition(input, 0);
         KafkaProducer<String, String> first = producer(bootstrap, tid);
         first.initTransactions();
+        int outPartitions = first.partitionsFor(output).size();
         int ends = 0;
         try (KafkaConsumer<String, String> c = consumer(bootstrap, group)) {
             c.assign(List.of(in));
@@ -70,7 +71,8 @@ public class TxnV2Client {
                 first.beginTransaction();
                 long next = 0;
                 for (ConsumerRecord<String, String> r : batch) {
-                    first.send(new ProducerRecord<>(output, r.value() + "-out"));
+                    first.send(new ProducerRecord<>(output, (int) (r.offset() % outPartitions), null,
+                                                    r.value() + "-out"));
                     next = r.offset() + 1;
                 }
                 first.sendOffsetsToTransaction(Map.of(in, new OffsetAndMetadata(next)), c.groupMetadata());
@@ -109,13 +111,17 @@ public class TxnV2Client {
         second.close();
 
         List<String> values = new ArrayList<>();
-        TopicPartition out = new TopicPartition(output, 0);
+        List<TopicPartition> outs = new ArrayList<>();
+        for (int p = 0; p < outPartitions; p++) outs.add(new TopicPartition(output, p));
         try (KafkaConsumer<String, String> c = consumer(bootstrap, null)) {
-            c.assign(List.of(out));
-            c.seekToBeginning(List.of(out));
-            long end = c.endOffsets(List.of(out)).get(out);
+            c.assign(outs);
+            c.seekToBeginning(outs);
+            Map<TopicPartition, Long> end = c.endOffsets(outs);
             long deadline = System.currentTimeMillis() + 30000;
-            while (c.position(out) < end && System.currentTimeMillis() < deadline) {
+            while (System.currentTimeMillis() < deadline) {
+                boolean caughtUp = true;
+                for (TopicPartition tp : outs) caughtUp &= c.position(tp) >= end.get(tp);
+                if (caughtUp) break;
                 for (ConsumerRecord<String, String> r : c.poll(Duration.ofMillis(500))) values.add(r.value());
             }
         }
