@@ -49,8 +49,8 @@ SHARE_VERSION_LEVEL = 1
 TRANSACTION_VERSION_FEATURE = "transaction.version"
 TRANSACTION_VERSION_MIN = 0
 TRANSACTION_VERSION_MAX = 2
-# The finalized-features epoch is the metadata log offset in Kafka; our metadata image has no log,
-# and the value only has to be >= 0 (valid) and not go backwards.
+# The finalized-features epoch is the metadata log offset in Kafka (the image's last offset here); at
+# least 1, a valid epoch, before the image has any.
 FINALIZED_FEATURES_EPOCH = 1
 
 # KIP-511: client software name and version must match this (ApiVersionsRequest.isValid).
@@ -95,7 +95,10 @@ def handle(
             ApiVersionsResponse.SupportedFeatureKey(name=name, min_version=lo, max_version=hi)
             for name, lo, hi in supported if version >= 4 or lo > 0
         ]
-        response.finalized_features_epoch = FINALIZED_FEATURES_EPOCH
+        # Kafka's epoch is the metadata image's offset: a client keeps the finalized features of the
+        # highest epoch it saw, so a feature change (UpdateFeatures) must raise it.
+        response.finalized_features_epoch = max(FINALIZED_FEATURES_EPOCH,
+                                                services.metadata.image.provenance.last_contained_offset)
         finalized = [(METADATA_VERSION_FEATURE, METADATA_VERSION_LEVEL), (GROUP_VERSION_FEATURE, GROUP_VERSION_LEVEL),
                      (SHARE_VERSION_FEATURE, SHARE_VERSION_LEVEL)]
         transaction_version = min(services.transaction_coordinator.transaction_version(), TRANSACTION_VERSION_MAX)

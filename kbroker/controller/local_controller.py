@@ -50,6 +50,7 @@ from kbroker.metadata.image import MetadataImage
 from kbroker.metadata.loader import MetadataLoader
 from kbroker.metadata.snapshot_generator import SnapshotGenerator
 from kbroker.metadata.views import MetadataView, TopicInfo
+from kbroker.protocol.errors import ErrorCode, KafkaError
 from kbroker.protocol.messages.alter_user_scram_credentials import (
     AlterUserScramCredentialsRequest,
     AlterUserScramCredentialsResponse,
@@ -79,6 +80,15 @@ SECURITY_PROTOCOL_IDS = {"PLAINTEXT": 0, "SSL": 1, "SASL_PLAINTEXT": 2, "SASL_SS
 # kbroker node drops rather than claim them.
 SUPPORTED_FEATURES = {"metadata.version": (7, METADATA_VERSION_LEVEL), "group.version": (0, GROUP_VERSION_LEVEL),
                       "transaction.version": (0, TRANSACTION_VERSION_LEVEL)}
+
+
+# FeatureUpdate.UpgradeType (KIP-778): 1 UPGRADE, 2 SAFE_DOWNGRADE, 3 UNSAFE_DOWNGRADE.
+UPGRADE_TYPE_UPGRADE = 1
+
+
+def _invalid_update(message: str) -> KafkaError:
+    return KafkaError("The update failed for all features since the following feature had an error: " + message,
+                      error_code=ErrorCode.INVALID_UPDATE_VERSION)
 
 
 def bootstrap_records(transaction_version: int = 0) -> list[MetadataRecord]:
@@ -270,6 +280,32 @@ class LocalController(Controller):
         result = self.configuration.alter_broker_configs(default, changes)
         if not validate_only:
             self._commit(result.records)
+
+    async def update_features(self, updates: Mapping[str, tuple[int, int]], validate_only: bool = False) -> None:
+        """UpdateFeatures (`kafka-features upgrade / downgrade / disable`), Kafka's FeatureControlManager
+        rules for the features this node implements (SUPPORTED_FEATURES): an unknown feature or a level
+        outside the supported range, or a downgrade with upgrade type UPGRADE, is INVALID_UPDATE_VERSION
+        and nothing is written; level 0 removes the feature. metadata.version is not changed here."""
+        records: list[MetadataRecord] = []
+        features = self.loader.image.features
+        for name, (level, upgrade_type) in updates.items():
+            prefix = f"Invalid update version {level} for feature {name}. "
+            supported = SUPPORTED_FEATURES.get(name)
+            if supported is None:
+                raise _invalid_update(prefix + f"Local controller {self.node_id} does not support this feature.")
+            if not supported[0] <= level <= supported[1] and not (level == 0 and name != "metadata.version"):
+                raise _invalid_update(prefix + f"Local controller {self.node_id} only supports versions "
+                                      f"{supported[0]}-{supported[1]}")
+            current = features.level(name)
+            if level < current and upgrade_type == UPGRADE_TYPE_UPGRADE:
+                raise _invalid_update(prefix + "Can't downgrade the version of this feature without setting the "
+                                      "upgrade type to either safe or unsafe downgrade.")
+            if name == "metadata.version" and level != current:
+                raise _invalid_update(prefix + "kbroker does not change metadata.version on a running node.")
+            if level != current:
+                records.append(FeatureLevelRecord(name=name, feature_level=level))
+        if not validate_only:
+            self._commit(records)
 
     async def allocate_producer_ids(self, broker_id: int, broker_epoch: int) -> ProducerIdsBlock:
         result = self.producer_ids.generate_next_producer_id(broker_id, broker_epoch)

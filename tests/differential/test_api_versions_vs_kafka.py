@@ -48,7 +48,6 @@ ABSENT_APIS: dict[int, str] = {
     45: _REPLICATION,  # AlterPartitionReassignments
     46: _REPLICATION,  # ListPartitionReassignments
     55: "no Raft metadata quorum (issue 13)",  # DescribeQuorum
-    57: "feature levels are fixed (no UpdateFeatures)",  # UpdateFeatures
     64: "single node: no broker to unregister",  # UnregisterBroker
     80: _RAFT,  # AddRaftVoter
     81: _RAFT,  # RemoveRaftVoter
