@@ -17,11 +17,11 @@
 
 Features: the format validates ``--feature`` against what *this software* supports, as Kafka's
 Formatter does against Kafka's. kbroker implements ``metadata.version`` (3.3-IV3 .. 4.3-IV0),
-``group.version`` (0-1) and ``kraft.version`` (0-1); Kafka's other production features
-(``transaction.version``, ``eligible.leader.replicas.version``, ``share.version``, ``streams.version``)
-are accepted only at level 0, so the default ``bootstrap.checkpoint`` finalizes metadata.version and
-group.version: byte-for-byte what ``kafka-storage format --feature transaction.version=0 --feature
-eligible.leader.replicas.version=0 --feature share.version=0 --feature streams.version=0`` writes.
+``group.version`` (0-1), ``kraft.version`` (0-1) and ``transaction.version`` (0-2, KIP-890 part 2);
+Kafka's other production features (``eligible.leader.replicas.version``, ``share.version``,
+``streams.version``) are accepted only at level 0, so the default ``bootstrap.checkpoint`` finalizes
+metadata.version, group.version and transaction.version: byte-for-byte what ``kafka-storage format
+--feature eligible.leader.replicas.version=0 --feature share.version=0 --feature streams.version=0`` writes.
 A node formatted by Kafka's own tool starts too (its unsupported levels are dropped at bootstrap).
 
 kbroker's implicit single-node quorum: a config with neither ``controller.quorum.voters`` nor
@@ -83,8 +83,9 @@ SUPPORTED_FEATURES: dict[str, int] = {
     KRAFT_VERSION: 1,
     "share.version": 0,
     "streams.version": 0,
-    "transaction.version": 0,
+    "transaction.version": 2,
 }
+TRANSACTION_VERSION = "transaction.version"
 
 
 class FormatterError(Exception):
@@ -111,6 +112,8 @@ def default_feature_level(name: str, metadata_version: int) -> int:
     """Kafka's ``Feature.defaultLevel(metadataVersion)``, bounded by what kbroker implements."""
     if name == GROUP_VERSION:
         return 1 if metadata_version >= 22 else 0  # GroupVersion.GV_1 from 4.0-IV0
+    if name == TRANSACTION_VERSION:
+        return 2 if metadata_version >= 24 else 0  # TransactionVersion.TV_2 from 4.0-IV2 (KIP-890 part 2)
     return 0
 
 

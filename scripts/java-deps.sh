@@ -4,7 +4,8 @@
 # skips Maven entirely when the jars are already there. Works on a clean clone (Maven downloads
 # into ~/.m2, or into $KBROKER_M2_REPO when set).
 #
-# Usage: scripts/java-deps.sh [--force]      prints the absolute path of the lib directory
+# Usage: scripts/java-deps.sh [--force] [--streams]   prints the absolute path of the lib directory
+#        (--streams: Kafka Streams 4.3.1 of tools/java/streams/pom.xml, in .cache/java/streams-lib)
 #        java -cp "$(scripts/java-deps.sh)/*" org.apache.kafka.tools.TopicCommand ...
 set -euo pipefail
 
@@ -12,9 +13,19 @@ root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 pom="$root/tools/java/pom.xml"
 lib="$root/.cache/java/lib"
 stamp="$root/.cache/java/lib.stamp"
+probe="kafka-clients-*.jar"
+mvnlog="$root/.cache/java/mvn.log"
 
 force=0
-[[ "${1:-}" == "--force" ]] && force=1
+for arg in "$@"; do
+    case "$arg" in
+        --force) force=1 ;;
+        # Kafka Streams 4.3.1 (tools/java/streams/pom.xml) into a directory of its own, used beside lib.
+        --streams) pom="$root/tools/java/streams/pom.xml"; lib="$root/.cache/java/streams-lib"
+                   stamp="$root/.cache/java/streams-lib.stamp"; probe="kafka-streams-*.jar"
+                   mvnlog="$root/.cache/java/streams-mvn.log" ;;
+    esac
+done
 
 for tool in java mvn sha256sum; do
     if ! command -v "$tool" >/dev/null 2>&1; then
@@ -25,7 +36,7 @@ done
 
 want="$(sha256sum "$pom" | cut -d' ' -f1)"
 if [[ $force -eq 0 && -f "$stamp" && "$(cat "$stamp")" == "$want" ]] \
-        && compgen -G "$lib/kafka-clients-*.jar" >/dev/null; then
+        && compgen -G "$lib/$probe" >/dev/null; then
     echo "$lib"
     exit 0
 fi
@@ -43,9 +54,9 @@ if [[ -n "${KBROKER_M2_REPO:-}" ]]; then
     mvn_args+=(-Dmaven.repo.local="$KBROKER_M2_REPO")
 fi
 echo "java-deps.sh: resolving Apache Kafka's Java jars with Maven into .cache/java (the first run downloads them: minutes; later runs are instant)" >&2
-if ! mvn "${mvn_args[@]}" >"$root/.cache/java/mvn.log" 2>&1; then
-    echo "java-deps.sh: Maven resolution failed; see $root/.cache/java/mvn.log" >&2
-    tail -n 30 "$root/.cache/java/mvn.log" >&2
+if ! mvn "${mvn_args[@]}" >"$mvnlog" 2>&1; then
+    echo "java-deps.sh: Maven resolution failed; see $mvnlog" >&2
+    tail -n 30 "$mvnlog" >&2
     exit 1
 fi
 

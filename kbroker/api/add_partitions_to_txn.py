@@ -5,7 +5,8 @@ v4+ batch transactions and carry `verify_only` (KIP-890 part 1: a partition lead
 whether a partition is already in the transaction before it appends a transactional batch; a leader
 whose coordinator is in-process asks it directly, the others send this request to the coordinator's
 broker (`kbroker/coord/transaction_verifier.py`): a partition not in the transaction is
-INVALID_TXN_STATE). Unknown topics or partitions get
+INVALID_TXN_STATE). v5 with `verify_only=false` is a partition leader (or group coordinator) adding the
+partition of a transactions-version-2 producer (KIP-890 part 2). Unknown topics or partitions get
 UNKNOWN_TOPIC_OR_PARTITION and the others OPERATION_NOT_ATTEMPTED, as Kafka.
 """
 
@@ -74,8 +75,11 @@ def _one(services: BrokerServices, ctx: RequestContext, api_version: int, transa
                 failed[(t.name, p)] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
     if failed:
         return {tp: failed.get(tp, ErrorCode.OPERATION_NOT_ATTEMPTED) for tp in requested}
+    # v5 without `verify_only` is a partition leader adding the partition of a transactions-version-2
+    # producer (KIP-890 part 2): the transaction records the client's transaction version.
+    client_version = 2 if api_version >= 5 and not verify_only else 0
     answer = services.transaction_coordinator.add_partitions(transactional_id, producer_id, epoch, requested,
-                                                             verify_only)
+                                                             verify_only, client_version)
     return then(answer, lambda error: {tp: fenced_for("AddPartitionsToTxn", api_version, error) for tp in requested})
 
 

@@ -5,9 +5,11 @@ support and finalize `metadata.version` (Kafka 4.3's production level) and `grou
 (supported 0-1, finalized 1: the KIP-848 consumer protocol, ConsumerGroupHeartbeat/Describe, is on,
 as in Kafka 4.x) and `share.version` (supported 0-1, finalized 1, Kafka 4.3's production level SV_1:
 KIP-932 share groups, ShareGroupHeartbeat/Describe and ShareFetch/ShareAcknowledge, are on; their
-state is not durable yet, docs/share-groups.md). `transaction.version` is deliberately absent: a Kafka 4.x producer reads finalized
-`transaction.version >= 2` to switch to transactions V2 (Produce v12, EndTxn v5, KIP-890 part 2);
-advertising it without implementing it breaks those clients (franz-go#1017). KAFKA-17011: before
+state is not durable yet, docs/share-groups.md). `transaction.version` is supported 0-2 and finalized at
+the level of the metadata image (a new cluster bootstraps 2, as Kafka 4.3's does; a data directory
+from before has none, 0): a Kafka 4.x producer reads finalized `transaction.version >= 2` to switch to
+transactions version 2 (Produce v12, EndTxn v5, TxnOffsetCommit v5, KIP-890 part 2, docs/transactions.md);
+a level of 0 is not listed, as Kafka lists only finalized levels above 0. KAFKA-17011: before
 ApiVersions v4, a supported feature whose minimum is 0 is left out (older clients reject it).
 """
 
@@ -25,8 +27,8 @@ API_KEY = 18
 MIN_VERSION = 0
 MAX_VERSION = 4
 VERSION_NOTES = (
-    "Finalized features: metadata.version, group.version=1 (KIP-848) and share.version=1 (KIP-932); transaction.version is not advertised "
-    "until transactions V2 exist. Unknown versions get a v0 UNSUPPORTED_VERSION answer (KIP-511)."
+    "Finalized features: metadata.version, group.version=1 (KIP-848), share.version=1 (KIP-932) and "
+    "transaction.version from the metadata image (2 on a new cluster: KIP-890 part 2). Unknown versions get a v0 UNSUPPORTED_VERSION answer (KIP-511)."
 )
 
 # MetadataVersion of Apache Kafka 4.3: MINIMUM_VERSION 3.3-IV3 (level 7), LATEST_PRODUCTION 4.3-IV0
@@ -42,8 +44,13 @@ GROUP_VERSION_LEVEL = 1
 SHARE_VERSION_FEATURE = "share.version"
 SHARE_VERSION_MIN = 0
 SHARE_VERSION_LEVEL = 1
-# The finalized-features epoch is the metadata log offset in Kafka; our metadata image has no log,
-# and the value only has to be >= 0 (valid) and not go backwards.
+# TransactionVersion of Apache Kafka 4.3: TV_2 (KIP-890 part 2) is the production level; the finalized
+# level is the metadata image's.
+TRANSACTION_VERSION_FEATURE = "transaction.version"
+TRANSACTION_VERSION_MIN = 0
+TRANSACTION_VERSION_MAX = 2
+# The finalized-features epoch is the metadata log offset in Kafka (the image's last offset here); at
+# least 1, a valid epoch, before the image has any.
 FINALIZED_FEATURES_EPOCH = 1
 
 # KIP-511: client software name and version must match this (ApiVersionsRequest.isValid).
@@ -82,16 +89,23 @@ def handle(
     if version >= 3:
         supported = [(METADATA_VERSION_FEATURE, METADATA_VERSION_MIN, METADATA_VERSION_LEVEL),
                      (GROUP_VERSION_FEATURE, GROUP_VERSION_MIN, GROUP_VERSION_LEVEL),
-                     (SHARE_VERSION_FEATURE, SHARE_VERSION_MIN, SHARE_VERSION_LEVEL)]
+                     (SHARE_VERSION_FEATURE, SHARE_VERSION_MIN, SHARE_VERSION_LEVEL),
+                     (TRANSACTION_VERSION_FEATURE, TRANSACTION_VERSION_MIN, TRANSACTION_VERSION_MAX)]
         response.supported_features = [
             ApiVersionsResponse.SupportedFeatureKey(name=name, min_version=lo, max_version=hi)
             for name, lo, hi in supported if version >= 4 or lo > 0
         ]
-        response.finalized_features_epoch = FINALIZED_FEATURES_EPOCH
+        # Kafka's epoch is the metadata image's offset: a client keeps the finalized features of the
+        # highest epoch it saw, so a feature change (UpdateFeatures) must raise it.
+        response.finalized_features_epoch = max(FINALIZED_FEATURES_EPOCH,
+                                                services.metadata.image.provenance.last_contained_offset)
+        finalized = [(METADATA_VERSION_FEATURE, METADATA_VERSION_LEVEL), (GROUP_VERSION_FEATURE, GROUP_VERSION_LEVEL),
+                     (SHARE_VERSION_FEATURE, SHARE_VERSION_LEVEL)]
+        transaction_version = min(services.transaction_coordinator.transaction_version(), TRANSACTION_VERSION_MAX)
+        if transaction_version > 0:
+            finalized.append((TRANSACTION_VERSION_FEATURE, transaction_version))
         response.finalized_features = [
             ApiVersionsResponse.FinalizedFeatureKey(name=name, max_version_level=level, min_version_level=level)
-            for name, level in ((METADATA_VERSION_FEATURE, METADATA_VERSION_LEVEL),
-                                (GROUP_VERSION_FEATURE, GROUP_VERSION_LEVEL),
-                                (SHARE_VERSION_FEATURE, SHARE_VERSION_LEVEL))
+            for name, level in finalized
         ]
     return response

@@ -71,7 +71,8 @@ def discover_handlers(package: str = "kbroker.api", listener: str = "broker",
                       kraft_broker: bool = False) -> dict[int, HandlerSpec]:
     """Import every module of `package` and keep those that define `API_KEY` and are served on
     `listener` ("broker" or "controller"). A module with `KRAFT_BROKER_FORWARDS = True` is served on a
-    broker listener only when `kraft_broker` (a process.roles=broker node forwards it to the controller)."""
+    broker listener only when `kraft_broker` (a process.roles=broker node forwards it to the controller);
+    one with `SINGLE_NODE_ONLY = True` only when not (kbroker's single node serves it itself)."""
     from kbroker.protocol.messages import API_SPECS
 
     pkg = importlib.import_module(package)
@@ -89,6 +90,8 @@ def discover_handlers(package: str = "kbroker.api", listener: str = "broker",
             continue
         if listener == "broker" and getattr(module, "KRAFT_BROKER_FORWARDS", False) and not kraft_broker:
             continue
+        if getattr(module, "SINGLE_NODE_ONLY", False) and kraft_broker:
+            continue  # an API kbroker's single node serves and a KRaft broker does not forward yet
         if key in specs:
             raise RuntimeError(f"API key {key} handled by both {specs[key].module.__name__} and {module.__name__}")
         lo, hi = int(module.MIN_VERSION), int(module.MAX_VERSION)

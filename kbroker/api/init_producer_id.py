@@ -27,7 +27,7 @@ from kbroker.security.acl import IDEMPOTENT_WRITE, TOPIC, TRANSACTIONAL_ID, WRIT
 API_KEY = 22
 MIN_VERSION = 0
 MAX_VERSION = 5
-VERSION_NOTES = "Idempotent and transactional producers (transactions version 1). v6 adds two-phase commit (KIP-939)."
+VERSION_NOTES = "Idempotent and transactional producers (transactions versions 1 and 2). v6 adds two-phase commit (KIP-939)."
 
 
 def error_response(request: InitProducerIdRequest, version: int, error: ErrorCode) -> InitProducerIdResponse:

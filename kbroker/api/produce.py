@@ -4,9 +4,8 @@ Versions: 0 is *advertised* but 0-2 are refused by closing the connection (Kafka
 KAFKA-18659: librdkafka < 2.11.1 stops compressing when the advertised minimum is 3, so Kafka
 keeps 0 in ApiVersions). The codec rejects v0-2 frames and the dispatcher closes the connection.
 Up to v13, as Kafka 4.3.1 advertises. v12 has v11's schema; to a transactional producer it means
-transactions V2's implicit AddPartitionsToTxn, but transactional batches are refused here anyway and a
-client only uses transactions V2 when `transaction.version >= 2` is finalized, which kbroker does not
-advertise. v13 names topics by id (KIP-516): an id absent from the metadata image answers
+transactions V2's implicit AddPartitionsToTxn (KIP-890 part 2, with `transaction.version` 2 finalized):
+the partition leader adds the partition to the transaction itself (`_verify`). v13 names topics by id (KIP-516): an id absent from the metadata image answers
 UNKNOWN_TOPIC_ID for each of its partitions, and the response echoes the ids (as Kafka 4.3.1 does).
 
 Kafka's request-level checks (`KafkaApis.handleProduceRequest` + `ProduceRequest.validateRecords`):
@@ -48,12 +47,17 @@ API_KEY = 0
 MIN_VERSION = 3
 VERSION_NOTES = (
     "0-2 advertised but refused by closing the connection (removed in Kafka 4.0; KAFKA-18659: librdkafka "
-    "< 2.11.1 stops compressing if the minimum is 3). v12 is v11 for non-transactional producers (transactions "
-    "V2 is not advertised); v13 names topics by id (KIP-516, UNKNOWN_TOPIC_ID for an unknown id)."
+    "< 2.11.1 stops compressing if the minimum is 3). v11: TRANSACTION_ABORTABLE for a partition not in the "
+    "transaction; v12 (transaction.version 2 finalized): the leader adds a transactional batch's partition to "
+    "the transaction (KIP-890 part 2); v13 names topics by id (KIP-516, UNKNOWN_TOPIC_ID for an unknown id)."
 )
 MAX_VERSION = 13
 # The first version that names topics by id instead of by name (KIP-516).
 TOPIC_ID_VERSION = 13
+# KIP-890: v11 answers TRANSACTION_ABORTABLE for a partition not in the transaction; v12 is a
+# transactions-version-2 producer's (its partitions are added by the leader).
+ABORTABLE_ERROR_VERSION = 11
+TRANSACTION_V2_VERSION = 12
 ADVERTISED_MIN_VERSION = 0
 
 # Kafka's AdminUtils.ADMIN_CLIENT_ID: the only client id allowed to write internal topics.
@@ -95,7 +99,7 @@ def _precheck(records: Any, version: int, services: BrokerServices | None = None
         return ErrorCode.UNSUPPORTED_COMPRESSION_TYPE
     if batch.is_transactional:
         return ErrorCode.INVALID_TXN_STATE if transactional_id is None else _verify(
-            services, transactional_id, batch.producer_id, batch.producer_epoch, topic, partition)
+            services, transactional_id, batch.producer_id, batch.producer_epoch, topic, partition, version)
     return ErrorCode.NONE
 
 
@@ -104,16 +108,34 @@ VERIFICATION_UNAVAILABLE = ("Unable to verify the partition has been added to th
 
 
 def _verify(services: BrokerServices | None, transactional_id: str, producer_id: int, epoch: int, topic: str,
-            partition: int) -> Any:
+            partition: int, version: int = TRANSACTION_V2_VERSION - 1) -> Any:
     """KIP-890 part 1: the partition must be in the producer's Ongoing transaction, asked of the
     transaction coordinator (in-process, or on the broker that owns the id: an ErrorCode or a future).
     The answers are Kafka's AddPartitionsToTxnManager's: an unreachable coordinator NOT_ENOUGH_REPLICAS,
     an unknown id or producer INVALID_PRODUCER_ID_MAPPING, a fenced epoch INVALID_PRODUCER_EPOCH, a
-    partition not in the transaction INVALID_TXN_STATE."""
+    partition not in the transaction INVALID_TXN_STATE through v10 and TRANSACTION_ABORTABLE from v11
+    (Kafka's `genericError` operation, KIP-890).
+
+    KIP-890 part 2: with `transaction.version` 2 finalized, a v12+ produce is a transactions-version-2
+    client's, which never sends AddPartitionsToTxn: the partition is added to its transaction here
+    (Kafka's `addPartition` operation: `if (version > 11) addPartition`)."""
     if services is None or not services.config["transaction.partition.verification.enable"]:
         return ErrorCode.NONE
-    return services.transaction_coordinator.verify_transaction(transactional_id, producer_id, epoch, topic,
-                                                               partition)
+    coordinator = services.transaction_coordinator
+    if version >= TRANSACTION_V2_VERSION and coordinator.transaction_version() >= 2:
+        return coordinator.add_partition_implicitly(transactional_id, producer_id, epoch, topic, partition)
+    answer = coordinator.verify_transaction(transactional_id, producer_id, epoch, topic, partition)
+    if version < ABORTABLE_ERROR_VERSION:
+        return answer
+    if isinstance(answer, asyncio.Future):
+        return chain_future(answer, _abortable)
+    return _abortable(answer)
+
+
+def _abortable(error: ErrorCode) -> ErrorCode:
+    """A partition not in the transaction, to a v11+ producer: TRANSACTION_ABORTABLE (it aborts and goes
+    on with the same transactional id) rather than INVALID_TXN_STATE."""
+    return ErrorCode.TRANSACTION_ABORTABLE if error == ErrorCode.INVALID_TXN_STATE else error
 
 
 def _topic_names(services: BrokerServices | None, request: ProduceRequest, version: int) -> list[str]:

@@ -6,11 +6,16 @@ transactional batch of the producer and holds them as pending; the transaction's
 that partition makes them the committed offsets, ABORT drops them (on load too) (`OffsetMetadataManager.txn_commit_offsets` / `complete_txn`). The producer
 must be the transaction's current incarnation (checked with the transaction coordinator first:
 PRODUCER_FENCED / INVALID_PRODUCER_EPOCH below v3).
+
+v5 with `transaction.version` 2 finalized (KIP-890 part 2): the client skips AddOffsetsToTxn, and the
+group's `__consumer_offsets` partition is added to the transaction here (in-process or with
+AddPartitionsToTxn v5 to the transaction coordinator's broker) before the offsets are written.
 """
 
 from __future__ import annotations
 
-from typing import Any
+import asyncio
+from typing import Any, cast
 
 from kbroker.api._authz import authorize, filter_authorized
 from kbroker.api._groups import coordinator, then
@@ -21,11 +26,14 @@ from kbroker.coord.transaction_state import TransactionState
 from kbroker.protocol.errors import ErrorCode
 from kbroker.protocol.headers import RequestHeader
 from kbroker.protocol.messages.txn_offset_commit import TxnOffsetCommitRequest, TxnOffsetCommitResponse
+from kbroker.protocol.topic import GROUP_METADATA_TOPIC_NAME
 from kbroker.security.acl import GROUP, READ, TOPIC, TRANSACTIONAL_ID, WRITE
 
 API_KEY = 28
 MIN_VERSION = 0
 MAX_VERSION = 5
+# v5 is a transactions-version-2 client's (KIP-890 part 2): no AddOffsetsToTxn precedes it.
+TRANSACTION_V2_VERSION = 5
 
 R = TxnOffsetCommitResponse
 
@@ -66,6 +74,11 @@ def handle(services: BrokerServices, ctx: RequestContext, header: RequestHeader,
             valid.append(CommitRequestPartition(t.name, p.partition_index, p.committed_offset,
                                                 p.committed_leader_epoch if version >= 2 else -1,
                                                 p.committed_metadata))
+    if valid and version >= TRANSACTION_V2_VERSION and services.transaction_coordinator.transaction_version() >= 2:
+        # Transactions version 2 (KIP-890 part 2): the client sent no AddOffsetsToTxn; the group's
+        # `__consumer_offsets` partition joins the transaction here (Kafka's `addPartition` operation
+        # of the group coordinator's transactional write), wherever its coordinator is.
+        return _commit_v2(services, request, version, errors, valid)
     if valid:
         txn = services.transaction_coordinator.describe(request.transactional_id)
         state_error = ErrorCode.NONE
@@ -75,10 +88,37 @@ def handle(services: BrokerServices, ctx: RequestContext, header: RequestHeader,
             state_error = fenced_for("TxnOffsetCommit", version, ErrorCode.PRODUCER_FENCED)
         elif txn.state != TransactionState.ONGOING:
             state_error = ErrorCode.INVALID_TXN_STATE
-        if state_error != ErrorCode.NONE:
-            for c in valid:
-                errors[(c.topic, c.partition)] = state_error
-            valid = []
+        return _commit(services, request, version, errors, valid, state_error)
+    return _response(request, errors)
+
+
+async def _commit_v2(services: BrokerServices, request: TxnOffsetCommitRequest, version: int,
+                     errors: dict[tuple[str, int], ErrorCode],
+                     valid: list[CommitRequestPartition]) -> TxnOffsetCommitResponse:
+    added = services.transaction_coordinator.add_partition_implicitly(
+        request.transactional_id, request.producer_id, request.producer_epoch, GROUP_METADATA_TOPIC_NAME,
+        coordinator(services).partition_for(request.group_id))
+    error = await added if isinstance(added, asyncio.Future) else added
+    answer = _commit(services, request, version, errors, valid, _commit_error(error))
+    return cast(TxnOffsetCommitResponse, await answer if isinstance(answer, asyncio.Future) else answer)
+
+
+def _commit_error(add_error: ErrorCode) -> ErrorCode:
+    """A failed implicit add, as TxnOffsetCommit answers it (Kafka's GroupCoordinatorService maps a
+    NOT_ENOUGH_REPLICAS of the verification to COORDINATOR_NOT_AVAILABLE, which the client retries;
+    a fenced producer is INVALID_PRODUCER_EPOCH, as Kafka 4.3.1 answers it at v5)."""
+    if add_error == ErrorCode.NOT_ENOUGH_REPLICAS:
+        return ErrorCode.COORDINATOR_NOT_AVAILABLE
+    return add_error
+
+
+def _commit(services: BrokerServices, request: TxnOffsetCommitRequest, version: int,
+            errors: dict[tuple[str, int], ErrorCode], valid: list[CommitRequestPartition],
+            state_error: ErrorCode) -> Any:
+    if state_error != ErrorCode.NONE:
+        for c in valid:
+            errors[(c.topic, c.partition)] = state_error
+        valid = []
     if not valid:
         return _response(request, errors)
     generation = request.generation_id if version >= 3 else -1

@@ -131,6 +131,11 @@ class Controller(ABC):
     ) -> None:
         """Set (value) or delete (None) dynamic broker configs, per broker or cluster-wide (`default`)."""
 
+    async def update_features(self, updates: Mapping[str, tuple[int, int]], validate_only: bool = False) -> None:
+        """UpdateFeatures: `{feature: (level, upgrade type)}` (Kafka's FeatureControlManager; upgrade type
+        1 UPGRADE, 2 SAFE_DOWNGRADE, 3 UNSAFE_DOWNGRADE). Only kbroker's single node implements it."""
+        raise KafkaError("UpdateFeatures is not implemented by this controller", error_code=ErrorCode.UNSUPPORTED_VERSION)
+
     @abstractmethod
     def register_broker(self, listeners: Sequence[tuple[str, str, int, str]], rack: str | None) -> int:
         """Register this node's broker (BrokerRegistration) and unfence it; the new broker epoch."""

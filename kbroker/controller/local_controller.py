@@ -50,6 +50,7 @@ from kbroker.metadata.image import MetadataImage
 from kbroker.metadata.loader import MetadataLoader
 from kbroker.metadata.snapshot_generator import SnapshotGenerator
 from kbroker.metadata.views import MetadataView, TopicInfo
+from kbroker.protocol.errors import ErrorCode, KafkaError
 from kbroker.protocol.messages.alter_user_scram_credentials import (
     AlterUserScramCredentialsRequest,
     AlterUserScramCredentialsResponse,
@@ -68,6 +69,8 @@ log = logging.getLogger(__name__)
 # Apache Kafka 4.3's production levels (MetadataVersion.LATEST_PRODUCTION = 4.3-IV0, GroupVersion.GV_1).
 METADATA_VERSION_LEVEL = 30
 GROUP_VERSION_LEVEL = 1
+# TransactionVersion TV_2 (KIP-890 part 2), what Kafka 4.3's format finalizes for a new cluster.
+TRANSACTION_VERSION_LEVEL = 2
 # SecurityProtocol ids as BrokerEndpoint.SecurityProtocol stores them.
 SECURITY_PROTOCOL_IDS = {"PLAINTEXT": 0, "SSL": 1, "SASL_PLAINTEXT": 2, "SASL_SSL": 3}
 
@@ -75,20 +78,38 @@ SECURITY_PROTOCOL_IDS = {"PLAINTEXT": 0, "SSL": 1, "SASL_PLAINTEXT": 2, "SASL_SS
 # Feature levels kbroker implements (its broker registers these ranges): a bootstrap.checkpoint may
 # finalize others (Kafka 4.3's format enables transaction.version 2, share.version 1, ...), which a
 # kbroker node drops rather than claim them.
-SUPPORTED_FEATURES = {"metadata.version": (7, METADATA_VERSION_LEVEL), "group.version": (0, GROUP_VERSION_LEVEL)}
+SUPPORTED_FEATURES = {"metadata.version": (7, METADATA_VERSION_LEVEL), "group.version": (0, GROUP_VERSION_LEVEL),
+                      "transaction.version": (0, TRANSACTION_VERSION_LEVEL)}
 
 
-def bootstrap_records() -> list[MetadataRecord]:
-    return [FeatureLevelRecord(name="metadata.version", feature_level=METADATA_VERSION_LEVEL),
-            FeatureLevelRecord(name="group.version", feature_level=GROUP_VERSION_LEVEL)]
+# FeatureUpdate.UpgradeType (KIP-778): 1 UPGRADE, 2 SAFE_DOWNGRADE, 3 UNSAFE_DOWNGRADE.
+UPGRADE_TYPE_UPGRADE = 1
 
 
-def bootstrap_records_from(metadata_log_dir: Path) -> list[MetadataRecord]:
+def _invalid_update(message: str) -> KafkaError:
+    return KafkaError("The update failed for all features since the following feature had an error: " + message,
+                      error_code=ErrorCode.INVALID_UPDATE_VERSION)
+
+
+def bootstrap_records(transaction_version: int = 0) -> list[MetadataRecord]:
+    """The feature levels an unformatted metadata log starts with. kbroker's single node finalizes
+    `transaction.version` 2 (KIP-890 part 2, what Kafka 4.3 finalizes for a new cluster); a kbroker
+    controller quorum without a `bootstrap.checkpoint` leaves it at 0 (transactions version 2 across
+    brokers is not proven yet: docs/transactions.md) — `kbroker storage format` writes 2."""
+    records: list[MetadataRecord] = [
+        FeatureLevelRecord(name="metadata.version", feature_level=METADATA_VERSION_LEVEL),
+        FeatureLevelRecord(name="group.version", feature_level=GROUP_VERSION_LEVEL)]
+    if transaction_version > 0:
+        records.append(FeatureLevelRecord(name="transaction.version", feature_level=transaction_version))
+    return records
+
+
+def bootstrap_records_from(metadata_log_dir: Path, transaction_version: int = 0) -> list[MetadataRecord]:
     """The records of `<metadata.log.dir>/bootstrap.checkpoint` (Kafka's BootstrapDirectory.read), kept
-    to what kbroker implements; `bootstrap_records()` when there is no such file."""
+    to what kbroker implements; `bootstrap_records(transaction_version)` when there is no such file."""
     bootstrap = read_bootstrap_file(metadata_log_dir)
     if bootstrap is None:
-        return bootstrap_records()
+        return bootstrap_records(transaction_version)
     records: list[MetadataRecord] = []
     for r in bootstrap.records:
         if isinstance(r, FeatureLevelRecord):
@@ -162,7 +183,7 @@ class LocalController(Controller):
             log.info("Loaded %d metadata records from %s", replayed, self.metadata_log.directory)
             self.metadata_log.maybe_clean(force=True)
             return
-        records = bootstrap_records_from(self.metadata_log.directory.parent)
+        records = bootstrap_records_from(self.metadata_log.directory.parent, TRANSACTION_VERSION_LEVEL)
         migrated = legacy_metadata_file is not None and legacy_metadata_file.exists()
         if migrated:
             assert legacy_metadata_file is not None
@@ -186,7 +207,9 @@ class LocalController(Controller):
         features = [RegisterBrokerRecord.BrokerFeature(name="metadata.version", min_supported_version=7,
                                                        max_supported_version=METADATA_VERSION_LEVEL),
                     RegisterBrokerRecord.BrokerFeature(name="group.version", min_supported_version=0,
-                                                       max_supported_version=GROUP_VERSION_LEVEL)]
+                                                       max_supported_version=GROUP_VERSION_LEVEL),
+                    RegisterBrokerRecord.BrokerFeature(name="transaction.version", min_supported_version=0,
+                                                       max_supported_version=TRANSACTION_VERSION_LEVEL)]
         self._commit([
             RegisterBrokerRecord(broker_id=self.node_id, incarnation_id=uuid.uuid4(), broker_epoch=self.broker_epoch,
                                  end_points=endpoints, features=features, rack=rack, fenced=True),
@@ -264,6 +287,32 @@ class LocalController(Controller):
         result = self.configuration.alter_broker_configs(default, changes)
         if not validate_only:
             self._commit(result.records)
+
+    async def update_features(self, updates: Mapping[str, tuple[int, int]], validate_only: bool = False) -> None:
+        """UpdateFeatures (`kafka-features upgrade / downgrade / disable`), Kafka's FeatureControlManager
+        rules for the features this node implements (SUPPORTED_FEATURES): an unknown feature or a level
+        outside the supported range, or a downgrade with upgrade type UPGRADE, is INVALID_UPDATE_VERSION
+        and nothing is written; level 0 removes the feature. metadata.version is not changed here."""
+        records: list[MetadataRecord] = []
+        features = self.loader.image.features
+        for name, (level, upgrade_type) in updates.items():
+            prefix = f"Invalid update version {level} for feature {name}. "
+            supported = SUPPORTED_FEATURES.get(name)
+            if supported is None:
+                raise _invalid_update(prefix + f"Local controller {self.node_id} does not support this feature.")
+            if not supported[0] <= level <= supported[1] and not (level == 0 and name != "metadata.version"):
+                raise _invalid_update(prefix + f"Local controller {self.node_id} only supports versions "
+                                      f"{supported[0]}-{supported[1]}")
+            current = features.level(name)
+            if level < current and upgrade_type == UPGRADE_TYPE_UPGRADE:
+                raise _invalid_update(prefix + "Can't downgrade the version of this feature without setting the "
+                                      "upgrade type to either safe or unsafe downgrade.")
+            if name == "metadata.version" and level != current:
+                raise _invalid_update(prefix + "kbroker does not change metadata.version on a running node.")
+            if level != current:
+                records.append(FeatureLevelRecord(name=name, feature_level=level))
+        if not validate_only:
+            self._commit(records)
 
     async def allocate_producer_ids(self, broker_id: int, broker_epoch: int) -> ProducerIdsBlock:
         result = self.producer_ids.generate_next_producer_id(broker_id, broker_epoch)

@@ -51,13 +51,16 @@ from kbroker.coord.transaction_marker_channel import (
     TransactionMarkerChannelManager,
 )
 from kbroker.coord.transaction_state import (
+    MAX_EPOCH,
+    TV_2,
+    EndTxnResult,
     InitResult,
     TopicPartition,
     TransactionMetadata,
     TransactionState,
     TransactionStateShard,
 )
-from kbroker.coord.transaction_verifier import TransactionVerifier
+from kbroker.coord.transaction_verifier import TransactionVerifier, add_partition_error
 from kbroker.protocol.errors import ErrorCode, KafkaError
 from kbroker.protocol.topic import GROUP_METADATA_TOPIC_NAME, TRANSACTION_STATE_TOPIC_NAME
 
@@ -76,6 +79,7 @@ log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 TRANSACTION_STATE_TOPIC = TRANSACTION_STATE_TOPIC_NAME
+TRANSACTION_VERSION_FEATURE = "transaction.version"
 
 
 def _map_write_error(error: ErrorCode) -> ErrorCode:
@@ -166,7 +170,7 @@ class TransactionCoordinatorService:
         epoch = max(0, int(hosted.leader_epoch)) if hosted is not None else 0
         return TransactionStateShard(partition, append,
                                      lambda m, commit: self._send_markers(partition, epoch, m, commit),
-                                     lambda: self.time_ms(), epoch)
+                                     lambda: self.time_ms(), epoch, self.transaction_version)
 
     def _running(self) -> bool:
         return self.active and self.runtime is not None
@@ -191,6 +195,11 @@ class TransactionCoordinatorService:
                 return aborted
 
             self.runtime.write(p, op, _ignore, _ignore)
+
+    def transaction_version(self) -> int:
+        """The finalized `transaction.version` of the cluster (0 when absent): 2 turns on transactions
+        version 2 (KIP-890 part 2) for the clients that read it from ApiVersions."""
+        return int(self.metadata.image.features.level(TRANSACTION_VERSION_FEATURE))
 
     # -- ownership -----------------------------------------------------------------------------------
 
@@ -351,6 +360,39 @@ class TransactionCoordinatorService:
 
     # -- KIP-890 part 1: produce verification ---------------------------------------------------------
 
+    def add_partition_implicitly(self, transactional_id: str, producer_id: int, epoch: int, topic: str,
+                                 partition: int) -> ErrorCode | asyncio.Future[ErrorCode]:
+        """Transactions version 2 (KIP-890 part 2): a Produce v12+ / TxnOffsetCommit v5 of a TV2 client
+        adds its partition to the transaction itself (Kafka's AddPartitionsToTxnManager with the
+        `addPartition` operation): in-process when this broker coordinates the id, else AddPartitionsToTxn
+        v5 with `verify_only=false` to the coordinator's broker. The answer is a produce error: NONE,
+        NOT_ENOUGH_REPLICAS (coordinator unavailable, or the previous transaction still completing:
+        retriable), INVALID_PRODUCER_ID_MAPPING, INVALID_PRODUCER_EPOCH (a late produce of a transaction
+        that ended: its epoch is below the bumped one)."""
+        if self.state_topic_status() != ErrorCode.NONE:
+            return ErrorCode.NOT_ENOUGH_REPLICAS
+        p = self.partition_for(transactional_id)
+        leader = self._leader_of(TRANSACTION_STATE_TOPIC, p)
+        if leader is not None and leader >= 0 and leader != self.metadata.node_id and self.verifier is not None:
+            return self.verifier.verify(leader, transactional_id, producer_id, epoch, topic, partition,
+                                        add_partition=True)
+        rt = self.runtime
+        if rt is None or not self.active or rt.status(self._partition(transactional_id)) != ErrorCode.NONE:
+            return ErrorCode.NOT_ENOUGH_REPLICAS
+        answer = self.add_partitions(transactional_id, producer_id, epoch, {(topic, partition)},
+                                     client_transaction_version=TV_2)
+        if isinstance(answer, asyncio.Future):
+            out: asyncio.Future[ErrorCode] = answer.get_loop().create_future()
+
+            def relay(f: asyncio.Future[ErrorCode]) -> None:
+                if not out.done():
+                    out.set_result(ErrorCode.NOT_ENOUGH_REPLICAS if f.cancelled() or f.exception() is not None
+                                   else add_partition_error(f.result()))
+
+            answer.add_done_callback(relay)
+            return out
+        return add_partition_error(answer)
+
     def verify_transaction(self, transactional_id: str, producer_id: int, epoch: int, topic: str,
                            partition: int) -> ErrorCode | asyncio.Future[ErrorCode]:
         """Is (topic, partition) in the producer's Ongoing transaction? Asked of this broker's
@@ -428,9 +470,11 @@ class TransactionCoordinatorService:
         return await answer if isinstance(answer, asyncio.Future) else answer
 
     def add_partitions(self, transactional_id: str, producer_id: int, producer_epoch: int,
-                       partitions: set[TopicPartition], verify_only: bool = False) -> Answer[ErrorCode]:
+                       partitions: set[TopicPartition], verify_only: bool = False,
+                       client_transaction_version: int = 0) -> Answer[ErrorCode]:
         return self._call(transactional_id, lambda shard: shard.add_partitions(
-            transactional_id, producer_id, producer_epoch, partitions, verify_only), _same)
+            transactional_id, producer_id, producer_epoch, partitions, verify_only, client_transaction_version),
+            _same)
 
     def add_offsets(self, transactional_id: str, producer_id: int, producer_epoch: int,
                     group_id: str) -> Answer[ErrorCode]:
@@ -442,6 +486,30 @@ class TransactionCoordinatorService:
                         commit: bool) -> Answer[ErrorCode]:
         return self._call(transactional_id, lambda shard: shard.end_transaction(
             transactional_id, producer_id, producer_epoch, commit), _same, wait_completion=True)
+
+    async def end_transaction_v2(self, transactional_id: str, producer_id: int, producer_epoch: int,
+                                 commit: bool) -> EndTxnResult:
+        """EndTxn v5+ (transactions version 2): the epoch is bumped; answered (as for v0-4) once the
+        transaction completed, with the producer id and epoch the client goes on with."""
+        fresh: list[int] = []
+        current = self.describe(transactional_id)
+        if current is not None and current.producer_epoch >= MAX_EPOCH - 2:
+            fresh.append(await self.producer_ids.generate_producer_id())  # the bump may rotate the id
+
+        def new_producer_id() -> int:
+            if not fresh:
+                raise KafkaError("the epoch moved on; retry", error_code=ErrorCode.CONCURRENT_TRANSACTIONS)
+            return fresh[0]
+
+        def op(shard: TransactionStateShard) -> EndTxnResult:
+            try:
+                return shard.end_transaction_v2(transactional_id, producer_id, producer_epoch, commit,
+                                                new_producer_id)
+            except KafkaError as exc:
+                return EndTxnResult(exc.error_code)
+
+        answer = self._call(transactional_id, op, EndTxnResult, wait_completion=True)
+        return await answer if isinstance(answer, asyncio.Future) else answer
 
     def describe(self, transactional_id: str) -> TransactionMetadata | None:
         if self.runtime is None:
@@ -456,7 +524,7 @@ class TransactionCoordinatorService:
 
 
 def _error_of(result: object) -> ErrorCode:
-    if isinstance(result, InitResult):
+    if isinstance(result, (InitResult, EndTxnResult)):
         return result.error
     return result if isinstance(result, ErrorCode) else ErrorCode.NONE
 

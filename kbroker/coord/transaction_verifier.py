@@ -3,9 +3,10 @@ whether a partition is in the producer's transaction (Kafka's AddPartitionsToTxn
 
 Before appending a transactional batch for a producer whose coordinator is elsewhere, the leader sends
 AddPartitionsToTxn (v4+, broker-to-broker) with `verify_only=true` to the broker leading the id's
-`__transaction_state` partition. Kafka batches the verifications of many produces per coordinator
-broker; here each produce sends its own request on the connection kept per coordinator broker (requests
-are pipelined by `NodeConnection`), which keeps the mapping of answers trivial.
+`__transaction_state` partition (transactions version 2: v5 with `verify_only=false`, which adds the
+partition). As Kafka's AddPartitionsToTxnManager, the verifications of many produces are batched per
+coordinator broker: one request in flight per broker, and what arrives meanwhile (or in the same
+event-loop turn) goes into the next one, one entry per transactional id with its partitions merged.
 
 The coordinator's answers map to the produce errors of Kafka's AddPartitionsToTxnManager:
 - NONE: the batch may be appended;
@@ -26,6 +27,7 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import Callable
+from dataclasses import dataclass, field
 
 from kbroker.client import ClientSecurity, ConnectionClosedError, NodeConnection, RequestTimeoutError
 from kbroker.protocol.errors import ErrorCode
@@ -39,6 +41,9 @@ log = logging.getLogger(__name__)
 ADD_PARTITIONS_TO_TXN = 24
 # The first version of the broker-to-broker (batched, `verify_only`) form.
 VERIFY_MIN_VERSION = 4
+# The first version a coordinator reads as a transactions-version-2 implicit add (`verify_only=false`
+# from a partition leader, KIP-890 part 2).
+ADD_PARTITION_MIN_VERSION = 5
 
 _UNAVAILABLE = frozenset({ErrorCode.NOT_COORDINATOR, ErrorCode.COORDINATOR_NOT_AVAILABLE,
                           ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, ErrorCode.NETWORK_EXCEPTION,
@@ -56,7 +61,55 @@ def produce_error(coordinator_error: ErrorCode) -> ErrorCode:
     return coordinator_error
 
 
+def add_partition_error(coordinator_error: ErrorCode) -> ErrorCode:
+    """What a produce (or TxnOffsetCommit) answers for the coordinator's answer to an implicit add
+    (Kafka's AddPartitionsToTxnManager + ReplicaManager): unavailable coordinators and a transaction
+    still completing are NOT_ENOUGH_REPLICAS (retriable), PRODUCER_FENCED is INVALID_PRODUCER_EPOCH."""
+    if coordinator_error in (ErrorCode.CONCURRENT_TRANSACTIONS, ErrorCode.NOT_COORDINATOR,
+                             ErrorCode.COORDINATOR_NOT_AVAILABLE, ErrorCode.COORDINATOR_LOAD_IN_PROGRESS,
+                             ErrorCode.REQUEST_TIMED_OUT, ErrorCode.NETWORK_EXCEPTION):
+        return ErrorCode.NOT_ENOUGH_REPLICAS
+    if coordinator_error == ErrorCode.PRODUCER_FENCED:
+        return ErrorCode.INVALID_PRODUCER_EPOCH
+    return coordinator_error
+
+
+@dataclass(slots=True)
+class _PendingTransaction:
+    """The partitions one transactional id waits to have verified / added on a coordinator broker, and
+    who waits for each."""
+
+    producer_id: int
+    producer_epoch: int
+    add_partition: bool
+    waiters: dict[tuple[str, int], list[asyncio.Future[ErrorCode]]] = field(default_factory=dict)
+
+    def finish(self, error_of: Callable[[str, int], ErrorCode]) -> None:
+        for (topic, partition), futures in self.waiters.items():
+            error = error_of(topic, partition)
+            for f in futures:
+                if not f.done():
+                    f.set_result(error)
+
+
+@dataclass(slots=True)
+class _CoordinatorQueue:
+    """Kafka's AddPartitionsToTxnManager per coordinator broker: what waits for the next request, and
+    whether one is in flight (one at a time: what arrives meanwhile goes into the next)."""
+
+    pending: dict[str, _PendingTransaction] = field(default_factory=dict)
+    in_flight: bool = False
+    scheduled: bool = False
+
+
 class TransactionVerifier:
+    """Batches the verifications (and TV2 implicit adds) of many produces per coordinator broker into
+    one AddPartitionsToTxn request at a time, as Kafka's AddPartitionsToTxnManager does: the produces
+    of one event-loop turn, and those arriving while a request is in flight, share the next request
+    (one entry per transactional id, its partitions merged). A second verification of the same id
+    with another producer id or epoch: the older epoch's waiters get INVALID_PRODUCER_EPOCH and the
+    newer one is sent (Kafka's addOrVerifyTransaction)."""
+
     def __init__(self, node_id: int, endpoint_of: Callable[[int], tuple[str, int] | None], *,
                  request_timeout_ms: int = 30000, security: ClientSecurity | None = None) -> None:
         self.node_id = node_id
@@ -64,24 +117,52 @@ class TransactionVerifier:
         self._endpoint_of = endpoint_of
         self.request_timeout_s = request_timeout_ms / 1000
         self._conns: dict[int, tuple[tuple[str, int], asyncio.Future[NodeConnection]]] = {}
+        self._queues: dict[int, _CoordinatorQueue] = {}
+        self.requests_sent = 0  # AddPartitionsToTxn requests sent (the batching's effect, for tests)
 
     def verify(self, coordinator_id: int, transactional_id: str, producer_id: int, producer_epoch: int,
-               topic: str, partition: int) -> asyncio.Future[ErrorCode]:
+               topic: str, partition: int, add_partition: bool = False) -> asyncio.Future[ErrorCode]:
+        """Ask the coordinator on `coordinator_id`; with `add_partition` (transactions version 2) the
+        partition is added (AddPartitionsToTxn v5, `verify_only=false`) rather than only checked."""
         loop = asyncio.get_running_loop()
         out: asyncio.Future[ErrorCode] = loop.create_future()
-        task = loop.create_task(self._verify(coordinator_id, transactional_id, producer_id, producer_epoch,
-                                             topic, partition))
+        queue = self._queues.setdefault(coordinator_id, _CoordinatorQueue())
+        txn = queue.pending.get(transactional_id)
+        if txn is not None and (txn.producer_id, txn.producer_epoch, txn.add_partition) != (
+                producer_id, producer_epoch, add_partition):
+            if producer_epoch < txn.producer_epoch and producer_id == txn.producer_id:
+                out.set_result(ErrorCode.INVALID_PRODUCER_EPOCH)
+                return out
+            txn.finish(lambda _t, _p: ErrorCode.INVALID_PRODUCER_EPOCH)
+            txn = None
+        if txn is None:
+            txn = queue.pending[transactional_id] = _PendingTransaction(producer_id, producer_epoch, add_partition)
+        txn.waiters.setdefault((topic, partition), []).append(out)
+        if not queue.in_flight and not queue.scheduled:
+            queue.scheduled = True
+            loop.call_soon(self._drain, coordinator_id)
+        return out
 
-        def done(t: asyncio.Task[ErrorCode]) -> None:
-            if out.done():
-                return
+    def _drain(self, coordinator_id: int) -> None:
+        queue = self._queues.get(coordinator_id)
+        if queue is None:
+            return
+        queue.scheduled = False
+        if queue.in_flight or not queue.pending:
+            return
+        batch, queue.pending = queue.pending, {}
+        queue.in_flight = True
+        task = asyncio.get_running_loop().create_task(self._send(coordinator_id, batch))
+
+        def done(t: asyncio.Task[None]) -> None:
+            queue.in_flight = False
             if t.cancelled() or t.exception() is not None:
-                out.set_result(ErrorCode.NOT_ENOUGH_REPLICAS)
-            else:
-                out.set_result(t.result())
+                for txn in batch.values():
+                    txn.finish(lambda _t, _p: ErrorCode.NOT_ENOUGH_REPLICAS)
+            if queue.pending:
+                self._drain(coordinator_id)
 
         task.add_done_callback(done)
-        return out
 
     async def _connection(self, broker_id: int) -> NodeConnection:
         address = self._endpoint_of(broker_id)
@@ -110,32 +191,48 @@ class TransactionVerifier:
         fut.set_result(conn)
         return conn
 
-    async def _verify(self, coordinator_id: int, transactional_id: str, producer_id: int, producer_epoch: int,
-                      topic: str, partition: int) -> ErrorCode:
+    async def _send(self, coordinator_id: int, batch: dict[str, _PendingTransaction]) -> None:
         Q = AddPartitionsToTxnRequest
-        request = Q(transactions=[Q.AddPartitionsToTxnTransaction(
-            transactional_id=transactional_id, producer_id=producer_id, producer_epoch=producer_epoch,
-            verify_only=True, topics=[Q.AddPartitionsToTxnTopic(name=topic, partitions=[partition])])])
+        transactions = []
+        for tid, txn in batch.items():
+            by_topic: dict[str, list[int]] = {}
+            for topic, partition in sorted(txn.waiters):
+                by_topic.setdefault(topic, []).append(partition)
+            transactions.append(Q.AddPartitionsToTxnTransaction(
+                transactional_id=tid, producer_id=txn.producer_id, producer_epoch=txn.producer_epoch,
+                verify_only=not txn.add_partition,
+                topics=[Q.AddPartitionsToTxnTopic(name=t, partitions=ps) for t, ps in by_topic.items()]))
+        adding = any(txn.add_partition for txn in batch.values())
         try:
             conn = await self._connection(coordinator_id)
             version = conn.version_for(ADD_PARTITIONS_TO_TXN)
-            if version < VERIFY_MIN_VERSION:
-                return ErrorCode.NOT_ENOUGH_REPLICAS
-            response = await conn.request(ADD_PARTITIONS_TO_TXN, request, AddPartitionsToTxnResponse,
-                                          version=min(version, 5))
+            if version < (ADD_PARTITION_MIN_VERSION if adding else VERIFY_MIN_VERSION):
+                raise ConnectionClosedError(f"broker {coordinator_id} has AddPartitionsToTxn v{version} only")
+            self.requests_sent += 1
+            response = await conn.request(ADD_PARTITIONS_TO_TXN, Q(transactions=transactions),
+                                          AddPartitionsToTxnResponse, version=min(version, 5))
         except (ConnectionClosedError, RequestTimeoutError, OSError, ValueError) as exc:
-            log.info("Verifying %s with broker %d failed: %s", transactional_id, coordinator_id, exc)
-            return ErrorCode.NOT_ENOUGH_REPLICAS
-        if response.error_code != ErrorCode.NONE:
-            return produce_error(ErrorCode(response.error_code))
+            log.info("Verifying %d transactions with broker %d failed: %s", len(batch), coordinator_id, exc)
+            for txn in batch.values():
+                txn.finish(lambda _t, _p: ErrorCode.NOT_ENOUGH_REPLICAS)
+            return
+        results: dict[tuple[str, str, int], ErrorCode] = {}
         for result in response.results_by_transaction or []:
-            if result.transactional_id != transactional_id:
-                continue
             for t in result.topic_results:
                 for p in t.results_by_partition:
-                    if t.name == topic and p.partition_index == partition:
-                        return produce_error(ErrorCode(p.partition_error_code))
-        return ErrorCode.NOT_ENOUGH_REPLICAS
+                    results[(result.transactional_id, t.name, p.partition_index)] = ErrorCode(p.partition_error_code)
+        top = ErrorCode(response.error_code)
+        for tid, txn in batch.items():
+            to_produce_error = add_partition_error if txn.add_partition else produce_error
+
+            def error_of(topic: str, partition: int, tid: str = tid,
+                         convert: Callable[[ErrorCode], ErrorCode] = to_produce_error) -> ErrorCode:
+                if top != ErrorCode.NONE:
+                    return convert(top)
+                found = results.get((tid, topic, partition))
+                return ErrorCode.NOT_ENOUGH_REPLICAS if found is None else convert(found)
+
+            txn.finish(error_of)
 
     def close(self) -> None:
         conns, self._conns = self._conns, {}
@@ -146,4 +243,4 @@ class TransactionVerifier:
                     asyncio.get_running_loop().create_task(conn.close())
 
 
-__all__ = ["TransactionVerifier", "produce_error"]
+__all__ = ["TransactionVerifier", "add_partition_error", "produce_error"]

@@ -47,7 +47,6 @@ ABSENT_APIS: dict[int, str] = {
     45: _REPLICATION,  # AlterPartitionReassignments
     46: _REPLICATION,  # ListPartitionReassignments
     55: "no Raft metadata quorum (issue 13)",  # DescribeQuorum
-    57: "feature levels are fixed (no UpdateFeatures)",  # UpdateFeatures
     64: "single node: no broker to unregister",  # UnregisterBroker
     80: _RAFT,  # AddRaftVoter
     81: _RAFT,  # RemoveRaftVoter
@@ -64,8 +63,6 @@ ABSENT_APIS: dict[int, str] = {
 ABSENT_FEATURES: dict[str, str] = {
     "kraft.version": "no Raft metadata quorum (issue 13)",
     "streams.version": _STREAMS,
-    "transaction.version": "a producer reading transaction.version >= 2 switches to transactions V2 (Produce "
-                           "v12 semantics, EndTxn v5), which does not exist here (franz-go#1017)",
     "eligible.leader.replicas.version": "no eligible leader replicas (KIP-966) on a single replica",
 }
 

@@ -396,8 +396,12 @@ def test_produce_verified_by_a_coordinator_on_another_broker(cluster: Cluster) -
                 return P(transactional_id=tid, acks=-1, timeout_ms=30000, topic_data=[P.TopicProduceData(
                     name=TOPIC, partition_data=[P.PartitionProduceData(index=partition, records=bytes(batch))])])
 
-            refused = await lead.request(0, produce(0), ProduceResponse, version=11)
+            refused = await lead.request(0, produce(0), ProduceResponse, version=10)
             assert refused.responses[0].partition_responses[0].error_code == ErrorCode.INVALID_TXN_STATE, refused
+            # From v11 (KIP-890) the same refusal is TRANSACTION_ABORTABLE, as Kafka answers it.
+            abortable = await lead.request(0, produce(0), ProduceResponse, version=11)
+            assert abortable.responses[0].partition_responses[0].error_code == ErrorCode.TRANSACTION_ABORTABLE, \
+                abortable
             A = AddPartitionsToTxnRequest
             added = await coord.request(24, A(v3_and_below_transactional_id=tid, v3_and_below_producer_id=pid,
                                               v3_and_below_producer_epoch=epoch, v3_and_below_topics=[
@@ -410,7 +414,7 @@ def test_produce_verified_by_a_coordinator_on_another_broker(cluster: Cluster) -
                                                           committed=False), EndTxnResponse, version=3)
             assert ended.error_code == 0, ended
             # The transaction is over: a late batch of it is refused again (no hanging transaction).
-            late = await lead.request(0, produce(1), ProduceResponse, version=11)
+            late = await lead.request(0, produce(1), ProduceResponse, version=10)
             assert late.responses[0].partition_responses[0].error_code == ErrorCode.INVALID_TXN_STATE, late
         finally:
             await coord.close()
