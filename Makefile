@@ -39,6 +39,7 @@ setup-test: $(TEST_STAMP)
 	bash scripts/system-deps.sh
 	@echo "==> Resolving Apache Kafka 4.3.1's Java jars with Maven into .cache/java (minutes the first time, then cached)"
 	bash scripts/java-deps.sh
+	bash scripts/java-deps.sh --streams
 	@echo "==> Building kbench, the benchmarks' native load generator (Go, franz-go pinned in go.sum) into .cache/kbench"
 	bash benchmarks/native/build.sh
 
