@@ -10,9 +10,12 @@ with delivery state and count), written in full whenever the share-partition's d
 (acknowledgements, releases, lock expiries, the start offset moving, initialization).
 
 kbroker's share-partition manager (`kbroker.coord.share_partition_manager`) talks to this service in
-process, not through the share coordinator's RPCs: InitializeShareGroupState / ReadShareGroupState /
-WriteShareGroupState / DeleteShareGroupState / ReadShareGroupStateSummary are not served (not
-advertised). Differences from Kafka, on purpose: only ShareSnapshot records are written (no
+process. Other callers use the share coordinator's RPCs, served by kbroker.api (InitializeShareGroupState
+83, ReadShareGroupState 84, WriteShareGroupState 85, DeleteShareGroupState 86,
+ReadShareGroupStateSummary 87; FindCoordinator SHARE finds the coordinator): `ShareCoordinatorService.call`
+runs one share-partition's operation (`ShareCoordinatorShard.initialize / read / write / delete /
+summary`, Kafka 4.3.1's rules, fenced by the highest leader and state epochs seen) on the shard of its
+partition. Differences from Kafka, on purpose: only ShareSnapshot records are written (no
 ShareUpdate deltas, `share.coordinator.snapshot.update.records.per.snapshot` is not used), and the topic
 is compacted (one snapshot per key survives) instead of Kafka's delete policy with record pruning.
 
