@@ -259,6 +259,8 @@ class ShareCoordinatorShard:
         error = self.append([(k, None)])
         if error == ErrorCode.NONE:
             del self.states[key]
+            self.leader_epochs.pop(key, None)
+            self.state_epochs.pop(key, None)
         return error
 
     # -- the runtime's CoordinatorShard --------------------------------------------------------------
