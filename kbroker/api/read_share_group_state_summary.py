@@ -3,7 +3,8 @@ offset (DescribeShareGroupOffsets and the group coordinator's lag computation as
 
 Served by kbroker's share coordinator as Kafka 4.3.1 serves it: state epoch, leader epoch, start offset
 and (v1) delivery complete count as recorded; an uninitialized share-partition answers NONE with start
-offset -1 and delivery complete count -1; nothing is written and nothing fenced. Common rules in
+offset -1 and delivery complete count -1, an unknown topic id or partition UNKNOWN_TOPIC_OR_PARTITION;
+nothing is written and nothing fenced. Common rules in
 `kbroker.api._share_state`.
 """
 
@@ -55,7 +56,8 @@ async def handle(services: BrokerServices, ctx: RequestContext, header: Any,
 
     async def call(sc: Any, topic_id: Any, p: Any) -> Any:
         key = (gid, topic_id, p.partition)
-        return await sc.call(key, lambda s: s.summary(key), "read summary", write=False)
+        known = sc.partition_known(topic_id, p.partition)
+        return await sc.call(key, lambda s: s.summary(key, known), "read summary", write=False)
 
     return R(results=[R.ReadStateSummaryResult(topic_id=tid, partitions=[_partition(p, r) for p, r in parts])
                       for tid, parts in await per_partition(services, request.topics, call)])

@@ -241,11 +241,13 @@ class ShareCoordinatorShard:
             return ShareRpcResult(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION.message)
         return self._result(self.delete_state(key))
 
-    def summary(self, key: SharePartitionKey) -> ShareRpcResult:
+    def summary(self, key: SharePartitionKey, partition_known: bool) -> ShareRpcResult:
         """ReadShareGroupStateSummary: the recorded epochs, start offset and delivery complete count (an
         uninitialized share-partition answers start offset -1); nothing is written or fenced."""
         if key[2] < 0:
             return ShareRpcResult(ErrorCode.INVALID_REQUEST, NEGATIVE_PARTITION_ID)
+        if not partition_known:
+            return ShareRpcResult(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION.message)
         return ShareRpcResult(ErrorCode.NONE, None, self.states.get(key))
 
     @staticmethod

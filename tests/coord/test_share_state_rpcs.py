@@ -65,7 +65,7 @@ def test_fencing_epochs_survive_a_reload_and_a_tombstone_clears_them() -> None:
     assert reloaded.initialize(KEY, 1, 0, True).error == ErrorCode.FENCED_STATE_EPOCH
     assert reloaded.delete(KEY, True).error == ErrorCode.NONE
     assert reloaded.initialize(KEY, 0, 0, True).error == ErrorCode.NONE  # the tombstone forgot the epochs
-    assert reloaded.summary(KEY).state is not None and reloaded.summary(("g", TID, 1)).state is None
+    assert reloaded.summary(KEY, True).state is not None and reloaded.summary(("g", TID, 1), True).state is None
 
 
 REQUESTS = [

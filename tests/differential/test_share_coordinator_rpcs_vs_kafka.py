@@ -156,6 +156,12 @@ def scenario(bootstrap: str) -> dict[str, Any]:
         out["summary_after_delete"] = _named(_results(_summary(c, GROUP, tid, [(1, 0)]), SUMMARY), tid)
         out["delete_unknown_topic"] = _named(_results(_delete(c, GROUP, UNKNOWN, [0]), ()), tid)
         out["delete_empty_group"] = _named(_results(_delete(c, "", tid, [0]), ()), tid)
+        out["delete_uninitialized"] = _named(_results(_delete(c, GROUP, tid, [1]), ()), tid)
+        out["summary_unknown_topic"] = _named(_results(_summary(c, GROUP, UNKNOWN, [(0, 0)]), SUMMARY), tid)
+        out["init_negative_partition"] = _named(_results(_init(c, GROUP, tid, [(-1, 0, 0)]), ()), tid)
+        out["read_negative_partition"] = _named(_results(_read(c, GROUP, tid, [(-1, 0)]), READ), tid)
+        out["summary_negative_partition"] = _named(_results(_summary(c, GROUP, tid, [(-1, 0)]), SUMMARY), tid)
+        out["delete_negative_partition"] = _named(_results(_delete(c, GROUP, tid, [-1]), ()), tid)
     return out
 
 
@@ -167,7 +173,9 @@ STEPS = ["find_first", "find", "find_v5", "find_bad_key", "init_p0", "read_unini
          "summary_after_init_again", "read_after_init_again", "write_fenced_state", "write_same_state", "init_same_state", "init_fenced_state", "write_unknown_topic",
          "write_unknown_partition", "write_negative_partition", "read_unknown_topic", "read_empty_group",
          "write_empty_group", "init_empty_group", "delete_p1", "read_after_delete", "summary_after_delete",
-         "delete_unknown_topic", "delete_empty_group"]
+         "delete_unknown_topic", "delete_empty_group", "delete_uninitialized", "summary_unknown_topic",
+         "init_negative_partition", "read_negative_partition", "summary_negative_partition",
+         "delete_negative_partition"]
 
 
 @pytest.fixture(scope="module")
