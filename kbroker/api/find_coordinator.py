@@ -6,31 +6,40 @@ maps to partition `abs(hashCode(group)) % partitions` of `__consumer_offsets`, c
 use as Kafka does; this node leads every partition, so it is always the answer. A TRANSACTION key maps
 to partition `abs(hashCode(transactional.id)) % partitions` of `__transaction_state`, created on first
 use the same way (the transaction coordinator, `TransactionCoordinatorService`). A SHARE key answers INVALID_REQUEST below v6 and
-COORDINATOR_NOT_AVAILABLE from v6: share groups work (docs/share-groups.md) and kbroker's share
-coordinator keeps their state on `__share_group_state`, but it is called in process and serves none of
-the share coordinator's RPCs, so there is nothing to find (only brokers look for it; share consumers
-find their group coordinator with a GROUP key). librdkafka only enables LZ4 when this API is
+from v6 names the leader of the key's `__share_group_state` partition (`abs(hashCode("group:topicId:
+partition")) % partitions`, Kafka's ShareCoordinatorService.partitionFor), whose share coordinator
+serves InitializeShareGroupState / Read / Write / Delete / ReadShareGroupStateSummary (83-87); the topic
+is created on first use and COORDINATOR_NOT_AVAILABLE answered meanwhile, as Kafka does; a malformed
+key answers INVALID_REQUEST. Share consumers find their group coordinator with a GROUP key. librdkafka only enables LZ4 when this API is
 advertised.
 """
 
 from __future__ import annotations
 
+import base64
+import binascii
+import uuid
 from collections.abc import Awaitable
 
 from kbroker.api._authz import authorize
 from kbroker.api._groups import runtime
 from kbroker.api.context import BrokerServices, RequestContext
+from kbroker.coord.share_coordinator import SharePartitionKey
 from kbroker.protocol.errors import ErrorCode
 from kbroker.protocol.headers import RequestHeader
 from kbroker.protocol.messages.find_coordinator import FindCoordinatorRequest, FindCoordinatorResponse
-from kbroker.protocol.topic import GROUP_METADATA_TOPIC_NAME, TRANSACTION_STATE_TOPIC_NAME
+from kbroker.protocol.topic import (
+    GROUP_METADATA_TOPIC_NAME,
+    SHARE_GROUP_STATE_TOPIC_NAME,
+    TRANSACTION_STATE_TOPIC_NAME,
+)
 from kbroker.security.acl import DESCRIBE, GROUP, TRANSACTIONAL_ID
 
 API_KEY = 10
 MIN_VERSION = 0
 MAX_VERSION = 6
 VERSION_NOTES = ("GROUP keys (creates __consumer_offsets on first use); TRANSACTION keys (creates "
-                 "__transaction_state on first use); SHARE keys (v6) COORDINATOR_NOT_AVAILABLE (the share coordinator serves no RPCs).")
+                 "__transaction_state on first use); SHARE keys (v6): the leader of the key's __share_group_state partition (created on first use).")
 
 GROUP_KEY_TYPE = 0
 TRANSACTION_KEY_TYPE = 1
@@ -51,6 +60,22 @@ def error_response(request: FindCoordinatorRequest, version: int, error: ErrorCo
     return FindCoordinatorResponse(error_code=error, error_message=_message(error), node_id=-1, host="", port=-1)
 
 
+def _share_key(key: str) -> SharePartitionKey | None:
+    """Kafka's SharePartitionKey.getInstance(String): three ':'-separated parts, a topic id in Kafka's
+    base64 form and an int partition; None when malformed."""
+    parts = key.split(":")
+    if len(parts) != 3 or not parts[0]:
+        return None
+    try:
+        raw = base64.urlsafe_b64decode(parts[1] + "=" * (-len(parts[1]) % 4))
+        partition = int(parts[2])
+    except (ValueError, binascii.Error):
+        return None
+    if len(raw) != 16 or not -(2**31) <= partition < 2**31:
+        return None
+    return parts[0], uuid.UUID(bytes=raw), partition
+
+
 def _lookup(services: BrokerServices, ctx: RequestContext, key_type: int,
             version: int, key: str = "") -> tuple[ErrorCode, int, str, int]:
     if services.authorizer is not None:
@@ -59,6 +84,7 @@ def _lookup(services: BrokerServices, ctx: RequestContext, key_type: int,
             return ErrorCode.GROUP_AUTHORIZATION_FAILED, -1, "", -1
         if key_type == TRANSACTION_KEY_TYPE and not authorize(services, ctx, DESCRIBE, TRANSACTIONAL_ID, key):
             return ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, -1, "", -1
+    share_partition: int | None = None
     if key_type == GROUP_KEY_TYPE:
         error = runtime(services).offsets_topic_status()
     elif key_type == TRANSACTION_KEY_TYPE:
@@ -68,9 +94,18 @@ def _lookup(services: BrokerServices, ctx: RequestContext, key_type: int,
             # leader of the id's __transaction_state partition, from the image (below), as Kafka's.
             error = services.transaction_coordinator.coordinator_status(key)
     elif key_type == SHARE_KEY_TYPE:
-        # Kafka refuses the SHARE type below v6 and, with no share coordinator, answers
-        # COORDINATOR_NOT_AVAILABLE from v6 on (KafkaApis.getCoordinator).
-        error = ErrorCode.COORDINATOR_NOT_AVAILABLE if version >= 6 else ErrorCode.INVALID_REQUEST
+        # KafkaApis.getCoordinator: the SHARE type needs v6; the key must be "group:topicId:partition"
+        # (SharePartitionKey.getInstance, else INVALID_REQUEST); the coordinator is the leader of the
+        # key's __share_group_state partition, created on first use (COORDINATOR_NOT_AVAILABLE until then).
+        share_key = _share_key(key) if version >= 6 else None
+        sc = services.share_coordinator
+        if share_key is None:
+            error = ErrorCode.INVALID_REQUEST
+        elif sc is None or not sc.active:
+            error = ErrorCode.COORDINATOR_NOT_AVAILABLE
+        else:
+            share_partition = sc.coordinator_partition(share_key)
+            error = ErrorCode.COORDINATOR_NOT_AVAILABLE if share_partition is None else ErrorCode.NONE
     else:
         error = ErrorCode.INVALID_REQUEST
     if error != ErrorCode.NONE:
@@ -80,6 +115,8 @@ def _lookup(services: BrokerServices, ctx: RequestContext, key_type: int,
         image = services.metadata.image
         if key_type == TRANSACTION_KEY_TYPE:
             reg = image.partition(TRANSACTION_STATE_TOPIC_NAME, services.transaction_coordinator.partition_for(key))
+        elif key_type == SHARE_KEY_TYPE:
+            reg = image.partition(SHARE_GROUP_STATE_TOPIC_NAME, share_partition or 0)
         else:
             reg = image.partition(GROUP_METADATA_TOPIC_NAME, runtime(services).partition_for(key))
         leader = image.cluster.broker(reg.leader) if reg is not None else None
@@ -125,8 +162,10 @@ def _answer(services: BrokerServices, ctx: RequestContext, header: RequestHeader
         coordinators = []
         for key in request.coordinator_keys:
             error, node, host, port = _lookup(services, ctx, request.key_type, version, key)
+            # Kafka answers SHARE keys with an empty error message, whatever the error.
+            message = "" if request.key_type == SHARE_KEY_TYPE else _message(error)
             coordinators.append(FindCoordinatorResponse.Coordinator(
-                key=key, node_id=node, host=host, port=port, error_code=error, error_message=_message(error)))
+                key=key, node_id=node, host=host, port=port, error_code=error, error_message=message))
         return FindCoordinatorResponse(coordinators=coordinators)
     key_type = request.key_type if version >= 1 else GROUP_KEY_TYPE
     error, node, host, port = _lookup(services, ctx, key_type, version, request.key)

@@ -10,9 +10,12 @@ with delivery state and count), written in full whenever the share-partition's d
 (acknowledgements, releases, lock expiries, the start offset moving, initialization).
 
 kbroker's share-partition manager (`kbroker.coord.share_partition_manager`) talks to this service in
-process, not through the share coordinator's RPCs: InitializeShareGroupState / ReadShareGroupState /
-WriteShareGroupState / DeleteShareGroupState / ReadShareGroupStateSummary are not served (not
-advertised). Differences from Kafka, on purpose: only ShareSnapshot records are written (no
+process. Other callers use the share coordinator's RPCs, served by kbroker.api (InitializeShareGroupState
+83, ReadShareGroupState 84, WriteShareGroupState 85, DeleteShareGroupState 86,
+ReadShareGroupStateSummary 87; FindCoordinator SHARE finds the coordinator): `ShareCoordinatorService.call`
+runs one share-partition's operation (`ShareCoordinatorShard.initialize / read / write / delete /
+summary`, Kafka 4.3.1's rules, fenced by the highest leader and state epochs seen) on the shard of its
+partition. Differences from Kafka, on purpose: only ShareSnapshot records are written (no
 ShareUpdate deltas, `share.coordinator.snapshot.update.records.per.snapshot` is not used), and the topic
 is compacted (one snapshot per key survives) instead of Kafka's delete policy with record pruning.
 
@@ -72,6 +75,7 @@ class SharePartitionState:
     state_epoch: int = 0
     snapshot_epoch: int = 0
     batches: list[StateBatch] = field(default_factory=list)
+    delivery_complete_count: int = -1
 
 
 def kafka_uuid(u: uuid.UUID) -> str:
@@ -93,11 +97,59 @@ def encode_snapshot(key: SharePartitionKey, state: SharePartitionState, now_ms: 
     k = encode_coordinator_key(ShareSnapshotKey(group_id=key[0], topic_id=key[1], partition=key[2]))
     v = encode_coordinator_value(ShareSnapshotValue(
         snapshot_epoch=state.snapshot_epoch, state_epoch=state.state_epoch, leader_epoch=state.leader_epoch,
-        start_offset=state.start_offset, create_timestamp=now_ms, write_timestamp=now_ms,
+        start_offset=state.start_offset, delivery_complete_count=state.delivery_complete_count,
+        create_timestamp=now_ms, write_timestamp=now_ms,
         state_batches=[ShareSnapshotValue.StateBatch(first_offset=b.first_offset, last_offset=b.last_offset,
                                                      delivery_state=b.delivery_state, delivery_count=b.delivery_count)
                        for b in state.batches]), 0)
     return k, v
+
+
+NEGATIVE_PARTITION_ID = "The partition id cannot be a negative number."
+READ_UNINITIALIZED = "Read operation on uninitialized share partition not allowed."
+WRITE_UNINITIALIZED = "Write operation on uninitialized share partition not allowed."
+
+
+@dataclass(frozen=True, slots=True)
+class ShareRpcResult:
+    """One share-partition's answer to a share coordinator RPC."""
+    error: ErrorCode
+    message: str | None
+    state: SharePartitionState | None = None
+
+
+def combine_state_batches(current: list[StateBatch], new: list[StateBatch], start_offset: int) -> list[StateBatch]:
+    """Kafka's PersisterStateBatchCombiner: the new batches overwrite the offsets they cover (a later
+    one wins over an earlier one), offsets below the start offset are dropped, and contiguous batches
+    with the same delivery state and count are coalesced."""
+    result = sorted(current, key=lambda b: b.first_offset)
+    for b in new:
+        if b.last_offset < b.first_offset:
+            continue
+        kept: list[StateBatch] = []
+        for old in result:
+            if old.last_offset < b.first_offset or old.first_offset > b.last_offset:
+                kept.append(old)
+                continue
+            if old.first_offset < b.first_offset:
+                kept.append(StateBatch(old.first_offset, b.first_offset - 1, old.delivery_state, old.delivery_count))
+            if old.last_offset > b.last_offset:
+                kept.append(StateBatch(b.last_offset + 1, old.last_offset, old.delivery_state, old.delivery_count))
+        kept.append(b)
+        result = sorted(kept, key=lambda x: x.first_offset)
+    out: list[StateBatch] = []
+    for b in result:
+        if b.last_offset < start_offset:
+            continue
+        if b.first_offset < start_offset:
+            b = StateBatch(start_offset, b.last_offset, b.delivery_state, b.delivery_count)
+        prev = out[-1] if out else None
+        if prev is not None and prev.last_offset + 1 == b.first_offset and \
+                (prev.delivery_state, prev.delivery_count) == (b.delivery_state, b.delivery_count):
+            out[-1] = StateBatch(prev.first_offset, b.last_offset, b.delivery_state, b.delivery_count)
+        else:
+            out.append(b)
+    return out
 
 
 class ShareCoordinatorShard:
@@ -107,6 +159,13 @@ class ShareCoordinatorShard:
         self.append = append
         self.time_ms = time_ms
         self.states: dict[SharePartitionKey, SharePartitionState] = {}
+        # Kafka's leaderEpochMap / stateEpochMap: the highest epochs seen per key, what RPCs are fenced by.
+        self.leader_epochs: dict[SharePartitionKey, int] = {}
+        self.state_epochs: dict[SharePartitionKey, int] = {}
+
+    def _epochs_seen(self, key: SharePartitionKey, leader_epoch: int, state_epoch: int) -> None:
+        self.leader_epochs[key] = max(leader_epoch, self.leader_epochs.get(key, leader_epoch))
+        self.state_epochs[key] = max(state_epoch, self.state_epochs.get(key, state_epoch))
 
     def write_state(self, key: SharePartitionKey, state: SharePartitionState) -> ErrorCode:
         previous = self.states.get(key)
@@ -114,7 +173,86 @@ class ShareCoordinatorShard:
         error = self.append([encode_snapshot(key, state, self.time_ms())])
         if error == ErrorCode.NONE:
             self.states[key] = state
+            self._epochs_seen(key, state.leader_epoch, state.state_epoch)
         return error
+
+    # -- the share coordinator's RPCs, one share-partition at a time (ShareCoordinatorShard) ----------
+
+    def initialize(self, key: SharePartitionKey, state_epoch: int, start_offset: int,
+                   partition_known: bool) -> ShareRpcResult:
+        """InitializeShareGroupState: a fresh snapshot (no batches, leader epoch 0, delivery complete
+        count 0), fenced only by a lower state epoch."""
+        if key[2] < 0:
+            return ShareRpcResult(ErrorCode.INVALID_REQUEST, NEGATIVE_PARTITION_ID)
+        if self.state_epochs.get(key, state_epoch) > state_epoch:
+            return ShareRpcResult(ErrorCode.FENCED_STATE_EPOCH, ErrorCode.FENCED_STATE_EPOCH.message)
+        if not partition_known:
+            return ShareRpcResult(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION.message)
+        return self._result(self.write_state(key, SharePartitionState(start_offset, 0, state_epoch,
+                                                                      delivery_complete_count=0)))
+
+    def read(self, key: SharePartitionKey, leader_epoch: int, partition_known: bool) -> ShareRpcResult:
+        """ReadShareGroupState (Kafka's readStateAndMaybeUpdateLeaderEpoch): a leader epoch other than
+        -1 is recorded (a new snapshot) and fences older leaders from then on."""
+        if key[2] < 0:
+            return ShareRpcResult(ErrorCode.INVALID_REQUEST, NEGATIVE_PARTITION_ID)
+        state = self.states.get(key)
+        if state is None:
+            return ShareRpcResult(ErrorCode.INVALID_REQUEST, READ_UNINITIALIZED)
+        if leader_epoch != -1 and self.leader_epochs.get(key, leader_epoch) > leader_epoch:
+            return ShareRpcResult(ErrorCode.FENCED_LEADER_EPOCH, ErrorCode.FENCED_LEADER_EPOCH.message)
+        if not partition_known:
+            return ShareRpcResult(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION.message)
+        if leader_epoch != -1 and leader_epoch != state.leader_epoch:
+            updated = SharePartitionState(state.start_offset, leader_epoch, state.state_epoch, 0, list(state.batches),
+                                          state.delivery_complete_count)
+            error = self.write_state(key, updated)
+            if error != ErrorCode.NONE:
+                return ShareRpcResult(error, error.message)
+            state = updated
+        return ShareRpcResult(ErrorCode.NONE, None, state)
+
+    def write(self, key: SharePartitionKey, state_epoch: int, leader_epoch: int, start_offset: int,
+              delivery_complete_count: int, batches: list[StateBatch], partition_known: bool) -> ShareRpcResult:
+        """WriteShareGroupState: the batches are merged into the recorded ones (Kafka's
+        PersisterStateBatchCombiner), the start offset moves unless -1; the leader and state epochs
+        recorded stay (they only fence)."""
+        if key[2] < 0:
+            return ShareRpcResult(ErrorCode.INVALID_REQUEST, NEGATIVE_PARTITION_ID)
+        state = self.states.get(key)
+        if state is None:
+            return ShareRpcResult(ErrorCode.INVALID_REQUEST, WRITE_UNINITIALIZED)
+        if self.leader_epochs.get(key, leader_epoch) > leader_epoch:
+            return ShareRpcResult(ErrorCode.FENCED_LEADER_EPOCH, ErrorCode.FENCED_LEADER_EPOCH.message)
+        if self.state_epochs.get(key, state_epoch) > state_epoch:
+            return ShareRpcResult(ErrorCode.FENCED_STATE_EPOCH, ErrorCode.FENCED_STATE_EPOCH.message)
+        if not partition_known:
+            return ShareRpcResult(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION.message)
+        start = state.start_offset if start_offset == -1 else start_offset
+        merged = combine_state_batches(state.batches, batches, start)
+        return self._result(self.write_state(key, SharePartitionState(start, state.leader_epoch, state.state_epoch, 0,
+                                                                      merged, delivery_complete_count)))
+
+    def delete(self, key: SharePartitionKey, partition_known: bool) -> ShareRpcResult:
+        """DeleteShareGroupState: a tombstone for the share-partition's state, if it has one."""
+        if key[2] < 0:
+            return ShareRpcResult(ErrorCode.INVALID_REQUEST, NEGATIVE_PARTITION_ID)
+        if not partition_known:
+            return ShareRpcResult(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION.message)
+        return self._result(self.delete_state(key))
+
+    def summary(self, key: SharePartitionKey, partition_known: bool) -> ShareRpcResult:
+        """ReadShareGroupStateSummary: the recorded epochs, start offset and delivery complete count (an
+        uninitialized share-partition answers start offset -1); nothing is written or fenced."""
+        if key[2] < 0:
+            return ShareRpcResult(ErrorCode.INVALID_REQUEST, NEGATIVE_PARTITION_ID)
+        if not partition_known:
+            return ShareRpcResult(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION.message)
+        return ShareRpcResult(ErrorCode.NONE, None, self.states.get(key))
+
+    @staticmethod
+    def _result(error: ErrorCode) -> ShareRpcResult:
+        return ShareRpcResult(error, None if error == ErrorCode.NONE else error.message)
 
     def delete_state(self, key: SharePartitionKey) -> ErrorCode:
         if key not in self.states:
@@ -123,6 +261,8 @@ class ShareCoordinatorShard:
         error = self.append([(k, None)])
         if error == ErrorCode.NONE:
             del self.states[key]
+            self.leader_epochs.pop(key, None)
+            self.state_epochs.pop(key, None)
         return error
 
     # -- the runtime's CoordinatorShard --------------------------------------------------------------
@@ -139,13 +279,16 @@ class ShareCoordinatorShard:
         skey = (k.group_id, k.topic_id, k.partition)
         if value is None:
             self.states.pop(skey, None)
+            self.leader_epochs.pop(skey, None)
+            self.state_epochs.pop(skey, None)
             return
         v, _version = decode_coordinator_value(Coordinator.SHARE, record_type, value)
         if isinstance(v, ShareSnapshotValue):
             self.states[skey] = SharePartitionState(
                 v.start_offset, v.leader_epoch, v.state_epoch, v.snapshot_epoch,
                 [StateBatch(b.first_offset, b.last_offset, b.delivery_state, b.delivery_count)
-                 for b in v.state_batches])
+                 for b in v.state_batches], v.delivery_complete_count)
+            self._epochs_seen(skey, v.leader_epoch, v.state_epoch)
 
     def replay_transactional(self, producer_id: int, offset: int, key: bytes | memoryview | None,
                              value: bytes | memoryview | None) -> None:
@@ -320,6 +463,48 @@ class ShareCoordinatorService:
                            lambda e: result.append(e))
         return result[0] if result else ErrorCode.NONE
 
+    # -- the share coordinator's RPCs (83-87), served by kbroker.api.*_share_group_state* ---------------
+
+    def partition_known(self, topic_id: uuid.UUID, partition: int) -> bool:
+        info = self.metadata.topic_by_id(topic_id)
+        return info is not None and 0 <= partition < int(info.num_partitions)
+
+    def coordinator_partition(self, key: SharePartitionKey) -> int | None:
+        """The `__share_group_state` partition of a key (FindCoordinator SHARE); None while the topic
+        does not exist (its creation is started)."""
+        if not self.ensure_state_topic():
+            return None
+        return partition_for(key, self.num_partitions())
+
+    async def call(self, key: SharePartitionKey, op: Callable[[ShareCoordinatorShard], ShareRpcResult],
+                   verb: str, write: bool = True) -> ShareRpcResult:
+        """Run one share-partition's operation on the shard of its `__share_group_state` partition: a
+        write answers once its records committed, a read once the writes before it did. Runtime errors
+        answer as Kafka's CoordinatorOperationExceptionHelper maps them, with "Unable to <verb> share
+        group state: " and the error's message."""
+        rt = self.runtime
+        if not self.active or rt is None:
+            return ShareRpcResult(ErrorCode.COORDINATOR_NOT_AVAILABLE, "Share coordinator is not available.")
+        if not self.ensure_state_topic():
+            return _failed(verb, ErrorCode.NOT_COORDINATOR)
+        p = partition_for(key, self.num_partitions())
+        if rt.status(p) == ErrorCode.NOT_COORDINATOR and self.replica_manager.get_partition(STATE_TOPIC, p) is not None \
+                and rt.schedule_load(p) and self._loop is not None:
+            self._loop.call_soon(rt.run_load, p)
+        fut: asyncio.Future[ShareRpcResult] = asyncio.get_running_loop().create_future()
+
+        def done(value: object) -> None:
+            if not fut.done():
+                fut.set_result(value if isinstance(value, ShareRpcResult)
+                               else ShareRpcResult(ErrorCode.UNKNOWN_SERVER_ERROR, None))
+
+        def fail(error: ErrorCode) -> None:
+            if not fut.done():
+                fut.set_result(_failed(verb, error))
+
+        (rt.write if write else rt.read)(p, op, done, fail)
+        return await fut
+
     def state_keys(self, group_id: str) -> list[SharePartitionKey]:
         """The share-partitions of a group that have a state on the loaded `__share_group_state` partitions."""
         if self.runtime is None or not self.active:
@@ -333,6 +518,14 @@ class ShareCoordinatorService:
         for p, shard in self.runtime.active_shards():
             for key in [k for k in shard.states if k[0] == group_id]:
                 self.runtime.write(p, _deleting(key), _ignore, _ignore)
+
+
+def _failed(verb: str, error: ErrorCode) -> ShareRpcResult:
+    if error in (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, ErrorCode.NOT_ENOUGH_REPLICAS, ErrorCode.REQUEST_TIMED_OUT):
+        error = ErrorCode.COORDINATOR_NOT_AVAILABLE
+    elif error in (ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.KAFKA_STORAGE_ERROR):
+        error = ErrorCode.NOT_COORDINATOR
+    return ShareRpcResult(error, f"Unable to {verb} share group state: {error.message}")
 
 
 def _ignore(_value: object) -> None:

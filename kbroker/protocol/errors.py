@@ -114,7 +114,7 @@ _TABLE: tuple[tuple[str, int, bool, str], ...] = (
     ("INVALID_FETCH_SESSION_EPOCH", 71, True, "The fetch session epoch is invalid."),
     ("LISTENER_NOT_FOUND", 72, True, "The leader has no endpoint for the listener the request arrived on."),
     ("TOPIC_DELETION_DISABLED", 73, False, "Topic deletion is disabled."),
-    ("FENCED_LEADER_EPOCH", 74, True, "The request's leader epoch is older than the broker's."),
+    ("FENCED_LEADER_EPOCH", 74, True, "The leader epoch in the request is older than the epoch on the broker."),
     ("UNKNOWN_LEADER_EPOCH", 75, True, "The request's leader epoch is newer than the broker's."),
     (
         "UNSUPPORTED_COMPRESSION_TYPE",
@@ -189,7 +189,7 @@ _TABLE: tuple[tuple[str, int, bool, str], ...] = (
     ),
     ("SHARE_SESSION_NOT_FOUND", 122, True, "The share session was not found."),
     ("INVALID_SHARE_SESSION_EPOCH", 123, True, "The share session epoch is invalid."),
-    ("FENCED_STATE_EPOCH", 124, False, "The share-group state epoch does not match."),
+    ("FENCED_STATE_EPOCH", 124, False, "The share coordinator rejected the request because the share-group state epoch did not match."),
     ("INVALID_VOTER_KEY", 125, False, "The voter key does not match the receiving replica."),
     ("DUPLICATE_VOTER", 126, False, "The voter is already in the voter set."),
     ("VOTER_NOT_FOUND", 127, False, "The voter is not in the voter set."),

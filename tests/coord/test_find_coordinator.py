@@ -37,7 +37,9 @@ def test_v5_and_v6_group_keys_are_answered_like_v4(tmp_path: Path) -> None:
 
 def test_share_key_type_refused_below_v6_and_unavailable_from_v6(tmp_path: Path) -> None:
     # Kafka 4.3 (KafkaApis.getCoordinator): the SHARE key type is an INVALID_REQUEST before v6; from v6
-    # a broker without a share coordinator answers COORDINATOR_NOT_AVAILABLE per key.
+    # a broker without a running share coordinator (this stack starts none) answers
+    # COORDINATOR_NOT_AVAILABLE per key. With one, the answer is the leader of the key's
+    # __share_group_state partition: tests/differential/test_share_coordinator_rpcs_vs_kafka.py.
     async def body(s: Stack) -> None:
         key = "g:AAAAAAAAAAAAAAAAAAAAAA:0"
         r5 = await s.call(10, 5, FindCoordinatorRequest(key_type=2, coordinator_keys=[key]))

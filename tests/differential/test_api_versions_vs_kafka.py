@@ -27,8 +27,6 @@ from tests.support.reference_kafka import reference_unavailable_reason, start_re
 
 pytestmark = [pytest.mark.reference, pytest.mark.interop]
 
-_SHARE_STATE = ("the share coordinator's RPCs (KIP-932): kbroker's share coordinator keeps share-partition state "
-                "on __share_group_state but is called in process, not over the network")
 _STREAMS = "streams groups (KIP-1071) are not implemented"
 _TOKENS = "delegation tokens need SASL authentication, which is not implemented"
 _REPLICATION = "replica reassignment and leader election come with replication (single node)"
@@ -50,11 +48,6 @@ ABSENT_APIS: dict[int, str] = {
     64: "single node: no broker to unregister",  # UnregisterBroker
     80: _RAFT,  # AddRaftVoter
     81: _RAFT,  # RemoveRaftVoter
-    83: _SHARE_STATE,  # InitializeShareGroupState
-    84: _SHARE_STATE,  # ReadShareGroupState
-    85: _SHARE_STATE,  # WriteShareGroupState
-    86: _SHARE_STATE,  # DeleteShareGroupState
-    87: _SHARE_STATE,  # ReadShareGroupStateSummary
     88: _STREAMS,  # StreamsGroupHeartbeat
     89: _STREAMS,  # StreamsGroupDescribe
 }
