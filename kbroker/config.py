@@ -73,7 +73,10 @@ def unsecured_login_token(options: Mapping[str, str]) -> str:
     import json
     import time
 
-    now = time.time()
+    # Millisecond precision, as Kafka's handler (time.milliseconds() / 1000.0): a finer `iat` can lie
+    # a fraction of a millisecond after a validator's clock read in the same millisecond and be
+    # refused ("Issued At ... was after the indicated time", allowable clock skew 0).
+    now = int(time.time() * 1000) / 1000.0
     claims: dict[str, object] = {}
     for key, value in options.items():
         for prefix, kind in (("unsecuredLoginStringClaim_", "s"), ("unsecuredLoginNumberClaim_", "n"),
