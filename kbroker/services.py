@@ -50,6 +50,7 @@ from kbroker.replica.replica_manager import ReplicaManager
 from kbroker.security.acl import StandardAuthorizer
 from kbroker.server.kraft_broker import KRaftBrokerLinks
 from kbroker.server.kraft_controller import KRaftControllerLinks, KRaftControllerSettings
+from kbroker.server.metadata_follower import RaftMetadataFollower
 from kbroker.server.settings import KRaftBrokerSettings, parse_bootstrap_servers, parse_voters
 
 log = logging.getLogger(__name__)
@@ -100,7 +101,7 @@ def build_services(
         producer_id_expiration_ms=config["producer.id.expiration.ms"],
     )
     replica_manager = ReplicaManager(config, log_manager, cache, time_ms)
-    if config.is_kraft_broker or config.is_kraft_controller:
+    if config.is_kraft_broker or config.runs_controller:
         _check_formatted(config)
     replica_manager.metrics = broker_metrics(config)
     # Formats empty log dirs (meta.properties with a new cluster id, as `kafka-storage.sh format`
@@ -192,6 +193,8 @@ def _host_partitions(
                          log_manager.cluster_id)
     if config.is_kraft_controller:
         role = _kraft_controller_role(core)
+    elif config.is_kraft_combined:
+        role = _kraft_combined_role(core)
     elif config.is_kraft_broker:
         role = _kraft_broker_role(core)
     else:
@@ -358,6 +361,33 @@ def _kraft_controller_role(core: _CoreServices) -> _RoleWiring:
                                  loader=core.loader, config_helper=core.config_helper, time_ms=core.time_ms)
     return _RoleWiring(links.controller, load=lambda: None, hosts_coordinators=False, authorizes=False,
                        kraft_controller=links)
+
+
+def _kraft_combined_role(core: _CoreServices) -> _RoleWiring:
+    """process.roles=broker,controller (Kafka's KafkaRaftServer with a BrokerServer and a ControllerServer):
+    the controller side is a voter as above; the broker side follows the same Raft log through a
+    `RaftMetadataFollower` (a listener of the local Raft client, no network fetch: the node's one loader
+    gets the committed batches once, hosting this node's partitions), and, like any KRaft broker, registers,
+    heartbeats and forwards every change to the active controller through the controller channel (this
+    node's own controller listener when it leads). The handlers' controller is that `RemoteController`;
+    the controller listener serves the QuorumController (`Broker.start`)."""
+    config = core.config
+    log_manager = core.log_manager
+    controller_links = KRaftControllerLinks(kraft_controller_settings(config, core.cluster_id, log_manager),
+                                            loader=core.loader, config_helper=core.config_helper,
+                                            time_ms=core.time_ms)
+    follower = RaftMetadataFollower(config.node_id, controller_links.settings.quorum.voters,
+                                    controller_links.manager)
+    controller_links.listener.register(follower)
+
+    def offline_log_dirs() -> list[uuid.UUID]:
+        return [log_manager.directory_ids[d] for d in log_manager.offline_dirs if d in log_manager.directory_ids]
+
+    links = KRaftBrokerLinks(kraft_broker_settings(config, core.cluster_id, log_manager),
+                             metadata_log_dir=config.metadata_log_dir, loader=core.loader, cache=core.cache,
+                             time_ms=core.time_ms, offline_log_dirs=offline_log_dirs, follower=follower)
+    core.replica_manager.set_alter_partition_sender(links.channel.send_alter_partition)
+    return _RoleWiring(links.controller, load=lambda: None, kraft=links, kraft_controller=controller_links)
 
 
 def build_authorizer(config: KafkaConfig) -> StandardAuthorizer | None:
