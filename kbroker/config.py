@@ -313,10 +313,12 @@ class KafkaConfig:
         `controller.quorum.bootstrap.servers`): a combined node, Kafka's KafkaRaftServer running both a
         BrokerServer and a ControllerServer. Its controller side is a Raft voter with the QuorumController,
         its broker side reads the same Raft log and registers with the active controller (docs/cluster.md,
-        "Combined nodes"). Without a quorum, `broker,controller` is kbroker's embedded single node."""
+        "Combined nodes"). Without a quorum or without a controller listener (`controller.listener.names`
+        naming one of `listeners`), `broker,controller` is kbroker's embedded single node, as before."""
         roles = set(self._values["process.roles"])
         return roles == {"broker", "controller"} and bool(
-            self._values["controller.quorum.voters"] or self._values["controller.quorum.bootstrap.servers"])
+            self._values["controller.quorum.voters"] or self._values["controller.quorum.bootstrap.servers"]) \
+            and bool(self.controller_listeners)
 
     @property
     def runs_controller(self) -> bool:

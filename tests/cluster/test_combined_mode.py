@@ -193,6 +193,28 @@ def test_one_voter_combined_node_serves_clients_and_restarts_with_everything(sin
     admin.create_topics([NewTopic("after-restart", num_partitions=1, replication_factor=1)])["after-restart"].result(30)
 
 
+def test_kafkas_sample_config_formatted_standalone_is_a_one_voter_quorum(tmp_path: Path) -> None:
+    """Kafka's quick start: `controller.quorum.bootstrap.servers` (no static voters) and
+    `kbroker storage format --standalone`: the voter set comes from the bootstrap snapshot's VotersRecord."""
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    node = _nodes(tmp_path, (1,), {"offsets.topic.replication.factor": "1"})[1]
+    overrides = node.broker.overrides
+    del overrides["controller.quorum.voters"]
+    overrides["controller.quorum.bootstrap.servers"] = node.controller
+    path = node.broker.workdir / "server.properties"
+    path.write_text("".join(f"{k}={v}\n" for k, v in overrides.items()))
+    env = dict(os.environ, PYTHONPATH=str(REPO_ROOT))
+    proc = subprocess.run([sys.executable, "-m", "kbroker", "storage", "format", "-c", str(path), "-t",
+                           new_cluster_id(), "--standalone"], capture_output=True, text=True, env=env, timeout=60)
+    assert proc.returncode == 0 and "Formatting dynamic metadata voter directory" in proc.stdout, proc.stderr
+    with node.broker:
+        assert f"the voter set is 1@{node.controller}" in node.broker.log_text()
+        admin = AdminClient({"bootstrap.servers": node.bootstrap})
+        admin.create_topics([NewTopic("s", num_partitions=2, replication_factor=1)])["s"].result(30)
+        assert len(admin.list_topics(timeout=20).topics["s"].partitions) == 2
+
+
 # -- three combined nodes -----------------------------------------------------------------------------
 
 

@@ -32,7 +32,6 @@ _SHARE_STATE = ("the share coordinator's RPCs (KIP-932): kbroker's share coordin
 _SHARE_OFFSETS = "resetting and deleting share-group offsets (KIP-932) is not implemented"
 _STREAMS = "streams groups (KIP-1071) are not implemented"
 _TOKENS = "delegation tokens need SASL authentication, which is not implemented"
-_REPLICATION = "replica reassignment and leader election come with replication (single node)"
 _RAFT = "no Raft metadata quorum (issue 13)"
 
 # APIs Kafka 4.3.1 advertises on a broker listener that kbroker does not serve, and why. A client
@@ -44,9 +43,6 @@ ABSENT_APIS: dict[int, str] = {
     39: _TOKENS,  # RenewDelegationToken
     40: _TOKENS,  # ExpireDelegationToken
     41: _TOKENS,  # DescribeDelegationToken
-    43: _REPLICATION,  # ElectLeaders
-    45: _REPLICATION,  # AlterPartitionReassignments
-    46: _REPLICATION,  # ListPartitionReassignments
     55: "no Raft metadata quorum (issue 13)",  # DescribeQuorum
     57: "feature levels are fixed (no UpdateFeatures)",  # UpdateFeatures
     64: "single node: no broker to unregister",  # UnregisterBroker
