@@ -226,7 +226,10 @@ def bind_error_message(listener: str, host: str, port: int, e: OSError) -> str:
 def check_listeners_free(config: KafkaConfig) -> None:
     """Bind (and release) every listener's fixed port before the data dirs are touched, so a port in
     use stops the start with nothing written (no freshly formatted data dir left behind)."""
-    for e in (config.controller_listeners if config.is_kraft_controller else config.listeners):
+    endpoints = config.controller_listeners if config.is_kraft_controller else config.listeners
+    if config.is_kraft_combined:
+        endpoints = config.controller_listeners + endpoints
+    for e in endpoints:
         if e.port == 0:
             continue
         try:
@@ -276,6 +279,9 @@ class Broker:
         self.group_coordinator: GroupCoordinatorService | None = None
         self.dispatcher: ApiDispatcher | None = None
         self.server: KafkaServer | None = None
+        # A combined node (process.roles=broker,controller): the controller listener's server and dispatcher.
+        self.controller_server: KafkaServer | None = None
+        self.controller_dispatcher: ApiDispatcher | None = None
         self.cluster_id = ""
         self._timers: dict[str, asyncio.TimerHandle] = {}
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -355,16 +361,21 @@ class Broker:
         services.transaction_coordinator.startup()
         if services.share_coordinator is not None:
             services.share_coordinator.startup()
+        if services.kraft_controller is not None and services.kraft is not None:
+            # process.roles=broker,controller: the controller side first (Raft, the QuorumController and the
+            # controller listener, which the broker side registers through, as other voters and brokers do).
+            await self._start_combined_controller(services, fresh_dirs)
         if services.kraft is not None:
             # process.roles=broker: fetch the quorum's metadata log until the image holds what it has
             # committed (hosting this broker's partitions as it goes), before listening and registering.
+            # A combined node's broker side waits for its own Raft client the same way.
             from kbroker.server.kraft_broker import KRaftStartupError
 
             try:
                 await services.kraft.catch_up()
             except KRaftStartupError as e:
                 raise StartupError(str(e)) from None
-        if services.kraft_controller is not None:
+        if services.kraft_controller is not None and services.kraft is None:
             # process.roles=controller: Raft and the QuorumController, served on the controller listener only.
             from kbroker.server.controller_apis import ControllerApis
 
@@ -392,7 +403,7 @@ class Broker:
         # UnfenceBrokerRecord, a new broker epoch), as Kafka's BrokerLifecycleManager does.
         listeners = [(e.name, e.host, e.port, config.security_protocol_map.get(e.name, e.name))
                      for e in config.advertised_listeners]
-        if services.kraft_controller is not None:
+        if services.kraft_controller is not None and services.kraft is None:
             epoch = -1  # a controller registers nowhere (Kafka's ControllerRegistration is not sent yet)
         elif services.kraft is not None:
             from kbroker.server.kraft_broker import KRaftStartupError
@@ -406,6 +417,31 @@ class Broker:
         services.producer_id_manager.broker_epoch = epoch
         observability.set_running()  # /health/ready answers 200 from now on
         self._schedule_periodic_tasks()
+
+    async def _start_combined_controller(self, services: BrokerServices, fresh_dirs: list[Path]) -> None:
+        """A combined node's ControllerServer: start the Raft client and bind the controller listener, whose
+        dispatcher (`ControllerApis`) serves the QuorumController; the broker listeners' handlers call the
+        `RemoteController` (services.controller), as on any KRaft broker."""
+        import dataclasses
+
+        from kbroker.server.controller_apis import ControllerApis
+
+        links = services.kraft_controller
+        assert links is not None
+        config = self.config
+        links.start()
+        # The controller listener's handlers: the QuorumController itself, no broker links (a forwarded
+        # request arriving here is served, never forwarded again); ApiVersions ranges of its own.
+        controller_services = dataclasses.replace(services, controller=links.controller, kraft=None, api_ranges={})
+        self.controller_dispatcher = ControllerApis(controller_services, links.manager)
+        self.controller_server = KafkaServer(socket_server_config(config, endpoints=config.controller_listeners),
+                                             self.controller_dispatcher, metrics=services.metrics)
+        try:
+            await self.controller_server.start()
+        except OSError as e:
+            self._remove_on_shutdown = fresh_dirs
+            first = config.controller_listeners[0]
+            raise StartupError(bind_error_message(str(first), first.host, first.port, e)) from None
 
     def _run_in_background(self, job: Callable[[], None]) -> None:
         loop = self._loop
@@ -571,6 +607,8 @@ class Broker:
             await self.server.stop(self.config["kbroker.shutdown.timeout.ms"] / 1000)
         if kraft is not None:
             await kraft.close()  # stop fetching metadata before the replica manager goes
+        if self.controller_server is not None:
+            await self.controller_server.stop(self.config["kbroker.shutdown.timeout.ms"] / 1000)
         if self.services is not None and self.services.kraft_controller is not None:
             await self.services.kraft_controller.close()
         if self.observability is not None:

@@ -311,7 +311,7 @@ class KafkaConfig:
         props.update(overrides or {})
         config = cls(props)
         voters = [v for v in config["controller.quorum.voters"] if not v.startswith(f"{config.node_id}@")]
-        if voters and not config.is_kraft_broker and not config.is_kraft_controller:
+        if voters and not config.is_kraft_broker and not config.runs_controller:
             log.warning(
                 "controller.quorum.voters lists other nodes (%s): kbroker runs a single node and ignores them",
                 ",".join(voters),
@@ -361,6 +361,24 @@ class KafkaConfig:
         """`process.roles=controller`: this node is a voter of a kbroker controller quorum (Raft over
         `controller.quorum.voters`, the QuorumController; kbroker/server/raft_manager.py, docs/cluster.md)."""
         return list(self._values["process.roles"]) == ["controller"]
+
+    @property
+    def is_kraft_combined(self) -> bool:
+        """`process.roles=broker,controller` with a quorum (`controller.quorum.voters` or
+        `controller.quorum.bootstrap.servers`): a combined node, Kafka's KafkaRaftServer running both a
+        BrokerServer and a ControllerServer. Its controller side is a Raft voter with the QuorumController,
+        its broker side reads the same Raft log and registers with the active controller (docs/cluster.md,
+        "Combined nodes"). Without a quorum or without a controller listener (`controller.listener.names`
+        naming one of `listeners`), `broker,controller` is kbroker's embedded single node, as before."""
+        roles = set(self._values["process.roles"])
+        return roles == {"broker", "controller"} and bool(
+            self._values["controller.quorum.voters"] or self._values["controller.quorum.bootstrap.servers"]) \
+            and bool(self.controller_listeners)
+
+    @property
+    def runs_controller(self) -> bool:
+        """A KRaft voter: process.roles=controller or a combined node (both bind the controller listener)."""
+        return self.is_kraft_controller or self.is_kraft_combined
 
     @property
     def controller_listeners(self) -> list[Endpoint]:
@@ -638,6 +656,9 @@ class KafkaConfig:
         _validate_consumer_group_keys(self._values)
         if self.is_kraft_broker:
             _validate_kraft_broker_keys(self._values, self.controller_listener_names)
+        if self.is_kraft_combined:
+            _validate_kraft_combined_keys(self._values, self.controller_listener_names,
+                                          {e.name for e in self.controller_listeners})
         _validate_log_defaults(self._values)
         if (
             self._values["queued.max.request.bytes"] not in (-1,)
@@ -709,6 +730,28 @@ def _validate_kraft_broker_keys(v: dict[str, Any], controller_listeners: set[str
         if not re.match(r"^(\[[0-9A-Fa-f:.]+\]|[^:\[\]@]+):\d+$", item.strip()):
             raise ConfigError(f"Invalid value {item} for configuration controller.quorum.bootstrap.servers: "
                               "expected host:port")
+
+
+def _validate_kraft_combined_keys(v: dict[str, Any], controller_names: set[str], bound: set[str]) -> None:
+    """process.roles=broker,controller, as Kafka's KafkaConfig checks it: a controller listener must be
+    named and be one of `listeners`, the voters must parse, and this node must be one of them."""
+    if not controller_names:
+        raise ConfigError("controller.listener.names must contain at least one value when running KRaft with "
+                          "the controller role (process.roles=broker,controller)")
+    first = str(v["controller.listener.names"]).split(",")[0].strip().upper()
+    if first not in bound:
+        raise ConfigError(f"controller.listener.names must contain at least one value appearing in the 'listeners' "
+                          f"configuration when running the KRaft controller role: {first} is not in listeners "
+                          f"({','.join(v['listeners'])})")
+    ids = []
+    for item in v["controller.quorum.voters"]:
+        if not re.match(r"^\d+@(\[[0-9A-Fa-f:.]+\]|[^:\[\]@]+):\d+$", item.strip()):
+            raise ConfigError(f"Invalid value {item} for configuration controller.quorum.voters: "
+                              "expected id@host:port")
+        ids.append(int(item.split("@", 1)[0]))
+    if ids and int(v["node.id"]) not in ids:
+        raise ConfigError(f"If process.roles contains the 'controller' role, the node id {v['node.id']} must be "
+                          f"included in the set of voters controller.quorum.voters={set(ids)}")
 
 
 def _validate_consumer_group_keys(v: dict[str, Any]) -> None:

@@ -21,7 +21,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from kbroker.api.context import BrokerServices
@@ -52,6 +52,7 @@ from kbroker.replica.replica_manager import ReplicaManager
 from kbroker.security.acl import StandardAuthorizer
 from kbroker.server.kraft_broker import KRaftBrokerLinks
 from kbroker.server.kraft_controller import KRaftControllerLinks, KRaftControllerSettings
+from kbroker.server.metadata_follower import RaftMetadataFollower
 from kbroker.server.settings import KRaftBrokerSettings, parse_bootstrap_servers, parse_voters
 
 log = logging.getLogger(__name__)
@@ -102,7 +103,8 @@ def build_services(
         producer_id_expiration_ms=config["producer.id.expiration.ms"],
     )
     replica_manager = ReplicaManager(config, log_manager, cache, time_ms)
-    if config.is_kraft_broker or config.is_kraft_controller:
+    if config.is_kraft_broker or config.is_kraft_controller or (
+            config.is_kraft_combined and not _one_voter_quorum(config)):
         _check_formatted(config)
     replica_manager.metrics = broker_metrics(config)
     # Formats empty log dirs (meta.properties with a new cluster id, as `kafka-storage.sh format`
@@ -194,6 +196,8 @@ def _host_partitions(
                          log_manager.cluster_id)
     if config.is_kraft_controller:
         role = _kraft_controller_role(core)
+    elif config.is_kraft_combined:
+        role = _kraft_combined_role(core)
     elif config.is_kraft_broker:
         role = _kraft_broker_role(core)
     else:
@@ -271,21 +275,65 @@ def _check_formatted(config: KafkaConfig) -> None:
             "-c <this config>, docs/cluster.md)")
 
 
+def _one_voter_quorum(config: KafkaConfig) -> bool:
+    """A combined node that is its quorum's only voter: `controller.quorum.voters` lists this node alone, or
+    only `controller.quorum.bootstrap.servers` is set (Kafka's sample server.properties). Such a node formats
+    its empty log dirs itself on first start, as kbroker's single node always did (Kafka would ask for
+    `kafka-storage format --standalone`, which kbroker's own format also accepts)."""
+    voters = config["controller.quorum.voters"]
+    return [v.split("@", 1)[0].strip() for v in voters] == [str(config.node_id)] if voters else True
+
+
+def _self_voter(config: KafkaConfig) -> str:
+    """This node as a voter on its first controller listener (an unspecified host is this host's loopback)."""
+    e = config.controller_listeners[0]
+    host = e.host if e.host not in ("", "0.0.0.0", "::") else "127.0.0.1"
+    return f"{config.node_id}@{host}:{e.port}"
+
+
+def combined_voters(config: KafkaConfig) -> list[str]:
+    """The voter set a combined node runs with, as `id@host:port` entries: `controller.quorum.voters` when
+    given; else the initial voters `kafka-storage format --standalone / --initial-controllers` wrote into the
+    bootstrap snapshot (`__cluster_metadata-0/00000000000000000000-0000000000.checkpoint`'s VotersRecord,
+    KIP-853), used here as a static set (kbroker does not change voters at run time yet); else, on a node
+    never formatted for a dynamic quorum, a quorum of this node alone (what `--standalone` would write)."""
+    if config["controller.quorum.voters"]:
+        return list(config["controller.quorum.voters"])
+    from kbroker.raft.metadata_log import CLUSTER_METADATA_DIR
+    from kbroker.snapshot.records_snapshot import read_snapshot_header_file
+
+    header = config.metadata_log_dir / CLUSTER_METADATA_DIR / f"{0:020d}-{0:010d}.checkpoint"
+    if header.exists():
+        names = [n.strip().upper() for n in str(config["controller.listener.names"] or "").split(",") if n.strip()]
+        voters = read_snapshot_header_file(header).voters
+        if voters is not None and voters.voters:
+            out = []
+            for v in voters.voters:
+                endpoints = sorted(v.endpoints, key=lambda ep: (ep.name.upper() not in names[:1], ep.name))
+                if endpoints:
+                    out.append(f"{v.voter_id}@{endpoints[0].host}:{endpoints[0].port}")
+            if out:
+                return out
+    return [_self_voter(config)]
+
+
 def _metadata_directory_id(config: KafkaConfig, log_manager: LogManager) -> uuid.UUID:
     """The directory id of `metadata.log.dir` (from its meta.properties), else of the first log dir."""
     ids = log_manager.directory_ids
     return ids.get(config.metadata_log_dir) or next(iter(ids.values()), uuid.uuid4())
 
 
-def kraft_broker_settings(config: KafkaConfig, cluster_id: str, log_manager: LogManager) -> KRaftBrokerSettings:
-    """The cluster-link settings of a process.roles=broker node, read from its config."""
+def kraft_broker_settings(config: KafkaConfig, cluster_id: str, log_manager: LogManager,
+                          voters: Sequence[str] | None = None) -> KRaftBrokerSettings:
+    """The cluster-link settings of a process.roles=broker node, read from its config (`voters`: a combined
+    node's `combined_voters`)."""
     ids = log_manager.directory_ids
     listener_names = sorted(config.controller_listener_names)
     raw_names = [n.strip().upper() for n in str(config["controller.listener.names"] or "").split(",") if n.strip()]
     return KRaftBrokerSettings(
         node_id=config.node_id,
         cluster_id=cluster_id,
-        voters=parse_voters(config["controller.quorum.voters"]),
+        voters=parse_voters(config["controller.quorum.voters"] if voters is None else voters),
         bootstrap_servers=parse_bootstrap_servers(config["controller.quorum.bootstrap.servers"]),
         controller_listener_name=(raw_names or listener_names)[0],
         rack=config["broker.rack"],
@@ -321,13 +369,15 @@ def _kraft_broker_role(core: _CoreServices) -> _RoleWiring:
     return _RoleWiring(links.controller, load=links.load_local, kraft=links)
 
 
-def kraft_controller_settings(config: KafkaConfig, cluster_id: str, log_manager: LogManager) -> KRaftControllerSettings:
-    """The quorum settings of a process.roles=controller node (Kafka's keys, read once here)."""
+def kraft_controller_settings(config: KafkaConfig, cluster_id: str, log_manager: LogManager,
+                              voters: Sequence[str] | None = None) -> KRaftControllerSettings:
+    """The quorum settings of a process.roles=controller node (Kafka's keys, read once here; `voters`: a
+    combined node's `combined_voters`)."""
     keys = ("controller.quorum.election.timeout.ms", "controller.quorum.fetch.timeout.ms",
             "controller.quorum.election.backoff.max.ms", "controller.quorum.request.timeout.ms",
             "controller.quorum.retry.backoff.ms", "controller.quorum.append.linger.ms")
     props = {k: str(config[k]) for k in keys}
-    props["controller.quorum.voters"] = ",".join(config["controller.quorum.voters"])
+    props["controller.quorum.voters"] = ",".join(config["controller.quorum.voters"] if voters is None else voters)
     metadata_dir = config.metadata_log_dir
     voter_set = None
     if not config["controller.quorum.voters"]:
@@ -374,6 +424,37 @@ def _kraft_controller_role(core: _CoreServices) -> _RoleWiring:
                                  loader=core.loader, config_helper=core.config_helper, time_ms=core.time_ms)
     return _RoleWiring(links.controller, load=lambda: None, hosts_coordinators=False, authorizes=False,
                        kraft_controller=links)
+
+
+def _kraft_combined_role(core: _CoreServices) -> _RoleWiring:
+    """process.roles=broker,controller (Kafka's KafkaRaftServer with a BrokerServer and a ControllerServer):
+    the controller side is a voter as above; the broker side follows the same Raft log through a
+    `RaftMetadataFollower` (a listener of the local Raft client, no network fetch: the node's one loader
+    gets the committed batches once, hosting this node's partitions), and, like any KRaft broker, registers,
+    heartbeats and forwards every change to the active controller through the controller channel (this
+    node's own controller listener when it leads). The handlers' controller is that `RemoteController`;
+    the controller listener serves the QuorumController (`Broker.start`)."""
+    config = core.config
+    log_manager = core.log_manager
+    voters = combined_voters(config)
+    if not config["controller.quorum.voters"]:
+        log.info("Combined node %d: the voter set is %s (controller.quorum.voters is not set)", config.node_id,
+                 ",".join(voters))
+    controller_links = KRaftControllerLinks(kraft_controller_settings(config, core.cluster_id, log_manager, voters),
+                                            loader=core.loader, config_helper=core.config_helper,
+                                            time_ms=core.time_ms)
+    follower = RaftMetadataFollower(config.node_id, controller_links.settings.quorum.voters,
+                                    controller_links.manager)
+    controller_links.listener.register(follower)
+
+    def offline_log_dirs() -> list[uuid.UUID]:
+        return [log_manager.directory_ids[d] for d in log_manager.offline_dirs if d in log_manager.directory_ids]
+
+    links = KRaftBrokerLinks(kraft_broker_settings(config, core.cluster_id, log_manager, voters),
+                             metadata_log_dir=config.metadata_log_dir, loader=core.loader, cache=core.cache,
+                             time_ms=core.time_ms, offline_log_dirs=offline_log_dirs, follower=follower)
+    core.replica_manager.set_alter_partition_sender(links.channel.send_alter_partition)
+    return _RoleWiring(links.controller, load=lambda: None, kraft=links, kraft_controller=controller_links)
 
 
 def build_authorizer(config: KafkaConfig) -> StandardAuthorizer | None:

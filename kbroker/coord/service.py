@@ -214,7 +214,11 @@ class GroupCoordinatorService:
         # answers COORDINATOR_NOT_AVAILABLE until enough brokers have registered (issue 12).
         raw_roles = self.config["process.roles"]
         roles = {str(r).strip() for r in (raw_roles.split(",") if isinstance(raw_roles, str) else raw_roles or [])}
-        replication_factor = int(self.config["offsets.topic.replication.factor"]) if roles == {"broker"} else 1
+        raw_voters = self.config.get("controller.quorum.voters") or []
+        voters = [v for v in (raw_voters.split(",") if isinstance(raw_voters, str) else raw_voters) if str(v).strip()]
+        # A combined node of a multi-voter quorum is a cluster member too; a one-voter one caps as the single node.
+        in_cluster = roles == {"broker"} or (roles == {"broker", "controller"} and len(voters) > 1)
+        replication_factor = int(self.config["offsets.topic.replication.factor"]) if in_cluster else 1
         try:
             await self.controller.create_topic(GROUP_METADATA_TOPIC, num_partitions=partitions,
                                                replication_factor=replication_factor, configs=configs)

@@ -245,7 +245,10 @@ class TransactionCoordinatorService:
     def _in_kraft_cluster(self) -> bool:
         raw = self.config["process.roles"]
         roles = {str(r).strip() for r in (raw.split(",") if isinstance(raw, str) else raw or [])}
-        return roles == {"broker"}
+        raw_voters = self.config.get("controller.quorum.voters") or []
+        voters = [v for v in (raw_voters.split(",") if isinstance(raw_voters, str) else raw_voters) if str(v).strip()]
+        # A combined node of a multi-voter quorum is a cluster member too; a one-voter one caps as the single node.
+        return roles == {"broker"} or (roles == {"broker", "controller"} and len(voters) > 1)
 
     def _partition(self, transactional_id: str) -> int:
         p = self.partition_for(transactional_id)

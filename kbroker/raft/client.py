@@ -1126,7 +1126,12 @@ class KafkaRaftClient:
     # --- the listener -----------------------------------------------------------------------------
     def _deliver(self, now_ms: int) -> None:
         leader = self.leader_and_epoch()
-        if leader != self._notified_leader:
+        # A new leader tells its listener only once every batch committed before its epoch has been
+        # handed over (Kafka's KafkaRaftClient fires handleLeaderChange for the local leader once the
+        # listener's next offset reaches the epoch start offset): the QuorumController activates on a
+        # complete committed image (a restarted single voter leads at once, before any replay).
+        s = self.quorum.state
+        if leader != self._notified_leader and not isinstance(s, LeaderState):
             self._notified_leader = leader
             self.listener.handle_leader_change(leader)
         start = self.log.start_offset()
@@ -1155,3 +1160,6 @@ class KafkaRaftClient:
                 break
         if batches:
             self.listener.handle_commit(batches)
+        if leader != self._notified_leader and isinstance(s, LeaderState) and self._delivered >= s.epoch_start_offset:
+            self._notified_leader = leader
+            self.listener.handle_leader_change(leader)

@@ -37,7 +37,7 @@ from kbroker.protocol.messages.broker_registration import (
 )
 from kbroker.protocol.messages.envelope import EnvelopeRequest, EnvelopeResponse
 from kbroker.server.broker_lifecycle import BROKER_HEARTBEAT, BROKER_REGISTRATION
-from kbroker.server.metadata_fetcher import MetadataFetcher
+from kbroker.server.metadata_follower import MetadataFollower
 from kbroker.server.settings import QuorumNode
 
 log = logging.getLogger(__name__)
@@ -60,7 +60,7 @@ T = TypeVar("T")
 class ControllerChannel:
     """One connection to the active controller, rediscovered through the metadata fetcher."""
 
-    def __init__(self, fetcher: MetadataFetcher, *, node_id: int, request_timeout_ms: int = 30000,
+    def __init__(self, fetcher: MetadataFollower, *, node_id: int, request_timeout_ms: int = 30000,
                  retry_backoff_ms: int = 50,
                  connection_factory: Callable[[str, int], NodeConnection] | None = None,
                  security: ClientSecurity | None = None) -> None:

@@ -32,6 +32,7 @@ from kbroker.server.broker_lifecycle import (
 )
 from kbroker.server.controller_channel import ControllerChannel
 from kbroker.server.metadata_fetcher import MetadataFetcher
+from kbroker.server.metadata_follower import MetadataFollower
 from kbroker.server.remote_controller import RemoteController
 from kbroker.server.settings import KRaftBrokerSettings
 
@@ -45,13 +46,21 @@ class KRaftStartupError(Exception):
 class KRaftBrokerLinks:
     def __init__(self, settings: KRaftBrokerSettings, *, metadata_log_dir: Path, loader: MetadataLoader,
                  cache: MetadataCache, time_ms: Callable[[], int],
-                 offline_log_dirs: Callable[[], Sequence[uuid.UUID]] = lambda: ()) -> None:
+                 offline_log_dirs: Callable[[], Sequence[uuid.UUID]] = lambda: (),
+                 follower: MetadataFollower | None = None) -> None:
+        """`follower`: on a combined node, the broker side of the node's own Raft client
+        (`RaftMetadataFollower`); without it, a `MetadataFetcher` over this node's own copy of the log."""
         self.settings = settings
         self.time_ms = time_ms
         self.offline_log_dirs = offline_log_dirs
         self.cache = cache
-        self.metadata_log = KafkaMetadataLog(metadata_log_dir)
-        self.fetcher = MetadataFetcher(settings, self.metadata_log, loader)
+        self.metadata_log: KafkaMetadataLog | None = None
+        self.fetcher: MetadataFollower
+        if follower is None:
+            self.metadata_log = KafkaMetadataLog(metadata_log_dir)
+            self.fetcher = MetadataFetcher(settings, self.metadata_log, loader)
+        else:
+            self.fetcher = follower
         self.channel = ControllerChannel(self.fetcher, node_id=settings.node_id,
                                          request_timeout_ms=settings.controller_socket_timeout_ms,
                                          security=settings.controller_security)
@@ -143,4 +152,5 @@ class KRaftBrokerLinks:
             await self.lifecycle.close()
         await self.fetcher.close()
         await self.channel.close()
-        self.metadata_log.close()
+        if self.metadata_log is not None:
+            self.metadata_log.close()

@@ -71,6 +71,7 @@ log = logging.getLogger(__name__)
 # EndQuorumEpoch (54), DescribeQuorum (55), FetchSnapshot (59).
 # 82 UpdateRaftVoter (KIP-853) is served (kbroker/raft/client.py); 80/81 (Add/RemoveRaftVoter) are not.
 RAFT_API_KEYS = (1, 52, 53, 54, 55, 59, 82)
+FETCH = 1
 RAFT_RESPONSE_TYPES: dict[int, type[RaftResponseBody]] = {
     1: FetchResponse, 52: VoteResponse, 53: BeginQuorumEpochResponse, 54: EndQuorumEpochResponse,
     55: DescribeQuorumResponse, 59: FetchSnapshotResponse, 82: UpdateRaftVoterResponse,
@@ -150,10 +151,19 @@ class KafkaRaftManager:
         self._poll_scheduled = False
         self._loop: asyncio.AbstractEventLoop | None = None
         self._closed = False
+        self._poll_listeners: list[Callable[[], None]] = []
+        # Raft Fetch requests sent to the leader, and the sequence number of the latest one answered: a
+        # combined node's broker side waits on them for read-your-writes (RaftMetadataFollower.barrier).
+        self.fetches_sent = 0
+        self.fetches_answered = 0
 
     def start(self) -> None:
         self._loop = asyncio.get_running_loop()
         self.poll()
+
+    def add_poll_listener(self, listener: Callable[[], None]) -> None:
+        """Called after every poll (after `on_poll`), e.g. a combined node's broker side."""
+        self._poll_listeners.append(listener)
 
     # -- inbound ----------------------------------------------------------------------------------------
 
@@ -196,6 +206,11 @@ class KafkaRaftManager:
                 self._tasks.add(task)
                 task.add_done_callback(self._tasks.discard)
         self.on_poll()
+        for listener in self._poll_listeners:
+            try:
+                listener()
+            except Exception:
+                log.exception("Raft poll listener failed")
         self._arm_timer()
 
     def _arm_timer(self) -> None:
@@ -233,6 +248,10 @@ class KafkaRaftManager:
         return await asyncio.shield(pending)
 
     async def _send(self, item: OutboundRequest) -> None:
+        fetch_seq = 0
+        if item.api_key == FETCH:
+            self.fetches_sent += 1
+            fetch_seq = self.fetches_sent
         try:
             conn = await self._connection(item.destination)
             body = request_for_version(item.body, conn.version_for(item.api_key))
@@ -250,6 +269,8 @@ class KafkaRaftManager:
             return
         if not self._closed:
             self.client.handle_response(item.destination, item.api_key, item.correlation_id, resp, self.time_ms())
+            if fetch_seq:
+                self.fetches_answered = max(self.fetches_answered, fetch_seq)
             self.poll()
 
     async def close(self) -> None:

@@ -51,7 +51,7 @@ from kbroker.protocol.messages.incremental_alter_configs import (
 )
 from kbroker.security.principal import parse_principal, serialize_principal
 from kbroker.server.controller_channel import ControllerChannel, EnvelopeError
-from kbroker.server.metadata_fetcher import MetadataFetcher
+from kbroker.server.metadata_follower import MetadataFollower
 
 log = logging.getLogger(__name__)
 
@@ -107,7 +107,7 @@ def _raise_for(code: int, message: str | None) -> None:
 class RemoteController(Controller):
     """Forwards every metadata change to the active controller of the KRaft quorum."""
 
-    def __init__(self, *, node_id: int, channel: ControllerChannel, fetcher: MetadataFetcher, cache: MetadataCache,
+    def __init__(self, *, node_id: int, channel: ControllerChannel, fetcher: MetadataFollower, cache: MetadataCache,
                  broker_epoch: Callable[[], int], request_timeout_ms: int = 30000) -> None:
         self.node_id = node_id
         self.channel = channel

@@ -29,7 +29,6 @@ pytestmark = [pytest.mark.reference, pytest.mark.interop]
 
 _STREAMS = "streams groups (KIP-1071) are not implemented"
 _TOKENS = "delegation tokens need SASL authentication, which is not implemented"
-_REPLICATION = "replica reassignment and leader election come with replication (single node)"
 _RAFT = "no Raft metadata quorum (issue 13)"
 
 # APIs Kafka 4.3.1 advertises on a broker listener that kbroker does not serve, and why. A client
@@ -41,9 +40,6 @@ ABSENT_APIS: dict[int, str] = {
     39: _TOKENS,  # RenewDelegationToken
     40: _TOKENS,  # ExpireDelegationToken
     41: _TOKENS,  # DescribeDelegationToken
-    43: _REPLICATION,  # ElectLeaders
-    45: _REPLICATION,  # AlterPartitionReassignments
-    46: _REPLICATION,  # ListPartitionReassignments
     55: "no Raft metadata quorum (issue 13)",  # DescribeQuorum
     64: "single node: no broker to unregister",  # UnregisterBroker
     80: _RAFT,  # AddRaftVoter
