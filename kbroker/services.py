@@ -384,9 +384,12 @@ def kraft_controller_settings(config: KafkaConfig, cluster_id: str, log_manager:
         # KIP-853: a controller formatted with --standalone / --initial-controllers (kraft.version 1) and
         # configured with controller.quorum.bootstrap.servers takes its voters from the bootstrap
         # checkpoint's VotersRecord.
+        # A combined node never formatted for a dynamic quorum runs with the voters it was given
+        # (`combined_voters`: a quorum of itself).
         names = [n.strip().upper() for n in str(config["controller.listener.names"] or "").split(",") if n.strip()]
         voter_set = read_bootstrap_voter_set(metadata_dir)
-        props["controller.quorum.voters"] = bootstrap_voters(metadata_dir, names[0] if names else "CONTROLLER")
+        if voter_set is not None or voters is None:
+            props["controller.quorum.voters"] = bootstrap_voters(metadata_dir, names[0] if names else "CONTROLLER")
     quorum = QuorumConfig.from_props(props)
     if not config["controller.quorum.voters"] and voter_set is not None:
         quorum = dataclasses.replace(quorum, voter_directory_ids={
