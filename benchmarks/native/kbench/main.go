@@ -385,7 +385,7 @@ func e2e(args []string) {
 
 func main() {
 	if len(os.Args) < 2 {
-		die("usage: kbench produce|consume|e2e [flags] (see the source's doc comment)")
+		die("usage: kbench produce|consume|e2e|sink [flags] (see the source's doc comment)")
 	}
 	switch os.Args[1] {
 	case "produce":
@@ -394,6 +394,8 @@ func main() {
 		consume(os.Args[2:])
 	case "e2e":
 		e2e(os.Args[2:])
+	case "sink":
+		sink(os.Args[2:])
 	default:
 		die("unknown mode %q", os.Args[1])
 	}
