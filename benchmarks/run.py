@@ -311,7 +311,7 @@ def chart(table: dict[str, dict[str, dict[str, float]]], path: Path) -> None:
     panels = [(thr, "MB/s (median; whiskers min..max)", "Throughput (pinned: 1 core each; unpinned)"),
               (lat, "ms (median)", "End-to-end latency (P4, pinned), from the intended send time"),
               (cluster, "MB/s (median; whiskers min..max)",
-               "P6 acks=all RF 3 (3 nodes each); P7 kbroker 1 vs 2 nodes, Kafka on 1 vs 2 cores")]
+               "P6 acks=all, RF 3; P7 on 1 vs 2 cores")]
     panels = [pnl for pnl in panels if pnl[0]]
     fig, axes = plt.subplots(1, len(panels), figsize=(6.5 * len(panels), 5), squeeze=False)
     for ax, (cells, ylabel, title) in zip(axes[0], panels, strict=True):
@@ -412,6 +412,7 @@ def main() -> int:
             runs[name].append(merged[name])
     table = summarize(runs)
     result: dict[str, object] = {"when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+                                 "command": " ".join([".venv/bin/python", "benchmarks/run.py", *sys.argv[1:]]),
                                  "scale": scale, "reps": a.reps, "configs": configs, "table": table, "runs": runs,
                                  "generators": GENERATORS}
     (out_dir / "partial.json").write_text(json.dumps(result, indent=2))  # survives a failure below
