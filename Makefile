@@ -25,6 +25,8 @@ $(STAMP): pyproject.toml | $(PY)
 	@# Byte-compile now: an editable install compiles nothing, and with PYTHONDONTWRITEBYTECODE set
 	@# every start would recompile the generated codecs (most of a second of start-up).
 	$(PY) -m compileall -q kbroker
+	@# The optional compiled record walk (kbroker/protocol/_speedups.c), in place in this checkout.
+	PYTHON=$(PY) bash scripts/build-speedups.sh
 	touch $@
 
 $(TEST_STAMP): pyproject.toml $(STAMP)

@@ -21,6 +21,10 @@ Workloads:
   P4  end-to-end latency at a fixed 1k/5k/20k/50k records/s, 1 KiB, from the intended send time
       (kbench e2e: p50/p99/p99.9/max); the one-at-a-time round trip (Kafka's EndToEndLatency)
   P5  broker RSS under P1, and start-up to first acknowledged produce
+  P6  replicated writes: acks=all, RF 3, min.insync.replicas 2, 3 brokers of each kind (kbench produce)
+  P7  scale-out on one host: 1 and 2 kbroker nodes (one per core) vs 1 Kafka broker on the same cores
+      (benchmarks/cluster_rows.py; P6 and P7 are not in the default --only)
+  With --ceilings: each kbench load shape against `kbench sink`, a trivial endpoint (the generator's ceiling)
 
 Results: benchmarks/results/latest.json (+ a timestamped copy) and benchmarks/results/latest.png.
 With --profile, py-spy samples kbroker during P1 and P3: flame graphs (SVG) and the top hot spots.
@@ -44,6 +48,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from benchmarks import cluster_rows  # noqa: E402
 from benchmarks.instruments import (  # noqa: E402
     MIB,
     BrokerCpu,
@@ -297,13 +302,20 @@ def chart(table: dict[str, dict[str, dict[str, float]]], path: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(13, 5))
     thr = [(w + c, "mb_per_s") for w in ("P1_produce_1k", "P2_produce_100b", "P3_consume_backlog")
            for c in ("", "_unpinned") if w + c in table]
-    _bars(ax1, table, thr, "MB/s (median; whiskers min..max)", "Throughput (pinned: 1 core each; unpinned)")
     p4 = sorted((w for w in table if w.startswith("P4_e2e_")), key=lambda w: int(w.rsplit("_", 1)[1]))
     lat = [(w, m) for w in [*p4, "P4_round_trip"] if w in table for m in ("p50_ms", "p99_ms", "p999_ms")]
-    _bars(ax2, table, lat, "ms (median)", "End-to-end latency (P4, pinned), from the intended send time")
+    cluster = [(w, "mb_per_s") for w in ("P6_replicated_acks_all", "P7_scaleout_1core", "P7_scaleout_2core")
+               if w in table]
+    panels = [(thr, "MB/s (median; whiskers min..max)", "Throughput (pinned: 1 core each; unpinned)"),
+              (lat, "ms (median)", "End-to-end latency (P4, pinned), from the intended send time"),
+              (cluster, "MB/s (median; whiskers min..max)",
+               "P6 acks=all, RF 3; P7 on 1 vs 2 cores")]
+    panels = [pnl for pnl in panels if pnl[0]]
+    fig, axes = plt.subplots(1, len(panels), figsize=(6.5 * len(panels), 5), squeeze=False)
+    for ax, (cells, ylabel, title) in zip(axes[0], panels, strict=True):
+        _bars(ax, table, cells, ylabel, title)
     fig.suptitle("kbroker vs Apache Kafka 4.3, same machine, same load")
     fig.tight_layout()
     fig.savefig(path, dpi=110)
@@ -315,6 +327,10 @@ def _label(workload: str, metric: str) -> str:
         return f"{int(workload.rsplit('_', 1)[1]) // 1000}k/s\n{metric.removesuffix('_ms')}"
     if workload == "P4_round_trip":
         return f"round\ntrip {metric.removesuffix('_ms')}"
+    if workload.startswith("P7_scaleout_"):
+        return "P7 " + workload.rsplit("_", 1)[1].replace("core", " core(s)")
+    if workload.startswith("P6_"):
+        return "P6 acks=all\nRF 3, 3 nodes"
     return workload.split("_", 1)[1].replace("_unpinned", "\nunpinned")
 
 
@@ -337,12 +353,12 @@ def _bars(ax: object, table: dict[str, dict[str, dict[str, float]]], cells: list
 
 
 SCALES: dict[str, dict[str, int]] = {
-    "full": {"p1": 1_000_000, "p2": 2_000_000, "p3": 1_048_576, "p4_seconds": 10, "p4_warmup": 2,
+    "full": {"p1": 1_000_000, "p2": 2_000_000, "p3": 1_048_576, "p6": 200_000, "p7": 500_000, "p4_seconds": 10, "p4_warmup": 2,
              "p4_max_rate": 50_000, "p4_round_trips": 2_000},
-    "quick": {"p1": 50_000, "p2": 100_000, "p3": 50_000, "p4_seconds": 3, "p4_warmup": 1,
+    "quick": {"p1": 50_000, "p2": 100_000, "p3": 50_000, "p6": 50_000, "p7": 100_000, "p4_seconds": 3, "p4_warmup": 1,
               "p4_max_rate": 50_000, "p4_round_trips": 500},
     # The default-suite test's scale (tests/benchmarks/test_bench_run.py): seconds, not figures.
-    "tiny": {"p1": 5_000, "p2": 5_000, "p3": 5_000, "p4_seconds": 1, "p4_warmup": 1,
+    "tiny": {"p1": 5_000, "p2": 5_000, "p3": 5_000, "p6": 5_000, "p7": 5_000, "p4_seconds": 1, "p4_warmup": 1,
              "p4_max_rate": 1_000, "p4_round_trips": 50},
 }
 
@@ -358,6 +374,8 @@ def main() -> int:
     ap.add_argument("--brokers", default="kbroker,kafka")
     ap.add_argument("--profile", action="store_true", help="py-spy flame graphs of kbroker under P1 and P3")
     ap.add_argument("--skip-ceiling", action="store_true")
+    ap.add_argument("--ceilings", action="store_true",
+                    help="each kbench load shape against the trivial sink (kbench sink): the generators' ceilings")
     ap.add_argument("--name", default="latest", help="results file stem (latest.json, latest.png)")
     ap.add_argument("--results-dir", type=Path, default=RESULTS, help="where the JSON and the chart go")
     a = ap.parse_args()
@@ -374,18 +392,39 @@ def main() -> int:
     for rep in range(a.reps):
         order = names if rep % 2 == 0 else names[::-1]  # A B, then B A: drift cancels
         merged: dict[str, dict[str, dict[str, float]]] = {n: {} for n in names}
-        for config in configs:
+        single = only & {"P1", "P2", "P3", "P4", "P5"}
+        for config in configs if single else []:
             for name in order:
                 t = makers[name](BROKER_CPU if config == "pinned" else None)
                 print(f"rep {rep + 1}/{a.reps} {config}: {t.name}", file=sys.stderr, flush=True)
                 merged[name].update(run_one(t, scale, only, a.profile and rep == 0, config))
+        for name in order:  # the multi-node rows, one fresh cluster each (benchmarks/cluster_rows.py)
+            if "P6" in only:
+                print(f"rep {rep + 1}/{a.reps} P6: {name}", file=sys.stderr, flush=True)
+                merged[name]["P6_replicated_acks_all"] = cluster_rows.p6(name, scale["p6"])
+            if "P7" in only:
+                for cores in (1, 2):
+                    print(f"rep {rep + 1}/{a.reps} P7 {cores} core(s): {name}", file=sys.stderr, flush=True)
+                    merged[name][f"P7_scaleout_{cores}core"] = cluster_rows.p7(name, cores, scale["p7"])
+                one, two = merged[name]["P7_scaleout_1core"], merged[name]["P7_scaleout_2core"]
+                merged[name]["P7_scaling_2_over_1"] = {"mb_per_s": two["mb_per_s"] / one["mb_per_s"]}
         for name in names:
             runs[name].append(merged[name])
     table = summarize(runs)
     result: dict[str, object] = {"when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+                                 "command": " ".join([".venv/bin/python", "benchmarks/run.py", *sys.argv[1:]]),
                                  "scale": scale, "reps": a.reps, "configs": configs, "table": table, "runs": runs,
                                  "generators": GENERATORS}
     (out_dir / "partial.json").write_text(json.dumps(result, indent=2))  # survives a failure below
+    if a.ceilings:
+        print("generator ceilings against kbench sink", file=sys.stderr, flush=True)
+        result["generator_ceilings"] = {
+            "kbench_produce_1k_linger5_acks1 (P1/P7 shape)": cluster_rows.sink_ceiling(cluster_rows.P7_LOAD, scale["p7"]),
+            "kbench_produce_1k_linger5_acksall (P6 shape)": cluster_rows.sink_ceiling(cluster_rows.P6_LOAD, scale["p6"]),
+            "kbench_produce_100b_linger0 (P2 shape)": cluster_rows.sink_ceiling(cluster_rows.P2_LOAD, scale["p2"]),
+            "kbench_consume_4x4 (P3 shape)": cluster_rows.sink_consume_ceiling(scale["p3"]),
+        }
+        (out_dir / "partial.json").write_text(json.dumps(result, indent=2))
     if not a.skip_ceiling:
         from benchmarks.physical_ceiling import run as ceiling  # loopback TCP and sendfile ceilings
 
@@ -412,6 +451,9 @@ GENERATORS = {
     "P4_e2e": "kbench e2e (Go, franz-go v1.22.3): fixed rate, latency from the intended send time",
     "P4_round_trip": "EndToEndLatency (org.apache.kafka.tools.EndToEndLatency, kafka-tools 4.3.1)",
     "P5": "confluent-kafka producer (benchmarks/loadgen.py first-produce)",
+    "P6": "kbench produce (Go, franz-go v1.22.3): 1 KiB, linger 5 ms, 128 KiB batches, acks=all, unpinned",
+    "P7": "kbench produce (Go, franz-go v1.22.3): 1 KiB, linger 5 ms, 128 KiB batches, acks=1, unpinned",
+    "ceilings": "kbench (the same loads) against kbench sink (benchmarks/native/kbench/sink.go), sink core 0, kbench core 1",
 }
 
 

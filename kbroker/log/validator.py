@@ -71,6 +71,7 @@ from kbroker.protocol.record_format import (
     BatchHeader,
     Buffer,
     parse_records,
+    walk_batch_records,
     walk_records,
 )
 
@@ -296,7 +297,7 @@ def check_batch(view: memoryview, pos: int, p: ValidationParams) -> CheckedBatch
     recompress = target >= 0 and target != codec and not (control and codec == CompressionType.NONE)
     compressor: StreamCompressor | None = None
     if codec == CompressionType.NONE and not recompress:
-        w = walk_records(view, RECORDS_OFFSET, 0, count)
+        w = walk_batch_records(view, RECORDS_OFFSET, count)
         if w.pos != size:
             raise InvalidRecordError("Incorrect declared batch size, records still remaining in file")
     else:

@@ -19,12 +19,18 @@ keyLength varint, key (UTF-8, never null), valueLength varint, value.
 from __future__ import annotations
 
 import struct
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from enum import IntEnum
 from typing import NamedTuple
 
 from kbroker.protocol.errors import ErrorCode, KafkaError
 from kbroker.protocol.varint import VarintError, encode_varint, encode_varlong, read_varint, read_varlong
+
+_walk_compiled: Callable[[Buffer, int, int], tuple[int, int, int, int, int, int] | None] | None
+try:  # the optional compiled walk (setup.py, scripts/build-speedups.sh); the Python walk is the reference
+    from kbroker.protocol._speedups import walk_uncompressed as _walk_compiled
+except ImportError:  # pragma: no cover - no C compiler where kbroker was installed
+    _walk_compiled = None
 
 NO_SEQUENCE = -1
 NO_TIMESTAMP = -1
@@ -509,6 +515,21 @@ def walk_records(
     except (VarintError, IndexError) as e:
         raise InvalidRecordError(f"Found invalid record structure: {e}") from e
     return RecordsWalk(pos, index, min_ts, max_ts, null_keys, bad_offset)
+
+
+def walk_batch_records(buf: Buffer, pos: int, count: int) -> RecordsWalk:
+    """:func:`walk_records` over all ``count`` records of an uncompressed batch (``buf`` ends where
+    the batch ends): the produce path's walk, once per produced batch.
+
+    With the compiled module (``kbroker/protocol/_speedups.c``) well-formed records are walked in C,
+    about 30x faster than the Python loop (issue 17: that loop was a third of the broker's CPU under
+    100-byte records). The C walk only ever answers for records it finds well formed; anything else
+    (or a varint longer than it decodes) goes to :func:`walk_records`, which raises Kafka's error."""
+    if _walk_compiled is not None:
+        fast = _walk_compiled(buf, pos, count)
+        if fast is not None:
+            return RecordsWalk(*fast)
+    return walk_records(buf, pos, 0, count)
 
 
 class SimpleRecord(NamedTuple):

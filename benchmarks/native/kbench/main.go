@@ -31,6 +31,7 @@ import (
 	"math"
 	"math/bits"
 	"os"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -158,7 +159,7 @@ func produce(args []string) {
 	_ = fs.Int("partitions", 1, "unused: records go round robin over the topic's partitions")
 	_ = fs.Parse(args)
 	opts := append([]kgo.Opt{
-		kgo.SeedBrokers(*bootstrap), kgo.DefaultProduceTopic(*topic),
+		kgo.SeedBrokers(strings.Split(*bootstrap, ",")...), kgo.DefaultProduceTopic(*topic),
 		kgo.ProducerLinger(time.Duration(*linger) * time.Millisecond),
 		kgo.ProducerBatchMaxBytes(int32(*batch)), kgo.ProducerBatchCompression(kgo.NoCompression()),
 		kgo.RecordPartitioner(kgo.RoundRobinPartitioner()), kgo.MaxBufferedRecords(100000),
@@ -174,12 +175,21 @@ func produce(args []string) {
 	var firstErr atomic.Value
 	cpu0, t0 := cpuSeconds(), time.Now()
 	ctx := context.Background()
+	// Send-to-acknowledgement latency of every record (µs), as kafka-producer-perf-test reports it.
+	var lat histogram
+	var latMu sync.Mutex
 	for i := 0; i < *records; i++ {
+		sent := time.Now()
 		cl.Produce(ctx, &kgo.Record{Value: value}, func(_ *kgo.Record, err error) {
 			if err != nil {
 				failed.Add(1)
 				firstErr.CompareAndSwap(nil, err.Error())
+				return
 			}
+			us := uint64(time.Since(sent).Microseconds())
+			latMu.Lock()
+			lat.record(us)
+			latMu.Unlock()
 		})
 	}
 	if err := cl.Flush(ctx); err != nil {
@@ -193,6 +203,8 @@ func produce(args []string) {
 	emit(map[string]any{
 		"records": *records, "seconds": secs, "records_per_s": rate(n, secs),
 		"mb_per_s": rate(n*float64(*size)/mib, secs), "gen_cpu_s": cpu, "gen_cpu_util": rate(cpu, secs),
+		"p50_latency_ms": float64(lat.percentile(0.50)) / 1000, "p99_latency_ms": float64(lat.percentile(0.99)) / 1000,
+		"max_latency_ms": float64(lat.max) / 1000,
 	})
 }
 
@@ -234,7 +246,7 @@ func consume(args []string) {
 		for p := c; p < *partitions; p += *clients {
 			assign[int32(p)] = kgo.NewOffset().AtStart()
 		}
-		cl, err := kgo.NewClient(kgo.SeedBrokers(*bootstrap), kgo.WithHooks(&responses),
+		cl, err := kgo.NewClient(kgo.SeedBrokers(strings.Split(*bootstrap, ",")...), kgo.WithHooks(&responses),
 			kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{*topic: assign}))
 		if err != nil {
 			die("client: %v", err)
@@ -301,13 +313,13 @@ func e2e(args []string) {
 	warmN := int(math.Round(*perSec * *warmup))
 	interval := float64(time.Second) / *perSec
 
-	cons, err := kgo.NewClient(kgo.SeedBrokers(*bootstrap), kgo.FetchMaxWait(100*time.Millisecond),
+	cons, err := kgo.NewClient(kgo.SeedBrokers(strings.Split(*bootstrap, ",")...), kgo.FetchMaxWait(100*time.Millisecond),
 		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{*topic: {0: kgo.NewOffset().AtStart()}}))
 	if err != nil {
 		die("consumer: %v", err)
 	}
 	prod, err := kgo.NewClient(append([]kgo.Opt{
-		kgo.SeedBrokers(*bootstrap), kgo.DefaultProduceTopic(*topic), kgo.ProducerLinger(0),
+		kgo.SeedBrokers(strings.Split(*bootstrap, ",")...), kgo.DefaultProduceTopic(*topic), kgo.ProducerLinger(0),
 		kgo.ProducerBatchCompression(kgo.NoCompression()), kgo.RecordPartitioner(kgo.ManualPartitioner()),
 	}, acksOpt(*acks)...)...)
 	if err != nil {
@@ -385,7 +397,7 @@ func e2e(args []string) {
 
 func main() {
 	if len(os.Args) < 2 {
-		die("usage: kbench produce|consume|e2e [flags] (see the source's doc comment)")
+		die("usage: kbench produce|consume|e2e|sink [flags] (see the source's doc comment)")
 	}
 	switch os.Args[1] {
 	case "produce":
@@ -394,6 +406,8 @@ func main() {
 		consume(os.Args[2:])
 	case "e2e":
 		e2e(os.Args[2:])
+	case "sink":
+		sink(os.Args[2:])
 	default:
 		die("unknown mode %q", os.Args[1])
 	}

@@ -1,0 +1,178 @@
+"""The multi-node rows of benchmarks/run.py (issue 17): P6 replicated writes, P7 scale-out on one host,
+and the generator's ceiling against a trivial sink.
+
+P6  acks=all, replication factor 3, min.insync.replicas 2: three kbroker brokers against three Apache
+    Kafka 4.3.1 brokers, each cluster under one Apache Kafka controller (as bench_replicated.py and
+    tests/support/kafka_cluster.py start them: the controller is the same program for both, so the
+    row compares the brokers). Topic `p6`: 3 partitions, one leader per broker (assignment 2:3:4,
+    3:4:2, 4:2:3). Load: `kbench produce` (Go, franz-go), 1 KiB records, linger 5 ms, 128 KiB
+    batches, acks=all: MB/s, and p50/p99 of each record's send-to-acknowledgement latency. Nothing
+    pinned: three brokers and a generator share the machine's cores, as they would on one host.
+P7  scale-out: kbroker runs one process per core, so N cores means N nodes. 1 kbroker node pinned to
+    core 0, then 2 kbroker nodes pinned to cores 0 and 1 (one each), under one Apache Kafka
+    controller, against one Apache Kafka broker pinned to the same cores (0, then 0-1). Topic `p7`:
+    4 partitions, RF 1, spread over the nodes (2,3,2,3 with two nodes). Load: `kbench produce`, the
+    P1 shape (1 KiB, linger 5 ms, 128 KiB batches, acks=1), unpinned (with 2 cores both taken by
+    the brokers, the generator shares them: on this 2-core machine that is the honest limit).
+    Reported: MB/s per configuration, and `scaling` = 2 nodes / 1 node.
+Ceiling  `kbench sink` (benchmarks/native/kbench/sink.go, a Go endpoint that answers Produce and Fetch
+    without storing) on core 0, the generator on core 1, for each kbench load shape used above.
+
+The controller JVM runs unpinned and is idle during the measured run (no metadata changes).
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+
+from benchmarks.instruments import BrokerCpu, kbench, kbench_binary, proc_cpu_seconds
+from tests.support import kafka_cluster
+from tests.support.java import run_java_main
+from tests.support.kafka_cluster import KafkaCluster
+from tests.support.replicated_cluster import describe
+
+# Kafka's brokers get the JVM options of Kafka's own scripts (kafka-server-start.sh: 1 GiB heap; G1,
+# kafka-run-class.sh), not the tests' small C1-only settings: a benchmark must not slow Kafka down.
+KAFKA_BROKER_JVM_OPTS = ("-Xmx1G", "-Xms1G", "-XX:+UseG1GC", "-XX:MaxGCPauseMillis=20",
+                         "-XX:InitiatingHeapOccupancyPercent=35", "-Djava.awt.headless=true")
+P6_LOAD = {"size": 1024, "acks": "all", "linger-ms": 5, "batch-bytes": 131072}
+P7_LOAD = {"size": 1024, "acks": "1", "linger-ms": 5, "batch-bytes": 131072}
+P2_LOAD = {"size": 100, "acks": "1", "linger-ms": 0, "batch-bytes": 16384}
+
+
+def _pin(pid: int, cpus: str) -> None:
+    """Every thread of a running process onto `cpus` (taskset -a: the JVM's threads too)."""
+    subprocess.run(["taskset", "-a", "-cp", cpus, str(pid)], capture_output=True, check=True)
+
+
+class _Cluster:
+    """One Apache Kafka controller and `n` brokers of one system, started fresh, stopped after."""
+
+    def __init__(self, system: str, workdir: Path, ids: tuple[int, ...], overrides: dict[str, str]) -> None:
+        self.system, self.ids = system, ids
+        self.cluster = KafkaCluster(workdir)
+        self.nodes: dict[int, object] = {}
+        self.overrides = overrides
+
+    def __enter__(self) -> _Cluster:
+        self.cluster.start_controllers()
+        for node_id in self.ids:
+            if self.system == "kafka":
+                saved = kafka_cluster.NODE_JVM_OPTS
+                kafka_cluster.NODE_JVM_OPTS = KAFKA_BROKER_JVM_OPTS
+                try:
+                    self.nodes[node_id] = self.cluster.add_kafka_broker(node_id, self.overrides).start()
+                finally:
+                    kafka_cluster.NODE_JVM_OPTS = saved
+            else:
+                self.nodes[node_id] = self.cluster.kbroker(node_id, self.overrides).start(timeout=120)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.cluster.stop_all()
+
+    def pid(self, node_id: int) -> int:
+        node = self.nodes[node_id]
+        return int(node.proc.pid if self.system == "kafka" else node.pid)  # type: ignore[attr-defined]
+
+    @property
+    def bootstrap(self) -> str:
+        return ",".join(self.nodes[n].bootstrap for n in self.ids)  # type: ignore[attr-defined]
+
+    def create_topic(self, topic: str, assignment: str, configs: dict[str, str]) -> None:
+        args = ["--bootstrap-server", self.bootstrap, "--create", "--topic", topic,
+                "--replica-assignment", assignment]
+        for k, v in configs.items():
+            args += ["--config", f"{k}={v}"]
+        proc = run_java_main("kafka-topics", args, timeout=120)
+        if proc.returncode != 0:
+            raise RuntimeError(f"kafka-topics --create {topic}: {proc.stderr[-2000:]}")
+        partitions = len(assignment.split(","))
+        want_isr = len(assignment.split(",")[0].split(":"))
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            try:
+                state = describe(self.bootstrap, [topic])
+            except Exception:  # noqa: BLE001 - metadata not there yet
+                state = {}
+            if len(state) == partitions and all(len(s.isr) >= want_isr and s.leader >= 0 for s in state.values()):
+                return
+            time.sleep(0.2)
+        raise TimeoutError(f"topic {topic} not fully in sync after 120 s")
+
+    def cpu_seconds(self) -> float:
+        return sum(proc_cpu_seconds(self.pid(n)) for n in self.ids)
+
+
+def _warm_up(bootstrap: str, topic: str, load: dict[str, object]) -> None:
+    """A short unmeasured kbench run first: connections, metadata, the idempotent producer id."""
+    kbench("produce", {"bootstrap": bootstrap, "topic": topic, "records": 1000, **load}, pin=False, timeout=120)
+
+
+def p6(system: str, records: int) -> dict[str, float]:
+    """Three brokers of `system`, RF 3, min.insync.replicas 2, acks=all: kbench produce, unpinned."""
+    ids = (2, 3, 4)
+    with tempfile.TemporaryDirectory(prefix=f"bench-p6-{system}-") as d, \
+            _Cluster(system, Path(d), ids, {"min.insync.replicas": "2", "replica.lag.time.max.ms": "10000",
+                                            "num.partitions": "1"}) as c:
+        c.create_topic("p6", "2:3:4,3:4:2,4:2:3", {"min.insync.replicas": "2"})
+        _warm_up(c.bootstrap, "p6", P6_LOAD)
+        cpu0, t0 = c.cpu_seconds(), time.monotonic()
+        r = kbench("produce", {"bootstrap": c.bootstrap, "topic": "p6", "records": records, **P6_LOAD}, pin=False)
+        cpu, wall = c.cpu_seconds() - cpu0, time.monotonic() - t0
+        return r | {"brokers_cpu_s": cpu, "brokers_cpu_util": cpu / wall, "load_avg_1m": os.getloadavg()[0],
+                    "brokers_cpu_us_per_record": cpu * 1e6 / records}
+
+
+def p7(system: str, nodes: int, records: int) -> dict[str, float]:
+    """`nodes` kbroker nodes, one per core (cores 0..nodes-1), or one Kafka broker on those cores."""
+    cpus = ",".join(str(i) for i in range(nodes))
+    ids = (2, 3)[:nodes] if system == "kbroker" else (2,)
+    with tempfile.TemporaryDirectory(prefix=f"bench-p7-{system}-") as d, \
+            _Cluster(system, Path(d), ids, {"num.partitions": "1"}) as c:
+        for i, node_id in enumerate(ids):
+            _pin(c.pid(node_id), str(i) if system == "kbroker" else cpus)
+        c.create_topic("p7", ",".join(str(ids[p % len(ids)]) for p in range(4)), {})
+        _warm_up(c.bootstrap, "p7", P7_LOAD)
+        with BrokerCpu(c.pid(ids[0])) as cpu_first:
+            cpu0 = c.cpu_seconds()
+            r = kbench("produce", {"bootstrap": c.bootstrap, "topic": "p7", "records": records, **P7_LOAD},
+                       pin=False)
+            cpu = c.cpu_seconds() - cpu0
+        return r | {"nodes": len(ids), "cores": nodes, "brokers_cpu_s": cpu,
+                    "brokers_cpu_util": cpu / cpu_first.wall_s if cpu_first.wall_s else 0.0}
+
+
+def sink_ceiling(load: dict[str, object], records: int, topic: str = "ceiling") -> dict[str, float]:
+    """kbench produce with `load` against the trivial sink (sink on core 0, generator on core 1)."""
+    sink = subprocess.Popen(["taskset", "-c", "0", kbench_binary(), "sink", "-listen", "127.0.0.1:0"],
+                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    try:
+        assert sink.stdout is not None
+        line = sink.stdout.readline().strip()
+        if not line.startswith("listening="):
+            raise RuntimeError(f"kbench sink did not start: {line!r}")
+        return kbench("produce", {"bootstrap": line.split("=", 1)[1], "topic": topic, "records": records, **load},
+                      pin=True)
+    finally:
+        sink.kill()
+        sink.wait()
+
+
+def sink_consume_ceiling(records: int, partitions: int = 4) -> dict[str, float]:
+    """kbench consume (P3's shape) against the trivial sink's pre-built 1 KiB-record batches."""
+    sink = subprocess.Popen(["taskset", "-c", "0", kbench_binary(), "sink", "-listen", "127.0.0.1:0",
+                             "-partitions", str(partitions)], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                            text=True)
+    try:
+        assert sink.stdout is not None
+        boot = sink.stdout.readline().strip().split("=", 1)[1]
+        return kbench("consume", {"bootstrap": boot, "topic": "ceiling", "partitions": partitions,
+                                  "clients": partitions, "records": records}, pin=True)
+    finally:
+        sink.kill()
+        sink.wait()

@@ -1,0 +1,3 @@
+"""Stub of the optional C extension kbroker/protocol/_speedups.c (see record_format.walk_batch_records)."""
+
+def walk_uncompressed(buf: bytes | bytearray | memoryview, pos: int, count: int, /) -> tuple[int, int, int, int, int, int] | None: ...
