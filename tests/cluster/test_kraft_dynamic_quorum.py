@@ -102,6 +102,8 @@ def test_kbroker_controller_refuses_without_voters(tmp_path: Path) -> None:
     node.kill()
 
 
+@pytest.mark.slow  # the static mixed quorum (test_kraft_mixed_quorum.py) and the kbroker kraft.version 1 quorum
+# above run by default
 def test_mixed_initial_controllers_quorum(tmp_path: Path, skip_without_java: None) -> None:
     """2 kbroker + 1 Kafka voter, kraft.version 1, formatted by each kind's tool with one
     --initial-controllers: leadership moves between the kinds and a kbroker broker is served."""

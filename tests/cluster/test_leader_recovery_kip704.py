@@ -141,6 +141,8 @@ def test_unclean_leader_recovers_and_reports_recovered(cluster: KafkaCluster) ->
     assert logs[2] == logs[3] == logs[4]
 
 
+@pytest.mark.slow  # the Spark version (tests/spark/test_spark_leader_change.py) is slow too; ListOffsets on a
+# new leader is unit-tested (OFFSET_NOT_AVAILABLE below its epoch start)
 def test_latest_offset_never_goes_back_across_a_leader_kill(cluster: KafkaCluster) -> None:
     """What Spark's driver does between micro-batches (tests/spark/test_spark_leader_change.py runs Spark
     itself, slow): ListOffsets LATEST, polled while an acks=all producer writes and the leader is killed
