@@ -20,6 +20,7 @@ coordinator (AddPartitionsToTxn v4 `verify_only`, KIP-890 part 1). Clients are l
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -485,3 +486,99 @@ def test_coordinator_killed_mid_stream(cluster: Cluster) -> None:
     _check(cluster, out, [tid])
     cluster.brokers[victim].start(timeout=90)
     cluster.wait_leaders(TOPIC, 3, set(BROKER_IDS))
+
+
+@pytest.mark.java
+def test_java_copier_on_transactions_v2_through_a_coordinator_kill(cluster: Cluster) -> None:
+    """Transactions version 2 across brokers under a fault: the formatted cluster finalizes
+    `transaction.version` 2 (kbroker storage format's bootstrap, as Kafka 4.3.1's), so the Java client
+    (kafka-tools 4.3.1's TransactionalMessageCopier, Kafka's own system-test program) runs KIP-890 part 2:
+    EndTxn v5 epoch bumps, Produce v12 adding partitions implicitly through the coordinator on another
+    broker. The coordinator's broker is killed with SIGKILL mid-copy and restarted; a copier that dies is
+    started again, as Kafka's system test does. Under read_committed the output holds every input record
+    exactly once."""
+    from confluent_kafka import Consumer, KafkaError, Producer
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    from kbroker.protocol.messages.api_versions import ApiVersionsRequest
+    from tests.support.java import java_unavailable_reason, start_java_main
+    from tests.support.raw_client import RawKafkaClient
+
+    reason = java_unavailable_reason()
+    if reason:
+        pytest.skip(reason)
+    with RawKafkaClient(next(b.bootstrap for b in cluster.brokers.values() if b.is_running())) as c:
+        v = c.request(18, 4, ApiVersionsRequest(client_software_name="t", client_software_version="1"))
+    assert {f.name: f.max_version_level for f in v.finalized_features}.get("transaction.version") == 2
+    n, src, dst = 3000, "tv2-copy-in", "tv2-copy-out"
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+    for f in admin.create_topics([NewTopic(src, 1, 3), NewTopic(dst, 1, 3, config={"min.insync.replicas": "2"})]
+                                 ).values():
+        f.result(60)
+    cluster.wait_leaders(dst, 1, set(BROKER_IDS))
+    p = Producer({"bootstrap.servers": cluster.bootstrap, "acks": "all", "linger.ms": 5})
+    for i in range(n):
+        p.produce(src, str(i).encode())
+    assert p.flush(60) == 0
+    _ensure_state_topic(cluster, "setup-tv2")
+    state_leaders = cluster.wait_leaders(STATE, STATE_PARTITIONS, set(BROKER_IDS))
+    out_leader = cluster.wait_leaders(dst, 1, set(BROKER_IDS))[0]
+    victim = next(b for b in sorted(set(state_leaders.values())) if b != out_leader)
+    tid = _tid_coordinated_by(victim, state_leaders, "tv2-copier")
+    killed, killed_at = False, 0
+    attempts = 0
+    while attempts < 6:
+        attempts += 1
+        args = ["--broker-list", cluster.bootstrap, "--input-topic", src, "--input-partition", "0",
+                "--output-topic", dst, "--transactional-id", tid, "--consumer-group", "tv2-copier-group",
+                "--transaction-size", "100", "--max-messages", str(n), "--enable-random-aborts",
+                "--use-group-metadata"]
+        copier = start_java_main("org.apache.kafka.tools.TransactionalMessageCopier", args)
+        try:
+            head = ""
+            if not killed:
+                # Kill once the copier has committed some transactions but not all: its progress lines
+                # ({"progress": ..., "remaining": R, ...}) come after each transaction.
+                assert copier.stdout is not None
+                for line in copier.stdout:
+                    head += line
+                    remaining = json.loads(line).get("remaining") if line.startswith("{") else None
+                    if isinstance(remaining, int) and 0 < remaining < n - 300:
+                        cluster.brokers[victim].kill()
+                        killed_at = remaining
+                        killed = True
+                        break
+                assert killed, f"the copier finished before the kill: {head[-2000:]}"
+                cluster.wait_leaders(STATE, STATE_PARTITIONS, set(BROKER_IDS) - {victim})
+                time.sleep(2)
+                cluster.brokers[victim].start(timeout=90)
+            stdout, _err = copier.communicate(timeout=240)
+            stdout = head + stdout
+        finally:
+            if copier.poll() is None:
+                copier.kill()
+                copier.wait()
+        if copier.returncode == 0 and '"remaining":0' in stdout.replace(" ", ""):
+            break
+    assert killed and killed_at > 0
+    print(f"transactions v2 copier: broker {victim} (coordinator) killed at remaining={killed_at}; "
+          f"copier runs: {attempts}")
+    cluster.wait_leaders(TOPIC, 3, set(BROKER_IDS))
+    c = Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": f"tv2-verify-{time.monotonic_ns()}",
+                  "auto.offset.reset": "earliest", "isolation.level": "read_committed",
+                  "enable.partition.eof": True})
+    c.subscribe([dst])
+    values: list[bytes] = []
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        m = c.poll(0.5)
+        if m is None:
+            continue
+        if m.error():
+            if m.error().code() == KafkaError._PARTITION_EOF:
+                break
+            continue
+        values.append(m.value())
+    c.close()
+    got = sorted(int(v) for v in values)
+    assert got == list(range(n)), (len(got), len(set(got)))
