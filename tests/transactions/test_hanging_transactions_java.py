@@ -22,6 +22,7 @@ import pytest
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from kbroker.protocol.messages.find_coordinator import FindCoordinatorRequest
 from kbroker.protocol.messages.init_producer_id import InitProducerIdRequest
 from kbroker.protocol.messages.produce import ProduceRequest as P
 from kbroker.protocol.records import SimpleRecord, build_batch
@@ -40,20 +41,27 @@ def _plain(bootstrap: str, topic: str, value: bytes) -> None:
     assert p.flush(15) == 0
 
 
-def _write_hanging_batch(bootstrap: str, topic: str, timestamp_ms: int) -> tuple[int, int, int]:
+def _write_hanging_batch(bootstrap: str, topic: str, timestamp_ms: int, expect_error: int = 0,
+                         tid: str = "ghost") -> tuple[int, int, int]:
     """(producer id, epoch, base offset) of a transactional batch no coordinator knows about."""
     with RawKafkaClient(bootstrap) as c:
+        deadline = time.monotonic() + 30
+        while expect_error:  # the coordinator must be there to say it does not know the id
+            fc = c.request(10, 4, FindCoordinatorRequest(key_type=1, coordinator_keys=[tid]))
+            if fc.coordinators[0].error_code == 0 or time.monotonic() > deadline:
+                break
+            time.sleep(0.2)
         init = c.request(22, 4, InitProducerIdRequest(transactional_id=None, transaction_timeout_ms=60000,
                                                       producer_id=-1, producer_epoch=-1))
         assert init.error_code == 0, init
         batch = build_batch([SimpleRecord(b"hanging-%d" % i, None, timestamp_ms) for i in range(3)],
                             producer_id=init.producer_id, producer_epoch=init.producer_epoch, base_sequence=0,
                             is_transactional=True)
-        r = c.request(0, 9, P(transactional_id=f"ghost-{uuid.uuid4().hex[:6]}", acks=-1, timeout_ms=30000,
+        r = c.request(0, 9, P(transactional_id=tid, acks=-1, timeout_ms=30000,
                               topic_data=[P.TopicProduceData(name=topic, partition_data=[
                                   P.PartitionProduceData(index=0, records=bytes(batch))])]))
         part = r.responses[0].partition_responses[0]
-        assert part.error_code == 0, r
+        assert part.error_code == expect_error, r
         return init.producer_id, init.producer_epoch, part.base_offset
 
 
@@ -143,3 +151,13 @@ def test_find_hanging_and_abort(kbroker_factory: Callable[..., KBroker]) -> None
     # producer had none) is now the producer's.
     assert [(int(r[0]), r[column], int(r[table[0].index("LatestCoordinatorEpoch")])) for r in table[1:]] == \
         [(pid, "None", 0)], producers
+
+
+def test_verification_refuses_the_hanging_batch(kbroker: KBroker) -> None:
+    """With `transaction.partition.verification.enable` at its default (true) the same batch is refused
+    (the coordinator has no such transactional id: INVALID_PRODUCER_ID_MAPPING) and nothing is written."""
+    topic = f"verified-{uuid.uuid4().hex[:6]}"
+    admin = AdminClient({"bootstrap.servers": kbroker.bootstrap})
+    admin.create_topics([NewTopic(topic, 1, 1)])[topic].result(15)
+    _write_hanging_batch(kbroker.bootstrap, topic, int(time.time() * 1000), expect_error=49)
+    assert _offsets(kbroker.bootstrap, topic, "read_uncommitted") == 0
