@@ -51,8 +51,12 @@ def _write_hanging_batch(bootstrap: str, topic: str, timestamp_ms: int, expect_e
             if fc.coordinators[0].error_code == 0 or time.monotonic() > deadline:
                 break
             time.sleep(0.2)
-        init = c.request(22, 4, InitProducerIdRequest(transactional_id=None, transaction_timeout_ms=60000,
-                                                      producer_id=-1, producer_epoch=-1))
+        while True:  # COORDINATOR_LOAD_IN_PROGRESS (14) until the first producer id block is there, as Kafka
+            init = c.request(22, 4, InitProducerIdRequest(transactional_id=None, transaction_timeout_ms=60000,
+                                                          producer_id=-1, producer_epoch=-1))
+            if init.error_code != 14 or time.monotonic() > deadline:
+                break
+            time.sleep(0.2)
         assert init.error_code == 0, init
         batch = build_batch([SimpleRecord(b"hanging-%d" % i, None, timestamp_ms) for i in range(3)],
                             producer_id=init.producer_id, producer_epoch=init.producer_epoch, base_sequence=0,
