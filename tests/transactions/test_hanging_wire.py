@@ -9,7 +9,8 @@ coordinator epoch 0, as the tool does for a producer with none), and after it De
 ListOffsets (latest, read_committed and read_uncommitted), then the same ABORT once more.
 Found by the comparison: a marker sets the producer's last timestamp (DescribeProducers,
 snapshots, expiry), as Kafka's appendEndTxnMarker does; kbroker kept the last data batch's. `test_hanging_transactions_java.py` runs
-the Java tool itself on kbroker.
+the Java tool itself on kbroker. `test_verified_refusal_matches_kafka`: with verification on (the
+default) both brokers refuse the batch (INVALID_PRODUCER_ID_MAPPING) and write nothing.
 """
 
 from __future__ import annotations
@@ -22,9 +23,13 @@ import pytest
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from kbroker.protocol.messages.describe_producers import DescribeProducersRequest as DP
+from kbroker.protocol.messages.find_coordinator import FindCoordinatorRequest
+from kbroker.protocol.messages.init_producer_id import InitProducerIdRequest
 from kbroker.protocol.messages.list_offsets import ListOffsetsRequest as LO
 from kbroker.protocol.messages.list_transactions import ListTransactionsRequest
+from kbroker.protocol.messages.produce import ProduceRequest as P
 from kbroker.protocol.messages.write_txn_markers import WriteTxnMarkersRequest as WM
+from kbroker.protocol.records import SimpleRecord, build_batch
 from tests.support.raw_client import RawKafkaClient
 from tests.support.reference_kafka import reference_unavailable_reason, start_reference_kafka
 from tests.transactions.test_hanging_transactions_java import HOUR_MS, _plain, _write_hanging_batch
@@ -112,6 +117,53 @@ def test_hanging_trace_matches_kafka(tmp_path: Path, kbroker_factory: Any) -> No
     bootstrap, stop = start_reference_kafka(tmp_path, overrides=NO_VERIFICATION)
     try:
         kafka = run(bootstrap)
+    finally:
+        stop()
+    assert ours == kafka
+
+
+def run_verified(bootstrap: str) -> tuple[int, int]:
+    """With verification on (the default): the same batch's error and the log end offset after it."""
+    topic = "hanging-verified"
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin.create_topics([NewTopic(topic, 1, 1)])[topic].result(30)
+    with RawKafkaClient(bootstrap) as c:
+        c.request(22, 4, InitProducerIdRequest(transactional_id=None, transaction_timeout_ms=60000,
+                                               producer_id=-1, producer_epoch=-1))  # the first id block
+    batch = build_batch([SimpleRecord(b"x", None, int(time.time() * 1000))], producer_id=0, producer_epoch=0,
+                        base_sequence=0, is_transactional=True)
+    with RawKafkaClient(bootstrap) as c:
+        deadline = time.monotonic() + 30
+        while True:  # until the coordinator (and __transaction_state) is there to answer
+            fc = c.request(10, 4, FindCoordinatorRequest(key_type=1, coordinator_keys=["ghost"]))
+            if fc.coordinators[0].error_code == 0 or time.monotonic() > deadline:
+                break
+            time.sleep(0.2)
+        while True:
+            r = c.request(0, 9, P(transactional_id="ghost", acks=-1, timeout_ms=30000, topic_data=[
+                P.TopicProduceData(name=topic, partition_data=[P.PartitionProduceData(index=0, records=bytes(batch))])]))
+            error = r.responses[0].partition_responses[0].error_code
+            if error != 19 or time.monotonic() > deadline:  # NOT_ENOUGH_REPLICAS: coordinator still loading
+                break
+            time.sleep(0.2)
+        lo = c.request(2, 7, LO(replica_id=-1, isolation_level=0, topics=[LO.ListOffsetsTopic(
+            name=topic, partitions=[LO.ListOffsetsPartition(partition_index=0, timestamp=-1)])]))
+    return error, lo.topics[0].partitions[0].offset
+
+
+@pytest.mark.reference
+@pytest.mark.java
+def test_verified_refusal_matches_kafka(tmp_path: Path, kbroker_factory: Any) -> None:
+    reason = reference_unavailable_reason()
+    if reason:
+        pytest.skip(reason)
+    broker = kbroker_factory()
+    ours = run_verified(broker.bootstrap)
+    broker.stop()
+    assert ours == (49, 0)  # INVALID_PRODUCER_ID_MAPPING, nothing written
+    bootstrap, stop = start_reference_kafka(tmp_path)
+    try:
+        kafka = run_verified(bootstrap)
     finally:
         stop()
     assert ours == kafka
