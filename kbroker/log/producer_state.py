@@ -80,7 +80,8 @@ class BatchMetadata:
 
 
 class ProducerStateEntry:
-    __slots__ = ("producer_id", "producer_epoch", "batches", "coordinator_epoch", "current_txn_first_offset")
+    __slots__ = ("producer_id", "producer_epoch", "batches", "coordinator_epoch", "current_txn_first_offset",
+                 "last_timestamp")
 
     def __init__(self, producer_id: int, producer_epoch: int = NO_PRODUCER_EPOCH) -> None:
         self.producer_id = producer_id
@@ -88,11 +89,16 @@ class ProducerStateEntry:
         self.batches: deque[BatchMetadata] = deque(maxlen=NUM_BATCHES_TO_RETAIN)
         self.coordinator_epoch = -1
         self.current_txn_first_offset = -1
+        # Kafka's ProducerStateEntry.lastTimestamp: the max timestamp of the producer's last data batch
+        # *or* end-transaction marker (appendEndTxnMarker sets it), what DescribeProducers answers, what
+        # producer-id expiry and `kafka-transactions find-hanging` age an entry by, and what a snapshot keeps.
+        self.last_timestamp = -1
 
     def copy(self) -> ProducerStateEntry:
         e = ProducerStateEntry(self.producer_id, self.producer_epoch)
         e.batches.extend(self.batches)
         e.coordinator_epoch, e.current_txn_first_offset = self.coordinator_epoch, self.current_txn_first_offset
+        e.last_timestamp = self.last_timestamp
         return e
 
     @property
@@ -102,10 +108,6 @@ class ProducerStateEntry:
     @property
     def last_offset(self) -> int:
         return self.batches[-1].last_offset if self.batches else -1
-
-    @property
-    def last_timestamp(self) -> int:
-        return self.batches[-1].timestamp if self.batches else -1
 
     def find_duplicate(self, h: BatchHeader) -> BatchMetadata | None:
         if h.producer_epoch != self.producer_epoch:
@@ -121,6 +123,7 @@ class ProducerStateEntry:
             self.batches.clear()
             self.producer_epoch = epoch
         self.batches.append(BatchMetadata(last_seq, last_offset, offset_delta, timestamp))
+        self.last_timestamp = timestamp
 
 
 class ProducerStateManager:
@@ -181,6 +184,7 @@ class ProducerStateManager:
         entry.current_txn_first_offset = -1
         if coordinator_epoch >= 0:
             entry.coordinator_epoch = coordinator_epoch
+        entry.last_timestamp = h.max_timestamp
         self.map_end_offset = max(self.map_end_offset, h.next_offset)
         return CompletedTxn(pid, first if first >= 0 else h.last_offset, h.last_offset, is_abort)
 
@@ -266,7 +270,7 @@ class ProducerStateManager:
             last = e.batches[-1] if e.batches else None
             _SNAP_ENTRY.pack_into(body, pos, pid, e.producer_epoch, last.last_seq if last else NO_SEQUENCE,
                                   last.last_offset if last else -1, last.offset_delta if last else 0,
-                                  last.timestamp if last else -1, e.coordinator_epoch, e.current_txn_first_offset)
+                                  e.last_timestamp, e.coordinator_epoch, e.current_txn_first_offset)
             pos += _SNAP_ENTRY.size
         struct.pack_into(">i", body, 6, len(self.producers))
         crc = crc32c.crc32c(memoryview(body)[6:])
@@ -305,6 +309,7 @@ class ProducerStateManager:
             if last_off >= 0:
                 e.batches.append(BatchMetadata(last_seq, last_off, delta, ts))
             e.coordinator_epoch, e.current_txn_first_offset = coord, txn_first
+            e.last_timestamp = ts
             out.append(e)
         return out
 
