@@ -370,9 +370,11 @@ def _kraft_broker_role(core: _CoreServices) -> _RoleWiring:
 
 
 def kraft_controller_settings(config: KafkaConfig, cluster_id: str, log_manager: LogManager,
-                              voters: Sequence[str] | None = None) -> KRaftControllerSettings:
+                              voters: Sequence[str] | None = None,
+                              transaction_version: int = 0) -> KRaftControllerSettings:
     """The quorum settings of a process.roles=controller node (Kafka's keys, read once here; `voters`: a
-    combined node's `combined_voters`)."""
+    combined node's `combined_voters`; `transaction_version`: the level bootstrapped when the metadata
+    dir holds no `bootstrap.checkpoint`)."""
     keys = ("controller.quorum.election.timeout.ms", "controller.quorum.fetch.timeout.ms",
             "controller.quorum.election.backoff.max.ms", "controller.quorum.request.timeout.ms",
             "controller.quorum.retry.backoff.ms", "controller.quorum.append.linger.ms")
@@ -408,7 +410,7 @@ def kraft_controller_settings(config: KafkaConfig, cluster_id: str, log_manager:
             default_num_partitions=int(config["num.partitions"]),
             default_replication_factor=int(config["default.replication.factor"]),
             delete_topic_enable=bool(config["delete.topic.enable"]),
-            bootstrap=tuple(bootstrap_records_from(metadata_dir)),
+            bootstrap=tuple(bootstrap_records_from(metadata_dir, transaction_version)),
         ),
         metadata_log_dir=metadata_dir,
         directory_id=_metadata_directory_id(config, log_manager),
@@ -443,7 +445,10 @@ def _kraft_combined_role(core: _CoreServices) -> _RoleWiring:
     if not config["controller.quorum.voters"]:
         log.info("Combined node %d: the voter set is %s (controller.quorum.voters is not set)", config.node_id,
                  ",".join(voters))
-    controller_links = KRaftControllerLinks(kraft_controller_settings(config, core.cluster_id, log_manager, voters),
+    # A lone voter formats itself on first start: it bootstraps what `kbroker storage format` (and Kafka
+    # 4.3's) would write, transactions version 2 included, as kbroker's single node does.
+    controller_links = KRaftControllerLinks(kraft_controller_settings(config, core.cluster_id, log_manager, voters,
+                                                                      2 if _one_voter_quorum(config) else 0),
                                             loader=core.loader, config_helper=core.config_helper,
                                             time_ms=core.time_ms)
     follower = RaftMetadataFollower(config.node_id, controller_links.settings.quorum.voters,

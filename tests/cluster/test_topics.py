@@ -46,6 +46,13 @@ class FakePartition:
         self.log = log
 
 
+class FakeFetcherManager:
+    num_fetchers = 1
+
+    async def resize(self, n: int) -> None:
+        self.num_fetchers = n
+
+
 class FakeReplicaManager:
     """A metadata publisher that hosts a FakeLog per local leader partition, as ReplicaManager.apply_delta
     hosts real logs; `fail_next_add` makes the next log creation fail (a failed disk)."""
@@ -57,6 +64,8 @@ class FakeReplicaManager:
         self.partitions: dict[tuple[str, int], FakePartition] = {}
         self.offline: set[tuple[str, int]] = set()
         self.fail_next_add = False
+        # What the config publisher resizes on a num.replica.fetchers change (ReplicaFetcherManager).
+        self.replica_fetcher_manager = FakeFetcherManager()
 
     def on_metadata_update(self, delta: MetadataDelta, image: MetadataImage, manifest: LoaderManifest) -> None:
         changes = delta.local_changes(1)
