@@ -141,7 +141,9 @@ def test_snapshots_carry_the_standalone_voter_set_forward(tmp_path: Path) -> Non
     import io
     assert format_storage(config, FormatRequest(cluster_id="MkU3OEVBNTcwNTJENDM2Qk", standalone=True), io.StringIO()) == 0
     formatted = read_snapshot_file(_meta_dir(tmp_path) / "00000000000000000000-0000000000.checkpoint")
-    s = build_services(config, time_ms=clock)
+    # Served by kbroker's embedded single node (LocalController, no controller listener): with its
+    # CONTROLLER listener the formatting config is a combined node, a Raft voter (docs/cluster.md).
+    s = build_services(_config(tmp_path, **{"metadata.max.retention.bytes": "1"}), time_ms=clock)
     try:
         admin = SyncAdmin(s.controller, s.configs)
         for _ in range(3):
