@@ -278,7 +278,8 @@ def _java_scenario(broker: KBroker, tmp_path: Path, assignor: str) -> None:
 
 
 @pytest.mark.skipif(java_unavailable_reason() is not None, reason=str(java_unavailable_reason()))
-@pytest.mark.parametrize("assignor", ["uniform", "range"])
+# uniform with Java members runs by default in test_groups_java.py::test_join_one_by_one_then_leave_and_kill[consumer-uniform].
+@pytest.mark.parametrize("assignor", [pytest.param("uniform", marks=pytest.mark.slow), "range"])
 def test_java_consumers_with_server_side_assignor(broker: KBroker, tmp_path: Path, assignor: str) -> None:
     _java_scenario(broker, tmp_path, assignor)
 

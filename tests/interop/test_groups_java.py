@@ -100,11 +100,15 @@ def handover_ms(intervals: list[Ownership], gone: str, gone_at_ms: int) -> int:
 
 SCENARIOS = [
     pytest.param("classic", "range", None, id="classic-range"),
-    pytest.param("classic", "round-robin", None, id="classic-round-robin"),
-    pytest.param("classic", "sticky", None, id="classic-sticky"),
+    # The broker treats every classic client-side assignor alike (it relays the leader's assignment): the
+    # eager range and cooperative-sticky runs cover its two rebalance paths by default; the others are slow.
+    pytest.param("classic", "round-robin", None, id="classic-round-robin", marks=pytest.mark.slow),
+    pytest.param("classic", "sticky", None, id="classic-sticky", marks=pytest.mark.slow),
     pytest.param("classic", "cooperative-sticky", None, id="classic-cooperative-sticky"),
     pytest.param("consumer", None, "uniform", id="consumer-uniform"),
-    pytest.param("consumer", None, "range", id="consumer-range"),
+    # The server-side range assignor runs with Java members by default in
+    # test_groups_consumer_protocol.py::test_java_consumers_with_server_side_assignor[range].
+    pytest.param("consumer", None, "range", id="consumer-range", marks=pytest.mark.slow),
 ]
 
 

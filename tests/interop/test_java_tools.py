@@ -103,7 +103,7 @@ def test_console_producer_to_assign_mode_console_consumer(kbroker: KBroker) -> N
     for partition in (0, 1):
         out = tool("kafka-console-consumer", [
             "--bootstrap-server", kbroker.bootstrap, "--topic", "lines", "--partition", str(partition),
-            "--offset", "earliest", "--timeout-ms", "10000", "--property", "print.key=true",
+            "--offset", "earliest", "--timeout-ms", "4000", "--property", "print.key=true",
             "--property", "key.separator=:",
         ], ok=False)
         # --timeout-ms ends the consumer with a TimeoutException once the partition is drained.

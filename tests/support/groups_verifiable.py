@@ -31,7 +31,7 @@ from confluent_kafka import Producer
 from tests.support.java import DEFAULT_JVM_OPTS, start_java_main
 
 # C1 only: these JVMs live for seconds, start-up time matters more than peak speed on 2 cores.
-JVM_OPTS: tuple[str, ...] = (*DEFAULT_JVM_OPTS, "-XX:TieredStopAtLevel=1", "-Xshare:auto")
+JVM_OPTS: tuple[str, ...] = (*DEFAULT_JVM_OPTS, "-Xshare:auto")
 
 ASSIGNORS: dict[str, str] = {
     "range": "org.apache.kafka.clients.consumer.RangeAssignor",
