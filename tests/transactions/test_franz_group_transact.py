@@ -204,6 +204,9 @@ def _pipeline(bootstrap: str, workdir: Path, members: list[Member], replication_
     deliberate = sum(int(ex["deliberate_aborts"]) for ex in totals.values()) + sum(  # type: ignore[call-overload]
         1 for e in b.of("end") if not e["want_commit"])
     assert deliberate >= 2, totals
+    # Each input record was committed by exactly one transaction of one member.
+    b_committed = sum(int(e["records"]) for e in b.of("end") if e["committed"])  # type: ignore[call-overload]
+    assert sum(int(ex["records_committed"]) for ex in totals.values()) + b_committed == RECORDS, totals  # type: ignore[call-overload]
     assert owned, "the killed member owned no partition"
 
     # What the topics hold.
@@ -226,11 +229,14 @@ def test_group_transact_session_exactly_once_on_kbroker(kbroker_factory: object,
     _pipeline(broker.bootstrap, tmp_path, members)
 
 
+@pytest.mark.slow
 @pytest.mark.reference
 @pytest.mark.java
 @pytest.mark.timeout(300)
 def test_group_transact_session_exactly_once_on_kafka(tmp_path: Path, members: list[Member]) -> None:
-    """The same program and checks against Apache Kafka 4.3.1: what is asserted of kbroker is Kafka's."""
+    """The same program and checks against Apache Kafka 4.3.1: what is asserted of kbroker is Kafka's.
+    Slow-marked: Kafka's start-up makes it about 85 s on the shared 2-core machine (the pipeline itself
+    took 36 s there, kbroker's 24 s)."""
     reason = java_unavailable_reason()
     if reason:
         pytest.skip(reason)
