@@ -19,6 +19,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"flag"
+	"os"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -45,6 +46,7 @@ func txn(args []string) {
 	size := fs.Int("size", 1024, "record value size in bytes")
 	linger := fs.Int("linger-ms", 5, "linger.ms")
 	batch := fs.Int("batch-bytes", 1000000, "batch.size")
+	debug := fs.Bool("log", false, "franz-go's info log on stderr")
 	_ = fs.Parse(args)
 	if *perTxn <= 0 || *records < *perTxn {
 		die("txn: -records must be at least -per-txn > 0")
@@ -52,14 +54,18 @@ func txn(args []string) {
 	var rnd [4]byte
 	_, _ = rand.Read(rnd[:])
 	counter := &keyCounter{}
-	cl, err := kgo.NewClient(
+	opts := []kgo.Opt{
 		kgo.SeedBrokers(strings.Split(*bootstrap, ",")...), kgo.DefaultProduceTopic(*topic),
-		kgo.TransactionalID("kbench-txn-"+hex.EncodeToString(rnd[:])),
-		kgo.ProducerLinger(time.Duration(*linger)*time.Millisecond),
+		kgo.TransactionalID("kbench-txn-" + hex.EncodeToString(rnd[:])),
+		kgo.ProducerLinger(time.Duration(*linger) * time.Millisecond),
 		kgo.ProducerBatchMaxBytes(int32(*batch)), kgo.ProducerBatchCompression(kgo.NoCompression()),
 		kgo.RecordPartitioner(kgo.RoundRobinPartitioner()), kgo.MaxBufferedRecords(100000),
 		kgo.WithHooks(counter),
-	)
+	}
+	if *debug {
+		opts = append(opts, kgo.WithLogger(kgo.BasicLogger(os.Stderr, kgo.LogLevelInfo, nil)))
+	}
+	cl, err := kgo.NewClient(opts...)
 	if err != nil {
 		die("client: %v", err)
 	}
