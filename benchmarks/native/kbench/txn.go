@@ -6,11 +6,12 @@ package main
 //
 // One transactional producer (a fresh random transactional.id) writes N records of -size bytes to
 // the topic's partitions (round robin) in transactions of K records: Begin, K asynchronous
-// produces, Flush, EndTransaction(TryCommit). Records/s and transactions/s are over the whole run,
-// InitProducerId and every commit included; commit_p50/p99_ms is the time of Flush + EndTxn per
-// transaction. It reports which transactions version ran, from both ends: the finalized
+// produces, Flush, EndTransaction(TryCommit). One such transaction runs first, unmeasured (warmup_s:
+// InitProducerId, FindCoordinator, metadata, connections); records/s and transactions/s are over the
+// N records after it, every commit included; commit_p50/p99_ms is the time of Flush + EndTxn per
+// transaction. producer_epoch counts the warm-up transaction too (N/K + 1 under version 2). It reports which transactions version ran, from both ends: the finalized
 // transaction.version in the broker's ApiVersions answer (finalized_transaction_version), and what
-// the client did (add_partitions_requests is 0 and producer_epoch equals the transactions under
+// the client did (add_partitions_requests is 0 and producer_epoch equals the transactions + 1 under
 // version 2, where Produce v12 adds the partition and EndTxn v5 bumps the epoch each time; version 1
 // sends AddPartitionsToTxn and keeps epoch 0).
 
@@ -90,8 +91,7 @@ func txn(args []string) {
 	var failed atomic.Int64
 	var firstErr atomic.Value
 	var commits histogram
-	cpu0, t0 := cpuSeconds(), time.Now()
-	for t := 0; t < txns; t++ {
+	one := func() {
 		if err := cl.BeginTransaction(); err != nil {
 			die("begin: %v", err)
 		}
@@ -115,6 +115,16 @@ func txn(args []string) {
 		}
 		commits.record(uint64(time.Since(c0).Microseconds()))
 	}
+	// One transaction before the clock starts (InitProducerId, FindCoordinator, the topic's metadata,
+	// the connections): not counted, its time reported as warmup_s.
+	w0 := time.Now()
+	one()
+	warmup := time.Since(w0).Seconds()
+	commits = histogram{}
+	cpu0, t0 := cpuSeconds(), time.Now()
+	for t := 0; t < txns; t++ {
+		one()
+	}
 	secs, cpu := time.Since(t0).Seconds(), cpuSeconds()-cpu0
 	_, epoch, err := cl.ProducerID(ctx)
 	if err != nil {
@@ -122,7 +132,7 @@ func txn(args []string) {
 	}
 	n := float64(txns * *perTxn)
 	emit(map[string]any{
-		"records": txns * *perTxn, "transactions": txns, "records_per_txn": *perTxn, "seconds": secs,
+		"records": txns * *perTxn, "transactions": txns, "records_per_txn": *perTxn, "seconds": secs, "warmup_s": warmup,
 		"records_per_s": rate(n, secs), "txn_per_s": rate(float64(txns), secs),
 		"mb_per_s": rate(n*float64(*size)/mib, secs), "gen_cpu_s": cpu, "gen_cpu_util": rate(cpu, secs),
 		"commit_p50_ms":                 float64(commits.percentile(0.50)) / 1000,
