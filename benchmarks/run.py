@@ -252,6 +252,7 @@ def run_one(target: Target, scale: dict[str, int], only: set[str], profile: bool
                         r = kbench("txn", {"bootstrap": target.bootstrap, "topic": topic, "records": scale["p8"],
                                            "per-txn": per_txn, "size": 1024, "linger-ms": 5,
                                            "batch-bytes": 1_000_000}, pin)
+                    check_transactions_v2(target.name, r)
                     res[f"P8_txn_produce_{per_txn}"] = r | cpu.figures() | per_record(cpu, r)
             if "P4" in only and pin:
                 for rate in scale_rates(scale):
@@ -268,6 +269,14 @@ def run_one(target: Target, scale: dict[str, int], only: set[str], profile: bool
         finally:
             target.stop()
     return res
+
+
+def check_transactions_v2(broker: str, r: dict[str, float]) -> None:
+    """P8 compares transactions version 2 on both brokers: the finalized level in ApiVersions is 2, the
+    client sent no AddPartitionsToTxn and bumped its epoch at every EndTxn (the warm-up one included)."""
+    if (r["finalized_transaction_version"] != 2 or r["add_partitions_requests"] != 0
+            or r["producer_epoch"] != r["transactions"] + 1):
+        raise RuntimeError(f"P8 on {broker} did not run transactions version 2: {r}")
 
 
 def per_record(cpu: BrokerCpu, r: dict[str, float]) -> dict[str, float]:

@@ -37,6 +37,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from tests.support.broker import KBroker
 from tests.support.java import java_unavailable_reason
 from tests.support.reference_kafka import start_reference_kafka
+from tests.transactions.test_transactions_cluster import Cluster, cluster  # noqa: F401 - the slow variant's fixture
 
 pytestmark = [pytest.mark.interop]
 
@@ -250,3 +251,13 @@ def test_group_transact_session_exactly_once_on_kafka(tmp_path: Path, members: l
                 m.proc.kill()
         stop()
 
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(420)
+def test_group_transact_session_exactly_once_on_a_kbroker_cluster(cluster: Cluster, tmp_path: Path,  # noqa: F811
+                                                                  members: list[Member]) -> None:
+    """Three kbroker brokers under a kbroker controller (tests/transactions/test_transactions_cluster.py's
+    cluster: `__transaction_state` and `__consumer_offsets` at RF 3, min.insync.replicas 2): the topics at
+    RF 3, the members' coordinators, group coordinator and partition leaders spread over the brokers."""
+    _pipeline(cluster.bootstrap, tmp_path, members, replication_factor=3, timeout=150.0)
