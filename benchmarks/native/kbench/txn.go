@@ -47,7 +47,7 @@ func txn(args []string) {
 	size := fs.Int("size", 1024, "record value size in bytes")
 	linger := fs.Int("linger-ms", 5, "linger.ms")
 	batch := fs.Int("batch-bytes", 1000000, "batch.size")
-	debug := fs.Bool("log", false, "franz-go's info log on stderr")
+	logLevel := fs.String("log", "", "franz-go's log on stderr: info or debug (empty: none)")
 	_ = fs.Parse(args)
 	if *perTxn <= 0 || *records < *perTxn {
 		die("txn: -records must be at least -per-txn > 0")
@@ -63,8 +63,11 @@ func txn(args []string) {
 		kgo.RecordPartitioner(kgo.RoundRobinPartitioner()), kgo.MaxBufferedRecords(100000),
 		kgo.WithHooks(counter),
 	}
-	if *debug {
+	switch *logLevel {
+	case "info":
 		opts = append(opts, kgo.WithLogger(kgo.BasicLogger(os.Stderr, kgo.LogLevelInfo, nil)))
+	case "debug":
+		opts = append(opts, kgo.WithLogger(kgo.BasicLogger(os.Stderr, kgo.LogLevelDebug, nil)))
 	}
 	cl, err := kgo.NewClient(opts...)
 	if err != nil {
