@@ -44,6 +44,8 @@ setup-test: $(TEST_STAMP)
 	bash scripts/java-deps.sh --streams
 	@echo "==> Building kbench, the benchmarks' native load generator (Go, franz-go pinned in go.sum) into .cache/kbench"
 	bash benchmarks/native/build.sh
+	@echo "==> Building the tests' Go programs (tests/support/go: franz-go's GroupTransactSession member) into .cache/go-tests"
+	bash tests/support/go/build.sh txnsession
 
 run: setup
 	$(VENV)/bin/kbroker serve $(ARGS)

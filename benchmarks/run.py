@@ -21,6 +21,10 @@ Workloads:
   P4  end-to-end latency at a fixed 1k/5k/20k/50k records/s, 1 KiB, from the intended send time
       (kbench e2e: p50/p99/p99.9/max); the one-at-a-time round trip (Kafka's EndToEndLatency)
   P5  broker RSS under P1, and start-up to first acknowledged produce
+  P8  transactional produce (issue 14): 1 KiB records, 100 and 1,000 per transaction, one partition,
+      begin/produce/commit with kbench txn (franz-go, transactions version 2: the finalized
+      transaction.version from ApiVersions, the producer epoch and the AddPartitionsToTxn count are
+      in the row); not in the default --only: benchmarks/run.py --only P8 --configs pinned
   P6  replicated writes: acks=all, RF 3, min.insync.replicas 2, 3 brokers of each kind (kbench produce)
   P7  scale-out on one host: 1 and 2 kbroker nodes (one per core) vs 1 Kafka broker on the same cores
       (benchmarks/cluster_rows.py; P6 and P7 are not in the default --only)
@@ -192,6 +196,7 @@ def hot_spots(raw: Path, top: int = 5) -> list[tuple[str, float]]:
     return [(k, v / total) for k, v in ranked] if total else []
 
 
+P8_PER_TXN = (100, 1000)  # records per transaction (issue 14)
 P3_PARTITIONS = 4  # and as many consumer clients: one consumer's decoding is not the limit
 P4_RATES = (1000, 5000, 20000, 50000)
 
@@ -239,6 +244,16 @@ def run_one(target: Target, scale: dict[str, int], only: set[str], profile: bool
                 f = cpu.figures()
                 f["broker_cpu_s_per_gib"] = cpu.cpu_s / (r["bytes"] / (1024 * MIB)) if r["bytes"] else 0.0
                 res["P3_consume_backlog" + sfx] = r | f
+            if "P8" in only and pin:
+                for per_txn in P8_PER_TXN:
+                    topic = f"p8-{per_txn}"
+                    create_topic(target.bootstrap, topic)
+                    with BrokerCpu(target.pid) as cpu:
+                        r = kbench("txn", {"bootstrap": target.bootstrap, "topic": topic, "records": scale["p8"],
+                                           "per-txn": per_txn, "size": 1024, "linger-ms": 5,
+                                           "batch-bytes": 1_000_000}, pin)
+                    check_transactions_v2(target.name, r)
+                    res[f"P8_txn_produce_{per_txn}"] = r | cpu.figures() | per_record(cpu, r)
             if "P4" in only and pin:
                 for rate in scale_rates(scale):
                     topic = f"p4-{rate}"
@@ -254,6 +269,14 @@ def run_one(target: Target, scale: dict[str, int], only: set[str], profile: bool
         finally:
             target.stop()
     return res
+
+
+def check_transactions_v2(broker: str, r: dict[str, float]) -> None:
+    """P8 compares transactions version 2 on both brokers: the finalized level in ApiVersions is 2, the
+    client sent no AddPartitionsToTxn and bumped its epoch at every EndTxn (the warm-up one included)."""
+    if (r["finalized_transaction_version"] != 2 or r["add_partitions_requests"] != 0
+            or r["producer_epoch"] != r["transactions"] + 1):
+        raise RuntimeError(f"P8 on {broker} did not run transactions version 2: {r}")
 
 
 def per_record(cpu: BrokerCpu, r: dict[str, float]) -> dict[str, float]:
@@ -308,10 +331,12 @@ def chart(table: dict[str, dict[str, dict[str, float]]], path: Path) -> None:
     lat = [(w, m) for w in [*p4, "P4_round_trip"] if w in table for m in ("p50_ms", "p99_ms", "p999_ms")]
     cluster = [(w, "mb_per_s") for w in ("P6_replicated_acks_all", "P7_scaleout_1core", "P7_scaleout_2core")
                if w in table]
+    txn = [(w, "records_per_s") for w in (f"P8_txn_produce_{n}" for n in P8_PER_TXN) if w in table]
     panels = [(thr, "MB/s (median; whiskers min..max)", "Throughput (pinned: 1 core each; unpinned)"),
               (lat, "ms (median)", "End-to-end latency (P4, pinned), from the intended send time"),
               (cluster, "MB/s (median; whiskers min..max)",
-               "P6 acks=all, RF 3; P7 on 1 vs 2 cores")]
+               "P6 acks=all, RF 3; P7 on 1 vs 2 cores"),
+              (txn, "records/s (median; whiskers min..max)", "P8 transactional produce, 1 KiB, pinned")]
     panels = [pnl for pnl in panels if pnl[0]]
     fig, axes = plt.subplots(1, len(panels), figsize=(6.5 * len(panels), 5), squeeze=False)
     for ax, (cells, ylabel, title) in zip(axes[0], panels, strict=True):
@@ -329,6 +354,8 @@ def _label(workload: str, metric: str) -> str:
         return f"round\ntrip {metric.removesuffix('_ms')}"
     if workload.startswith("P7_scaleout_"):
         return "P7 " + workload.rsplit("_", 1)[1].replace("core", " core(s)")
+    if workload.startswith("P8_txn_produce_"):
+        return f"{int(workload.rsplit('_', 1)[1]):,} records\nper transaction"
     if workload.startswith("P6_"):
         return "P6 acks=all\nRF 3, 3 nodes"
     return workload.split("_", 1)[1].replace("_unpinned", "\nunpinned")
@@ -354,12 +381,12 @@ def _bars(ax: object, table: dict[str, dict[str, dict[str, float]]], cells: list
 
 SCALES: dict[str, dict[str, int]] = {
     "full": {"p1": 1_000_000, "p2": 2_000_000, "p3": 1_048_576, "p6": 200_000, "p7": 500_000, "p4_seconds": 10, "p4_warmup": 2,
-             "p4_max_rate": 50_000, "p4_round_trips": 2_000},
+             "p4_max_rate": 50_000, "p4_round_trips": 2_000, "p8": 20_000},
     "quick": {"p1": 50_000, "p2": 100_000, "p3": 50_000, "p6": 50_000, "p7": 100_000, "p4_seconds": 3, "p4_warmup": 1,
-              "p4_max_rate": 50_000, "p4_round_trips": 500},
+              "p4_max_rate": 50_000, "p4_round_trips": 500, "p8": 5_000},
     # The default-suite test's scale (tests/benchmarks/test_bench_run.py): seconds, not figures.
     "tiny": {"p1": 5_000, "p2": 5_000, "p3": 5_000, "p6": 5_000, "p7": 5_000, "p4_seconds": 1, "p4_warmup": 1,
-             "p4_max_rate": 1_000, "p4_round_trips": 50},
+             "p4_max_rate": 1_000, "p4_round_trips": 50, "p8": 1_000},
 }
 
 
@@ -392,7 +419,7 @@ def main() -> int:
     for rep in range(a.reps):
         order = names if rep % 2 == 0 else names[::-1]  # A B, then B A: drift cancels
         merged: dict[str, dict[str, dict[str, float]]] = {n: {} for n in names}
-        single = only & {"P1", "P2", "P3", "P4", "P5"}
+        single = only & {"P1", "P2", "P3", "P4", "P5", "P8"}
         for config in configs if single else []:
             for name in order:
                 t = makers[name](BROKER_CPU if config == "pinned" else None)
@@ -453,6 +480,8 @@ GENERATORS = {
     "P5": "confluent-kafka producer (benchmarks/loadgen.py first-produce)",
     "P6": "kbench produce (Go, franz-go v1.22.3): 1 KiB, linger 5 ms, 128 KiB batches, acks=all, unpinned",
     "P7": "kbench produce (Go, franz-go v1.22.3): 1 KiB, linger 5 ms, 128 KiB batches, acks=1, unpinned",
+    "P8": "kbench txn (Go, franz-go v1.22.3, transactions version 2): 1 KiB, 100 or 1,000 records per "
+          "transaction, one partition, commit included, pinned",
     "ceilings": "kbench (the same loads) against kbench sink (benchmarks/native/kbench/sink.go), sink core 0, kbench core 1",
 }
 

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Builds kbench, the native load generator of the side-by-side benchmarks (benchmarks/native/kbench),
 # and prints the path of the binary. Cached: .cache/kbench/kbench-<sha256 of the sources> is reused
-# until main.go, sink.go, go.mod, go.sum or this script change; a fresh build also runs its Go unit tests.
+# until a .go source, go.mod, go.sum or this script change; a fresh build also runs its Go unit tests.
 #
 # Pinned: the Go toolchain is the machine's (`go version` is printed into the cache's build log);
 # the one dependency, github.com/twmb/franz-go, is pinned by version in go.mod and by checksum in
@@ -12,7 +12,7 @@ root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 src="$root/benchmarks/native/kbench"
 cache="$root/.cache/kbench"
 mkdir -p "$cache"
-sum="$(cat "$src/main.go" "$src/sink.go" "$src/go.mod" "$src/go.sum" "$0" | sha256sum | cut -c1-16)"  # and this script
+sum="$(cat "$src"/*.go "$src/go.mod" "$src/go.sum" "$0" | sha256sum | cut -c1-16)"  # and this script
 bin="$cache/kbench-$sum"
 if [[ ! -x "$bin" ]]; then
     command -v go >/dev/null || { echo "build.sh: no Go toolchain on PATH (go >= 1.26 needed: franz-go v1.22 asks for it)" >&2; exit 1; }

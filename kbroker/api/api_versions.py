@@ -20,7 +20,7 @@ from typing import Any
 
 from kbroker.api.context import BrokerServices, RequestContext
 from kbroker.protocol.errors import ErrorCode
-from kbroker.protocol.headers import RequestHeader
+from kbroker.protocol.headers import API_VERSIONS_KEY, RequestHeader
 from kbroker.protocol.messages.api_versions import ApiVersionsRequest, ApiVersionsResponse
 
 API_KEY = 18
@@ -65,8 +65,13 @@ def _api_keys(services: BrokerServices) -> list[Any]:
 
 
 def unsupported_version_response(services: BrokerServices) -> ApiVersionsResponse:
-    """The v0 body Kafka sends for an ApiVersions version it does not know (KIP-511)."""
-    return ApiVersionsResponse(error_code=ErrorCode.UNSUPPORTED_VERSION, api_keys=_api_keys(services))
+    """The v0 body Kafka sends for an ApiVersions version it does not know (KIP-511): UNSUPPORTED_VERSION
+    and one entry, ApiVersions' own range (ApiVersionsRequest.getErrorResponse), so the client retries
+    with a version it shares. Listing every API here instead made franz-go take the v0 table (which has
+    no finalized features) as the answer: its first transaction then ran on transactions version 1."""
+    lo, hi = services.api_ranges[API_VERSIONS_KEY]
+    return ApiVersionsResponse(error_code=ErrorCode.UNSUPPORTED_VERSION, api_keys=[
+        ApiVersionsResponse.ApiVersion(api_key=API_VERSIONS_KEY, min_version=lo, max_version=hi)])
 
 
 def error_response(request: Any, version: int, error: ErrorCode) -> ApiVersionsResponse:

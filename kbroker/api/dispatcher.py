@@ -205,8 +205,8 @@ class ApiDispatcher:
     def handle_unsupported(self, ctx: RequestContext, header: RequestHeader) -> Any:
         """A request for a key/version we do not serve.
 
-        ApiVersions: Kafka answers with a v0-encoded body carrying UNSUPPORTED_VERSION and the full
-        list of our ranges, so that a newer client can retry with a version we know (KIP-511). The
+        ApiVersions: Kafka answers with a v0-encoded body carrying UNSUPPORTED_VERSION and ApiVersions'
+        own range only, so that a newer client retries with a version we know (KIP-511). The
         network layer encodes this response at version 0. Any other API: close the connection, as
         Kafka's SocketServer does for a request it cannot parse. Checked against Kafka 4.3.1
         (tests/differential/test_api_versions_vs_kafka.py): an unknown API key, an API not enabled on
