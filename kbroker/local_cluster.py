@@ -4,8 +4,9 @@ per core (issue 17, P7).
 kbroker is one process on one core by design (one event loop, one GIL); a host with N cores runs N
 kbroker nodes as a cluster, as it would run N Kafka brokers on N hosts. This module owns the layout of
 such a cluster and the parent process that supervises it. It imports the config and the storage tool
-(to format the nodes' directories); it must not import the broker (each node is a child process
-running `kbroker serve <node config>`, so a node is exactly what a hand-started one is).
+(to format the nodes' directories) and, from the broker module, only `notify_ready`; it never runs a
+broker itself (each node is a child process running `kbroker serve <node config>`, so a node is
+exactly what a hand-started one is).
 
 The layout (`plan_local_cluster`, pure; docs/cluster.md "One node per core"):
 
@@ -35,7 +36,9 @@ The supervisor (`LocalClusterSupervisor`): starts every node at once (voters wai
 pins node i to the (i-1)-th CPU of the parent's affinity mask (`os.sched_setaffinity`, when available
 and not `--no-pin`), copies each node's output to its `server.log` (or to stdout, each line prefixed
 `[node-<i>] `), prints one line per node once all have started, exits 1 if a node dies or does not
-start within `--start-timeout`. SIGTERM/SIGINT: the `process.roles=broker` nodes stop first (a
+start within `--start-timeout`. A node is started when it says so over systemd's notify protocol
+(`NOTIFY_SOCKET`, a unix datagram socket of the supervisor's: "READY=1", `kbroker.broker.notify_ready`),
+whatever its log level; the supervisor tells its own `NOTIFY_SOCKET`, if any, once every node has. SIGTERM/SIGINT: the `process.roles=broker` nodes stop first (a
 controlled shutdown needs the active controller), then the voters together (stopping them one at a
 time would leave the last without a quorum to complete its controlled shutdown); a second signal is
 forwarded too (a node exits at once on it). Nodes run in their own process group (a terminal's Ctrl-C
@@ -50,8 +53,10 @@ import ctypes.util
 import io
 import os
 import signal
+import socket
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -68,7 +73,6 @@ CONTROLLER_LISTENER = "CONTROLLER"
 CONTROLLER_PORT_OFFSET = 10000
 NODE_CONFIG_FILE = "server.properties"
 NODE_LOG_FILE = "server.log"
-STARTED_MARKER = "kbroker started: node"
 
 # Keys the layout writes for each node; the user's values for these are replaced (or shifted).
 _LAYOUT_KEYS = ("process.roles", "node.id", "broker.id", "listeners", "advertised.listeners",
@@ -315,8 +319,6 @@ class _NodeProcess:
     def _copy(self) -> None:
         assert self.proc.stdout is not None
         for line in self.proc.stdout:
-            if STARTED_MARKER in line:
-                self.started.set()
             self.tail = [*self.tail[-19:], line]
             with contextlib.suppress(OSError, ValueError):
                 self._sink.write(line if self._prefix is None else f"{self._prefix}{line}")
@@ -353,9 +355,10 @@ class LocalClusterSupervisor:
         s = stream or self.out
         print(text, file=s, flush=True)
 
-    def _spawn(self, node: LocalNode) -> _NodeProcess:
+    def _spawn(self, node: LocalNode, notify_socket: str) -> _NodeProcess:
         env = dict(os.environ)
         env["PYTHONUNBUFFERED"] = "1"
+        env["NOTIFY_SOCKET"] = notify_socket
         cmd = [sys.executable, "-m", "kbroker", "serve", str(node.config_file), *self.serve_args]
         proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                 text=True, bufsize=1, env=env, process_group=0,
@@ -368,19 +371,37 @@ class LocalClusterSupervisor:
 
     def run(self) -> int:
         handlers = {s: signal.signal(s, self._on_signal) for s in (signal.SIGTERM, signal.SIGINT)}
-        try:
-            return self._run()
-        finally:
-            for s, h in handlers.items():
-                signal.signal(s, h)
-            for f in self._files:
-                f.close()
+        with tempfile.TemporaryDirectory(prefix="kbroker-nodes-") as d, \
+                socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as notify:
+            notify.bind(os.path.join(d, "notify"))
+            notify.setblocking(False)
+            try:
+                return self._run(notify)
+            finally:
+                for s, h in handlers.items():
+                    signal.signal(s, h)
+                for f in self._files:
+                    f.close()
 
-    def _run(self) -> int:
+    def _take_notifications(self, notify: socket.socket) -> None:
+        """READY=1 datagrams from the nodes (`kbroker.broker.notify_ready`), matched by MAINPID."""
+        by_pid = {p.proc.pid: p for p in self.running}
+        while True:
+            try:
+                data = notify.recv(4096)
+            except (BlockingIOError, InterruptedError):
+                return
+            fields = dict(line.partition("=")[::2] for line in data.decode(errors="replace").splitlines())
+            p = by_pid.get(int(fields["MAINPID"])) if fields.get("MAINPID", "").isdigit() else None
+            if p is not None and fields.get("READY") == "1":
+                p.started.set()
+
+    def _run(self, notify: socket.socket) -> int:
         for node in self.plan:
-            self.running.append(self._spawn(node))
+            self.running.append(self._spawn(node, notify.getsockname()))
         deadline = time.monotonic() + self.start_timeout_s
         while not all(p.started.is_set() for p in self.running):
+            self._take_notifications(notify)
             dead = [p for p in self.running if p.proc.poll() is not None and not p.started.is_set()]
             if dead:
                 p = dead[0]
@@ -410,6 +431,9 @@ class LocalClusterSupervisor:
             log = "stdout" if self.log_to_stdout else str(n.log_file)
             self._say(f"node {n.node_id}: roles={','.join(n.roles)} port={n.port} pid={p.proc.pid}"
                       f"{cpu} listeners={listeners}{extra} log={log}")
+        from kbroker.broker import notify_ready
+
+        notify_ready()  # our own supervisor (systemd Type=notify), if any: the cluster serves
         boot = self.plan[0].listeners[0]
         self._say(f"kbroker: {len(self.plan)} nodes started, bootstrap {boot.host or '127.0.0.1'}:{boot.port}. "
                   f"Stop them with Ctrl-C or `kill -TERM {os.getpid()}`.")
