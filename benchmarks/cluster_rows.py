@@ -151,7 +151,7 @@ class _LocalNodes:
     def __enter__(self) -> _LocalNodes:
         out = self.workdir / "serve.out"
         cmd = ["taskset", "-c", f"0-{self.n - 1}", sys.executable, "-m", "kbroker", "serve", "--nodes", str(self.n),
-               "--controller-port", str(self.controller_port), "--log-level", "WARN",
+               "--controller-port", str(self.controller_port),
                "--override", f"listeners=PLAINTEXT://127.0.0.1:{self.port}",
                "--override", f"log.dirs={self.workdir / 'data'}", "--override", "num.partitions=1"]
         with open(out, "wb") as sink:
