@@ -262,11 +262,34 @@ def existing_cluster_id(plan: Sequence[LocalNode]) -> str | None:
     return next(iter(found), None)
 
 
+LAYOUT_FILE = "kbroker-nodes.properties"
+
+
+def _check_voters(plan: Sequence[LocalNode]) -> None:
+    """The voter ids must stay those the cluster was formatted with: a static quorum cannot add or
+    remove voters (KIP-853's AddRaftVoter is not implemented), so going from fewer than 3 nodes to 3
+    or more (1 voter to 3) is refused. Kept in `<log dir>/kbroker-nodes.properties`."""
+    voters = ",".join(str(n.node_id) for n in plan if n.is_voter)
+    path = plan[0].node_dir.parent / LAYOUT_FILE
+    stored = read_properties(path)
+    if stored is not None and stored.get("voters") not in (None, voters):
+        raise LocalClusterError(
+            f"these directories were formatted with voters {stored['voters']} ({path}); --nodes {len(plan)} needs "
+            f"voters {voters}, and voters cannot be added or removed: use a number of nodes with the same voters "
+            "(below 3, or 3 and more), or another log.dirs")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(f"voters={voters}\nnodes={len(plan)}\n", encoding="utf-8")
+    except OSError as e:
+        raise LocalClusterError(f"Cannot write {path}: {e.strerror or e}") from None
+
+
 def format_nodes(plan: Sequence[LocalNode], out: TextIO) -> str:
     """Write each node's server.properties and format its unformatted directories with one cluster id
     (`kbroker storage format --ignore-formatted`, its output dropped); one line per formatted node on
     `out`; the cluster id."""
     cluster_id = existing_cluster_id(plan) or uuid_to_base64(random_kafka_uuid())
+    _check_voters(plan)
     for node in plan:
         cfg = node_config(node)
         try:

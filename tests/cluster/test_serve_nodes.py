@@ -12,6 +12,7 @@ node that cannot start (its port taken) makes the command exit 1 and stop the ot
 from __future__ import annotations
 
 import collections
+import io
 import os
 import random
 import re
@@ -27,7 +28,7 @@ from pathlib import Path
 import pytest
 
 from kbroker.config import KafkaConfig
-from kbroker.local_cluster import LocalClusterError, parse_node_count, plan_local_cluster
+from kbroker.local_cluster import LocalClusterError, format_nodes, parse_node_count, plan_local_cluster
 from tests.support.java import REPO_ROOT, java_unavailable_reason, run_java_main
 
 NODE_LINE = re.compile(r"^node (\d+): roles=(\S+) port=(\d+) pid=(\d+)")
@@ -89,6 +90,10 @@ def test_layout_refusals(tmp_path: Path) -> None:
         plan_local_cluster(_config(listeners="PLAINTEXT://127.0.0.1:9092"), 4, controller_port=9094)
     with pytest.raises(LocalClusterError, match="65535"):
         plan_local_cluster(_config(listeners="PLAINTEXT://127.0.0.1:65530"), 8)
+    format_nodes(plan_local_cluster(_config(log_dirs=str(tmp_path)), 2), io.StringIO())
+    with pytest.raises(LocalClusterError, match="voters cannot be added"):
+        format_nodes(plan_local_cluster(_config(log_dirs=str(tmp_path)), 3), io.StringIO())
+    format_nodes(plan_local_cluster(_config(log_dirs=str(tmp_path)), 1), io.StringIO())  # one voter: fine
     assert parse_node_count("auto") == (os.cpu_count() or 1)
     assert parse_node_count("4") == 4
     for bad in ("0", "-1", "two"):
