@@ -280,7 +280,7 @@ def test_serve_two_nodes_then_restart(tmp_path: Path, java: None, reap: list[Ser
     assert not any(_alive(pid) for _, _, pid in again.nodes.values())
 
 
-@pytest.mark.slow  # three combined voters: ~25 s alone, minutes on the loaded shared machine
+@pytest.mark.slow  # three combined voters: 28 s at load 14 on the shared 2-core machine, 80 s at load 18
 @pytest.mark.interop
 @pytest.mark.java
 def test_serve_three_nodes(tmp_path: Path, java: None, reap: list[Served]) -> None:
