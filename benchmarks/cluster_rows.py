@@ -8,13 +8,15 @@ P6  acks=all, replication factor 3, min.insync.replicas 2: three kbroker brokers
     3:4:2, 4:2:3). Load: `kbench produce` (Go, franz-go), 1 KiB records, linger 5 ms, 128 KiB
     batches, acks=all: MB/s, and p50/p99 of each record's send-to-acknowledgement latency. Nothing
     pinned: three brokers and a generator share the machine's cores, as they would on one host.
-P7  scale-out: kbroker runs one process per core, so N cores means N nodes. 1 kbroker node pinned to
-    core 0, then 2 kbroker nodes pinned to cores 0 and 1 (one each), under one Apache Kafka
-    controller, against one Apache Kafka broker pinned to the same cores (0, then 0-1). Topic `p7`:
-    4 partitions, RF 1, spread over the nodes (2,3,2,3 with two nodes). Load: `kbench produce`, the
-    P1 shape (1 KiB, linger 5 ms, 128 KiB batches, acks=1), unpinned (with 2 cores both taken by
-    the brokers, the generator shares them: on this 2-core machine that is the honest limit).
-    Reported: MB/s per configuration, and `scaling` = 2 nodes / 1 node.
+P7  scale-out: kbroker runs one process per core, so N cores means N nodes, started as a user would
+    start them: `kbroker serve --nodes N` under `taskset -c 0-(N-1)` (docs/cluster.md, "One node per
+    core": node i pinned to core i-1; with N=1 the plain single node, with N=2 node 1 a combined
+    broker,controller and node 2 a broker), against one Apache Kafka broker (under one Apache Kafka
+    controller) pinned to the same cores (0, then 0-1). Topic `p7`: 4 partitions, RF 1, spread over
+    the nodes (1,2,1,2 with two nodes). Load: `kbench produce`, the P1 shape (1 KiB, linger 5 ms,
+    128 KiB batches, acks=1), unpinned (with 2 cores both taken by the brokers, the generator shares
+    them: on this 2-core machine that is the honest limit). Reported: MB/s per configuration, and
+    `scaling` = 2 nodes / 1 node.
 Ceiling  `kbench sink` (benchmarks/native/kbench/sink.go, a Go endpoint that answers Produce and Fetch
     without storing) on core 0, the generator on core 1, for each kbench load shape used above.
 
@@ -24,7 +26,11 @@ The controller JVM runs unpinned and is idle during the measured run (no metadat
 from __future__ import annotations
 
 import os
+import re
+import signal
+import socket
 import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -84,28 +90,115 @@ class _Cluster:
         return ",".join(self.nodes[n].bootstrap for n in self.ids)  # type: ignore[attr-defined]
 
     def create_topic(self, topic: str, assignment: str, configs: dict[str, str]) -> None:
-        args = ["--bootstrap-server", self.bootstrap, "--create", "--topic", topic,
-                "--replica-assignment", assignment]
-        for k, v in configs.items():
-            args += ["--config", f"{k}={v}"]
-        proc = run_java_main("kafka-topics", args, timeout=120)
-        if proc.returncode != 0:
-            raise RuntimeError(f"kafka-topics --create {topic}: {proc.stderr[-2000:]}")
-        partitions = len(assignment.split(","))
-        want_isr = len(assignment.split(",")[0].split(":"))
-        deadline = time.monotonic() + 120
-        while time.monotonic() < deadline:
-            try:
-                state = describe(self.bootstrap, [topic])
-            except Exception:  # noqa: BLE001 - metadata not there yet
-                state = {}
-            if len(state) == partitions and all(len(s.isr) >= want_isr and s.leader >= 0 for s in state.values()):
-                return
-            time.sleep(0.2)
-        raise TimeoutError(f"topic {topic} not fully in sync after 120 s")
+        _create_topic(self.bootstrap, topic, assignment, configs)
 
     def cpu_seconds(self) -> float:
         return sum(proc_cpu_seconds(self.pid(n)) for n in self.ids)
+
+
+def _create_topic(bootstrap: str, topic: str, assignment: str, configs: dict[str, str]) -> None:
+    """kafka-topics --create with an explicit assignment; waits until every partition has its ISR."""
+    args = ["--bootstrap-server", bootstrap, "--create", "--topic", topic, "--replica-assignment", assignment]
+    for k, v in configs.items():
+        args += ["--config", f"{k}={v}"]
+    proc = run_java_main("kafka-topics", args, timeout=120)
+    if proc.returncode != 0:
+        raise RuntimeError(f"kafka-topics --create {topic}: {proc.stderr[-2000:]}")
+    partitions = len(assignment.split(","))
+    want_isr = len(assignment.split(",")[0].split(":"))
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        try:
+            state = describe(bootstrap, [topic])
+        except Exception:  # noqa: BLE001 - metadata not there yet
+            state = {}
+        if len(state) == partitions and all(len(s.isr) >= want_isr and s.leader >= 0 for s in state.values()):
+            return
+        time.sleep(0.2)
+    raise TimeoutError(f"topic {topic} not fully in sync after 120 s")
+
+
+def _free_port_range(count: int) -> int:
+    """A base port with `count` consecutive free loopback ports (kbroker serve --nodes: node i on base + i - 1)."""
+    for _ in range(200):
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            base = s.getsockname()[1]
+        if base + count > 65535:
+            continue
+        socks = [socket.socket() for _ in range(count)]
+        try:
+            for i, sock in enumerate(socks):
+                sock.bind(("127.0.0.1", base + i))
+            return int(base)
+        except OSError:
+            continue
+        finally:
+            for sock in socks:
+                sock.close()
+    raise RuntimeError("no free port range")
+
+
+class _LocalNodes:
+    """`kbroker serve --nodes n` under `taskset -c 0-(n-1)`: n kbroker nodes, node i pinned to core i-1."""
+
+    def __init__(self, workdir: Path, n: int) -> None:
+        self.workdir, self.n = workdir, n
+        self.port, self.controller_port = _free_port_range(n), _free_port_range(3)
+        self.pids: dict[int, int] = {}
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    def __enter__(self) -> _LocalNodes:
+        out = self.workdir / "serve.out"
+        cmd = ["taskset", "-c", f"0-{self.n - 1}", sys.executable, "-m", "kbroker", "serve", "--nodes", str(self.n),
+               "--controller-port", str(self.controller_port),
+               "--override", f"listeners=PLAINTEXT://127.0.0.1:{self.port}",
+               "--override", f"log.dirs={self.workdir / 'data'}", "--override", "num.partitions=1"]
+        with open(out, "wb") as sink:
+            self.proc = subprocess.Popen(cmd, stdout=sink, stderr=subprocess.STDOUT, cwd=Path(__file__).parent.parent)
+        ready = "nodes started" if self.n > 1 else "kbroker started: node"
+        deadline = time.monotonic() + 180
+        while time.monotonic() < deadline:
+            text = out.read_text(errors="replace")
+            if ready in text:
+                break
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"kbroker serve --nodes {self.n} exited: {text[-2000:]}")
+            time.sleep(0.2)
+        else:
+            raise TimeoutError(f"kbroker serve --nodes {self.n} did not start: {out.read_text()[-2000:]}")
+        if self.n == 1:
+            self.pids = {1: self.proc.pid}  # the single node is the command itself (taskset execs it)
+        else:
+            self.pids = {int(m.group(1)): int(m.group(2))
+                         for m in re.finditer(r"^node (\d+): .* pid=(\d+)", text, re.MULTILINE)}
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(90)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+
+    @property
+    def ids(self) -> tuple[int, ...]:
+        return tuple(sorted(self.pids))
+
+    @property
+    def bootstrap(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    def pid(self, node_id: int) -> int:
+        return self.pids[node_id]
+
+    def create_topic(self, topic: str, assignment: str, configs: dict[str, str]) -> None:
+        _create_topic(self.bootstrap, topic, assignment, configs)
+
+    def cpu_seconds(self) -> float:
+        return sum(proc_cpu_seconds(pid) for pid in self.pids.values())
 
 
 def _warm_up(bootstrap: str, topic: str, load: dict[str, object]) -> None:
@@ -129,22 +222,28 @@ def p6(system: str, records: int) -> dict[str, float]:
 
 
 def p7(system: str, nodes: int, records: int) -> dict[str, float]:
-    """`nodes` kbroker nodes, one per core (cores 0..nodes-1), or one Kafka broker on those cores."""
+    """`nodes` kbroker nodes, one per core (cores 0..nodes-1: `kbroker serve --nodes`), or one Kafka
+    broker on those cores."""
     cpus = ",".join(str(i) for i in range(nodes))
-    ids = (2, 3)[:nodes] if system == "kbroker" else (2,)
-    with tempfile.TemporaryDirectory(prefix=f"bench-p7-{system}-") as d, \
-            _Cluster(system, Path(d), ids, {"num.partitions": "1"}) as c:
-        for i, node_id in enumerate(ids):
-            _pin(c.pid(node_id), str(i) if system == "kbroker" else cpus)
-        c.create_topic("p7", ",".join(str(ids[p % len(ids)]) for p in range(4)), {})
-        _warm_up(c.bootstrap, "p7", P7_LOAD)
-        with BrokerCpu(c.pid(ids[0])) as cpu_first:
-            cpu0 = c.cpu_seconds()
-            r = kbench("produce", {"bootstrap": c.bootstrap, "topic": "p7", "records": records, **P7_LOAD},
-                       pin=False)
-            cpu = c.cpu_seconds() - cpu0
-        return r | {"nodes": len(ids), "cores": nodes, "brokers_cpu_s": cpu,
-                    "brokers_cpu_util": cpu / cpu_first.wall_s if cpu_first.wall_s else 0.0}
+    with tempfile.TemporaryDirectory(prefix=f"bench-p7-{system}-") as d:
+        c: _Cluster | _LocalNodes
+        if system == "kbroker":
+            c = _LocalNodes(Path(d), nodes)
+        else:
+            c = _Cluster(system, Path(d), (2,), {"num.partitions": "1"})
+        with c:
+            if system != "kbroker":
+                _pin(c.pid(2), cpus)
+            ids = c.ids
+            c.create_topic("p7", ",".join(str(ids[p % len(ids)]) for p in range(4)), {})
+            _warm_up(c.bootstrap, "p7", P7_LOAD)
+            with BrokerCpu(c.pid(ids[0])) as cpu_first:
+                cpu0 = c.cpu_seconds()
+                r = kbench("produce", {"bootstrap": c.bootstrap, "topic": "p7", "records": records, **P7_LOAD},
+                           pin=False)
+                cpu = c.cpu_seconds() - cpu0
+            return r | {"nodes": len(ids), "cores": nodes, "brokers_cpu_s": cpu,
+                        "brokers_cpu_util": cpu / cpu_first.wall_s if cpu_first.wall_s else 0.0}
 
 
 def sink_ceiling(load: dict[str, object], records: int, topic: str = "ceiling") -> dict[str, float]:

@@ -700,11 +700,27 @@ async def _serve(config: KafkaConfig, config_file: str | None) -> int:
         data,
         os.getpid(),
     )
+    notify_ready()
     await stop.wait()
     started = time.monotonic()
     await broker.shutdown()
     log.info("kbroker shut down cleanly in %.1fs", time.monotonic() - started)
     return 0
+
+
+def notify_ready() -> None:
+    """systemd's sd_notify protocol: "READY=1" and this pid as a datagram to the unix socket named by
+    $NOTIFY_SOCKET (set by systemd for a `Type=notify` unit, and by `kbroker serve --nodes` for its
+    nodes), once the broker serves. Nothing when unset; a failure to send is logged, never fatal."""
+    path = os.environ.get("NOTIFY_SOCKET")
+    if not path:
+        return
+    address = "\0" + path[1:] if path.startswith("@") else path  # "@name": the abstract namespace
+    try:
+        with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as s:
+            s.sendto(f"READY=1\nMAINPID={os.getpid()}".encode(), address)
+    except OSError as e:
+        log.warning("Cannot notify readiness to NOTIFY_SOCKET=%s: %s", path, e)
 
 
 def run_broker(config: KafkaConfig, config_file: str | None = None) -> int:

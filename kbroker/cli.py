@@ -91,14 +91,22 @@ def _parse_overrides(items: Sequence[str]) -> dict[str, str]:
 def _cmd_serve(args: argparse.Namespace) -> int:
     from kbroker.broker import run_broker
     from kbroker.config import ConfigError, KafkaConfig
+    from kbroker.local_cluster import parse_node_count, run_local_cluster
 
     setup_logging(args.log_level, json_lines=args.log_format == "json")
     try:
         overrides = _parse_overrides(args.override or [])
         config = KafkaConfig.load(Path(args.config) if args.config else None, overrides)
+        nodes = parse_node_count(args.nodes)
     except (ConfigError, ValueError) as e:
         print(f"kbroker: error: {e}", file=sys.stderr)
         return 1
+    if nodes > 1:
+        # One command, a local cluster of `nodes` kbroker processes (kbroker/local_cluster.py).
+        return run_local_cluster(config, nodes, serve_args=["--log-level", args.log_level, "--log-format",
+                                                            args.log_format],
+                                 pin=args.pin, controller_port=args.controller_port,
+                                 log_to_stdout=args.node_logs == "stdout", start_timeout_s=args.start_timeout)
     return run_broker(config, config_file=args.config)
 
 
@@ -115,7 +123,7 @@ def _add_serve(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
         "serve",
         help="run a broker (like kafka-server-start.sh)",
         description=(
-            "Run a single-node Kafka-compatible broker. CONFIG is a server.properties file (Kafka's keys); "
+            "Run a Kafka-compatible broker (with --nodes N, a local cluster of N). CONFIG is a server.properties file (Kafka's keys); "
             "without one kbroker listens on 127.0.0.1:9092 and keeps its data in ./data."
         ),
     )
@@ -139,6 +147,23 @@ def _add_serve(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
         choices=["kafka", "json"],
         help="kafka: Kafka's log4j layout (default); json: one JSON object per line (ECS field names)",
     )
+    nodes = p.add_argument_group(
+        "a local cluster (one node per core)",
+        "--nodes N starts N kbroker processes as one KRaft cluster: node i listens on the port + i - 1 "
+        "(node 1 keeps the configured port), nodes 1 (N < 3) or 1-3 are combined broker,controller voters, "
+        "data in <log.dirs>/node-<i> (docs/cluster.md, 'One node per core').")
+    nodes.add_argument("--nodes", default="1", metavar="N",
+                       help="number of nodes, or 'auto' for one per CPU (default 1: a single node, as before)")
+    nodes.add_argument("--pin", action=argparse.BooleanOptionalAction, default=True,
+                       help="pin node i to the i-th CPU of this process's affinity mask (default: on)")
+    nodes.add_argument("--controller-port", type=int, default=None, metavar="PORT",
+                       help="the first voter's CONTROLLER port; voter i uses PORT + i - 1 "
+                            "(default: the first listener's port + 10000)")
+    nodes.add_argument("--node-logs", default="file", choices=["file", "stdout"],
+                       help="file: each node's log in <log dir>/node-<i>/server.log (default); "
+                            "stdout: on stdout, each line prefixed [node-<i>]")
+    nodes.add_argument("--start-timeout", type=float, default=120.0, metavar="SECONDS",
+                       help="how long every node may take to start before the command gives up (default 120)")
     p.set_defaults(func=_cmd_serve)
 
 
