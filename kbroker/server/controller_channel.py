@@ -129,11 +129,32 @@ class ControllerChannel:
 
     async def send_envelope(self, api_key: int, body: object, response_type: type[T], *, principal: bytes,
                             client_address: bytes, client_id: str, timeout_ms: int | None = None) -> T:
-        """Forward a client's request in an Envelope (KIP-590, Kafka's `ForwardingManager`): the inner
+        """Forward a request kbroker built for a client (one resource of it) in an Envelope: the inner
         request at the highest version both sides speak, with the client's id; the client's principal
         (`DefaultPrincipalData`) and address beside it, so the controller authorizes and throttles the
-        client. An Envelope-level NOT_CONTROLLER goes to the next controller as `send` does; another
-        Envelope-level error raises `EnvelopeError` with its code."""
+        client. Envelope-level errors as `forward`."""
+        def header_for(conn: NodeConnection) -> RequestHeader:
+            return RequestHeader(api_key=api_key, api_version=conn.version_for(api_key),
+                                 correlation_id=next(self._inner_ids), client_id=client_id)
+
+        inner_body = await self._envelope_round_trip(header_for, body, principal, client_address, timeout_ms)
+        if not isinstance(inner_body, response_type):
+            raise TypeError(f"the Envelope answered {type(inner_body).__name__}, not {response_type.__name__}")
+        return inner_body
+
+    async def forward(self, header: RequestHeader, body: object, *, principal: bytes, client_address: bytes,
+                      timeout_ms: int | None = None) -> object:
+        """Kafka's `ForwardingManager.forwardRequest`: the client's request as it came -- its header
+        (api version, correlation id, client id) and its body -- in an Envelope with the client's
+        principal and address; the controller answers at the client's version and the inner response
+        (decoded at that version) is what the broker sends back. An Envelope-level NOT_CONTROLLER goes
+        to the next controller; another Envelope-level error raises `EnvelopeError` with its code."""
+        return await self._envelope_round_trip(lambda conn: header, body, principal, client_address, timeout_ms)
+
+    async def _envelope_round_trip(self, header_for: Callable[[NodeConnection], RequestHeader], body: object,
+                                   principal: bytes, client_address: bytes, timeout_ms: int | None) -> object:
+        """One Envelope (KIP-590) to the active controller, retried on NOT_CONTROLLER and lost
+        connections until the timeout; the decoded inner response."""
         deadline = time.monotonic() + (timeout_ms if timeout_ms is not None else self.request_timeout_ms) / 1000
         last: Exception | None = None
         attempt = 0
@@ -142,12 +163,10 @@ class ControllerChannel:
             attempt += 1
             remaining = deadline - time.monotonic()
             if remaining <= 0:
-                raise RequestTimeoutError(f"no answer from the active controller to api {api_key}: {last}")
+                raise RequestTimeoutError(f"no answer from the active controller to an Envelope: {last}")
             try:
                 controller_id, conn = await self._connection(deadline)
-                version = conn.version_for(api_key)
-                header = RequestHeader(api_key=api_key, api_version=version, correlation_id=next(self._inner_ids),
-                                       client_id=client_id)
+                header = header_for(conn)
                 inner = encode_request_frame(header, body)[4:]
                 envelope = EnvelopeRequest(request_data=inner, request_principal=principal,
                                            client_host_address=client_address)
@@ -169,9 +188,11 @@ class ControllerChannel:
                 continue
             if resp.error_code != ErrorCode.NONE or resp.response_data is None:
                 raise EnvelopeError(resp.error_code or int(ErrorCode.UNKNOWN_SERVER_ERROR))
-            _, inner_body = decode_response_frame(api_key, version, memoryview(resp.response_data))
-            if not isinstance(inner_body, response_type):
-                raise TypeError(f"the Envelope answered {type(inner_body).__name__}, not {response_type.__name__}")
+            correlation_id, inner_body = decode_response_frame(header.api_key, header.api_version,
+                                                               memoryview(resp.response_data))
+            if correlation_id != header.correlation_id:
+                # Kafka's AbstractResponse.parseResponse checks the inner correlation id too.
+                raise EnvelopeError(int(ErrorCode.UNKNOWN_SERVER_ERROR))
             return inner_body
 
     async def send_registration(self, req: BrokerRegistrationRequest) -> BrokerRegistrationResponse:
