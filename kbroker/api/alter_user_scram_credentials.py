@@ -30,7 +30,7 @@ async def handle(services: BrokerServices, ctx: RequestContext, header: RequestH
     if services.kraft is not None:
         # A KRaft broker forwards it as it came (KafkaApis.forwardToController): the controller
         # authorizes the client's principal and writes the records; the image brings them back.
-        response = await services.kraft.controller.forward(ctx, header, request)
+        response = await services.kraft.controller.forward_request(ctx, header, request)
         assert isinstance(response, AlterUserScramCredentialsResponse)
         return response
     if not authorize_cluster(services, ctx, ALTER):

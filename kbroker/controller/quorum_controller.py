@@ -516,6 +516,19 @@ class QuorumController(Controller):
     async def allocate_producer_ids(self, broker_id: int, broker_epoch: int) -> ProducerIdsBlock:
         return await self.allocate_producer_ids_request(broker_id, broker_epoch)
 
+    async def create_acls(self, acls: Sequence[StandardAcl]) -> list[AclCreateResult]:
+        acls = list(acls)
+        return await self._write("createAcls", lambda: self.acls.create_acls(acls))
+
+    async def delete_acls(self, filters: Sequence[AclFilter]) -> list[AclDeleteResult]:
+        filters = list(filters)
+        return await self._write("deleteAcls", lambda: self.acls.delete_acls(filters))
+
+    async def alter_user_scram_credentials(
+        self, request: AlterUserScramCredentialsRequest
+    ) -> AlterUserScramCredentialsResponse:
+        return await self._write("alterUserScramCredentials", lambda: self.scram.alter_credentials(request))
+
     def _topic_write(self, name: str, generate: Callable[[], ControllerResult[TopicInfo]],
                      validate_only: bool) -> PendingOperation[TopicInfo]:
         if validate_only:
@@ -581,19 +594,6 @@ class QuorumController(Controller):
             return ControllerResult(result.response) if validate_only else result
 
         return await self._write("alterClientQuotas", generate)
-
-    async def create_acls(self, acls: Sequence[StandardAcl]) -> list[AclCreateResult]:
-        acls = list(acls)
-        return await self._write("createAcls", lambda: self.acls.create_acls(acls))
-
-    async def delete_acls(self, filters: Sequence[AclFilter]) -> list[AclDeleteResult]:
-        filters = list(filters)
-        return await self._write("deleteAcls", lambda: self.acls.delete_acls(filters))
-
-    async def alter_user_scram_credentials(
-        self, request: AlterUserScramCredentialsRequest
-    ) -> AlterUserScramCredentialsResponse:
-        return await self._write("alterUserScramCredentials", lambda: self.scram.alter_credentials(request))
 
     def register_broker(self, listeners: Sequence[tuple[str, str, int, str]], rack: str | None) -> int:
         raise KafkaError("In a KRaft cluster a broker registers with BrokerRegistration "

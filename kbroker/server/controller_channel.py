@@ -129,18 +129,70 @@ class ControllerChannel:
 
     async def send_envelope(self, api_key: int, body: object, response_type: type[T], *, principal: bytes,
                             client_address: bytes, client_id: str, timeout_ms: int | None = None) -> T:
-        """Forward a request kbroker built for a client (one resource of it) in an Envelope: the inner
+        """Forward a client's request in an Envelope (KIP-590, Kafka's `ForwardingManager`): the inner
         request at the highest version both sides speak, with the client's id; the client's principal
         (`DefaultPrincipalData`) and address beside it, so the controller authorizes and throttles the
-        client. Envelope-level errors as `forward`."""
-        def header_for(conn: NodeConnection) -> RequestHeader:
-            return RequestHeader(api_key=api_key, api_version=conn.version_for(api_key),
-                                 correlation_id=next(self._inner_ids), client_id=client_id)
+        client. An Envelope-level NOT_CONTROLLER goes to the next controller as `send` does; another
+        Envelope-level error raises `EnvelopeError` with its code."""
+        deadline = time.monotonic() + (timeout_ms if timeout_ms is not None else self.request_timeout_ms) / 1000
+        last: Exception | None = None
+        attempt = 0
+        while True:
+            backoff = min(1.0, self.retry_backoff_ms / 1000 * (2 ** min(attempt, 10)))
+            attempt += 1
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise RequestTimeoutError(f"no answer from the active controller to api {api_key}: {last}")
+            try:
+                controller_id, conn = await self._connection(deadline)
+                version = conn.version_for(api_key)
+                header = RequestHeader(api_key=api_key, api_version=version, correlation_id=next(self._inner_ids),
+                                       client_id=client_id)
+                inner = encode_request_frame(header, body)[4:]
+                envelope = EnvelopeRequest(request_data=inner, request_principal=principal,
+                                           client_host_address=client_address)
+                resp = await conn.request(ENVELOPE, envelope, EnvelopeResponse, version=0, timeout_s=remaining)
+            except TimeoutError as exc:
+                last = exc
+                await self._drop()
+                continue
+            except (ConnectionClosedError, OSError) as exc:
+                last = exc
+                await self._drop()
+                await asyncio.sleep(backoff)
+                continue
+            if resp.error_code == ErrorCode.NOT_CONTROLLER:
+                last = ConnectionError(f"node {controller_id} is no longer the active controller")
+                self.fetcher.forget_leader(controller_id)
+                await self._drop()
+                await asyncio.sleep(backoff)
+                continue
+            if resp.error_code != ErrorCode.NONE or resp.response_data is None:
+                raise EnvelopeError(resp.error_code or int(ErrorCode.UNKNOWN_SERVER_ERROR))
+            _, inner_body = decode_response_frame(api_key, version, memoryview(resp.response_data))
+            if not isinstance(inner_body, response_type):
+                raise TypeError(f"the Envelope answered {type(inner_body).__name__}, not {response_type.__name__}")
+            return inner_body
 
-        inner_body = await self._envelope_round_trip(header_for, body, principal, client_address, timeout_ms)
-        if not isinstance(inner_body, response_type):
-            raise TypeError(f"the Envelope answered {type(inner_body).__name__}, not {response_type.__name__}")
-        return inner_body
+    async def send_registration(self, req: BrokerRegistrationRequest) -> BrokerRegistrationResponse:
+        return await self.send(BROKER_REGISTRATION, req, BrokerRegistrationResponse)
+
+    async def send_heartbeat(self, req: BrokerHeartbeatRequest) -> BrokerHeartbeatResponse:
+        return await self.send(BROKER_HEARTBEAT, req, BrokerHeartbeatResponse)
+
+    async def send_alter_partition(self, req: AlterPartitionRequest) -> AlterPartitionResponse:
+        """The seam for the replica manager's AlterPartitionManager (ISR expand/shrink).
+
+        Sent at v3 (KIP-903), what Kafka's brokers send to a 4.x controller: the ISR goes as
+        `new_isr_with_epochs` (each member with the broker epoch it fetched with, -1 when unknown) and
+        the v0-2 `new_isr` must stay empty or the codec refuses to write it."""
+        for topic in req.topics:
+            for p in topic.partitions:
+                if p.new_isr and not p.new_isr_with_epochs:
+                    p.new_isr_with_epochs = [AlterPartitionRequest.BrokerState(broker_id=b, broker_epoch=-1)
+                                             for b in p.new_isr]
+                p.new_isr = []
+        return await self.send(ALTER_PARTITION, req, AlterPartitionResponse, version=ALTER_PARTITION_VERSION)
 
     async def forward(self, header: RequestHeader, body: object, *, principal: bytes, client_address: bytes,
                       timeout_ms: int | None = None) -> object:
@@ -148,13 +200,10 @@ class ControllerChannel:
         (api version, correlation id, client id) and its body -- in an Envelope with the client's
         principal and address; the controller answers at the client's version and the inner response
         (decoded at that version) is what the broker sends back. An Envelope-level NOT_CONTROLLER goes
-        to the next controller; another Envelope-level error raises `EnvelopeError` with its code."""
-        return await self._envelope_round_trip(lambda conn: header, body, principal, client_address, timeout_ms)
-
-    async def _envelope_round_trip(self, header_for: Callable[[NodeConnection], RequestHeader], body: object,
-                                   principal: bytes, client_address: bytes, timeout_ms: int | None) -> object:
-        """One Envelope (KIP-590) to the active controller, retried on NOT_CONTROLLER and lost
-        connections until the timeout; the decoded inner response."""
+        to the next controller; another Envelope-level error raises `EnvelopeError` with its code.
+        (`send_envelope` is the older path: one resource kbroker built, at the newest common version.)"""
+        inner = encode_request_frame(header, body)[4:]
+        envelope = EnvelopeRequest(request_data=inner, request_principal=principal, client_host_address=client_address)
         deadline = time.monotonic() + (timeout_ms if timeout_ms is not None else self.request_timeout_ms) / 1000
         last: Exception | None = None
         attempt = 0
@@ -166,10 +215,6 @@ class ControllerChannel:
                 raise RequestTimeoutError(f"no answer from the active controller to an Envelope: {last}")
             try:
                 controller_id, conn = await self._connection(deadline)
-                header = header_for(conn)
-                inner = encode_request_frame(header, body)[4:]
-                envelope = EnvelopeRequest(request_data=inner, request_principal=principal,
-                                           client_host_address=client_address)
                 resp = await conn.request(ENVELOPE, envelope, EnvelopeResponse, version=0, timeout_s=remaining)
             except TimeoutError as exc:
                 last = exc
@@ -194,26 +239,6 @@ class ControllerChannel:
                 # Kafka's AbstractResponse.parseResponse checks the inner correlation id too.
                 raise EnvelopeError(int(ErrorCode.UNKNOWN_SERVER_ERROR))
             return inner_body
-
-    async def send_registration(self, req: BrokerRegistrationRequest) -> BrokerRegistrationResponse:
-        return await self.send(BROKER_REGISTRATION, req, BrokerRegistrationResponse)
-
-    async def send_heartbeat(self, req: BrokerHeartbeatRequest) -> BrokerHeartbeatResponse:
-        return await self.send(BROKER_HEARTBEAT, req, BrokerHeartbeatResponse)
-
-    async def send_alter_partition(self, req: AlterPartitionRequest) -> AlterPartitionResponse:
-        """The seam for the replica manager's AlterPartitionManager (ISR expand/shrink).
-
-        Sent at v3 (KIP-903), what Kafka's brokers send to a 4.x controller: the ISR goes as
-        `new_isr_with_epochs` (each member with the broker epoch it fetched with, -1 when unknown) and
-        the v0-2 `new_isr` must stay empty or the codec refuses to write it."""
-        for topic in req.topics:
-            for p in topic.partitions:
-                if p.new_isr and not p.new_isr_with_epochs:
-                    p.new_isr_with_epochs = [AlterPartitionRequest.BrokerState(broker_id=b, broker_epoch=-1)
-                                             for b in p.new_isr]
-                p.new_isr = []
-        return await self.send(ALTER_PARTITION, req, AlterPartitionResponse, version=ALTER_PARTITION_VERSION)
 
     async def close(self) -> None:
         with contextlib.suppress(Exception):
