@@ -96,10 +96,37 @@ def connection_quotas(config: KafkaConfig, services: BrokerServices) -> Connecti
         if rate is not None:
             listener_rates[e.name] = int(rate)
     cache = services.metadata
+    static_rate = int(config["max.connection.creation.rate"])
     return ConnectionQuotas(
         QuotaWindow(int(config["quota.window.num"]), int(config["quota.window.size.seconds"]) * 1000),
-        int(config["max.connection.creation.rate"]), listener_rates, config.inter_broker_listener_name,
-        lambda ip: ip_connection_rate(cache.image.client_quotas.entities, ip))
+        static_rate, listener_rates, config.inter_broker_listener_name,
+        lambda ip: ip_connection_rate(cache.image.client_quotas.entities, ip),
+        broker_rate_source=dynamic_connection_creation_rate(services, static_rate))
+
+
+def dynamic_connection_creation_rate(services: BrokerServices, static_rate: int) -> Callable[[], int]:
+    """`max.connection.creation.rate` as the image sets it now (Kafka's DynamicConnectionQuota): this
+    broker's dynamic value, else the cluster-wide dynamic default, else the static one. Read again only
+    when the image changed."""
+    cache = services.metadata
+    seen_image: list[object] = [None]
+    current = [static_rate]
+
+    def rate() -> int:
+        image = cache.image
+        if seen_image[0] is not image:
+            seen_image[0] = image
+            levels = services.configs.broker_levels("max.connection.creation.rate")
+            try:
+                value = int(str(levels[0].value)) if levels and levels[0].value is not None else static_rate
+            except ValueError:
+                value = static_rate
+            if value != current[0]:
+                log.info("max.connection.creation.rate is now %d (was %d)", value, current[0])
+            current[0] = value
+        return current[0]
+
+    return rate
 
 
 JWKS_VALIDATOR_CLASSES = ("org.apache.kafka.common.security.oauthbearer.OAuthBearerValidatorCallbackHandler",

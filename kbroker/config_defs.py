@@ -228,7 +228,8 @@ CONFIG_DEFS: dict[str, ConfigDef] = _defs(
               validator=at_least(0)),
     ConfigDef("max.connection.creation.rate", "int", INT_MAX,
               "KIP-612: new connections per second on the broker (every listener but the inter-broker one); "
-              "per listener: listener.name.<l>.max.connection.creation.rate. Read at start-up.",
+              "per listener: listener.name.<l>.max.connection.creation.rate (read at start-up). Dynamic: "
+              "IncrementalAlterConfigs of the broker or the cluster default applies to the next connection.",
               dynamic_update=True, validator=at_least(0)),
     ConfigDef("max.connections.per.ip", "int", INT_MAX, "Connections accepted at once from one address.",
               dynamic_update=True, validator=at_least(0)),

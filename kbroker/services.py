@@ -161,7 +161,9 @@ class _RoleWiring:
     # A broker's group and transaction coordinators follow leadership of their state topics; a
     # process.roles=controller node serves neither (the services type still names them).
     hosts_coordinators: bool = True
-    # authorizer.class.name applies to the broker listeners (a controller node authorizes nothing yet).
+    # authorizer.class.name: Kafka's StandardAuthorizer on every node with it set -- broker listeners and a
+    # controller node's listener alike (Raft and broker traffic need CLUSTER_ACTION; an Envelope's inner
+    # request is authorized as the principal it carries).
     authorizes: bool = True
     kraft: KRaftBrokerLinks | None = None
     kraft_controller: KRaftControllerLinks | None = None
@@ -427,8 +429,7 @@ def _kraft_controller_role(core: _CoreServices) -> _RoleWiring:
     serves only its controller listener."""
     links = KRaftControllerLinks(kraft_controller_settings(core.config, core.cluster_id, core.log_manager),
                                  loader=core.loader, config_helper=core.config_helper, time_ms=core.time_ms)
-    return _RoleWiring(links.controller, load=lambda: None, hosts_coordinators=False, authorizes=False,
-                       kraft_controller=links)
+    return _RoleWiring(links.controller, load=lambda: None, hosts_coordinators=False, kraft_controller=links)
 
 
 def _kraft_combined_role(core: _CoreServices) -> _RoleWiring:

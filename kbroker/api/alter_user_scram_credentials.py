@@ -27,6 +27,12 @@ Result = AlterUserScramCredentialsResponse.AlterUserScramCredentialsResult
 
 async def handle(services: BrokerServices, ctx: RequestContext, header: RequestHeader,
                  request: AlterUserScramCredentialsRequest) -> AlterUserScramCredentialsResponse:
+    if services.kraft is not None:
+        # A KRaft broker forwards it as it came (KafkaApis.forwardToController): the controller
+        # authorizes the client's principal and writes the records; the image brings them back.
+        response = await services.kraft.controller.forward_request(ctx, header, request)
+        assert isinstance(response, AlterUserScramCredentialsResponse)
+        return response
     if not authorize_cluster(services, ctx, ALTER):
         # ControllerApis: ALTER on the cluster, else CLUSTER_AUTHORIZATION_FAILED for every user.
         return error_response(request, header.api_version, ErrorCode.CLUSTER_AUTHORIZATION_FAILED)

@@ -38,6 +38,10 @@ def handle(services: BrokerServices, ctx: RequestContext, header: RequestHeader,
         if (c.resource_type in (UNKNOWN, ANY) or c.resource_pattern_type in (UNKNOWN, ANY, MATCH)
                 or c.operation in (UNKNOWN, ANY) or c.permission_type in (UNKNOWN, ANY)):
             raise CloseConnection("CreateAcls binding with UNKNOWN/ANY elements (Kafka's CreateAclsRequest.validate)")
+    if services.kraft is not None:
+        # A KRaft broker forwards it as it came (KafkaApis.forwardToController): the controller
+        # authorizes the client's principal and writes the records; the image brings them back.
+        return services.kraft.controller.forward_request(ctx, header, request)
     if services.authorizer is None:
         return CreateAclsResponse(throttle_time_ms=0, results=[
             Result(error_code=int(SECURITY_DISABLED), error_message=NO_AUTHORIZER) for _ in request.creations])

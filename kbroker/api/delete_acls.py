@@ -37,6 +37,10 @@ def handle(services: BrokerServices, ctx: RequestContext, header: RequestHeader,
     for f in request.filters:
         if UNKNOWN in (f.resource_type_filter, f.pattern_type_filter, f.operation, f.permission_type):
             raise CloseConnection("DeleteAcls filter with UNKNOWN elements (Kafka's DeleteAclsRequest.validate)")
+    if services.kraft is not None:
+        # A KRaft broker forwards it as it came (KafkaApis.forwardToController): the controller
+        # authorizes the client's principal and writes the records; the image brings them back.
+        return services.kraft.controller.forward_request(ctx, header, request)
     if services.authorizer is None:
         return DeleteAclsResponse(throttle_time_ms=0, filter_results=[
             Result(error_code=int(SECURITY_DISABLED), error_message=NO_AUTHORIZER, matching_acls=[])

@@ -13,6 +13,11 @@ for it to come back (Kafka's `QuotaUtils.throttleTime`, at most one window): the
 stops accepting on that listener for that long (Kafka's Acceptor blocks). An IP over its quota is not
 recorded (Kafka unrecords it) and its connection is closed after the IP's throttle time, so a
 reconnecting client cannot spin.
+
+`max.connection.creation.rate` is a dynamic broker config, as in Kafka (`DynamicConnectionQuota`,
+`ConnectionQuotas.updateBrokerMaxConnectionRate`): with `broker_rate_source` the bound is read at each
+new connection (the wiring reads the image's per-broker, then cluster-default, then static value), so an
+IncrementalAlterConfigs takes effect on the next connection; the rates recorded so far are kept.
 """
 
 from __future__ import annotations
@@ -33,9 +38,11 @@ class ConnectionThrottle:
 
 class ConnectionQuotas:
     def __init__(self, window: QuotaWindow, broker_rate: int, listener_rates: Mapping[str, int],
-                 inter_broker_listener: str, ip_quota: Callable[[str], float | None]) -> None:
+                 inter_broker_listener: str, ip_quota: Callable[[str], float | None],
+                 broker_rate_source: Callable[[], int] | None = None) -> None:
         self.window = window
         self.broker_rate = broker_rate
+        self.broker_rate_source = broker_rate_source
         self.listener_rates = dict(listener_rates)
         self.inter_broker_listener = inter_broker_listener.upper()
         self.ip_quota = ip_quota
@@ -75,9 +82,11 @@ class ConnectionQuotas:
                 lrate = self._listeners[name] = Rate(self.window)
             lrate.record(1.0, now_ms)
             delays.append(self._throttle(lrate, bound, now_ms))
+        if self.broker_rate_source is not None:
+            self.broker_rate = self.broker_rate_source()
         if self.broker_rate < INT_MAX and name != self.inter_broker_listener:
             self._broker.record(1.0, now_ms)
-            delays.append(self._throttle(self._broker, self.broker_rate, now_ms))
+            delays.append(self._throttle(self._broker, max(self.broker_rate, 1), now_ms))
         return ConnectionThrottle(accept_delay_ms=max(delays))
 
 

@@ -36,8 +36,11 @@ an unfencing heartbeat's metadata offset is compared with. An active controller 
 snapshot by the Raft layer; if it were, it renounces first (Kafka throws). Writing snapshots is the
 node's `SnapshotGenerator` (kbroker/server/kraft_controller.py), from the node's committed image.
 
-Client quotas (`ClientQuotaControlManager`, AlterClientQuotas) are here. Not here (yet):
-UpdateFeatures, ACLs / SCRAM, ELR (KIP-966, see `partition_change`), the controller's metrics, and a deadline per request.
+Client quotas (`ClientQuotaControlManager`, AlterClientQuotas), ACLs (`AclControlManager`: CreateAcls,
+DeleteAcls -> AccessControlEntryRecord / RemoveAccessControlEntryRecord) and SCRAM credentials
+(`ScramControlManager`: AlterUserScramCredentials -> UserScramCredentialRecord) are here: brokers forward
+those requests in an Envelope and the controller listener authorizes the client's principal (ALTER on
+the cluster) before they reach this class. Not here (yet): UpdateFeatures, ELR (KIP-966, see `partition_change`), the controller's metrics, and a deadline per request.
 """
 
 from __future__ import annotations
@@ -51,6 +54,7 @@ from typing import TypeVar
 
 from kbroker.clock import Clock
 from kbroker.cluster.configs import ConfigHelper
+from kbroker.controller.acl_control import AclControlManager, AclCreateResult, AclDeleteResult
 from kbroker.controller.broker_heartbeat_manager import BrokerHeartbeatReply
 from kbroker.controller.client_quota_control import (
     ClientQuotaAlteration,
@@ -67,6 +71,7 @@ from kbroker.controller.raft_client import LeaderAndEpoch, NotLeaderError, RaftC
 from kbroker.controller.replica_placer import StripedReplicaPlacer
 from kbroker.controller.replication_control import ReplicationControlManager
 from kbroker.controller.result import ControllerResult, MetadataRecord
+from kbroker.controller.scram_control import ScramControlManager
 from kbroker.metadata.delta import MetadataDelta
 from kbroker.metadata.image import (
     KRAFT_VERSION,
@@ -84,6 +89,10 @@ from kbroker.protocol.messages.alter_partition_reassignments import (
     AlterPartitionReassignmentsRequest,
     AlterPartitionReassignmentsResponse,
 )
+from kbroker.protocol.messages.alter_user_scram_credentials import (
+    AlterUserScramCredentialsRequest,
+    AlterUserScramCredentialsResponse,
+)
 from kbroker.protocol.messages.broker_heartbeat import BrokerHeartbeatRequest
 from kbroker.protocol.messages.broker_registration import BrokerRegistrationRequest
 from kbroker.protocol.messages.controller_registration import ControllerRegistrationRequest
@@ -93,6 +102,7 @@ from kbroker.protocol.messages.list_partition_reassignments import (
     ListPartitionReassignmentsResponse,
 )
 from kbroker.protocol.metadata_records import RegisterBrokerRecord, UnregisterBrokerRecord
+from kbroker.security.acl import AclFilter, StandardAcl
 
 log = logging.getLogger(__name__)
 
@@ -199,6 +209,8 @@ class QuorumController(Controller):
         self.configuration = ConfigurationControlManager(view, config_helper, node_id=config.node_id)
         self.producer_ids = ProducerIdControlManager(view)
         self.client_quotas = ClientQuotaControlManager(lambda: self.image.client_quotas)
+        self.acls = AclControlManager(lambda: self.image.acls)
+        self.scram = ScramControlManager(lambda: self.image.scram)
 
     # -- state -----------------------------------------------------------------------------------------
 
@@ -503,6 +515,19 @@ class QuorumController(Controller):
 
     async def allocate_producer_ids(self, broker_id: int, broker_epoch: int) -> ProducerIdsBlock:
         return await self.allocate_producer_ids_request(broker_id, broker_epoch)
+
+    async def create_acls(self, acls: Sequence[StandardAcl]) -> list[AclCreateResult]:
+        acls = list(acls)
+        return await self._write("createAcls", lambda: self.acls.create_acls(acls))
+
+    async def delete_acls(self, filters: Sequence[AclFilter]) -> list[AclDeleteResult]:
+        filters = list(filters)
+        return await self._write("deleteAcls", lambda: self.acls.delete_acls(filters))
+
+    async def alter_user_scram_credentials(
+        self, request: AlterUserScramCredentialsRequest
+    ) -> AlterUserScramCredentialsResponse:
+        return await self._write("alterUserScramCredentials", lambda: self.scram.alter_credentials(request))
 
     def _topic_write(self, name: str, generate: Callable[[], ControllerResult[TopicInfo]],
                      validate_only: bool) -> PendingOperation[TopicInfo]:

@@ -17,6 +17,7 @@ unit (milliseconds). kbroker-only metrics start with `kbroker_`. docs/operations
 from __future__ import annotations
 
 import math
+import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 
 from prometheus_client import CollectorRegistry, PlatformCollector, ProcessCollector, generate_latest
@@ -118,6 +119,11 @@ class _BrokerCollector(Collector):
         yield counter("kafka_server_socket_server_metrics_connection_creation",
                       "Connections accepted, per listener", ["listener"],
                       [((ls.listener,), ls.connection_creation) for ls in m.listeners.values()])
+        now_ms = int(time.monotonic() * 1000)
+        yield gauge("kafka_server_socket_server_metrics_connection_creation_rate",
+                    "Connections accepted per second, per listener (Kafka's connection-creation-rate: "
+                    "metrics.num.samples=2 windows of metrics.sample.window.ms=30000)", ["listener"],
+                    [((ls.listener,), ls.connection_creation_rate(now_ms)) for ls in m.listeners.values()])
         yield counter("kafka_server_socket_server_metrics_connection_close",
                       "Connections closed, per listener", ["listener"],
                       [((ls.listener,), ls.connection_close) for ls in m.listeners.values()])

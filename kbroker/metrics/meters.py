@@ -182,15 +182,38 @@ class RequestMetrics:
         yield "TotalTimeMs", self.total_time
 
 
-class ListenerMetrics:
-    """Kafka's socket-server-metrics of one listener: connections opened and closed."""
+# Kafka's MetricConfig defaults (metrics.num.samples, metrics.sample.window.ms): a Meter's rate is the
+# events of the live samples over the time they cover (at least all but one full window).
+METRICS_NUM_SAMPLES = 2
+METRICS_SAMPLE_WINDOW_MS = 30000
 
-    __slots__ = ("listener", "connection_creation", "connection_close")
+
+class ListenerMetrics:
+    """Kafka's socket-server-metrics of one listener: connections opened (`connection-creation-total`
+    and `connection-creation-rate`, the Meter Kafka's Selector records per listener) and closed."""
+
+    __slots__ = ("listener", "connection_creation", "connection_close", "_samples")
 
     def __init__(self, listener: str) -> None:
         self.listener = listener
         self.connection_creation = 0
         self.connection_close = 0
+        self._samples: list[list[int]] = []  # [window start ms, connections], oldest first
+
+    def record_connection_creation(self, now_ms: int) -> None:
+        self.connection_creation += 1
+        if not self._samples or now_ms - self._samples[-1][0] >= METRICS_SAMPLE_WINDOW_MS:
+            self._samples.append([now_ms, 0])
+            del self._samples[:-METRICS_NUM_SAMPLES]
+        self._samples[-1][1] += 1
+
+    def connection_creation_rate(self, now_ms: int) -> float:
+        """Connections per second over the live samples (Kafka's `Rate` over a `WindowedCount`)."""
+        live = [s for s in self._samples if now_ms - s[0] < METRICS_NUM_SAMPLES * METRICS_SAMPLE_WINDOW_MS]
+        if not live:
+            return 0.0
+        elapsed = max(now_ms - live[0][0], (METRICS_NUM_SAMPLES - 1) * METRICS_SAMPLE_WINDOW_MS)
+        return sum(s[1] for s in live) * 1000.0 / max(elapsed, 1)
 
 
 @dataclass

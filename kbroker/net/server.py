@@ -207,7 +207,7 @@ class KafkaServer:
         self._per_ip[ip] = count + 1
         self._conn_ip[conn] = ip
         if self.metrics is not None:
-            self.metrics.listener(conn.listener_name).connection_creation += 1
+            self.metrics.listener(conn.listener_name).record_connection_creation(int(time.monotonic() * 1000))
         if self.connection_quotas is not None:
             self._admit(conn, ip)
         return True

@@ -194,6 +194,52 @@ class ControllerChannel:
                 p.new_isr = []
         return await self.send(ALTER_PARTITION, req, AlterPartitionResponse, version=ALTER_PARTITION_VERSION)
 
+    async def forward(self, header: RequestHeader, body: object, *, principal: bytes, client_address: bytes,
+                      timeout_ms: int | None = None) -> object:
+        """Kafka's `ForwardingManager.forwardRequest`: the client's request as it came -- its header
+        (api version, correlation id, client id) and its body -- in an Envelope with the client's
+        principal and address; the controller answers at the client's version and the inner response
+        (decoded at that version) is what the broker sends back. An Envelope-level NOT_CONTROLLER goes
+        to the next controller; another Envelope-level error raises `EnvelopeError` with its code.
+        (`send_envelope` is the older path: one resource kbroker built, at the newest common version.)"""
+        inner = encode_request_frame(header, body)[4:]
+        envelope = EnvelopeRequest(request_data=inner, request_principal=principal, client_host_address=client_address)
+        deadline = time.monotonic() + (timeout_ms if timeout_ms is not None else self.request_timeout_ms) / 1000
+        last: Exception | None = None
+        attempt = 0
+        while True:
+            backoff = min(1.0, self.retry_backoff_ms / 1000 * (2 ** min(attempt, 10)))
+            attempt += 1
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise RequestTimeoutError(f"no answer from the active controller to an Envelope: {last}")
+            try:
+                controller_id, conn = await self._connection(deadline)
+                resp = await conn.request(ENVELOPE, envelope, EnvelopeResponse, version=0, timeout_s=remaining)
+            except TimeoutError as exc:
+                last = exc
+                await self._drop()
+                continue
+            except (ConnectionClosedError, OSError) as exc:
+                last = exc
+                await self._drop()
+                await asyncio.sleep(backoff)
+                continue
+            if resp.error_code == ErrorCode.NOT_CONTROLLER:
+                last = ConnectionError(f"node {controller_id} is no longer the active controller")
+                self.fetcher.forget_leader(controller_id)
+                await self._drop()
+                await asyncio.sleep(backoff)
+                continue
+            if resp.error_code != ErrorCode.NONE or resp.response_data is None:
+                raise EnvelopeError(resp.error_code or int(ErrorCode.UNKNOWN_SERVER_ERROR))
+            correlation_id, inner_body = decode_response_frame(header.api_key, header.api_version,
+                                                               memoryview(resp.response_data))
+            if correlation_id != header.correlation_id:
+                # Kafka's AbstractResponse.parseResponse checks the inner correlation id too.
+                raise EnvelopeError(int(ErrorCode.UNKNOWN_SERVER_ERROR))
+            return inner_body
+
     async def close(self) -> None:
         with contextlib.suppress(Exception):
             await self._drop()

@@ -19,6 +19,12 @@ reported), so a client's next Metadata on this broker sees it, as Kafka's broker
 
 Errors come back as `KafkaError(error_code, message)` with the controller's code and message;
 no answer within `controller.socket.timeout.ms` is REQUEST_TIMED_OUT.
+
+CreateAcls, DeleteAcls and AlterUserScramCredentials are forwarded as Kafka's `ForwardingManager` does
+(`forward_request`): the client's request as it came, header and version, in one Envelope; the controller
+authorizes the principal the Envelope carries and answers at the client's version; that inner response
+is the client's. An Envelope-level error is UNKNOWN_SERVER_ERROR for the client (UNSUPPORTED_VERSION:
+the client's connection is closed, so it refreshes its ApiVersions), no answer REQUEST_TIMED_OUT.
 """
 
 from __future__ import annotations
@@ -29,13 +35,14 @@ import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TypeVar
 
-from kbroker.api.context import CURRENT_REQUEST_ORIGIN
+from kbroker.api.context import CURRENT_REQUEST_ORIGIN, CloseConnection, RequestContext
 from kbroker.client import RequestTimeoutError
 from kbroker.controller.client_quota_control import ClientQuotaAlteration, ClientQuotaAlterationResult
 from kbroker.controller.controller import Controller, NewTopic, ProducerIdsBlock
 from kbroker.metadata.cache import MetadataCache
 from kbroker.metadata.views import TopicInfo
 from kbroker.protocol.errors import ErrorCode, KafkaError
+from kbroker.protocol.headers import RequestHeader
 from kbroker.protocol.messages.allocate_producer_ids import (
     AllocateProducerIdsRequest,
     AllocateProducerIdsResponse,
@@ -92,6 +99,12 @@ def _resource_errors(resp: object) -> set[int]:
         return {e.error_code for e in resp.entries}
     code = getattr(resp, "error_code", 0)
     return {code} if isinstance(code, int) else set()
+
+
+def _any_success(resp: object) -> bool:
+    """Whether a forwarded ACL or SCRAM response changed anything (then this broker waits for it)."""
+    results = getattr(resp, "results", None) or getattr(resp, "filter_results", None) or ()
+    return any(getattr(r, "error_code", 1) == 0 for r in results)
 
 
 def _raise_for(code: int, message: str | None) -> None:
@@ -343,6 +356,36 @@ class RemoteController(Controller):
         resp = await self._send(ALLOCATE_PRODUCER_IDS, req, AllocateProducerIdsResponse)
         _raise_for(resp.error_code, None)
         return ProducerIdsBlock(self.node_id, int(resp.producer_id_start), int(resp.producer_id_len))
+
+    # -- requests forwarded as they came (ACLs, SCRAM credentials) ---------------------------------
+
+    async def forward_request(self, ctx: RequestContext, header: RequestHeader, request: object) -> object:
+        """Kafka's `KafkaApis.forwardToController`: the client's request, unchanged, to the active
+        controller in an Envelope carrying the client's principal and address; the controller's inner
+        response, at the client's version, is the answer. A success waits until this broker's image
+        holds what the controller committed (read-your-writes on this broker, as for every change here)."""
+        try:
+            principal = serialize_principal(parse_principal(ctx.principal))
+            address = ipaddress.ip_address(ctx.peer[0]).packed
+        except ValueError as exc:
+            raise KafkaError(f"Cannot forward the request of {ctx.principal}@{ctx.peer[0]}: {exc}",
+                             error_code=ErrorCode.UNKNOWN_SERVER_ERROR) from exc
+        try:
+            response = await self.channel.forward(header, request, principal=principal, client_address=address)
+        except (RequestTimeoutError, TimeoutError) as exc:
+            raise KafkaError(f"The active controller did not answer: {exc}",
+                             error_code=ErrorCode.REQUEST_TIMED_OUT) from exc
+        except EnvelopeError as exc:
+            if exc.error_code == ErrorCode.UNSUPPORTED_VERSION:
+                # ForwardingManager: the controller changed and speaks other versions; the client
+                # reconnects and asks ApiVersions again.
+                raise CloseConnection("the controller does not support the forwarded request's version") from exc
+            log.warning("The controller refused the Envelope of api %d: error %d", header.api_key, exc.error_code)
+            raise KafkaError("The controller refused the forwarded request",
+                             error_code=ErrorCode.UNKNOWN_SERVER_ERROR) from exc
+        if _any_success(response):
+            await self._caught_up()
+        return response
 
     def close(self) -> None:
         """Connections close with the broker's cluster links (`KRaftBrokerLinks.shutdown`)."""
