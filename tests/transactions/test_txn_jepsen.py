@@ -169,6 +169,7 @@ class TxnClient:
         self.seq = 0
         self.txns = 0
         self.producer: object | None = None
+        self.crashed: list[object] = []  # incarnations abandoned mid-transaction, closed after the run
 
     def incarnate(self) -> bool:
         from confluent_kafka import KafkaException, Producer
@@ -188,15 +189,21 @@ class TxnClient:
                 time.sleep(0.5)
         return False
 
+    def crash(self, txn: str) -> None:
+        """The client dies mid-transaction: no abort, no close; the next incarnation's InitProducerId
+        fences it and aborts its open transaction, which was never committed."""
+        self.history.end(txn, Outcome.ABORTED, "client crashed mid-transaction")
+        if self.producer is not None:
+            self.crashed.append(self.producer)
+        self.producer = None
+        self.incarnate()
+
     def retire(self) -> None:
         """Let the old incarnation go (in the background: its close may wait for a broker): a zombie, fenced
         by the next InitProducerId."""
         old, self.producer = self.producer, None
         if old is not None:
-            def close() -> None:
-                old.purge()  # type: ignore[attr-defined]
-                old.close()  # type: ignore[attr-defined]
-            threading.Thread(target=close, daemon=True).start()
+            threading.Thread(target=_close_zombie, args=(old,), daemon=True).start()
 
     def next_txn(self) -> str:
         self.txns += 1
@@ -208,8 +215,10 @@ class TxnClient:
         self.seq += 1
         self.producer.produce(topic, value.encode(), partition=partition)  # type: ignore[attr-defined]
 
-    def end(self, txn: str, commit: bool) -> Outcome:
-        """Commit or abort `txn`, record what the client knows, and leave a producer ready for the next one."""
+    def end(self, txn: str, commit: bool, commit_timeout: float = 15, retries: int = 3) -> Outcome:
+        """Commit or abort `txn`, record what the client knows, and leave a producer ready for the next one.
+        A commit that times out is retried `retries` times, then its outcome is unknown (a short timeout
+        during a fault makes indeterminate transactions on purpose)."""
         from confluent_kafka import KafkaException
 
         p = self.producer
@@ -218,13 +227,13 @@ class TxnClient:
             p.flush(15)  # type: ignore[attr-defined]
             if commit:
                 committing = True
-                for attempt in range(4):
+                for attempt in range(retries + 1):
                     try:
-                        p.commit_transaction(15)  # type: ignore[attr-defined]
+                        p.commit_transaction(commit_timeout)  # type: ignore[attr-defined]
                         break
                     except KafkaException as exc:
                         err = exc.args[0]
-                        if not err.retriable() or attempt == 3:
+                        if not err.retriable() or attempt == retries:
                             raise
                         self.log.error(self.name, f"{txn} commit retried: {err}")
                 self.history.end(txn, Outcome.COMMITTED)
@@ -264,6 +273,17 @@ class TxnClient:
             return False
 
 
+def _close_zombie(p: object) -> None:
+    """Close an abandoned incarnation: its abort on close is fenced (the next incarnation bumped the epoch)."""
+    from confluent_kafka import KafkaException
+
+    try:
+        p.purge()  # type: ignore[attr-defined]
+        p.close()  # type: ignore[attr-defined]
+    except KafkaException:
+        pass
+
+
 def _produce_loop(client: TxnClient, rng: random.Random) -> None:
     from confluent_kafka import KafkaException
 
@@ -281,8 +301,18 @@ def _produce_loop(client: TxnClient, rng: random.Random) -> None:
         except BufferError as exc:
             client.log.error(client.name, f"{txn} produce: {exc}")
             commit = False
-        client.end(txn, commit)
+        if rng.random() < 0.03:
+            client.producer.flush(5)  # type: ignore[union-attr]
+            client.crash(txn)
+            continue
+        client.end(txn, commit, *_commit_patience(rng))
         time.sleep(rng.uniform(0, 0.05))
+
+
+def _commit_patience(rng: random.Random) -> tuple[float, int]:
+    """(commit timeout, retries): mostly patient, sometimes a short timeout and no retry, which turns a
+    commit caught by a fault into an indeterminate one."""
+    return (2.0, 0) if rng.random() < 0.25 else (15.0, 3)
 
 
 @dataclass
@@ -359,7 +389,11 @@ def _copy_loop(copier: Copier, rng: random.Random, producers_done: threading.Eve
             except BufferError as exc:
                 client.log.error(client.name, f"{txn} produce: {exc}")
                 commit = False
-            if client.end(txn, commit) is Outcome.COMMITTED:
+            if rng.random() < 0.03:
+                client.crash(txn)
+                restore()
+                continue
+            if client.end(txn, commit, *_commit_patience(rng)) is Outcome.COMMITTED:
                 positions.update(consumed)
                 copier.copied += len(batch)
             else:
@@ -497,6 +531,8 @@ def _run(cluster: Cluster, work: Path, plan: Plan, setup_s: float = 0.0) -> None
             t.join(120)
         for c in [*producers, copier.client]:
             c.retire()
+            for zombie in c.crashed:
+                _close_zombie(zombie)
     run_s = time.monotonic() - t0
     history.stages.append(CopyStage(group, IN, OUT, _group_offsets(cluster, group)))
     rc_in, settled_in = _read_all(cluster, IN, "read_committed")
