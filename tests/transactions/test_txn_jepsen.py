@@ -449,28 +449,34 @@ def _nemesis(cluster: Cluster, plan: Plan, tids: list[str], group: str, log: Run
 def _read_all(cluster: Cluster, topic: str, isolation: str, timeout: float = 90) -> tuple[list[Read], bool]:
     """Everything in `topic` under `isolation`, and whether every partition was read to its high watermark
     (for read_committed: the last stable offset reached it, no transaction left open)."""
-    from confluent_kafka import Consumer, TopicPartition
+    from confluent_kafka import Consumer, KafkaException, TopicPartition
 
     c = Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": f"check-{time.monotonic_ns()}",
                   "isolation.level": isolation, "enable.auto.commit": False, "auto.offset.reset": "earliest",
                   "enable.partition.eof": True, "log_level": "0"})
+    def at_high_watermark(partition: int, position: int) -> bool:
+        try:
+            _low, high = c.get_watermark_offsets(TopicPartition(topic, partition), timeout=10)
+        except KafkaException:  # a leader moving (NOT_LEADER_OR_FOLLOWER): asked again at the next idle poll
+            return False
+        return bool(position >= high)
+
     try:
         c.assign([TopicPartition(topic, p, 0) for p in range(PARTITIONS)])
         reads: list[Read] = []
-        ends: dict[int, bool] = {}
+        eof: dict[int, int] = {}  # partition -> position at its end (the LSO under read_committed, else the HW)
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             m = c.poll(0.5)
             if m is None:
-                if len(ends) == PARTITIONS and all(ends.values()):
+                if len(eof) == PARTITIONS and all(at_high_watermark(p, pos) for p, pos in eof.items()):
                     return reads, True
                 continue
             if m.error() is not None:
-                if m.error().code() == -191:  # _PARTITION_EOF: at the LSO (read_committed) or the HW
-                    _low, high = c.get_watermark_offsets(TopicPartition(topic, m.partition()), timeout=10)
-                    ends[m.partition()] = m.offset() >= high
+                if m.error().code() == -191:  # _PARTITION_EOF
+                    eof[m.partition()] = m.offset()
                 continue
-            ends.pop(m.partition(), None)
+            eof.pop(m.partition(), None)
             reads.append(Read(topic, m.partition(), m.offset(), m.value().decode()))
         return reads, False
     finally:
