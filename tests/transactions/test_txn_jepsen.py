@@ -33,6 +33,7 @@ from __future__ import annotations
 import json
 import os
 import random
+import signal
 import threading
 import time
 from collections.abc import Iterator
@@ -71,14 +72,24 @@ class Plan:
     duration: float  # seconds of workload (faults included)
     producers: int
     kills: int
+    pauses: int = 0  # SIGSTOP ... SIGCONT faults, in slots of their own among the kills
 
     def schedule(self) -> list[tuple[float, str, float]]:
-        """(at seconds, victim kind, seconds down) per fault: the kills spread over the run, one per slot."""
+        """(at seconds, victim kind, seconds down) per fault, one per slot spread over the run. A pause's
+        kind starts with "pause ": the broker is stopped longer than `broker.session.timeout.ms` (the
+        controller fences it and moves its leaderships), then resumes believing what it believed."""
         rng = random.Random(self.seed * 7919 + 1)
-        slot = self.duration / (self.kills + 1)
+        n = self.kills + self.pauses
+        slot = self.duration / (n + 1)
         kinds = ["txn-coordinator", "txn-coordinator", "partition-leader", "group-coordinator", "any"]
-        return [(round(slot * (i + 0.5) + rng.uniform(0, slot * 0.5), 1), rng.choice(kinds),
-                 round(rng.uniform(1.0, 3.0), 1)) for i in range(self.kills)]
+        faults = [(round(slot * (i + 0.5) + rng.uniform(0, slot * 0.5), 1), rng.choice(kinds),
+                   round(rng.uniform(1.0, 3.0), 1)) for i in range(n)]
+        if self.pauses:
+            prng = random.Random(self.seed * 7919 + 3)
+            for i in prng.sample(range(n), self.pauses):
+                at, kind, _down = faults[i]
+                faults[i] = (at, f"pause {kind}", round(prng.uniform(4.0, 7.0), 1))
+        return faults
 
 
 @dataclass
@@ -432,11 +443,19 @@ def _nemesis(cluster: Cluster, plan: Plan, tids: list[str], group: str, log: Run
             time.sleep(0.1)
         if stop.is_set():
             return
-        victim, why = _victim(cluster, kind, rng, tids, group)
-        log.faults.append(f"t={time.monotonic() - t0:.1f}s kill -9 broker {victim} ({why}), down {down}s")
-        cluster.brokers[victim].kill()
-        time.sleep(down)
-        cluster.brokers[victim].start(timeout=90)
+        pause = kind.startswith("pause ")
+        victim, why = _victim(cluster, kind.removeprefix("pause "), rng, tids, group)
+        broker = cluster.brokers[victim]
+        if pause and broker.is_running():
+            log.faults.append(f"t={time.monotonic() - t0:.1f}s SIGSTOP broker {victim} ({why}) for {down}s")
+            os.kill(broker.pid, signal.SIGSTOP)
+            time.sleep(down)
+            os.kill(broker.pid, signal.SIGCONT)
+        else:
+            log.faults.append(f"t={time.monotonic() - t0:.1f}s kill -9 broker {victim} ({why}), down {down}s")
+            broker.kill()
+            time.sleep(down)
+            broker.start(timeout=90)
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline and not _isrs_full(cluster, [IN, OUT, STATE, OFFSETS]):
             time.sleep(0.3)
@@ -562,7 +581,7 @@ def _run(cluster: Cluster, work: Path, plan: Plan, setup_s: float = 0.0) -> None
     context = f"{banner}\nhistory: {path}\nfaults: {log.faults}"
     assert summary.ok, f"{context}\n{summary.report()}"
     assert settled_in and settled_out, f"{context}\na transaction left open: read_committed stops below the HW"
-    assert len(log.faults) == 2 * plan.kills, f"{context}\nnot every fault ran"
+    assert len(log.faults) == 2 * (plan.kills + plan.pauses), f"{context}\nnot every fault ran"
     assert summary.counts.get("committed", 0) >= plan.producers and copier.copied > 0, \
         f"{context}\nno progress: {summary.counts}, copied {copier.copied}"
 
@@ -634,11 +653,11 @@ def test_jepsen_transactions_under_kills(cluster: Cluster, tmp_path: Path) -> No
 @pytest.mark.timeout(900)
 @pytest.mark.parametrize("which", ["fixed-1", "fixed-2", "random"])
 def test_jepsen_transactions_long(tmp_path: Path, which: str) -> None:
-    """Three producers and a copier for 90 s, six kills, each run on a fresh cluster; two fixed seeds and a
-    fresh one each run."""
+    """Three producers and a copier for 90 s, six kills and two pauses (SIGSTOP past the session timeout),
+    each run on a fresh cluster; two fixed seeds and a fresh one each run."""
     pytest.importorskip("confluent_kafka")
     seed = {"fixed-1": 1, "fixed-2": 2}.get(which) or int.from_bytes(os.urandom(3), "big")
     started = time.monotonic()
     with _cluster(tmp_path / "cluster") as cluster:
-        _run(cluster, tmp_path, Plan(seed=_seed(seed), duration=90, producers=3, kills=6),
+        _run(cluster, tmp_path, Plan(seed=_seed(seed), duration=90, producers=3, kills=6, pauses=2),
              setup_s=time.monotonic() - started)
