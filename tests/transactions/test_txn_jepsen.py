@@ -13,7 +13,8 @@ Clients are librdkafka's (confluent-kafka):
   abort or an unknown outcome it goes back to the group's committed offsets;
 - a nemesis: at seeded times it kills with SIGKILL the broker coordinating a client's transactional id,
   the leader of a data partition, the group coordinator's broker or any broker, and restarts it a few
-  seconds later (one broker down at a time, waiting for it to be back in every ISR).
+  seconds later (one broker down at a time, waiting for it to be back in every ISR); in the slow runs it
+  also pauses one (SIGSTOP past `broker.session.timeout.ms`, so its leaderships move, then SIGCONT).
 
 Every send is recorded with its transaction, every transaction with the outcome its client saw
 (committed, aborted, or indeterminate: the commit timed out or failed without a verdict); after the run
