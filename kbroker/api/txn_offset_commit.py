@@ -22,7 +22,6 @@ from kbroker.api._groups import coordinator, then
 from kbroker.api._txn import fenced_for
 from kbroker.api.context import BrokerServices, RequestContext
 from kbroker.coord.offset_metadata_manager import CommitRequestPartition
-from kbroker.coord.transaction_state import TransactionState
 from kbroker.protocol.errors import ErrorCode
 from kbroker.protocol.headers import RequestHeader
 from kbroker.protocol.messages.txn_offset_commit import TxnOffsetCommitRequest, TxnOffsetCommitResponse
@@ -80,16 +79,38 @@ def handle(services: BrokerServices, ctx: RequestContext, header: RequestHeader,
         # of the group coordinator's transactional write), wherever its coordinator is.
         return _commit_v2(services, request, version, errors, valid)
     if valid:
-        txn = services.transaction_coordinator.describe(request.transactional_id)
-        state_error = ErrorCode.NONE
-        if txn is None or txn.producer_id != request.producer_id:
-            state_error = ErrorCode.INVALID_PRODUCER_ID_MAPPING
-        elif txn.producer_epoch != request.producer_epoch:
-            state_error = fenced_for("TxnOffsetCommit", version, ErrorCode.PRODUCER_FENCED)
-        elif txn.state != TransactionState.ONGOING:
-            state_error = ErrorCode.INVALID_TXN_STATE
-        return _commit(services, request, version, errors, valid, state_error)
+        return _commit_v1(services, request, version, errors, valid)
     return _response(request, errors)
+
+
+async def _commit_v1(services: BrokerServices, request: TxnOffsetCommitRequest, version: int,
+                     errors: dict[tuple[str, int], ErrorCode],
+                     valid: list[CommitRequestPartition]) -> TxnOffsetCommitResponse:
+    """Transactions version 1: AddOffsetsToTxn put the group's `__consumer_offsets` partition in the
+    transaction; the transaction coordinator confirms it (and the producer's id and epoch) before the
+    offsets are written, in-process when this broker coordinates the transactional id, else with
+    AddPartitionsToTxn v4 `verify_only` to the broker that does (Kafka's group coordinator verifies the
+    transactional write the same way, KIP-890 part 1). The group coordinator and the transaction
+    coordinator are on different brokers whenever `__consumer_offsets` and `__transaction_state` are
+    led apart: asking only the local coordinator answered INVALID_PRODUCER_ID_MAPPING there, a fatal
+    error for the client (found by tests/transactions/test_txn_jepsen.py)."""
+    verified = services.transaction_coordinator.verify_transaction(
+        request.transactional_id, request.producer_id, request.producer_epoch, GROUP_METADATA_TOPIC_NAME,
+        coordinator(services).partition_for(request.group_id))
+    error = await verified if isinstance(verified, asyncio.Future) else verified
+    answer = _commit(services, request, version, errors, valid, _verify_error(error, version))
+    return cast(TxnOffsetCommitResponse, await answer if isinstance(answer, asyncio.Future) else answer)
+
+
+def _verify_error(error: ErrorCode, version: int) -> ErrorCode:
+    """A verification answer, as TxnOffsetCommit v0-4 answers it: a fenced epoch is PRODUCER_FENCED
+    (INVALID_PRODUCER_EPOCH below v3), an unreachable or loading coordinator COORDINATOR_NOT_AVAILABLE
+    (retried by the client, as Kafka's GroupCoordinatorService maps NOT_ENOUGH_REPLICAS)."""
+    if error == ErrorCode.INVALID_PRODUCER_EPOCH:
+        return fenced_for("TxnOffsetCommit", version, ErrorCode.PRODUCER_FENCED)
+    if error == ErrorCode.NOT_ENOUGH_REPLICAS:
+        return ErrorCode.COORDINATOR_NOT_AVAILABLE
+    return error
 
 
 async def _commit_v2(services: BrokerServices, request: TxnOffsetCommitRequest, version: int,
