@@ -140,3 +140,28 @@ def test_txn_offsets_pending_until_commit(tmp_path: Path) -> None:
             stack.shutdown()
 
     asyncio.run(main())
+
+
+def test_txn_offset_commit_v3_verification_follows_the_broker_setting(tmp_path: Path) -> None:
+    """TxnOffsetCommit v0-4 asks the transaction coordinator first (KIP-890 part 1): an id it does not
+    know is refused. With `transaction.partition.verification.enable=false` Kafka starts no
+    verification and writes the offsets as they come (pending until a marker ends them)."""
+    async def run(enabled: str) -> tuple[int, tuple[int, int]]:
+        stack = Stack(tmp_path / enabled, **{"transaction.state.log.num.partitions": "2",
+                                             "transaction.partition.verification.enable": enabled})
+        stack.start()
+        try:
+            await stack.services.controller.create_topic("orders", num_partitions=1)
+            await stack.call(10, 3, FindCoordinatorRequest(key="g", key_type=0))
+            for _ in range(100):
+                if not stack.runtime.loading:
+                    break
+                await asyncio.sleep(0.01)
+            r = await stack.call(28, 3, _commit(4242, 0, 7))
+            return r.topics[0].partitions[0].error_code, await _fetch(stack, True)
+        finally:
+            stack.shutdown()
+
+    refused = asyncio.run(run("true"))
+    assert refused[0] != E.NONE and refused[1] == (E.NONE, -1)
+    assert asyncio.run(run("false")) == (E.NONE, (E.UNSTABLE_OFFSET_COMMIT, -1))
