@@ -19,7 +19,12 @@ import asyncio
 import uuid
 from typing import Any
 
-from kbroker.api._share import share_group_check, share_partitions
+from kbroker.api._share import (
+    await_acknowledgement_writes,
+    pending_acknowledgement_writes,
+    share_group_check,
+    share_partitions,
+)
 from kbroker.api.context import BrokerServices, RequestContext
 from kbroker.coord.share_partition_manager import (
     ShareFetchOutcome,
@@ -60,6 +65,17 @@ def handle(services: BrokerServices, ctx: RequestContext, header: Any, request: 
                                   forgotten, request.max_records, record_limit, renew_only)
     full = request.share_session_epoch == INITIAL_EPOCH
     named = [(r.topic_id, r.partition) for r in requested] + sorted(denied)
+    pending = pending_acknowledgement_writes(manager, group_id, outcome) if outcome.error == ErrorCode.NONE else []
+    if pending:
+        # The acknowledgements complete once their state is written to the share coordinator.
+        async def after_writes() -> R:
+            await await_acknowledgement_writes(manager, group_id, outcome, pending)
+            if outcome.acquired_any() or renew_only or request.share_session_epoch == FINAL_EPOCH \
+                    or request.max_wait_ms <= 0:
+                return _response(services, manager, outcome, named if full else [], denied)
+            return await _wait(services, manager, outcome, group_id, request, record_limit, named if full else [],
+                               denied)
+        return after_writes()
     if outcome.error != ErrorCode.NONE or outcome.acquired_any() or renew_only \
             or request.share_session_epoch == FINAL_EPOCH or request.max_wait_ms <= 0:
         return _response(services, manager, outcome, named if full else [], denied)

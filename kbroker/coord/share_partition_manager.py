@@ -37,7 +37,7 @@ from __future__ import annotations
 
 import logging
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol
 
@@ -76,9 +76,18 @@ _BATCH_HEADER = 61
 class SharePersister(Protocol):
     """Where share-partition state is kept (Kafka's Persister): the share coordinator."""
 
-    def read_state(self, key: SharePartitionKey) -> tuple[ErrorCode, SharePartitionState | None]: ...
+    def read_state(self, key: SharePartitionKey, leader_epoch: int = -1
+                   ) -> tuple[ErrorCode, SharePartitionState | None]: ...
 
     def write_state(self, key: SharePartitionKey, state: SharePartitionState) -> ErrorCode: ...
+
+    def write_completion(self, key: SharePartitionKey) -> Awaitable[ErrorCode] | None:
+        """The pending write of the share-partition's latest state (None: nothing to wait for)."""
+        ...
+
+    def forget(self, key: SharePartitionKey) -> None:
+        """This broker's leadership of the share-partition's topic partition changed."""
+        ...
 
     def delete_state(self, key: SharePartitionKey) -> ErrorCode: ...
 
@@ -129,6 +138,9 @@ class SharePartitionManager:
         self.config = config
         self.sessions = ShareSessionCache(int(config["group.share.max.share.sessions"]))
         self.partitions: dict[tuple[str, uuid.UUID, int], SharePartition] = {}
+        # The leader epoch of the topic partition each share-partition was initialized under: a
+        # share-partition does not survive a change of leadership (the new leader reads the state).
+        self._leader_epochs: dict[tuple[str, uuid.UUID, int], int] = {}
         # group id -> (the overrides mapping it was evaluated from, its configs): the image's maps are
         # immutable and shared while unchanged, so an identical mapping means nothing to re-evaluate.
         self._group_configs: dict[str, tuple[Mapping[str, str], GroupConfig, SharePartitionConfig]] = {}
@@ -268,6 +280,19 @@ class SharePartitionManager:
             if max_records > 0:
                 budget -= sum(r.last_offset - r.first_offset + 1 for r in ranges)
 
+    def pending_writes(self, group_id: str, keys: list[TopicIdPartition]
+                       ) -> list[tuple[TopicIdPartition, Awaitable[ErrorCode]]]:
+        """The state writes an acknowledgement of these share-partitions waits for before it is
+        answered (a network persister's; the in-process share coordinator has none)."""
+        if self.persister is None:
+            return []
+        out = []
+        for tid, p in keys:
+            pending = self.persister.write_completion((group_id, tid, p))
+            if pending is not None:
+                out.append(((tid, p), pending))
+        return out
+
     # -- members ---------------------------------------------------------------------------------------
 
     def on_member_left(self, group_id: str, member_id: str) -> None:
@@ -336,10 +361,13 @@ class SharePartitionManager:
             self._persist(group_id, tid, p, sp)
 
     def _persist(self, group_id: str, tid: uuid.UUID, p: int, sp: SharePartition,
-                 leader_epoch: int = 0) -> ErrorCode:
-        """Write the share-partition's durable state (nothing without a persister)."""
+                 leader_epoch: int = -1) -> ErrorCode:
+        """Write the share-partition's durable state (nothing without a persister), with the leader
+        epoch it was initialized under."""
         if self.persister is None:
             return ErrorCode.NONE
+        if leader_epoch < 0:
+            leader_epoch = max(0, self._leader_epochs.get((group_id, tid, p), 0))
         state = SharePartitionState(sp.start_offset, leader_epoch, 0, 0,
                                     [StateBatch(*b) for b in sp.state_batches()])
         error = self.persister.write_state((group_id, tid, p), state)
@@ -403,9 +431,36 @@ class SharePartitionManager:
         if self.persister is not None:
             self.persister.delete_states(group_id)
 
+    def _drop(self, group_id: str, tid: uuid.UUID, p: int) -> None:
+        """The topic partition's leadership changed since the share-partition was initialized: it is
+        initialized again from the share coordinator's state at its next use (Kafka's
+        SharePartitionManager removes a share-partition when its leader changes)."""
+        self.partitions.pop((group_id, tid, p), None)
+        self._leader_epochs.pop((group_id, tid, p), None)
+        if self.persister is not None:
+            self.persister.forget((group_id, tid, p))
+
+    def on_write_failed(self, group_id: str, key: TopicIdPartition) -> None:
+        """A state write failed: the share-partition is read again from the coordinator at its next use
+        (its in-memory state may be ahead of the durable one)."""
+        self._drop(group_id, key[0], key[1])
+
+    def _led_here(self, group_id: str, key: TopicIdPartition) -> bool:
+        """The share-partition's topic partition is still led here in the epoch it was initialized in."""
+        if self.replica_manager is None or self.metadata is None:
+            return True
+        info = self.metadata.topic_by_id(key[0])
+        partition = self.replica_manager.get_partition(info.name, key[1]) if info is not None else None
+        if partition is None or not partition.is_leader:
+            return False
+        return self._leader_epochs.get((group_id, key[0], key[1]), partition.leader_epoch) == partition.leader_epoch
+
     def _acknowledge(self, group_id: str, member_id: str, key: TopicIdPartition,
                      batches: list[AcknowledgementBatch], now: int) -> ErrorCode:
         sp = self._current(group_id, key[0], key[1])
+        if sp is not None and not self._led_here(group_id, key):
+            self._drop(group_id, key[0], key[1])
+            return ErrorCode.NOT_LEADER_OR_FOLLOWER
         if sp is None:
             error, _name = self._topic_partition(key)
             return error if error != ErrorCode.NONE else ErrorCode.INVALID_RECORD_STATE
@@ -425,7 +480,7 @@ class SharePartitionManager:
         cannot be read (the state topic is being created or loaded)."""
         gkey = (group_id, key[0], key[1])
         if self.persister is not None:
-            error, state = self.persister.read_state(gkey)
+            error, state = self.persister.read_state(gkey, leader_epoch)
             if error != ErrorCode.NONE:
                 return None
             if state is not None:
@@ -433,6 +488,7 @@ class SharePartitionManager:
                     (b.first_offset, b.last_offset, b.delivery_state, b.delivery_count) for b in state.batches],
                     self.partition_config_for(group_id))
                 self.partitions[gkey] = sp
+                self._leader_epochs[gkey] = leader_epoch
                 log.info("Recovered share-partition %s %s-%d at offset %d (%d in flight)", group_id, name, key[1],
                          sp.start_offset, sp.in_flight())
                 return sp
@@ -450,6 +506,7 @@ class SharePartitionManager:
         if self._persist(group_id, key[0], key[1], sp, leader_epoch) != ErrorCode.NONE:
             return None
         self.partitions[gkey] = sp
+        self._leader_epochs[gkey] = leader_epoch
         log.info("Initialized share-partition %s %s-%d at offset %d (%s)", group_id, name, key[1], start, reset)
         return sp
 
@@ -471,6 +528,9 @@ class SharePartitionManager:
         if partition is None or not partition.is_leader:
             return ErrorCode.NOT_LEADER_OR_FOLLOWER, None, [], -1
         sp = self._current(group_id, key[0], key[1])
+        if sp is not None and self._leader_epochs.get((group_id, key[0], key[1]), -1) != partition.leader_epoch:
+            self._drop(group_id, key[0], key[1])
+            sp = None
         if sp is None:
             def offset_for_time(timestamp: int) -> int | None:
                 found = partition.fetch_offset_for_timestamp(timestamp, None)
