@@ -45,6 +45,7 @@ from kbroker.coord.group_config import GroupConfig, parse_auto_offset_reset
 from kbroker.coord.share_coordinator import SharePartitionKey, SharePartitionState, StateBatch
 from kbroker.coord.share_partition import (
     AcknowledgementBatch,
+    AcknowledgeType,
     AcquiredRange,
     RecordState,
     SharePartition,
@@ -59,6 +60,7 @@ from kbroker.coord.share_session import (
 )
 from kbroker.metadata.image import ConfigResource, ConfigResourceType
 from kbroker.protocol.errors import ErrorCode
+from kbroker.replica.partition import READ_COMMITTED, READ_UNCOMMITTED
 
 if TYPE_CHECKING:
     from kbroker.config import KafkaConfig
@@ -71,6 +73,8 @@ _NO_OVERRIDES: Mapping[str, str] = {}
 # Bytes read per partition and fetch at most (a fetch's MaxBytes bounds the total).
 PARTITION_READ_BYTES = 1024 * 1024
 _BATCH_HEADER = 61
+_TRANSACTIONAL = 0x10  # record batch attributes
+_CONTROL = 0x20
 
 
 class SharePersister(Protocol):
@@ -510,6 +514,25 @@ class SharePartitionManager:
         log.info("Initialized share-partition %s %s-%d at offset %d (%s)", group_id, name, key[1], start, reset)
         return sp
 
+    def _archive_aborted(self, group_id: str, member_id: str, key: TopicIdPartition, sp: SharePartition,
+                         data: bytes, aborted: list[tuple[int, int]], ranges: list[AcquiredRange],
+                         now: int) -> list[AcquiredRange]:
+        """read_committed (Kafka's SharePartition.filterAbortedTransactionalAcquiredRecords): the
+        acquired records of aborted transactions are archived, never delivered, and left out of the
+        acquired ranges."""
+        archived = []
+        for first, last in aborted_batches(data, aborted):
+            for r in ranges:
+                lo, hi = max(first, r.first_offset), min(last, r.last_offset)
+                if lo <= hi:
+                    archived.append((lo, hi))
+        if not archived:
+            return ranges
+        sp.acknowledge(member_id, [AcknowledgementBatch(lo, hi, (int(AcknowledgeType.REJECT),))
+                                   for lo, hi in archived], now)
+        self._persist(group_id, key[0], key[1], sp)
+        return _without(ranges, archived)
+
     def _topic_partition(self, key: TopicIdPartition) -> tuple[ErrorCode, str]:
         info = self.metadata.topic_by_id(key[0]) if self.metadata is not None else None
         if info is None:
@@ -547,10 +570,13 @@ class SharePartitionManager:
         if not sp.can_acquire():
             return ErrorCode.NONE, None, [], partition.leader_epoch
         fetch_offset = sp.next_fetch_offset()
-        if fetch_offset >= partition.high_watermark:
+        # share.isolation.level: read_committed reads up to the last stable offset (Kafka 4.3.1).
+        isolation = READ_COMMITTED if self.group_config(group_id).share_isolation_level == "read_committed" \
+            else READ_UNCOMMITTED
+        if fetch_offset >= partition.fetchable_end(isolation):
             return ErrorCode.NONE, None, [], partition.leader_epoch
         try:
-            info = partition.read(fetch_offset, PARTITION_READ_BYTES, 0, True)
+            info = partition.read(fetch_offset, PARTITION_READ_BYTES, isolation, True)
         except Exception as exc:  # noqa: BLE001 - a log error answers the partition, never the request
             log.warning("Share fetch of %s-%d at %d failed: %s", name, key[1], fetch_offset, exc)
             return ErrorCode.UNKNOWN_SERVER_ERROR, None, [], partition.leader_epoch
@@ -562,12 +588,58 @@ class SharePartitionManager:
             return ErrorCode.NONE, None, [], partition.leader_epoch
         ranges = sp.acquire(member_id, fetch_offset, batch_ends[-1], max_records, now,
                             () if record_limit_mode else tuple(batch_ends))
+        if ranges and isolation == READ_COMMITTED and info.aborted_transactions:
+            ranges = self._archive_aborted(group_id, member_id, key, sp, data, info.aborted_transactions, ranges,
+                                           now)
         if not ranges:
             return ErrorCode.NONE, None, [], partition.leader_epoch
         # Only the batches up to the last acquired offset are sent.
         last = ranges[-1].last_offset
         cut = _cut_after(data, last)
         return ErrorCode.NONE, data[:cut], ranges, partition.leader_epoch
+
+
+def aborted_batches(data: bytes, aborted: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    """The (first, last) offsets of the transactional data batches of `data` that belong to aborted
+    transactions (`aborted`: (producer id, first offset), what a read_committed read returns), as
+    Kafka's consumer finds them: a producer's transaction is aborted from its first offset up to its
+    next control batch (the abort marker)."""
+    pending = sorted(aborted, key=lambda a: a[1])
+    i, open_aborted, out = 0, set(), []
+    pos = 0
+    while pos + _BATCH_HEADER <= len(data):
+        base = int.from_bytes(data[pos:pos + 8], "big", signed=True)
+        length = int.from_bytes(data[pos + 8:pos + 12], "big", signed=True)
+        if length <= 0:
+            break
+        attributes = int.from_bytes(data[pos + 21:pos + 23], "big")
+        last = base + int.from_bytes(data[pos + 23:pos + 27], "big", signed=True)
+        producer_id = int.from_bytes(data[pos + 43:pos + 51], "big", signed=True)
+        while i < len(pending) and pending[i][1] <= last:
+            open_aborted.add(pending[i][0])
+            i += 1
+        if attributes & _CONTROL:
+            open_aborted.discard(producer_id)
+        elif attributes & _TRANSACTIONAL and producer_id in open_aborted:
+            out.append((base, last))
+        pos += 12 + length
+    return out
+
+
+def _without(ranges: list[AcquiredRange], removed: list[tuple[int, int]]) -> list[AcquiredRange]:
+    out = ranges
+    for first, last in removed:
+        kept: list[AcquiredRange] = []
+        for r in out:
+            if r.last_offset < first or r.first_offset > last:
+                kept.append(r)
+                continue
+            if r.first_offset < first:
+                kept.append(AcquiredRange(r.first_offset, first - 1, r.delivery_count))
+            if r.last_offset > last:
+                kept.append(AcquiredRange(last + 1, r.last_offset, r.delivery_count))
+        out = kept
+    return out
 
 
 def _complete_batches(data: bytes) -> tuple[bytes, list[int]]:
