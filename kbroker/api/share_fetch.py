@@ -37,8 +37,9 @@ from kbroker.protocol.messages.share_fetch import ShareFetchRequest, ShareFetchR
 API_KEY = 78
 MIN_VERSION = 1
 MAX_VERSION = 2
-VERSION_NOTES = ("Share-partition state kept on __share_group_state by an in-process share coordinator; "
-                 "share.auto.offset.reset is latest (no GROUP config resource).")
+VERSION_NOTES = ("Share-partition state kept on __share_group_state by the share coordinator: in process on a "
+                 "single node, through the share-state RPCs (network persister) on a cluster; "
+                 "share.isolation.level=read_committed skips aborted transactions.")
 
 R = ShareFetchResponse
 RECORD_LIMIT_MODE = 1
