@@ -45,6 +45,7 @@ Must not import kbroker.net or kbroker.api.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
 from collections.abc import Awaitable, Callable
@@ -176,6 +177,8 @@ class NetworkSharePersister:
         self._leader_epochs: dict[SharePartitionKey, int] = {}
         self._reads: dict[SharePartitionKey, asyncio.Task[None]] = {}
         self._read_errors: dict[SharePartitionKey, ErrorCode] = {}
+        # The leader epoch each entry of _states was read or written with.
+        self._cached_epochs: dict[SharePartitionKey, int] = {}
         # Share-partitions the coordinator has a state of (read, or initialized by us).
         self._initialized: set[SharePartitionKey] = set()
         # Writes: the newest state not yet sent and the write in flight, per share-partition.
@@ -189,12 +192,15 @@ class NetworkSharePersister:
     # -- the SharePersister seam (synchronous, called by the share-partition manager) -----------------
 
     def read_state(self, key: SharePartitionKey, leader_epoch: int = -1) -> tuple[ErrorCode, SharePartitionState | None]:
-        if key in self._states:
+        # What was read or written is reused by a caller with the same leader epoch (or none, -1: a
+        # summary); a leader in another epoch reads again (the state may have moved on meanwhile).
+        if key in self._states and (leader_epoch < 0 or self._cached_epochs.get(key) == leader_epoch):
             return ErrorCode.NONE, self._states[key]
         if key not in self._reads and not self.closed:
             if leader_epoch >= 0:
                 self._leader_epochs[key] = leader_epoch
             self._reads[key] = self._spawn(self._read(key, leader_epoch))
+            self._states.pop(key, None)
         return self._read_errors.pop(key, ErrorCode.COORDINATOR_LOAD_IN_PROGRESS), None
 
     def write_state(self, key: SharePartitionKey, state: SharePartitionState) -> ErrorCode:
@@ -203,6 +209,7 @@ class NetworkSharePersister:
         state.leader_epoch = max(state.leader_epoch, self._leader_epochs.get(key, 0))
         self._leader_epochs[key] = state.leader_epoch
         self._states[key] = state
+        self._cached_epochs[key] = state.leader_epoch
         queued = self._next_write.get(key)
         if queued is not None:
             self._next_write[key] = (state, queued[1])  # coalesced: the newer full state is sent
@@ -223,6 +230,7 @@ class NetworkSharePersister:
     def forget(self, key: SharePartitionKey) -> None:
         """This broker's leadership of the topic partition changed: read the state again when used."""
         self._states.pop(key, None)
+        self._cached_epochs.pop(key, None)
         self._read_errors.pop(key, None)
         self._leader_epochs.pop(key, None)
 
@@ -264,10 +272,12 @@ class NetworkSharePersister:
             outcome = await self.call(READ, key, leader_epoch, None)
             if outcome.error == ErrorCode.NONE:
                 self._states[key] = outcome.state
+                self._cached_epochs[key] = leader_epoch
                 self._initialized.add(key)
             elif outcome.error == ErrorCode.INVALID_REQUEST and outcome.message == READ_UNINITIALIZED:
                 self._initialized.discard(key)
-                self._states[key] = None  # the manager initializes it (share.auto.offset.reset)
+                self._states[key] = None
+                self._cached_epochs[key] = leader_epoch  # the manager initializes it (share.auto.offset.reset)
             else:
                 log.warning("Reading the state of share-partition %s failed: %s %s", key, outcome.error.name,
                             outcome.message or "")
@@ -520,16 +530,8 @@ class NodeConnectionTransport:
     def close(self) -> None:
         conns, self._conns = self._conns, {}
         for _address, conn in conns.values():
-            with _suppress():
+            with contextlib.suppress(RuntimeError):  # no running loop: nothing to close on
                 asyncio.get_running_loop().create_task(conn.close())
-
-
-class _suppress:
-    def __enter__(self) -> None:
-        return None
-
-    def __exit__(self, *exc: object) -> bool:
-        return True
 
 
 __all__ = ["MetadataCoordinatorLocator", "NetworkSharePersister", "NodeConnectionTransport", "PartitionOutcome",

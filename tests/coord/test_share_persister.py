@@ -296,3 +296,28 @@ def test_find_coordinator_share_before_the_state_topic_exists() -> None:
 
     transport = _run(scenario())
     assert transport.apis() == [(1, FIND_COORDINATOR), (3, WRITE)]  # type: ignore[attr-defined]
+
+
+def test_a_leader_in_another_epoch_reads_the_state_again() -> None:
+    """A state read for a summary (epoch -1) or in an older leader epoch is not reused by a new leader."""
+    key = _key("g", 0)
+
+    async def scenario() -> FakeTransport:
+        transport = FakeTransport(_ok())
+        persister = NetworkSharePersister(1, FakeLocator(1, {0: 2}), transport, FAST)
+        assert persister.read_state(key)[0] == ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
+        for _ in range(20):
+            await asyncio.sleep(0)
+        assert persister.read_state(key)[0] == ErrorCode.NONE  # reused by another summary
+        assert persister.read_state(key, 3)[0] == ErrorCode.COORDINATOR_LOAD_IN_PROGRESS  # the leader reads
+        for _ in range(20):
+            await asyncio.sleep(0)
+        assert persister.read_state(key, 3)[0] == ErrorCode.NONE
+        assert persister.read_state(key, 4)[0] == ErrorCode.COORDINATOR_LOAD_IN_PROGRESS  # a newer leader epoch
+        for _ in range(20):
+            await asyncio.sleep(0)
+        return transport
+
+    transport = _run(scenario())
+    reads = [p.leader_epoch for _n, a, r in transport.sent for _t, p in _partitions_of(r) if a == READ]  # type: ignore[attr-defined]
+    assert reads == [-1, 3, 4]
