@@ -313,3 +313,42 @@ def test_share_coordinator_killed_mid_consumption(trio: dict[int, Node]) -> None
 @pytest.mark.slow
 def test_share_partition_leader_killed_mid_consumption(trio: dict[int, Node]) -> None:
     _scenario(trio, "leader")
+
+
+@pytest.mark.slow
+@pytest.mark.java
+def test_java_share_consumer_on_the_cluster(trio: dict[int, Node], tmp_path: Path) -> None:
+    """Kafka 4.3.1's KafkaShareConsumer (tests/interop/java/ShareGroupScenario.java `redeliver`: explicit
+    acknowledgement, offsets 0-1 RELEASEd once, offset 2 REJECTed) on a partition whose leader is not
+    the share coordinator: RELEASE redelivers with delivery count 2, REJECT never again."""
+    import json
+
+    from tests.support.java import DEFAULT_JVM_OPTS, java_classpath, java_executable, java_unavailable_reason
+
+    why = java_unavailable_reason()
+    if why:
+        pytest.fail(f"Java and the Kafka 4.3.1 jars are needed: {why}")
+    group, topic = f"g-{uuid.uuid4().hex[:6]}", f"java-{uuid.uuid4().hex[:6]}"
+    coordinator = _create_state_topic(trio[1], group)
+    leader = next(i for i in IDS if i != coordinator)
+    bootstrap = _bootstrap(trio)
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin.create_topics([NewTopic(topic, num_partitions=1, replica_assignment=[
+        [leader, *[i for i in IDS if i != leader]]])])[topic].result(30)
+    assert _leaders(bootstrap, topic) == {0: leader} and leader != coordinator
+    _set_earliest(trio[1], group)
+    scenario = Path(__file__).resolve().parents[1] / "interop" / "java" / "ShareGroupScenario.java"
+    javac = str(Path(java_executable() or "java").with_name("javac"))
+    subprocess.run([javac, "-nowarn", "-cp", java_classpath(), "-d", str(tmp_path), str(scenario)], check=True,
+                   capture_output=True, timeout=120)
+    proc = subprocess.run([java_executable() or "java", *DEFAULT_JVM_OPTS, "-cp", f"{tmp_path}:{java_classpath()}",
+                           "ShareGroupScenario", "redeliver", bootstrap, topic, group, "10"],
+                          capture_output=True, text=True, timeout=150)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    lines = [json.loads(line) for line in proc.stdout.splitlines() if line.startswith("{")]
+    assert lines[-1] == {"done": True, "accepted": 9}
+    events = [(x["offset"], x["delivery"], x["ack"]) for x in lines if "offset" in x]
+    assert (0, 1, "release") in events and (0, 2, "accept") in events
+    assert (1, 1, "release") in events and (1, 2, "accept") in events
+    assert [e for e in events if e[0] == 2] == [(2, 1, "reject")]
+    assert not [e for e in events if e[2] == "LATE"]
