@@ -216,6 +216,11 @@ class SharePartitionManager:
         # complete only once written to the share coordinator): a record this request releases is
         # acquired again by a later fetch, not by this one (checked against Kafka 4.3.1 in
         # tests/differential/test_share_groups_vs_kafka.py).
+        # Acknowledgements of records delivered under an earlier leadership of the partition are refused
+        # (NOT_LEADER_OR_FOLLOWER), also when this request's acquisition re-initialized the share-partition.
+        stale = {(r.topic_id, r.partition) for r in requested if r.acknowledgements
+                 and (group_id, r.topic_id, r.partition) in self.partitions
+                 and not self._led_here(group_id, (r.topic_id, r.partition))}
         if epoch != FINAL_EPOCH and not renew_only:
             self.acquire(outcome, group_id, member_id, max_records, record_limit_mode)
         for r in requested:
@@ -223,6 +228,11 @@ class SharePartitionManager:
                 key = (r.topic_id, r.partition)
                 result = outcome.partitions.setdefault(key, SharePartitionResult(r.topic_id, r.partition))
                 result.acknowledged = True
+                if key in stale:  # (the acquisition above dropped the share-partition, or _acknowledge does)
+                    result.acknowledge_error = ErrorCode.NOT_LEADER_OR_FOLLOWER
+                    if (group_id, *key) in self.partitions and not self._led_here(group_id, key):
+                        self._drop(group_id, key[0], key[1])
+                    continue
                 result.acknowledge_error = self._acknowledge(group_id, member_id, key, r.acknowledgements, now)
         if epoch == FINAL_EPOCH:
             self._release(group_id, member_id, list(session.partitions))
