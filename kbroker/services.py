@@ -37,8 +37,13 @@ from kbroker.controller.metadata_log import ClusterMetadataLog, MetadataLogConfi
 from kbroker.controller.quorum_controller import QuorumControllerConfig
 from kbroker.coord.producer_id_manager import ProducerIdManager
 from kbroker.coord.service import GroupCoordinatorService
-from kbroker.coord.share_coordinator import ShareCoordinatorService
-from kbroker.coord.share_partition_manager import SharePartitionManager
+from kbroker.coord.share_coordinator import STATE_TOPIC, ShareCoordinatorService, in_kraft_cluster
+from kbroker.coord.share_partition_manager import SharePartitionManager, SharePersister
+from kbroker.coord.share_persister import (
+    MetadataCoordinatorLocator,
+    NetworkSharePersister,
+    NodeConnectionTransport,
+)
 from kbroker.coord.transaction_coordinator import TransactionCoordinatorService
 from kbroker.log.cleaner_manager import LogCleaner
 from kbroker.log.config import LogConfig
@@ -478,6 +483,9 @@ def build_authorizer(config: KafkaConfig) -> StandardAuthorizer | None:
 
 def shutdown_services(services: BrokerServices) -> None:
     """Stop what `build_services` started, in reverse (the broker adds its network and cleaner steps)."""
+    if services.share_partition_manager is not None \
+            and isinstance(services.share_partition_manager.persister, NetworkSharePersister):
+        services.share_partition_manager.persister.close()
     if services.share_coordinator is not None:
         services.share_coordinator.shutdown()
     services.transaction_coordinator.shutdown()
@@ -492,8 +500,39 @@ def share_partition_manager(config: KafkaConfig, replica_manager: ReplicaManager
                             group_coordinator: GroupCoordinatorService, share_coordinator: ShareCoordinatorService,
                             time_ms: Clock) -> SharePartitionManager:
     """The broker's share partitions (KIP-932), their state kept by the share coordinator, told by the
-    group coordinator when a share-group member leaves or is fenced and when a share group is deleted."""
-    manager = SharePartitionManager(config, replica_manager, cache, time_ms, share_coordinator)
+    group coordinator when a share-group member leaves or is fenced and when a share group is deleted.
+    On a multi-broker cluster the state goes to the share coordinator of each share-partition over the
+    inter-broker listener (the network persister, Kafka's DefaultStatePersister); a single node calls
+    its share coordinator in process."""
+    persister: SharePersister = share_coordinator
+    if in_kraft_cluster(config):
+        persister = network_share_persister(config, replica_manager, cache)
+    manager = SharePartitionManager(config, replica_manager, cache, time_ms, persister)
     group_coordinator.share_member_listener = manager.on_member_left
     group_coordinator.share_group_deleted_listener = manager.on_group_deleted
     return manager
+
+
+def network_share_persister(config: KafkaConfig, replica_manager: ReplicaManager,
+                            cache: MetadataCache) -> NetworkSharePersister:
+    """Kafka's DefaultStatePersister: the share coordinator from the metadata image, the RPCs over the
+    inter-broker listener."""
+
+    def live(broker_id: int) -> bool:
+        reg = cache.image.cluster.broker(broker_id)
+        return reg is not None and not reg.fenced
+
+    def endpoint_of(broker_id: int) -> tuple[str, int] | None:
+        return replica_manager.endpoint_lookup(broker_id) if live(broker_id) else None
+
+    def topic_partitions() -> int | None:
+        info = cache.topic(STATE_TOPIC)
+        return None if info is None else int(info.num_partitions)
+
+    def leader(partition: int) -> int | None:
+        reg = cache.image.partition(STATE_TOPIC, partition)
+        return reg.leader if reg is not None and reg.leader >= 0 and live(reg.leader) else None
+
+    transport = NodeConnectionTransport(config.node_id, endpoint_of, int(config.get("request.timeout.ms", 30000)),
+                                        security=config.inter_broker_security())
+    return NetworkSharePersister(config.node_id, MetadataCoordinatorLocator(topic_partitions, leader), transport)

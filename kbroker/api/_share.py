@@ -8,13 +8,17 @@ Must not import net/ or the broker wiring.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterable
+from collections.abc import Awaitable, Iterable
 from typing import Any
 
 from kbroker.api._authz import authorize
 from kbroker.api.context import BrokerServices, RequestContext
 from kbroker.coord.share_partition import AcknowledgementBatch
-from kbroker.coord.share_partition_manager import SharePartitionManager, SharePartitionRequest
+from kbroker.coord.share_partition_manager import (
+    ShareFetchOutcome,
+    SharePartitionManager,
+    SharePartitionRequest,
+)
 from kbroker.protocol.errors import ErrorCode
 from kbroker.security.acl import GROUP, READ, TOPIC
 
@@ -48,3 +52,34 @@ def share_partitions(services: BrokerServices, ctx: RequestContext,
                     for b in p.acknowledgement_batches]
             requested.append(SharePartitionRequest(t.topic_id, p.partition_index, acks or None))
     return requested, denied
+
+
+# Kafka's SharePartition.fetchPersisterError: what an acknowledgement answers when its state write failed.
+_PERSISTER_ERRORS = {
+    ErrorCode.NOT_COORDINATOR: ErrorCode.COORDINATOR_NOT_AVAILABLE,
+    ErrorCode.COORDINATOR_NOT_AVAILABLE: ErrorCode.COORDINATOR_NOT_AVAILABLE,
+    ErrorCode.COORDINATOR_LOAD_IN_PROGRESS: ErrorCode.COORDINATOR_NOT_AVAILABLE,
+    ErrorCode.FENCED_STATE_EPOCH: ErrorCode.FENCED_STATE_EPOCH,
+    ErrorCode.FENCED_LEADER_EPOCH: ErrorCode.NOT_LEADER_OR_FOLLOWER,
+    ErrorCode.UNKNOWN_TOPIC_OR_PARTITION: ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+}
+
+
+def pending_acknowledgement_writes(manager: SharePartitionManager, group_id: str,
+                                   outcome: ShareFetchOutcome) -> list[tuple[tuple[uuid.UUID, int], Awaitable[ErrorCode]]]:
+    """The state writes the request's successful acknowledgements wait for (network persister)."""
+    keys = [k for k, r in outcome.partitions.items() if r.acknowledged and r.acknowledge_error == ErrorCode.NONE]
+    return manager.pending_writes(group_id, keys) if keys else []
+
+
+async def await_acknowledgement_writes(manager: SharePartitionManager, group_id: str, outcome: ShareFetchOutcome,
+                                       pending: list[tuple[tuple[uuid.UUID, int], Awaitable[ErrorCode]]]) -> None:
+    """Kafka completes an acknowledgement once its state is written to the share coordinator: wait for
+    the writes; a failed one answers the partition's acknowledgement with Kafka's persister error, and
+    the share-partition is read again from the coordinator at its next use."""
+    for key, write in pending:
+        error = await write
+        if error != ErrorCode.NONE:
+            result = outcome.partitions[key]
+            result.acknowledge_error = _PERSISTER_ERRORS.get(error, ErrorCode.UNKNOWN_SERVER_ERROR)
+            manager.on_write_failed(group_id, key)

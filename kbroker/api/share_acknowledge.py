@@ -12,8 +12,14 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
-from kbroker.api._share import share_group_check, share_partitions
+from kbroker.api._share import (
+    await_acknowledgement_writes,
+    pending_acknowledgement_writes,
+    share_group_check,
+    share_partitions,
+)
 from kbroker.api.context import BrokerServices, RequestContext
+from kbroker.coord.share_partition_manager import ShareFetchOutcome, SharePartitionManager
 from kbroker.protocol.errors import ErrorCode
 from kbroker.protocol.messages.share_acknowledge import ShareAcknowledgeRequest, ShareAcknowledgeResponse
 
@@ -38,6 +44,17 @@ def handle(services: BrokerServices, ctx: RequestContext, header: Any, request: 
     outcome = manager.share_acknowledge(group_id, request.member_id or "", request.share_session_epoch, requested)
     if outcome.error != ErrorCode.NONE:
         return R(error_code=outcome.error, error_message=outcome.message)
+    pending = pending_acknowledgement_writes(manager, group_id, outcome)
+    if pending:
+        async def after_writes() -> R:
+            await await_acknowledgement_writes(manager, group_id, outcome, pending)
+            return _response(manager, request, outcome, denied)
+        return after_writes()
+    return _response(manager, request, outcome, denied)
+
+
+def _response(manager: SharePartitionManager, request: ShareAcknowledgeRequest, outcome: ShareFetchOutcome,
+              denied: list[tuple[uuid.UUID, int]]) -> R:
     by_topic: dict[uuid.UUID, list[R.PartitionData]] = {}
     for key, result in outcome.partitions.items():
         by_topic.setdefault(key[0], []).append(R.PartitionData(

@@ -19,7 +19,12 @@ import asyncio
 import uuid
 from typing import Any
 
-from kbroker.api._share import share_group_check, share_partitions
+from kbroker.api._share import (
+    await_acknowledgement_writes,
+    pending_acknowledgement_writes,
+    share_group_check,
+    share_partitions,
+)
 from kbroker.api.context import BrokerServices, RequestContext
 from kbroker.coord.share_partition_manager import (
     ShareFetchOutcome,
@@ -32,8 +37,9 @@ from kbroker.protocol.messages.share_fetch import ShareFetchRequest, ShareFetchR
 API_KEY = 78
 MIN_VERSION = 1
 MAX_VERSION = 2
-VERSION_NOTES = ("Share-partition state kept on __share_group_state by an in-process share coordinator; "
-                 "share.auto.offset.reset is latest (no GROUP config resource).")
+VERSION_NOTES = ("Share-partition state kept on __share_group_state by the share coordinator: in process on a "
+                 "single node, through the share-state RPCs (network persister) on a cluster; "
+                 "share.isolation.level=read_committed skips aborted transactions.")
 
 R = ShareFetchResponse
 RECORD_LIMIT_MODE = 1
@@ -60,6 +66,17 @@ def handle(services: BrokerServices, ctx: RequestContext, header: Any, request: 
                                   forgotten, request.max_records, record_limit, renew_only)
     full = request.share_session_epoch == INITIAL_EPOCH
     named = [(r.topic_id, r.partition) for r in requested] + sorted(denied)
+    pending = pending_acknowledgement_writes(manager, group_id, outcome) if outcome.error == ErrorCode.NONE else []
+    if pending:
+        # The acknowledgements complete once their state is written to the share coordinator.
+        async def after_writes() -> R:
+            await await_acknowledgement_writes(manager, group_id, outcome, pending)
+            if outcome.acquired_any() or renew_only or request.share_session_epoch == FINAL_EPOCH \
+                    or request.max_wait_ms <= 0:
+                return _response(services, manager, outcome, named if full else [], denied)
+            return await _wait(services, manager, outcome, group_id, request, record_limit, named if full else [],
+                               denied)
+        return after_writes()
     if outcome.error != ErrorCode.NONE or outcome.acquired_any() or renew_only \
             or request.share_session_epoch == FINAL_EPOCH or request.max_wait_ms <= 0:
         return _response(services, manager, outcome, named if full else [], denied)

@@ -377,16 +377,21 @@ class ShareCoordinatorService:
     async def create_state_topic(self) -> ErrorCode:
         if self.metadata.topic(STATE_TOPIC) is not None:
             return ErrorCode.NONE
+        # A single node caps share.coordinator.state.topic.replication.factor at itself; a broker of a
+        # multi-broker cluster asks for the configured factor and min ISR, as Kafka does (with fewer
+        # live brokers the controller refuses and the lookup answers COORDINATOR_NOT_AVAILABLE).
+        cluster = in_kraft_cluster(self.config)
         configs = {
             "cleanup.policy": "compact",
             "compression.type": "producer",
             "segment.bytes": str(int(self.config["share.coordinator.state.topic.segment.bytes"])),
-            "min.insync.replicas": "1",
+            "min.insync.replicas": str(int(self.config["share.coordinator.state.topic.min.isr"])) if cluster else "1",
         }
+        replication_factor = int(self.config["share.coordinator.state.topic.replication.factor"]) if cluster else 1
         try:
             await self.controller.create_topic(
                 STATE_TOPIC, num_partitions=int(self.config["share.coordinator.state.topic.num.partitions"]),
-                replication_factor=1, configs=configs)
+                replication_factor=replication_factor, configs=configs)
         except KafkaError as exc:
             if exc.error_code == ErrorCode.TOPIC_ALREADY_EXISTS:
                 return ErrorCode.NONE
@@ -426,7 +431,7 @@ class ShareCoordinatorService:
         ctx = self.runtime.context(p)
         return ErrorCode.NONE, p, None if ctx is None else ctx.shard
 
-    def read_state(self, key: SharePartitionKey) -> tuple[ErrorCode, SharePartitionState | None]:
+    def read_state(self, key: SharePartitionKey, leader_epoch: int = -1) -> tuple[ErrorCode, SharePartitionState | None]:
         """The share-partition's last written state (None: never initialized). COORDINATOR_NOT_AVAILABLE
         / COORDINATOR_LOAD_IN_PROGRESS while the state topic is being created or loaded. A service
         never started (an in-process test stack without the broker's start-up) keeps nothing."""
@@ -449,6 +454,14 @@ class ShareCoordinatorService:
                            lambda value: result.append(value if isinstance(value, ErrorCode) else ErrorCode.NONE),
                            lambda e: result.append(e))
         return result[0] if result else ErrorCode.NONE  # not committed yet: the runtime holds nothing for us
+
+    def write_completion(self, key: SharePartitionKey) -> None:
+        """In process, a write is applied to the shard when it is appended: nothing to wait for."""
+        return None
+
+    def forget(self, key: SharePartitionKey) -> None:
+        """In process, the shard is the state: nothing is cached."""
+        return None
 
     def delete_state(self, key: SharePartitionKey) -> ErrorCode:
         """A tombstone for one share-partition's state (DeleteShareGroupOffsets)."""
@@ -518,6 +531,16 @@ class ShareCoordinatorService:
         for p, shard in self.runtime.active_shards():
             for key in [k for k in shard.states if k[0] == group_id]:
                 self.runtime.write(p, _deleting(key), _ignore, _ignore)
+
+
+def in_kraft_cluster(config: KafkaConfig) -> bool:
+    """A broker of a multi-broker cluster (process.roles=broker, or a combined node of a multi-voter
+    quorum): share-partition leaders and share coordinators are on different brokers in general."""
+    raw = config["process.roles"]
+    roles = {str(r).strip() for r in (raw.split(",") if isinstance(raw, str) else raw or [])}
+    raw_voters = config.get("controller.quorum.voters") or []
+    voters = [v for v in (raw_voters.split(",") if isinstance(raw_voters, str) else raw_voters) if str(v).strip()]
+    return roles == {"broker"} or (roles == {"broker", "controller"} and len(voters) > 1)
 
 
 def _failed(verb: str, error: ErrorCode) -> ShareRpcResult:

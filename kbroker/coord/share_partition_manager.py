@@ -37,7 +37,7 @@ from __future__ import annotations
 
 import logging
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol
 
@@ -45,6 +45,7 @@ from kbroker.coord.group_config import GroupConfig, parse_auto_offset_reset
 from kbroker.coord.share_coordinator import SharePartitionKey, SharePartitionState, StateBatch
 from kbroker.coord.share_partition import (
     AcknowledgementBatch,
+    AcknowledgeType,
     AcquiredRange,
     RecordState,
     SharePartition,
@@ -59,6 +60,7 @@ from kbroker.coord.share_session import (
 )
 from kbroker.metadata.image import ConfigResource, ConfigResourceType
 from kbroker.protocol.errors import ErrorCode
+from kbroker.replica.partition import READ_COMMITTED, READ_UNCOMMITTED
 
 if TYPE_CHECKING:
     from kbroker.config import KafkaConfig
@@ -71,14 +73,25 @@ _NO_OVERRIDES: Mapping[str, str] = {}
 # Bytes read per partition and fetch at most (a fetch's MaxBytes bounds the total).
 PARTITION_READ_BYTES = 1024 * 1024
 _BATCH_HEADER = 61
+_TRANSACTIONAL = 0x10  # record batch attributes
+_CONTROL = 0x20
 
 
 class SharePersister(Protocol):
     """Where share-partition state is kept (Kafka's Persister): the share coordinator."""
 
-    def read_state(self, key: SharePartitionKey) -> tuple[ErrorCode, SharePartitionState | None]: ...
+    def read_state(self, key: SharePartitionKey, leader_epoch: int = -1
+                   ) -> tuple[ErrorCode, SharePartitionState | None]: ...
 
     def write_state(self, key: SharePartitionKey, state: SharePartitionState) -> ErrorCode: ...
+
+    def write_completion(self, key: SharePartitionKey) -> Awaitable[ErrorCode] | None:
+        """The pending write of the share-partition's latest state (None: nothing to wait for)."""
+        ...
+
+    def forget(self, key: SharePartitionKey) -> None:
+        """This broker's leadership of the share-partition's topic partition changed."""
+        ...
 
     def delete_state(self, key: SharePartitionKey) -> ErrorCode: ...
 
@@ -129,6 +142,9 @@ class SharePartitionManager:
         self.config = config
         self.sessions = ShareSessionCache(int(config["group.share.max.share.sessions"]))
         self.partitions: dict[tuple[str, uuid.UUID, int], SharePartition] = {}
+        # The leader epoch of the topic partition each share-partition was initialized under: a
+        # share-partition does not survive a change of leadership (the new leader reads the state).
+        self._leader_epochs: dict[tuple[str, uuid.UUID, int], int] = {}
         # group id -> (the overrides mapping it was evaluated from, its configs): the image's maps are
         # immutable and shared while unchanged, so an identical mapping means nothing to re-evaluate.
         self._group_configs: dict[str, tuple[Mapping[str, str], GroupConfig, SharePartitionConfig]] = {}
@@ -200,6 +216,11 @@ class SharePartitionManager:
         # complete only once written to the share coordinator): a record this request releases is
         # acquired again by a later fetch, not by this one (checked against Kafka 4.3.1 in
         # tests/differential/test_share_groups_vs_kafka.py).
+        # Acknowledgements of records delivered under an earlier leadership of the partition are refused
+        # (NOT_LEADER_OR_FOLLOWER), also when this request's acquisition re-initialized the share-partition.
+        stale = {(r.topic_id, r.partition) for r in requested if r.acknowledgements
+                 and (group_id, r.topic_id, r.partition) in self.partitions
+                 and not self._led_here(group_id, (r.topic_id, r.partition))}
         if epoch != FINAL_EPOCH and not renew_only:
             self.acquire(outcome, group_id, member_id, max_records, record_limit_mode)
         for r in requested:
@@ -207,6 +228,11 @@ class SharePartitionManager:
                 key = (r.topic_id, r.partition)
                 result = outcome.partitions.setdefault(key, SharePartitionResult(r.topic_id, r.partition))
                 result.acknowledged = True
+                if key in stale:  # (the acquisition above dropped the share-partition, or _acknowledge does)
+                    result.acknowledge_error = ErrorCode.NOT_LEADER_OR_FOLLOWER
+                    if (group_id, *key) in self.partitions and not self._led_here(group_id, key):
+                        self._drop(group_id, key[0], key[1])
+                    continue
                 result.acknowledge_error = self._acknowledge(group_id, member_id, key, r.acknowledgements, now)
         if epoch == FINAL_EPOCH:
             self._release(group_id, member_id, list(session.partitions))
@@ -267,6 +293,19 @@ class SharePartitionManager:
             result.error, result.records, result.acquired, result.leader_epoch = error, records, ranges, epoch
             if max_records > 0:
                 budget -= sum(r.last_offset - r.first_offset + 1 for r in ranges)
+
+    def pending_writes(self, group_id: str, keys: list[TopicIdPartition]
+                       ) -> list[tuple[TopicIdPartition, Awaitable[ErrorCode]]]:
+        """The state writes an acknowledgement of these share-partitions waits for before it is
+        answered (a network persister's; the in-process share coordinator has none)."""
+        if self.persister is None:
+            return []
+        out = []
+        for tid, p in keys:
+            pending = self.persister.write_completion((group_id, tid, p))
+            if pending is not None:
+                out.append(((tid, p), pending))
+        return out
 
     # -- members ---------------------------------------------------------------------------------------
 
@@ -336,10 +375,13 @@ class SharePartitionManager:
             self._persist(group_id, tid, p, sp)
 
     def _persist(self, group_id: str, tid: uuid.UUID, p: int, sp: SharePartition,
-                 leader_epoch: int = 0) -> ErrorCode:
-        """Write the share-partition's durable state (nothing without a persister)."""
+                 leader_epoch: int = -1) -> ErrorCode:
+        """Write the share-partition's durable state (nothing without a persister), with the leader
+        epoch it was initialized under."""
         if self.persister is None:
             return ErrorCode.NONE
+        if leader_epoch < 0:
+            leader_epoch = max(0, self._leader_epochs.get((group_id, tid, p), 0))
         state = SharePartitionState(sp.start_offset, leader_epoch, 0, 0,
                                     [StateBatch(*b) for b in sp.state_batches()])
         error = self.persister.write_state((group_id, tid, p), state)
@@ -403,9 +445,36 @@ class SharePartitionManager:
         if self.persister is not None:
             self.persister.delete_states(group_id)
 
+    def _drop(self, group_id: str, tid: uuid.UUID, p: int) -> None:
+        """The topic partition's leadership changed since the share-partition was initialized: it is
+        initialized again from the share coordinator's state at its next use (Kafka's
+        SharePartitionManager removes a share-partition when its leader changes)."""
+        self.partitions.pop((group_id, tid, p), None)
+        self._leader_epochs.pop((group_id, tid, p), None)
+        if self.persister is not None:
+            self.persister.forget((group_id, tid, p))
+
+    def on_write_failed(self, group_id: str, key: TopicIdPartition) -> None:
+        """A state write failed: the share-partition is read again from the coordinator at its next use
+        (its in-memory state may be ahead of the durable one)."""
+        self._drop(group_id, key[0], key[1])
+
+    def _led_here(self, group_id: str, key: TopicIdPartition) -> bool:
+        """The share-partition's topic partition is still led here in the epoch it was initialized in."""
+        if self.replica_manager is None or self.metadata is None:
+            return True
+        info = self.metadata.topic_by_id(key[0])
+        partition = self.replica_manager.get_partition(info.name, key[1]) if info is not None else None
+        if partition is None or not partition.is_leader:
+            return False
+        return self._leader_epochs.get((group_id, key[0], key[1]), partition.leader_epoch) == partition.leader_epoch
+
     def _acknowledge(self, group_id: str, member_id: str, key: TopicIdPartition,
                      batches: list[AcknowledgementBatch], now: int) -> ErrorCode:
         sp = self._current(group_id, key[0], key[1])
+        if sp is not None and not self._led_here(group_id, key):
+            self._drop(group_id, key[0], key[1])
+            return ErrorCode.NOT_LEADER_OR_FOLLOWER
         if sp is None:
             error, _name = self._topic_partition(key)
             return error if error != ErrorCode.NONE else ErrorCode.INVALID_RECORD_STATE
@@ -425,7 +494,7 @@ class SharePartitionManager:
         cannot be read (the state topic is being created or loaded)."""
         gkey = (group_id, key[0], key[1])
         if self.persister is not None:
-            error, state = self.persister.read_state(gkey)
+            error, state = self.persister.read_state(gkey, leader_epoch)
             if error != ErrorCode.NONE:
                 return None
             if state is not None:
@@ -433,6 +502,7 @@ class SharePartitionManager:
                     (b.first_offset, b.last_offset, b.delivery_state, b.delivery_count) for b in state.batches],
                     self.partition_config_for(group_id))
                 self.partitions[gkey] = sp
+                self._leader_epochs[gkey] = leader_epoch
                 log.info("Recovered share-partition %s %s-%d at offset %d (%d in flight)", group_id, name, key[1],
                          sp.start_offset, sp.in_flight())
                 return sp
@@ -450,8 +520,28 @@ class SharePartitionManager:
         if self._persist(group_id, key[0], key[1], sp, leader_epoch) != ErrorCode.NONE:
             return None
         self.partitions[gkey] = sp
+        self._leader_epochs[gkey] = leader_epoch
         log.info("Initialized share-partition %s %s-%d at offset %d (%s)", group_id, name, key[1], start, reset)
         return sp
+
+    def _archive_aborted(self, group_id: str, member_id: str, key: TopicIdPartition, sp: SharePartition,
+                         data: bytes, aborted: list[tuple[int, int]], ranges: list[AcquiredRange],
+                         now: int) -> list[AcquiredRange]:
+        """read_committed (Kafka's SharePartition.filterAbortedTransactionalAcquiredRecords): the
+        acquired records of aborted transactions are archived, never delivered, and left out of the
+        acquired ranges."""
+        archived = []
+        for first, last in aborted_batches(data, aborted):
+            for r in ranges:
+                lo, hi = max(first, r.first_offset), min(last, r.last_offset)
+                if lo <= hi:
+                    archived.append((lo, hi))
+        if not archived:
+            return ranges
+        sp.acknowledge(member_id, [AcknowledgementBatch(lo, hi, (int(AcknowledgeType.REJECT),))
+                                   for lo, hi in archived], now)
+        self._persist(group_id, key[0], key[1], sp)
+        return _without(ranges, archived)
 
     def _topic_partition(self, key: TopicIdPartition) -> tuple[ErrorCode, str]:
         info = self.metadata.topic_by_id(key[0]) if self.metadata is not None else None
@@ -471,6 +561,9 @@ class SharePartitionManager:
         if partition is None or not partition.is_leader:
             return ErrorCode.NOT_LEADER_OR_FOLLOWER, None, [], -1
         sp = self._current(group_id, key[0], key[1])
+        if sp is not None and self._leader_epochs.get((group_id, key[0], key[1]), -1) != partition.leader_epoch:
+            self._drop(group_id, key[0], key[1])
+            sp = None
         if sp is None:
             def offset_for_time(timestamp: int) -> int | None:
                 found = partition.fetch_offset_for_timestamp(timestamp, None)
@@ -487,10 +580,13 @@ class SharePartitionManager:
         if not sp.can_acquire():
             return ErrorCode.NONE, None, [], partition.leader_epoch
         fetch_offset = sp.next_fetch_offset()
-        if fetch_offset >= partition.high_watermark:
+        # share.isolation.level: read_committed reads up to the last stable offset (Kafka 4.3.1).
+        isolation = READ_COMMITTED if self.group_config(group_id).share_isolation_level == "read_committed" \
+            else READ_UNCOMMITTED
+        if fetch_offset >= partition.fetchable_end(isolation):
             return ErrorCode.NONE, None, [], partition.leader_epoch
         try:
-            info = partition.read(fetch_offset, PARTITION_READ_BYTES, 0, True)
+            info = partition.read(fetch_offset, PARTITION_READ_BYTES, isolation, True)
         except Exception as exc:  # noqa: BLE001 - a log error answers the partition, never the request
             log.warning("Share fetch of %s-%d at %d failed: %s", name, key[1], fetch_offset, exc)
             return ErrorCode.UNKNOWN_SERVER_ERROR, None, [], partition.leader_epoch
@@ -502,12 +598,58 @@ class SharePartitionManager:
             return ErrorCode.NONE, None, [], partition.leader_epoch
         ranges = sp.acquire(member_id, fetch_offset, batch_ends[-1], max_records, now,
                             () if record_limit_mode else tuple(batch_ends))
+        if ranges and isolation == READ_COMMITTED and info.aborted_transactions:
+            ranges = self._archive_aborted(group_id, member_id, key, sp, data, info.aborted_transactions, ranges,
+                                           now)
         if not ranges:
             return ErrorCode.NONE, None, [], partition.leader_epoch
         # Only the batches up to the last acquired offset are sent.
         last = ranges[-1].last_offset
         cut = _cut_after(data, last)
         return ErrorCode.NONE, data[:cut], ranges, partition.leader_epoch
+
+
+def aborted_batches(data: bytes, aborted: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    """The (first, last) offsets of the transactional data batches of `data` that belong to aborted
+    transactions (`aborted`: (producer id, first offset), what a read_committed read returns), as
+    Kafka's consumer finds them: a producer's transaction is aborted from its first offset up to its
+    next control batch (the abort marker)."""
+    pending = sorted(aborted, key=lambda a: a[1])
+    i, open_aborted, out = 0, set(), []
+    pos = 0
+    while pos + _BATCH_HEADER <= len(data):
+        base = int.from_bytes(data[pos:pos + 8], "big", signed=True)
+        length = int.from_bytes(data[pos + 8:pos + 12], "big", signed=True)
+        if length <= 0:
+            break
+        attributes = int.from_bytes(data[pos + 21:pos + 23], "big")
+        last = base + int.from_bytes(data[pos + 23:pos + 27], "big", signed=True)
+        producer_id = int.from_bytes(data[pos + 43:pos + 51], "big", signed=True)
+        while i < len(pending) and pending[i][1] <= last:
+            open_aborted.add(pending[i][0])
+            i += 1
+        if attributes & _CONTROL:
+            open_aborted.discard(producer_id)
+        elif attributes & _TRANSACTIONAL and producer_id in open_aborted:
+            out.append((base, last))
+        pos += 12 + length
+    return out
+
+
+def _without(ranges: list[AcquiredRange], removed: list[tuple[int, int]]) -> list[AcquiredRange]:
+    out = ranges
+    for first, last in removed:
+        kept: list[AcquiredRange] = []
+        for r in out:
+            if r.last_offset < first or r.first_offset > last:
+                kept.append(r)
+                continue
+            if r.first_offset < first:
+                kept.append(AcquiredRange(r.first_offset, first - 1, r.delivery_count))
+            if r.last_offset > last:
+                kept.append(AcquiredRange(last + 1, r.last_offset, r.delivery_count))
+        out = kept
+    return out
 
 
 def _complete_batches(data: bytes) -> tuple[bytes, list[int]]:
