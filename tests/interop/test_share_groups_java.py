@@ -48,7 +48,10 @@ F = ShareFetchRequest
 
 @pytest.fixture(scope="module")
 def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KBroker]:
-    b = KBroker(tmp_path_factory.mktemp("share"), {"group.share.record.lock.duration.ms": str(LOCK_MS)})
+    # Kafka requires the lock duration to be at least group.share.min.record.lock.duration.ms (15 s by
+    # default; 1 s at the least), for the broker and for a group's share.record.lock.duration.ms.
+    b = KBroker(tmp_path_factory.mktemp("share"), {"group.share.record.lock.duration.ms": str(LOCK_MS),
+                                                   "group.share.min.record.lock.duration.ms": str(LOCK_MS)})
     b.start()
     try:
         yield b

@@ -4,8 +4,9 @@
 //
 //   spread BOOTSTRAP TOPIC GROUP CONSUMERS RECORDS
 //       CONSUMERS share consumers (implicit acknowledgement, max.poll.records=5, record_limit acquire
-//       mode) poll; once every one has polled for a while (share.auto.offset.reset=latest initializes
-//       the share-partition at the first fetch), RECORDS records are produced; each consumer sleeps 1 ms
+//       mode) poll; once every one has polled for a while, RECORDS records are produced; the group's
+//       share.auto.offset.reset is set to earliest first (with latest, a share-partition initialized
+//       late on a loaded machine missed records produced before it); each consumer sleeps 1 ms
 //       per record. Prints {"consumer":i,"offset":o,"delivery":d} per record and {"done":...} at the end.
 //   redeliver BOOTSTRAP TOPIC GROUP RECORDS
 //       one consumer, explicit acknowledgement: of the first records it gets, offsets 0-1 are RELEASEd,
@@ -14,7 +15,9 @@ import java.time.Duration;
 import java.util.*;
 import java.util.concurrent.*;
 import java.util.concurrent.atomic.*;
+import org.apache.kafka.clients.admin.*;
 import org.apache.kafka.clients.consumer.*;
+import org.apache.kafka.common.config.ConfigResource;
 import org.apache.kafka.clients.producer.*;
 import org.apache.kafka.common.serialization.*;
 
@@ -56,6 +59,11 @@ public class ShareGroupScenario {
     }
 
     static void spread(String bootstrap, String topic, String group, int consumers, int records) throws Exception {
+        try (Admin admin = Admin.create(Map.of("bootstrap.servers", bootstrap))) {
+            ConfigResource res = new ConfigResource(ConfigResource.Type.GROUP, group);
+            admin.incrementalAlterConfigs(Map.of(res, List.of(new AlterConfigOp(
+                new ConfigEntry("share.auto.offset.reset", "earliest"), AlterConfigOp.OpType.SET)))).all().get(30, TimeUnit.SECONDS);
+        }
         AtomicBoolean stop = new AtomicBoolean();
         Set<String> seen = ConcurrentHashMap.newKeySet();
         CountDownLatch polled = new CountDownLatch(consumers);
