@@ -36,8 +36,11 @@ an unfencing heartbeat's metadata offset is compared with. An active controller 
 snapshot by the Raft layer; if it were, it renounces first (Kafka throws). Writing snapshots is the
 node's `SnapshotGenerator` (kbroker/server/kraft_controller.py), from the node's committed image.
 
-Client quotas (`ClientQuotaControlManager`, AlterClientQuotas) are here. Not here (yet):
-UpdateFeatures, ACLs / SCRAM, ELR (KIP-966, see `partition_change`), the controller's metrics, and a deadline per request.
+Client quotas (`ClientQuotaControlManager`, AlterClientQuotas) are here. Eligible leader replicas
+(KIP-966) apply while `eligible.leader.replicas.version` >= 1 is finalized (`is_elr_enabled`): every
+partition change gets the topic's effective min ISR (`min_insync_replicas`, clamped to the replication
+factor) and the flag; see `partition_change` and `replication_control`. Not here (yet): UpdateFeatures,
+ACLs / SCRAM, the controller's metrics, and a deadline per request.
 """
 
 from __future__ import annotations
@@ -99,6 +102,8 @@ log = logging.getLogger(__name__)
 T = TypeVar("T")
 
 UNCLEAN_LEADER_ELECTION_ENABLE = "unclean.leader.election.enable"
+MIN_IN_SYNC_REPLICAS = "min.insync.replicas"
+ELIGIBLE_LEADER_REPLICAS_VERSION = "eligible.leader.replicas.version"
 
 
 @dataclass(frozen=True, slots=True)
@@ -116,6 +121,7 @@ class QuorumControllerConfig:
     delete_topic_enable: bool = True  # delete.topic.enable
     max_elections_per_imbalance: int = 1000  # ReplicationControlManager.MAX_ELECTIONS_PER_IMBALANCE
     kraft_version: int = 0  # the raft layer's kraft.version, checked at broker registration
+    min_insync_replicas: int = 1  # min.insync.replicas (static), under the topic and cluster-default configs
     bootstrap: tuple[MetadataRecord, ...] = field(default_factory=lambda: tuple(bootstrap_records()))
 
 
@@ -195,8 +201,11 @@ class QuorumController(Controller):
             delete_topic_enable=lambda: config.delete_topic_enable,
             cluster=self.cluster, placer=placer,
             unclean_leader_election_enabled=self.unclean_leader_election_enabled,
+            eligible_leader_replicas_enabled=self.is_elr_enabled,
+            min_insync_replicas=self.min_insync_replicas,
         )
-        self.configuration = ConfigurationControlManager(view, config_helper, node_id=config.node_id)
+        self.configuration = ConfigurationControlManager(view, config_helper, node_id=config.node_id,
+                                                         eligible_leader_replicas_enabled=self.is_elr_enabled)
         self.producer_ids = ProducerIdControlManager(view)
         self.client_quotas = ClientQuotaControlManager(lambda: self.image.client_quotas)
 
@@ -215,6 +224,23 @@ class QuorumController(Controller):
         if value is None:
             return self.config.unclean_leader_election_enable
         return value.strip().lower() == "true"
+
+    def is_elr_enabled(self) -> bool:
+        """Kafka's `FeatureControlManager.isElrFeatureEnabled`: eligible.leader.replicas.version >= 1
+        finalized in the (uncommitted) image (KIP-966)."""
+        return self.image.features.finalized_versions.get(ELIGIBLE_LEADER_REPLICAS_VERSION, 0) >= 1
+
+    def min_insync_replicas(self, topic: str) -> int:
+        """The topic's min.insync.replicas: topic override, else the cluster-wide dynamic default, else the
+        static config (Kafka's `ConfigurationControlManager.getTopicConfig`)."""
+        configs = self.image.configs
+        value = configs.topic_config(topic).get(MIN_IN_SYNC_REPLICAS)
+        if value is None:
+            value = configs.config_map(ConfigResource(ConfigResourceType.BROKER, "")).get(MIN_IN_SYNC_REPLICAS)
+        try:
+            return int(value) if value is not None else self.config.min_insync_replicas
+        except ValueError:
+            return self.config.min_insync_replicas
 
     def finalized_features(self) -> dict[str, int]:
         features = self.image.features
