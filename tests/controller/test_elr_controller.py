@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import uuid
+from pathlib import Path
 
 import pytest
 
@@ -31,6 +32,7 @@ from kbroker.protocol.metadata_records import ClearElrRecord
 from tests.controller.quorum_fakes import CLUSTER_ID, FakeClock, InMemoryRaftLog, heartbeat, new_controller
 
 SESSION_MS = 9000
+JAVA_SOURCE = Path(__file__).resolve().parent / "java" / "PartitionChangeElrDiff.java"
 
 
 def _registration(broker_id: int, incarnation: int = 0, previous_epoch: int = -1) -> BrokerRegistrationRequest:
@@ -218,3 +220,80 @@ def test_min_isr_change_writes_clear_elr_and_broker_level_min_isr_is_refused() -
         c.controller.configuration.alter_broker_configs(False, {"min.insync.replicas": "1"})
     records = c.controller.configuration.alter_broker_configs(True, {"min.insync.replicas": "2"}).records
     assert records[-1] == ClearElrRecord()
+
+
+# -- the same sequences through Apache Kafka's own PartitionChangeBuilder ---------------------------
+
+SCENARIOS = [
+    test_fencing_moves_isr_into_elr_and_an_elr_member_is_elected_cleanly,
+    test_isr_steps_into_elr_one_at_a_time,
+    test_without_the_feature_the_last_member_stays_in_the_isr,
+    test_unclean_restart_leaves_the_elr_and_a_clean_one_stays,
+    test_controlled_shutdown_of_every_broker_keeps_them_in_the_elr,
+]
+
+
+def _ids(values: object) -> str:
+    items = list(values)  # type: ignore[call-overload]
+    return ",".join(str(v) for v in items) if items else "_"
+
+
+def _fmt(values: list[int] | None) -> str:
+    return "null" if values is None else "[" + ",".join(str(v) for v in values) + "]"
+
+
+def _record_steps(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, str]]:
+    """Patch the builder the controller uses so every partition change it builds is kept as (case line in
+    PartitionChangeElrDiff.java's input format, the record kbroker wrote, printed as that harness prints)."""
+    from kbroker.controller import replication_control
+    from kbroker.controller.partition_change import PartitionChangeBuilder
+
+    steps: list[tuple[str, str]] = []
+
+    class Recording(PartitionChangeBuilder):
+        def build(self):  # type: ignore[no-untyped-def]
+            p = self.partition
+            name = f"step{len(steps)}"
+            unclean = "-" if self.unclean_shutdown_replicas is None else _ids(self.unclean_shutdown_replicas)
+            case = " ".join([
+                name, _ids(p.replicas), _ids(p.isr), str(p.leader), _ids(p.elr), _ids(p.last_known_elr),
+                _ids(r for r in p.replicas if self.is_acceptable_leader(r)), self.election.name, str(self.min_isr),
+                "true" if self.eligible_leader_replicas_enabled else "false",
+                "true" if self.use_last_known_leader_in_balanced_recovery else "false", unclean,
+                _ids(self.target_isr)])
+            r = super().build()
+            out = f"{name} none" if r is None else (
+                f"{name} leader={r.leader} isr={_fmt(r.isr)} lrs={r.leader_recovery_state} "
+                f"elr={_fmt(r.eligible_leader_replicas)} lkelr={_fmt(r.last_known_elr)}")
+            steps.append((case, out))
+            return r
+
+    monkeypatch.setattr(replication_control, "PartitionChangeBuilder", Recording)
+    return steps
+
+
+def test_every_step_is_recorded_and_changes_something(monkeypatch: pytest.MonkeyPatch) -> None:
+    steps = _record_steps(monkeypatch)
+    for scenario in SCENARIOS:
+        scenario()
+    assert len(steps) >= 15
+    assert any("elr=[" in out and "elr=[]" not in out for _, out in steps)
+
+
+@pytest.mark.java
+def test_every_partition_change_matches_kafkas_builder(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    from tests.support.java import java_unavailable_reason, run_java_main
+
+    reason = java_unavailable_reason()
+    if reason:
+        pytest.skip(reason)
+    steps = _record_steps(monkeypatch)
+    for scenario in SCENARIOS:
+        scenario()
+    (tmp_path / "cases.txt").write_text("\n".join(case for case, _ in steps) + "\n", encoding="utf-8")
+    proc = run_java_main(str(JAVA_SOURCE), [str(tmp_path / "cases.txt")], timeout=240)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    theirs = proc.stdout.splitlines()
+    assert len(theirs) == len(steps)
+    diff = [(case, a, b) for (case, b), a in zip(steps, theirs, strict=True) if a != b]
+    assert not diff, "\n".join(f"case:    {c}\nkafka:   {a}\nkbroker: {b}" for c, a, b in diff)
