@@ -30,7 +30,7 @@ from tests.support.kafka_cluster import KafkaCluster, new_cluster_id
 pytestmark = [pytest.mark.interop, pytest.mark.java]
 
 TOPIC = "elr-topic"
-BROKER_OVERRIDES = {"broker.heartbeat.interval.ms": "500", "replica.lag.time.max.ms": "3000",
+BROKER_OVERRIDES = {"broker.heartbeat.interval.ms": "500",
                     "offsets.topic.replication.factor": "1"}
 
 
