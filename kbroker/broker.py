@@ -653,7 +653,8 @@ class Broker:
                 except Exception:
                     log.exception("Log cleaner failed while stopping")
         if self.log_manager is not None and self.log_manager.started:
-            self.log_manager.shutdown()
+            # The clean-shutdown markers record the broker epoch (KIP-966; -1 without a KRaft registration).
+            self.log_manager.shutdown(kraft.broker_epoch() if kraft is not None else -1)
         for fd in self._lock_fds:
             os.close(fd)
         self._lock_fds.clear()

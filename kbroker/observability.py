@@ -22,7 +22,7 @@ from prometheus_client.core import Metric
 
 from kbroker.api.context import BrokerServices
 from kbroker.config import KafkaConfig
-from kbroker.metrics.exposition import CONTENT_TYPE, MetricsExposition, gauge
+from kbroker.metrics.exposition import CONTENT_TYPE, MetricsExposition, counter, gauge
 from kbroker.metrics.meters import BrokerMetrics
 from kbroker.net import KafkaServer
 from kbroker.net.http_listener import HttpEndpoint, MetricsHttpServer, parse_http_listener
@@ -220,6 +220,16 @@ class BrokerObservability:
         yield gauge("kafka_server_fetcherlagmetrics_consumerlag",
                     "Lag of a followed partition: the leader's HW minus the next fetch offset",
                     ["clientId", "topic", "partition"], samples)
+        fetchers = sorted(manager.fetchers.values(), key=lambda f: f.name)
+        tags = [(f.name, f.broker_host, str(f.broker_port)) for f in fetchers]
+        yield counter("kafka_server_fetcherstats_requests",
+                      "Fetch requests a replica fetcher had answered (Kafka's FetcherStats RequestsPerSec)",
+                      ["clientId", "brokerHost", "brokerPort"],
+                      [(t, f.fetch_requests) for t, f in zip(tags, fetchers, strict=True)])
+        yield counter("kafka_server_fetcherstats_bytes",
+                      "Bytes of a leader's records a replica fetcher appended (Kafka's FetcherStats BytesPerSec)",
+                      ["clientId", "brokerHost", "brokerPort"],
+                      [(t, f.bytes_fetched) for t, f in zip(tags, fetchers, strict=True)])
         yield gauge("kbroker_replica_fetcher_count", "Replica fetchers (connections to leaders) running",
                     samples=[((), len(manager.fetchers))])
 

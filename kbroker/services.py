@@ -354,6 +354,7 @@ def kraft_broker_settings(config: KafkaConfig, cluster_id: str, log_manager: Log
         controller_socket_timeout_ms=int(config["controller.socket.timeout.ms"]),
         controlled_shutdown_enable=bool(config["controlled.shutdown.enable"]),
         controller_security=config.controller_security(),
+        previous_broker_epoch=log_manager.read_broker_epoch_from_clean_shutdown_files(),
     )
 
 
@@ -378,7 +379,8 @@ def _kraft_broker_role(core: _CoreServices) -> _RoleWiring:
 
 def kraft_controller_settings(config: KafkaConfig, cluster_id: str, log_manager: LogManager,
                               voters: Sequence[str] | None = None,
-                              transaction_version: int = 0) -> KRaftControllerSettings:
+                              transaction_version: int = 0,
+                              eligible_leader_replicas_version: int = 0) -> KRaftControllerSettings:
     """The quorum settings of a process.roles=controller node (Kafka's keys, read once here; `voters`: a
     combined node's `combined_voters`; `transaction_version`: the level bootstrapped when the metadata
     dir holds no `bootstrap.checkpoint`)."""
@@ -417,7 +419,9 @@ def kraft_controller_settings(config: KafkaConfig, cluster_id: str, log_manager:
             default_num_partitions=int(config["num.partitions"]),
             default_replication_factor=int(config["default.replication.factor"]),
             delete_topic_enable=bool(config["delete.topic.enable"]),
-            bootstrap=tuple(bootstrap_records_from(metadata_dir, transaction_version)),
+            min_insync_replicas=int(config["min.insync.replicas"]),
+            bootstrap=tuple(bootstrap_records_from(metadata_dir, transaction_version,
+                                                   eligible_leader_replicas_version)),
         ),
         metadata_log_dir=metadata_dir,
         directory_id=_metadata_directory_id(config, log_manager),
@@ -454,7 +458,8 @@ def _kraft_combined_role(core: _CoreServices) -> _RoleWiring:
     # A lone voter formats itself on first start: it bootstraps what `kbroker storage format` (and Kafka
     # 4.3's) would write, transactions version 2 included, as kbroker's single node does.
     controller_links = KRaftControllerLinks(kraft_controller_settings(config, core.cluster_id, log_manager, voters,
-                                                                      2 if _one_voter_quorum(config) else 0),
+                                                                      2 if _one_voter_quorum(config) else 0,
+                                                                      1 if _one_voter_quorum(config) else 0),
                                             loader=core.loader, config_helper=core.config_helper,
                                             time_ms=core.time_ms)
     follower = RaftMetadataFollower(config.node_id, controller_links.settings.quorum.voters,

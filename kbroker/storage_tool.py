@@ -17,11 +17,12 @@
 
 Features: the format validates ``--feature`` against what *this software* supports, as Kafka's
 Formatter does against Kafka's. kbroker implements ``metadata.version`` (3.3-IV3 .. 4.3-IV0),
-``group.version`` (0-1), ``kraft.version`` (0-1) and ``transaction.version`` (0-2, KIP-890 part 2);
-Kafka's other production features (``eligible.leader.replicas.version``, ``share.version``,
+``group.version`` (0-1), ``kraft.version`` (0-1), ``transaction.version`` (0-2, KIP-890 part 2) and
+``eligible.leader.replicas.version`` (0-1, KIP-966: level 1 by default from 4.1-IV0, as Kafka; it needs
+metadata.version 4.0-IV1 or later); Kafka's other production features (``share.version``,
 ``streams.version``) are accepted only at level 0, so the default ``bootstrap.checkpoint`` finalizes
-metadata.version, group.version and transaction.version: byte-for-byte what ``kafka-storage format
---feature eligible.leader.replicas.version=0 --feature share.version=0 --feature streams.version=0`` writes.
+metadata.version, group.version, transaction.version and eligible.leader.replicas.version:
+byte-for-byte what ``kafka-storage format --feature share.version=0 --feature streams.version=0`` writes.
 A node formatted by Kafka's own tool starts too (its unsupported levels are dropped at bootstrap).
 
 kbroker's implicit single-node quorum: a config with neither ``controller.quorum.voters`` nor
@@ -78,7 +79,7 @@ GROUP_VERSION = "group.version"
 # Kafka 4.3's production features: (name, highest level kbroker implements). A feature kbroker does
 # not implement is accepted at level 0 only.
 SUPPORTED_FEATURES: dict[str, int] = {
-    "eligible.leader.replicas.version": 0,
+    "eligible.leader.replicas.version": 1,
     GROUP_VERSION: 1,
     KRAFT_VERSION: 1,
     "share.version": 0,
@@ -86,6 +87,7 @@ SUPPORTED_FEATURES: dict[str, int] = {
     "transaction.version": 2,
 }
 TRANSACTION_VERSION = "transaction.version"
+ELIGIBLE_LEADER_REPLICAS_VERSION = "eligible.leader.replicas.version"
 
 
 class FormatterError(Exception):
@@ -114,6 +116,8 @@ def default_feature_level(name: str, metadata_version: int) -> int:
         return 1 if metadata_version >= 22 else 0  # GroupVersion.GV_1 from 4.0-IV0
     if name == TRANSACTION_VERSION:
         return 2 if metadata_version >= 24 else 0  # TransactionVersion.TV_2 from 4.0-IV2 (KIP-890 part 2)
+    if name == ELIGIBLE_LEADER_REPLICAS_VERSION:
+        return 1 if metadata_version >= 26 else 0  # EligibleLeaderReplicasVersion.ELRV_1 from 4.1-IV0 (KIP-966)
     return 0
 
 
@@ -290,6 +294,9 @@ def _feature_levels(req: FormatRequest, dynamic_quorum: bool) -> tuple[int, dict
         if name == GROUP_VERSION and level >= 1 and mv < 22:
             raise FormatterError(f"Invalid feature level {level} for {name}: it requires metadata.version "
                                  "4.0-IV0 or later.")
+        if name == ELIGIBLE_LEADER_REPLICAS_VERSION and level >= 1 and mv < 23:
+            # Kafka's Feature.validateVersion: ELRV_1 depends on metadata.version 4.0-IV1 (level 23).
+            raise FormatterError(f"{name} could not be set to {level} because it depends on metadata.version level 23")
     return mv, levels
 
 

@@ -49,6 +49,10 @@ SHARE_VERSION_LEVEL = 1
 TRANSACTION_VERSION_FEATURE = "transaction.version"
 TRANSACTION_VERSION_MIN = 0
 TRANSACTION_VERSION_MAX = 2
+# EligibleLeaderReplicasVersion of Apache Kafka 4.3: ELRV_1 (KIP-966); the finalized level is the image's.
+ELIGIBLE_LEADER_REPLICAS_VERSION_FEATURE = "eligible.leader.replicas.version"
+ELIGIBLE_LEADER_REPLICAS_VERSION_MIN = 0
+ELIGIBLE_LEADER_REPLICAS_VERSION_MAX = 1
 # The finalized-features epoch is the metadata log offset in Kafka (the image's last offset here); at
 # least 1, a valid epoch, before the image has any.
 FINALIZED_FEATURES_EPOCH = 1
@@ -93,6 +97,8 @@ def handle(
     response = ApiVersionsResponse(error_code=ErrorCode.NONE, api_keys=_api_keys(services), throttle_time_ms=0)
     if version >= 3:
         supported = [(METADATA_VERSION_FEATURE, METADATA_VERSION_MIN, METADATA_VERSION_LEVEL),
+                     (ELIGIBLE_LEADER_REPLICAS_VERSION_FEATURE, ELIGIBLE_LEADER_REPLICAS_VERSION_MIN,
+                      ELIGIBLE_LEADER_REPLICAS_VERSION_MAX),
                      (GROUP_VERSION_FEATURE, GROUP_VERSION_MIN, GROUP_VERSION_LEVEL),
                      (SHARE_VERSION_FEATURE, SHARE_VERSION_MIN, SHARE_VERSION_LEVEL),
                      (TRANSACTION_VERSION_FEATURE, TRANSACTION_VERSION_MIN, TRANSACTION_VERSION_MAX)]
@@ -109,6 +115,10 @@ def handle(
         transaction_version = min(services.transaction_coordinator.transaction_version(), TRANSACTION_VERSION_MAX)
         if transaction_version > 0:
             finalized.append((TRANSACTION_VERSION_FEATURE, transaction_version))
+        elr_version = min(services.metadata.image.features.finalized_versions.get(
+            ELIGIBLE_LEADER_REPLICAS_VERSION_FEATURE, 0), ELIGIBLE_LEADER_REPLICAS_VERSION_MAX)
+        if elr_version > 0:
+            finalized.append((ELIGIBLE_LEADER_REPLICAS_VERSION_FEATURE, elr_version))
         response.finalized_features = [
             ApiVersionsResponse.FinalizedFeatureKey(name=name, max_version_level=level, min_version_level=level)
             for name, level in finalized

@@ -59,12 +59,16 @@ def _remote_partition(services: BrokerServices, reg: Any, index: int, listener_n
 def _partition(services: BrokerServices, topic: str, index: int, listener_name: str = "PLAINTEXT") -> Any:
     node = services.node_id
     replicas, isr = [node], [node]
+    elr: list[int] = []
+    last_known_elr: list[int] = []
     if in_cluster(services):
         reg = services.metadata.image.partition(topic, index)
         if reg is not None and reg.leader != node:
             return _remote_partition(services, reg, index, listener_name)
         if reg is not None:
             replicas, isr = list(reg.replicas), list(reg.isr)
+            # KIP-966: the image's ELR and last-known ELR, as Kafka's KRaftMetadataCache answers them.
+            elr, last_known_elr = list(reg.elr), list(reg.last_known_elr)
     partition = services.replica_manager.get_partition(topic, index)
     if partition is None:
         return PartitionResult(error_code=int(ErrorCode.LEADER_NOT_AVAILABLE), partition_index=index,
@@ -78,8 +82,8 @@ def _partition(services: BrokerServices, topic: str, index: int, listener_name: 
         leader_epoch=partition.leader_epoch,
         replica_nodes=replicas,
         isr_nodes=[] if offline else isr,
-        eligible_leader_replicas=[],
-        last_known_elr=[],
+        eligible_leader_replicas=elr,
+        last_known_elr=last_known_elr,
         offline_replicas=[node] if offline else [],
     )
 

@@ -6,12 +6,18 @@ set into `ConfigRecord`s: one per key set, one with a null value per key removed
 controller writes them. Cluster-wide broker defaults are resource name "", a broker's own settings
 its node id.
 
+With eligible leader replicas (KIP-966, `eligible.leader.replicas.version` >= 1), as Kafka 4.3.1:
+every `min.insync.replicas` ConfigRecord is followed by a `ClearElrRecord` (for that topic, or for every
+topic when the cluster default or a broker's value changes: the ELRs were computed against the old
+minimum), a broker-level `min.insync.replicas` cannot be set or removed, and the cluster-level one
+cannot be removed (INVALID_CONFIG, Kafka's messages).
+
 Pure: reads the image it is given, returns a `ControllerResult`, writes nothing.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 
 from kbroker.cluster.configs import ConfigHelper
 from kbroker.controller.result import ControllerResult, MetadataRecord
@@ -24,7 +30,9 @@ from kbroker.metadata.views import (
     TopicInfo,
 )
 from kbroker.protocol.errors import ErrorCode, KafkaError
-from kbroker.protocol.metadata_records import ConfigRecord
+from kbroker.protocol.metadata_records import ClearElrRecord, ConfigRecord
+
+MIN_IN_SYNC_REPLICAS = "min.insync.replicas"
 
 
 def config_diff(resource_type: int, resource_name: str, old: Mapping[str, str],
@@ -41,10 +49,26 @@ def config_diff(resource_type: int, resource_name: str, old: Mapping[str, str],
 class ConfigurationControlManager:
     """Alters topic and broker configs as records."""
 
-    def __init__(self, view: Callable[[], MetadataView], helper: ConfigHelper, *, node_id: int) -> None:
+    def __init__(self, view: Callable[[], MetadataView], helper: ConfigHelper, *, node_id: int,
+                 eligible_leader_replicas_enabled: Callable[[], bool] | None = None) -> None:
         self._view = view
         self.helper = helper
         self.node_id = node_id
+        self._elr_enabled = eligible_leader_replicas_enabled or (lambda: False)
+
+    def create_clear_elr_records_as_needed(self, records: Sequence[MetadataRecord]) -> list[MetadataRecord]:
+        """Kafka's `createClearElrRecordsAsNeeded`: a ClearElrRecord per min.insync.replicas change."""
+        if not self._elr_enabled():
+            return []
+        out: list[MetadataRecord] = []
+        for r in records:
+            if isinstance(r, ConfigRecord) and r.name == MIN_IN_SYNC_REPLICAS:
+                out.append(ClearElrRecord(topic_name=r.resource_name) if r.resource_type == TOPIC_RESOURCE
+                           else ClearElrRecord())
+        return out
+
+    def _with_clear_elr(self, records: list[MetadataRecord]) -> list[MetadataRecord]:
+        return records + self.create_clear_elr_records_as_needed(records)
 
     def _topic(self, name: str) -> TopicInfo:
         info = self._view().topic(name)
@@ -55,7 +79,8 @@ class ConfigurationControlManager:
     def _topic_result(self, info: TopicInfo, new: dict[str, str]) -> ControllerResult[TopicInfo]:
         updated = TopicInfo(info.name, info.topic_id, info.num_partitions, info.replication_factor,
                             new, info.is_internal)
-        return ControllerResult(updated, config_diff(TOPIC_RESOURCE, info.name, info.configs, new))
+        return ControllerResult(updated, self._with_clear_elr(config_diff(TOPIC_RESOURCE, info.name, info.configs,
+                                                                          new)))
 
     def incremental_alter_topic_configs(
         self, name: str, ops: Iterable[tuple[str, int, str | None]]
@@ -89,4 +114,15 @@ class ConfigurationControlManager:
             return {k: v for k, v in m.items() if not k.startswith(DYNAMIC_DEFAULT_PREFIX)}
 
         name = "" if default else str(self.node_id)
-        return ControllerResult(None, config_diff(BROKER_RESOURCE, name, level(stored), level(new)))
+        records = config_diff(BROKER_RESOURCE, name, level(stored), level(new))
+        if self._elr_enabled():
+            for r in records:
+                if not isinstance(r, ConfigRecord) or r.name != MIN_IN_SYNC_REPLICAS:
+                    continue
+                if r.resource_name:
+                    raise KafkaError("Broker-level min.insync.replicas cannot be altered while ELR is enabled.",
+                                     error_code=ErrorCode.INVALID_CONFIG)
+                if r.value is None:
+                    raise KafkaError("Cluster-level min.insync.replicas cannot be removed while ELR is enabled.",
+                                     error_code=ErrorCode.INVALID_CONFIG)
+        return ControllerResult(None, self._with_clear_elr(records))

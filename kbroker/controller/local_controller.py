@@ -71,6 +71,8 @@ METADATA_VERSION_LEVEL = 30
 GROUP_VERSION_LEVEL = 1
 # TransactionVersion TV_2 (KIP-890 part 2), what Kafka 4.3's format finalizes for a new cluster.
 TRANSACTION_VERSION_LEVEL = 2
+# EligibleLeaderReplicasVersion ELRV_1 (KIP-966), what Kafka 4.3's format finalizes for a new cluster.
+ELIGIBLE_LEADER_REPLICAS_VERSION_LEVEL = 1
 # SecurityProtocol ids as BrokerEndpoint.SecurityProtocol stores them.
 SECURITY_PROTOCOL_IDS = {"PLAINTEXT": 0, "SSL": 1, "SASL_PLAINTEXT": 2, "SASL_SSL": 3}
 
@@ -79,6 +81,7 @@ SECURITY_PROTOCOL_IDS = {"PLAINTEXT": 0, "SSL": 1, "SASL_PLAINTEXT": 2, "SASL_SS
 # finalize others (Kafka 4.3's format enables transaction.version 2, share.version 1, ...), which a
 # kbroker node drops rather than claim them.
 SUPPORTED_FEATURES = {"metadata.version": (7, METADATA_VERSION_LEVEL), "group.version": (0, GROUP_VERSION_LEVEL),
+                      "eligible.leader.replicas.version": (0, ELIGIBLE_LEADER_REPLICAS_VERSION_LEVEL),
                       "transaction.version": (0, TRANSACTION_VERSION_LEVEL)}
 
 
@@ -91,25 +94,31 @@ def _invalid_update(message: str) -> KafkaError:
                       error_code=ErrorCode.INVALID_UPDATE_VERSION)
 
 
-def bootstrap_records(transaction_version: int = 0) -> list[MetadataRecord]:
+def bootstrap_records(transaction_version: int = 0, eligible_leader_replicas_version: int = 0) -> list[MetadataRecord]:
     """The feature levels an unformatted metadata log starts with. kbroker's single node finalizes
     `transaction.version` 2 (KIP-890 part 2, what Kafka 4.3 finalizes for a new cluster); a kbroker
     controller quorum without a `bootstrap.checkpoint` leaves it at 0 (transactions version 2 across
-    brokers is not proven yet: docs/transactions.md) — `kbroker storage format` writes 2."""
+    brokers is not proven yet: docs/transactions.md) — `kbroker storage format` writes 2. Likewise
+    `eligible.leader.replicas.version` (KIP-966): 1 on the single node (and a lone combined voter), 0 on an
+    unformatted quorum; `kbroker storage format` writes 1 as Kafka's does."""
     records: list[MetadataRecord] = [
-        FeatureLevelRecord(name="metadata.version", feature_level=METADATA_VERSION_LEVEL),
-        FeatureLevelRecord(name="group.version", feature_level=GROUP_VERSION_LEVEL)]
+        FeatureLevelRecord(name="metadata.version", feature_level=METADATA_VERSION_LEVEL)]
+    if eligible_leader_replicas_version > 0:
+        records.append(FeatureLevelRecord(name="eligible.leader.replicas.version",
+                                          feature_level=eligible_leader_replicas_version))
+    records.append(FeatureLevelRecord(name="group.version", feature_level=GROUP_VERSION_LEVEL))
     if transaction_version > 0:
         records.append(FeatureLevelRecord(name="transaction.version", feature_level=transaction_version))
     return records
 
 
-def bootstrap_records_from(metadata_log_dir: Path, transaction_version: int = 0) -> list[MetadataRecord]:
+def bootstrap_records_from(metadata_log_dir: Path, transaction_version: int = 0,
+                           eligible_leader_replicas_version: int = 0) -> list[MetadataRecord]:
     """The records of `<metadata.log.dir>/bootstrap.checkpoint` (Kafka's BootstrapDirectory.read), kept
     to what kbroker implements; `bootstrap_records(transaction_version)` when there is no such file."""
     bootstrap = read_bootstrap_file(metadata_log_dir)
     if bootstrap is None:
-        return bootstrap_records(transaction_version)
+        return bootstrap_records(transaction_version, eligible_leader_replicas_version)
     records: list[MetadataRecord] = []
     for r in bootstrap.records:
         if isinstance(r, FeatureLevelRecord):
@@ -183,7 +192,8 @@ class LocalController(Controller):
             log.info("Loaded %d metadata records from %s", replayed, self.metadata_log.directory)
             self.metadata_log.maybe_clean(force=True)
             return
-        records = bootstrap_records_from(self.metadata_log.directory.parent, TRANSACTION_VERSION_LEVEL)
+        records = bootstrap_records_from(self.metadata_log.directory.parent, TRANSACTION_VERSION_LEVEL,
+                                         ELIGIBLE_LEADER_REPLICAS_VERSION_LEVEL)
         migrated = legacy_metadata_file is not None and legacy_metadata_file.exists()
         if migrated:
             assert legacy_metadata_file is not None

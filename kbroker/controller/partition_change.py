@@ -37,9 +37,9 @@ does by default), exactly as Kafka 4.3.1's builder:
 - An unclean election (or ELR off) clears ELR and last-known ELR. With the last-known-leader mode the
   last-known ELR holds only the last leader: set when the partition loses its leader (if nothing is
   remembered yet), cleared when a leader is elected.
-kbroker's own quorum does not finalize the feature yet (its bootstrap writes `metadata.version` and
-`group.version`), so its controller keeps ELR off; the builder is checked against Kafka's own with the
-feature on and off (tests/controller/test_partition_change_elr_vs_kafka.py).
+The quorum controller passes the feature flag and the topic's effective min ISR on every change
+(`ReplicationControlManager`); the builder is checked against Kafka's own with the feature on and off
+(tests/controller/test_partition_change_elr_vs_kafka.py, tests/controller/test_elr_controller.py).
 
 Pure; imports metadata/ and protocol/ only.
 """

@@ -40,7 +40,11 @@ Client quotas (`ClientQuotaControlManager`, AlterClientQuotas), ACLs (`AclContro
 DeleteAcls -> AccessControlEntryRecord / RemoveAccessControlEntryRecord) and SCRAM credentials
 (`ScramControlManager`: AlterUserScramCredentials -> UserScramCredentialRecord) are here: brokers forward
 those requests in an Envelope and the controller listener authorizes the client's principal (ALTER on
-the cluster) before they reach this class. Not here (yet): UpdateFeatures, ELR (KIP-966, see `partition_change`), the controller's metrics, and a deadline per request.
+the cluster) before they reach this class. Eligible leader replicas (KIP-966) apply while
+`eligible.leader.replicas.version` >= 1 is finalized (`is_elr_enabled`): every partition change gets
+the topic's effective min ISR (`min_insync_replicas`, clamped to the replication factor) and the flag;
+see `partition_change` and `replication_control`. Not here (yet): UpdateFeatures, the controller's
+metrics, and a deadline per request.
 """
 
 from __future__ import annotations
@@ -109,6 +113,8 @@ log = logging.getLogger(__name__)
 T = TypeVar("T")
 
 UNCLEAN_LEADER_ELECTION_ENABLE = "unclean.leader.election.enable"
+MIN_IN_SYNC_REPLICAS = "min.insync.replicas"
+ELIGIBLE_LEADER_REPLICAS_VERSION = "eligible.leader.replicas.version"
 
 
 @dataclass(frozen=True, slots=True)
@@ -126,6 +132,7 @@ class QuorumControllerConfig:
     delete_topic_enable: bool = True  # delete.topic.enable
     max_elections_per_imbalance: int = 1000  # ReplicationControlManager.MAX_ELECTIONS_PER_IMBALANCE
     kraft_version: int = 0  # the raft layer's kraft.version, checked at broker registration
+    min_insync_replicas: int = 1  # min.insync.replicas (static), under the topic and cluster-default configs
     bootstrap: tuple[MetadataRecord, ...] = field(default_factory=lambda: tuple(bootstrap_records()))
 
 
@@ -205,8 +212,11 @@ class QuorumController(Controller):
             delete_topic_enable=lambda: config.delete_topic_enable,
             cluster=self.cluster, placer=placer,
             unclean_leader_election_enabled=self.unclean_leader_election_enabled,
+            eligible_leader_replicas_enabled=self.is_elr_enabled,
+            min_insync_replicas=self.min_insync_replicas,
         )
-        self.configuration = ConfigurationControlManager(view, config_helper, node_id=config.node_id)
+        self.configuration = ConfigurationControlManager(view, config_helper, node_id=config.node_id,
+                                                         eligible_leader_replicas_enabled=self.is_elr_enabled)
         self.producer_ids = ProducerIdControlManager(view)
         self.client_quotas = ClientQuotaControlManager(lambda: self.image.client_quotas)
         self.acls = AclControlManager(lambda: self.image.acls)
@@ -227,6 +237,23 @@ class QuorumController(Controller):
         if value is None:
             return self.config.unclean_leader_election_enable
         return value.strip().lower() == "true"
+
+    def is_elr_enabled(self) -> bool:
+        """Kafka's `FeatureControlManager.isElrFeatureEnabled`: eligible.leader.replicas.version >= 1
+        finalized in the (uncommitted) image (KIP-966)."""
+        return self.image.features.finalized_versions.get(ELIGIBLE_LEADER_REPLICAS_VERSION, 0) >= 1
+
+    def min_insync_replicas(self, topic: str) -> int:
+        """The topic's min.insync.replicas: topic override, else the cluster-wide dynamic default, else the
+        static config (Kafka's `ConfigurationControlManager.getTopicConfig`)."""
+        configs = self.image.configs
+        value = configs.topic_config(topic).get(MIN_IN_SYNC_REPLICAS)
+        if value is None:
+            value = configs.config_map(ConfigResource(ConfigResourceType.BROKER, "")).get(MIN_IN_SYNC_REPLICAS)
+        try:
+            return int(value) if value is not None else self.config.min_insync_replicas
+        except ValueError:
+            return self.config.min_insync_replicas
 
     def finalized_features(self) -> dict[str, int]:
         features = self.image.features

@@ -162,6 +162,8 @@ class ReplicationControlManager:
         cluster: ClusterControlManager | None = None,
         placer: StripedReplicaPlacer | None = None,
         unclean_leader_election_enabled: Callable[[str], bool] | None = None,
+        eligible_leader_replicas_enabled: Callable[[], bool] | None = None,
+        min_insync_replicas: Callable[[str], int] | None = None,
     ) -> None:
         self._view = view
         # Cluster mode (the quorum controller): brokers come from the image's registrations. Without
@@ -169,6 +171,10 @@ class ReplicationControlManager:
         self.cluster = cluster
         self.placer = placer if placer is not None else StripedReplicaPlacer()
         self._unclean = unclean_leader_election_enabled or (lambda _topic: False)
+        # KIP-966: Kafka's `FeatureControlManager.isElrFeatureEnabled` (eligible.leader.replicas.version
+        # finalized >= 1) and the topic's configured min.insync.replicas (topic, cluster default, static).
+        self._elr_enabled = eligible_leader_replicas_enabled or (lambda: False)
+        self._min_insync_replicas = min_insync_replicas or (lambda _topic: 1)
         self._validate_topic_configs = validate_topic_configs
         self.node_id = node_id
         self._default_num_partitions = default_num_partitions
@@ -396,6 +402,22 @@ class ReplicationControlManager:
         return [TopicIdPartition(t.id, i) for t in self._image().topics for i, p in sorted(t.partitions.items())
                 if broker_id in p.isr]
 
+    def partitions_with_broker_in_elr(self, broker_id: int) -> list[TopicIdPartition]:
+        """Kafka's `BrokersToElrs.partitionsWithBrokerInElr`."""
+        return [TopicIdPartition(t.id, i) for t in self._image().topics for i, p in sorted(t.partitions.items())
+                if broker_id in p.elr]
+
+    def is_elr_enabled(self) -> bool:
+        return self._elr_enabled()
+
+    def topic_effective_min_isr(self, topic_name: str) -> int:
+        """Kafka's `getTopicEffectiveMinIsr`: min(min.insync.replicas, the topic's replication factor)."""
+        min_isr = self._min_insync_replicas(topic_name)
+        topic = self._image().topics.topics_by_name.get(topic_name)
+        if topic is None or not topic.partitions:
+            return min_isr
+        return min(min_isr, len(topic.partitions[min(topic.partitions)].replicas))
+
     def partitions_with_no_leader(self) -> list[TopicIdPartition]:
         return [TopicIdPartition(t.id, i) for t in self._image().topics for i, p in sorted(t.partitions.items())
                 if p.leader == NO_LEADER]
@@ -417,28 +439,34 @@ class ReplicationControlManager:
         cluster = self._cluster()
         builder = PartitionChangeBuilder(partition, topic_id, index,
                                          self._acceptor(partition, base or cluster.is_active),
-                                         default_dir=cluster.default_dir)
+                                         default_dir=cluster.default_dir,
+                                         min_isr=self.topic_effective_min_isr(topic_name),
+                                         eligible_leader_replicas_enabled=self.is_elr_enabled())
         if self._unclean(topic_name):
             builder.set_election(Election.UNCLEAN)
         return builder
 
     def generate_leader_and_isr_updates(
         self, broker_to_remove: int, broker_to_add: int, records: list[MetadataRecord],
-        partitions: Sequence[TopicIdPartition],
+        partitions: Sequence[TopicIdPartition], broker_with_unclean_shutdown: int = NO_LEADER,
     ) -> None:
         """Kafka's `generateLeaderAndIsrUpdates`: drop `broker_to_remove` from each partition's ISR and
-        never elect it; accept `broker_to_add` as a leader although the image still shows it fenced."""
+        never elect it; accept `broker_to_add` as a leader although the image still shows it fenced;
+        `broker_with_unclean_shutdown` (KIP-966) leaves the ISR and the ELR and is never elected."""
         cluster = self._cluster()
+        gone = (broker_to_remove, broker_with_unclean_shutdown)
 
         def acceptable(r: int) -> bool:
-            return r != broker_to_remove and (r == broker_to_add or cluster.is_active(r))
+            return r not in gone and (r == broker_to_add or cluster.is_active(r))
 
         image = self._image()
         for tp in partitions:
             topic = image.topics.topics_by_id[tp.topic_id]
             partition = topic.partitions[tp.partition]
             builder = self._builder(topic.name, topic.id, tp.partition, partition, acceptable)
-            builder.set_target_isr([r for r in partition.isr if r != broker_to_remove])
+            if broker_with_unclean_shutdown != NO_LEADER:
+                builder.set_unclean_shutdown_replicas([broker_with_unclean_shutdown])
+            builder.set_target_isr([r for r in partition.isr if r not in gone])
             record = builder.build()
             if record is not None:
                 records.append(record)
@@ -470,14 +498,24 @@ class ReplicationControlManager:
                                              self.partitions_with_broker_in_isr(broker_id))
 
     def handle_broker_shutdown(self, broker_id: int, clean: bool, records: list[MetadataRecord]) -> None:
-        """A broker's previous incarnation is gone (it re-registered): out of every ISR. Without ELR
-        (kbroker's clusters) clean and unclean shutdowns are handled alike, as Kafka 4.3 does."""
-        self.generate_leader_and_isr_updates(broker_id, NO_LEADER, records,
-                                             self.partitions_with_broker_in_isr(broker_id))
+        """A broker's previous incarnation is gone (it re-registered). With ELR and an unclean shutdown
+        (its registration did not name the epoch it shut down with: it may have lost unflushed records)
+        it leaves every ISR and every ELR (Kafka's `handleBrokerUncleanShutdown`); otherwise it leaves
+        the ISRs as if fenced, and stays in the ELRs it is in (KIP-966)."""
+        if self.is_elr_enabled() and not clean:
+            self.generate_leader_and_isr_updates(NO_LEADER, NO_LEADER, records,
+                                                 self.partitions_with_broker_in_isr(broker_id), broker_id)
+            self.generate_leader_and_isr_updates(NO_LEADER, NO_LEADER, records,
+                                                 self.partitions_with_broker_in_elr(broker_id), broker_id)
+        else:
+            self.generate_leader_and_isr_updates(broker_id, NO_LEADER, records,
+                                                 self.partitions_with_broker_in_isr(broker_id))
 
     def handle_broker_unregistered(self, broker_id: int, broker_epoch: int, records: list[MetadataRecord]) -> None:
         self.generate_leader_and_isr_updates(broker_id, NO_LEADER, records,
                                              self.partitions_with_broker_in_isr(broker_id))
+        self.generate_leader_and_isr_updates(broker_id, NO_LEADER, records,
+                                             self.partitions_with_broker_in_elr(broker_id))
         records.append(UnregisterBrokerRecord(broker_id=broker_id, broker_epoch=broker_epoch))
 
     def handle_directories_offline(self, broker_id: int, broker_epoch: int, offline: list[uuid.UUID],
@@ -771,7 +809,9 @@ class ReplicationControlManager:
         replicas = wanted + removing
         cluster = self._cluster()
         builder = PartitionChangeBuilder(part, topic.id, target.partition_index,
-                                         self._acceptor(part, cluster.is_active), default_dir=cluster.default_dir)
+                                         self._acceptor(part, cluster.is_active), default_dir=cluster.default_dir,
+                                         min_isr=self.topic_effective_min_isr(topic.name),
+                                         eligible_leader_replicas_enabled=self.is_elr_enabled())
         if replicas != current:
             builder.set_target_replicas(replicas)
         if removing:

@@ -131,6 +131,9 @@ class LogManager:
         self._log_dir_of: dict[tuple[str, int], Path] = {}
         self.directory_ids: dict[Path, uuid.UUID] = {}
         self.had_clean_shutdown: dict[Path, bool] = {}
+        # KIP-966: the broker epoch each directory's clean-shutdown marker recorded (None: no marker, or
+        # one without a readable epoch), read before the marker is removed at start-up.
+        self.clean_shutdown_broker_epochs: dict[Path, int | None] = {}
         self.started = False
         self.cleaner: LogCleaner | None = None  # told when a partition is deleted
         # Kafka's LogDirFailureChannel: directories taken offline, each reported once to the listener.
@@ -247,6 +250,7 @@ class LogManager:
         marker = d / CLEAN_SHUTDOWN_FILE
         clean = marker.exists()
         self.had_clean_shutdown[d] = clean
+        self.clean_shutdown_broker_epochs[d] = _read_clean_shutdown_epoch(marker) if clean else None
         recovery = self._read_checkpoint(d / RECOVERY_POINT_CHECKPOINT)
         starts = self._read_checkpoint(d / LOG_START_OFFSET_CHECKPOINT)
         hws = self._read_checkpoint(d / REPLICATION_OFFSET_CHECKPOINT)
@@ -636,8 +640,24 @@ class LogManager:
             if not log.offline and log.unflushed_messages > 0 and now - log.last_flush_ms >= log.config.flush_ms:
                 log.flush()
 
-    def shutdown(self) -> None:
-        """Close every log (flush + producer snapshot), write checkpoints and the clean-shutdown marker."""
+    def read_broker_epoch_from_clean_shutdown_files(self) -> int:
+        """Kafka's `LogManager.readBrokerEpochFromCleanShutdownFiles` (KIP-966): the broker epoch the
+        previous run shut down with, sent as BrokerRegistration's `previous_broker_epoch` so the controller
+        knows the shutdown was clean (and keeps this broker in the ELRs). -1 when any directory is offline,
+        has no marker, or the markers disagree."""
+        epoch = -1
+        for d in self.log_dirs:
+            if d in self._offline_dirs:
+                return -1
+            e = self.clean_shutdown_broker_epochs.get(d)
+            if e is None or e < 0 or (epoch != -1 and e != epoch):
+                return -1
+            epoch = e
+        return epoch
+
+    def shutdown(self, broker_epoch: int = -1) -> None:
+        """Close every log (flush + producer snapshot), write checkpoints and the clean-shutdown marker
+        (Kafka's `CleanShutdownFileHandler`: `{"version":0,"brokerEpoch":N}`, the broker's epoch, KIP-966)."""
         failed_dirs: set[Path] = set(self.offline_dirs)
         for tp in list(self._future_logs):
             self.abort_future_log(*tp)
@@ -651,6 +671,15 @@ class LogManager:
         failed_dirs |= self._checkpoint_dirs([d for d in self.log_dirs if d not in failed_dirs], background=False)
         for d in self.log_dirs:
             if d not in failed_dirs and d not in self._offline_dirs:
-                atomic_write(d / CLEAN_SHUTDOWN_FILE, json.dumps({"version": 0, "brokerEpoch": -1}))
+                atomic_write(d / CLEAN_SHUTDOWN_FILE, json.dumps({"version": 0, "brokerEpoch": broker_epoch}))
         self._logs.clear()
         self.started = False
+
+
+def _read_clean_shutdown_epoch(marker: Path) -> int | None:
+    """The `brokerEpoch` of a clean-shutdown marker; None for an old (empty) or unreadable one."""
+    try:
+        value = json.loads(marker.read_text(encoding="utf-8") or "{}").get("brokerEpoch")
+    except (OSError, ValueError, AttributeError):
+        return None
+    return value if isinstance(value, int) else None

@@ -196,6 +196,13 @@ class ReplicaFetcher:
         self._session = FetchSessionHandler()
         self._topic_ids: dict[str, uuid.UUID] = {}
         self.fetches = 0  # completed Fetch round trips (tests and metrics)
+        # Kafka's FetcherStats (`kafka.server:type=FetcherStats,name=RequestsPerSec|BytesPerSec`, tagged
+        # clientId = this fetcher's thread name, brokerHost / brokerPort = the leader's endpoint): Fetch
+        # requests answered, and bytes of the leader's records appended.
+        self.fetch_requests = 0
+        self.bytes_fetched = 0
+        self.broker_host = ""
+        self.broker_port = -1
 
     @property
     def session_id(self) -> int:
@@ -295,6 +302,7 @@ class ReplicaFetcher:
         if endpoint is None:
             raise ConnectionClosedError(f"broker {self.source_broker_id} has no endpoint in the metadata")
         timeout = self.config.socket_timeout_ms / 1000
+        self.broker_host, self.broker_port = endpoint[0], endpoint[1]
         conn = NodeConnection(endpoint[0], endpoint[1], client_id=self.client_id,
                               request_timeout_s=timeout + self.config.fetch_wait_max_ms / 1000,
                               security=self.config.security)
@@ -460,6 +468,7 @@ class ReplicaFetcher:
         request, sent = built
         response = await conn.request(FETCH, request, FetchResponse, version=version)
         self.fetches += 1
+        self.fetch_requests += 1
         error = ErrorCode(response.error_code)
         if not self._session.handle_response(error, response.session_id):
             log.info("Fetch from broker %d answered %s", self.source_broker_id, error.name)
@@ -507,6 +516,7 @@ class ReplicaFetcher:
             if records is not None and len(records) > 0:
                 part.append_records_to_follower(memoryview(records), p.high_watermark, p.log_start_offset)
                 self.host.on_replication_bytes_in(len(records))
+                self.bytes_fetched += len(records)
             else:
                 part.update_follower_high_watermark(p.high_watermark, p.log_start_offset)
         except OffsetOutOfRangeError as exc:

@@ -99,7 +99,8 @@ class KRaftBrokerLinks:
         controller unfences this broker; the broker epoch."""
         s = self.settings
         info = RegistrationInfo(node_id=s.node_id, cluster_id=s.cluster_id, incarnation_id=self.incarnation_id,
-                                listeners=listeners_for_registration(listeners), log_dirs=s.log_dir_ids, rack=s.rack)
+                                listeners=listeners_for_registration(listeners), log_dirs=s.log_dir_ids, rack=s.rack,
+                                previous_broker_epoch=s.previous_broker_epoch)
         lifecycle = BrokerLifecycle(info, heartbeat_interval_ms=s.heartbeat_interval_ms,
                                     retry_backoff_ms=max(s.quorum_retry_backoff_ms, 100))
         self.lifecycle = BrokerLifecycleManager(lifecycle, self.channel, lambda: self.fetcher.applied_offset,

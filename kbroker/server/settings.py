@@ -86,6 +86,9 @@ class KRaftBrokerSettings:
     controlled_shutdown_enable: bool = True
     # How to reach the controller listener (its protocol, ssl.*, sasl.mechanism.controller.protocol).
     controller_security: ClientSecurity = PLAINTEXT_SECURITY
+    # KIP-966: the broker epoch of the previous run's clean shutdown (its clean-shutdown markers), -1 if
+    # it did not shut down cleanly; sent in BrokerRegistration so the controller keeps it in the ELRs.
+    previous_broker_epoch: int = -1
 
     @property
     def quorum_bootstrap(self) -> tuple[QuorumNode, ...]:

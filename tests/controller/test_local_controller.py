@@ -215,18 +215,20 @@ def test_kafka_dump_log_decodes_the_metadata_log(tmp_path: Path) -> None:
     assert "Exception" not in out + proc.stderr, (out + proc.stderr)[-3000:]
     payloads = [line.split("payload: ", 1)[1] for line in out.splitlines() if "payload: " in line]
     types = [p.split('"type":"', 1)[1].split('"', 1)[0] for p in payloads]
-    # metadata.version, group.version and transaction.version (2: KIP-890 part 2, as Kafka 4.3 bootstraps).
-    assert types[:3] == ["FEATURE_LEVEL_RECORD"] * 3
-    assert '"name":"transaction.version","featureLevel":2' in payloads[2]
-    assert types[3:] == ["TOPIC_RECORD", "CONFIG_RECORD", "PARTITION_RECORD", "PARTITION_RECORD", "CONFIG_RECORD",
+    # metadata.version, eligible.leader.replicas.version (1: KIP-966), group.version and transaction.version
+    # (2: KIP-890 part 2), as Kafka 4.3 bootstraps.
+    assert types[:4] == ["FEATURE_LEVEL_RECORD"] * 4
+    assert '"name":"eligible.leader.replicas.version","featureLevel":1' in payloads[1]
+    assert '"name":"transaction.version","featureLevel":2' in payloads[3]
+    assert types[4:] == ["TOPIC_RECORD", "CONFIG_RECORD", "PARTITION_RECORD", "PARTITION_RECORD", "CONFIG_RECORD",
                          "REMOVE_TOPIC_RECORD", "PRODUCER_IDS_RECORD"], types
-    assert '"name":"orders"' in payloads[3] and '"featureLevel":30' in payloads[0]
-    assert '"resourceType":4,"resourceName":"","name":"log.retention.ms","value":"5000"' in payloads[7]
+    assert '"name":"orders"' in payloads[4] and '"featureLevel":30' in payloads[0]
+    assert '"resourceType":4,"resourceName":"","name":"log.retention.ms","value":"5000"' in payloads[8]
     assert '"nextProducerId":1000' in payloads[-1]
     # Every batch is valid and stamped with the single voter's epoch.
     batches = [line for line in out.splitlines() if line.startswith("baseOffset:")]
     assert batches and all("isvalid: true" in b and "partitionLeaderEpoch: 1" in b for b in batches)
-    assert f'"topicId":"{uuid_to_base64(info.topic_id)}"' in payloads[3]
+    assert f'"topicId":"{uuid_to_base64(info.topic_id)}"' in payloads[4]
 
 
 def test_batch_written_but_not_durable_is_cut_off(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -55,7 +55,6 @@ ABSENT_APIS: dict[int, str] = {
 ABSENT_FEATURES: dict[str, str] = {
     "kraft.version": "no Raft metadata quorum (issue 13)",
     "streams.version": _STREAMS,
-    "eligible.leader.replicas.version": "no eligible leader replicas (KIP-966) on a single replica",
 }
 
 # DescribeConfigs (BROKER resource) keys whose read-only flag differs from Kafka's, and why.

@@ -100,9 +100,10 @@ def test_api_versions_advertises_exact_ranges_and_features(api: Api) -> None:
     assert ranges[3] == (0, 13) and ranges[18] == (0, 4) and ranges[22] == (0, 5)
     assert ranges == api.dispatcher.advertised_ranges()
     # group.version 1 enables KIP-848's consumer protocol (ConsumerGroupHeartbeat/Describe);
-    # transaction.version 2 (a new single node's) KIP-890 part 2.
+    # transaction.version 2 (a new single node's) KIP-890 part 2; eligible.leader.replicas.version 1 (KIP-966).
     assert [(f.name, f.max_version_level) for f in resp.finalized_features] == [
-        ("metadata.version", 30), ("group.version", 1), ("share.version", 1), ("transaction.version", 2)]
+        ("metadata.version", 30), ("group.version", 1), ("share.version", 1), ("transaction.version", 2),
+        ("eligible.leader.replicas.version", 1)]
     assert ranges[68] == (0, 1) and ranges[69] == (0, 1)
     assert api.ctx.client_software_name == "kbroker-test"
     bad = api.call(18, 3, ApiVersionsRequest(client_software_name="-bad", client_software_version="1"))

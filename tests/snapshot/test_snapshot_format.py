@@ -242,6 +242,8 @@ def test_format_writes_every_dir(tmp_path: Path) -> None:
     assert a["cluster.id"] == b["cluster.id"] == CLUSTER_ID and a["directory.id"] != b["directory.id"]
     boot = read_bootstrap_file(tmp_path / "b")
     assert boot is not None and boot.records == [FeatureLevelRecord(name="metadata.version", feature_level=30),
+                                                 FeatureLevelRecord(name="eligible.leader.replicas.version",
+                                                                    feature_level=1),
                                                  FeatureLevelRecord(name="group.version", feature_level=1),
                                                  FeatureLevelRecord(name="transaction.version", feature_level=2)]
     assert not (tmp_path / "a" / "__cluster_metadata-0").exists()
@@ -256,6 +258,8 @@ def test_format_writes_every_dir(tmp_path: Path) -> None:
 @pytest.mark.parametrize(("kwargs", "extra", "message"), [
     ({"features": ["foo.version=1"]}, {}, "Unsupported feature: foo.version"),
     ({"features": ["transaction.version=3"]}, {}, "No feature:transaction.version with feature level 3"),
+    ({"features": ["eligible.leader.replicas.version=1"], "release_version": "4.0-IV0"}, {},
+     "eligible.leader.replicas.version could not be set to 1 because it depends on metadata.version level 23"),
     ({"features": ["metadata.version=30"], "release_version": "4.3"}, {}, "Use --release-version instead"),
     ({"release_version": "2.8"}, {}, "Unknown metadata.version '2.8'"),
     ({"features": ["kraft.version=1"]}, {}, "Cannot set kraft.version to 1 unless KIP-853"),

@@ -36,9 +36,9 @@ from tests.support.sync import SyncAdmin
 pytestmark = pytest.mark.java
 
 CLUSTER_ID = "MkU3OEVBNTcwNTJENDM2Qk"
-# kbroker implements none of these: formatting Kafka with them at 0 gives kbroker's default features.
-KBROKER_FEATURES = ["--feature", "eligible.leader.replicas.version=0",
-                    "--feature", "share.version=0", "--feature", "streams.version=0"]
+# kbroker implements none of these: formatting Kafka with them at 0 gives kbroker's default features
+# (eligible.leader.replicas.version is implemented, at Kafka's default level).
+KBROKER_FEATURES = ["--feature", "share.version=0", "--feature", "streams.version=0"]
 
 
 @pytest.fixture(autouse=True)
@@ -258,7 +258,8 @@ def test_kbroker_starts_on_a_kafka_formatted_directory(tmp_path: Path, quorum: s
     assert props["cluster.id"] == CLUSTER_ID and props["directory.id"] == dir_id
     uuid_from_base64(props["directory.id"])
     # Kafka 4.3's default features minus those kbroker does not implement (dropped with a warning).
-    assert _bootstrap_features(data) == {"metadata.version": 30, "group.version": 1, "transaction.version": 2}
+    assert _bootstrap_features(data) == {"metadata.version": 30, "group.version": 1, "transaction.version": 2,
+                                         "eligible.leader.replicas.version": 1}
     assert "Ignoring share.version=1" in broker.log_text()
     if quorum == "standalone":
         assert (data / CLUSTER_METADATA_DIR / "00000000000000000000-0000000000.checkpoint").exists()
