@@ -479,7 +479,7 @@ class KafkaRaftClient:
             return [(v, ApiKey.END_QUORUM_EPOCH) for v in s.end_epoch_unacked]
         if isinstance(s, UnattachedState) and not self.quorum.is_voter and (
                 self.quorum.voters or self.config.bootstrap_servers):
-            return [(self._observer_target, ApiKey.FETCH)] if self._observer_target >= 0 else [(-1, ApiKey.FETCH)]
+            return [(self._observer_target, ApiKey.FETCH)] if self._observer_target != -1 else [(-1, ApiKey.FETCH)]
         return []
 
     def _can_send(self, destination: int, api_key: int, now_ms: int) -> bool:
@@ -616,10 +616,10 @@ class KafkaRaftClient:
         # An observer looks for the leader: fetch from a voter, which answers with the leader; with no
         # known voters (formatted with --no-initial-controllers), from controller.quorum.bootstrap.servers.
         targets = self.quorum.voters or sorted(self.config.bootstrap_servers)
-        if self._observer_target < 0 and targets:
+        if self._observer_target == -1 and targets:
             self._observer_target = self.rng.choice(targets)
-        target = self._observer_target
-        if target >= 0 and self._can_send(target, ApiKey.FETCH, now_ms):
+        target = self._observer_target  # -1: none; a bootstrap server's id is -2, -3, ...
+        if target != -1 and self._can_send(target, ApiKey.FETCH, now_ms):
             self._send(target, ApiKey.FETCH, self._build_fetch_request(s.epoch, -1), now_ms)
 
     def _start_prospective(self, now_ms: int) -> None:

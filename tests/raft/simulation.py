@@ -570,6 +570,9 @@ class Simulation:
         if self.now < self.next_membership_ms:
             return
         self.next_membership_ms = self.now + self.rng.randint(1, 2 * self.cfg.membership_interval_ms)
+        if not self.in_fault_stretch and self.stretch_end - self.now < self.cfg.healthy_ms // 2:
+            return  # late in a healthy stretch: its liveness check must see the quorum settled (a removed
+            # leader's successor needs up to a fetch timeout)
         leaders = self.current_leaders()
         if not leaders:
             return
@@ -709,9 +712,11 @@ class Simulation:
                 self.log(f"node {node.node_id} stops")
                 node.crash()
                 node.shutting_down_at = -1
-                if not self.in_fault_stretch and any(n.wiped for n in self.nodes.values()):
+                if not self.in_fault_stretch and (any(n.wiped for n in self.nodes.values())
+                                                  or self.cfg.membership_interval_ms):
                     # A wiped voter leaves no spare voter: a node whose graceful stop lands in a healthy
-                    # stretch comes straight back (the healthy stretch's liveness check needs it).
+                    # stretch comes straight back (the healthy stretch's liveness check needs it); so does one
+                    # in a membership run, whose voter set may be down to two voters.
                     node.start(self.now)
                     self.log(f"node {node.node_id} restarts (healthy stretch)")
             if node.alive and node.deadline <= self.now:
