@@ -85,9 +85,10 @@ def test_kbroker_initial_controllers_quorum(tmp_path: Path, skip_without_java: N
         q.stop_all()
 
 
-def test_kbroker_controller_refuses_without_voters(tmp_path: Path) -> None:
-    """A controller formatted for a static quorum (no VotersRecord) but configured with only
-    controller.quorum.bootstrap.servers does not start (neither does Kafka's)."""
+def test_kbroker_controller_without_voters_is_an_observer(tmp_path: Path) -> None:
+    """A controller formatted with --no-initial-controllers (no VotersRecord) and configured with only
+    controller.quorum.bootstrap.servers starts as an observer of the quorum (KIP-853), waiting to be
+    added with `kafka-metadata-quorum add-controller` (tests/cluster/test_kraft_add_remove_voter.py)."""
     from tests.support.kafka_cluster import new_cluster_id
     from tests.support.mixed_quorum import COMMON, kbroker_format
 
@@ -97,9 +98,12 @@ def test_kbroker_controller_refuses_without_voters(tmp_path: Path) -> None:
              "controller.quorum.bootstrap.servers": f"127.0.0.1:{node.port}"}
     kbroker_format(node, new_cluster_id(), props, "--no-initial-controllers")
     node.overrides = props
-    with pytest.raises(Exception, match="bootstrap VotersRecord"):
+    try:
         node.start(timeout=30)
-    node.kill()
+        text = "".join(p.read_text(errors="replace") for p in node.workdir.glob("kbroker-*.log"))
+        assert "runs as an observer" in text
+    finally:
+        node.kill()
 
 
 @pytest.mark.slow  # the static mixed quorum (test_kraft_mixed_quorum.py) and the kbroker kraft.version 1 quorum
