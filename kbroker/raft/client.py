@@ -48,9 +48,11 @@ from kbroker.protocol.messages.describe_quorum import DescribeQuorumRequest, Des
 from kbroker.protocol.messages.end_quorum_epoch import EndQuorumEpochRequest, EndQuorumEpochResponse
 from kbroker.protocol.messages.fetch import FetchRequest, FetchResponse
 from kbroker.protocol.messages.fetch_snapshot import FetchSnapshotRequest, FetchSnapshotResponse
+from kbroker.protocol.messages.leader_change_message import LeaderChangeMessage
 from kbroker.protocol.messages.remove_raft_voter import RemoveRaftVoterRequest, RemoveRaftVoterResponse
 from kbroker.protocol.messages.update_raft_voter import UpdateRaftVoterRequest, UpdateRaftVoterResponse
 from kbroker.protocol.messages.vote import VoteRequest, VoteResponse
+from kbroker.protocol.record_format import ControlRecordType, encode_control_key
 from kbroker.protocol.records import (
     CorruptRecordError,
     RecordBatch,
@@ -62,10 +64,12 @@ from kbroker.protocol.records import (
 )
 from kbroker.protocol.topic import CLUSTER_METADATA_TOPIC_NAME
 from kbroker.protocol.types import ZERO_UUID
-from kbroker.protocol.record_format import ControlRecordType, encode_control_key
-from kbroker.protocol.messages.leader_change_message import LeaderChangeMessage
 from kbroker.raft.config import Endpoint, QuorumConfig
-from kbroker.raft.control_records import LEADER_CHANGE_CURRENT_VERSION, build_leader_change_batch, encode_leader_change
+from kbroker.raft.control_records import (
+    LEADER_CHANGE_CURRENT_VERSION,
+    build_leader_change_batch,
+    encode_leader_change,
+)
 from kbroker.raft.messages import (
     LeaderAndEpoch,
     NotLeaderError,
@@ -77,6 +81,7 @@ from kbroker.raft.messages import (
     RaftRequestBody,
     RaftResponseBody,
 )
+from kbroker.raft.partition_state import KRaftControlRecordStateMachine, build_voters_batch
 from kbroker.raft.quorum_state import (
     CandidateState,
     EpochState,
@@ -88,7 +93,6 @@ from kbroker.raft.quorum_state import (
     ResignedState,
     UnattachedState,
 )
-from kbroker.raft.partition_state import KRaftControlRecordStateMachine, build_voters_batch
 from kbroker.raft.quorum_state_store import QuorumStateStore
 from kbroker.raft.raft_log import OffsetAndEpoch, RaftLog, truncate_to_end_offset, validate_offset_and_epoch
 from kbroker.raft.voter_set import ReplicaKey, VoterNode, VoterSet

@@ -51,7 +51,7 @@ def _leader(nodes: dict[int, KBroker], after_epoch: int = 0, timeout: float = 60
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         seen: set[tuple[int, int]] = set()
-        for i, n in nodes.items():
+        for _i, n in nodes.items():
             if n.proc is None or n.proc.poll() is not None:
                 continue
             text = "".join(p.read_text(errors="replace") for p in sorted(n.workdir.glob("kbroker-*.log")))

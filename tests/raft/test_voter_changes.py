@@ -134,7 +134,7 @@ def test_add_voter_errors_in_kafkas_order() -> None:
     assert second.error_code == ErrorCode.REQUEST_TIMED_OUT, second
     assert "previous voter operation" in (second.error_message or "")
     c.run_until(lambda: first in c.admin_responses)
-    assert getattr(c.admin_responses[first], "error_code") == ErrorCode.NONE
+    assert c.admin_responses[first].error_code == ErrorCode.NONE
 
 
 def test_add_voter_needs_kraft_version_1() -> None:
@@ -173,7 +173,7 @@ def test_a_change_without_a_majority_is_not_acknowledged() -> None:
         cluster_id="test", timeout_ms=30000, voter_id=4, voter_directory_id=dir_id(4),
         listeners=[AddRaftVoterRequest.Listener(name="CONTROLLER", host="node4", port=9093)]))
     c.run_until(lambda: rid in c.admin_responses, max_ms=60_000)
-    assert getattr(c.admin_responses[rid], "error_code") in (ErrorCode.NOT_LEADER_OR_FOLLOWER,
+    assert c.admin_responses[rid].error_code in (ErrorCode.NOT_LEADER_OR_FOLLOWER,
                                                              ErrorCode.REQUEST_TIMED_OUT)
 
 
