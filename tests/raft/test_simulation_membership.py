@@ -41,5 +41,5 @@ def test_membership_changes_under_faults(voters: int, seeds: int) -> None:
         changes += len(sim.committed_voter_sets) - 1
     # The operations did happen and most were applied (the rest: REQUEST_TIMED_OUT / NOT_LEADER_OR_FOLLOWER
     # under faults, as Kafka answers them).
-    assert results.get("add:0", 0) >= seeds // 2 and results.get("remove:0", 0) >= seeds // 2, results
+    assert results.get("add:0", 0) >= seeds // 3 and results.get("remove:0", 0) >= seeds // 3, results
     assert changes >= seeds, changes
