@@ -5,7 +5,9 @@ BrokerHeartbeat, AlterPartition, AllocateProducerIds, CreateTopics, ..., ApiVers
 listener, over `services.controller` (the `QuorumController`). The Raft APIs are not handlers of that
 package: Vote, BeginQuorumEpoch, EndQuorumEpoch, FetchSnapshot, DescribeQuorum and, on this listener,
 Fetch (a replica or observer fetching `__cluster_metadata`, never a client's Fetch) go to the Raft
-client through `KafkaRaftManager.handle_inbound`. ApiVersions advertises the Raft APIs with the
+client through `KafkaRaftManager.handle_inbound`, and so do AddRaftVoter / RemoveRaftVoter (KIP-853,
+`kafka-metadata-quorum add-controller / remove-controller`: ALTER on the cluster; the leader answers once
+the VotersRecord commits). ApiVersions advertises the Raft APIs with the
 versions the generated codecs speak. DescribeCluster on this listener is the controller's (KIP-919,
 `kafka-metadata-quorum --bootstrap-controller`): the voters as CONTROLLER endpoints, the Raft leader
 as the controller id. Envelope (API 58, KIP-590): an Apache Kafka broker forwards a client's admin
