@@ -6,7 +6,7 @@ generated wire classes plus the time, `poll(now_ms)` runs the timers and returns
 randomness (election timeouts, backoffs) comes from the injected `random.Random`. That is what lets
 `tests/raft/` run thousands of seeded clusters with a fake clock and a fake network.
 
-The protocol, as Kafka 4.3 runs it (KIP-595, KIP-996, KIP-853 minus dynamic membership):
+The protocol, as Kafka 4.3 runs it (KIP-595, KIP-996, KIP-853):
 
 - Elections: a voter whose timer expires becomes prospective and sends pre-votes (`VoteRequest`
   with `pre_vote`, current epoch); with a majority it becomes candidate (epoch + 1, votes for itself,
@@ -26,6 +26,11 @@ The protocol, as Kafka 4.3 runs it (KIP-595, KIP-996, KIP-853 minus dynamic memb
   `controller.quorum.fetch.timeout.ms` resigns. A graceful shutdown resigns with EndQuorumEpoch,
   naming the most caught-up voters first so they elect sooner.
 - DescribeQuorum is answered by the leader from its replica states.
+- Membership (KIP-853): the voter set is the latest VotersRecord in the local log, committed or not
+  (`partition_state.py`); the leader adds an observer that caught up (AddRaftVoter) or removes a voter
+  (RemoveRaftVoter) one change at a time, answering once the VotersRecord commits; a leader that removed
+  itself resigns after the commit. An observer with no known voter looks for the leader through
+  `controller.quorum.bootstrap.servers` (ids -2, -3, ...).
 
 Planted bugs (`PlantedBugs`) exist only so the simulation can show it catches them: never set them
 outside tests.
