@@ -67,20 +67,22 @@ def test_kbroker_initial_controllers_quorum(tmp_path: Path, skip_without_java: N
             assert state["data_version"] == 1, state
             if state["votedId"] >= 0:
                 assert state["votedDirectoryId"] == q.directory_ids[state["votedId"]], state
-        # Membership changes are not served yet (AddRaftVoter / RemoveRaftVoter / UpdateRaftVoter are not
-        # advertised): Kafka's tool gets a clean UNSUPPORTED_VERSION, and the voter set is unchanged.
-        removed = run_java_main("kafka-metadata-quorum", [
-            "--bootstrap-controller", q.bootstrap_controllers(), "remove-controller", "--controller-id", "3",
-            "--controller-directory-id", q.directory_ids[3]], timeout=120)
-        assert removed.returncode != 0, removed.stdout
-        assert "UnsupportedVersionException" in removed.stdout + removed.stderr, removed.stdout + removed.stderr
-        for i in q.controllers:
-            assert f'"id": {i}' in _status(q)["CurrentVoters"]
         # A failover keeps working with the voter set from the checkpoint.
+        dead = leader
         q.kill(leader)
         epoch, leader = q.wait_leader(after_epoch=epoch, timeout=30)
         _create_topic(q, "dynamic-2", 1)
         _wait_served(q, {"dynamic-1": 2, "dynamic-2": 1})
+        # KIP-853: the dead voter is removed with Kafka's tool (RemoveRaftVoter; more in
+        # tests/cluster/test_kraft_add_remove_voter.py), and the two others go on.
+        removed = run_java_main("kafka-metadata-quorum", [
+            "--bootstrap-controller", q.bootstrap_controllers(), "remove-controller", "--controller-id", str(dead),
+            "--controller-directory-id", q.directory_ids[dead]], timeout=120)
+        assert removed.returncode == 0, removed.stdout + removed.stderr
+        voters = _status(q)["CurrentVoters"]
+        assert f'"id": {dead}' not in voters and all(f'"id": {i}' in voters for i in q.controllers if i != dead)
+        _create_topic(q, "dynamic-3", 1)
+        _wait_served(q, {"dynamic-1": 2, "dynamic-2": 1, "dynamic-3": 1})
     finally:
         q.stop_all()
 
