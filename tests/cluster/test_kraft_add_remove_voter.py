@@ -145,3 +145,49 @@ def test_add_and_remove_controllers(tmp_path: Path, skip_without_java: None) -> 
         broker.kill()
         for n in controllers.values():
             n.kill()
+
+
+@pytest.mark.slow  # one JVM controller; the kbroker-only test above runs by default
+def test_add_a_kafka_controller_to_a_kbroker_quorum(tmp_path: Path, skip_without_java: None) -> None:
+    """Mixed step: an Apache Kafka 4.3.1 controller formatted with --no-initial-controllers follows a
+    kbroker leader as an observer and is added with `add-controller`; the quorum then has two voters
+    of two kinds, and a topic is created through a kbroker broker."""
+    from types import SimpleNamespace
+
+    from tests.support.kafka_cluster import KafkaNode
+
+    cluster_id = new_cluster_id()
+    kb = KBroker(tmp_path / "controller-1")
+    cluster = SimpleNamespace(workdir=tmp_path, cluster_id=cluster_id, voters="")
+    kafka = KafkaNode(cluster, 2, "controller")  # type: ignore[arg-type]
+    bootstrap = f"{kb.bootstrap},{kafka.bootstrap}"
+    kafka.overrides = {"controller.quorum.bootstrap.servers": bootstrap}
+    broker = KBroker(tmp_path / "broker-11")
+    try:
+        kb.overrides = {**COMMON, "process.roles": "controller", "node.id": "1",
+                        "listeners": f"CONTROLLER://127.0.0.1:{kb.port}", "log.dirs": str(kb.log_dir),
+                        "controller.quorum.bootstrap.servers": bootstrap, "broker.session.timeout.ms": "4000"}
+        kbroker_format(kb, cluster_id, kb.overrides, "--standalone")
+        kb.start(timeout=60)
+        kafka.config_file.write_text("".join(f"{k}={v}\n" for k, v in kafka.properties().items()
+                                             if k != "controller.quorum.voters"))
+        proc = run_java_main("kafka-storage", ["format", "-t", cluster_id, "-c", str(kafka.config_file),
+                                               "--no-initial-controllers"], timeout=120)
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+        kafka.start(150)
+        out = _retry("add-controller (Kafka)", lambda: _quorum_tool(
+            kb.bootstrap, "--command-config", str(kafka.config_file), "add-controller"), timeout=150)
+        assert "Added controller 2" in out, out
+        assert _voter_ids(_status(kb.bootstrap)) == [1, 2]
+        broker.overrides = {**COMMON, "process.roles": "broker", "node.id": "11",
+                            "listeners": f"PLAINTEXT://127.0.0.1:{broker.port}", "log.dirs": str(broker.log_dir),
+                            "controller.quorum.bootstrap.servers": bootstrap, "broker.heartbeat.interval.ms": "500",
+                            "offsets.topic.replication.factor": "1"}
+        kbroker_format(broker, cluster_id, broker.overrides)
+        broker.start(timeout=90)
+        _create_topic(broker, "mixed-added")
+        assert "mixed-added" in _list_topics(broker)
+    finally:
+        broker.kill()
+        kafka.kill()
+        kb.kill()
