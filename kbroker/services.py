@@ -52,6 +52,7 @@ from kbroker.metadata.cache import MetadataCache
 from kbroker.metadata.loader import MetadataLoader
 from kbroker.metrics.meters import BrokerMetrics
 from kbroker.raft import QuorumConfig
+from kbroker.raft.config import Endpoint
 from kbroker.raft.voter_set import bootstrap_voters, read_bootstrap_voter_set
 from kbroker.replica.replica_manager import ReplicaManager
 from kbroker.security.acl import StandardAuthorizer
@@ -399,12 +400,28 @@ def kraft_controller_settings(config: KafkaConfig, cluster_id: str, log_manager:
         # (`combined_voters`: a quorum of itself).
         names = [n.strip().upper() for n in str(config["controller.listener.names"] or "").split(",") if n.strip()]
         voter_set = read_bootstrap_voter_set(metadata_dir)
-        if voter_set is not None or voters is None:
+        bootstrap_servers = [str(b) for b in config["controller.quorum.bootstrap.servers"] or []]
+        observer = voters is None and (voter_set is None or not voter_set.voters) and bool(bootstrap_servers)
+        if observer:
+            # KIP-853: formatted with --no-initial-controllers (no voter set in its checkpoint): the
+            # controller runs as an observer, finding the leader through controller.quorum.bootstrap.servers,
+            # until `kafka-metadata-quorum add-controller` makes it a voter (it follows the log's VotersRecord).
+            props["controller.quorum.voters"] = ""
+        elif voter_set is not None or voters is None:
             props["controller.quorum.voters"] = bootstrap_voters(metadata_dir, names[0] if names else "CONTROLLER")
     quorum = QuorumConfig.from_props(props)
-    if not config["controller.quorum.voters"] and voter_set is not None:
-        quorum = dataclasses.replace(quorum, voter_directory_ids={
-            i: v.key.directory_id for i, v in voter_set.voters.items()})
+    if not config["controller.quorum.voters"]:
+        names = [n.strip().upper() for n in str(config["controller.listener.names"] or "").split(",") if n.strip()]
+        listener = names[0] if names else "CONTROLLER"
+        quorum = dataclasses.replace(quorum, default_listener=listener, bootstrap_servers={
+            -2 - i: Endpoint(n.host, n.port, listener)
+            for i, n in enumerate(parse_bootstrap_servers(config["controller.quorum.bootstrap.servers"] or []))},
+            voters={i: dataclasses.replace(e, listener=listener) for i, e in quorum.voters.items()})
+        if voter_set is not None and voter_set.voters:
+            quorum = dataclasses.replace(quorum, voter_directory_ids={
+                i: v.key.directory_id for i, v in voter_set.voters.items()})
+        elif not quorum.voters:
+            quorum = dataclasses.replace(quorum, kraft_version_level=1)
     return KRaftControllerSettings(
         node_id=config.node_id,
         cluster_id=cluster_id,
@@ -428,7 +445,17 @@ def kraft_controller_settings(config: KafkaConfig, cluster_id: str, log_manager:
         max_bytes_between_snapshots=int(config["metadata.log.max.record.bytes.between.snapshots"]),
         max_snapshot_interval_ms=int(config["metadata.log.max.snapshot.interval.ms"]),
         controller_security=config.controller_security(),
+        local_endpoint=_local_controller_endpoint(config, quorum.default_listener),
     )
+
+
+def _local_controller_endpoint(config: KafkaConfig, listener: str) -> Endpoint | None:
+    """This controller's own endpoint (an observer is in no voter set: its ControllerRegistration needs it)."""
+    if not config.controller_listeners:
+        return None
+    voter = _self_voter(config)
+    host, _, port = voter.split("@", 1)[1].rpartition(":")
+    return Endpoint(host, int(port), listener)
 
 
 def _kraft_controller_role(core: _CoreServices) -> _RoleWiring:

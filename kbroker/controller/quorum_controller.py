@@ -353,6 +353,9 @@ class QuorumController(Controller):
         if self.active_epoch is None:
             return PendingOperation.failed(_not_controller(self.leader), name)
         epoch = self.active_epoch
+        # The Raft layer appends control batches of its own between ours (KIP-853: the VotersRecord of an
+        # AddRaftVoter / RemoveRaftVoter): the next write goes at the log's end, not after our last batch.
+        self.next_write_offset = max(self.next_write_offset, self.raft.log_end_offset())
         try:
             result = generate()
         except KafkaError as e:

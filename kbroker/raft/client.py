@@ -6,7 +6,7 @@ generated wire classes plus the time, `poll(now_ms)` runs the timers and returns
 randomness (election timeouts, backoffs) comes from the injected `random.Random`. That is what lets
 `tests/raft/` run thousands of seeded clusters with a fake clock and a fake network.
 
-The protocol, as Kafka 4.3 runs it (KIP-595, KIP-996, KIP-853 minus dynamic membership):
+The protocol, as Kafka 4.3 runs it (KIP-595, KIP-996, KIP-853):
 
 - Elections: a voter whose timer expires becomes prospective and sends pre-votes (`VoteRequest`
   with `pre_vote`, current epoch); with a majority it becomes candidate (epoch + 1, votes for itself,
@@ -26,6 +26,11 @@ The protocol, as Kafka 4.3 runs it (KIP-595, KIP-996, KIP-853 minus dynamic memb
   `controller.quorum.fetch.timeout.ms` resigns. A graceful shutdown resigns with EndQuorumEpoch,
   naming the most caught-up voters first so they elect sooner.
 - DescribeQuorum is answered by the leader from its replica states.
+- Membership (KIP-853): the voter set is the latest VotersRecord in the local log, committed or not
+  (`partition_state.py`); the leader adds an observer that caught up (AddRaftVoter) or removes a voter
+  (RemoveRaftVoter) one change at a time, answering once the VotersRecord commits; a leader that removed
+  itself resigns after the commit. An observer with no known voter looks for the leader through
+  `controller.quorum.bootstrap.servers` (ids -2, -3, ...).
 
 Planted bugs (`PlantedBugs`) exist only so the simulation can show it catches them: never set them
 outside tests.
@@ -33,6 +38,7 @@ outside tests.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import random
 import uuid
@@ -41,13 +47,17 @@ from typing import Protocol, TypeVar
 
 from kbroker.protocol.errors import ErrorCode
 from kbroker.protocol.messages import ApiKey
+from kbroker.protocol.messages.add_raft_voter import AddRaftVoterRequest, AddRaftVoterResponse
 from kbroker.protocol.messages.begin_quorum_epoch import BeginQuorumEpochRequest, BeginQuorumEpochResponse
 from kbroker.protocol.messages.describe_quorum import DescribeQuorumRequest, DescribeQuorumResponse
 from kbroker.protocol.messages.end_quorum_epoch import EndQuorumEpochRequest, EndQuorumEpochResponse
 from kbroker.protocol.messages.fetch import FetchRequest, FetchResponse
 from kbroker.protocol.messages.fetch_snapshot import FetchSnapshotRequest, FetchSnapshotResponse
+from kbroker.protocol.messages.leader_change_message import LeaderChangeMessage
+from kbroker.protocol.messages.remove_raft_voter import RemoveRaftVoterRequest, RemoveRaftVoterResponse
 from kbroker.protocol.messages.update_raft_voter import UpdateRaftVoterRequest, UpdateRaftVoterResponse
 from kbroker.protocol.messages.vote import VoteRequest, VoteResponse
+from kbroker.protocol.record_format import ControlRecordType, encode_control_key
 from kbroker.protocol.records import (
     CorruptRecordError,
     RecordBatch,
@@ -59,8 +69,12 @@ from kbroker.protocol.records import (
 )
 from kbroker.protocol.topic import CLUSTER_METADATA_TOPIC_NAME
 from kbroker.protocol.types import ZERO_UUID
-from kbroker.raft.config import QuorumConfig
-from kbroker.raft.control_records import build_leader_change_batch
+from kbroker.raft.config import Endpoint, QuorumConfig
+from kbroker.raft.control_records import (
+    LEADER_CHANGE_CURRENT_VERSION,
+    build_leader_change_batch,
+    encode_leader_change,
+)
 from kbroker.raft.messages import (
     LeaderAndEpoch,
     NotLeaderError,
@@ -72,6 +86,7 @@ from kbroker.raft.messages import (
     RaftRequestBody,
     RaftResponseBody,
 )
+from kbroker.raft.partition_state import KRaftControlRecordStateMachine, build_voters_batch
 from kbroker.raft.quorum_state import (
     CandidateState,
     EpochState,
@@ -85,6 +100,7 @@ from kbroker.raft.quorum_state import (
 )
 from kbroker.raft.quorum_state_store import QuorumStateStore
 from kbroker.raft.raft_log import OffsetAndEpoch, RaftLog, truncate_to_end_offset, validate_offset_and_epoch
+from kbroker.raft.voter_set import ReplicaKey, VoterNode, VoterSet
 
 # Kafka's Topic.CLUSTER_METADATA_TOPIC_ID: Uuid(0, 1).
 CLUSTER_METADATA_TOPIC_ID = uuid.UUID(int=1)
@@ -133,6 +149,28 @@ class _SnapshotFetch:
     data: bytearray
 
 
+# Kafka's LeaderState.isReplicaCaughtUp: an observer that caught up once and fetched within the hour.
+CAUGHT_UP_WINDOW_MS = 3600 * 1000
+
+
+@dataclass
+class _VoterChange:
+    """The one AddRaftVoter / RemoveRaftVoter in flight (Kafka's AddVoterHandlerState /
+    RemoveVoterHandlerState): answered once the high watermark passes its VotersRecord."""
+
+    request_id: int
+    api_key: int
+    voters_offset: int
+    deadline_ms: int
+    removed: int = -1  # RemoveRaftVoter: the voter removed (a leader that removed itself resigns)
+
+
+def bootstrap_voter_set(config: QuorumConfig) -> VoterSet:
+    """The voter set of the static config (controller.quorum.voters, or the bootstrap checkpoint's)."""
+    return VoterSet({i: VoterNode(ReplicaKey(i, config.voter_directory_id(i)), {ep.listener: (ep.host, ep.port)})
+                     for i, ep in config.voters.items()})
+
+
 def _vote_partition(body: VoteRequest) -> VoteRequest.PartitionData | None:
     for t in body.topics:
         for p in t.partitions:
@@ -158,6 +196,13 @@ class KafkaRaftClient:
         self.updated_voter_endpoints: dict[int, dict[str, tuple[str, int]]] = {}
         self.planted = planted or PlantedBugs()
         self.quorum = QuorumState(node_id, config, store, rng)
+        # KIP-853: the voter set follows the latest VotersRecord in the log (uncommitted included).
+        self._base_config = config
+        self.partition_state = KRaftControlRecordStateMachine(bootstrap_voter_set(config), config.kraft_version)
+        self.known_endpoints: dict[int, Endpoint] = {}  # leaders' endpoints learnt from responses
+        self._voter_change: _VoterChange | None = None
+        self._now_hint = now_ms
+        self._sync_voters(now_ms, initial=True)
         self.quorum.initialize(log.last_fetched_epoch(), now_ms)
         self._outbox: list[RaftOutbound] = []
         self._inflight: dict[int, _InFlight] = {}
@@ -195,6 +240,59 @@ class KafkaRaftClient:
         hw = s.high_watermark if isinstance(s, LeaderState | FollowerState) else -1
         return max(hw, self._hw_carry)
 
+    def endpoint_of(self, node_id: int) -> Endpoint | None:
+        """Where to reach `node_id`: a voter's endpoint, a leader's learnt from a response's
+        node_endpoints (an observer's leader need not be a voter it knows), or a bootstrap server."""
+        return (self.config.voters.get(node_id) or self.known_endpoints.get(node_id)
+                or self.config.bootstrap_servers.get(node_id))
+
+    # --- the voter set (KIP-853) ---------------------------------------------------------------------
+    def _sync_voters(self, now_ms: int, *, initial: bool = False) -> None:
+        """Follow the log's latest VotersRecord (Kafka's partitionState): after every append, truncation
+        or snapshot. A change swaps the config the whole client reads its voters from."""
+        if not self.partition_state.sync(self.log) and not initial:
+            return
+        ps = self.partition_state
+        voters = ps.last_voter_set()
+        listener = self._base_config.default_listener
+        if self._base_config.voters:
+            listener = next(iter(self._base_config.voters.values())).listener
+        endpoints: dict[int, Endpoint] = {}
+        for i, node in voters.voters.items():
+            host_port = node.endpoints.get(listener) or next(iter(node.endpoints.values()), None)
+            if host_port is not None:
+                endpoints[i] = Endpoint(host_port[0], host_port[1], listener)
+        directory_ids = {i: n.key.directory_id for i, n in voters.voters.items()}
+        new = dataclasses.replace(self._base_config, voters=endpoints, voter_directory_ids=directory_ids,
+                                  kraft_version_level=ps.kraft_version())
+        if new == self.config:
+            return
+        old_voters = set(self.config.voters)
+        self.config = new
+        self.quorum.config = new
+        if initial:
+            return
+        log.info("node %d: the voter set is now %s (VotersRecord at offset %d)", self.node_id,
+                 sorted(new.voters), ps.last_voter_set_entry().offset)
+        s = self.quorum.state
+        if isinstance(s, LeaderState):
+            for v in set(new.voters) - old_voters:
+                st = s.observer_states.pop(v, None) or ReplicaState(v)
+                s.voter_states[v] = st
+            for v in old_voters - set(new.voters):
+                st = s.voter_states.pop(v)
+                s.observer_states[v] = st
+                s.begin_epoch_unacked.discard(v)
+            self._update_leader_hw(s)
+        elif isinstance(s, ProspectiveState | CandidateState) and not self.quorum.is_voter:
+            self._transition_to_unattached(s.epoch, now_ms, voted_id=self.quorum.voted_id())
+
+    def voters_record_at(self, offset: int) -> tuple[int, VoterSet | None]:
+        """kraft.version and the voter set a snapshot ending after `offset` must carry in its header
+        (Kafka's snapshot writer does; None with kraft.version 0, whose voters are static)."""
+        level = self.partition_state.kraft_version_at(offset)
+        return level, (self.partition_state.voter_set_at(offset) if level >= 1 else None)
+
     # --- the state machine's API --------------------------------------------------------------------
     def append(self, values: list[bytes], now_ms: int) -> int:
         """Append one batch of records as the leader; the offset of its last record.
@@ -229,6 +327,8 @@ class KafkaRaftClient:
         view.set_partition_leader_epoch(s.epoch)
         self.log.append(bytes(data))
         self._linger_deadline = min(self._linger_deadline, now_ms + self.config.append_linger_ms)
+        if view.is_control:
+            self._sync_voters(now_ms)
         return view.last_offset
 
     def create_snapshot(self, offset: int, data: bytes) -> OffsetAndEpoch:
@@ -276,6 +376,10 @@ class KafkaRaftClient:
             response = self.describe_quorum(now_ms)
         elif isinstance(body, UpdateRaftVoterRequest):
             response = self._handle_update_raft_voter(body)
+        elif isinstance(body, AddRaftVoterRequest):
+            response = self._handle_add_raft_voter(body, request_id, now_ms)
+        elif isinstance(body, RemoveRaftVoterRequest):
+            response = self._handle_remove_raft_voter(body, request_id, now_ms)
         else:
             return
         if response is not None:
@@ -316,6 +420,7 @@ class KafkaRaftClient:
         for corr, inflight in list(self._inflight.items()):
             if inflight.deadline_ms <= now_ms:
                 self.handle_failure(inflight.destination, corr, now_ms)
+        self._sync_voters(now_ms)
         for _ in range(4):  # a transition runs the new state's duties in the same poll
             s = self.quorum.state
             if isinstance(s, LeaderState):
@@ -330,6 +435,7 @@ class KafkaRaftClient:
                 self._poll_resigned(s, now_ms)
             if self.quorum.state is s:
                 break
+        self._maybe_complete_voter_change(now_ms)
         self._deliver(now_ms)
         for key in [k for k, until in self._backoff_until.items() if until <= now_ms]:
             del self._backoff_until[key]
@@ -344,6 +450,8 @@ class KafkaRaftClient:
         for key in self._wanted_sends():
             if key not in self._inflight_by_dest:
                 deadlines.append(self._backoff_until.get(key, 0))
+        if self._voter_change is not None:
+            deadlines.append(self._voter_change.deadline_ms)
         if isinstance(s, LeaderState):
             deadlines.append(s.check_quorum_deadline_ms)
             if self.log.flushed_end_offset() < self.log.end_offset():
@@ -378,8 +486,9 @@ class KafkaRaftClient:
             return [(v, ApiKey.BEGIN_QUORUM_EPOCH) for v in s.begin_epoch_unacked]
         if isinstance(s, ResignedState):
             return [(v, ApiKey.END_QUORUM_EPOCH) for v in s.end_epoch_unacked]
-        if isinstance(s, UnattachedState) and not self.quorum.is_voter and self.quorum.voters:
-            return [(self._observer_target, ApiKey.FETCH)] if self._observer_target >= 0 else [(-1, ApiKey.FETCH)]
+        if isinstance(s, UnattachedState) and not self.quorum.is_voter and (
+                self.quorum.voters or self.config.bootstrap_servers):
+            return [(self._observer_target, ApiKey.FETCH)] if self._observer_target != -1 else [(-1, ApiKey.FETCH)]
         return []
 
     def _can_send(self, destination: int, api_key: int, now_ms: int) -> bool:
@@ -402,6 +511,11 @@ class KafkaRaftClient:
 
     # --- transitions with side effects --------------------------------------------------------------
     def _on_state_change(self) -> None:
+        change = self._voter_change
+        if change is not None:  # Kafka: leaving the leader state fails the pending voter operation
+            self._voter_change = None
+            self._answer_voter_change(change, ErrorCode.NOT_LEADER_OR_FOLLOWER,
+                                      "The leader lost leadership before the voter change committed")
         self._snapshot_fetch = None
         self._linger_deadline = NO_DEADLINE
         for p in self._parked:  # parked fetches of a leader that is no longer one: answer them now
@@ -461,10 +575,24 @@ class KafkaRaftClient:
         self._on_state_change()
         start = self.log.end_offset()
         leader = self.quorum.to_leader(start, now_ms)
-        batch = build_leader_change_batch(leader_id=self.node_id, voters=self.quorum.voters,
-                                          granting_voters=leader.granting_voters, base_offset=start,
-                                          epoch=leader.epoch, now_ms=now_ms)
+        if self.config.kraft_version >= 1 and not self.partition_state.has_voters_in_log():
+            # Kafka's appendStartOfEpochControlRecords: the first leader of a dynamic quorum writes the
+            # bootstrap voters into the log (KRaftVersionRecord + VotersRecord after the LeaderChange, one
+            # batch), so replicas that never read the bootstrap checkpoint learn them.
+            message = LeaderChangeMessage(
+                version=LEADER_CHANGE_CURRENT_VERSION, leader_id=self.node_id,
+                voters=[LeaderChangeMessage.Voter(voter_id=v) for v in self.quorum.voters],
+                granting_voters=[LeaderChangeMessage.Voter(voter_id=v) for v in sorted(leader.granting_voters)])
+            change = SimpleRecord(value=encode_leader_change(message),
+                                  key=encode_control_key(ControlRecordType.LEADER_CHANGE), timestamp=now_ms)
+            batch = build_voters_batch(self.partition_state.last_voter_set(), base_offset=start, epoch=leader.epoch,
+                                       now_ms=now_ms, leader_change=change, kraft_version=self.config.kraft_version)
+        else:
+            batch = build_leader_change_batch(leader_id=self.node_id, voters=self.quorum.voters,
+                                              granting_voters=leader.granting_voters, base_offset=start,
+                                              epoch=leader.epoch, now_ms=now_ms)
         self.log.append(bytes(batch))
+        self._sync_voters(now_ms)
         self._linger_deadline = now_ms  # the LeaderChangeMessage goes out at once
         log.info("node %d is the leader in epoch %d (epoch start offset %d)", self.node_id, leader.epoch, start)
 
@@ -494,11 +622,13 @@ class KafkaRaftClient:
             if now_ms >= s.election_deadline_ms:
                 self._start_prospective(now_ms)
             return
-        # An observer looks for the leader: fetch from a voter, which answers with the leader.
-        if self._observer_target < 0 and self.quorum.voters:
-            self._observer_target = self.rng.choice(self.quorum.voters)
-        target = self._observer_target
-        if target >= 0 and self._can_send(target, ApiKey.FETCH, now_ms):
+        # An observer looks for the leader: fetch from a voter, which answers with the leader; with no
+        # known voters (formatted with --no-initial-controllers), from controller.quorum.bootstrap.servers.
+        targets = self.quorum.voters or sorted(self.config.bootstrap_servers)
+        if self._observer_target == -1 and targets:
+            self._observer_target = self.rng.choice(targets)
+        target = self._observer_target  # -1: none; a bootstrap server's id is -2, -3, ...
+        if target != -1 and self._can_send(target, ApiKey.FETCH, now_ms):
             self._send(target, ApiKey.FETCH, self._build_fetch_request(s.epoch, -1), now_ms)
 
     def _start_prospective(self, now_ms: int) -> None:
@@ -528,7 +658,7 @@ class KafkaRaftClient:
                 self._send(v, ApiKey.VOTE, self._build_vote_request(v, s.epoch, pre_vote=pre_vote), now_ms)
 
     def _maybe_won_pre_vote(self, s: ProspectiveState, now_ms: int) -> None:
-        if len(s.granted) >= self.config.majority():
+        if len(s.granted & set(self.config.voters)) >= self.config.majority():
             self._on_state_change()
             self.quorum.to_candidate(now_ms)
             c = self.quorum.state
@@ -536,12 +666,14 @@ class KafkaRaftClient:
             self._maybe_won_vote(c, now_ms)
 
     def _maybe_won_vote(self, s: CandidateState, now_ms: int) -> None:
-        if len(s.granted) >= self.config.majority():
+        if len(s.granted & set(self.config.voters)) >= self.config.majority():
             self._become_leader(now_ms)
 
     def _poll_resigned(self, s: ResignedState, now_ms: int) -> None:
         if now_ms >= s.election_deadline_ms:
-            if len(self.quorum.voters) == 1:
+            if not self.quorum.is_voter:  # a removed leader: an observer from now on
+                self._transition_to_unattached(s.epoch, now_ms)
+            elif len(self.quorum.voters) == 1:
                 self._maybe_become_leader_alone(now_ms)
             else:
                 self._start_prospective(now_ms)
@@ -578,12 +710,20 @@ class KafkaRaftClient:
         if self.log.flushed_end_offset() < self.log.end_offset() and now_ms >= self._linger_deadline:
             self.log.flush()
             self._linger_deadline = NO_DEADLINE
-        own = s.voter_states[self.node_id]
+        own = s.voter_states.get(self.node_id) or s.observer_states.setdefault(self.node_id, ReplicaState(self.node_id))
         own.end_offset = self.log.flushed_end_offset()
         own.last_fetch_ms = own.last_caught_up_ms = now_ms
         self._update_leader_hw(s)
-        if len(self.quorum.voters) == 1:
+        if self.quorum.voters == [self.node_id]:
             s.check_quorum_deadline_ms = now_ms + self.config.check_quorum_timeout_ms
+        if not self.quorum.is_voter and s.high_watermark > self.partition_state.last_voter_set_entry().offset:
+            # KIP-853: a leader whose removal committed resigns (Kafka's RemoveVoterHandler requestResign).
+            log.info("leader %d was removed from the voters (committed at %d): resigning", self.node_id,
+                     self.partition_state.last_voter_set_entry().offset)
+            self._maybe_complete_voter_change(now_ms)
+            others = sorted(self.quorum.voters, key=lambda v: -s.voter_states[v].end_offset)
+            self._resign(others, now_ms)
+            return
         if now_ms >= s.check_quorum_deadline_ms:
             log.warning("leader %d in epoch %d heard no majority fetch for %d ms: resigning", self.node_id,
                         s.epoch, self.config.check_quorum_timeout_ms)
@@ -646,8 +786,13 @@ class KafkaRaftClient:
             # KIP-853: the request names the voter it was meant for by ReplicaKey; a replica whose
             # directory differs (a re-formatted disk) is not that voter (Kafka's isValidVoterKey).
             return self._vote_response(ErrorCode.NONE, False, ErrorCode.INVALID_VOTER_KEY)
-        if candidate not in self.config.voters or not self.quorum.is_voter \
-                or not self._voter_key_matches(candidate, p.replica_directory_id):
+        if self.config.kraft_version == 0 and (candidate not in self.config.voters or not self.quorum.is_voter):
+            return self._vote_response(ErrorCode.NONE, False, ErrorCode.INCONSISTENT_VOTER_SET)
+        # KIP-853: a replica's voter set may lag the candidate's (an uncommitted VotersRecord it has not
+        # fetched yet), so a kraft.version 1 replica votes for any candidate with a good log, observers
+        # included; the candidate counts the votes of its own voter set only. A candidate id that is a
+        # voter here must come with that voter's directory.
+        if candidate in self.config.voters and not self._voter_key_matches(candidate, p.replica_directory_id):
             return self._vote_response(ErrorCode.NONE, False, ErrorCode.INCONSISTENT_VOTER_SET)
         if epoch < self.epoch:
             return self._vote_response(ErrorCode.NONE, False, ErrorCode.FENCED_LEADER_EPOCH)
@@ -711,7 +856,7 @@ class KafkaRaftClient:
         else:
             self._maybe_won_vote(s, now_ms)
         s2 = self.quorum.state
-        if s2 is s and len(s.rejected) > len(self.quorum.voters) - self.config.majority():
+        if s2 is s and len(s.rejected & set(self.config.voters)) > len(self.quorum.voters) - self.config.majority():
             self._lost_election(s, now_ms)
 
     # --- UpdateRaftVoter (KIP-853) --------------------------------------------------------------
@@ -760,6 +905,122 @@ class KafkaRaftClient:
         self.updated_voter_endpoints[body.voter_id] = given
         return answer(ErrorCode.NONE)
 
+    # --- AddRaftVoter / RemoveRaftVoter (KIP-853) -------------------------------------------------
+    def _voter_change_precheck(self, cluster_id: str | None, what: str) -> tuple[ErrorCode, str] | None:
+        """The checks AddVoterHandler and RemoveVoterHandler share, in Kafka's order."""
+        s = self.quorum.state
+        if cluster_id is not None and cluster_id != self.cluster_id:
+            return ErrorCode.INCONSISTENT_CLUSTER_ID, ErrorCode.INCONSISTENT_CLUSTER_ID.message
+        if not isinstance(s, LeaderState):
+            return ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.NOT_LEADER_OR_FOLLOWER.message
+        if self.config.kraft_version < 1:
+            return (ErrorCode.UNSUPPORTED_VERSION,
+                    f"Cluster doesn't support {what} voter because the kraft.version feature is "
+                    f"{self.config.kraft_version}")
+        if self._voter_change is not None:
+            return (ErrorCode.REQUEST_TIMED_OUT,
+                    "Request timed out waiting for leader to handle previous voter operation")
+        if s.high_watermark < 0:
+            return (ErrorCode.REQUEST_TIMED_OUT,
+                    "Request timed out waiting for leader to establish HWM and fence previous voter changes")
+        last = self.partition_state.last_voter_set_entry()
+        if last.offset >= s.high_watermark:
+            return (ErrorCode.REQUEST_TIMED_OUT,
+                    f"Request timed out waiting for voters to commit the latest voter change at {last.offset} "
+                    f"with high-watermark {s.high_watermark}")
+        return None
+
+    def _append_voters(self, voters: VoterSet, now_ms: int) -> int:
+        s = self.quorum.state
+        assert isinstance(s, LeaderState)
+        batch = build_voters_batch(voters, base_offset=self.log.end_offset(), epoch=s.epoch, now_ms=now_ms)
+        return self.append_batch(batch, now_ms)
+
+    def _handle_add_raft_voter(self, body: AddRaftVoterRequest, request_id: int, now_ms: int
+                               ) -> AddRaftVoterResponse | None:
+        """Kafka's AddVoterHandler: the leader adds an observer that is caught up (it fetched within the
+        hour and reached the log end once, Kafka's `isReplicaCaughtUp`) by appending a VotersRecord; the
+        answer waits for its commit (`ack_when_committed`, v1; false: answered once appended). Kafka
+        also asks the new voter's ApiVersions for its kraft.version range; kbroker records [0, 1], the
+        range both kbroker and Kafka 4.3 support."""
+        def answer(error: ErrorCode, message: str | None = None) -> AddRaftVoterResponse:
+            return AddRaftVoterResponse(error_code=int(error), error_message=message)
+        failed = self._voter_change_precheck(body.cluster_id, "adding")
+        if failed is not None:
+            return answer(*failed)
+        s = self.quorum.state
+        assert isinstance(s, LeaderState)
+        key = ReplicaKey(body.voter_id, body.voter_directory_id)
+        if body.voter_id < 0 or body.voter_directory_id == ZERO_UUID:
+            return answer(ErrorCode.INVALID_REQUEST, f"Add voter request didn't include a valid voter key {key}")
+        current = self.partition_state.last_voter_set()
+        if body.voter_id in current.voters:
+            return answer(ErrorCode.DUPLICATE_VOTER,
+                          f"The voter id for {key} is already part of the set of voters {sorted(current.voters)}.")
+        endpoints = {e.name: (e.host, e.port) for e in body.listeners}
+        listener = next(iter(self.config.voters.values())).listener if self.config.voters else \
+            self.config.default_listener
+        if listener not in endpoints:
+            return answer(ErrorCode.INVALID_REQUEST,
+                          f"The endpoints for the new voter {key} don't include the default listener {listener}")
+        observer = s.observer_states.get(body.voter_id)
+        if observer is None or observer.directory_id != body.voter_directory_id or observer.last_caught_up_ms <= 0 \
+                or observer.last_fetch_ms <= now_ms - CAUGHT_UP_WINDOW_MS:
+            return answer(ErrorCode.REQUEST_TIMED_OUT,
+                          f"Request timed out waiting for the new voter {key} to catch up: it must fetch from the "
+                          "leader as an observer first")
+        added = current.add_voter(VoterNode(key, endpoints))
+        assert added is not None
+        offset = self._append_voters(added, now_ms)
+        log.info("leader %d adds voter %d (directory %s): VotersRecord at offset %d", self.node_id, key.id,
+                 key.directory_id, offset)
+        if not body.ack_when_committed:
+            return answer(ErrorCode.NONE, None)
+        self._voter_change = _VoterChange(request_id, ApiKey.ADD_RAFT_VOTER, offset,
+                                          now_ms + max(body.timeout_ms, self.config.request_timeout_ms))
+        return None
+
+    def _handle_remove_raft_voter(self, body: RemoveRaftVoterRequest, request_id: int, now_ms: int
+                                  ) -> RemoveRaftVoterResponse | None:
+        """Kafka's RemoveVoterHandler: the leader appends a VotersRecord without the voter and answers
+        once it commits; a leader that removed itself resigns after that commit."""
+        def answer(error: ErrorCode, message: str | None = None) -> RemoveRaftVoterResponse:
+            return RemoveRaftVoterResponse(error_code=int(error), error_message=message)
+        failed = self._voter_change_precheck(body.cluster_id, "removing")
+        if failed is not None:
+            return answer(*failed)
+        key = ReplicaKey(body.voter_id, body.voter_directory_id)
+        current = self.partition_state.last_voter_set()
+        removed = current.remove_voter(key)
+        if removed is None:
+            return answer(ErrorCode.VOTER_NOT_FOUND,
+                          f"Cannot remove voter {key} from the set of voters {sorted(current.voters)}")
+        offset = self._append_voters(removed, now_ms)
+        log.info("leader %d removes voter %d: VotersRecord at offset %d", self.node_id, key.id, offset)
+        self._voter_change = _VoterChange(request_id, ApiKey.REMOVE_RAFT_VOTER, offset,
+                                          now_ms + self.config.request_timeout_ms, removed=key.id)
+        return None
+
+    def _answer_voter_change(self, change: _VoterChange, error: ErrorCode, message: str | None) -> None:
+        body: AddRaftVoterResponse | RemoveRaftVoterResponse
+        if change.api_key == ApiKey.ADD_RAFT_VOTER:
+            body = AddRaftVoterResponse(error_code=int(error), error_message=message)
+        else:
+            body = RemoveRaftVoterResponse(error_code=int(error), error_message=message)
+        self._outbox.append(OutboundResponse(change.request_id, change.api_key, body))
+
+    def _maybe_complete_voter_change(self, now_ms: int) -> None:
+        change = self._voter_change
+        if change is None:
+            return
+        if self.high_watermark() > change.voters_offset:
+            self._voter_change = None
+            self._answer_voter_change(change, ErrorCode.NONE, None)
+        elif now_ms >= change.deadline_ms:
+            self._voter_change = None
+            self._answer_voter_change(change, ErrorCode.REQUEST_TIMED_OUT,
+                                      "Request timed out waiting for the voter change to commit")
+
     # --- BeginQuorumEpoch / EndQuorumEpoch --------------------------------------------------------
     def _leader_endpoints(self, make: _EndpointFactory[_E]) -> list[_E]:
         """The `node_endpoints` of a response: the known leader's controller endpoint (KIP-853)."""
@@ -792,8 +1053,11 @@ class KafkaRaftClient:
         p = next((q for t in body.topics for q in t.partitions), None)
         if p is None:
             return answer(ErrorCode.INVALID_REQUEST)
-        if p.leader_id not in self.config.voters:
+        if p.leader_id not in self.config.voters and self.config.kraft_version == 0:
             return answer(ErrorCode.NONE, ErrorCode.INCONSISTENT_VOTER_SET)
+        if body.leader_endpoints:
+            e = body.leader_endpoints[0]
+            self.known_endpoints[p.leader_id] = Endpoint(e.host, e.port, e.name)
         if p.leader_epoch < self.epoch:
             return answer(ErrorCode.NONE, ErrorCode.FENCED_LEADER_EPOCH)
         s = self.quorum.state
@@ -942,7 +1206,9 @@ class KafkaRaftClient:
         if is_voter:
             r = s.voter_states[replica_id]
             s.fetched_since_check.add(replica_id)
-            if len(s.fetched_since_check | {self.node_id}) >= self.config.majority():
+            counted = (s.fetched_since_check | ({self.node_id} if self.quorum.is_voter else set())) & set(
+                self.config.voters)
+            if len(counted) >= self.config.majority():
                 s.check_quorum_deadline_ms = now_ms + self.config.check_quorum_timeout_ms
                 s.fetched_since_check = set()
         elif replica_id >= 0:
@@ -951,6 +1217,8 @@ class KafkaRaftClient:
             return
         if fetch_offset > r.end_offset or not is_voter:
             r.end_offset = fetch_offset
+        if not is_voter:
+            r.directory_id = directory_id
         r.last_fetch_ms = now_ms
         if fetch_offset >= self.log.end_offset():
             r.last_caught_up_ms = now_ms
@@ -964,7 +1232,15 @@ class KafkaRaftClient:
             return True
         return directory_id == self.config.voter_directory_id(voter_id)
 
+    def _learn_endpoints(self, endpoints: list[FetchResponse.NodeEndpoint]) -> None:
+        for e in endpoints:
+            if e.node_id >= 0 and e.host and e.port > 0:
+                self.known_endpoints[e.node_id] = Endpoint(e.host, e.port, self.config.default_listener if not
+                                                           self.config.voters else
+                                                           next(iter(self.config.voters.values())).listener)
+
     def _handle_fetch_response(self, source: int, body: FetchResponse, current: bool, now_ms: int) -> None:
+        self._learn_endpoints(body.node_endpoints)
         s = self.quorum.state
         p = next((q for t in body.responses for q in t.partitions), None)
         if body.error_code != ErrorCode.NONE or p is None:
@@ -987,12 +1263,14 @@ class KafkaRaftClient:
                                                                   p.diverging_epoch.epoch))
             log.info("node %d truncated to %d (diverging epoch %d ends at %d on the leader)", self.node_id, cut,
                      p.diverging_epoch.epoch, p.diverging_epoch.end_offset)
+            self._sync_voters(now_ms)  # a truncated VotersRecord no longer counts
             return
         if p.snapshot_id.end_offset >= 0 or p.snapshot_id.epoch >= 0:
             self._snapshot_fetch = _SnapshotFetch(OffsetAndEpoch(p.snapshot_id.end_offset, p.snapshot_id.epoch),
                                                   bytearray())
             return
         if p.records is not None and len(p.records) > 0:
+            self._now_hint = now_ms
             self._append_as_follower(bytes(p.records))
         self._update_follower_hw(s, p.high_watermark)
 
@@ -1011,6 +1289,7 @@ class KafkaRaftClient:
             log.warning("node %d: bad records in a fetch response at offset %d: %s", self.node_id, end, e)
         if self.quorum.is_voter:
             self.log.flush()  # the next fetch offset tells the leader this is durable
+        self._sync_voters(self._now_hint)
 
     def _update_follower_hw(self, s: FollowerState, leader_hw: int) -> None:
         if leader_hw < 0:
@@ -1092,6 +1371,8 @@ class KafkaRaftClient:
             f.data += bytes(p.unaligned_records)
         if len(f.data) >= p.size:
             self.log.install_snapshot(f.snapshot_id, bytes(f.data))
+            self.partition_state.reset_to_snapshot(self.log)
+            self._sync_voters(now_ms, initial=True)
             self._snapshot_fetch = None
             log.info("node %d installed snapshot %020d-%010d (%d bytes) fetched from leader %d", self.node_id,
                      f.snapshot_id.offset, f.snapshot_id.epoch, len(f.data), source)
@@ -1111,7 +1392,7 @@ class KafkaRaftClient:
             def rs(r: ReplicaState) -> DescribeQuorumResponse.ReplicaState:
                 return DescribeQuorumResponse.ReplicaState(
                     replica_id=r.replica_id, replica_directory_id=self.config.voter_directory_id(r.replica_id)
-                    if r.replica_id in self.config.voters else ZERO_UUID, log_end_offset=r.end_offset, last_fetch_timestamp=r.last_fetch_ms,
+                    if r.replica_id in self.config.voters else r.directory_id, log_end_offset=r.end_offset, last_fetch_timestamp=r.last_fetch_ms,
                     last_caught_up_timestamp=r.last_caught_up_ms)
             partition.high_watermark = s.high_watermark
             partition.current_voters = [rs(s.voter_states[v]) for v in sorted(s.voter_states)]

@@ -91,6 +91,14 @@ class QuorumConfig:
     fetch_max_wait_ms: int = FETCH_MAX_WAIT_MS
     max_fetch_bytes: int = MAX_FETCH_SIZE_BYTES
     max_fetch_snapshot_bytes: int = MAX_FETCH_SNAPSHOT_SIZE_BYTES
+    # The finalized kraft.version when known (a KRaftVersionRecord in the log or the bootstrap checkpoint);
+    # -1: derived from the voters (1 when directory ids are known).
+    kraft_version_level: int = -1
+    # controller.quorum.bootstrap.servers: where a replica with no known voters (an observer, a controller
+    # formatted with --no-initial-controllers) looks for the leader. Ids are Kafka's -2, -3, ... for them.
+    bootstrap_servers: dict[int, Endpoint] = field(default_factory=dict)
+    # The listener voters are reached on (Kafka: the first of controller.listener.names).
+    default_listener: str = "CONTROLLER"
 
     @classmethod
     def from_props(cls, props: dict[str, str]) -> QuorumConfig:
@@ -109,7 +117,10 @@ class QuorumConfig:
 
     @property
     def kraft_version(self) -> int:
-        """1 when the voters came from a VotersRecord (directory ids known), else 0."""
+        """The finalized kraft.version: given, else 1 when the voters came from a VotersRecord (directory
+        ids known), else 0."""
+        if self.kraft_version_level >= 0:
+            return self.kraft_version_level
         return 1 if self.voter_directory_ids else 0
 
     def voter_directory_id(self, voter_id: int) -> uuid.UUID:

@@ -21,20 +21,24 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import NamedTuple, Protocol
 
+from kbroker.protocol.messages.add_raft_voter import AddRaftVoterRequest, AddRaftVoterResponse
 from kbroker.protocol.messages.begin_quorum_epoch import BeginQuorumEpochRequest, BeginQuorumEpochResponse
 from kbroker.protocol.messages.describe_quorum import DescribeQuorumRequest, DescribeQuorumResponse
 from kbroker.protocol.messages.end_quorum_epoch import EndQuorumEpochRequest, EndQuorumEpochResponse
 from kbroker.protocol.messages.fetch import FetchRequest, FetchResponse
 from kbroker.protocol.messages.fetch_snapshot import FetchSnapshotRequest, FetchSnapshotResponse
+from kbroker.protocol.messages.remove_raft_voter import RemoveRaftVoterRequest, RemoveRaftVoterResponse
 from kbroker.protocol.messages.update_raft_voter import UpdateRaftVoterRequest, UpdateRaftVoterResponse
 from kbroker.protocol.messages.vote import VoteRequest, VoteResponse
 from kbroker.protocol.records import RecordBatch
 from kbroker.raft.raft_log import OffsetAndEpoch
 
 RaftRequestBody = (VoteRequest | BeginQuorumEpochRequest | EndQuorumEpochRequest | FetchRequest
-                   | FetchSnapshotRequest | DescribeQuorumRequest | UpdateRaftVoterRequest)
+                   | FetchSnapshotRequest | DescribeQuorumRequest | UpdateRaftVoterRequest | AddRaftVoterRequest
+                   | RemoveRaftVoterRequest)
 RaftResponseBody = (VoteResponse | BeginQuorumEpochResponse | EndQuorumEpochResponse | FetchResponse
-                    | FetchSnapshotResponse | DescribeQuorumResponse | UpdateRaftVoterResponse)
+                    | FetchSnapshotResponse | DescribeQuorumResponse | UpdateRaftVoterResponse | AddRaftVoterResponse
+                    | RemoveRaftVoterResponse)
 
 
 @dataclass(frozen=True)

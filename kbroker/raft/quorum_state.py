@@ -19,6 +19,7 @@ durable, or a restart could vote twice in one epoch):
 from __future__ import annotations
 
 import random
+import uuid
 from dataclasses import dataclass, field
 
 from kbroker.raft.config import QuorumConfig
@@ -63,6 +64,7 @@ class ReplicaState:
     end_offset: int = -1
     last_fetch_ms: int = -1
     last_caught_up_ms: int = -1
+    directory_id: uuid.UUID = uuid.UUID(int=0)  # the replica's metadata log dir id (KIP-853 ReplicaKey)
 
 
 @dataclass

@@ -7,10 +7,10 @@ With kraft.version 1 the voters are not a config key: `kafka-storage format --st
 reads them from there. Each voter is a `ReplicaKey` (node id and the directory id of its metadata
 log dir) with its endpoints per listener.
 
-What kbroker does with it today: the bootstrap voter set becomes the quorum's voter set for the
-process's life (`bootstrap_voters`, used by kbroker/services.py when `controller.quorum.voters` is
-empty). A voter set that changes through the log (AddRaftVoter / RemoveRaftVoter committing a new
-`VotersRecord`) is not followed yet (docs/raft.md, "Dynamic quorums").
+The bootstrap voter set is the quorum's voter set until the log holds a `VotersRecord`: every replica
+then follows the latest VotersRecord in its log, committed or not (`partition_state.py`, Kafka's
+`KRaftControlRecordStateMachine`), and AddRaftVoter / RemoveRaftVoter append new ones
+(`voter_handlers.py`). `add_voter` / `remove_voter` / `to_record` are Kafka's `VoterSet` operations.
 """
 
 from __future__ import annotations
@@ -58,6 +58,33 @@ class VoterSet:
             {e.name: (e.host, e.port) for e in v.endpoints},
             v.kraft_version_feature.min_supported_version, v.kraft_version_feature.max_supported_version)
             for v in record.voters})
+
+    def to_record(self) -> VotersRecord:
+        """Kafka's `VoterSet.toVotersRecord` (VotersRecord version 0, voters in id order)."""
+        return VotersRecord(version=0, voters=[VotersRecord.Voter(
+            voter_id=node_id, voter_directory_id=node.key.directory_id,
+            endpoints=[VotersRecord.Endpoint(name=name, host=host, port=port)
+                       for name, (host, port) in node.endpoints.items()],
+            kraft_version_feature=VotersRecord.KRaftVersionFeature(
+                min_supported_version=node.min_kraft_version, max_supported_version=node.max_kraft_version))
+            for node_id, node in sorted(self.voters.items())])
+
+    def add_voter(self, node: VoterNode) -> VoterSet | None:
+        """The set with `node` added; None if its id is already a voter (Kafka's `VoterSet.addVoter`)."""
+        if node.key.id in self.voters:
+            return None
+        return VoterSet({**self.voters, node.key.id: node})
+
+    def remove_voter(self, key: ReplicaKey) -> VoterSet | None:
+        """The set without `key`; None if `key` is not a voter or is the last one (Kafka's `removeVoter`)."""
+        node = self.voters.get(key.id)
+        if node is None or node.key.directory_id != key.directory_id or len(self.voters) == 1:
+            return None
+        return VoterSet({i: n for i, n in self.voters.items() if i != key.id})
+
+    def is_voter(self, key: ReplicaKey) -> bool:
+        node = self.voters.get(key.id)
+        return node is not None and node.key.directory_id == key.directory_id
 
     def voters_config(self, listener: str) -> str:
         """The set as a `controller.quorum.voters` value on `listener` (`id@host:port,...`)."""

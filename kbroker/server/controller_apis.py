@@ -5,7 +5,9 @@ BrokerHeartbeat, AlterPartition, AllocateProducerIds, CreateTopics, ..., ApiVers
 listener, over `services.controller` (the `QuorumController`). The Raft APIs are not handlers of that
 package: Vote, BeginQuorumEpoch, EndQuorumEpoch, FetchSnapshot, DescribeQuorum and, on this listener,
 Fetch (a replica or observer fetching `__cluster_metadata`, never a client's Fetch) go to the Raft
-client through `KafkaRaftManager.handle_inbound`. ApiVersions advertises the Raft APIs with the
+client through `KafkaRaftManager.handle_inbound`, and so do AddRaftVoter / RemoveRaftVoter (KIP-853,
+`kafka-metadata-quorum add-controller / remove-controller`: ALTER on the cluster; the leader answers once
+the VotersRecord commits). ApiVersions advertises the Raft APIs with the
 versions the generated codecs speak. DescribeCluster on this listener is the controller's (KIP-919,
 `kafka-metadata-quorum --bootstrap-controller`): the voters as CONTROLLER endpoints, the Raft leader
 as the controller id. Envelope (API 58, KIP-590): an Apache Kafka broker forwards a client's admin
@@ -31,7 +33,7 @@ from kbroker.protocol.messages.controller_registration import (
 from kbroker.protocol.messages.describe_cluster import DescribeClusterRequest, DescribeClusterResponse
 from kbroker.protocol.messages.envelope import EnvelopeRequest, EnvelopeResponse
 from kbroker.raft.messages import RaftRequestBody
-from kbroker.security.acl import CLUSTER_ACTION, DESCRIBE
+from kbroker.security.acl import ALTER, CLUSTER_ACTION, DESCRIBE
 from kbroker.security.principal import deserialize_principal
 from kbroker.server.raft_manager import RAFT_API_KEYS, RAFT_RESPONSE_TYPES, KafkaRaftManager
 
@@ -74,7 +76,9 @@ class ControllerApis(ApiDispatcher):
             assert not isinstance(body, DescribeClusterRequest | EnvelopeRequest | ControllerRegistrationRequest)
             # ControllerApis: the Raft APIs need CLUSTER_ACTION on the cluster (DescribeQuorum: DESCRIBE);
             # a refusal is the response's top-level CLUSTER_AUTHORIZATION_FAILED.
-            if not authorize_cluster(self.services, ctx, DESCRIBE if key == DESCRIBE_QUORUM else CLUSTER_ACTION):
+            # AddRaftVoter / RemoveRaftVoter (KIP-853): ALTER on the cluster, as Kafka's ControllerApis.
+            operation = DESCRIBE if key == DESCRIBE_QUORUM else ALTER if key in (80, 81) else CLUSTER_ACTION
+            if not authorize_cluster(self.services, ctx, operation):
                 return RAFT_RESPONSE_TYPES[key](error_code=int(ErrorCode.CLUSTER_AUTHORIZATION_FAILED))
             return self.manager.handle_inbound(key, body)
         return super().handle(ctx, header, body)
@@ -106,7 +110,7 @@ class ControllerApis(ApiDispatcher):
         leader = client.leader_and_epoch().leader_id
         brokers = [DescribeClusterResponse.DescribeClusterBroker(broker_id=node_id, host=e.host, port=e.port,
                                                                  rack=None, is_fenced=False)
-                   for node_id, e in sorted(self.manager.config.voters.items())]
+                   for node_id, e in sorted(client.config.voters.items())]
         return DescribeClusterResponse(
             throttle_time_ms=0, error_code=0, error_message=None, endpoint_type=CONTROLLER_ENDPOINT,
             cluster_id=self.services.cluster_id, controller_id=leader if leader >= 0 else -1, brokers=brokers,

@@ -64,12 +64,14 @@ class KRaftControllerSettings:
     max_snapshot_interval_ms: int = 3600000
     # How to reach the other voters' controller listener (protocol, ssl.*, sasl.mechanism.controller.protocol).
     controller_security: ClientSecurity = PLAINTEXT_SECURITY
+    # This node's controller endpoint (its voter entry, or, for an observer added later, its listener).
+    local_endpoint: Endpoint | None = None
 
 
 class KRaftControllerLinks:
     def __init__(self, settings: KRaftControllerSettings, *, loader: MetadataLoader, config_helper: ConfigHelper,
                  time_ms: Callable[[], int]) -> None:
-        if settings.node_id not in settings.quorum.voters:
+        if settings.node_id not in settings.quorum.voters and not settings.quorum.bootstrap_servers:
             raise ValueError(f"node.id {settings.node_id} is not in controller.quorum.voters "
                              f"({', '.join(map(str, sorted(settings.quorum.voters)))}): a process.roles=controller "
                              "node must be a voter")
@@ -81,6 +83,10 @@ class KRaftControllerLinks:
         kraft_version = settings.quorum.kraft_version
         store = FileQuorumStateStore(settings.metadata_log_dir / CLUSTER_METADATA_DIR, version=kraft_version,
                                      voters=sorted(settings.quorum.voters))
+        if settings.node_id not in settings.quorum.voters:
+            log.info("Controller %d is not a voter: it runs as an observer of the quorum (bootstrap servers %s) "
+                     "until it is added (kafka-metadata-quorum add-controller)", settings.node_id,
+                     ",".join(f"{e.host}:{e.port}" for e in settings.quorum.bootstrap_servers.values()))
         self.listener = MetadataRaftListener(loader)
         self.client = KafkaRaftClient(settings.node_id, settings.quorum, self.metadata_log, store, self.listener,
                                       random.Random(), time_ms(), cluster_id=settings.cluster_id,
@@ -97,7 +103,9 @@ class KRaftControllerLinks:
             max_time_since_last_snapshot_ms=settings.max_snapshot_interval_ms, time_ms=time_ms,
             fault_handler=lambda msg, e: log.error("%s: %s", msg, e, exc_info=e))
         loader.install_publishers([self.snapshot_generator])
-        own = settings.quorum.voters[settings.node_id]
+        own = settings.quorum.voters.get(settings.node_id) or settings.local_endpoint
+        if own is None:
+            raise ValueError(f"controller {settings.node_id} has no controller listener endpoint")
         self.registration = ControllerRegistrationManager(
             ControllerInfo(settings.node_id, uuid.uuid4(), ((own.listener, own.host, own.port),)),
             image=lambda: self.controller.committed_image, leader=self._leader_endpoint,
@@ -105,7 +113,7 @@ class KRaftControllerLinks:
 
     def _leader_endpoint(self) -> Endpoint | None:
         leader = self.client.leader_and_epoch().leader_id
-        return self.settings.quorum.voters.get(leader) if leader >= 0 else None
+        return self.client.endpoint_of(leader) if leader >= 0 else None
 
     def _emit_snapshot(self, image: MetadataImage, reason: str) -> None:
         """Write a snapshot of `image` (the committed image after a commit) through the Raft client."""
@@ -115,9 +123,13 @@ class KRaftControllerLinks:
         if end <= self.metadata_log.start_offset() or (latest is not None and end <= latest.offset):
             log.debug("Not writing a snapshot ending at %d: the log already starts there", end)
             return
+        # KIP-853: the header carries kraft.version and the voter set in force at the snapshot's end, so a
+        # log trimmed behind it (or a replica that fetches it) keeps the voters of dynamic changes.
+        level, voters = self.client.voters_record_at(end - 1)
         data = build_snapshot(image_records(image), SnapshotId(end, p.last_contained_epoch),
                               last_contained_log_timestamp=max(p.last_contained_log_time_ms, 0),
-                              now_ms=self.time_ms())
+                              now_ms=self.time_ms(), kraft_version=level,
+                              voters=voters.to_record() if voters is not None else None)
         snapshot_id = self.client.create_snapshot(end, data)
         if snapshot_id.epoch != p.last_contained_epoch:
             log.error("Snapshot %s: the image says epoch %d", snapshot_id, p.last_contained_epoch)

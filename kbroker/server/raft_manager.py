@@ -26,7 +26,8 @@ controller (`QuorumController.handle_load_snapshot`) and the node's image
 (`MetadataLoader.handle_load_snapshot`); commits continue from its end offset. Writing snapshots is
 `KRaftControllerLinks`' SnapshotGenerator.
 
-Not here yet: dynamic voters (KIP-853) and TLS/SASL on the controller listener.
+The voters are the Raft client's current ones (they follow the log's VotersRecord, KIP-853): outbound
+requests resolve the destination with `KafkaRaftClient.endpoint_of` each time.
 """
 
 from __future__ import annotations
@@ -43,11 +44,13 @@ from kbroker.controller.raft_client import RaftClientListener
 from kbroker.controller.result import MetadataRecord
 from kbroker.metadata.image import MetadataProvenance
 from kbroker.metadata.loader import MetadataBatch, MetadataLoader
+from kbroker.protocol.messages.add_raft_voter import AddRaftVoterResponse
 from kbroker.protocol.messages.begin_quorum_epoch import BeginQuorumEpochResponse
 from kbroker.protocol.messages.describe_quorum import DescribeQuorumResponse
 from kbroker.protocol.messages.end_quorum_epoch import EndQuorumEpochResponse
 from kbroker.protocol.messages.fetch import FetchResponse
 from kbroker.protocol.messages.fetch_snapshot import FetchSnapshotResponse
+from kbroker.protocol.messages.remove_raft_voter import RemoveRaftVoterResponse
 from kbroker.protocol.messages.update_raft_voter import UpdateRaftVoterResponse
 from kbroker.protocol.messages.vote import VoteResponse
 from kbroker.protocol.metadata_records.serde import encode_metadata_record
@@ -69,12 +72,14 @@ log = logging.getLogger(__name__)
 
 # The Raft APIs a controller listener hands to the Raft client: Fetch (1), Vote (52), BeginQuorumEpoch (53),
 # EndQuorumEpoch (54), DescribeQuorum (55), FetchSnapshot (59).
-# 82 UpdateRaftVoter (KIP-853) is served (kbroker/raft/client.py); 80/81 (Add/RemoveRaftVoter) are not.
-RAFT_API_KEYS = (1, 52, 53, 54, 55, 59, 82)
+# KIP-853: 80 AddRaftVoter, 81 RemoveRaftVoter (`kafka-metadata-quorum add-controller / remove-controller`,
+# answered by the leader once the VotersRecord commits) and 82 UpdateRaftVoter (kbroker/raft/client.py).
+RAFT_API_KEYS = (1, 52, 53, 54, 55, 59, 80, 81, 82)
 FETCH = 1
 RAFT_RESPONSE_TYPES: dict[int, type[RaftResponseBody]] = {
     1: FetchResponse, 52: VoteResponse, 53: BeginQuorumEpochResponse, 54: EndQuorumEpochResponse,
-    55: DescribeQuorumResponse, 59: FetchSnapshotResponse, 82: UpdateRaftVoterResponse,
+    55: DescribeQuorumResponse, 59: FetchSnapshotResponse, 80: AddRaftVoterResponse, 81: RemoveRaftVoterResponse,
+    82: UpdateRaftVoterResponse,
 }
 
 
@@ -223,12 +228,14 @@ class KafkaRaftManager:
     # -- outbound ---------------------------------------------------------------------------------------
 
     async def _connection(self, node_id: int) -> NodeConnection:
-        conn = self._connections.get(node_id)
-        if conn is not None and conn.connected:
-            return conn
-        endpoint = self.config.voters.get(node_id)
+        # The voter set changes with the log (KIP-853) and an observer's leader may be known only from a
+        # response's node_endpoints, or be a bootstrap server (negative id): the Raft client knows where.
+        endpoint = self.client.endpoint_of(node_id)
         if endpoint is None:
             raise ConnectionError(f"no endpoint for voter {node_id}")
+        conn = self._connections.get(node_id)
+        if conn is not None and conn.connected and (conn.host, conn.port) == (endpoint.host, endpoint.port):
+            return conn
         pending = self._connecting.get(node_id)
         if pending is None:
             timeout_s = self.config.request_timeout_ms / 1000

@@ -67,27 +67,30 @@ def test_kbroker_initial_controllers_quorum(tmp_path: Path, skip_without_java: N
             assert state["data_version"] == 1, state
             if state["votedId"] >= 0:
                 assert state["votedDirectoryId"] == q.directory_ids[state["votedId"]], state
-        # Membership changes are not served yet (AddRaftVoter / RemoveRaftVoter / UpdateRaftVoter are not
-        # advertised): Kafka's tool gets a clean UNSUPPORTED_VERSION, and the voter set is unchanged.
-        removed = run_java_main("kafka-metadata-quorum", [
-            "--bootstrap-controller", q.bootstrap_controllers(), "remove-controller", "--controller-id", "3",
-            "--controller-directory-id", q.directory_ids[3]], timeout=120)
-        assert removed.returncode != 0, removed.stdout
-        assert "UnsupportedVersionException" in removed.stdout + removed.stderr, removed.stdout + removed.stderr
-        for i in q.controllers:
-            assert f'"id": {i}' in _status(q)["CurrentVoters"]
         # A failover keeps working with the voter set from the checkpoint.
+        dead = leader
         q.kill(leader)
         epoch, leader = q.wait_leader(after_epoch=epoch, timeout=30)
         _create_topic(q, "dynamic-2", 1)
         _wait_served(q, {"dynamic-1": 2, "dynamic-2": 1})
+        # KIP-853: the dead voter is removed with Kafka's tool (RemoveRaftVoter; more in
+        # tests/cluster/test_kraft_add_remove_voter.py), and the two others go on.
+        removed = run_java_main("kafka-metadata-quorum", [
+            "--bootstrap-controller", q.bootstrap_controllers(), "remove-controller", "--controller-id", str(dead),
+            "--controller-directory-id", q.directory_ids[dead]], timeout=120)
+        assert removed.returncode == 0, removed.stdout + removed.stderr
+        voters = _status(q)["CurrentVoters"]
+        assert f'"id": {dead}' not in voters and all(f'"id": {i}' in voters for i in q.controllers if i != dead)
+        _create_topic(q, "dynamic-3", 1)
+        _wait_served(q, {"dynamic-1": 2, "dynamic-2": 1, "dynamic-3": 1})
     finally:
         q.stop_all()
 
 
-def test_kbroker_controller_refuses_without_voters(tmp_path: Path) -> None:
-    """A controller formatted for a static quorum (no VotersRecord) but configured with only
-    controller.quorum.bootstrap.servers does not start (neither does Kafka's)."""
+def test_kbroker_controller_without_voters_is_an_observer(tmp_path: Path) -> None:
+    """A controller formatted with --no-initial-controllers (no VotersRecord) and configured with only
+    controller.quorum.bootstrap.servers starts as an observer of the quorum (KIP-853), waiting to be
+    added with `kafka-metadata-quorum add-controller` (tests/cluster/test_kraft_add_remove_voter.py)."""
     from tests.support.kafka_cluster import new_cluster_id
     from tests.support.mixed_quorum import COMMON, kbroker_format
 
@@ -97,9 +100,12 @@ def test_kbroker_controller_refuses_without_voters(tmp_path: Path) -> None:
              "controller.quorum.bootstrap.servers": f"127.0.0.1:{node.port}"}
     kbroker_format(node, new_cluster_id(), props, "--no-initial-controllers")
     node.overrides = props
-    with pytest.raises(Exception, match="bootstrap VotersRecord"):
+    try:
         node.start(timeout=30)
-    node.kill()
+        text = "".join(p.read_text(errors="replace") for p in node.workdir.glob("kbroker-*.log"))
+        assert "runs as an observer" in text
+    finally:
+        node.kill()
 
 
 @pytest.mark.slow  # the static mixed quorum (test_kraft_mixed_quorum.py) and the kbroker kraft.version 1 quorum

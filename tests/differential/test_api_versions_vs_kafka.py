@@ -45,8 +45,10 @@ ABSENT_APIS: dict[int, str] = {
     # listener does not forward it and kbroker controllers do not serve it yet (docs/transactions.md).
     57: "UpdateFeatures is not forwarded to a kbroker controller quorum",
     64: "single node: no broker to unregister",  # UnregisterBroker
-    80: _RAFT,  # AddRaftVoter
-    81: _RAFT,  # RemoveRaftVoter
+    # KIP-853: served on a kbroker controller listener (`kafka-metadata-quorum --bootstrap-controller
+    # add-controller / remove-controller`); a kbroker broker listener does not forward them yet.
+    80: "AddRaftVoter is served on kbroker controller listeners only",
+    81: "RemoveRaftVoter is served on kbroker controller listeners only",
     88: _STREAMS,  # StreamsGroupHeartbeat
     89: _STREAMS,  # StreamsGroupDescribe
 }

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import heapq
 import random
+import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -20,6 +21,8 @@ from kbroker.raft.messages import (
     OutboundResponse,
     RaftBatch,
     RaftOutbound,
+    RaftRequestBody,
+    RaftResponseBody,
 )
 from kbroker.raft.quorum_state_store import MemoryQuorumStateStore, QuorumStateStore
 from kbroker.raft.raft_log import MemoryRaftLog, OffsetAndEpoch, RaftLog
@@ -61,7 +64,9 @@ class LocalCluster:
     def __init__(self, voters: int = 3, observers: tuple[int, ...] = (), seed: int = 1, latency_ms: int = 1,
                  config: QuorumConfig | None = None,
                  make_log: Callable[[int], RaftLog] | None = None,
-                 make_store: Callable[[int], QuorumStateStore] | None = None) -> None:
+                 make_store: Callable[[int], QuorumStateStore] | None = None,
+                 directory_ids: dict[int, uuid.UUID] | None = None, aliases: dict[int, int] | None = None,
+                 configs: dict[int, QuorumConfig] | None = None) -> None:
         self.config = config or quorum_config(voters)
         self.rng = random.Random(seed)
         self.now = 0
@@ -75,8 +80,14 @@ class LocalCluster:
         self.down: set[int] = set()
         self.queue: list[_Msg] = []
         self.seq = 0
-        self.pending: dict[int, tuple[int, int]] = {}  # request id -> (requester, correlation id)
+        # request id -> (requester, correlation id, the id it addressed: a bootstrap server's alias)
+        self.pending: dict[int, tuple[int, int, int]] = {}
         self.next_request_id = 0
+        self.directory_ids = directory_ids or {}  # KIP-853: each node's metadata log dir id
+        self.aliases = aliases or {}  # a bootstrap server's negative id -> the node behind it
+        self.configs = configs or {}  # a node's own QuorumConfig (default: the shared one)
+        self.admin_responses: dict[int, RaftResponseBody] = {}  # request id -> an operator request's answer
+        self.admin_pending: set[int] = set()
         for n in [*self.config.voters, *observers]:
             self.start(n)
 
@@ -84,8 +95,10 @@ class LocalCluster:
         self.logs[node] = log if log is not None else self.logs.get(node) or self.make_log(node)
         self.stores[node] = store if store is not None else self.stores.get(node) or self.make_store(node)
         self.listeners[node] = RecordingListener()
-        self.clients[node] = KafkaRaftClient(node, self.config, self.logs[node], self.stores[node],
-                                             self.listeners[node], self.rng, self.now, cluster_id="test")
+        self.clients[node] = KafkaRaftClient(node, self.configs.get(node, self.config), self.logs[node],
+                                             self.stores[node], self.listeners[node], self.rng, self.now,
+                                             cluster_id="test",
+                                             directory_id=self.directory_ids.get(node, uuid.UUID(int=0)))
         self.down.discard(node)
         return self.clients[node]
 
@@ -98,9 +111,13 @@ class LocalCluster:
         for item in items:
             self.seq += 1
             if isinstance(item, OutboundRequest):
-                heapq.heappush(self.queue, _Msg(self.now + self.latency_ms, self.seq, node, item.destination, item))
+                dst = self.aliases.get(item.destination, item.destination)
+                heapq.heappush(self.queue, _Msg(self.now + self.latency_ms, self.seq, node, dst, item))
+            elif item.request_id in self.admin_pending:
+                self.admin_pending.discard(item.request_id)
+                self.admin_responses[item.request_id] = item.body
             else:
-                requester, _ = self.pending[item.request_id]
+                requester, _, _ = self.pending[item.request_id]
                 heapq.heappush(self.queue, _Msg(self.now + self.latency_ms, self.seq, node, requester, item))
 
     def step(self) -> None:
@@ -115,15 +132,25 @@ class LocalCluster:
             client = self.clients[m.dst]
             if isinstance(m.item, OutboundRequest):
                 self.next_request_id += 1
-                self.pending[self.next_request_id] = (m.src, m.item.correlation_id)
+                self.pending[self.next_request_id] = (m.src, m.item.correlation_id, m.item.destination)
                 client.handle_request(m.item.api_key, m.item.body, self.next_request_id, self.now)
             elif isinstance(m.item, OutboundResponse):
-                _, corr = self.pending.pop(m.item.request_id)
-                client.handle_response(m.src, m.item.api_key, corr, m.item.body, self.now)
+                _, corr, addressed = self.pending.pop(m.item.request_id)
+                client.handle_response(addressed, m.item.api_key, corr, m.item.body, self.now)
             self.drive(m.dst)
         for n in list(self.clients):
             if n not in self.down and self.clients[n].next_deadline_ms() <= self.now:
                 self.drive(n)
+
+    def admin(self, node: int, api_key: int, body: RaftRequestBody) -> int:
+        """An operator's request (AddRaftVoter, RemoveRaftVoter, ...) handed to `node`; its answer lands
+        in `admin_responses[returned id]`."""
+        self.next_request_id += 1
+        rid = self.next_request_id
+        self.admin_pending.add(rid)
+        self.clients[node].handle_request(api_key, body, rid, self.now)
+        self.drive(node)
+        return rid
 
     def run_until(self, predicate: Callable[[], bool], max_ms: int = 30_000) -> None:
         end = self.now + max_ms

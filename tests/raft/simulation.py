@@ -20,6 +20,11 @@ Checked after every step (`SafetyViolation` on the first failure):
   (snapshots included: a snapshot's content is the digest of the committed prefix it replaces);
 - the high watermark of a node never decreases (within one incarnation);
 - liveness: at the end of each healthy stretch there is a leader and something new was committed;
+- membership (KIP-853, `SimConfig.membership_interval_ms`): an operator adds observers to and removes
+  voters from the quorum with AddRaftVoter / RemoveRaftVoter sent to whoever leads, under the same
+  faults. Every committed VotersRecord differs from the previous one by exactly one voter; every
+  leader is elected by a majority of the voter set its own log says (the latest VotersRecord,
+  committed or not), and is in that set;
 - convergence (catch-up): at the end of each healthy stretch every node, voters and the observer,
   has applied at least everything that was committed when the stretch began, through its log or a
   snapshot fetched from the leader (FetchSnapshot) when it lagged behind the leader's log start; with
@@ -45,7 +50,10 @@ from kbroker.protocol.frames import (
     encode_response_frame,
 )
 from kbroker.protocol.headers import RequestHeader
-from kbroker.protocol.messages import API_SPECS
+from kbroker.protocol.messages import API_SPECS, ApiKey
+from kbroker.protocol.messages.add_raft_voter import AddRaftVoterRequest
+from kbroker.protocol.messages.remove_raft_voter import RemoveRaftVoterRequest
+from kbroker.protocol.record_format import ControlRecordType, parse_control_record_type
 from kbroker.protocol.records import RecordBatch, batch_size_at
 from kbroker.protocol.types import join_parts
 from kbroker.raft.client import KafkaRaftClient, PlantedBugs
@@ -60,6 +68,7 @@ from kbroker.raft.messages import (
     RaftResponseBody,
 )
 from kbroker.raft.metadata_log import KafkaMetadataLog
+from kbroker.raft.partition_state import decode_voters
 from kbroker.raft.quorum_state import LeaderState
 from kbroker.raft.quorum_state_store import MemoryQuorumStateStore
 from kbroker.raft.raft_log import MemoryRaftLog, OffsetAndEpoch
@@ -104,6 +113,7 @@ class SimConfig:
     faults: Faults = field(default_factory=Faults)
     planted: PlantedBugs = field(default_factory=PlantedBugs)
     kraft_version: int = 0  # 1: voters are ReplicaKeys (directory ids), KIP-853
+    membership_interval_ms: int = 0  # > 0 (kraft.version 1): an Add/RemoveRaftVoter to the leader this often
 
 
 class SimLog(MemoryRaftLog):
@@ -187,7 +197,7 @@ class SimNode:
         self.last_hw = -1
         self.shutting_down_at = -1
         self.deadline = 0  # the client's next_deadline_ms after the last time it was driven
-        self.directory_id = sim.quorum_config.voter_directory_id(node_id)
+        self.directory_id = sim.directory_ids[node_id]
         self.wiped = False
 
     def start(self, now_ms: int) -> None:
@@ -254,10 +264,13 @@ class Simulation:
                 voters=voters, max_fetch_bytes=self.cfg.max_fetch_bytes, election_timeout_ms=1000 // k,
                 fetch_timeout_ms=2000 // k, election_backoff_max_ms=1000 // k, request_timeout_ms=2000 // k,
                 fetch_max_wait_ms=500 // k)
+        node_ids = voter_ids + [100 + i for i in range(self.cfg.observers)]
         if self.cfg.kraft_version >= 1:
             self.quorum_config = dataclasses.replace(self.quorum_config, voter_directory_ids={
                 v: uuid.UUID(int=(v << 64) | 1) for v in voter_ids})
-        node_ids = voter_ids + [100 + i for i in range(self.cfg.observers)]
+        # Every node's metadata log dir id (an observer's too: it may be added as a voter).
+        self.directory_ids = {n: uuid.UUID(int=(n << 64) | 1) if self.cfg.kraft_version >= 1 else uuid.UUID(int=0)
+                              for n in node_ids}
         self.nodes = {n: SimNode(self, n) for n in node_ids}
         self.now = 0
         self.steps = 0
@@ -282,6 +295,10 @@ class Simulation:
         self._response_corr: dict[int, int] = {}  # request id -> the sender's correlation id
         self.steps_at_now = 0
         self.touched: set[SimNode] = set()  # nodes driven in this step: the ones to check
+        self.next_membership_ms = self.cfg.membership_interval_ms or (1 << 62)
+        self.admin_requests: dict[int, str] = {}  # request id -> "add 101" / "remove 2"
+        self.admin_results: dict[str, int] = {}  # "add:NONE" -> count
+        self.committed_voter_sets: list[frozenset[int]] = [frozenset(voter_ids)]
         for node in self.nodes.values():
             node.start(0)
 
@@ -369,6 +386,13 @@ class Simulation:
             if isinstance(out, OutboundRequest):
                 self.send(node.node_id, out.destination, out)
             else:
+                what = self.admin_requests.pop(out.request_id, None)
+                if what is not None:
+                    error = getattr(out.body, "error_code", -1)
+                    key = f"{what.split()[0]}:{error}"
+                    self.admin_results[key] = self.admin_results.get(key, 0) + 1
+                    self.log(f"{what} -> error {error}")
+                    continue
                 pending = self.pending_requests.pop(out.request_id, None)
                 if pending is None:
                     continue
@@ -506,6 +530,7 @@ class Simulation:
         known = self.committed.get(base)
         if known is None:
             self.committed[base] = data
+            self.check_committed_voters(data)
             while self.committed_end in self.committed:
                 batch = self.committed[self.committed_end]
                 end = RecordBatch(memoryview(batch)).next_offset
@@ -513,6 +538,67 @@ class Simulation:
                 self.committed_end = end
         elif known != data:
             raise SafetyViolation(f"committed batch at offset {base} changed")
+
+    def check_committed_voters(self, data: bytes) -> None:
+        """Membership: a committed VotersRecord changes the previous committed set by exactly one voter
+        (the first leader's copy of the bootstrap set: by none)."""
+        batch = RecordBatch(memoryview(data))
+        if not batch.is_control:
+            return
+        for record in batch.iter_records():
+            if parse_control_record_type(record.key) != ControlRecordType.KRAFT_VOTERS or record.value is None:
+                continue
+            new = frozenset(v.voter_id for v in decode_voters(bytes(record.value)).voters)
+            old = self.committed_voter_sets[-1]
+            if len(old ^ new) > 1:
+                raise SafetyViolation(f"committed voter set {sorted(old)} -> {sorted(new)}: more than one change")
+            self.committed_voter_sets.append(new)
+
+    def check_election_majority(self, node: SimNode, s: LeaderState) -> None:
+        client = node.client
+        assert client is not None
+        voters = set(client.config.voters)
+        if node.node_id not in voters:
+            raise SafetyViolation(f"leader {node.node_id} of epoch {s.epoch} is not in its voter set {sorted(voters)}")
+        if len(s.granting_voters & voters) < len(voters) // 2 + 1:
+            raise SafetyViolation(f"leader {node.node_id} of epoch {s.epoch} was granted by {sorted(s.granting_voters)}"
+                                  f", no majority of {sorted(voters)}")
+
+    def maybe_membership(self) -> None:
+        """The operator: every `membership_interval_ms`, AddRaftVoter of a node that is not a voter, or
+        RemoveRaftVoter of a voter, sent to a node that believes it leads (answers are counted)."""
+        if self.now < self.next_membership_ms:
+            return
+        self.next_membership_ms = self.now + self.rng.randint(1, 2 * self.cfg.membership_interval_ms)
+        if not self.in_fault_stretch and self.stretch_end - self.now < self.cfg.healthy_ms // 2:
+            return  # late in a healthy stretch: its liveness check must see the quorum settled (a removed
+            # leader's successor needs up to a fetch timeout)
+        leaders = self.current_leaders()
+        if not leaders:
+            return
+        node = self.rng.choice(leaders)
+        assert node.client is not None
+        voters = set(node.client.config.voters)
+        others = [n for n in self.nodes if n not in voters]
+        self.next_request_id += 1
+        rid = self.next_request_id
+        if others and (len(voters) <= 2 or self.rng.random() < 0.5):
+            target = self.rng.choice(others)
+            host = f"node{target}"
+            body: AddRaftVoterRequest | RemoveRaftVoterRequest = AddRaftVoterRequest(
+                cluster_id="sim-cluster", timeout_ms=2000, voter_id=target,
+                voter_directory_id=self.nodes[target].directory_id,
+                listeners=[AddRaftVoterRequest.Listener(name="CONTROLLER", host=host, port=9093)])
+            api, what = ApiKey.ADD_RAFT_VOTER, f"add {target}"
+        else:
+            target = self.rng.choice(sorted(voters))
+            body = RemoveRaftVoterRequest(cluster_id="sim-cluster", voter_id=target,
+                                          voter_directory_id=self.nodes[target].directory_id)
+            api, what = ApiKey.REMOVE_RAFT_VOTER, f"remove {target}"
+        self.admin_requests[rid] = what
+        self.log(f"operator -> {node.node_id}: {what}")
+        node.client.handle_request(api, body, rid, self.now)
+        self.flush_node(node)
 
     def check(self) -> None:
         touched, self.touched = self.touched, set()
@@ -528,6 +614,8 @@ class Simulation:
                     self.elections += 1
                     self.log(f"node {node.node_id} leads epoch {s.epoch}")
                     self.check_leader_completeness(node)
+                    if self.cfg.membership_interval_ms:
+                        self.check_election_majority(node, s)
                 elif leader != node.node_id:
                     raise SafetyViolation(f"two leaders in epoch {s.epoch}: {leader} and {node.node_id}")
             hw = client.high_watermark()
@@ -598,7 +686,7 @@ class Simulation:
                 t = min(t, node.deadline)
                 if node.shutting_down_at >= 0:
                     t = min(t, node.shutting_down_at)
-        t = min(t, self.next_append_ms)
+        t = min(t, self.next_append_ms, self.next_membership_ms)
         if self.in_fault_stretch:
             t = min(t, self.next_crash_check)
         return max(t, self.now)
@@ -624,15 +712,18 @@ class Simulation:
                 self.log(f"node {node.node_id} stops")
                 node.crash()
                 node.shutting_down_at = -1
-                if not self.in_fault_stretch and any(n.wiped for n in self.nodes.values()):
+                if not self.in_fault_stretch and (any(n.wiped for n in self.nodes.values())
+                                                  or self.cfg.membership_interval_ms):
                     # A wiped voter leaves no spare voter: a node whose graceful stop lands in a healthy
-                    # stretch comes straight back (the healthy stretch's liveness check needs it).
+                    # stretch comes straight back (the healthy stretch's liveness check needs it); so does one
+                    # in a membership run, whose voter set may be down to two voters.
                     node.start(self.now)
                     self.log(f"node {node.node_id} restarts (healthy stretch)")
             if node.alive and node.deadline <= self.now:
                 self.flush_node(node)
         self.maybe_fault()
         self.maybe_append()
+        self.maybe_membership()
         touched = sorted(self.touched, key=lambda n: n.node_id)
         self.check()  # first: a node's committed batches are recorded before a snapshot trims them
         for node in touched:
@@ -653,7 +744,8 @@ class Simulation:
 
 
 def config_for_seed(seed: int, voters: int, *, observers: int = 1, roundtrip: bool = False,
-                    planted: PlantedBugs | None = None, kraft_version: int = 0, disk_loss: float = 0.0) -> SimConfig:
+                    planted: PlantedBugs | None = None, kraft_version: int = 0, disk_loss: float = 0.0,
+                    membership: bool = False) -> SimConfig:
     """The suite's configuration of one seed: the fault mix is drawn from the seed too."""
     rng = random.Random(seed * 7919 + voters)
     scale = rng.choice((1, 5, 5, 5))  # mostly Kafka's timeouts / 5: more elections per step
@@ -668,8 +760,9 @@ def config_for_seed(seed: int, voters: int, *, observers: int = 1, roundtrip: bo
         faults=Faults(drop=rng.choice((0.0, 0.05, 0.1, 0.2)), duplicate=rng.choice((0.0, 0.05)),
                       max_delay_ms=rng.choice((5, 20, 50)), long_delay=rng.choice((0.0, 0.02)),
                       crash_rate=rng.choice((0.5, 1.0, 2.0)) * scale, partition_rate=rng.choice((0.5, 1.0, 2.0)) * scale,
-                      snapshot_every=rng.choice((0, 10, 25)), disk_loss=disk_loss),
-        planted=planted or PlantedBugs(), kraft_version=kraft_version)
+                      snapshot_every=0 if membership else rng.choice((0, 10, 25)), disk_loss=disk_loss),
+        planted=planted or PlantedBugs(), kraft_version=1 if membership else kraft_version,
+        membership_interval_ms=(300 if scale > 1 else 1000) if membership else 0)
 
 
 def run_seed(seed: int, voters: int, disk_dir: Path | None = None, **kwargs: object) -> Simulation:
