@@ -4,20 +4,25 @@ As in Kafka's `ControllerApis.createPartitions`, a topic named twice is answered
 others) with INVALID_REQUEST "Duplicate topic name." and not grown. The partitions one request adds
 are bounded by Kafka's MAX_RECORDS_PER_USER_OP (10,000), counted across its topics: the topic that
 crosses it fails with UNKNOWN_SERVER_ERROR, as in Kafka 4.3 (controller/replication_control.py).
+
+A KRaft broker (`process.roles=broker`, or the broker side of a combined node) forwards the request
+as one, as Kafka's `ForwardingManager` does (`RemoteController.forward`): the controller runs this same
+handler over all its topics, so the bound and the duplicates are counted there. With an authorizer the
+broker leaves out the topics the client may not ALTER (TOPIC_AUTHORIZATION_FAILED) before forwarding.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from kbroker.api._authz import check_topic
+from kbroker.api._authz import check_topic, filter_authorized
 from kbroker.api._quotas import controller_mutation_quota
 from kbroker.api.context import BrokerServices, RequestContext
 from kbroker.cluster.quotas import ThrottlingQuotaExceeded
-from kbroker.protocol.errors import ErrorCode, error_fields
+from kbroker.protocol.errors import ErrorCode, KafkaError, error_fields
 from kbroker.protocol.headers import RequestHeader
 from kbroker.protocol.messages.create_partitions import CreatePartitionsRequest, CreatePartitionsResponse
-from kbroker.security.acl import ALTER
+from kbroker.security.acl import ALTER, TOPIC
 
 API_KEY = 37
 MIN_VERSION = 0
@@ -28,7 +33,32 @@ MAX_VERSION = 3
 Result = CreatePartitionsResponse.CreatePartitionsTopicResult
 
 
+async def _forward(services: BrokerServices, ctx: RequestContext, version: int,
+                   request: CreatePartitionsRequest) -> CreatePartitionsResponse:
+    assert services.kraft is not None
+    allowed = filter_authorized(services, ctx, ALTER, TOPIC, (t.name for t in request.topics))
+    refused = [Result(name=name, error_code=int(ErrorCode.TOPIC_AUTHORIZATION_FAILED),
+                      error_message=ErrorCode.TOPIC_AUTHORIZATION_FAILED.message)
+               for name in dict.fromkeys(t.name for t in request.topics) if name not in allowed]
+    topics = [t for t in request.topics if t.name in allowed]
+    if not topics:
+        return CreatePartitionsResponse(throttle_time_ms=0, results=refused)
+    forwarded = request if not refused else CreatePartitionsRequest(
+        topics=topics, timeout_ms=request.timeout_ms, validate_only=request.validate_only)
+    try:
+        resp = await services.kraft.controller.forward(API_KEY, forwarded, CreatePartitionsResponse, version=version,
+                                                       validate_only=request.validate_only)
+    except KafkaError as e:
+        code, message = error_fields(e)
+        resp = CreatePartitionsResponse(throttle_time_ms=0, results=[
+            Result(name=name, error_code=code, error_message=message) for name in dict.fromkeys(t.name for t in topics)])
+    resp.results = [*resp.results, *refused]
+    return resp
+
+
 async def handle(services: BrokerServices, ctx: RequestContext, header: RequestHeader, request: CreatePartitionsRequest) -> CreatePartitionsResponse:
+    if services.kraft is not None:
+        return await _forward(services, ctx, header.api_version, request)
     controller = services.controller
     counts: dict[str, int] = {}
     for t in request.topics:

@@ -6,6 +6,12 @@ and message. From v5 a successful (or validate-only) result carries the partitio
 factor and every config of the topic (KIP-525); v7 adds the topic id. A request whose topics add up
 to more than Kafka's MAX_RECORDS_PER_USER_OP (10,000) partitions is refused as a whole: every topic
 gets POLICY_VIOLATION "Excessively large number of partitions per request." (Kafka 4.3's controller).
+
+A KRaft broker (`process.roles=broker`, or the broker side of a combined node) forwards the request
+as one, as Kafka's `ForwardingManager` does (`RemoteController.forward`): the controller runs this same
+handler, so the bound, the duplicates and the checks of each topic (a manual assignment with a
+partition count or replication factor is INVALID_REQUEST) are the controller's. With an authorizer the
+broker first leaves out the topics the client may not CREATE (TOPIC_AUTHORIZATION_FAILED).
 """
 
 from __future__ import annotations
@@ -13,7 +19,7 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
-from kbroker.api._authz import authorize, authorize_cluster
+from kbroker.api._authz import authorize, authorize_cluster, filter_authorized
 from kbroker.api._quotas import controller_mutation_quota
 from kbroker.api.context import BrokerServices, RequestContext
 from kbroker.cluster.quotas import ThrottlingQuotaExceeded
@@ -34,7 +40,39 @@ STRICT_QUOTA_SINCE_VERSION = 6
 ResultConfig = CreateTopicsResponse.CreatableTopicConfigs
 
 
+def _failed(name: str, code: int, message: str | None) -> Any:
+    return Result(name=name, topic_id=_ZERO_UUID, error_code=code, error_message=message, num_partitions=-1,
+                  replication_factor=-1, configs=[])
+
+
+async def _forward(services: BrokerServices, ctx: RequestContext, version: int, request: CreateTopicsRequest) -> CreateTopicsResponse:
+    assert services.kraft is not None
+    names = list(dict.fromkeys(t.name for t in request.topics))
+    if services.authorizer is None or authorize_cluster(services, ctx, CREATE):
+        allowed = set(names)
+    else:
+        allowed = filter_authorized(services, ctx, CREATE, TOPIC, names)
+    refused = [_failed(name, int(ErrorCode.TOPIC_AUTHORIZATION_FAILED), "Authorization failed.")
+               for name in names if name not in allowed]
+    topics = [t for t in request.topics if t.name in allowed]
+    if not topics:
+        return CreateTopicsResponse(throttle_time_ms=0, topics=refused)
+    forwarded = request if not refused else CreateTopicsRequest(
+        topics=topics, timeout_ms=request.timeout_ms, validate_only=request.validate_only)
+    try:
+        resp = await services.kraft.controller.forward(API_KEY, forwarded, CreateTopicsResponse, version=version,
+                                                       validate_only=request.validate_only)
+    except KafkaError as e:
+        code, message = error_fields(e)
+        resp = CreateTopicsResponse(throttle_time_ms=0, topics=[_failed(n, code, message)
+                                                                for n in dict.fromkeys(t.name for t in topics)])
+    resp.topics = [*resp.topics, *refused]
+    return resp
+
+
 async def handle(services: BrokerServices, ctx: RequestContext, header: RequestHeader, request: CreateTopicsRequest) -> CreateTopicsResponse:
+    if services.kraft is not None:
+        return await _forward(services, ctx, header.api_version, request)
     controller = services.controller
     seen: set[str] = set()
     duplicates: list[str] = []

@@ -128,14 +128,17 @@ class ControllerChannel:
             return resp
 
     async def send_envelope(self, api_key: int, body: object, response_type: type[T], *, principal: bytes,
-                            client_address: bytes, client_id: str, timeout_ms: int | None = None) -> T:
+                            client_address: bytes, client_id: str, timeout_ms: int | None = None,
+                            version: int | None = None) -> T:
         """Forward a client's request in an Envelope (KIP-590, Kafka's `ForwardingManager`): the inner
         request at the highest version both sides speak, with the client's id; the client's principal
         (`DefaultPrincipalData`) and address beside it, so the controller authorizes and throttles the
         client. An Envelope-level NOT_CONTROLLER goes to the next controller as `send` does; another
-        Envelope-level error raises `EnvelopeError` with its code."""
+        Envelope-level error raises `EnvelopeError` with its code. `version`: the client's version of a
+        request forwarded whole (Kafka forwards it as the client sent it), capped at the controller's."""
         deadline = time.monotonic() + (timeout_ms if timeout_ms is not None else self.request_timeout_ms) / 1000
         last: Exception | None = None
+        requested = version
         attempt = 0
         while True:
             backoff = min(1.0, self.retry_backoff_ms / 1000 * (2 ** min(attempt, 10)))
@@ -145,7 +148,7 @@ class ControllerChannel:
                 raise RequestTimeoutError(f"no answer from the active controller to api {api_key}: {last}")
             try:
                 controller_id, conn = await self._connection(deadline)
-                version = conn.version_for(api_key)
+                version = conn.version_for(api_key) if requested is None else min(requested, conn.version_for(api_key))
                 header = RequestHeader(api_key=api_key, api_version=version, correlation_id=next(self._inner_ids),
                                        client_id=client_id)
                 inner = encode_request_frame(header, body)[4:]

@@ -9,9 +9,12 @@ principal (serialized as Kafka's `DefaultKafkaPrincipalBuilder` does), its addre
 Kafka's or kbroker's `QuorumController` -- authorizes the client, not the broker, and charges the
 client's `controller_mutation_rate`; the broker's own principal needs CLUSTER_ACTION to forward (Kafka's
 rule). Work the broker does on its own behalf (auto-created topics, producer id blocks, ISR changes) goes
-directly, as the broker. Differences from Kafka's `ForwardingManager`, which forwards the client's whole
-request unchanged: here a request naming several topics becomes one Envelope per topic, and the broker
-checks its own ACLs first when it has an authorizer (with the same image, the same answer).
+directly, as the broker. CreateTopics, CreatePartitions and UpdateFeatures go as Kafka's `ForwardingManager`
+sends them: the client's whole request in one Envelope (`forward`), so the controller's per-request
+bounds (MAX_RECORDS_PER_USER_OP) count across its topics. The other admin requests still go one resource
+per Envelope (DeleteTopics, AlterConfigs, IncrementalAlterConfigs: Kafka's controller bounds nothing per
+request there). The broker checks its own ACLs first when it has an authorizer (with the same image, the
+same answer) and forwards only what the client may change.
 
 Every change waits, after the controller's success, until this broker's image holds it (the
 `MetadataFetcher`'s barrier: a fetch sent after the answer, applied up to the high watermark it
@@ -68,6 +71,7 @@ ALTER_CONFIGS = 33
 CREATE_PARTITIONS = 37
 INCREMENTAL_ALTER_CONFIGS = 44
 ALTER_CLIENT_QUOTAS = 49
+UPDATE_FEATURES = 57
 ALLOCATE_PRODUCER_IDS = 67
 
 TOPIC_RESOURCE = 2
@@ -80,7 +84,7 @@ ZERO_UUID = uuid.UUID(int=0)
 
 # What Kafka's brokers forward in an Envelope (the client's admin requests).
 ENVELOPED_APIS = frozenset({CREATE_TOPICS, DELETE_TOPICS, ALTER_CONFIGS, CREATE_PARTITIONS, INCREMENTAL_ALTER_CONFIGS,
-                            ALTER_CLIENT_QUOTAS})
+                            ALTER_CLIENT_QUOTAS, UPDATE_FEATURES})
 _NOT_CONTROLLER_RETRIES = 5
 T = TypeVar("T")
 
@@ -131,20 +135,21 @@ class RemoteController(Controller):
 
     # -- plumbing ------------------------------------------------------------------------------------
 
-    async def _forward(self, api_key: int, body: object, response_type: type[T]) -> T:
+    async def _forward(self, api_key: int, body: object, response_type: type[T], version: int | None = None) -> T:
         """In an Envelope with the client's principal when a client's request is being handled (and the
         API is one Kafka forwards), else directly."""
         origin = CURRENT_REQUEST_ORIGIN.get()
         if origin is None or api_key not in ENVELOPED_APIS:
-            return await self.channel.send(api_key, body, response_type)
+            return await self.channel.send(api_key, body, response_type, version=version)
         try:
             principal = serialize_principal(parse_principal(origin.principal))
             address = ipaddress.ip_address(origin.host).packed
         except ValueError:
-            return await self.channel.send(api_key, body, response_type)
+            return await self.channel.send(api_key, body, response_type, version=version)
         try:
             return await self.channel.send_envelope(api_key, body, response_type, principal=principal,
-                                                    client_address=address, client_id=origin.client_id)
+                                                    client_address=address, client_id=origin.client_id,
+                                                    version=version)
         except EnvelopeError as exc:
             try:
                 code = ErrorCode(exc.error_code)
@@ -152,13 +157,13 @@ class RemoteController(Controller):
                 code = ErrorCode.UNKNOWN_SERVER_ERROR
             raise KafkaError(f"The controller refused the forwarded request: {code.name}", error_code=code) from exc
 
-    async def _send(self, api_key: int, body: object, response_type: type[T]) -> T:
+    async def _send(self, api_key: int, body: object, response_type: type[T], version: int | None = None) -> T:
         """Send to the active controller. Kafka's controller answers NOT_CONTROLLER per resource (not at
         the top level) when it lost the leadership meanwhile: then the request goes to the new leader,
         as the channel does for a top-level NOT_CONTROLLER."""
         for _ in range(_NOT_CONTROLLER_RETRIES):
             try:
-                resp = await self._forward(api_key, body, response_type)
+                resp = await self._forward(api_key, body, response_type, version)
             except (RequestTimeoutError, TimeoutError) as exc:
                 raise KafkaError(f"The active controller did not answer: {exc}",
                                  error_code=ErrorCode.REQUEST_TIMED_OUT) from exc
@@ -177,13 +182,27 @@ class RemoteController(Controller):
             raise KafkaError("The change was made but this broker's metadata has not caught up with it yet",
                              error_code=ErrorCode.REQUEST_TIMED_OUT) from exc
 
+    async def forward(self, api_key: int, request: object, response_type: type[T], *, version: int,
+                      validate_only: bool) -> T:
+        """Kafka's `ForwardingManager`: the client's whole request to the active controller in one
+        Envelope, its answer back unchanged, so what the controller counts per request (CreateTopics' and
+        CreatePartitions' MAX_RECORDS_PER_USER_OP, duplicate names, the client's mutation quota) is
+        counted over the request, not per resource. Unless `validate_only` and when something
+        succeeded, it returns once this broker's image holds what the controller committed. `version`:
+        the client's, at which the controller reads it and answers (capped at the controller's)."""
+        resp = await self._send(api_key, request, response_type, version)
+        if not validate_only and ErrorCode.NONE in _resource_errors(resp):
+            await self._caught_up()
+        return resp
+
     # -- topics --------------------------------------------------------------------------------------
 
     async def create_new_topic(self, new: NewTopic, validate_only: bool = False) -> TopicInfo:
         name, assignments = new.name, new.assignments
         topic = CreateTopicsRequest.CreatableTopic(
-            name=name, num_partitions=new.num_partitions if not assignments else -1,
-            replication_factor=new.replication_factor if not assignments else -1,
+            # As asked, also with assignments: the controller answers INVALID_REQUEST when a manual
+            # assignment comes with a partition count or replication factor (Kafka's ReplicationControlManager).
+            name=name, num_partitions=new.num_partitions, replication_factor=new.replication_factor,
             assignments=[CreateTopicsRequest.CreatableReplicaAssignment(partition_index=p, broker_ids=list(b))
                          for p, b in sorted((assignments or {}).items())],
             configs=[CreateTopicsRequest.CreatableTopicConfig(name=k, value=v)
