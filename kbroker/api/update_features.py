@@ -9,8 +9,12 @@ it), unless `validate_only` (v1+). v0 says `allow_downgrade` instead of an upgra
 downgrade). v0-1 list a result per feature on success (error NONE, message "NONE", as Kafka 4.3.1), none
 on a failure; v2 has no per-feature results.
 
-Served on the single node only (`SINGLE_NODE_ONLY`): a `process.roles=broker` node would have to
-forward it to the controller quorum, which kbroker's controllers do not serve yet.
+Served on broker and controller listeners, as in Kafka: a KRaft broker (`process.roles=broker`, or the
+broker side of a combined node -- kbroker's default single node) forwards the client's request to the
+active controller in one Envelope (`RemoteController.forward`, Kafka's `ForwardingManager`) and answers
+once its own image holds the new levels; the `QuorumController` applies the same rules
+(`feature_update_records`). Unlike Kafka's FeatureControlManager, the levels the registered brokers
+support are not checked: every kbroker node supports the same ranges.
 """
 
 from __future__ import annotations
@@ -27,10 +31,9 @@ from kbroker.security.acl import ALTER
 API_KEY = 57
 MIN_VERSION = 0
 MAX_VERSION = 2
-LISTENERS = ("broker",)
-SINGLE_NODE_ONLY = True
+LISTENERS = ("broker", "controller")
 VERSION_NOTES = ("transaction.version and group.version (KIP-890 part 2 on and off); metadata.version is not "
-                 "changed. Single node only (a KRaft broker does not forward it yet).")
+                 "changed. A KRaft broker forwards it to the active controller.")
 
 R = UpdateFeaturesResponse
 SAFE_DOWNGRADE, UPGRADE = 2, 1
@@ -55,7 +58,19 @@ async def _update(services: BrokerServices, request: UpdateFeaturesRequest, vers
     return R(throttle_time_ms=0, error_code=ErrorCode.NONE, error_message=None, results=results)
 
 
+async def _forward(services: BrokerServices, request: UpdateFeaturesRequest, version: int) -> UpdateFeaturesResponse:
+    assert services.kraft is not None
+    validate_only = request.validate_only if version >= 1 else False
+    try:
+        return await services.kraft.controller.forward(API_KEY, request, UpdateFeaturesResponse, version=version,
+                                                       validate_only=validate_only)
+    except KafkaError as exc:
+        return error_response(request, version, exc.error_code, str(exc))
+
+
 def handle(services: BrokerServices, ctx: RequestContext, header: RequestHeader,
            request: UpdateFeaturesRequest) -> Any:
     check_cluster(services, ctx, ALTER)
+    if services.kraft is not None:
+        return _forward(services, request, header.api_version)
     return _update(services, request, header.api_version)

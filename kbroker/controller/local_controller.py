@@ -46,7 +46,7 @@ from kbroker.controller.replication_control import ReplicationControlManager
 from kbroker.controller.result import ControllerResult, MetadataRecord
 from kbroker.controller.scram_control import ScramControlManager
 from kbroker.metadata.cache import MetadataCache
-from kbroker.metadata.image import MetadataImage
+from kbroker.metadata.image import FeaturesImage, MetadataImage
 from kbroker.metadata.loader import MetadataLoader
 from kbroker.metadata.snapshot_generator import SnapshotGenerator
 from kbroker.metadata.views import MetadataView, TopicInfo
@@ -92,6 +92,34 @@ UPGRADE_TYPE_UPGRADE = 1
 def _invalid_update(message: str) -> KafkaError:
     return KafkaError("The update failed for all features since the following feature had an error: " + message,
                       error_code=ErrorCode.INVALID_UPDATE_VERSION)
+
+
+def feature_update_records(node_id: int, features: FeaturesImage,
+                           updates: Mapping[str, tuple[int, int]]) -> list[MetadataRecord]:
+    """Kafka's `FeatureControlManager.updateFeatures` for the features kbroker implements
+    (SUPPORTED_FEATURES), shared by the single node's and the quorum's controller: `updates` maps a
+    feature to (max level, upgrade type). An unknown feature, a level outside the supported range or a
+    downgrade with upgrade type UPGRADE is INVALID_UPDATE_VERSION and nothing is written (all or none);
+    otherwise one FeatureLevelRecord per changed feature (level 0 removes it). metadata.version is not
+    changed here."""
+    records: list[MetadataRecord] = []
+    for name, (level, upgrade_type) in updates.items():
+        prefix = f"Invalid update version {level} for feature {name}. "
+        supported = SUPPORTED_FEATURES.get(name)
+        if supported is None:
+            raise _invalid_update(prefix + f"Local controller {node_id} does not support this feature.")
+        if not supported[0] <= level <= supported[1] and not (level == 0 and name != "metadata.version"):
+            raise _invalid_update(prefix + f"Local controller {node_id} only supports versions "
+                                  f"{supported[0]}-{supported[1]}")
+        current = features.level(name)
+        if level < current and upgrade_type == UPGRADE_TYPE_UPGRADE:
+            raise _invalid_update(prefix + "Can't downgrade the version of this feature without setting the "
+                                  "upgrade type to either safe or unsafe downgrade.")
+        if name == "metadata.version" and level != current:
+            raise _invalid_update(prefix + "kbroker does not change metadata.version on a running node.")
+        if level != current:
+            records.append(FeatureLevelRecord(name=name, feature_level=level))
+    return records
 
 
 def bootstrap_records(transaction_version: int = 0, eligible_leader_replicas_version: int = 0) -> list[MetadataRecord]:
@@ -303,24 +331,7 @@ class LocalController(Controller):
         rules for the features this node implements (SUPPORTED_FEATURES): an unknown feature or a level
         outside the supported range, or a downgrade with upgrade type UPGRADE, is INVALID_UPDATE_VERSION
         and nothing is written; level 0 removes the feature. metadata.version is not changed here."""
-        records: list[MetadataRecord] = []
-        features = self.loader.image.features
-        for name, (level, upgrade_type) in updates.items():
-            prefix = f"Invalid update version {level} for feature {name}. "
-            supported = SUPPORTED_FEATURES.get(name)
-            if supported is None:
-                raise _invalid_update(prefix + f"Local controller {self.node_id} does not support this feature.")
-            if not supported[0] <= level <= supported[1] and not (level == 0 and name != "metadata.version"):
-                raise _invalid_update(prefix + f"Local controller {self.node_id} only supports versions "
-                                      f"{supported[0]}-{supported[1]}")
-            current = features.level(name)
-            if level < current and upgrade_type == UPGRADE_TYPE_UPGRADE:
-                raise _invalid_update(prefix + "Can't downgrade the version of this feature without setting the "
-                                      "upgrade type to either safe or unsafe downgrade.")
-            if name == "metadata.version" and level != current:
-                raise _invalid_update(prefix + "kbroker does not change metadata.version on a running node.")
-            if level != current:
-                records.append(FeatureLevelRecord(name=name, feature_level=level))
+        records = feature_update_records(self.node_id, self.loader.image.features, updates)
         if not validate_only:
             self._commit(records)
 

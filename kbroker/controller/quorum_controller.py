@@ -68,7 +68,7 @@ from kbroker.controller.client_quota_control import (
 from kbroker.controller.cluster_control import BrokerRegistrationReply, ClusterControlManager
 from kbroker.controller.configuration_control import ConfigurationControlManager
 from kbroker.controller.controller import Controller, NewTopic, ProducerIdsBlock
-from kbroker.controller.local_controller import bootstrap_records
+from kbroker.controller.local_controller import bootstrap_records, feature_update_records
 from kbroker.controller.pending import PendingOperation
 from kbroker.controller.producer_id_control import ProducerIdControlManager
 from kbroker.controller.raft_client import LeaderAndEpoch, NotLeaderError, RaftClient
@@ -624,6 +624,15 @@ class QuorumController(Controller):
             return ControllerResult(result.response) if validate_only else result
 
         return await self._write("alterClientQuotas", generate)
+
+    async def update_features(self, updates: Mapping[str, tuple[int, int]], validate_only: bool = False) -> None:
+        """UpdateFeatures (Kafka's `FeatureControlManager.updateFeatures`): the rules of
+        `feature_update_records` against the latest image; nothing is written when validating."""
+        def generate() -> ControllerResult[None]:
+            records = feature_update_records(self.config.node_id, self.image.features, updates)
+            return ControllerResult(None, [] if validate_only else records)
+
+        await self._write("updateFeatures", generate)
 
     def register_broker(self, listeners: Sequence[tuple[str, str, int, str]], rack: str | None) -> int:
         raise KafkaError("In a KRaft cluster a broker registers with BrokerRegistration "
