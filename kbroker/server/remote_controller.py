@@ -85,6 +85,7 @@ ZERO_UUID = uuid.UUID(int=0)
 # What Kafka's brokers forward in an Envelope (the client's admin requests).
 ENVELOPED_APIS = frozenset({CREATE_TOPICS, DELETE_TOPICS, ALTER_CONFIGS, CREATE_PARTITIONS, INCREMENTAL_ALTER_CONFIGS,
                             ALTER_CLIENT_QUOTAS, UPDATE_FEATURES})
+INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state", "__share_group_state"})
 _NOT_CONTROLLER_RETRIES = 5
 T = TypeVar("T")
 
@@ -135,10 +136,11 @@ class RemoteController(Controller):
 
     # -- plumbing ------------------------------------------------------------------------------------
 
-    async def _forward(self, api_key: int, body: object, response_type: type[T], version: int | None = None) -> T:
+    async def _forward(self, api_key: int, body: object, response_type: type[T], version: int | None = None,
+                       as_broker: bool = False) -> T:
         """In an Envelope with the client's principal when a client's request is being handled (and the
         API is one Kafka forwards), else directly."""
-        origin = CURRENT_REQUEST_ORIGIN.get()
+        origin = None if as_broker else CURRENT_REQUEST_ORIGIN.get()
         if origin is None or api_key not in ENVELOPED_APIS:
             return await self.channel.send(api_key, body, response_type, version=version)
         try:
@@ -157,13 +159,14 @@ class RemoteController(Controller):
                 code = ErrorCode.UNKNOWN_SERVER_ERROR
             raise KafkaError(f"The controller refused the forwarded request: {code.name}", error_code=code) from exc
 
-    async def _send(self, api_key: int, body: object, response_type: type[T], version: int | None = None) -> T:
+    async def _send(self, api_key: int, body: object, response_type: type[T], version: int | None = None,
+                    as_broker: bool = False) -> T:
         """Send to the active controller. Kafka's controller answers NOT_CONTROLLER per resource (not at
         the top level) when it lost the leadership meanwhile: then the request goes to the new leader,
         as the channel does for a top-level NOT_CONTROLLER."""
         for _ in range(_NOT_CONTROLLER_RETRIES):
             try:
-                resp = await self._forward(api_key, body, response_type, version)
+                resp = await self._forward(api_key, body, response_type, version, as_broker)
             except (RequestTimeoutError, TimeoutError) as exc:
                 raise KafkaError(f"The active controller did not answer: {exc}",
                                  error_code=ErrorCode.REQUEST_TIMED_OUT) from exc
@@ -209,7 +212,10 @@ class RemoteController(Controller):
                      for k, v in (new.configs or {}).items()],
         )
         req = CreateTopicsRequest(topics=[topic], timeout_ms=self.request_timeout_ms, validate_only=validate_only)
-        resp = await self._send(CREATE_TOPICS, req, CreateTopicsResponse)
+        # An internal topic (__consumer_offsets, __transaction_state, __share_group_state) is created by the
+        # broker as itself, whoever's request needed it (Kafka's AutoTopicCreationManager gets no request
+        # context for them): a consumer may not CREATE topics.
+        resp = await self._send(CREATE_TOPICS, req, CreateTopicsResponse, as_broker=name in INTERNAL_TOPICS)
         result = next((r for r in resp.topics if r.name == name), None)
         if result is None:
             raise KafkaError("The controller's answer did not name the topic", error_code=ErrorCode.UNKNOWN_SERVER_ERROR)

@@ -41,9 +41,6 @@ ABSENT_APIS: dict[int, str] = {
     40: _TOKENS,  # ExpireDelegationToken
     41: _TOKENS,  # DescribeDelegationToken
     55: "no Raft metadata quorum (issue 13)",  # DescribeQuorum
-    # UpdateFeatures: served by kbroker's embedded single node only; this combined node's broker
-    # listener does not forward it and kbroker controllers do not serve it yet (docs/transactions.md).
-    57: "UpdateFeatures is not forwarded to a kbroker controller quorum",
     64: "single node: no broker to unregister",  # UnregisterBroker
     # KIP-853: served on a kbroker controller listener (`kafka-metadata-quorum --bootstrap-controller
     # add-controller / remove-controller`); a kbroker broker listener does not forward them yet.

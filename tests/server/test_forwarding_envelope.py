@@ -9,6 +9,7 @@ processes are in tests/security/test_acl_scram_forwarding_kraft.py."""
 from __future__ import annotations
 
 import asyncio
+import uuid
 from pathlib import Path
 
 import pytest
@@ -117,3 +118,27 @@ def test_envelope_errors_map_as_kafkas_forwarding_manager(tmp_path: Path) -> Non
         EnvelopeResponse(error_code=int(ErrorCode.UNSUPPORTED_VERSION), response_data=None)])
     with pytest.raises(CloseConnection):
         asyncio.run(controller.forward_request(CTX, header, _request()))
+
+
+def test_internal_topics_are_created_as_the_broker_not_in_the_clients_envelope(tmp_path: Path) -> None:
+    """Kafka's AutoTopicCreationManager creates `__consumer_offsets` (and the other internal topics) as
+    the broker: a consumer whose FindCoordinator needed it may not CREATE topics. A user topic auto-created
+    for a client goes in the client's Envelope."""
+    from kbroker.api.context import CURRENT_REQUEST_ORIGIN, RequestOrigin
+    from kbroker.controller.controller import NewTopic
+    from kbroker.protocol.messages.create_topics import CreateTopicsResponse
+
+    def created(name: str) -> CreateTopicsResponse:
+        return CreateTopicsResponse(throttle_time_ms=0, topics=[CreateTopicsResponse.CreatableTopicResult(
+            name=name, topic_id=uuid.uuid4(), error_code=int(ErrorCode.TOPIC_ALREADY_EXISTS),
+            error_message="exists", num_partitions=1, replication_factor=1, configs=[])])
+
+    controller, sent, _ = _controller(tmp_path, [created("__consumer_offsets")])
+    token = CURRENT_REQUEST_ORIGIN.set(RequestOrigin(principal="User:alice", host="10.0.0.7", client_id="consumer-1"))
+    try:
+        with pytest.raises(KafkaError):
+            asyncio.run(controller.create_new_topic(NewTopic("__consumer_offsets", 50, 1)))
+    finally:
+        CURRENT_REQUEST_ORIGIN.reset(token)
+    [(_, key, _body)] = sent
+    assert key == 19  # CreateTopics itself, not an Envelope (58) carrying alice
