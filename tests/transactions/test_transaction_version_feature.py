@@ -7,6 +7,7 @@ result shapes) are compared with Kafka 4.3.1's (marker `reference`)."""
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 from typing import Any
 
@@ -95,10 +96,23 @@ def _update_sequence(bootstrap: str) -> list[Any]:
                      (1, "transaction.version", 2, 1), (0, "transaction.version", 2, 1),
                      (2, "transaction.version", 1, 2), (1, "transaction.version", 0, 2),
                      (0, "transaction.version", 2, 1)]:
-            out.append((args, upd(c, *args)))
-            v = c.request(18, 4, ApiVersionsRequest(client_software_name="t", client_software_version="1"))
-            out.append(sorted((f.name, f.max_version_level) for f in v.finalized_features
-                              if f.name == "transaction.version"))
+            answer = upd(c, *args)
+            out.append((args, answer))
+            # Kafka answers UpdateFeatures once the controller committed; its broker's ApiVersions may show
+            # the old level for a few milliseconds more (the broker's image catches up asynchronously; a
+            # CI run once read the level from before a disable). Wait for a successful change to show,
+            # at most 5 s; kbroker answers once its own image holds it, so its first read has it.
+            changed = answer[0] == 0 and all(code == 0 for _, code, _ in answer[2]) and not (args[4:] and args[4])
+            expected = ([] if args[2] == 0 else [(args[1], args[2])]) if changed and args[1] == "transaction.version" else None
+            deadline = time.monotonic() + 5
+            while True:
+                v = c.request(18, 4, ApiVersionsRequest(client_software_name="t", client_software_version="1"))
+                finalized = sorted((f.name, f.max_version_level) for f in v.finalized_features
+                                   if f.name == "transaction.version")
+                if expected is None or finalized == expected or time.monotonic() > deadline:
+                    break
+                time.sleep(0.05)
+            out.append(finalized)
     return out
 
 
