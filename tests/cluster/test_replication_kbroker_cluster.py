@@ -233,6 +233,7 @@ def test_fault_matrix_short(cluster: Cluster, tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(900)  # 54 cycles took 299.5 s on a quiet machine: pytest's 300 s default is too tight
 def test_fault_matrix_fifty_cycles(cluster: Cluster, tmp_path: Path) -> None:
     run_matrix(cluster, (MATRIX * 9)[:54], tmp_path)
 
