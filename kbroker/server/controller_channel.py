@@ -127,33 +127,24 @@ class ControllerChannel:
                 continue
             return resp
 
-    async def send_envelope(self, api_key: int, body: object, response_type: type[T], *, principal: bytes,
-                            client_address: bytes, client_id: str, timeout_ms: int | None = None,
-                            version: int | None = None) -> T:
-        """Forward a client's request in an Envelope (KIP-590, Kafka's `ForwardingManager`): the inner
-        request at the highest version both sides speak, with the client's id; the client's principal
-        (`DefaultPrincipalData`) and address beside it, so the controller authorizes and throttles the
-        client. An Envelope-level NOT_CONTROLLER goes to the next controller as `send` does; another
-        Envelope-level error raises `EnvelopeError` with its code. `version`: the client's version of a
-        request forwarded whole (Kafka forwards it as the client sent it), capped at the controller's."""
+    async def _envelope_round_trip(self, build: Callable[[NodeConnection], tuple[int, EnvelopeRequest]],
+                                   timeout_ms: int | None, what: str) -> tuple[int, EnvelopeResponse]:
+        """One Envelope to the active controller, retried as `send` retries (a lost connection, a
+        timeout, an Envelope-level NOT_CONTROLLER: the next controller, with backoff); `build` makes the
+        Envelope for the connection it goes on and names the inner request's version. Another
+        Envelope-level error raises `EnvelopeError` with its code. Returns (inner version, response)."""
         deadline = time.monotonic() + (timeout_ms if timeout_ms is not None else self.request_timeout_ms) / 1000
         last: Exception | None = None
-        requested = version
         attempt = 0
         while True:
             backoff = min(1.0, self.retry_backoff_ms / 1000 * (2 ** min(attempt, 10)))
             attempt += 1
             remaining = deadline - time.monotonic()
             if remaining <= 0:
-                raise RequestTimeoutError(f"no answer from the active controller to api {api_key}: {last}")
+                raise RequestTimeoutError(f"no answer from the active controller to {what}: {last}")
             try:
                 controller_id, conn = await self._connection(deadline)
-                version = conn.version_for(api_key) if requested is None else min(requested, conn.version_for(api_key))
-                header = RequestHeader(api_key=api_key, api_version=version, correlation_id=next(self._inner_ids),
-                                       client_id=client_id)
-                inner = encode_request_frame(header, body)[4:]
-                envelope = EnvelopeRequest(request_data=inner, request_principal=principal,
-                                           client_host_address=client_address)
+                version, envelope = build(conn)
                 resp = await conn.request(ENVELOPE, envelope, EnvelopeResponse, version=0, timeout_s=remaining)
             except TimeoutError as exc:
                 last = exc
@@ -172,10 +163,30 @@ class ControllerChannel:
                 continue
             if resp.error_code != ErrorCode.NONE or resp.response_data is None:
                 raise EnvelopeError(resp.error_code or int(ErrorCode.UNKNOWN_SERVER_ERROR))
-            _, inner_body = decode_response_frame(api_key, version, memoryview(resp.response_data))
-            if not isinstance(inner_body, response_type):
-                raise TypeError(f"the Envelope answered {type(inner_body).__name__}, not {response_type.__name__}")
-            return inner_body
+            return version, resp
+
+    async def send_envelope(self, api_key: int, body: object, response_type: type[T], *, principal: bytes,
+                            client_address: bytes, client_id: str, timeout_ms: int | None = None,
+                            version: int | None = None) -> T:
+        """Forward a client's request in an Envelope (KIP-590, Kafka's `ForwardingManager`): the inner
+        request at the highest version both sides speak, with the client's id; the client's principal
+        (`DefaultPrincipalData`) and address beside it, so the controller authorizes and throttles the
+        client. An Envelope-level NOT_CONTROLLER goes to the next controller as `send` does; another
+        Envelope-level error raises `EnvelopeError` with its code. `version`: the client's version of a
+        request forwarded whole (Kafka forwards it as the client sent it), capped at the controller's."""
+        def build(conn: NodeConnection) -> tuple[int, EnvelopeRequest]:
+            inner_version = conn.version_for(api_key) if version is None else min(version, conn.version_for(api_key))
+            header = RequestHeader(api_key=api_key, api_version=inner_version, correlation_id=next(self._inner_ids),
+                                   client_id=client_id)
+            return inner_version, EnvelopeRequest(request_data=encode_request_frame(header, body)[4:],
+                                                  request_principal=principal, client_host_address=client_address)
+
+        inner_version, resp = await self._envelope_round_trip(build, timeout_ms, f"api {api_key}")
+        assert resp.response_data is not None
+        _, inner_body = decode_response_frame(api_key, inner_version, memoryview(resp.response_data))
+        if not isinstance(inner_body, response_type):
+            raise TypeError(f"the Envelope answered {type(inner_body).__name__}, not {response_type.__name__}")
+        return inner_body
 
     async def send_registration(self, req: BrokerRegistrationRequest) -> BrokerRegistrationResponse:
         return await self.send(BROKER_REGISTRATION, req, BrokerRegistrationResponse)
@@ -205,43 +216,17 @@ class ControllerChannel:
         (decoded at that version) is what the broker sends back. An Envelope-level NOT_CONTROLLER goes
         to the next controller; another Envelope-level error raises `EnvelopeError` with its code.
         (`send_envelope` is the older path: one resource kbroker built, at the newest common version.)"""
-        inner = encode_request_frame(header, body)[4:]
-        envelope = EnvelopeRequest(request_data=inner, request_principal=principal, client_host_address=client_address)
-        deadline = time.monotonic() + (timeout_ms if timeout_ms is not None else self.request_timeout_ms) / 1000
-        last: Exception | None = None
-        attempt = 0
-        while True:
-            backoff = min(1.0, self.retry_backoff_ms / 1000 * (2 ** min(attempt, 10)))
-            attempt += 1
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                raise RequestTimeoutError(f"no answer from the active controller to an Envelope: {last}")
-            try:
-                controller_id, conn = await self._connection(deadline)
-                resp = await conn.request(ENVELOPE, envelope, EnvelopeResponse, version=0, timeout_s=remaining)
-            except TimeoutError as exc:
-                last = exc
-                await self._drop()
-                continue
-            except (ConnectionClosedError, OSError) as exc:
-                last = exc
-                await self._drop()
-                await asyncio.sleep(backoff)
-                continue
-            if resp.error_code == ErrorCode.NOT_CONTROLLER:
-                last = ConnectionError(f"node {controller_id} is no longer the active controller")
-                self.fetcher.forget_leader(controller_id)
-                await self._drop()
-                await asyncio.sleep(backoff)
-                continue
-            if resp.error_code != ErrorCode.NONE or resp.response_data is None:
-                raise EnvelopeError(resp.error_code or int(ErrorCode.UNKNOWN_SERVER_ERROR))
-            correlation_id, inner_body = decode_response_frame(header.api_key, header.api_version,
-                                                               memoryview(resp.response_data))
-            if correlation_id != header.correlation_id:
-                # Kafka's AbstractResponse.parseResponse checks the inner correlation id too.
-                raise EnvelopeError(int(ErrorCode.UNKNOWN_SERVER_ERROR))
-            return inner_body
+        envelope = EnvelopeRequest(request_data=encode_request_frame(header, body)[4:], request_principal=principal,
+                                   client_host_address=client_address)
+        _, resp = await self._envelope_round_trip(lambda _conn: (header.api_version, envelope), timeout_ms,
+                                                  "an Envelope")
+        assert resp.response_data is not None
+        correlation_id, inner_body = decode_response_frame(header.api_key, header.api_version,
+                                                           memoryview(resp.response_data))
+        if correlation_id != header.correlation_id:
+            # Kafka's AbstractResponse.parseResponse checks the inner correlation id too.
+            raise EnvelopeError(int(ErrorCode.UNKNOWN_SERVER_ERROR))
+        return inner_body
 
     async def close(self) -> None:
         with contextlib.suppress(Exception):
