@@ -35,6 +35,7 @@ Must not import kbroker.net or kbroker.api.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import uuid
 from collections.abc import Awaitable, Callable, Mapping
@@ -61,6 +62,7 @@ from kbroker.coord.share_session import (
 from kbroker.metadata.image import ConfigResource, ConfigResourceType
 from kbroker.protocol.errors import ErrorCode
 from kbroker.replica.partition import READ_COMMITTED, READ_UNCOMMITTED
+from kbroker.replica.purgatory import DelayedOperationPurgatory
 
 if TYPE_CHECKING:
     from kbroker.config import KafkaConfig
@@ -148,6 +150,11 @@ class SharePartitionManager:
         # group id -> (the overrides mapping it was evaluated from, its configs): the image's maps are
         # immutable and shared while unchanged, so an identical mapping means nothing to re-evaluate.
         self._group_configs: dict[str, tuple[Mapping[str, str], GroupConfig, SharePartitionConfig]] = {}
+        # Kafka's delayedShareFetchPurgatory: ShareFetches waiting for records to acquire
+        # (`kbroker.coord.delayed_share_fetch`), woken by `on_partition_event` and `wake`.
+        self.delayed_share_fetch_purgatory: DelayedOperationPurgatory[ShareFetchOutcome] = (
+            DelayedOperationPurgatory("ShareFetch"))
+        self._woken: set[tuple[str, uuid.UUID, int]] = set()
 
     def _broker_value(self, key: str) -> object:
         return self.config[key] if key in self.config else None
@@ -188,9 +195,10 @@ class SharePartitionManager:
 
     def share_fetch(self, group_id: str, member_id: str, epoch: int, requested: list[SharePartitionRequest],
                     forgotten: list[TopicIdPartition], max_records: int, record_limit_mode: bool,
-                    renew_only: bool) -> ShareFetchOutcome:
+                    renew_only: bool, min_bytes: int = 1) -> ShareFetchOutcome:
         """One ShareFetch: session, acknowledgements, then acquisition (once: a waiting fetch calls
-        `acquire` again)."""
+        `acquire` again). With `min_bytes` above 1 (a fetch that may wait) nothing is acquired unless
+        that much can be read (Kafka's DelayedShareFetch acquires only once MinBytes is satisfied)."""
         if not group_id:
             return ShareFetchOutcome(ErrorCode.INVALID_GROUP_ID, "The group id must not be empty.")
         if not member_id:
@@ -221,7 +229,8 @@ class SharePartitionManager:
         stale = {(r.topic_id, r.partition) for r in requested if r.acknowledgements
                  and (group_id, r.topic_id, r.partition) in self.partitions
                  and not self._led_here(group_id, (r.topic_id, r.partition))}
-        if epoch != FINAL_EPOCH and not renew_only:
+        if epoch != FINAL_EPOCH and not renew_only \
+                and (min_bytes <= 1 or self.acquirable_bytes(outcome, group_id) >= min_bytes):
             self.acquire(outcome, group_id, member_id, max_records, record_limit_mode)
         for r in requested:
             if r.acknowledgements:
@@ -374,10 +383,97 @@ class SharePartitionManager:
         if sp.expire_locks(now):
             self._persist(group_id, tid, p, sp)
 
+    # -- waiting ShareFetches (Kafka's DelayedShareFetch keys) -----------------------------------------
+
+    def on_partition_event(self, key: tuple[str, int]) -> None:
+        """The replica manager's append / high-watermark / leadership event of a topic partition (Kafka's
+        `completeDelayedShareFetchRequest(DelayedShareFetchPartitionKey)`)."""
+        self.delayed_share_fetch_purgatory.check_and_complete(key)
+
+    def wake(self, group_id: str, tid: uuid.UUID, p: int) -> None:
+        """The share-partition's state changed (records released, locks expired, start moved): the fetches
+        waiting on it look again (Kafka's DelayedShareFetchGroupKey). Deferred to the next loop turn, so a
+        state change made by a waiting fetch's own acquisition never re-enters it."""
+        if len(self.delayed_share_fetch_purgatory) == 0:
+            return
+        gkey = (group_id, tid, p)
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            self.delayed_share_fetch_purgatory.check_and_complete(gkey)
+            return
+        if gkey not in self._woken:
+            self._woken.add(gkey)
+            loop.call_soon(self._wake_now, gkey)
+
+    def _wake_now(self, gkey: tuple[str, uuid.UUID, int]) -> None:
+        self._woken.discard(gkey)
+        self.delayed_share_fetch_purgatory.check_and_complete(gkey)
+
+    def delayed_share_fetch_keys(self, group_id: str, outcome: ShareFetchOutcome) -> list[object]:
+        """The keys a waiting fetch of the outcome's session is watched under: (topic, partition) and
+        (group id, topic id, partition) of each of its partitions."""
+        keys: list[object] = []
+        if outcome.session is None:
+            return keys
+        for tid, p in outcome.session.partitions:
+            info = self.metadata.topic_by_id(tid) if self.metadata is not None else None
+            if info is not None:
+                keys.append((info.name, p))
+            keys.append((group_id, tid, p))
+        return keys
+
+    def acquirable_bytes(self, outcome: ShareFetchOutcome, group_id: str) -> int:
+        """Bytes a read from each of the session's share-partitions' next fetch offset would return now
+        (Kafka's DelayedShareFetch.isMinBytesSatisfied), without acquiring anything."""
+        if outcome.session is None or self.replica_manager is None:
+            return 0
+        total = 0
+        for tid, p in outcome.session.partitions:
+            sp = self.partitions.get((group_id, tid, p))
+            error, name = self._topic_partition((tid, p))
+            partition = self.replica_manager.get_partition(name, p) if error == ErrorCode.NONE else None
+            if sp is None or partition is None or not partition.is_leader:
+                continue
+            self._expire(group_id, tid, p, sp, self.time_ms())
+            if not sp.can_acquire():
+                continue
+            fetch_offset = sp.next_fetch_offset()
+            isolation = READ_COMMITTED if self.group_config(group_id).share_isolation_level == "read_committed" \
+                else READ_UNCOMMITTED
+            if fetch_offset >= partition.fetchable_end(isolation):
+                continue
+            try:
+                total += partition.read(fetch_offset, PARTITION_READ_BYTES, isolation, False).size
+            except Exception:  # noqa: BLE001 - an unreadable partition adds nothing
+                continue
+        return total
+
+    def next_lock_deadline(self, outcome: ShareFetchOutcome, group_id: str) -> int | None:
+        """The earliest acquisition-lock deadline among the session's share-partitions."""
+        if outcome.session is None:
+            return None
+        deadlines = [d for tid, p in outcome.session.partitions
+                     if (sp := self.partitions.get((group_id, tid, p))) is not None
+                     and (d := sp.next_lock_deadline()) is not None]
+        return min(deadlines) if deadlines else None
+
+    def expire_and_wake(self, outcome: ShareFetchOutcome, group_id: str) -> None:
+        """Expire the due acquisition locks of the session's share-partitions (Kafka's
+        AcquisitionLockTimerTask), waking the fetches waiting on them."""
+        if outcome.session is None:
+            return
+        now = self.time_ms()
+        for tid, p in list(outcome.session.partitions):
+            sp = self.partitions.get((group_id, tid, p))
+            if sp is not None:
+                self._expire(group_id, tid, p, sp, now)
+
     def _persist(self, group_id: str, tid: uuid.UUID, p: int, sp: SharePartition,
                  leader_epoch: int = -1) -> ErrorCode:
         """Write the share-partition's durable state (nothing without a persister), with the leader
-        epoch it was initialized under."""
+        epoch it was initialized under. Every durable change may let a waiting fetch acquire: wake them."""
+        self.wake(group_id, tid, p)
         if self.persister is None:
             return ErrorCode.NONE
         if leader_epoch < 0:
