@@ -496,6 +496,9 @@ CONFIG_DEFS: dict[str, ConfigDef] = _defs(
               "Segment size of __share_group_state.", validator=at_least(1)),
     ConfigDef("share.coordinator.write.timeout.ms", "int", 5000, "Timeout of a share-state write.",
               validator=at_least(1)),
+    ConfigDef("share.coordinator.state.topic.prune.interval.ms", "int", 300000,
+              "The duration in milliseconds that the share coordinator will wait between pruning eligible records "
+              "in share-group state topic.", validator=at_least(1)),
     ConfigDef("share.coordinator.snapshot.update.records.per.snapshot", "int", 500,
               "The number of update records the share coordinator writes between snapshot records.",
               validator=between(0, 500)),
