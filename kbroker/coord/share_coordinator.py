@@ -37,6 +37,7 @@ from typing import TYPE_CHECKING
 
 from kbroker.coord.coordinator_runtime import Append, CoordinatorRuntime, CoordinatorTimer
 from kbroker.coord.runtime import LogLoader, LoopScheduler, ReplicaPartitionWriter, java_string_hashcode
+from kbroker.metrics.meters import SHARE_GROUP_METRICS
 from kbroker.protocol.coordinator_records import Coordinator
 from kbroker.protocol.coordinator_records.serde import (
     decode_coordinator_key,
@@ -283,6 +284,7 @@ class ShareCoordinatorShard:
         """WriteShareGroupState: the batches are merged into the recorded ones (Kafka's
         PersisterStateBatchCombiner), the start offset moves unless -1; the leader and state epochs
         recorded stay (they only fence)."""
+        SHARE_GROUP_METRICS.share_coordinator_writes += 1
         if key[2] < 0:
             return ShareRpcResult(ErrorCode.INVALID_REQUEST, NEGATIVE_PARTITION_ID)
         state = self.states.get(key)
@@ -593,9 +595,10 @@ class ShareCoordinatorService:
         return ErrorCode.NONE, shard.states.get(key)
 
     def write_state(self, key: SharePartitionKey, state: SharePartitionState) -> ErrorCode:
-        """Append the share-partition's state as a ShareSnapshot (acks=-1, through the runtime)."""
+        """Append the share-partition's state (a ShareUpdate or a ShareSnapshot; acks=-1, through the runtime)."""
         if self.runtime is None:
             return ErrorCode.NONE
+        SHARE_GROUP_METRICS.share_coordinator_writes += 1
         error, p, shard = self._shard(key)
         if error != ErrorCode.NONE or self.runtime is None:
             return error

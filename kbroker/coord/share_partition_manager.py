@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 import uuid
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
@@ -60,6 +61,7 @@ from kbroker.coord.share_session import (
     TopicIdPartition,
 )
 from kbroker.metadata.image import ConfigResource, ConfigResourceType
+from kbroker.metrics.meters import SHARE_GROUP_METRICS
 from kbroker.protocol.errors import ErrorCode
 from kbroker.replica.partition import READ_COMMITTED, READ_UNCOMMITTED
 from kbroker.replica.purgatory import DelayedOperationPurgatory
@@ -155,6 +157,10 @@ class SharePartitionManager:
         self.delayed_share_fetch_purgatory: DelayedOperationPurgatory[ShareFetchOutcome] = (
             DelayedOperationPurgatory("ShareFetch"))
         self._woken: set[tuple[str, uuid.UUID, int]] = set()
+        # Kafka's SharePartitionMetrics AcquisitionLockTimeoutPerSec, per share-partition.
+        self.lock_timeouts: dict[tuple[str, uuid.UUID, int], int] = {}
+        # When each share-partition's initialization was first tried (Kafka's PartitionLoadTimeMs).
+        self._load_started: dict[tuple[str, uuid.UUID, int], float] = {}
 
     def _broker_value(self, key: str) -> object:
         return self.config[key] if key in self.config else None
@@ -362,6 +368,7 @@ class SharePartitionManager:
         for (g, tid, p), sp in list(self.partitions.items()):
             n = sp.expire_locks(now)
             if n:
+                self.lock_timeouts[(g, tid, p)] = self.lock_timeouts.get((g, tid, p), 0) + n
                 self._persist(g, tid, p, sp)
             expired += n
         return expired
@@ -380,7 +387,10 @@ class SharePartitionManager:
         return released
 
     def _expire(self, group_id: str, tid: uuid.UUID, p: int, sp: SharePartition, now: int) -> None:
-        if sp.expire_locks(now):
+        n = sp.expire_locks(now)
+        if n:
+            key = (group_id, tid, p)
+            self.lock_timeouts[key] = self.lock_timeouts.get(key, 0) + n
             self._persist(group_id, tid, p, sp)
 
     # -- waiting ShareFetches (Kafka's DelayedShareFetch keys) -----------------------------------------
@@ -580,6 +590,12 @@ class SharePartitionManager:
             written = self._persist(group_id, key[0], key[1], sp)
             if written != ErrorCode.NONE:
                 return ErrorCode.COORDINATOR_NOT_AVAILABLE
+            for b in batches:
+                if len(b.acknowledge_types) == 1:
+                    SHARE_GROUP_METRICS.record_acknowledgement(b.acknowledge_types[0], b.last_offset - b.first_offset + 1)
+                else:
+                    for t in b.acknowledge_types:
+                        SHARE_GROUP_METRICS.record_acknowledgement(t, 1)
         return error
 
     def _initialize(self, group_id: str, key: TopicIdPartition, name: str, log_start: int, high_watermark: int,
@@ -589,11 +605,13 @@ class SharePartitionManager:
         `share.auto.offset.reset` (written at once, so a restart resumes there). None while the state
         cannot be read (the state topic is being created or loaded)."""
         gkey = (group_id, key[0], key[1])
+        self._load_started.setdefault(gkey, time.monotonic())
         if self.persister is not None:
             error, state = self.persister.read_state(gkey, leader_epoch)
             if error != ErrorCode.NONE:
                 return None
             if state is not None:
+                self._loaded(gkey)
                 sp = SharePartition.from_state(state.start_offset, [
                     (b.first_offset, b.last_offset, b.delivery_state, b.delivery_count) for b in state.batches],
                     self.partition_config_for(group_id))
@@ -617,8 +635,14 @@ class SharePartitionManager:
             return None
         self.partitions[gkey] = sp
         self._leader_epochs[gkey] = leader_epoch
+        self._loaded(gkey)
         log.info("Initialized share-partition %s %s-%d at offset %d (%s)", group_id, name, key[1], start, reset)
         return sp
+
+    def _loaded(self, gkey: tuple[str, uuid.UUID, int]) -> None:
+        started = self._load_started.pop(gkey, None)
+        if started is not None:
+            SHARE_GROUP_METRICS.partition_load_time.observe(time.monotonic() - started)
 
     def _archive_aborted(self, group_id: str, member_id: str, key: TopicIdPartition, sp: SharePartition,
                          data: bytes, aborted: list[tuple[int, int]], ranges: list[AcquiredRange],
