@@ -404,9 +404,9 @@ class SharePartitionManager:
         """The share-partition's state changed (records released, locks expired, start moved): the fetches
         waiting on it look again (Kafka's DelayedShareFetchGroupKey). Deferred to the next loop turn, so a
         state change made by a waiting fetch's own acquisition never re-enters it."""
-        if len(self.delayed_share_fetch_purgatory) == 0:
-            return
         gkey = (group_id, tid, p)
+        if not self.delayed_share_fetch_purgatory.watched(gkey):
+            return
         try:
             loop = asyncio.get_running_loop()
         except RuntimeError:
