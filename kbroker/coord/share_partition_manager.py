@@ -19,8 +19,16 @@ min/max bounds), read from the metadata image each time the partition is used, s
 applies to the next acquisition, as in Kafka's SharePartition (which asks its GroupConfigManager).
 
 Acquisition locks expire when anything touches the share-partition (a fetch, an acknowledgement, a
-waiting fetch's poll) at or after their deadline, so an expired record is handed to the next member
-that fetches. A member leaving the group or closing its share session releases its records.
+waiting fetch's lock-deadline timer) at or after their deadline, so an expired record is handed to the
+next member that fetches. A member leaving the group or closing its share session releases its records.
+
+Waiting fetches (Kafka's DelayedShareFetch, `kbroker.coord.delayed_share_fetch`) sit in
+`delayed_share_fetch_purgatory`: the replica manager's partition events reach them through
+`on_partition_event`, and every durable change of a share-partition (`_persist`: releases, expiries,
+acknowledgements, start moves) wakes the ones watching it, on the next loop turn.
+
+Metrics (`kbroker.metrics.meters.SHARE_GROUP_METRICS`, Kafka's ShareGroupMetrics): records acknowledged
+per type, share-partition load time; per share-partition lock timeouts in `lock_timeouts`.
 
 Durability: with a persister (the share coordinator, `kbroker.coord.share_coordinator`), a new
 share-partition first reads its state (start offset, in-flight states and delivery counts) and, when it
