@@ -654,6 +654,7 @@ class KafkaConfig:
         if lo > hi:
             raise ConfigError("group.max.session.timeout.ms must be at least group.min.session.timeout.ms")
         _validate_consumer_group_keys(self._values)
+        _validate_share_group_keys(self._values)
         if self.is_kraft_broker:
             _validate_kraft_broker_keys(self._values, self.controller_listener_names)
         if self.is_kraft_combined:
@@ -752,6 +753,45 @@ def _validate_kraft_combined_keys(v: dict[str, Any], controller_names: set[str],
     if ids and int(v["node.id"]) not in ids:
         raise ConfigError(f"If process.roles contains the 'controller' role, the node id {v['node.id']} must be "
                           f"included in the set of voters controller.quorum.voters={set(ids)}")
+
+
+def _require_at_least(v: dict[str, Any], name: str, low: str) -> None:
+    """Kafka's `Utils.require(a >= b, "%s must be greater than or equal to %s")`."""
+    if v[name] < v[low]:
+        raise ConfigError(f"{name} must be greater than or equal to {low}")
+
+
+def _require_at_most(v: dict[str, Any], name: str, high: str) -> None:
+    if v[name] > v[high]:
+        raise ConfigError(f"{name} must be less than or equal to {high}")
+
+
+def _validate_share_group_keys(v: dict[str, Any]) -> None:
+    """KIP-932 keys, checked at start in the order and words of Kafka 4.3.1 (the broker refuses to start):
+    GroupCoordinatorConfig's share checks (heartbeat interval and session timeout within their bounds,
+    the interval below the timeout, the assignment interval within its bounds), then ShareGroupConfig's
+    (delivery count limit, record locks per partition and record lock duration within their bounds, at
+    least as many share sessions as members of a share group)."""
+    g = "group.share."
+    _require_at_least(v, g + "max.heartbeat.interval.ms", g + "min.heartbeat.interval.ms")
+    _require_at_least(v, g + "heartbeat.interval.ms", g + "min.heartbeat.interval.ms")
+    _require_at_most(v, g + "heartbeat.interval.ms", g + "max.heartbeat.interval.ms")
+    _require_at_least(v, g + "max.session.timeout.ms", g + "min.session.timeout.ms")
+    _require_at_least(v, g + "session.timeout.ms", g + "min.session.timeout.ms")
+    _require_at_most(v, g + "session.timeout.ms", g + "max.session.timeout.ms")
+    if v[g + "heartbeat.interval.ms"] >= v[g + "session.timeout.ms"]:
+        raise ConfigError(f"{g}heartbeat.interval.ms must be less than {g}session.timeout.ms")
+    _require_at_least(v, g + "max.assignment.interval.ms", g + "min.assignment.interval.ms")
+    _require_at_least(v, g + "assignment.interval.ms", g + "min.assignment.interval.ms")
+    _require_at_most(v, g + "assignment.interval.ms", g + "max.assignment.interval.ms")
+    # ShareGroupConfig.validate
+    _require_at_least(v, g + "max.delivery.count.limit", g + "delivery.count.limit")
+    _require_at_least(v, g + "delivery.count.limit", g + "min.delivery.count.limit")
+    _require_at_least(v, g + "max.partition.max.record.locks", g + "partition.max.record.locks")
+    _require_at_least(v, g + "partition.max.record.locks", g + "min.partition.max.record.locks")
+    _require_at_least(v, g + "record.lock.duration.ms", g + "min.record.lock.duration.ms")
+    _require_at_least(v, g + "max.record.lock.duration.ms", g + "record.lock.duration.ms")
+    _require_at_least(v, g + "max.share.sessions", g + "max.size")
 
 
 def _validate_consumer_group_keys(v: dict[str, Any]) -> None:

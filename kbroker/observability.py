@@ -121,7 +121,7 @@ class BrokerObservability:
     def _exposition(self) -> MetricsExposition:
         exposition = MetricsExposition(self.metrics or BrokerMetrics())
         for source in (self._broker_state, self._logs, self._replica_manager, self._network, self._groups,
-                       self._quotas):
+                       self._share_partitions, self._quotas):
             exposition.add_source(source)
         return exposition
 
@@ -273,10 +273,12 @@ class BrokerObservability:
             return
         classic: Counter[str] = Counter()
         consumer: Counter[str] = Counter()
+        share: Counter[str] = Counter()
         offsets: list[tuple[str, str, int, int]] = []
         for _partition, shard in services.group_coordinator.runtime.active_shards():
             classic.update(str(g.state) for g in shard.groups.values())
             consumer.update(str(g.state) for g in shard.consumer_groups.values())
+            share.update(str(g.state) for g in shard.group_manager.share_groups.values())
             for group in shard.offsets.groups():
                 for (topic, partition), value in shard.offsets.group_offsets(group).items():
                     offsets.append((group, topic, partition, value.offset))
@@ -288,12 +290,35 @@ class BrokerObservability:
                         samples=[((), classic.get(state, 0))])
         yield gauge(prefix + "numoffsets", "Committed offsets on this coordinator", samples=[((), len(offsets))])
         yield gauge("kafka_server_group_coordinator_metrics_group_count", "Groups per protocol", ["protocol"],
-                    [(("classic",), sum(classic.values())), (("consumer",), sum(consumer.values()))])
+                    [(("classic",), sum(classic.values())), (("consumer",), sum(consumer.values())),
+                     (("share",), sum(share.values()))])
+        yield gauge("kafka_server_group_coordinator_metrics_share_group_count", "Share groups (KIP-932) per state",
+                    ["state"], (((s.lower(),), share.get(s, 0)) for s in ("Empty", "Stable", "Dead")))
         yield gauge("kafka_server_group_coordinator_metrics_consumer_group_count",
                     "Consumer-protocol (KIP-848) groups per state", ["state"],
                     (((s.lower(),), consumer.get(s, 0))
                      for s in ("Empty", "Assigning", "Reconciling", "Stable", "Dead")))
         yield from self._lag(offsets)
+
+    def _share_partitions(self) -> Iterator[Metric]:
+        """Kafka's SharePartitionMetrics of the share-partitions this broker leads (labels group, topic,
+        partition): the records in flight (start to end offset) and the acquisition locks that timed out."""
+        services = self.services
+        manager = services.share_partition_manager if services is not None else None
+        if services is None or manager is None:
+            return
+        rows: list[tuple[tuple[str, str, str], int, int]] = []
+        for (group, tid, p), sp in sorted(manager.partitions.items(), key=lambda kv: (kv[0][0], str(kv[0][1]), kv[0][2])):
+            info = services.metadata.topic_by_id(tid)
+            if info is not None:
+                rows.append(((group, info.name, str(p)), sp.in_flight(), manager.lock_timeouts.get((group, tid, p), 0)))
+        labels = ("group", "topic", "partition")
+        yield gauge("kafka_server_sharepartitionmetrics_inflightmessagecount",
+                    "Records in flight in the share-partition, from its start offset to its end offset",
+                    labels, ((k, n) for k, n, _t in rows))
+        yield counter("kafka_server_sharepartitionmetrics_acquisitionlocktimeout",
+                      "Acquisition locks of the share-partition that timed out (Kafka's AcquisitionLockTimeoutPerSec)",
+                      labels, ((k, t) for k, _n, t in rows))
 
     def _lag(self, offsets: list[tuple[str, str, int, int]]) -> Iterator[Metric]:
         assert self.services is not None

@@ -518,6 +518,8 @@ def shutdown_services(services: BrokerServices) -> None:
     if services.share_partition_manager is not None \
             and isinstance(services.share_partition_manager.persister, NetworkSharePersister):
         services.share_partition_manager.persister.close()
+    if services.share_partition_manager is not None:
+        services.share_partition_manager.delayed_share_fetch_purgatory.shutdown()
     if services.share_coordinator is not None:
         services.share_coordinator.shutdown()
     services.transaction_coordinator.shutdown()
@@ -541,6 +543,7 @@ def share_partition_manager(config: KafkaConfig, replica_manager: ReplicaManager
         persister = network_share_persister(config, replica_manager, cache)
     manager = SharePartitionManager(config, replica_manager, cache, time_ms, persister)
     group_coordinator.share_member_listener = manager.on_member_left
+    replica_manager.delayed_share_fetch_listener = manager.on_partition_event
     group_coordinator.share_group_deleted_listener = manager.on_group_deleted
     return manager
 

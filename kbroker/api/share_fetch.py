@@ -4,7 +4,8 @@ Versions 1-2 (v2, KIP-1206 / KIP-1222: `ShareAcquireMode` batch_optimized (0) or
 `IsRenewAck`, a request that only renews acquisition locks and fetches nothing). The share session
 (epoch 0 opens, -1 closes) and the share-partitions are `kbroker.coord.share_partition_manager`'s;
 this module converts the frames and waits: when nothing could be acquired, the fetch waits up to
-`MaxWaitMs`, looking again every few milliseconds (records produced, locks expired, records released).
+`MaxWaitMs` for `MinBytes` in the share-fetch purgatory (`kbroker.coord.delayed_share_fetch`, Kafka's
+DelayedShareFetch), completed early by records produced, locks expired and records released.
 
 A response carries whole record batches and, per partition, the acquired offset ranges with their
 delivery counts (`AcquiredRecords`); the client keeps only acquired records. The response names every
@@ -19,6 +20,7 @@ import asyncio
 import uuid
 from typing import Any
 
+from kbroker.api._futures import chain_future
 from kbroker.api._share import (
     await_acknowledgement_writes,
     pending_acknowledgement_writes,
@@ -26,6 +28,7 @@ from kbroker.api._share import (
     share_partitions,
 )
 from kbroker.api.context import BrokerServices, RequestContext
+from kbroker.coord.delayed_share_fetch import DelayedShareFetch
 from kbroker.coord.share_partition_manager import (
     ShareFetchOutcome,
     SharePartitionManager,
@@ -43,8 +46,6 @@ VERSION_NOTES = ("Share-partition state kept on __share_group_state by the share
 
 R = ShareFetchResponse
 RECORD_LIMIT_MODE = 1
-# How often a waiting ShareFetch looks again for records to acquire.
-POLL_INTERVAL_S = 0.02
 
 
 def error_response(request: ShareFetchRequest, version: int, error: ErrorCode) -> R:
@@ -63,7 +64,8 @@ def handle(services: BrokerServices, ctx: RequestContext, header: Any, request: 
     record_limit = version >= 2 and request.share_acquire_mode == RECORD_LIMIT_MODE
     renew_only = version >= 2 and request.is_renew_ack
     outcome = manager.share_fetch(group_id, request.member_id or "", request.share_session_epoch, requested,
-                                  forgotten, request.max_records, record_limit, renew_only)
+                                  forgotten, request.max_records, record_limit, renew_only,
+                                  request.min_bytes if request.max_wait_ms > 0 else 1)
     full = request.share_session_epoch == INITIAL_EPOCH
     named = [(r.topic_id, r.partition) for r in requested] + sorted(denied)
     pending = pending_acknowledgement_writes(manager, group_id, outcome) if outcome.error == ErrorCode.NONE else []
@@ -74,8 +76,9 @@ def handle(services: BrokerServices, ctx: RequestContext, header: Any, request: 
             if outcome.acquired_any() or renew_only or request.share_session_epoch == FINAL_EPOCH \
                     or request.max_wait_ms <= 0:
                 return _response(services, manager, outcome, named if full else [], denied)
-            return await _wait(services, manager, outcome, group_id, request, record_limit, named if full else [],
-                               denied)
+            waiting = _wait(services, manager, outcome, group_id, request, record_limit, named if full else [],
+                            denied)
+            return await waiting if isinstance(waiting, asyncio.Future) else waiting
         return after_writes()
     if outcome.error != ErrorCode.NONE or outcome.acquired_any() or renew_only \
             or request.share_session_epoch == FINAL_EPOCH or request.max_wait_ms <= 0:
@@ -83,20 +86,17 @@ def handle(services: BrokerServices, ctx: RequestContext, header: Any, request: 
     return _wait(services, manager, outcome, group_id, request, record_limit, named if full else [], denied)
 
 
-async def _wait(services: BrokerServices, manager: SharePartitionManager, outcome: ShareFetchOutcome,
-                group_id: str, request: ShareFetchRequest, record_limit: bool,
-                named: list[tuple[uuid.UUID, int]], denied: set[tuple[uuid.UUID, int]]) -> R:
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + request.max_wait_ms / 1000
-    while loop.time() < deadline:
-        await asyncio.sleep(min(POLL_INTERVAL_S, max(0.0, deadline - loop.time())))
-        session = outcome.session
-        if session is None or manager.sessions.sessions.get((session.group_id, session.member_id)) is not session:
-            break  # the session was replaced or closed meanwhile
-        manager.acquire(outcome, group_id, request.member_id or "", request.max_records, record_limit)
-        if outcome.acquired_any():
-            break
-    return _response(services, manager, outcome, named, denied)
+def _wait(services: BrokerServices, manager: SharePartitionManager, outcome: ShareFetchOutcome,
+          group_id: str, request: ShareFetchRequest, record_limit: bool,
+          named: list[tuple[uuid.UUID, int]], denied: set[tuple[uuid.UUID, int]]) -> R | asyncio.Future[R]:
+    """Kafka's DelayedShareFetch: wait in the share-fetch purgatory up to MaxWaitMs for MinBytes of
+    records to acquire; completed early by appends, released records and expired acquisition locks."""
+    op = DelayedShareFetch(request.max_wait_ms, manager, outcome, group_id, request.member_id or "",
+                           request.max_records, record_limit, request.min_bytes)
+    keys = manager.delayed_share_fetch_keys(group_id, outcome)
+    if manager.delayed_share_fetch_purgatory.try_complete_else_watch(op, keys):
+        return _response(services, manager, op.future.result(), named, denied)
+    return chain_future(op.future, lambda done: _response(services, manager, done, named, denied))
 
 
 def _response(services: BrokerServices, manager: SharePartitionManager, outcome: ShareFetchOutcome,

@@ -4,10 +4,12 @@ Kafka's `ShareCoordinatorService` / `ShareCoordinatorShard`, on the generic coor
 (`kbroker.coord.coordinator_runtime`), as the group and transaction coordinators are. The state of
 the share-partition (group, topic id, partition) lives in partition
 `abs(java String.hashCode("group:topicId:partition")) % partitions` of `__share_group_state` (Kafka's
-`SharePartitionKey.asCoordinatorKey`, the topic id in Kafka's base64 form), as a `ShareSnapshot` record
+`SharePartitionKey.asCoordinatorKey`, the topic id in Kafka's base64 form), as Kafka's records: a `ShareSnapshot`
 (coordinator record type 0: start offset, leader epoch, state epoch and the in-flight state batches
-with delivery state and count), written in full whenever the share-partition's durable state changes
-(acknowledgements, releases, lock expiries, the start offset moving, initialization).
+with delivery state and count) when it is initialized and every
+`share.coordinator.snapshot.update.records.per.snapshot` (500) writes, `ShareUpdate` deltas (type 1:
+the changed state batches, start offset, leader epoch) for the writes between (acknowledgements,
+releases, lock expiries, the start offset moving); a load replays both.
 
 kbroker's share-partition manager (`kbroker.coord.share_partition_manager`) talks to this service in
 process. Other callers use the share coordinator's RPCs, served by kbroker.api (InitializeShareGroupState
@@ -15,9 +17,10 @@ process. Other callers use the share coordinator's RPCs, served by kbroker.api (
 ReadShareGroupStateSummary 87; FindCoordinator SHARE finds the coordinator): `ShareCoordinatorService.call`
 runs one share-partition's operation (`ShareCoordinatorShard.initialize / read / write / delete /
 summary`, Kafka 4.3.1's rules, fenced by the highest leader and state epochs seen) on the shard of its
-partition. Differences from Kafka, on purpose: only ShareSnapshot records are written (no
-ShareUpdate deltas, `share.coordinator.snapshot.update.records.per.snapshot` is not used), and the topic
-is compacted (one snapshot per key survives) instead of Kafka's delete policy with record pruning.
+partition. The topic has Kafka's delete policy with infinite retention; every
+`share.coordinator.state.topic.prune.interval.ms` the records before the lowest latest-snapshot offset of
+a partition are deleted (Kafka's pruning). A `__share_group_state` created compacted by an earlier
+kbroker keeps getting snapshots only (the cleaner would drop the updates a replay needs).
 
 Must not import kbroker.net or kbroker.api.
 """
@@ -34,6 +37,7 @@ from typing import TYPE_CHECKING
 
 from kbroker.coord.coordinator_runtime import Append, CoordinatorRuntime, CoordinatorTimer
 from kbroker.coord.runtime import LogLoader, LoopScheduler, ReplicaPartitionWriter, java_string_hashcode
+from kbroker.metrics.meters import SHARE_GROUP_METRICS
 from kbroker.protocol.coordinator_records import Coordinator
 from kbroker.protocol.coordinator_records.serde import (
     decode_coordinator_key,
@@ -42,6 +46,7 @@ from kbroker.protocol.coordinator_records.serde import (
     encode_coordinator_value,
 )
 from kbroker.protocol.coordinator_records.share_snapshot import ShareSnapshotKey, ShareSnapshotValue
+from kbroker.protocol.coordinator_records.share_update import ShareUpdateKey, ShareUpdateValue
 from kbroker.protocol.errors import ErrorCode, KafkaError
 from kbroker.protocol.topic import SHARE_GROUP_STATE_TOPIC_NAME
 
@@ -105,6 +110,21 @@ def encode_snapshot(key: SharePartitionKey, state: SharePartitionState, now_ms: 
     return k, v
 
 
+def encode_update(key: SharePartitionKey, snapshot_epoch: int, leader_epoch: int, start_offset: int,
+                  delivery_complete_count: int, batches: list[StateBatch]) -> tuple[bytes, bytes]:
+    """A ShareUpdate record (coordinator record type 1): the batches that changed since the state
+    recorded so far, the start offset and leader epoch (Kafka's ShareCoordinatorRecordHelpers
+    .newShareUpdateRecord); it carries no state epoch (an update never changes it)."""
+    k = encode_coordinator_key(ShareUpdateKey(group_id=key[0], topic_id=key[1], partition=key[2]))
+    v = encode_coordinator_value(ShareUpdateValue(
+        snapshot_epoch=snapshot_epoch, leader_epoch=leader_epoch, start_offset=start_offset,
+        delivery_complete_count=delivery_complete_count,
+        state_batches=[ShareUpdateValue.StateBatch(first_offset=b.first_offset, last_offset=b.last_offset,
+                                                   delivery_state=b.delivery_state, delivery_count=b.delivery_count)
+                       for b in batches]), 0)
+    return k, v
+
+
 NEGATIVE_PARTITION_ID = "The partition id cannot be a negative number."
 READ_UNINITIALIZED = "Read operation on uninitialized share partition not allowed."
 WRITE_UNINITIALIZED = "Write operation on uninitialized share partition not allowed."
@@ -153,28 +173,75 @@ def combine_state_batches(current: list[StateBatch], new: list[StateBatch], star
 
 
 class ShareCoordinatorShard:
-    """The share-partition states of one `__share_group_state` partition."""
+    """The share-partition states of one `__share_group_state` partition.
 
-    def __init__(self, append: Append, time_ms: Callable[[], int]) -> None:
+    Writes are Kafka's (`ShareCoordinatorShard.generateShareStateRecord`): the first state of a
+    share-partition, a new state epoch (initialization) and every
+    `share.coordinator.snapshot.update.records.per.snapshot`-th write after a snapshot are a full
+    `ShareSnapshot` (its snapshot epoch one higher); the writes between are `ShareUpdate` deltas (the
+    changed state batches, under the last snapshot's epoch). Replay applies a snapshot as the state and
+    merges an update into it (Kafka's `handleShareUpdate`: PersisterStateBatchCombiner, start offset and
+    leader epoch unless -1). The offset of each share-partition's latest snapshot is kept: everything
+    before the lowest of them is redundant and pruned (Kafka's ShareCoordinatorOffsetsManager)."""
+
+    def __init__(self, append: Append, time_ms: Callable[[], int], updates_per_snapshot: int = 500,
+                 last_written_offset: Callable[[], int] | None = None) -> None:
         self.append = append
         self.time_ms = time_ms
+        self.updates_per_snapshot = updates_per_snapshot
+        self._last_written_offset = last_written_offset
         self.states: dict[SharePartitionKey, SharePartitionState] = {}
         # Kafka's leaderEpochMap / stateEpochMap: the highest epochs seen per key, what RPCs are fenced by.
         self.leader_epochs: dict[SharePartitionKey, int] = {}
         self.state_epochs: dict[SharePartitionKey, int] = {}
+        # Kafka's snapshotUpdateCount: ShareUpdate records since the key's last ShareSnapshot.
+        self.update_counts: dict[SharePartitionKey, int] = {}
+        # The offset of each key's latest ShareSnapshot (Kafka's ShareCoordinatorOffsetsManager).
+        self.snapshot_offsets: dict[SharePartitionKey, int] = {}
+        self.snapshots_written = 0
+        self.updates_written = 0
 
     def _epochs_seen(self, key: SharePartitionKey, leader_epoch: int, state_epoch: int) -> None:
         self.leader_epochs[key] = max(leader_epoch, self.leader_epochs.get(key, leader_epoch))
         self.state_epochs[key] = max(state_epoch, self.state_epochs.get(key, state_epoch))
 
-    def write_state(self, key: SharePartitionKey, state: SharePartitionState) -> ErrorCode:
+    def write_state(self, key: SharePartitionKey, state: SharePartitionState, snapshot: bool = False) -> ErrorCode:
+        """Record `state` as the share-partition's state: a ShareUpdate with the batches that changed when
+        that reproduces it on replay, else (or when due, or `snapshot`) a ShareSnapshot."""
         previous = self.states.get(key)
-        state.snapshot_epoch = 0 if previous is None else previous.snapshot_epoch + 1
-        error = self.append([encode_snapshot(key, state, self.time_ms())])
+        delta = None
+        if previous is not None and not snapshot and previous.state_epoch == state.state_epoch \
+                and self.update_counts.get(key, 0) < self.updates_per_snapshot:
+            delta = _delta(previous.batches, state.batches, state.start_offset)
+        if delta is None:
+            state.snapshot_epoch = 0 if previous is None else previous.snapshot_epoch + 1
+            record = encode_snapshot(key, state, self.time_ms())
+        else:
+            assert previous is not None
+            state = SharePartitionState(state.start_offset, state.leader_epoch, previous.state_epoch,
+                                        previous.snapshot_epoch,
+                                        combine_state_batches(previous.batches, delta, state.start_offset),
+                                        state.delivery_complete_count)
+            record = encode_update(key, state.snapshot_epoch, state.leader_epoch, state.start_offset,
+                                   state.delivery_complete_count, delta)
+        error = self.append([record])
         if error == ErrorCode.NONE:
             self.states[key] = state
             self._epochs_seen(key, state.leader_epoch, state.state_epoch)
+            if delta is None:
+                self.update_counts[key] = 0
+                self.snapshots_written += 1
+                if self._last_written_offset is not None:
+                    self.snapshot_offsets[key] = self._last_written_offset() - 1
+            else:
+                self.update_counts[key] = self.update_counts.get(key, 0) + 1
+                self.updates_written += 1
         return error
+
+    def redundant_offset(self) -> int | None:
+        """The offset below which every record of this partition is redundant: the lowest offset of the
+        live share-partitions' latest snapshots (None: nothing known)."""
+        return min(self.snapshot_offsets.values()) if self.snapshot_offsets else None
 
     # -- the share coordinator's RPCs, one share-partition at a time (ShareCoordinatorShard) ----------
 
@@ -189,7 +256,7 @@ class ShareCoordinatorShard:
         if not partition_known:
             return ShareRpcResult(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION.message)
         return self._result(self.write_state(key, SharePartitionState(start_offset, 0, state_epoch,
-                                                                      delivery_complete_count=0)))
+                                                                      delivery_complete_count=0), snapshot=True))
 
     def read(self, key: SharePartitionKey, leader_epoch: int, partition_known: bool) -> ShareRpcResult:
         """ReadShareGroupState (Kafka's readStateAndMaybeUpdateLeaderEpoch): a leader epoch other than
@@ -217,6 +284,7 @@ class ShareCoordinatorShard:
         """WriteShareGroupState: the batches are merged into the recorded ones (Kafka's
         PersisterStateBatchCombiner), the start offset moves unless -1; the leader and state epochs
         recorded stay (they only fence)."""
+        SHARE_GROUP_METRICS.share_coordinator_writes += 1
         if key[2] < 0:
             return ShareRpcResult(ErrorCode.INVALID_REQUEST, NEGATIVE_PARTITION_ID)
         state = self.states.get(key)
@@ -260,10 +328,15 @@ class ShareCoordinatorShard:
         k, _v = encode_snapshot(key, self.states[key], 0)
         error = self.append([(k, None)])
         if error == ErrorCode.NONE:
-            del self.states[key]
-            self.leader_epochs.pop(key, None)
-            self.state_epochs.pop(key, None)
+            self._forget(key)
         return error
+
+    def _forget(self, key: SharePartitionKey) -> None:
+        self.states.pop(key, None)
+        self.leader_epochs.pop(key, None)
+        self.state_epochs.pop(key, None)
+        self.update_counts.pop(key, None)
+        self.snapshot_offsets.pop(key, None)
 
     # -- the runtime's CoordinatorShard --------------------------------------------------------------
 
@@ -274,13 +347,15 @@ class ShareCoordinatorShard:
             record_type, k = decode_coordinator_key(Coordinator.SHARE, key)
         except Exception:  # noqa: BLE001 - a record this coordinator does not know is skipped, as Kafka's loader does
             return
+        if isinstance(k, ShareUpdateKey):
+            if value is not None:  # (Kafka writes no ShareUpdate tombstones)
+                self._replay_update((k.group_id, k.topic_id, k.partition), record_type, value)
+            return
         if not isinstance(k, ShareSnapshotKey):
-            return  # ShareUpdate deltas: kbroker never writes them
+            return
         skey = (k.group_id, k.topic_id, k.partition)
         if value is None:
-            self.states.pop(skey, None)
-            self.leader_epochs.pop(skey, None)
-            self.state_epochs.pop(skey, None)
+            self._forget(skey)
             return
         v, _version = decode_coordinator_value(Coordinator.SHARE, record_type, value)
         if isinstance(v, ShareSnapshotValue):
@@ -289,6 +364,31 @@ class ShareCoordinatorShard:
                 [StateBatch(b.first_offset, b.last_offset, b.delivery_state, b.delivery_count)
                  for b in v.state_batches], v.delivery_complete_count)
             self._epochs_seen(skey, v.leader_epoch, v.state_epoch)
+            self.update_counts[skey] = 0
+            self.snapshot_offsets[skey] = offset
+
+    def _replay_update(self, skey: SharePartitionKey, record_type: int, value: bytes | memoryview) -> None:
+        """Kafka's handleShareUpdate: merged into the state so far (the snapshot's epochs stay; start offset
+        and leader epoch move unless -1)."""
+        v, _version = decode_coordinator_value(Coordinator.SHARE, record_type, value)
+        if not isinstance(v, ShareUpdateValue):
+            return
+        batches = [StateBatch(b.first_offset, b.last_offset, b.delivery_state, b.delivery_count)
+                   for b in v.state_batches]
+        so_far = self.states.get(skey)
+        if so_far is None:
+            self.states[skey] = SharePartitionState(v.start_offset, v.leader_epoch, 0, v.snapshot_epoch,
+                                                    combine_state_batches([], batches, v.start_offset),
+                                                    v.delivery_complete_count)
+        else:
+            start = so_far.start_offset if v.start_offset == -1 else v.start_offset
+            self.states[skey] = SharePartitionState(
+                start, so_far.leader_epoch if v.leader_epoch == -1 else v.leader_epoch, so_far.state_epoch,
+                so_far.snapshot_epoch, combine_state_batches(so_far.batches, batches, start),
+                v.delivery_complete_count)
+        if v.leader_epoch != -1:
+            self.leader_epochs[skey] = max(v.leader_epoch, self.leader_epochs.get(skey, v.leader_epoch))
+        self.update_counts[skey] = self.update_counts.get(skey, 0) + 1
 
     def replay_transactional(self, producer_id: int, offset: int, key: bytes | memoryview | None,
                              value: bytes | memoryview | None) -> None:
@@ -323,6 +423,7 @@ class ShareCoordinatorService:
         self.scheduler: LoopScheduler | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._creating: asyncio.Task[ErrorCode] | None = None
+        self._prune_timer: asyncio.TimerHandle | None = None
 
     # -- lifecycle -----------------------------------------------------------------------------------
 
@@ -335,6 +436,7 @@ class ShareCoordinatorService:
         self.runtime = CoordinatorRuntime(writer, LogLoader(self.replica_manager, STATE_TOPIC), self._new_shard,
                                           self.scheduler)
         self.active = True
+        self._schedule_prune()
         info = self.metadata.topic(STATE_TOPIC)
         if info is not None:
             for p in range(info.num_partitions):
@@ -343,13 +445,61 @@ class ShareCoordinatorService:
 
     def shutdown(self) -> None:
         self.active = False
+        if self._prune_timer is not None:
+            self._prune_timer.cancel()
+            self._prune_timer = None
         if self.runtime is not None:
             self.runtime.close()
         if self.scheduler is not None:
             self.scheduler.cancel_all()
 
     def _new_shard(self, partition: int, timer: CoordinatorTimer, append: Append) -> ShareCoordinatorShard:
-        return ShareCoordinatorShard(append, lambda: self.time_ms())
+        def last_written_offset() -> int:
+            ctx = self.runtime.context(partition) if self.runtime is not None else None
+            return ctx.last_written_offset if ctx is not None else 0
+
+        return ShareCoordinatorShard(append, lambda: self.time_ms(), self.updates_per_snapshot(), last_written_offset)
+
+    def updates_per_snapshot(self) -> int:
+        """`share.coordinator.snapshot.update.records.per.snapshot`; 0 (every write a snapshot) on a
+        `__share_group_state` created compacted by an earlier kbroker (the cleaner would drop updates)."""
+        policy = self.metadata.image.configs.topic_config(STATE_TOPIC).get("cleanup.policy", "")
+        if "compact" in policy:
+            return 0
+        return int(self.config["share.coordinator.snapshot.update.records.per.snapshot"])
+
+    def _schedule_prune(self) -> None:
+        if self._loop is None or not self.active:
+            return
+        interval_s = int(self.config["share.coordinator.state.topic.prune.interval.ms"]) / 1000
+        self._prune_timer = self._loop.call_later(interval_s, self._prune_and_reschedule)
+
+    def _prune_and_reschedule(self) -> None:
+        self._prune_timer = None
+        try:
+            self.prune()
+        finally:
+            self._schedule_prune()
+
+    def prune(self) -> int:
+        """Kafka's ShareCoordinatorService pruning: on each loaded partition, delete the records before
+        the lowest offset of its share-partitions' latest snapshots, once committed (they are redundant).
+        Returns how many partitions moved their log start offset."""
+        if self.runtime is None:
+            return 0
+        moved = 0
+        for p, shard in self.runtime.active_shards():
+            offset = shard.redundant_offset()
+            partition = self.replica_manager.get_partition(STATE_TOPIC, p)
+            if offset is None or partition is None or not partition.is_leader:
+                continue
+            offset = min(offset, partition.high_watermark)
+            if offset <= partition.log_start_offset or not partition.log.config.delete:
+                continue
+            partition.log.delete_records_before(offset)
+            moved += 1
+            log.debug("Pruned %s-%d before offset %d", STATE_TOPIC, p, offset)
+        return moved
 
     def _on_committed(self, partition: int, offset: int) -> None:
         if self.runtime is not None:
@@ -382,7 +532,9 @@ class ShareCoordinatorService:
         # live brokers the controller refuses and the lookup answers COORDINATOR_NOT_AVAILABLE).
         cluster = in_kraft_cluster(self.config)
         configs = {
-            "cleanup.policy": "compact",
+            # Kafka's ShareCoordinatorService: delete policy, kept forever, pruned by the coordinator.
+            "cleanup.policy": "delete",
+            "retention.ms": "-1",
             "compression.type": "producer",
             "segment.bytes": str(int(self.config["share.coordinator.state.topic.segment.bytes"])),
             "min.insync.replicas": str(int(self.config["share.coordinator.state.topic.min.isr"])) if cluster else "1",
@@ -443,9 +595,10 @@ class ShareCoordinatorService:
         return ErrorCode.NONE, shard.states.get(key)
 
     def write_state(self, key: SharePartitionKey, state: SharePartitionState) -> ErrorCode:
-        """Append the share-partition's state as a ShareSnapshot (acks=-1, through the runtime)."""
+        """Append the share-partition's state (a ShareUpdate or a ShareSnapshot; acks=-1, through the runtime)."""
         if self.runtime is None:
             return ErrorCode.NONE
+        SHARE_GROUP_METRICS.share_coordinator_writes += 1
         error, p, shard = self._shard(key)
         if error != ErrorCode.NONE or self.runtime is None:
             return error
@@ -549,6 +702,20 @@ def _failed(verb: str, error: ErrorCode) -> ShareRpcResult:
     elif error in (ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.KAFKA_STORAGE_ERROR):
         error = ErrorCode.NOT_COORDINATOR
     return ShareRpcResult(error, f"Unable to {verb} share group state: {error.message}")
+
+
+def _delta(current: list[StateBatch], new: list[StateBatch], start_offset: int) -> list[StateBatch] | None:
+    """The state batches a ShareUpdate needs so that merging it into `current` gives `new` (at
+    `start_offset`): the batches of `new` that `current` does not hold as they are, else all of `new`;
+    None when no update can (a batch of `current` has to disappear without the start offset passing it:
+    that takes a snapshot)."""
+    target = combine_state_batches([], new, start_offset)
+    held = set(current)
+    changed = [b for b in new if b not in held]
+    for candidate in (changed, list(new)):
+        if combine_state_batches(current, candidate, start_offset) == target:
+            return candidate
+    return None
 
 
 def _ignore(_value: object) -> None:

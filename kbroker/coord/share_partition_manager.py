@@ -19,8 +19,16 @@ min/max bounds), read from the metadata image each time the partition is used, s
 applies to the next acquisition, as in Kafka's SharePartition (which asks its GroupConfigManager).
 
 Acquisition locks expire when anything touches the share-partition (a fetch, an acknowledgement, a
-waiting fetch's poll) at or after their deadline, so an expired record is handed to the next member
-that fetches. A member leaving the group or closing its share session releases its records.
+waiting fetch's lock-deadline timer) at or after their deadline, so an expired record is handed to the
+next member that fetches. A member leaving the group or closing its share session releases its records.
+
+Waiting fetches (Kafka's DelayedShareFetch, `kbroker.coord.delayed_share_fetch`) sit in
+`delayed_share_fetch_purgatory`: the replica manager's partition events reach them through
+`on_partition_event`, and every durable change of a share-partition (`_persist`: releases, expiries,
+acknowledgements, start moves) wakes the ones watching it, on the next loop turn.
+
+Metrics (`kbroker.metrics.meters.SHARE_GROUP_METRICS`, Kafka's ShareGroupMetrics): records acknowledged
+per type, share-partition load time; per share-partition lock timeouts in `lock_timeouts`.
 
 Durability: with a persister (the share coordinator, `kbroker.coord.share_coordinator`), a new
 share-partition first reads its state (start offset, in-flight states and delivery counts) and, when it
@@ -35,7 +43,9 @@ Must not import kbroker.net or kbroker.api.
 
 from __future__ import annotations
 
+import asyncio
 import logging
+import time
 import uuid
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
@@ -59,8 +69,10 @@ from kbroker.coord.share_session import (
     TopicIdPartition,
 )
 from kbroker.metadata.image import ConfigResource, ConfigResourceType
+from kbroker.metrics.meters import SHARE_GROUP_METRICS
 from kbroker.protocol.errors import ErrorCode
 from kbroker.replica.partition import READ_COMMITTED, READ_UNCOMMITTED
+from kbroker.replica.purgatory import DelayedOperationPurgatory
 
 if TYPE_CHECKING:
     from kbroker.config import KafkaConfig
@@ -148,6 +160,15 @@ class SharePartitionManager:
         # group id -> (the overrides mapping it was evaluated from, its configs): the image's maps are
         # immutable and shared while unchanged, so an identical mapping means nothing to re-evaluate.
         self._group_configs: dict[str, tuple[Mapping[str, str], GroupConfig, SharePartitionConfig]] = {}
+        # Kafka's delayedShareFetchPurgatory: ShareFetches waiting for records to acquire
+        # (`kbroker.coord.delayed_share_fetch`), woken by `on_partition_event` and `wake`.
+        self.delayed_share_fetch_purgatory: DelayedOperationPurgatory[ShareFetchOutcome] = (
+            DelayedOperationPurgatory("ShareFetch"))
+        self._woken: set[tuple[str, uuid.UUID, int]] = set()
+        # Kafka's SharePartitionMetrics AcquisitionLockTimeoutPerSec, per share-partition.
+        self.lock_timeouts: dict[tuple[str, uuid.UUID, int], int] = {}
+        # When each share-partition's initialization was first tried (Kafka's PartitionLoadTimeMs).
+        self._load_started: dict[tuple[str, uuid.UUID, int], float] = {}
 
     def _broker_value(self, key: str) -> object:
         return self.config[key] if key in self.config else None
@@ -188,9 +209,10 @@ class SharePartitionManager:
 
     def share_fetch(self, group_id: str, member_id: str, epoch: int, requested: list[SharePartitionRequest],
                     forgotten: list[TopicIdPartition], max_records: int, record_limit_mode: bool,
-                    renew_only: bool) -> ShareFetchOutcome:
+                    renew_only: bool, min_bytes: int = 1) -> ShareFetchOutcome:
         """One ShareFetch: session, acknowledgements, then acquisition (once: a waiting fetch calls
-        `acquire` again)."""
+        `acquire` again). With `min_bytes` above 1 (a fetch that may wait) nothing is acquired unless
+        that much can be read (Kafka's DelayedShareFetch acquires only once MinBytes is satisfied)."""
         if not group_id:
             return ShareFetchOutcome(ErrorCode.INVALID_GROUP_ID, "The group id must not be empty.")
         if not member_id:
@@ -221,7 +243,8 @@ class SharePartitionManager:
         stale = {(r.topic_id, r.partition) for r in requested if r.acknowledgements
                  and (group_id, r.topic_id, r.partition) in self.partitions
                  and not self._led_here(group_id, (r.topic_id, r.partition))}
-        if epoch != FINAL_EPOCH and not renew_only:
+        if epoch != FINAL_EPOCH and not renew_only \
+                and (min_bytes <= 1 or self.acquirable_bytes(outcome, group_id) >= min_bytes):
             self.acquire(outcome, group_id, member_id, max_records, record_limit_mode)
         for r in requested:
             if r.acknowledgements:
@@ -353,6 +376,7 @@ class SharePartitionManager:
         for (g, tid, p), sp in list(self.partitions.items()):
             n = sp.expire_locks(now)
             if n:
+                self.lock_timeouts[(g, tid, p)] = self.lock_timeouts.get((g, tid, p), 0) + n
                 self._persist(g, tid, p, sp)
             expired += n
         return expired
@@ -371,13 +395,103 @@ class SharePartitionManager:
         return released
 
     def _expire(self, group_id: str, tid: uuid.UUID, p: int, sp: SharePartition, now: int) -> None:
-        if sp.expire_locks(now):
+        n = sp.expire_locks(now)
+        if n:
+            key = (group_id, tid, p)
+            self.lock_timeouts[key] = self.lock_timeouts.get(key, 0) + n
             self._persist(group_id, tid, p, sp)
+
+    # -- waiting ShareFetches (Kafka's DelayedShareFetch keys) -----------------------------------------
+
+    def on_partition_event(self, key: tuple[str, int]) -> None:
+        """The replica manager's append / high-watermark / leadership event of a topic partition (Kafka's
+        `completeDelayedShareFetchRequest(DelayedShareFetchPartitionKey)`)."""
+        self.delayed_share_fetch_purgatory.check_and_complete(key)
+
+    def wake(self, group_id: str, tid: uuid.UUID, p: int) -> None:
+        """The share-partition's state changed (records released, locks expired, start moved): the fetches
+        waiting on it look again (Kafka's DelayedShareFetchGroupKey). Deferred to the next loop turn, so a
+        state change made by a waiting fetch's own acquisition never re-enters it."""
+        gkey = (group_id, tid, p)
+        if not self.delayed_share_fetch_purgatory.watched(gkey):
+            return
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            self.delayed_share_fetch_purgatory.check_and_complete(gkey)
+            return
+        if gkey not in self._woken:
+            self._woken.add(gkey)
+            loop.call_soon(self._wake_now, gkey)
+
+    def _wake_now(self, gkey: tuple[str, uuid.UUID, int]) -> None:
+        self._woken.discard(gkey)
+        self.delayed_share_fetch_purgatory.check_and_complete(gkey)
+
+    def delayed_share_fetch_keys(self, group_id: str, outcome: ShareFetchOutcome) -> list[object]:
+        """The keys a waiting fetch of the outcome's session is watched under: (topic, partition) and
+        (group id, topic id, partition) of each of its partitions."""
+        keys: list[object] = []
+        if outcome.session is None:
+            return keys
+        for tid, p in outcome.session.partitions:
+            info = self.metadata.topic_by_id(tid) if self.metadata is not None else None
+            if info is not None:
+                keys.append((info.name, p))
+            keys.append((group_id, tid, p))
+        return keys
+
+    def acquirable_bytes(self, outcome: ShareFetchOutcome, group_id: str) -> int:
+        """Bytes a read from each of the session's share-partitions' next fetch offset would return now
+        (Kafka's DelayedShareFetch.isMinBytesSatisfied), without acquiring anything."""
+        if outcome.session is None or self.replica_manager is None:
+            return 0
+        total = 0
+        for tid, p in outcome.session.partitions:
+            sp = self.partitions.get((group_id, tid, p))
+            error, name = self._topic_partition((tid, p))
+            partition = self.replica_manager.get_partition(name, p) if error == ErrorCode.NONE else None
+            if sp is None or partition is None or not partition.is_leader:
+                continue
+            self._expire(group_id, tid, p, sp, self.time_ms())
+            if not sp.can_acquire():
+                continue
+            fetch_offset = sp.next_fetch_offset()
+            isolation = READ_COMMITTED if self.group_config(group_id).share_isolation_level == "read_committed" \
+                else READ_UNCOMMITTED
+            if fetch_offset >= partition.fetchable_end(isolation):
+                continue
+            try:
+                total += partition.read(fetch_offset, PARTITION_READ_BYTES, isolation, False).size
+            except Exception:  # noqa: BLE001 - an unreadable partition adds nothing
+                continue
+        return total
+
+    def next_lock_deadline(self, outcome: ShareFetchOutcome, group_id: str) -> int | None:
+        """The earliest acquisition-lock deadline among the session's share-partitions."""
+        if outcome.session is None:
+            return None
+        deadlines = [d for tid, p in outcome.session.partitions
+                     if (sp := self.partitions.get((group_id, tid, p))) is not None
+                     and (d := sp.next_lock_deadline()) is not None]
+        return min(deadlines) if deadlines else None
+
+    def expire_and_wake(self, outcome: ShareFetchOutcome, group_id: str) -> None:
+        """Expire the due acquisition locks of the session's share-partitions (Kafka's
+        AcquisitionLockTimerTask), waking the fetches waiting on them."""
+        if outcome.session is None:
+            return
+        now = self.time_ms()
+        for tid, p in list(outcome.session.partitions):
+            sp = self.partitions.get((group_id, tid, p))
+            if sp is not None:
+                self._expire(group_id, tid, p, sp, now)
 
     def _persist(self, group_id: str, tid: uuid.UUID, p: int, sp: SharePartition,
                  leader_epoch: int = -1) -> ErrorCode:
         """Write the share-partition's durable state (nothing without a persister), with the leader
-        epoch it was initialized under."""
+        epoch it was initialized under. Every durable change may let a waiting fetch acquire: wake them."""
+        self.wake(group_id, tid, p)
         if self.persister is None:
             return ErrorCode.NONE
         if leader_epoch < 0:
@@ -484,6 +598,12 @@ class SharePartitionManager:
             written = self._persist(group_id, key[0], key[1], sp)
             if written != ErrorCode.NONE:
                 return ErrorCode.COORDINATOR_NOT_AVAILABLE
+            for b in batches:
+                if len(b.acknowledge_types) == 1:
+                    SHARE_GROUP_METRICS.record_acknowledgement(b.acknowledge_types[0], b.last_offset - b.first_offset + 1)
+                else:
+                    for t in b.acknowledge_types:
+                        SHARE_GROUP_METRICS.record_acknowledgement(t, 1)
         return error
 
     def _initialize(self, group_id: str, key: TopicIdPartition, name: str, log_start: int, high_watermark: int,
@@ -493,11 +613,13 @@ class SharePartitionManager:
         `share.auto.offset.reset` (written at once, so a restart resumes there). None while the state
         cannot be read (the state topic is being created or loaded)."""
         gkey = (group_id, key[0], key[1])
+        self._load_started.setdefault(gkey, time.monotonic())
         if self.persister is not None:
             error, state = self.persister.read_state(gkey, leader_epoch)
             if error != ErrorCode.NONE:
                 return None
             if state is not None:
+                self._loaded(gkey)
                 sp = SharePartition.from_state(state.start_offset, [
                     (b.first_offset, b.last_offset, b.delivery_state, b.delivery_count) for b in state.batches],
                     self.partition_config_for(group_id))
@@ -521,8 +643,14 @@ class SharePartitionManager:
             return None
         self.partitions[gkey] = sp
         self._leader_epochs[gkey] = leader_epoch
+        self._loaded(gkey)
         log.info("Initialized share-partition %s %s-%d at offset %d (%s)", group_id, name, key[1], start, reset)
         return sp
+
+    def _loaded(self, gkey: tuple[str, uuid.UUID, int]) -> None:
+        started = self._load_started.pop(gkey, None)
+        if started is not None:
+            SHARE_GROUP_METRICS.partition_load_time.observe(time.monotonic() - started)
 
     def _archive_aborted(self, group_id: str, member_id: str, key: TopicIdPartition, sp: SharePartition,
                          data: bytes, aborted: list[tuple[int, int]], ranges: list[AcquiredRange],

@@ -67,6 +67,10 @@ class ShareSessionCache:
             return ErrorCode.INVALID_SHARE_SESSION_EPOCH, None
         return ErrorCode.NONE, session
 
+    def is_current(self, session: ShareSession) -> bool:
+        """The session is still open (not closed, replaced or removed with its member)."""
+        return self.sessions.get((session.group_id, session.member_id)) is session
+
     def advance(self, session: ShareSession) -> None:
         session.epoch = next_epoch(session.epoch)
 

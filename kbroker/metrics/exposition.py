@@ -27,6 +27,7 @@ from prometheus_client.registry import Collector
 from kbroker.metrics.meters import (
     GROUP_COORDINATOR_METRICS,
     LOG_FLUSH_STATS,
+    SHARE_GROUP_METRICS,
     TIME_BUCKETS_MS,
     BrokerMetrics,
     Histogram,
@@ -152,6 +153,17 @@ class _BrokerCollector(Collector):
         yield counter("kafka_server_group_coordinator_metrics_group_rebalance",
                       "Group rebalances started, per group protocol", ["protocol"],
                       [(("classic",), g.classic_rebalances), (("consumer",), g.consumer_rebalances)])
+        share = SHARE_GROUP_METRICS
+        yield counter("kafka_server_sharegroupmetrics_recordacknowledgements",
+                      "Records acknowledged by share consumers, per acknowledgement type (Kafka's "
+                      "RecordAcknowledgementsPerSec)", ["ackType"],
+                      [((name,), n) for name, n in share.record_acknowledgements.items()])
+        yield histogram_ms("kafka_server_sharegroupmetrics_partitionloadtimems",
+                           "Time to load a share-partition's state at its first use (Kafka's PartitionLoadTimeMs)",
+                           [], [((), share.partition_load_time)])
+        yield counter("kafka_server_share_coordinator_metrics_write",
+                      "Share-group state writes to the share coordinator (Kafka's write-total)",
+                      samples=[((), share.share_coordinator_writes)])
 
     def _requests(self) -> Iterator[Metric]:
         m = self.metrics

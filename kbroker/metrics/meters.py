@@ -241,6 +241,29 @@ class GroupCoordinatorMetrics:
     consumer_rebalances: int = 0
 
 
+# Kafka's AcknowledgeType ids and the `ackType` tag values of RecordAcknowledgementsPerSec.
+ACK_TYPE_NAMES: Mapping[int, str] = {1: "Accept", 2: "Release", 3: "Reject", 4: "Renew"}
+
+
+@dataclass
+class ShareGroupMetrics:
+    """Kafka's `kafka.server:type=ShareGroupMetrics` (records acknowledged per `ackType`, the time to
+    load a share-partition's state) and the share coordinator's `share-coordinator-metrics` write count.
+    Process-wide, like Kafka's broker-level share metrics; recorded by kbroker.coord's share-partition
+    manager and share coordinator."""
+
+    record_acknowledgements: dict[str, int] = field(default_factory=lambda: dict.fromkeys(ACK_TYPE_NAMES.values(), 0))
+    partition_load_time: Histogram = field(default_factory=Histogram)
+    share_coordinator_writes: int = 0
+
+    def record_acknowledgement(self, ack_type: int, records: int) -> None:
+        """Kafka's recordAcknowledgement: a batch acknowledged with one type counts its records, a batch
+        with a type per offset counts one per offset."""
+        name = ACK_TYPE_NAMES.get(ack_type)
+        if name is not None:
+            self.record_acknowledgements[name] += records
+
+
 class BrokerMetrics:
     """Every meter one broker records into; built by the wiring, handed to net/ and replica/.
 
@@ -308,3 +331,5 @@ class BrokerMetrics:
 LOG_FLUSH_STATS = LockedHistogram()
 # Kafka's group coordinator rebalance counters.
 GROUP_COORDINATOR_METRICS = GroupCoordinatorMetrics()
+# Kafka's ShareGroupMetrics and share-coordinator-metrics.
+SHARE_GROUP_METRICS = ShareGroupMetrics()

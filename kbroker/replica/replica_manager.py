@@ -210,6 +210,9 @@ class ReplicaManager:
         self.offline: set[tuple[str, int]] = set()
         self.produce_purgatory: DelayedOperationPurgatory[dict[tuple[str, int], ProducePartitionResult]] = (
             DelayedOperationPurgatory("Produce"))
+        # Kafka's completeDelayedShareFetchRequest(DelayedShareFetchPartitionKey): the share-partition
+        # manager's waiting ShareFetches, told of the same partition events as the fetch purgatory.
+        self.delayed_share_fetch_listener: Callable[[tuple[str, int]], None] | None = None
         self.fetch_purgatory: DelayedOperationPurgatory[dict[Hashable, PartitionResult]] = (
             DelayedOperationPurgatory("Fetch"))
         slots = int(config["max.incremental.fetch.session.cache.slots"])
@@ -329,7 +332,7 @@ class ReplicaManager:
                 lost.append(key)
                 self.alter_log_dirs.stop(key)
                 self.offline.add(key)
-                self.fetch_purgatory.check_and_complete(key)
+                self._complete_delayed_fetches(key)
                 self.produce_purgatory.check_and_complete(key)
         for key in list(self.followers):
             plog = self.log_manager.get_log(*key)
@@ -487,7 +490,7 @@ class ReplicaManager:
         reg = info.partition
         part = self._partitions.pop(key, None)
         if part is not None:
-            self.fetch_purgatory.check_and_complete(key)
+            self._complete_delayed_fetches(key)
             self.produce_purgatory.check_and_complete(key)
         else:
             part = self._follower_partitions.get(key)
@@ -534,7 +537,7 @@ class ReplicaManager:
         if delete:
             self.log_manager.delete_log(topic, partition)
         # Waiting operations on the partition complete now with their errors.
-        self.fetch_purgatory.check_and_complete(key)
+        self._complete_delayed_fetches(key)
         self.produce_purgatory.check_and_complete(key)
 
     # -- produce ---------------------------------------------------------------------------------
@@ -567,7 +570,7 @@ class ReplicaManager:
             if result.error == ErrorCode.NONE:
                 waiting[key] = next_offset
                 # New data: wake the fetches waiting on this partition.
-                self.fetch_purgatory.check_and_complete(key)
+                self._complete_delayed_fetches(key)
         if not pending:
             return self._await_acks(timeout_ms, required_acks, results, waiting)
         assert loop is not None
@@ -667,7 +670,7 @@ class ReplicaManager:
                 key, job.records, job.required_acks, job.internal_topics_allowed, checked=job.checked,
                 check_error=job.error)
             if result.error == ErrorCode.NONE:
-                self.fetch_purgatory.check_and_complete(key)
+                self._complete_delayed_fetches(key)
             job.on_done(result, next_offset)
         if queue is not None and not queue:
             del self._append_queues[key]
@@ -760,10 +763,17 @@ class ReplicaManager:
         outcome.add_done_callback(done)
         return out
 
+    def _complete_delayed_fetches(self, key: tuple[str, int]) -> None:
+        """New data, a moved high watermark or a leadership change of the partition: the fetches and
+        ShareFetches waiting on it look again."""
+        self.fetch_purgatory.check_and_complete(key)
+        if self.delayed_share_fetch_listener is not None:
+            self.delayed_share_fetch_listener(key)
+
     def on_high_watermark_moved(self, key: tuple[str, int]) -> None:
         """Complete what waited for this partition's high watermark (acks=all produces, fetches)."""
         self.produce_purgatory.check_and_complete(key)
-        self.fetch_purgatory.check_and_complete(key)
+        self._complete_delayed_fetches(key)
 
     # -- ISR changes (Kafka's isr-expiration task and Partition.submitAlterPartition) -------------------
 
@@ -1039,7 +1049,7 @@ class ReplicaManager:
 
     def on_follower_high_watermark_moved(self, key: tuple[str, int]) -> None:
         """A follower's HW moved (its fetcher): consumers reading from it (KIP-392) may complete."""
-        self.fetch_purgatory.check_and_complete(key)
+        self._complete_delayed_fetches(key)
 
     def readable_bytes(self, partition: Partition, req: FetchPartitionRequest, isolation: int) -> int:
         """Bytes a fetch at `req` would get now (used by DelayedFetch for min_bytes > 1)."""

@@ -34,7 +34,7 @@ def test_snapshot_written_and_replayed() -> None:
         appended.extend(records)
         return ErrorCode.NONE
 
-    shard = ShareCoordinatorShard(append, lambda: 42)
+    shard = ShareCoordinatorShard(append, lambda: 42, updates_per_snapshot=0)  # snapshots only
     state = SharePartitionState(7, 3, 0, 0, [StateBatch(7, 9, 0, 1), StateBatch(10, 10, 2, 2)])
     assert shard.write_state(("g", TID, 0), state) == ErrorCode.NONE
     assert shard.write_state(("g", TID, 0), SharePartitionState(11)) == ErrorCode.NONE

@@ -218,7 +218,8 @@ def test_share_partition_state_survives_kill_9(tmp_path: Path) -> None:
     """Acknowledged records are not delivered again after a kill -9 and restart; released and
     in-flight ones are, with their delivery counts (the share coordinator's ShareSnapshot records on
     __share_group_state). The share group's membership comes back from __consumer_offsets."""
-    b = KBroker(tmp_path, {"group.share.record.lock.duration.ms": str(LOCK_MS)})
+    b = KBroker(tmp_path, {"group.share.record.lock.duration.ms": str(LOCK_MS),
+                           "group.share.min.record.lock.duration.ms": str(LOCK_MS)})
     b.start()
     try:
         topic = _topic(b)
