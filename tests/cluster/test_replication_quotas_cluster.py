@@ -11,14 +11,17 @@ the data moved. Bounds are generous: the machine is a loaded 2-core one.
 from __future__ import annotations
 
 import json
+import re
 import time
-from collections.abc import Iterator
+import urllib.request
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
 
 from tests.cluster.test_combined_mode import CombinedNode, _format, _nodes
+from tests.support.broker import free_port
 from tests.support.java import java_unavailable_reason, run_java_main
 from tests.support.kafka_cluster import new_cluster_id
 
@@ -38,6 +41,8 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[int, Comb
     nodes = _nodes(work, (1, 2, 3), {"offsets.topic.replication.factor": "1",
                                      "replication.quota.window.num": "3",
                                      "replication.quota.window.size.seconds": "1"})
+    for n in nodes.values():
+        n.broker.overrides["kbroker.metrics.listener"] = f"http://127.0.0.1:{free_port()}"
     cluster_id = new_cluster_id()
     for n in nodes.values():
         _format(n, cluster_id)
@@ -86,7 +91,16 @@ def _isr(bootstrap: str, topic: str) -> list[int]:
     return sorted(part.isrs) if part is not None else []
 
 
-def _reassign(bootstrap: str, tmp: Path, topic: str, replicas: list[int], throttle: int | None) -> float:
+def _byte_rate(node: CombinedNode, name: str) -> float:
+    url = node.broker.overrides["kbroker.metrics.listener"] + "/metrics"
+    with urllib.request.urlopen(url, timeout=10) as resp:
+        text = resp.read().decode()
+    m = re.search(rf"^{name} ([0-9.e+-]+)$", text, re.M)
+    return float(m.group(1)) if m else -1.0
+
+
+def _reassign(bootstrap: str, tmp: Path, topic: str, replicas: list[int], throttle: int | None,
+              during: Callable[[], None] = lambda: None) -> float:
     """Run `kafka-reassign-partitions --execute` and return how long the new replica took to join the ISR."""
     plan = tmp / f"{topic}.json"
     plan.write_text(json.dumps({"version": 1, "partitions": [{"topic": topic, "partition": 0, "replicas": replicas}]}))
@@ -98,6 +112,7 @@ def _reassign(bootstrap: str, tmp: Path, topic: str, replicas: list[int], thrott
     start = time.monotonic()
     while sorted(_isr(bootstrap, topic)) != sorted(replicas):
         assert time.monotonic() - start < 180, f"{topic}: reassignment to {replicas} did not finish"
+        during()
         time.sleep(0.2)
     return time.monotonic() - start
 
@@ -118,7 +133,14 @@ def test_throttled_reassignment_moves_at_about_the_rate(cluster: dict[int, Combi
     size = RECORDS * RECORD
 
     unthrottled = _reassign(bootstrap, tmp_path, "fast", [1, 3], None)
-    throttled = _reassign(bootstrap, tmp_path, "slow", [1, 2], RATE)
+    rates: dict[str, float] = {"leader": 0.0, "follower": 0.0}
+
+    def sample() -> None:  # the LeaderReplication / FollowerReplication byte-rate sensors while it moves
+        rates["leader"] = max(rates["leader"], _byte_rate(cluster[1], "kafka_server_leaderreplication_byte_rate"))
+        rates["follower"] = max(rates["follower"],
+                                _byte_rate(cluster[2], "kafka_server_followerreplication_byte_rate"))
+
+    throttled = _reassign(bootstrap, tmp_path, "slow", [1, 2], RATE, sample)
 
     # What the tool set (Kafka's keys), before --verify removes them.
     topic = _describe(bootstrap, "topic", "slow")
@@ -134,11 +156,15 @@ def test_throttled_reassignment_moves_at_about_the_rate(cluster: dict[int, Combi
     assert throttled >= 0.5 * expected, (throttled, expected)
     assert throttled <= 3 * expected + 10, (throttled, expected)
     assert throttled > 2 * unthrottled, (throttled, unthrottled)
+    print(f"peak byte-rate while throttled: leader {rates['leader']:.0f}, follower {rates['follower']:.0f} B/s")
+    assert 0 < rates["leader"] <= 2.5 * RATE and 0 < rates["follower"] <= 2.5 * RATE, rates
 
     r = run_java_main("kafka-reassign-partitions", [
         "--bootstrap-server", bootstrap.split(",")[0], "--reassignment-json-file", str(tmp_path / "slow.json"),
         "--verify"], timeout=180)
     assert r.returncode == 0, r.stdout + r.stderr
     assert "Clearing topic-level throttles on topic slow" in r.stdout, r.stdout
-    assert "leader.replication.throttled.replicas" not in _describe(bootstrap, "topic", "slow")
+    topic = _describe(bootstrap, "topic", "slow")
+    assert not topic.get("leader.replication.throttled.replicas") and not topic.get(
+        "follower.replication.throttled.replicas"), topic
     assert "follower.replication.throttled.rate" not in _describe(bootstrap, "broker", "2")
