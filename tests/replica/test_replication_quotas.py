@@ -88,3 +88,36 @@ def test_follower_leaves_out_throttled_partitions_that_have_not_caught_up() -> N
     assert not fetcher._should_follower_throttle(quota, ("t", 0))
     del fetcher.lag[("t", 0)]  # no response yet: Kafka counts it as not in sync
     assert fetcher._should_follower_throttle(quota, ("t", 0))
+
+
+def test_throttled_rates_are_validated_as_kafka_longs() -> None:
+    import pytest
+
+    from kbroker.cluster.configs import ConfigHelper
+    from kbroker.config import KafkaConfig
+    from kbroker.metadata.cache import MetadataCache
+    from kbroker.protocol.errors import KafkaError
+
+    helper = ConfigHelper(KafkaConfig({"node.id": "2", "log.dirs": "/nonexistent"}), MetadataCache(2))
+    new = helper.altered_broker_configs(False, {"leader.replication.throttled.rate": "1000"}, {})
+    assert new == {"leader.replication.throttled.rate": "1000"}
+    for bad, message in (("fast", "Not a number of type LONG"), ("-1", "Value must be at least 0")):
+        with pytest.raises(KafkaError, match=message):
+            helper.altered_broker_configs(False, {"follower.replication.throttled.rate": bad}, {})
+
+
+def test_a_controller_alters_the_configs_of_the_broker_that_forwarded() -> None:
+    """A forwarded IncrementalAlterConfigs names the sending broker: its ConfigRecord carries that id."""
+    from kbroker.cluster.configs import ConfigHelper
+    from kbroker.config import KafkaConfig
+    from kbroker.controller.configuration_control import ConfigurationControlManager
+    from kbroker.metadata.cache import MetadataCache
+
+    cache = MetadataCache(1)
+    helper = ConfigHelper(KafkaConfig({"node.id": "1", "log.dirs": "/nonexistent"}), cache)
+    manager = ConfigurationControlManager(lambda: cache.view, helper, node_id=1)
+    result = manager.alter_broker_configs(False, {"follower.replication.throttled.rate": "500"}, broker_id=2)
+    assert [(r.resource_name, r.name, r.value) for r in result.records] == [
+        ("2", "follower.replication.throttled.rate", "500")]
+    own = manager.alter_broker_configs(False, {"follower.replication.throttled.rate": "500"})
+    assert [r.resource_name for r in own.records] == ["1"]
