@@ -59,6 +59,10 @@ def tls_settings(config: KafkaConfig, listener: str) -> TlsSettings:
     return TlsSettings(
         keystore_location=v("ssl.keystore.location"),
         key_password=v("ssl.key.password"),
+        keystore_type=str(v("ssl.keystore.type") or "JKS"),
+        keystore_password=v("ssl.keystore.password"),
+        truststore_type=str(v("ssl.truststore.type") or "JKS"),
+        truststore_password=v("ssl.truststore.password"),
         keystore_key=v("ssl.keystore.key"),
         keystore_certificate_chain=v("ssl.keystore.certificate.chain"),
         truststore_location=v("ssl.truststore.location"),

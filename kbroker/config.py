@@ -493,6 +493,10 @@ class KafkaConfig:
                 keystore_key=text("ssl.keystore.key"),
                 keystore_certificate_chain=text("ssl.keystore.certificate.chain"),
                 key_password=text("ssl.key.password"),
+                keystore_type=text("ssl.keystore.type") or "JKS",
+                keystore_password=text("ssl.keystore.password"),
+                truststore_type=text("ssl.truststore.type") or "JKS",
+                truststore_password=text("ssl.truststore.password"),
                 enabled_protocols=tuple(self.listener_value(listener, "ssl.enabled.protocols") or ()),
                 cipher_suites=tuple(self.listener_value(listener, "ssl.cipher.suites") or ()),
                 endpoint_identification_algorithm=str(
@@ -548,18 +552,17 @@ class KafkaConfig:
                         and self.listener_value(e.name, "ssl.keystore.certificate.chain"))):
                 raise ConfigError(
                     f"Invalid value {e} for configuration listeners: an {e.security_protocol} listener needs a "
-                    "keystore: ssl.keystore.location (with ssl.keystore.type=PEM) or ssl.keystore.key and "
+                    "keystore: ssl.keystore.location (ssl.keystore.type JKS, PKCS12 or PEM) or ssl.keystore.key and "
                     f"ssl.keystore.certificate.chain (each may be set for this listener alone as "
                     f"listener.name.{e.name.lower()}.<key>)"
                 )
             for kind in ("keystore", "truststore"):
-                store_type = str(self.listener_value(e.name, f"ssl.{kind}.type") or "").upper()
+                store_type = str(self.listener_value(e.name, f"ssl.{kind}.type") or "JKS").strip().upper()
                 location = self.listener_value(e.name, f"ssl.{kind}.location")
-                if location and store_type != "PEM":
+                if location and store_type not in ("JKS", "PKCS12", "PEM"):
                     raise ConfigError(
                         f"Invalid value {store_type} for configuration ssl.{kind}.type of listener {e.name}: "
-                        f"kbroker reads PEM stores only (set ssl.{kind}.type=PEM; convert a JKS or PKCS12 "
-                        "store with keytool/openssl)"
+                        "kbroker reads JKS, PKCS12 and PEM stores"
                     )
         if e.security_protocol in ("SASL_PLAINTEXT", "SASL_SSL"):
             mechanisms = self.sasl_mechanisms(e.name)

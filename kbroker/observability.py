@@ -21,6 +21,7 @@ from collections.abc import Callable, Iterator
 from prometheus_client.core import Metric
 
 from kbroker.api.context import BrokerServices
+from kbroker.cluster.replication_quotas import ReplicationQuotaManager
 from kbroker.config import KafkaConfig
 from kbroker.metrics.exposition import CONTENT_TYPE, MetricsExposition, counter, gauge
 from kbroker.metrics.meters import BrokerMetrics
@@ -121,7 +122,7 @@ class BrokerObservability:
     def _exposition(self) -> MetricsExposition:
         exposition = MetricsExposition(self.metrics or BrokerMetrics())
         for source in (self._broker_state, self._logs, self._replica_manager, self._network, self._groups,
-                       self._share_partitions, self._quotas):
+                       self._share_partitions, self._quotas, self._replication_quotas):
             exposition.add_source(source)
         return exposition
 
@@ -250,6 +251,19 @@ class BrokerObservability:
                         [(s.tags, s.rate.measure(now)) for s in sensors if s.rate is not None])
             yield gauge(prefix + "throttle_time", "Average throttle time (ms) given to the client",
                         ["user", "client_id"], [(s.tags, s.throttle_time_avg) for s in sensors])
+
+    def _replication_quotas(self) -> Iterator[Metric]:
+        """KIP-73's sensors (`kafka.server:type=LeaderReplication|FollowerReplication`, attribute
+        `byte-rate`): bytes per second of throttled partitions replicated, measured over the quota window."""
+        if self.services is None:
+            return
+        rm = self.services.replica_manager
+        for quota, doc in ((rm.leader_quota, "Bytes/s of throttled partitions sent to followers (leader quota)"),
+                           (rm.replica_fetcher_manager.quota,
+                            "Bytes/s of throttled partitions fetched from leaders (follower quota)")):
+            if isinstance(quota, ReplicationQuotaManager):
+                yield gauge(f"kafka_server_{quota.replication_type.lower()}_byte_rate", doc,
+                            samples=[((), quota.byte_rate())])
 
     def _network(self) -> Iterator[Metric]:
         server = self.server

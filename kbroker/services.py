@@ -29,6 +29,7 @@ from kbroker.clock import Clock, wall_clock_ms
 from kbroker.cluster.config_publisher import DynamicConfigPublisher
 from kbroker.cluster.configs import ConfigHelper
 from kbroker.cluster.quotas import QuotaManagers, QuotaWindow
+from kbroker.cluster.replication_quotas import ReplicationQuotas
 from kbroker.config import KafkaConfig
 from kbroker.controller.controller import Controller
 from kbroker.controller.legacy_migration import LEGACY_METADATA_FILE
@@ -199,7 +200,12 @@ def _host_partitions(
     # A publisher that fails is logged and the others still run, as on a Kafka broker.
     loader = MetadataLoader(fault_handler=_log_metadata_fault)
     quotas = quota_managers(config, time_ms)
-    loader.install_publishers([cache, quotas, replica_manager, DynamicConfigPublisher(config_helper, replica_manager)])
+    replication_quotas = ReplicationQuotas(
+        node_id, QuotaWindow(int(config["replication.quota.window.num"]),
+                             int(config["replication.quota.window.size.seconds"]) * 1000), time_ms)
+    replica_manager.leader_quota = replication_quotas.leader
+    replica_manager.replica_fetcher_manager.quota = replication_quotas.follower
+    loader.install_publishers([cache, quotas, replication_quotas, replica_manager, DynamicConfigPublisher(config_helper, replica_manager)])
     core = _CoreServices(config, time_ms, cache, config_helper, log_manager, replica_manager, loader,
                          log_manager.cluster_id)
     if config.is_kraft_controller:

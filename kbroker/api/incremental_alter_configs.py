@@ -153,10 +153,20 @@ async def handle(services: BrokerServices, ctx: RequestContext, header: RequestH
             check_broker_resource(services, r.resource_name or str(services.node_id))
             _alter_loggers(ops, request.validate_only)
         else:
-            check_broker_resource(services, r.resource_name)
             default = r.resource_name == ""
+            broker_id = None
+            if ctx.listener_name.upper() in services.config.controller_listener_names and not default:
+                # Kafka's ControllerApis: a controller changes any broker's configs (a broker forwarding
+                # its client's request in an Envelope names itself; --bootstrap-controller names any).
+                try:
+                    broker_id = int(r.resource_name)
+                except ValueError:
+                    raise KafkaError(f"Broker id must be an integer, but it is: {r.resource_name}",
+                                     error_code=ErrorCode.INVALID_REQUEST) from None
+            else:
+                check_broker_resource(services, r.resource_name)
             await controller.alter_broker_configs(default, _broker_changes(services, default, ops),
-                                                  validate_only=request.validate_only)
+                                                  validate_only=request.validate_only, broker_id=broker_id)
 
     results = await run_per_resource(list(request.resources), apply, Result, (TOPIC, BROKER, BROKER_LOGGER, GROUP))
     return IncrementalAlterConfigsResponse(throttle_time_ms=0, responses=results)

@@ -32,6 +32,8 @@ import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from kbroker.client.ssl_stores import load_keystore_into, load_truststore_into
+
 PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL = "PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"
 SECURITY_PROTOCOLS = (PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL)
 _SCRAM_HASHES = {"SCRAM-SHA-256": "sha256", "SCRAM-SHA-512": "sha512"}
@@ -44,14 +46,18 @@ class SaslClientError(Exception):
 
 @dataclass(frozen=True)
 class TlsClientSettings:
-    """The `ssl.*` keys a client channel reads (PEM stores only, as kbroker's listeners)."""
+    """The `ssl.*` keys a client channel reads (stores: JKS, PKCS12 or PEM, as kbroker's listeners)."""
 
-    truststore_location: str | None = None  # ssl.truststore.location (PEM CA certificates)
+    truststore_location: str | None = None  # ssl.truststore.location (a store of truststore_type)
     truststore_certificates: str | None = None  # ssl.truststore.certificates (inline PEM)
     keystore_location: str | None = None  # ssl.keystore.location: key + chain, for mTLS
     keystore_key: str | None = None  # ssl.keystore.key (inline PEM)
     keystore_certificate_chain: str | None = None  # ssl.keystore.certificate.chain (inline PEM)
     key_password: str | None = None  # ssl.key.password
+    keystore_type: str = "PEM"  # ssl.keystore.type: JKS, PKCS12, PEM (the wiring passes Kafka's default JKS)
+    keystore_password: str | None = None  # ssl.keystore.password
+    truststore_type: str = "PEM"  # ssl.truststore.type
+    truststore_password: str | None = None  # ssl.truststore.password
     enabled_protocols: tuple[str, ...] = ("TLSv1.2", "TLSv1.3")  # ssl.enabled.protocols
     cipher_suites: tuple[str, ...] = ()  # ssl.cipher.suites
     endpoint_identification_algorithm: str = "https"  # ssl.endpoint.identification.algorithm ("" = off)
@@ -69,7 +75,8 @@ def build_client_context(settings: TlsClientSettings) -> ssl.SSLContext:
     if settings.cipher_suites:
         ctx.set_ciphers(":".join(settings.cipher_suites))
     if settings.truststore_location:
-        ctx.load_verify_locations(cafile=settings.truststore_location)
+        load_truststore_into(ctx, settings.truststore_type, settings.truststore_location,
+                             settings.truststore_password)
     elif settings.truststore_certificates:
         ctx.load_verify_locations(cadata=settings.truststore_certificates)
     else:
@@ -77,7 +84,8 @@ def build_client_context(settings: TlsClientSettings) -> ssl.SSLContext:
     ctx.check_hostname = settings.endpoint_identification_algorithm.lower() == "https"
     ctx.verify_mode = ssl.CERT_REQUIRED
     if settings.keystore_location:
-        ctx.load_cert_chain(settings.keystore_location, password=settings.key_password)
+        load_keystore_into(ctx, settings.keystore_type, settings.keystore_location, settings.keystore_password,
+                           settings.key_password)
     elif settings.keystore_key and settings.keystore_certificate_chain:
         fd, path = tempfile.mkstemp(prefix="kbroker-client-key-", suffix=".pem")
         try:

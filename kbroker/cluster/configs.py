@@ -474,6 +474,20 @@ class ConfigHelper:
                 if not message.startswith("Invalid value"):
                     message = f"Invalid value {value} for configuration {key}: {message}"
                 raise _err(ErrorCode.INVALID_REQUEST, message) from None
+        for key in _REPLICATION_THROTTLED_RATES.intersection(changes):
+            # Kafka's DynamicConfig.Broker (KIP-73): LONG, at least 0; not in the broker's config table
+            # (Kafka's DescribeConfigs lists them only once set).
+            value = changes[key]
+            if value is None:
+                continue
+            try:
+                rate = int(value.strip())
+            except ValueError:
+                raise _err(ErrorCode.INVALID_REQUEST, f"Invalid value {value} for configuration {key}: "
+                           "Not a number of type LONG") from None
+            if rate < 0:
+                raise _err(ErrorCode.INVALID_REQUEST,
+                           f"Invalid value {value} for configuration {key}: Value must be at least 0")
         new = dict(stored)
         prefix = _DYNAMIC_DEFAULT_PREFIX if default else ""
         for key, value in changes.items():
@@ -489,6 +503,9 @@ class ConfigHelper:
         return new
 
 
+
+
+_REPLICATION_THROTTLED_RATES = frozenset({"leader.replication.throttled.rate", "follower.replication.throttled.rate"})
 
 
 def parse_broker_value(config_type: str, raw: str) -> Any:

@@ -103,8 +103,17 @@ class ConfigurationControlManager:
         new = self.helper.incremental_group_configs(current, ops)
         return ControllerResult(None, config_diff(int(ConfigResourceType.GROUP), group_id, current, new))
 
-    def alter_broker_configs(self, default: bool, changes: Mapping[str, str | None]) -> ControllerResult[None]:
-        stored = self._view().broker_configs
+    def alter_broker_configs(self, default: bool, changes: Mapping[str, str | None],
+                             broker_id: int | None = None) -> ControllerResult[None]:
+        """`broker_id`: the broker whose configs change (a request another broker forwarded names
+        itself, as Kafka's ConfigurationControlManager takes the resource name); default: this node."""
+        node = self.node_id if broker_id is None else broker_id
+        if node == self.node_id:
+            stored = self._view().broker_configs
+        else:
+            configs = self._view().image.configs
+            stored = {DYNAMIC_DEFAULT_PREFIX + k: v for k, v in configs.cluster_broker_config().items()}
+            stored.update(configs.broker_config(node))
         new = self.helper.altered_broker_configs(default, changes, stored)
         prefix = DYNAMIC_DEFAULT_PREFIX if default else ""
 
@@ -113,7 +122,7 @@ class ConfigurationControlManager:
                 return {k[len(prefix):]: v for k, v in m.items() if k.startswith(prefix)}
             return {k: v for k, v in m.items() if not k.startswith(DYNAMIC_DEFAULT_PREFIX)}
 
-        name = "" if default else str(self.node_id)
+        name = "" if default else str(node)
         records = config_diff(BROKER_RESOURCE, name, level(stored), level(new))
         if self._elr_enabled():
             for r in records:

@@ -127,9 +127,11 @@ class Controller(ABC):
 
     @abstractmethod
     async def alter_broker_configs(
-        self, default: bool, changes: Mapping[str, str | None], validate_only: bool = False
+        self, default: bool, changes: Mapping[str, str | None], validate_only: bool = False,
+        broker_id: int | None = None,
     ) -> None:
-        """Set (value) or delete (None) dynamic broker configs, per broker or cluster-wide (`default`)."""
+        """Set (value) or delete (None) dynamic broker configs, per broker or cluster-wide (`default`);
+        `broker_id`: whose (default: this node; a controller serving a forwarded request: the sender's)."""
 
     async def update_features(self, updates: Mapping[str, tuple[int, int]], validate_only: bool = False) -> None:
         """UpdateFeatures: `{feature: (level, upgrade type)}` (Kafka's FeatureControlManager; upgrade type

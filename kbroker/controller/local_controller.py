@@ -320,9 +320,10 @@ class LocalController(Controller):
             self._commit(result.records)
 
     async def alter_broker_configs(
-        self, default: bool, changes: Mapping[str, str | None], validate_only: bool = False
+        self, default: bool, changes: Mapping[str, str | None], validate_only: bool = False,
+        broker_id: int | None = None,
     ) -> None:
-        result = self.configuration.alter_broker_configs(default, changes)
+        result = self.configuration.alter_broker_configs(default, changes, broker_id)
         if not validate_only:
             self._commit(result.records)
 

@@ -608,10 +608,11 @@ class QuorumController(Controller):
         await self._write("incrementalAlterConfigs", generate)
 
     async def alter_broker_configs(
-        self, default: bool, changes: Mapping[str, str | None], validate_only: bool = False
+        self, default: bool, changes: Mapping[str, str | None], validate_only: bool = False,
+        broker_id: int | None = None,
     ) -> None:
         def generate() -> ControllerResult[None]:
-            result = self.configuration.alter_broker_configs(default, changes)
+            result = self.configuration.alter_broker_configs(default, changes, broker_id)
             return ControllerResult(None) if validate_only else result
 
         await self._write("incrementalAlterConfigs", generate)

@@ -1,10 +1,12 @@
-"""TLS for SSL and SASL_SSL listeners: `TlsSettings` (Kafka's `ssl.*` keys, PEM only) -> `ssl.SSLContext`.
+"""TLS for SSL and SASL_SSL listeners: `TlsSettings` (Kafka's `ssl.*` keys) -> `ssl.SSLContext`.
 
-Kafka's PEM keystores (KIP-651): either `ssl.keystore.location` naming one PEM file with the private
-key and the certificate chain (`ssl.key.password` decrypts an encrypted key), or the PEM text inline
-in `ssl.keystore.key` and `ssl.keystore.certificate.chain`; trusted CAs from `ssl.truststore.location`
-(a PEM file) or inline `ssl.truststore.certificates`. JKS and PKCS12 stores are Java formats kbroker
-does not read: the wiring refuses them with a clear message. `ssl.client.auth`: `required` (mTLS:
+`ssl.keystore.location` is a store of `ssl.keystore.type`: `JKS` (Kafka's default) or `PKCS12`
+opened with `ssl.keystore.password` (the key with `ssl.key.password`, else the store's password),
+read by kbroker.client.ssl_stores; or `PEM` (KIP-651), one file with the private key and the
+certificate chain (`ssl.key.password` decrypts an encrypted key). The PEM text may also be inline in
+`ssl.keystore.key` and `ssl.keystore.certificate.chain`. Trusted CAs: `ssl.truststore.location` of
+`ssl.truststore.type` (JKS, PKCS12 with an optional `ssl.truststore.password`, PEM) or inline
+`ssl.truststore.certificates`. `ssl.client.auth`: `required` (mTLS:
 a client without a trusted certificate fails the handshake), `requested` (verified when sent),
 `none`. `ssl.enabled.protocols` bounds the TLS versions (TLSv1.2, TLSv1.3); `ssl.cipher.suites`
 are OpenSSL names for TLS 1.2.
@@ -20,13 +22,19 @@ import ssl
 import tempfile
 from dataclasses import dataclass
 
+from kbroker.client.ssl_stores import SslStoreError, load_keystore_into, load_truststore_into
+
 _VERSIONS = {"TLSv1.2": ssl.TLSVersion.TLSv1_2, "TLSv1.3": ssl.TLSVersion.TLSv1_3}
 
 
 @dataclass(frozen=True)
 class TlsSettings:
-    keystore_location: str | None = None  # ssl.keystore.location (PEM: key + certificate chain)
+    keystore_location: str | None = None  # ssl.keystore.location (a store of keystore_type)
     key_password: str | None = None  # ssl.key.password
+    keystore_type: str = "PEM"  # ssl.keystore.type: JKS, PKCS12, PEM (the wiring passes Kafka's default JKS)
+    keystore_password: str | None = None  # ssl.keystore.password (JKS, PKCS12)
+    truststore_type: str = "PEM"  # ssl.truststore.type
+    truststore_password: str | None = None  # ssl.truststore.password (optional)
     keystore_key: str | None = None  # ssl.keystore.key (inline PEM)
     keystore_certificate_chain: str | None = None  # ssl.keystore.certificate.chain (inline PEM)
     truststore_location: str | None = None  # ssl.truststore.location (PEM)
@@ -56,7 +64,8 @@ def build_server_context(settings: TlsSettings) -> ssl.SSLContext:
     password = settings.key_password
     try:
         if settings.keystore_location:
-            ctx.load_cert_chain(settings.keystore_location, password=password)
+            load_keystore_into(ctx, settings.keystore_type, settings.keystore_location,
+                               settings.keystore_password, password)
         elif settings.keystore_key and settings.keystore_certificate_chain:
             # The ssl module loads keys from files only: a private temporary file, removed at once.
             fd, path = tempfile.mkstemp(prefix="kbroker-key-", suffix=".pem")
@@ -67,15 +76,20 @@ def build_server_context(settings: TlsSettings) -> ssl.SSLContext:
             finally:
                 os.unlink(path)
         else:
-            raise TlsConfigError("an SSL listener needs ssl.keystore.location (PEM) or "
+            raise TlsConfigError("an SSL listener needs ssl.keystore.location or "
                                  "ssl.keystore.key and ssl.keystore.certificate.chain")
+    except SslStoreError as e:
+        raise TlsConfigError(str(e)) from None
     except (ssl.SSLError, OSError) as e:
         raise TlsConfigError(f"cannot load the keystore (ssl.keystore.*, ssl.key.password): {e}") from None
     try:
         if settings.truststore_location:
-            ctx.load_verify_locations(cafile=settings.truststore_location)
+            load_truststore_into(ctx, settings.truststore_type, settings.truststore_location,
+                                 settings.truststore_password)
         elif settings.truststore_certificates:
             ctx.load_verify_locations(cadata=settings.truststore_certificates)
+    except SslStoreError as e:
+        raise TlsConfigError(str(e)) from None
     except (ssl.SSLError, OSError) as e:
         raise TlsConfigError(f"cannot load the truststore (ssl.truststore.*): {e}") from None
     auth = settings.client_auth.lower()

@@ -110,6 +110,8 @@ class DelayedFetch(DelayedOperation[dict[Hashable, PartitionResult]]):
             if end < req.fetch_offset:
                 return self.force_complete()  # truncated: the client must see OFFSET_OUT_OF_RANGE
             if end > req.fetch_offset:
+                if self.params.replica_id >= 0 and self._rm.should_leader_throttle(partition, self.params.replica_id):
+                    continue  # Kafka's DelayedFetch: a throttled partition's bytes do not complete the wait
                 if min_bytes <= 1:
                     return self.force_complete()
                 accumulated += self._rm.readable_bytes(partition, req, isolation)

@@ -65,6 +65,7 @@ from kbroker.protocol.messages.offset_for_leader_epoch import (
     OffsetForLeaderEpochResponse,
 )
 from kbroker.replica.fetch_session_handler import FetchSessionHandler, SessionPartition
+from kbroker.replica.replication_quota import UNLIMITED_REPLICA_QUOTA, ReplicaQuota
 from kbroker.replica.truncation import offset_truncation_state
 
 if TYPE_CHECKING:
@@ -203,6 +204,8 @@ class ReplicaFetcher:
         self.bytes_fetched = 0
         self.broker_host = ""
         self.broker_port = -1
+        # KIP-73: follower.replication.throttled.* (the manager hands its quota to each fetcher).
+        self.quota: ReplicaQuota = UNLIMITED_REPLICA_QUOTA
 
     @property
     def session_id(self) -> int:
@@ -393,8 +396,11 @@ class ReplicaFetcher:
         now = asyncio.get_running_loop().time()
         wanted: dict[Hashable, SessionPartition] = {}
         sent: dict[Key, tuple[PartitionFetchState, int]] = {}
+        quota = self.quota
         for key, state in self.partitions.items():
             if state.state != FetchState.FETCHING or state.delayed_until > now:
+                continue
+            if self._should_follower_throttle(quota, key):
                 continue
             part = self.host.follower_partition(*key)
             if part is None:
@@ -443,6 +449,13 @@ class ReplicaFetcher:
         else:
             request.replica_id = node
         return request, sent
+
+    def _should_follower_throttle(self, quota: ReplicaQuota, key: Key) -> bool:
+        """Kafka's `shouldFollowerThrottle`: a throttled partition that has not caught up with the
+        leader's high watermark (no lag seen yet counts as not caught up) is left out of the Fetch
+        while the follower's replication rate is over `follower.replication.throttled.rate`."""
+        in_sync = self.lag.get(key, 1) <= 0
+        return not in_sync and quota.is_throttled(*key) and quota.is_quota_exceeded()
 
     def _fetch_topic(self, version: int, topic: str, partitions: list[FetchRequest.FetchPartition]
                      ) -> FetchRequest.FetchTopic:
@@ -517,6 +530,8 @@ class ReplicaFetcher:
                 part.append_records_to_follower(memoryview(records), p.high_watermark, p.log_start_offset)
                 self.host.on_replication_bytes_in(len(records))
                 self.bytes_fetched += len(records)
+                if self.quota.is_throttled(*key):
+                    self.quota.record(len(records))
             else:
                 part.update_follower_high_watermark(p.high_watermark, p.log_start_offset)
         except OffsetOutOfRangeError as exc:
@@ -599,6 +614,8 @@ class ReplicaFetcherManager:
         self.num_fetchers = max(1, num_fetchers)
         self.fetchers: dict[FetcherKey, ReplicaFetcher] = {}
         self._owner: dict[Key, FetcherKey] = {}
+        # KIP-73: follower.replication.throttled.* (the wiring hands in the broker's quota).
+        self.quota: ReplicaQuota = UNLIMITED_REPLICA_QUOTA
         self._paused = False
         self._closed = False
 
@@ -622,6 +639,7 @@ class ReplicaFetcherManager:
             if fetcher is None:
                 fetcher = self.fetchers[owner] = ReplicaFetcher(owner[0], self.host, self.endpoint_lookup,
                                                                 self.config, fetcher_id=owner[1])
+                fetcher.quota = self.quota
                 if self._paused:
                     fetcher.pause()
             fetcher.add_partitions(states)
@@ -671,6 +689,7 @@ class ReplicaFetcherManager:
         for owner, states in by_fetcher.items():
             fetcher = self.fetchers[owner] = ReplicaFetcher(owner[0], self.host, self.endpoint_lookup, self.config,
                                                             fetcher_id=owner[1])
+            fetcher.quota = self.quota
             if self._paused:
                 fetcher.pause()
             fetcher.add_partitions(states)

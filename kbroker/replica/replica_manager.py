@@ -78,6 +78,7 @@ from kbroker.replica.replica_fetcher import (
     ReplicaFetcherManager,
     initial_fetch_offset,
 )
+from kbroker.replica.replication_quota import UNLIMITED_REPLICA_QUOTA, ReplicaQuota
 from kbroker.replica.truncation import UNDEFINED_EPOCH, diverging_epoch
 
 if TYPE_CHECKING:
@@ -199,6 +200,9 @@ class ReplicaManager:
             self, lambda broker_id: self.endpoint_lookup(broker_id), _fetcher_config(config),
             int(config.get("num.replica.fetchers", 1)))
         self._deferred_fetches: dict[tuple[str, int], InitialFetchState] = {}
+        # KIP-73: leader.replication.throttled.* (the wiring hands in the broker's quota; the follower
+        # quota goes to replica_fetcher_manager.quota).
+        self.leader_quota: ReplicaQuota = UNLIMITED_REPLICA_QUOTA
         self._isr_timer: asyncio.TimerHandle | None = None
         # KIP-392: replica.selector.class (only Kafka's RackAwareReplicaSelector is known).
         selector = config.get("replica.selector.class") or ""
@@ -896,6 +900,13 @@ class ReplicaManager:
         """BrokerTopicMetrics of a consumer fetch being answered with `results` (Kafka counts bytes out
         in its response callback, so a delayed fetch counts only what it finally sends). Follower
         fetches count nothing here: replication brings ReplicationBytesOut."""
+        if params.replica_id >= 0:
+            # KafkaApis: the bytes of throttled partitions sent to a follower count towards the leader's
+            # replication quota (in sync or not: only out-of-sync followers are ever held back).
+            quota = self.leader_quota
+            throttled = sum(r.records_size for req in requests
+                            if quota.is_throttled(req.topic, req.partition) and (r := results.get(req.key)) is not None)
+            quota.record(throttled)
         if self.metrics is None:
             return
         if params.replica_id >= 0:
@@ -976,6 +987,13 @@ class ReplicaManager:
             if req.fetch_offset < partition.log_start_offset or req.fetch_offset > partition.log_end_offset:
                 return PartitionResult(ErrorCode.OFFSET_OUT_OF_RANGE)
             if follower:
+                if self.should_leader_throttle(partition, params.replica_id):
+                    # Kafka's readFromLocalLog: a throttled out-of-sync follower gets no records.
+                    self._update_follower_fetch_state(partition, params, req)
+                    return PartitionResult(
+                        ErrorCode.NONE, high_watermark=partition.high_watermark,
+                        last_stable_offset=partition.last_stable_offset,
+                        log_start_offset=partition.log_start_offset)
                 self._update_follower_fetch_state(partition, params, req)
             elif not partition.is_leader:
                 self.follower_reads += 1
@@ -1010,6 +1028,13 @@ class ReplicaManager:
             records_size=info.size,
             aborted_transactions=info.aborted_transactions,
         )
+
+    def should_leader_throttle(self, partition: Partition, replica_id: int) -> bool:
+        """Kafka's `shouldLeaderThrottle`: a follower outside the ISR fetching a throttled partition
+        while the leader's replication rate is over `leader.replication.throttled.rate`."""
+        quota = self.leader_quota
+        return (replica_id not in partition.isr and quota.is_throttled(partition.topic, partition.partition)
+                and quota.is_quota_exceeded())
 
     def partition_for_fetch(self, topic: str, partition: int, params: FetchParams) -> Partition | None:
         """The partition a fetch reads: the leader's, or (KIP-392: a v11+ consumer) this follower's."""

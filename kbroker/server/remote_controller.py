@@ -338,10 +338,12 @@ class RemoteController(Controller):
         await self._incremental(GROUP_RESOURCE, group_id, ops, validate_only)
 
     async def alter_broker_configs(
-        self, default: bool, changes: Mapping[str, str | None], validate_only: bool = False
+        self, default: bool, changes: Mapping[str, str | None], validate_only: bool = False,
+        broker_id: int | None = None,
     ) -> None:
         ops = [(k, OP_SET if v is not None else OP_DELETE, v) for k, v in changes.items()]
-        await self._incremental(BROKER_RESOURCE, "" if default else str(self.node_id), ops, validate_only)
+        name = "" if default else str(self.node_id if broker_id is None else broker_id)
+        await self._incremental(BROKER_RESOURCE, name, ops, validate_only)
 
     # -- client quotas -------------------------------------------------------------------------------
 
