@@ -188,7 +188,7 @@ class SharePartitionManager:
 
     def share_fetch(self, group_id: str, member_id: str, epoch: int, requested: list[SharePartitionRequest],
                     forgotten: list[TopicIdPartition], max_records: int, record_limit_mode: bool,
-                    renew_only: bool) -> ShareFetchOutcome:
+                    renew_only: bool, connection_id: str = "") -> ShareFetchOutcome:
         """One ShareFetch: session, acknowledgements, then acquisition (once: a waiting fetch calls
         `acquire` again)."""
         if not group_id:
@@ -200,7 +200,7 @@ class SharePartitionManager:
             if any(r.acknowledgements for r in requested):
                 return ShareFetchOutcome(ErrorCode.INVALID_REQUEST,
                                          "Acknowledge data present on initial share fetch request.")
-            error, session, old = self.sessions.open(group_id, member_id)
+            error, session, old = self.sessions.open(group_id, member_id, connection_id)
             if old is not None:
                 self._release(group_id, member_id, list(old.partitions))
         else:
@@ -316,6 +316,26 @@ class SharePartitionManager:
         released = self._release(group_id, member_id, keys)
         if released or session is not None:
             log.info("Released %d records of member %s of share group %s", released, member_id, group_id)
+
+    def on_disconnect(self, connection_id: str) -> None:
+        """A client connection closed (Kafka's ShareSessionCache disconnect listener): the share session it
+        opened, if the client did not close it, goes and its member's records here are released
+        (`onMemberLeave`); when the group has no session left on this broker, its share-partitions here
+        are dropped (`onGroupEmpty`: the next use reads their state from the share coordinator again, so
+        an AlterShareGroupOffsets or DeleteShareGroupOffsets meanwhile is seen)."""
+        session, empty_group = self.sessions.disconnected(connection_id)
+        if session is not None:
+            released = self._release(session.group_id, session.member_id, list(session.partitions))
+            log.info("Share session of member %s of group %s closed with its connection: %d records released",
+                     session.member_id, session.group_id, released)
+        if empty_group is not None:
+            for g, tid, p in [k for k in self.partitions if k[0] == empty_group]:
+                self._drop(g, tid, p)
+
+    def on_state_changed(self, group_id: str, topic_id: uuid.UUID, partition: int) -> None:
+        """The group coordinator initialized or deleted the share-partition's state at its share
+        coordinator (Alter/DeleteShareGroupOffsets): what this broker holds of it is stale."""
+        self._drop(group_id, topic_id, partition)
 
     def share_partition(self, group_id: str, topic_id: uuid.UUID, partition: int) -> SharePartition | None:
         return self.partitions.get((group_id, topic_id, partition))
