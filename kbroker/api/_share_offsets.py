@@ -8,7 +8,8 @@ the group coordinator answers them through the persister, as Kafka 4.3's `GroupC
   request per coordinator broker); a partition the coordinator has no state of, or answers with an
   error, shows start offset -1 and leader epoch -1, as in Kafka ("absence of data, not an error").
   The lag (KIP-1226) is the high watermark minus the start offset minus the delivery complete count
-  the leader wrote; the high watermark is this broker's replica's (-1 when it has none).
+  the leader wrote (WriteShareGroupState v1); the high watermark is this broker's when it leads the
+  partition, else ListOffsets LATEST to the leader (-1 when it cannot be had).
 - Without topics, Kafka lists the partitions its group coordinator recorded as initialized
   (ShareGroupStatePartitionMetadata). kbroker's group coordinator does not record them, so it asks the
   share coordinators about every partition of every non-internal topic (still one request per
@@ -29,10 +30,16 @@ import uuid
 from collections.abc import Sequence
 
 from kbroker.api.context import BrokerServices
+from kbroker.client import ConnectionClosedError, RequestTimeoutError
 from kbroker.coord.share_coordinator import SharePartitionKey
 from kbroker.coord.share_persister import NetworkSharePersister, PartitionOutcome
 from kbroker.metadata.views import TopicInfo
 from kbroker.protocol.errors import ErrorCode
+from kbroker.protocol.messages.list_offsets import ListOffsetsRequest, ListOffsetsResponse
+
+LIST_OFFSETS = 2
+LIST_OFFSETS_VERSION = 7
+LATEST_TIMESTAMP = -1
 
 
 def network_persister(services: BrokerServices) -> NetworkSharePersister | None:
@@ -58,15 +65,52 @@ def initialized(outcome: PartitionOutcome | None) -> bool:
             and outcome.state.start_offset >= 0)
 
 
-def lag(services: BrokerServices, topic: str, partition: int, outcome: PartitionOutcome | None) -> int:
+def lag(high_watermark: int | None, outcome: PartitionOutcome | None) -> int:
     """High watermark - start offset - delivery complete count; -1 when any is unknown."""
     if not initialized(outcome) or outcome is None or outcome.state is None:
         return -1
     state = outcome.state
-    local = services.replica_manager.get_partition(topic, partition) if services.replica_manager is not None else None
-    if local is None or state.delivery_complete_count < 0:
+    if high_watermark is None or high_watermark < 0 or state.delivery_complete_count < 0:
         return -1
-    return max(0, int(local.high_watermark) - state.start_offset - state.delivery_complete_count)
+    return max(0, high_watermark - state.start_offset - state.delivery_complete_count)
+
+
+async def high_watermarks(services: BrokerServices, persister: NetworkSharePersister,
+                          partitions: Sequence[tuple[str, int]]) -> dict[tuple[str, int], int]:
+    """The high watermark of each partition: this broker's when it leads it, else ListOffsets (LATEST,
+    read_uncommitted) to its leader over the inter-broker listener, one request per leader. A partition
+    whose leader cannot answer is left out (its lag is -1)."""
+    out: dict[tuple[str, int], int] = {}
+    remote: dict[int, list[tuple[str, int]]] = {}
+    for name, p in partitions:
+        local = services.replica_manager.get_partition(name, p)
+        if local is not None:
+            out[(name, p)] = int(local.high_watermark)
+            continue
+        reg = services.metadata.image.partition(name, p)
+        if reg is not None and reg.leader >= 0:
+            remote.setdefault(int(reg.leader), []).append((name, p))
+
+    async def ask(leader: int, wanted: list[tuple[str, int]]) -> None:
+        Q = ListOffsetsRequest
+        by_topic: dict[str, list[int]] = {}
+        for name, p in wanted:
+            by_topic.setdefault(name, []).append(p)
+        request = Q(replica_id=-1, isolation_level=0, topics=[Q.ListOffsetsTopic(name=name, partitions=[
+            Q.ListOffsetsPartition(partition_index=p, timestamp=LATEST_TIMESTAMP) for p in ps])
+            for name, ps in by_topic.items()])
+        try:
+            response = await persister.transport.send(leader, LIST_OFFSETS, request, ListOffsetsResponse,
+                                                      version=LIST_OFFSETS_VERSION)
+        except (ConnectionClosedError, RequestTimeoutError, OSError, ValueError):
+            return
+        for t in response.topics:
+            for r in t.partitions:
+                if r.error_code == ErrorCode.NONE and r.offset >= 0:
+                    out[(t.name, r.partition_index)] = int(r.offset)
+
+    await asyncio.gather(*(ask(leader, wanted) for leader, wanted in remote.items()))
+    return out
 
 
 async def initialize(services: BrokerServices, persister: NetworkSharePersister, group_id: str,

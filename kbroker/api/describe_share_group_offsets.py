@@ -81,6 +81,9 @@ async def _from_summaries(services: BrokerServices, ctx: RequestContext, persist
     keys = [(info.topic_id, p) for info, parts in wanted
             for p in (range(info.num_partitions) if parts is None else parts)]
     found = await _share_offsets.summaries(persister, gid, keys) if keys else {}
+    hwms = await _share_offsets.high_watermarks(services, persister, [
+        (info.name, p) for info, parts in wanted for p in (range(info.num_partitions) if parts is None else parts)
+        if _share_offsets.initialized(found.get((gid, info.topic_id, p)))])
     for info, parts in wanted:
         rows = []
         for p in range(info.num_partitions) if parts is None else parts:
@@ -92,7 +95,7 @@ async def _from_summaries(services: BrokerServices, ctx: RequestContext, persist
                 continue
             rows.append(R.DescribeShareGroupOffsetsResponsePartition(
                 partition_index=p, start_offset=outcome.state.start_offset, leader_epoch=outcome.state.leader_epoch,
-                lag=_share_offsets.lag(services, info.name, p, outcome)))
+                lag=_share_offsets.lag(hwms.get((info.name, p)), outcome)))
         if rows or parts is not None:
             topics.append(R.DescribeShareGroupOffsetsResponseTopic(topic_name=info.name, topic_id=info.topic_id,
                                                                    partitions=rows))
