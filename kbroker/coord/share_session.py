@@ -53,8 +53,8 @@ class ShareSession:
 class ShareSessionCache:
     max_sessions: int = 2000
     sessions: dict[tuple[str, str], ShareSession] = field(default_factory=dict)
-    # client connection id -> the session key it opened last
-    connections: dict[str, tuple[str, str]] = field(default_factory=dict)
+    # client connection id -> the session it opened last
+    connections: dict[str, ShareSession] = field(default_factory=dict)
 
     def open(self, group_id: str, member_id: str,
              connection_id: str = "") -> tuple[ErrorCode, ShareSession | None, ShareSession | None]:
@@ -67,16 +67,18 @@ class ShareSessionCache:
             return ErrorCode.SHARE_SESSION_LIMIT_REACHED, None, None
         session = self.sessions[key] = ShareSession(group_id, member_id)
         if connection_id:
-            self.connections[connection_id] = key
+            self.connections[connection_id] = session
         return ErrorCode.NONE, session, old
 
     def disconnected(self, connection_id: str) -> tuple[ShareSession | None, str | None]:
         """The client connection closed: (the session it opened, removed if still open; the group id if
         the group has no session left here)."""
-        key = self.connections.pop(connection_id, None)
-        if key is None:
+        opened = self.connections.pop(connection_id, None)
+        if opened is None:
             return None, None
-        session = self.sessions.pop(key, None)
+        key = (opened.group_id, opened.member_id)
+        # Only that very session: one the member opened since on another connection stays.
+        session = self.sessions.pop(key) if self.sessions.get(key) is opened else None
         empty = not any(g == key[0] for g, _m in self.sessions)
         return session, key[0] if empty else None
 

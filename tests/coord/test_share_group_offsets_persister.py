@@ -125,6 +125,11 @@ def test_a_closed_connection_removes_its_session_and_reports_the_group_empty() -
     closed = cache.sessions[("g", "b")]
     cache.close(closed)  # the client closed b's session with epoch -1 first
     assert cache.disconnected("conn-2") == (None, "g")  # nothing left to remove; the group is empty here
+    # A member that reconnected and opened a new session: the old connection's close leaves it alone.
+    cache.open("g", "c", "conn-3")
+    cache.open("g", "c", "conn-4")
+    assert cache.disconnected("conn-3") == (None, None)
+    assert ("g", "c") in cache.sessions
 
 
 def test_a_closed_connection_releases_its_members_records_and_drops_an_empty_groups_share_partitions() -> None:
