@@ -14,7 +14,8 @@ the group coordinator answers them through the persister, as Kafka 4.3's `GroupC
   (ShareGroupStatePartitionMetadata). kbroker's group coordinator does not record them, so it asks the
   share coordinators about every partition of every non-internal topic (still one request per
   coordinator broker) and lists those with a state.
-- Alter sends InitializeShareGroupState with the new start offset; Delete sends DeleteShareGroupState
+- Alter reads the summaries and sends InitializeShareGroupState with the new start offset and the next
+  state epoch (fencing a leader that would still write the old state); Delete sends DeleteShareGroupState
   for the partitions with a state (none: "There is no offset information to delete."). Both tell this
   broker's share-partition manager to drop what it holds of those share-partitions; the other leaders
   dropped theirs when the group's last share session on them closed (Kafka's `onGroupEmpty`).
@@ -115,8 +116,16 @@ async def high_watermarks(services: BrokerServices, persister: NetworkSharePersi
 
 async def initialize(services: BrokerServices, persister: NetworkSharePersister, group_id: str,
                      offsets: Sequence[tuple[uuid.UUID, int, int]]) -> list[ErrorCode]:
-    """AlterShareGroupOffsets: each (topic id, partition, start offset) initialized at its coordinator."""
-    codes = await asyncio.gather(*(persister.initialize((group_id, tid, p), start) for tid, p, start in offsets))
+    """AlterShareGroupOffsets: each (topic id, partition, start offset) initialized at its coordinator,
+    with the next state epoch (a leader still holding the previous state is fenced: FENCED_STATE_EPOCH)."""
+    current = await persister.read_summary([(group_id, tid, p) for tid, p, _s in offsets])
+
+    def next_epoch(tid: uuid.UUID, p: int) -> int:
+        found = current.get((group_id, tid, p))
+        return found.state.state_epoch + 1 if found is not None and found.state is not None else 0
+
+    codes = await asyncio.gather(*(persister.initialize((group_id, tid, p), start, next_epoch(tid, p))
+                                   for tid, p, start in offsets))
     _dropped(services, group_id, [(tid, p) for tid, p, _s in offsets])
     return list(codes)
 

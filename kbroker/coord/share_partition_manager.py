@@ -145,6 +145,10 @@ class SharePartitionManager:
         # The leader epoch of the topic partition each share-partition was initialized under: a
         # share-partition does not survive a change of leadership (the new leader reads the state).
         self._leader_epochs: dict[tuple[str, uuid.UUID, int], int] = {}
+        # The state epoch of the state each share-partition was read from, written back with every state
+        # (an AlterShareGroupOffsets on a cluster initializes a higher one: a leader still holding the
+        # old state is fenced, FENCED_STATE_EPOCH, and reads it again).
+        self._state_epochs: dict[tuple[str, uuid.UUID, int], int] = {}
         # group id -> (the overrides mapping it was evaluated from, its configs): the image's maps are
         # immutable and shared while unchanged, so an identical mapping means nothing to re-evaluate.
         self._group_configs: dict[str, tuple[Mapping[str, str], GroupConfig, SharePartitionConfig]] = {}
@@ -402,7 +406,7 @@ class SharePartitionManager:
             return ErrorCode.NONE
         if leader_epoch < 0:
             leader_epoch = max(0, self._leader_epochs.get((group_id, tid, p), 0))
-        state = SharePartitionState(sp.start_offset, leader_epoch, 0, 0,
+        state = SharePartitionState(sp.start_offset, leader_epoch, self._state_epochs.get((group_id, tid, p), 0), 0,
                                     [StateBatch(*b) for b in sp.state_batches()])
         error = self.persister.write_state((group_id, tid, p), state)
         if error != ErrorCode.NONE:
@@ -455,12 +459,14 @@ class SharePartitionManager:
                 if error != ErrorCode.NONE:
                     return error
             self.partitions.pop((group_id, topic_id, p), None)
+            self._state_epochs.pop((group_id, topic_id, p), None)
         return ErrorCode.NONE
 
     def on_group_deleted(self, group_id: str) -> None:
         """DeleteGroups removed an empty share group: its share-partitions and their states go."""
         for key in [k for k in self.partitions if k[0] == group_id]:
             del self.partitions[key]
+            self._state_epochs.pop(key, None)
         self._group_configs.pop(group_id, None)
         if self.persister is not None:
             self.persister.delete_states(group_id)
@@ -471,6 +477,7 @@ class SharePartitionManager:
         SharePartitionManager removes a share-partition when its leader changes)."""
         self.partitions.pop((group_id, tid, p), None)
         self._leader_epochs.pop((group_id, tid, p), None)
+        self._state_epochs.pop((group_id, tid, p), None)
         if self.persister is not None:
             self.persister.forget((group_id, tid, p))
 
@@ -523,6 +530,7 @@ class SharePartitionManager:
                     self.partition_config_for(group_id))
                 self.partitions[gkey] = sp
                 self._leader_epochs[gkey] = leader_epoch
+                self._state_epochs[gkey] = state.state_epoch
                 log.info("Recovered share-partition %s %s-%d at offset %d (%d in flight)", group_id, name, key[1],
                          sp.start_offset, sp.in_flight())
                 return sp
