@@ -5,6 +5,8 @@
   InitializeShareGroupState / DeleteShareGroupState (Alter/DeleteShareGroupOffsets on a cluster).
 - WriteShareGroupState v1 carries the delivery complete count (records ACKNOWLEDGED or ARCHIVED at or
   after the start offset), what the lag of DescribeShareGroupOffsets subtracts.
+- A share-partition writes back the state epoch of the state it read (an Alter on a cluster initializes
+  the next one, fencing a leader that still holds the old state).
 - A share session remembers the connection that opened it: when that connection closes the session
   goes (unless the client closed it with epoch -1) and the group is reported empty once it has no
   session left (Kafka's ShareSessionCache `ClientConnectionDisconnectListener`).
@@ -16,6 +18,7 @@ import asyncio
 import uuid
 
 from kbroker.coord.share_coordinator import SharePartitionState, StateBatch, partition_for
+from kbroker.coord.share_partition import AcknowledgementBatch
 from kbroker.coord.share_partition_manager import SharePartitionRequest
 from kbroker.coord.share_persister import (
     DELETE,
@@ -147,3 +150,17 @@ def test_a_closed_connection_releases_its_members_records_and_drops_an_empty_gro
     assert (GROUP, PTID, 0) in m.partitions and persister.forgotten == []
     m.on_disconnect("c-b")  # the group's last session here: its share-partitions are dropped
     assert (GROUP, PTID, 0) not in m.partitions and persister.forgotten == [(GROUP, PTID, 0)]
+
+
+def test_a_share_partition_writes_back_the_state_epoch_it_read() -> None:
+    partition, persister = FakePartition(_data(4), 4), MemoryPersister()
+    persister.states[(GROUP, PTID, 0)] = SharePartitionState(1, 0, 3)  # reset by an Alter: state epoch 3
+    m = _manager(partition, persister)
+    fetch = [SharePartitionRequest(PTID, 0)]
+    got = m.share_fetch(GROUP, "a", 0, fetch, [], 100, False, False).partitions[(PTID, 0)].acquired
+    assert [(r.first_offset, r.last_offset) for r in got] == [(1, 3)]
+    acked = m.share_fetch(GROUP, "a", 1, [SharePartitionRequest(PTID, 0, [AcknowledgementBatch(1, 3, (1,))])],
+                          [], 100, False, False)
+    assert acked.partitions[(PTID, 0)].acknowledge_error == ErrorCode.NONE
+    written = persister.states[(GROUP, PTID, 0)]
+    assert (written.start_offset, written.state_epoch) == (4, 3)
