@@ -20,7 +20,8 @@ applies to the next acquisition, as in Kafka's SharePartition (which asks its Gr
 
 Acquisition locks expire when anything touches the share-partition (a fetch, an acknowledgement, a
 waiting fetch's poll) at or after their deadline, so an expired record is handed to the next member
-that fetches. A member leaving the group or closing its share session releases its records.
+that fetches. A member leaving the group, closing its share session, or losing the connection that opened it
+(Kafka's share session disconnect listener) releases its records.
 
 Durability: with a persister (the share coordinator, `kbroker.coord.share_coordinator`), a new
 share-partition first reads its state (start offset, in-flight states and delivery counts) and, when it
