@@ -419,6 +419,8 @@ class Broker:
             self.server = KafkaServer(socket_server_config(config, image_scram_credentials(services)), self.dispatcher,
                                       metrics=services.metrics,
                                       connection_quotas=connection_quotas(config, services))
+            if services.share_partition_manager is not None:
+                self.server.connection_disconnect_listeners.append(services.share_partition_manager.on_disconnect)
         try:
             bound = await self.server.start()
         except OSError as e:

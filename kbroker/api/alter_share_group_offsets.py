@@ -10,6 +10,10 @@ flight (Kafka's persister `initializeState`; here the share-partition manager wr
 `__share_group_state` before answering; while that topic is being created or loaded, the write is
 retried for up to `share.coordinator.write.timeout.ms`). READ on the group (top-level GROUP_AUTHORIZATION_FAILED) and
 on each topic (TOPIC_AUTHORIZATION_FAILED per partition) with an authorizer.
+
+On a multi-broker cluster the group coordinator sends InitializeShareGroupState to each share-partition's
+share coordinator (Kafka's `persisterInitialize`, batched per coordinator) instead of writing through
+its own share-partition manager (`kbroker.api._share_offsets`).
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ from collections.abc import Callable
 from functools import partial
 from typing import Any, TypeVar
 
+from kbroker.api import _share_offsets
 from kbroker.api._authz import authorize
 from kbroker.api._groups import coordinator
 from kbroker.api.context import BrokerServices, RequestContext
@@ -93,9 +98,18 @@ async def handle(services: BrokerServices, ctx: RequestContext, header: Any,
             topics.append(_failed(t.topic_name, partitions, ErrorCode.TOPIC_AUTHORIZATION_FAILED))
             continue
         rows = []
+        persister = _share_offsets.network_persister(services)
+        initialized: dict[int, ErrorCode] = {}
+        if persister is not None:
+            valid = [(info.topic_id, p.partition_index, p.start_offset) for p in t.partitions
+                     if 0 <= p.partition_index < info.num_partitions]
+            codes = await _share_offsets.initialize(services, persister, gid, valid)
+            initialized = {p: code for (_t, p, _s), code in zip(valid, codes, strict=True)}
         for p in t.partitions:
             if not 0 <= p.partition_index < info.num_partitions:
                 code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+            elif persister is not None:
+                code = initialized[p.partition_index]
             else:
                 code = await retry_state(services, partial(manager.alter_start_offset, gid, info.topic_id,
                                                            p.partition_index, p.start_offset), _same)

@@ -9,6 +9,11 @@ UNKNOWN_TOPIC_OR_PARTITION "There is no offset information to delete."; otherwis
 initialized share-partition of the topic is deleted from `__share_group_state` (Kafka's persister
 `deleteState`) and the topic answers NONE with its id. A later fetch initializes the share-partitions
 again by `share.auto.offset.reset`. DELETE on the group and READ on each topic with an authorizer.
+
+On a multi-broker cluster the group coordinator finds the initialized share-partitions with
+ReadShareGroupStateSummary and deletes their states with DeleteShareGroupState at their share
+coordinators (Kafka's persister `deleteState`), not through its own share-partition manager
+(`kbroker.api._share_offsets`).
 """
 
 from __future__ import annotations
@@ -17,6 +22,7 @@ import asyncio
 from functools import partial
 from typing import Any
 
+from kbroker.api import _share_offsets
 from kbroker.api._authz import authorize
 from kbroker.api._groups import coordinator
 from kbroker.api.alter_share_group_offsets import retry_state
@@ -69,17 +75,29 @@ async def handle(services: BrokerServices, ctx: RequestContext, header: Any,
             topics.append(R.DeleteShareGroupOffsetsResponseTopic(topic_name=name, error_code=code,
                                                                  error_message=code.message))
             continue
-        code, partitions = await retry_state(
-            services, partial(manager.initialized_partitions, gid, info.topic_id, info.num_partitions),
-            lambda found: found[0])
+        persister = _share_offsets.network_persister(services)
+        if persister is not None:
+            found = await _share_offsets.summaries(persister, gid, [(info.topic_id, p)
+                                                                    for p in range(info.num_partitions)])
+            failed = [o.error for o in found.values() if o.error != ErrorCode.NONE]
+            code = failed[0] if failed else ErrorCode.NONE
+            partitions = [k[2] for k, o in sorted(found.items(), key=lambda kv: kv[0][2])
+                          if _share_offsets.initialized(o)]
+        else:
+            code, partitions = await retry_state(
+                services, partial(manager.initialized_partitions, gid, info.topic_id, info.num_partitions),
+                lambda found: found[0])
         text: str | None = code.message
         if code == ErrorCode.NONE and not partitions:  # Kafka names the topic only, without its id
             topics.append(R.DeleteShareGroupOffsetsResponseTopic(
                 topic_name=name, error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, error_message=NO_OFFSETS))
             continue
         if code == ErrorCode.NONE:
-            code = await retry_state(services, partial(manager.delete_start_offsets, gid, info.topic_id, partitions),
-                                     lambda e: e)
+            if persister is not None:
+                code = await _share_offsets.delete(services, persister, gid, [(info.topic_id, p) for p in partitions])
+            else:
+                code = await retry_state(services, partial(manager.delete_start_offsets, gid, info.topic_id,
+                                                           partitions), lambda e: e)
             text = None if code == ErrorCode.NONE else code.message
         topics.append(R.DeleteShareGroupOffsetsResponseTopic(topic_name=name, topic_id=info.topic_id,
                                                              error_code=code, error_message=text))

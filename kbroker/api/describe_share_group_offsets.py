@@ -7,17 +7,23 @@ its state on `__share_group_state`): the start offset, the leader epoch and the 
 or archived). Without topics, every initialized share-partition of the group is listed (subscribed
 or not: a reset by AlterShareGroupOffsets initializes share-partitions of an empty group); a named partition that is not initialized answers start offset -1. An unknown group, or one
 that is not a share group, answers GROUP_ID_NOT_FOUND.
+
+On a multi-broker cluster the group coordinator answers from ReadShareGroupStateSummary (87) to each
+share-partition's share coordinator, as Kafka does (`kbroker.api._share_offsets`).
 """
 
 from __future__ import annotations
 
+import asyncio
 from functools import partial
 from typing import Any
 
+from kbroker.api import _share_offsets
 from kbroker.api._authz import authorize
 from kbroker.api._groups import coordinator, gather, then
 from kbroker.api.context import BrokerServices, RequestContext
 from kbroker.coord.share_group import ShareGroup
+from kbroker.coord.share_persister import NetworkSharePersister
 from kbroker.protocol.errors import ErrorCode
 from kbroker.protocol.messages.describe_share_group_offsets import (
     DescribeShareGroupOffsetsRequest,
@@ -28,7 +34,8 @@ from kbroker.security.acl import DESCRIBE, GROUP, TOPIC
 API_KEY = 90
 MIN_VERSION = 0
 MAX_VERSION = 1
-VERSION_NOTES = "From the share-partitions and their state on __share_group_state (in process)."
+VERSION_NOTES = ("From the share-partitions and their state on __share_group_state (in process); on a cluster "
+                 "from ReadShareGroupStateSummary to each share coordinator.")
 
 R = DescribeShareGroupOffsetsResponse
 
@@ -39,8 +46,80 @@ def error_response(request: DescribeShareGroupOffsetsRequest, version: int, erro
                      for g in request.groups])
 
 
+def _denied(services: BrokerServices, ctx: RequestContext, name: str, partitions: list[int] | None) -> Any:
+    """The topic's answer when it is unknown or not describable, else None."""
+    info = services.metadata.topic(name)
+    if info is not None and (services.authorizer is None or authorize(services, ctx, DESCRIBE, TOPIC, name)):
+        return None
+    code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION if info is None else ErrorCode.TOPIC_AUTHORIZATION_FAILED
+    return R.DescribeShareGroupOffsetsResponseTopic(topic_name=name, partitions=[
+        R.DescribeShareGroupOffsetsResponsePartition(partition_index=p, start_offset=-1, leader_epoch=-1,
+                                                     error_code=code, error_message=code.message)
+        for p in partitions or []])
+
+
+async def _from_summaries(services: BrokerServices, ctx: RequestContext, persister: NetworkSharePersister,
+                          req_group: Any) -> Any:
+    """One group's answer on a cluster: ReadShareGroupStateSummary to the share coordinators."""
+    gid = req_group.group_id
+    answer = coordinator(services).share_group_describe(gid)
+    error, message, group = await answer if isinstance(answer, asyncio.Future) else answer
+    if group is None:
+        return R.DescribeShareGroupOffsetsResponseGroup(group_id=gid, error_code=error, error_message=message)
+    topics: list[Any] = []
+    wanted: list[tuple[Any, list[int] | None]] = []
+    if req_group.topics is None:  # every partition the share coordinators have a state of
+        wanted = [(info, None) for info in _share_offsets.candidate_topics(services)
+                  if services.authorizer is None or authorize(services, ctx, DESCRIBE, TOPIC, info.name)]
+    else:
+        for t in req_group.topics:
+            refused = _denied(services, ctx, t.topic_name, list(t.partitions))
+            if refused is not None:
+                topics.append(refused)
+            else:
+                wanted.append((services.metadata.topic(t.topic_name), list(t.partitions)))
+    keys = [(info.topic_id, p) for info, parts in wanted
+            for p in (range(info.num_partitions) if parts is None else parts)]
+    found = await _share_offsets.summaries(persister, gid, keys) if keys else {}
+    hwms = await _share_offsets.high_watermarks(services, persister, [
+        (info.name, p) for info, parts in wanted for p in (range(info.num_partitions) if parts is None else parts)
+        if _share_offsets.initialized(found.get((gid, info.topic_id, p)))])
+    for info, parts in wanted:
+        rows = []
+        for p in range(info.num_partitions) if parts is None else parts:
+            outcome = found.get((gid, info.topic_id, p))
+            if not _share_offsets.initialized(outcome) or outcome is None or outcome.state is None:
+                if parts is not None:
+                    rows.append(R.DescribeShareGroupOffsetsResponsePartition(
+                        partition_index=p, start_offset=-1, leader_epoch=-1, lag=-1))
+                continue
+            rows.append(R.DescribeShareGroupOffsetsResponsePartition(
+                partition_index=p, start_offset=outcome.state.start_offset, leader_epoch=outcome.state.leader_epoch,
+                lag=_share_offsets.lag(hwms.get((info.name, p)), outcome)))
+        if rows or parts is not None:
+            topics.append(R.DescribeShareGroupOffsetsResponseTopic(topic_name=info.name, topic_id=info.topic_id,
+                                                                   partitions=rows))
+    return R.DescribeShareGroupOffsetsResponseGroup(group_id=gid, topics=topics)
+
+
+async def _handle_cluster(services: BrokerServices, ctx: RequestContext, request: DescribeShareGroupOffsetsRequest,
+                          persister: NetworkSharePersister) -> R:
+    groups = []
+    for g in request.groups:
+        if services.authorizer is not None and not authorize(services, ctx, DESCRIBE, GROUP, g.group_id):
+            groups.append(R.DescribeShareGroupOffsetsResponseGroup(
+                group_id=g.group_id, error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED,
+                error_message=ErrorCode.GROUP_AUTHORIZATION_FAILED.message))
+            continue
+        groups.append(await _from_summaries(services, ctx, persister, g))
+    return R(groups=groups)
+
+
 def handle(services: BrokerServices, ctx: RequestContext, header: Any,
            request: DescribeShareGroupOffsetsRequest) -> Any:
+    persister = _share_offsets.network_persister(services)
+    if persister is not None:
+        return _handle_cluster(services, ctx, request, persister)
     manager = services.share_partition_manager
     coord = coordinator(services)
 

@@ -65,7 +65,8 @@ def handle(services: BrokerServices, ctx: RequestContext, header: Any, request: 
     renew_only = version >= 2 and request.is_renew_ack
     outcome = manager.share_fetch(group_id, request.member_id or "", request.share_session_epoch, requested,
                                   forgotten, request.max_records, record_limit, renew_only,
-                                  request.min_bytes if request.max_wait_ms > 0 else 1)
+                                  request.min_bytes if request.max_wait_ms > 0 else 1,
+                                  connection_id=ctx.connection_id)
     full = request.share_session_epoch == INITIAL_EPOCH
     named = [(r.topic_id, r.partition) for r in requested] + sorted(denied)
     pending = pending_acknowledgement_writes(manager, group_id, outcome) if outcome.error == ErrorCode.NONE else []

@@ -20,7 +20,8 @@ applies to the next acquisition, as in Kafka's SharePartition (which asks its Gr
 
 Acquisition locks expire when anything touches the share-partition (a fetch, an acknowledgement, a
 waiting fetch's lock-deadline timer) at or after their deadline, so an expired record is handed to the
-next member that fetches. A member leaving the group or closing its share session releases its records.
+next member that fetches. A member leaving the group, closing its share session, or losing the connection
+that opened it (Kafka's share session disconnect listener) releases its records.
 
 Waiting fetches (Kafka's DelayedShareFetch, `kbroker.coord.delayed_share_fetch`) sit in
 `delayed_share_fetch_purgatory`: the replica manager's partition events reach them through
@@ -157,6 +158,10 @@ class SharePartitionManager:
         # The leader epoch of the topic partition each share-partition was initialized under: a
         # share-partition does not survive a change of leadership (the new leader reads the state).
         self._leader_epochs: dict[tuple[str, uuid.UUID, int], int] = {}
+        # The state epoch of the state each share-partition was read from, written back with every state
+        # (an AlterShareGroupOffsets on a cluster initializes a higher one: a leader still holding the
+        # old state is fenced, FENCED_STATE_EPOCH, and reads it again).
+        self._state_epochs: dict[tuple[str, uuid.UUID, int], int] = {}
         # group id -> (the overrides mapping it was evaluated from, its configs): the image's maps are
         # immutable and shared while unchanged, so an identical mapping means nothing to re-evaluate.
         self._group_configs: dict[str, tuple[Mapping[str, str], GroupConfig, SharePartitionConfig]] = {}
@@ -209,7 +214,7 @@ class SharePartitionManager:
 
     def share_fetch(self, group_id: str, member_id: str, epoch: int, requested: list[SharePartitionRequest],
                     forgotten: list[TopicIdPartition], max_records: int, record_limit_mode: bool,
-                    renew_only: bool, min_bytes: int = 1) -> ShareFetchOutcome:
+                    renew_only: bool, min_bytes: int = 1, connection_id: str = "") -> ShareFetchOutcome:
         """One ShareFetch: session, acknowledgements, then acquisition (once: a waiting fetch calls
         `acquire` again). With `min_bytes` above 1 (a fetch that may wait) nothing is acquired unless
         that much can be read (Kafka's DelayedShareFetch acquires only once MinBytes is satisfied)."""
@@ -222,7 +227,7 @@ class SharePartitionManager:
             if any(r.acknowledgements for r in requested):
                 return ShareFetchOutcome(ErrorCode.INVALID_REQUEST,
                                          "Acknowledge data present on initial share fetch request.")
-            error, session, old = self.sessions.open(group_id, member_id)
+            error, session, old = self.sessions.open(group_id, member_id, connection_id)
             if old is not None:
                 self._release(group_id, member_id, list(old.partitions))
         else:
@@ -339,6 +344,26 @@ class SharePartitionManager:
         released = self._release(group_id, member_id, keys)
         if released or session is not None:
             log.info("Released %d records of member %s of share group %s", released, member_id, group_id)
+
+    def on_disconnect(self, connection_id: str) -> None:
+        """A client connection closed (Kafka's ShareSessionCache disconnect listener): the share session it
+        opened, if the client did not close it, goes and its member's records here are released
+        (`onMemberLeave`); when the group has no session left on this broker, its share-partitions here
+        are dropped (`onGroupEmpty`: the next use reads their state from the share coordinator again, so
+        an AlterShareGroupOffsets or DeleteShareGroupOffsets meanwhile is seen)."""
+        session, empty_group = self.sessions.disconnected(connection_id)
+        if session is not None:
+            released = self._release(session.group_id, session.member_id, list(session.partitions))
+            log.info("Share session of member %s of group %s closed with its connection: %d records released",
+                     session.member_id, session.group_id, released)
+        if empty_group is not None:
+            for g, tid, p in [k for k in self.partitions if k[0] == empty_group]:
+                self._drop(g, tid, p)
+
+    def on_state_changed(self, group_id: str, topic_id: uuid.UUID, partition: int) -> None:
+        """The group coordinator initialized or deleted the share-partition's state at its share
+        coordinator (Alter/DeleteShareGroupOffsets): what this broker holds of it is stale."""
+        self._drop(group_id, topic_id, partition)
 
     def share_partition(self, group_id: str, topic_id: uuid.UUID, partition: int) -> SharePartition | None:
         return self.partitions.get((group_id, topic_id, partition))
@@ -496,7 +521,7 @@ class SharePartitionManager:
             return ErrorCode.NONE
         if leader_epoch < 0:
             leader_epoch = max(0, self._leader_epochs.get((group_id, tid, p), 0))
-        state = SharePartitionState(sp.start_offset, leader_epoch, 0, 0,
+        state = SharePartitionState(sp.start_offset, leader_epoch, self._state_epochs.get((group_id, tid, p), 0), 0,
                                     [StateBatch(*b) for b in sp.state_batches()])
         error = self.persister.write_state((group_id, tid, p), state)
         if error != ErrorCode.NONE:
@@ -549,12 +574,14 @@ class SharePartitionManager:
                 if error != ErrorCode.NONE:
                     return error
             self.partitions.pop((group_id, topic_id, p), None)
+            self._state_epochs.pop((group_id, topic_id, p), None)
         return ErrorCode.NONE
 
     def on_group_deleted(self, group_id: str) -> None:
         """DeleteGroups removed an empty share group: its share-partitions and their states go."""
         for key in [k for k in self.partitions if k[0] == group_id]:
             del self.partitions[key]
+            self._state_epochs.pop(key, None)
         self._group_configs.pop(group_id, None)
         if self.persister is not None:
             self.persister.delete_states(group_id)
@@ -565,6 +592,7 @@ class SharePartitionManager:
         SharePartitionManager removes a share-partition when its leader changes)."""
         self.partitions.pop((group_id, tid, p), None)
         self._leader_epochs.pop((group_id, tid, p), None)
+        self._state_epochs.pop((group_id, tid, p), None)
         if self.persister is not None:
             self.persister.forget((group_id, tid, p))
 
@@ -625,6 +653,7 @@ class SharePartitionManager:
                     self.partition_config_for(group_id))
                 self.partitions[gkey] = sp
                 self._leader_epochs[gkey] = leader_epoch
+                self._state_epochs[gkey] = state.state_epoch
                 log.info("Recovered share-partition %s %s-%d at offset %d (%d in flight)", group_id, name, key[1],
                          sp.start_offset, sp.in_flight())
                 return sp

@@ -36,8 +36,10 @@ queues the write and answers at once, and `write_completion` is what ShareFetch 
 await before answering the acknowledgements (they complete only once written, as in Kafka).
 `forget` drops a share-partition when this broker's leadership of its topic partition changes.
 
-Not sent: ReadShareGroupStateSummary (87) (DescribeShareGroupOffsets still reads through the local
-share-partition manager on a cluster).
+The group coordinator's side (Kafka's `GroupCoordinatorService` uses the same persister): `read_summary`
+sends ReadShareGroupStateSummary (87) for DescribeShareGroupOffsets, `initialize` InitializeShareGroupState
+for AlterShareGroupOffsets and `delete` DeleteShareGroupState for DeleteShareGroupOffsets; each awaits
+the coordinators' answers (batched and retried like the rest).
 
 Must not import kbroker.net or kbroker.api.
 """
@@ -74,6 +76,10 @@ from kbroker.protocol.messages.read_share_group_state import (
     ReadShareGroupStateRequest,
     ReadShareGroupStateResponse,
 )
+from kbroker.protocol.messages.read_share_group_state_summary import (
+    ReadShareGroupStateSummaryRequest,
+    ReadShareGroupStateSummaryResponse,
+)
 from kbroker.protocol.messages.write_share_group_state import (
     WriteShareGroupStateRequest,
     WriteShareGroupStateResponse,
@@ -86,6 +92,7 @@ INITIALIZE = 83
 READ = 84
 WRITE = 85
 DELETE = 86
+SUMMARY = 87
 SHARE_KEY_TYPE = 2
 FIND_COORDINATOR_SHARE_VERSION = 6
 # What ReadShareGroupState answers for a share-partition the coordinator has no state of.
@@ -247,6 +254,36 @@ class NetworkSharePersister:
     def delete_states(self, group_id: str) -> None:
         for key in self.state_keys(group_id):
             self.delete_state(key)
+
+    # -- the group coordinator's operations (DescribeShareGroupOffsets, Alter..., Delete...) -------------
+
+    async def read_summary(self, keys: list[SharePartitionKey]) -> dict[SharePartitionKey, PartitionOutcome]:
+        """Kafka's `Persister.readSummary`: ReadShareGroupStateSummary (v1) to each key's share coordinator,
+        one request per coordinator and group. A NONE outcome's state carries the start offset (-1: not
+        initialized), leader epoch, state epoch and delivery complete count, without batches."""
+        if self.closed:
+            return {k: PartitionOutcome(ErrorCode.COORDINATOR_NOT_AVAILABLE) for k in keys}
+        outcomes = await asyncio.gather(*(self.call(SUMMARY, k, -1, None) for k in keys))
+        return dict(zip(keys, outcomes, strict=True))
+
+    async def initialize(self, key: SharePartitionKey, start_offset: int, state_epoch: int = 0) -> ErrorCode:
+        """Kafka's `Persister.initializeState` from AlterShareGroupOffsets: the share-partition's state
+        starts again at `start_offset` with nothing in flight. What this broker cached is dropped."""
+        if self.closed:
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE
+        self.forget(key)
+        outcome = await self.call(INITIALIZE, key, -1, SharePartitionState(start_offset, 0, state_epoch))
+        if outcome.error == ErrorCode.NONE:
+            self._initialized.add(key)
+        return outcome.error
+
+    async def delete(self, key: SharePartitionKey) -> ErrorCode:
+        """Kafka's `Persister.deleteState` from DeleteShareGroupOffsets, awaited."""
+        if self.closed:
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE
+        self.forget(key)
+        self._initialized.discard(key)
+        return (await self.call(DELETE, key, -1, None)).error
 
     def close(self) -> None:
         self.closed = True
@@ -448,10 +485,23 @@ class NetworkSharePersister:
             WQ = WriteShareGroupStateRequest
             wr = await self.transport.send(node, WRITE, WQ(group_id=group, topics=[
                 WQ.WriteStateData(topic_id=ps[0].key[1], partitions=[_write_partition(p) for p in ps])
-                for ps in by_topic.values()]), WriteShareGroupStateResponse, version=0)
+                for ps in by_topic.values()]), WriteShareGroupStateResponse, version=1)
             for tw in wr.results or []:
                 for rw in tw.partitions or []:
                     out[(group, tw.topic_id, rw.partition)] = PartitionOutcome(ErrorCode(rw.error_code), rw.error_message)
+            return out
+        if api == SUMMARY:
+            SQ = ReadShareGroupStateSummaryRequest
+            sr = await self.transport.send(node, SUMMARY, SQ(group_id=group, topics=[
+                SQ.ReadStateSummaryData(topic_id=ps[0].key[1], partitions=[
+                    SQ.PartitionData(partition=p.key[2], leader_epoch=-1) for p in ps])
+                for ps in by_topic.values()]), ReadShareGroupStateSummaryResponse, version=1)
+            for ts in sr.results or []:
+                for rs in ts.partitions or []:
+                    summary = SharePartitionState(rs.start_offset, rs.leader_epoch, rs.state_epoch, 0, [],
+                                                  rs.delivery_complete_count) if rs.error_code == ErrorCode.NONE else None
+                    out[(group, ts.topic_id, rs.partition)] = PartitionOutcome(ErrorCode(rs.error_code),
+                                                                               rs.error_message, summary)
             return out
         DQ = DeleteShareGroupStateRequest
         dr = await self.transport.send(node, DELETE, DQ(group_id=group, topics=[
@@ -467,10 +517,21 @@ def _write_partition(p: _Pending) -> WriteShareGroupStateRequest.PartitionData:
     WQ = WriteShareGroupStateRequest
     s = p.state or SharePartitionState(-1)
     return WQ.PartitionData(partition=p.key[2], state_epoch=s.state_epoch, leader_epoch=max(0, p.leader_epoch),
-                            start_offset=s.start_offset, delivery_complete_count=-1, state_batches=[
+                            start_offset=s.start_offset, delivery_complete_count=delivery_complete_count(s),
+                            state_batches=[
                                 WQ.StateBatch(first_offset=b.first_offset, last_offset=b.last_offset,
                                               delivery_state=b.delivery_state, delivery_count=b.delivery_count)
                                 for b in s.batches])
+
+
+def delivery_complete_count(state: SharePartitionState) -> int:
+    """WriteShareGroupState v1's DeliveryCompleteCount (KIP-1226): the records at or after the start offset
+    in a final state (ACKNOWLEDGED 2, ARCHIVED 4) in the share-partition's full in-flight state; what the
+    group coordinator's DescribeShareGroupOffsets subtracts for the lag."""
+    if state.start_offset < 0:
+        return -1
+    return sum(max(0, b.last_offset - max(b.first_offset, state.start_offset) + 1)
+               for b in state.batches if b.delivery_state in (2, 4))
 
 
 class MetadataCoordinatorLocator:

@@ -14,6 +14,13 @@ epoch makes requests ordered:
 
 At most `group.share.max.share.sessions` sessions: a new one beyond it answers
 SHARE_SESSION_LIMIT_REACHED.
+
+A session remembers the client connection that opened it (Kafka's `connectionIdToSessionMap`): when
+that connection closes, `disconnected` removes the session if it is still there (the client did not
+close it with epoch -1) and says whether the group has no session left on this broker, Kafka's
+`ShareGroupListener.onMemberLeave` / `onGroupEmpty` via its `ClientConnectionDisconnectListener`: a share
+consumer that dies releases its records on every broker it fetched from, not only at the acquisition
+locks' expiry.
 """
 
 from __future__ import annotations
@@ -46,8 +53,11 @@ class ShareSession:
 class ShareSessionCache:
     max_sessions: int = 2000
     sessions: dict[tuple[str, str], ShareSession] = field(default_factory=dict)
+    # client connection id -> the session it opened last
+    connections: dict[str, ShareSession] = field(default_factory=dict)
 
-    def open(self, group_id: str, member_id: str) -> tuple[ErrorCode, ShareSession | None, ShareSession | None]:
+    def open(self, group_id: str, member_id: str,
+             connection_id: str = "") -> tuple[ErrorCode, ShareSession | None, ShareSession | None]:
         """Epoch 0: (error, new session, the session it replaced)."""
         key = (group_id, member_id)
         old = self.sessions.pop(key, None)
@@ -56,7 +66,21 @@ class ShareSessionCache:
                 self.sessions[key] = old
             return ErrorCode.SHARE_SESSION_LIMIT_REACHED, None, None
         session = self.sessions[key] = ShareSession(group_id, member_id)
+        if connection_id:
+            self.connections[connection_id] = session
         return ErrorCode.NONE, session, old
+
+    def disconnected(self, connection_id: str) -> tuple[ShareSession | None, str | None]:
+        """The client connection closed: (the session it opened, removed if still open; the group id if
+        the group has no session left here)."""
+        opened = self.connections.pop(connection_id, None)
+        if opened is None:
+            return None, None
+        key = (opened.group_id, opened.member_id)
+        # Only that very session: one the member opened since on another connection stays.
+        session = self.sessions.pop(key) if self.sessions.get(key) is opened else None
+        empty = not any(g == key[0] for g, _m in self.sessions)
+        return session, key[0] if empty else None
 
     def get(self, group_id: str, member_id: str, epoch: int) -> tuple[ErrorCode, ShareSession | None]:
         """A request with epoch != 0 (-1 included): the session it continues, checked."""

@@ -140,6 +140,9 @@ class KafkaServer:
         self._check_timer: asyncio.TimerHandle | None = None
         self.connection_quotas = connection_quotas
         self._gates: dict[str, _AcceptGate] = {}
+        # Kafka's ConnectionDisconnectListener: told the connection id of each closed connection (the
+        # share session cache releases the records of a share consumer that went away).
+        self.connection_disconnect_listeners: list[Callable[[str], None]] = []
 
     # -- lifecycle --
 
@@ -285,6 +288,11 @@ class KafkaServer:
     def unregister(self, conn: KafkaConnection) -> None:
         if conn in self.connections:
             self.connections.discard(conn)
+            for listener in self.connection_disconnect_listeners:
+                try:
+                    listener(conn.connection_id)
+                except Exception:  # Kafka swallows a listener's error (CoreUtils.swallow)
+                    log.exception("Connection disconnect listener failed for %s", conn.connection_id)
             ip = self._conn_ip.pop(conn)
             if self.metrics is not None:
                 self.metrics.listener(conn.listener_name).connection_close += 1
