@@ -183,3 +183,24 @@ def test_a_broker_that_does_not_support_elr_blocks_the_upgrade() -> None:
     # Level 0 is in every range: disabling is always allowed.
     assert _run(controller, raft, lambda: controller.update_features({ELR: (0, UPGRADE_TYPE_SAFE_DOWNGRADE)})) == [
         FeatureLevelRecord(name=ELR, feature_level=0)]
+
+
+def test_a_snapshot_taken_with_elr_off_leaves_the_leftover_elrs_out() -> None:
+    """Kafka's PartitionRegistration.toRecord writes ELR / last-known ELR only while the feature is on."""
+    from kbroker.metadata.image_writer import image_records
+    from kbroker.protocol.metadata_records import PartitionRecord
+
+    c = Cluster(elr=True)
+    c.create()
+    r0, r1, r2 = c.partition().replicas
+    c.fence(r1, [r0, r2])
+    c.fence(r2, [r0])
+
+    def snapshot_elr() -> list[object]:
+        return [r.eligible_leader_replicas for r in image_records(c.controller.committed_image)
+                if isinstance(r, PartitionRecord)]
+
+    assert snapshot_elr() == [[r2]]
+    _update(c, 0, UPGRADE_TYPE_SAFE_DOWNGRADE)
+    assert c.partition().elr == (r2,)  # still in the image ...
+    assert snapshot_elr() == [None]  # ... not in a snapshot of it
