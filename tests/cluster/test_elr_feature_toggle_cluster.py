@@ -17,11 +17,17 @@ forwarded to the controller):
    change; the leader then shuts down: without ELR the last ISR member stays in the ISR and the ELR is
    dropped -- `Leader: none  Isr: <leader>  Elr:   LastKnownElr: ` (with ELR on it would be an empty ISR
    and both in the ELR).
+
+And formatted at metadata.version 4.0-IV0, `upgrade --feature eligible.leader.replicas.version=1` fails
+with Kafka's message (it depends on metadata.version 4.0-IV1, level 23).
 """
 
 from __future__ import annotations
 
+import os
 import re
+import subprocess
+import sys
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -184,3 +190,45 @@ def test_kafka_features_turns_elr_off_and_on(cluster: ElrCluster) -> None:
     nodes[r1].start(timeout=60)  # not in the ISR: no leader without unclean election
     _until("partition after the leader left", lambda: _describe(nodes[r1].bootstrap), ("none", str(r0), "", ""),
            timeout=90)
+
+
+def _format_release(q: Quorum, node: KBroker, release_version: str) -> None:
+    path = node.workdir / "format.properties"
+    path.write_text("".join(f"{k}={v}\n" for k, v in node.overrides.items()))
+    env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[2]))
+    proc = subprocess.run([sys.executable, "-m", "kbroker", "storage", "format", "-c", str(path), "-t", q.cluster_id,
+                           "--release-version", release_version], capture_output=True, text=True, env=env, timeout=60)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def test_metadata_version_too_old_for_elr(tmp_path: Path) -> None:
+    """Formatted at 4.0-IV0 (metadata.version 22: ELR off, as Kafka's format leaves it), ELR cannot be
+    turned on: it needs 4.0-IV1 (Kafka's `Feature.validateVersion` message), and nothing changes."""
+    reason = java_unavailable_reason()
+    if reason:
+        pytest.skip(f"Kafka tools unavailable: {reason}")
+    q = Quorum(new_cluster_id(), tmp_path)
+    c = q.controllers[1] = KBroker(tmp_path / "controller-1")
+    b = q.brokers[2] = KBroker(tmp_path / "broker-2")
+    c.overrides = {**_common(q), "process.roles": "controller", "node.id": "1",
+                   "listeners": f"CONTROLLER://127.0.0.1:{c.port}", "log.dirs": str(c.log_dir)}
+    b.overrides = {**_common(q), "process.roles": "broker", "node.id": "2",
+                   "listeners": f"PLAINTEXT://127.0.0.1:{b.port}", "log.dirs": str(b.log_dir), **BROKER_OVERRIDES}
+    for node in (c, b):
+        _format_release(q, node, "4.0-IV0")
+    try:
+        c.start(timeout=60)
+        q.wait_leader()
+        b.start(timeout=60)
+        assert _finalized_elr(b.bootstrap) == 0
+        proc = run_java_main("kafka-features", ["--bootstrap-server", b.bootstrap, "upgrade", "--feature", f"{ELR}=1"],
+                             timeout=120)
+        assert proc.returncode != 0
+        assert proc.stdout.strip().splitlines()[0] == (
+            f"Could not upgrade {ELR} to 1. The update failed for all features since the following feature had an "
+            f"error: Invalid update version 1 for feature {ELR}. {ELR} could not be set to 1 because it depends "
+            "on metadata.version level 23"), proc.stdout + proc.stderr
+        assert _finalized_elr(b.bootstrap) == 0
+        assert _cluster_min_isr(b.bootstrap) is None
+    finally:
+        stop_nodes([b], [c])
