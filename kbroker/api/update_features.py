@@ -13,8 +13,10 @@ Served on broker and controller listeners, as in Kafka: a KRaft broker (`process
 broker side of a combined node -- kbroker's default single node) forwards the client's request to the
 active controller in one Envelope (`RemoteController.forward`, Kafka's `ForwardingManager`) and answers
 once its own image holds the new levels; the `QuorumController` applies the same rules
-(`feature_update_records`). Unlike Kafka's FeatureControlManager, the levels the registered brokers
-support are not checked: every kbroker node supports the same ranges.
+(`kbroker/controller/feature_control.py`: the ranges this controller, every registered broker and every
+other registered controller support, and feature dependencies such as eligible.leader.replicas.version 1
+needing metadata.version 4.0-IV1), and with eligible.leader.replicas.version turned on it first writes
+Kafka's ELR safety records (the cluster-level min.insync.replicas; docs/replication.md).
 """
 
 from __future__ import annotations
@@ -32,8 +34,9 @@ API_KEY = 57
 MIN_VERSION = 0
 MAX_VERSION = 2
 LISTENERS = ("broker", "controller")
-VERSION_NOTES = ("transaction.version and group.version (KIP-890 part 2 on and off); metadata.version is not "
-                 "changed. A KRaft broker forwards it to the active controller.")
+VERSION_NOTES = ("transaction.version, group.version and eligible.leader.replicas.version (KIP-890 part 2, "
+                 "KIP-966 on and off); metadata.version is not changed. A KRaft broker forwards it to the "
+                 "active controller.")
 
 R = UpdateFeaturesResponse
 SAFE_DOWNGRADE, UPGRADE = 2, 1

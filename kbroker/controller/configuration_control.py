@@ -12,11 +12,19 @@ topic when the cluster default or a broker's value changes: the ELRs were comput
 minimum), a broker-level `min.insync.replicas` cannot be set or removed, and the cluster-level one
 cannot be removed (INVALID_CONFIG, Kafka's messages).
 
+Turning ELR on (`update_features` with `eligible.leader.replicas.version` > 0, not validate-only) first
+writes Kafka's `maybeGenerateElrSafetyRecords`: the cluster-level `min.insync.replicas` ConfigRecord
+(the static value) when there is none, and a null ConfigRecord removing every broker-level one, ahead
+of the FeatureLevelRecord, in one atomic batch. Turning it off writes only the FeatureLevelRecord, as
+Kafka 4.3.1 does (no ClearElrRecord): each partition drops its ELR / last-known ELR at its next change
+(`PartitionChangeBuilder` with ELR off), and a snapshot written with ELR off leaves them out.
+
 Pure: reads the image it is given, returns a `ControllerResult`, writes nothing.
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Iterable, Mapping, Sequence
 
 from kbroker.cluster.configs import ConfigHelper
@@ -33,6 +41,9 @@ from kbroker.protocol.errors import ErrorCode, KafkaError
 from kbroker.protocol.metadata_records import ClearElrRecord, ConfigRecord
 
 MIN_IN_SYNC_REPLICAS = "min.insync.replicas"
+ELIGIBLE_LEADER_REPLICAS_VERSION = "eligible.leader.replicas.version"
+
+log = logging.getLogger(__name__)
 
 
 def config_diff(resource_type: int, resource_name: str, old: Mapping[str, str],
@@ -50,11 +61,51 @@ class ConfigurationControlManager:
     """Alters topic and broker configs as records."""
 
     def __init__(self, view: Callable[[], MetadataView], helper: ConfigHelper, *, node_id: int,
-                 eligible_leader_replicas_enabled: Callable[[], bool] | None = None) -> None:
+                 eligible_leader_replicas_enabled: Callable[[], bool] | None = None,
+                 static_min_insync_replicas: Callable[[], int] | None = None) -> None:
         self._view = view
         self.helper = helper
         self.node_id = node_id
         self._elr_enabled = eligible_leader_replicas_enabled or (lambda: False)
+        self._static_min_isr = static_min_insync_replicas or (lambda: 1)
+
+    def maybe_generate_elr_safety_records(self, out: list[MetadataRecord]) -> str:
+        """Kafka's `maybeGenerateElrSafetyRecords`: what makes enabling ELR safe -- a cluster-level
+        min.insync.replicas (the static value) if absent, and no broker-level ones. Appends to `out`;
+        returns the log message ("" when nothing was needed)."""
+        configs = self._view().image.configs
+        parts: list[str] = []
+        if MIN_IN_SYNC_REPLICAS not in configs.cluster_broker_config():
+            value = self._static_min_isr()
+            out.append(ConfigRecord(resource_type=BROKER_RESOURCE, resource_name="", name=MIN_IN_SYNC_REPLICAS,
+                                    value=str(value)))
+            parts.append(f"Generating cluster-level {MIN_IN_SYNC_REPLICAS} of {value}")
+        removed: list[str] = []
+        brokers = sorted((r.name for r in configs.configs
+                          if r.type == ConfigResourceType.BROKER and r.name.isdigit()), key=int)
+        for name in brokers:
+            if MIN_IN_SYNC_REPLICAS in configs.config_map(ConfigResource(ConfigResourceType.BROKER, name)):
+                out.append(ConfigRecord(resource_type=BROKER_RESOURCE, resource_name=name, name=MIN_IN_SYNC_REPLICAS,
+                                        value=None))
+                removed.append(name)
+        if removed:
+            parts.append(f"Removing broker-level {MIN_IN_SYNC_REPLICAS} for brokers: " + ", ".join(removed))
+        return ". ".join(parts) + "." if parts else ""
+
+    def update_features(self, feature_records: Sequence[MetadataRecord], updates: Mapping[str, tuple[int, int]],
+                        validate_only: bool) -> list[MetadataRecord]:
+        """Kafka's `ConfigurationControlManager.updateFeatures`: `feature_records` (the
+        FeatureControlManager's, already validated) preceded by the ELR safety records when the update
+        sets eligible.leader.replicas.version above 0 (and is not validate-only)."""
+        if validate_only:
+            return []
+        if updates.get(ELIGIBLE_LEADER_REPLICAS_VERSION, (0, 0))[0] > 0:
+            records: list[MetadataRecord] = []
+            message = self.maybe_generate_elr_safety_records(records)
+            if message:
+                log.info("%s", message)
+            return records + list(feature_records)
+        return list(feature_records)
 
     def create_clear_elr_records_as_needed(self, records: Sequence[MetadataRecord]) -> list[MetadataRecord]:
         """Kafka's `createClearElrRecordsAsNeeded`: a ClearElrRecord per min.insync.replicas change."""

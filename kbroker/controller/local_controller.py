@@ -39,6 +39,7 @@ from kbroker.controller.client_quota_control import (
 )
 from kbroker.controller.configuration_control import ConfigurationControlManager
 from kbroker.controller.controller import Controller, NewTopic, ProducerIdsBlock
+from kbroker.controller.feature_control import FeatureControlManager
 from kbroker.controller.legacy_migration import read_legacy_records, retire
 from kbroker.controller.metadata_log import ClusterMetadataLog, snapshot_provenance
 from kbroker.controller.producer_id_control import ProducerIdControlManager
@@ -46,11 +47,10 @@ from kbroker.controller.replication_control import ReplicationControlManager
 from kbroker.controller.result import ControllerResult, MetadataRecord
 from kbroker.controller.scram_control import ScramControlManager
 from kbroker.metadata.cache import MetadataCache
-from kbroker.metadata.image import FeaturesImage, MetadataImage
+from kbroker.metadata.image import MetadataImage
 from kbroker.metadata.loader import MetadataLoader
 from kbroker.metadata.snapshot_generator import SnapshotGenerator
 from kbroker.metadata.views import MetadataView, TopicInfo
-from kbroker.protocol.errors import ErrorCode, KafkaError
 from kbroker.protocol.messages.alter_user_scram_credentials import (
     AlterUserScramCredentialsRequest,
     AlterUserScramCredentialsResponse,
@@ -85,41 +85,13 @@ SUPPORTED_FEATURES = {"metadata.version": (7, METADATA_VERSION_LEVEL), "group.ve
                       "transaction.version": (0, TRANSACTION_VERSION_LEVEL)}
 
 
-# FeatureUpdate.UpgradeType (KIP-778): 1 UPGRADE, 2 SAFE_DOWNGRADE, 3 UNSAFE_DOWNGRADE.
-UPGRADE_TYPE_UPGRADE = 1
-
-
-def _invalid_update(message: str) -> KafkaError:
-    return KafkaError("The update failed for all features since the following feature had an error: " + message,
-                      error_code=ErrorCode.INVALID_UPDATE_VERSION)
-
-
-def feature_update_records(node_id: int, features: FeaturesImage,
+def feature_update_records(node_id: int, image: MetadataImage,
                            updates: Mapping[str, tuple[int, int]]) -> list[MetadataRecord]:
     """Kafka's `FeatureControlManager.updateFeatures` for the features kbroker implements
     (SUPPORTED_FEATURES), shared by the single node's and the quorum's controller: `updates` maps a
-    feature to (max level, upgrade type). An unknown feature, a level outside the supported range or a
-    downgrade with upgrade type UPGRADE is INVALID_UPDATE_VERSION and nothing is written (all or none);
-    otherwise one FeatureLevelRecord per changed feature (level 0 removes it). metadata.version is not
-    changed here."""
-    records: list[MetadataRecord] = []
-    for name, (level, upgrade_type) in updates.items():
-        prefix = f"Invalid update version {level} for feature {name}. "
-        supported = SUPPORTED_FEATURES.get(name)
-        if supported is None:
-            raise _invalid_update(prefix + f"Local controller {node_id} does not support this feature.")
-        if not supported[0] <= level <= supported[1] and not (level == 0 and name != "metadata.version"):
-            raise _invalid_update(prefix + f"Local controller {node_id} only supports versions "
-                                  f"{supported[0]}-{supported[1]}")
-        current = features.level(name)
-        if level < current and upgrade_type == UPGRADE_TYPE_UPGRADE:
-            raise _invalid_update(prefix + "Can't downgrade the version of this feature without setting the "
-                                  "upgrade type to either safe or unsafe downgrade.")
-        if name == "metadata.version" and level != current:
-            raise _invalid_update(prefix + "kbroker does not change metadata.version on a running node.")
-        if level != current:
-            records.append(FeatureLevelRecord(name=name, feature_level=level))
-    return records
+    feature to (max level, upgrade type); see `feature_control` for the checks. metadata.version is
+    not changed here."""
+    return FeatureControlManager(node_id, SUPPORTED_FEATURES).update_features(image, updates)
 
 
 def bootstrap_records(transaction_version: int = 0, eligible_leader_replicas_version: int = 0) -> list[MetadataRecord]:
@@ -247,7 +219,9 @@ class LocalController(Controller):
                     RegisterBrokerRecord.BrokerFeature(name="group.version", min_supported_version=0,
                                                        max_supported_version=GROUP_VERSION_LEVEL),
                     RegisterBrokerRecord.BrokerFeature(name="transaction.version", min_supported_version=0,
-                                                       max_supported_version=TRANSACTION_VERSION_LEVEL)]
+                                                       max_supported_version=TRANSACTION_VERSION_LEVEL),
+                    RegisterBrokerRecord.BrokerFeature(name="eligible.leader.replicas.version", min_supported_version=0,
+                                                       max_supported_version=ELIGIBLE_LEADER_REPLICAS_VERSION_LEVEL)]
         self._commit([
             RegisterBrokerRecord(broker_id=self.node_id, incarnation_id=uuid.uuid4(), broker_epoch=self.broker_epoch,
                                  end_points=endpoints, features=features, rack=rack, fenced=True),
@@ -332,7 +306,7 @@ class LocalController(Controller):
         rules for the features this node implements (SUPPORTED_FEATURES): an unknown feature or a level
         outside the supported range, or a downgrade with upgrade type UPGRADE, is INVALID_UPDATE_VERSION
         and nothing is written; level 0 removes the feature. metadata.version is not changed here."""
-        records = feature_update_records(self.node_id, self.loader.image.features, updates)
+        records = feature_update_records(self.node_id, self.loader.image, updates)
         if not validate_only:
             self._commit(records)
 

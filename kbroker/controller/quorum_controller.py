@@ -43,8 +43,11 @@ those requests in an Envelope and the controller listener authorizes the client'
 the cluster) before they reach this class. Eligible leader replicas (KIP-966) apply while
 `eligible.leader.replicas.version` >= 1 is finalized (`is_elr_enabled`): every partition change gets
 the topic's effective min ISR (`min_insync_replicas`, clamped to the replication factor) and the flag;
-see `partition_change` and `replication_control`. Not here (yet): UpdateFeatures, the controller's
-metrics, and a deadline per request.
+see `partition_change` and `replication_control`. UpdateFeatures turns it on and off as Kafka 4.3.1 does
+(`feature_control`, `ConfigurationControlManager.update_features`: on, the cluster-level
+min.insync.replicas record first if absent; off, only the FeatureLevelRecord), and a bootstrap with ELR
+on gets the cluster-level min.insync.replicas record (`activation_records_for_empty_log`). Not here
+(yet): the controller's metrics, and a deadline per request.
 """
 
 from __future__ import annotations
@@ -105,7 +108,12 @@ from kbroker.protocol.messages.list_partition_reassignments import (
     ListPartitionReassignmentsRequest,
     ListPartitionReassignmentsResponse,
 )
-from kbroker.protocol.metadata_records import RegisterBrokerRecord, UnregisterBrokerRecord
+from kbroker.protocol.metadata_records import (
+    ConfigRecord,
+    FeatureLevelRecord,
+    RegisterBrokerRecord,
+    UnregisterBrokerRecord,
+)
 from kbroker.security.acl import AclFilter, StandardAcl
 
 log = logging.getLogger(__name__)
@@ -163,6 +171,20 @@ def _replay(image: MetadataImage, records: Sequence[MetadataRecord], base_offset
     return delta.apply(MetadataProvenance(last, epoch, -1, True))
 
 
+def activation_records_for_empty_log(bootstrap: Sequence[MetadataRecord],
+                                     min_insync_replicas: int) -> list[MetadataRecord]:
+    """Kafka's `ActivationRecordsGenerator.recordsForEmptyLog`: the bootstrap records, and with
+    eligible.leader.replicas.version > 0 among them a cluster-level min.insync.replicas ConfigRecord
+    (the static value), which ELR needs (KIP-966: broker-level values are not allowed with it)."""
+    records = list(bootstrap)
+    elr = any(isinstance(r, FeatureLevelRecord) and r.name == ELIGIBLE_LEADER_REPLICAS_VERSION and r.feature_level > 0
+              for r in records)
+    if elr:
+        records.append(ConfigRecord(resource_type=int(ConfigResourceType.BROKER), resource_name="",
+                                    name=MIN_IN_SYNC_REPLICAS, value=str(min_insync_replicas)))
+    return records
+
+
 class QuorumController(Controller):
     """Kafka's QuorumController: the `Controller` the APIs call, and the Raft layer's listener."""
 
@@ -215,8 +237,9 @@ class QuorumController(Controller):
             eligible_leader_replicas_enabled=self.is_elr_enabled,
             min_insync_replicas=self.min_insync_replicas,
         )
-        self.configuration = ConfigurationControlManager(view, config_helper, node_id=config.node_id,
-                                                         eligible_leader_replicas_enabled=self.is_elr_enabled)
+        self.configuration = ConfigurationControlManager(
+            view, config_helper, node_id=config.node_id, eligible_leader_replicas_enabled=self.is_elr_enabled,
+            static_min_insync_replicas=lambda: config.min_insync_replicas)
         self.producer_ids = ProducerIdControlManager(view)
         self.client_quotas = ClientQuotaControlManager(lambda: self.image.client_quotas)
         self.acls = AclControlManager(lambda: self.image.acls)
@@ -320,7 +343,8 @@ class QuorumController(Controller):
             self._next_rebalance_ms = self.clock() + self.config.leader_imbalance_check_interval_ms
         if self.committed_image.features.metadata_version is None:
             # An empty log: the bootstrap records (Kafka's ActivationRecordsGenerator).
-            self._write("bootstrap", lambda: ControllerResult(None, list(self.config.bootstrap)))
+            self._write("bootstrap", lambda: ControllerResult(None, activation_records_for_empty_log(
+                self.config.bootstrap, self.config.min_insync_replicas)))
 
     def _renounce(self) -> None:
         log.info("Renouncing leadership at epoch %s; reverting to committed offset %d",
@@ -627,11 +651,13 @@ class QuorumController(Controller):
         return await self._write("alterClientQuotas", generate)
 
     async def update_features(self, updates: Mapping[str, tuple[int, int]], validate_only: bool = False) -> None:
-        """UpdateFeatures (Kafka's `FeatureControlManager.updateFeatures`): the rules of
-        `feature_update_records` against the latest image; nothing is written when validating."""
+        """UpdateFeatures (Kafka's `QuorumController.updateFeatures`): the FeatureControlManager's checks
+        (`feature_control`) against the latest image, then `ConfigurationControlManager.update_features`
+        (the ELR safety records ahead of an eligible.leader.replicas.version upgrade); nothing is written
+        when validating."""
         def generate() -> ControllerResult[None]:
-            records = feature_update_records(self.config.node_id, self.image.features, updates)
-            return ControllerResult(None, [] if validate_only else records)
+            records = feature_update_records(self.config.node_id, self.image, updates)
+            return ControllerResult(None, self.configuration.update_features(records, updates, validate_only))
 
         await self._write("updateFeatures", generate)
 

@@ -1,7 +1,8 @@
 """An image as the records that rebuild it (Kafka's ``MetadataImage.write`` with an ``ImageWriter``).
 
 ``image_records(image)`` lists records whose replay on ``MetadataImage.EMPTY`` gives back ``image``
-(provenance aside): what a snapshot holds, and what a publisher installed late is shown (a delta from
+(provenance aside; and with `eligible.leader.replicas.version` off, partitions' leftover ELRs, which
+Kafka's snapshots leave out too): what a snapshot holds, and what a publisher installed late is shown (a delta from
 the empty image). Order as Kafka writes a snapshot: features (metadata.version first), cluster
 (controllers, brokers), topics (each TopicRecord followed by its PartitionRecords), configs, producer
 ids.
@@ -30,6 +31,8 @@ from kbroker.protocol.metadata_records.register_broker_record import RegisterBro
 from kbroker.protocol.metadata_records.register_controller_record import RegisterControllerRecord
 from kbroker.protocol.metadata_records.topic_record import TopicRecord
 from kbroker.protocol.metadata_records.user_scram_credential_record import UserScramCredentialRecord
+
+ELIGIBLE_LEADER_REPLICAS_VERSION = "eligible.leader.replicas.version"
 
 
 def broker_record(b: BrokerRegistration) -> RegisterBrokerRecord:
@@ -76,7 +79,12 @@ def controller_record(c: ControllerRegistration) -> RegisterControllerRecord:
     )
 
 
-def partition_record(topic_id: uuid.UUID, index: int, p: PartitionRegistration) -> PartitionRecord:
+def partition_record(topic_id: uuid.UUID, index: int, p: PartitionRegistration,
+                     eligible_leader_replicas_enabled: bool = True) -> PartitionRecord:
+    """`eligible_leader_replicas_enabled` False (the feature off in the image) leaves the ELR and
+    last-known ELR out, as Kafka's `PartitionRegistration.toRecord` with its ImageWriterOptions does: a
+    snapshot taken after ELR was turned off drops the ELRs the partitions had not yet shed."""
+    elr = eligible_leader_replicas_enabled
     return PartitionRecord(
         partition_id=index,
         topic_id=topic_id,
@@ -89,14 +97,15 @@ def partition_record(topic_id: uuid.UUID, index: int, p: PartitionRegistration) 
         leader_epoch=p.leader_epoch,
         partition_epoch=p.partition_epoch,
         directories=list(p.directories),
-        eligible_leader_replicas=list(p.elr) if p.elr else None,
-        last_known_elr=list(p.last_known_elr) if p.last_known_elr else None,
+        eligible_leader_replicas=list(p.elr) if p.elr and elr else None,
+        last_known_elr=list(p.last_known_elr) if p.last_known_elr and elr else None,
     )
 
 
 def image_records(image: MetadataImage) -> list[object]:
     out: list[object] = []
     features = image.features
+    elr_enabled = features.level(ELIGIBLE_LEADER_REPLICAS_VERSION) >= 1
     if features.metadata_version is not None:
         out.append(FeatureLevelRecord(name=METADATA_VERSION, feature_level=features.metadata_version))
     for name, level in sorted(features.finalized_versions.items()):
@@ -108,7 +117,7 @@ def image_records(image: MetadataImage) -> list[object]:
     for topic in sorted(image.topics.topics_by_id.values(), key=lambda t: t.name):
         out.append(TopicRecord(name=topic.name, topic_id=topic.id))
         for index, p in sorted(topic.partitions.items()):
-            out.append(partition_record(topic.id, index, p))
+            out.append(partition_record(topic.id, index, p, elr_enabled))
     for resource, config in sorted(image.configs.configs.items()):
         for key, value in sorted(config.items()):
             out.append(

@@ -218,7 +218,10 @@ def test_min_isr_change_writes_clear_elr_and_broker_level_min_isr_is_refused() -
 
     with pytest.raises(KafkaError, match="Broker-level min.insync.replicas cannot be altered while ELR is enabled"):
         c.controller.configuration.alter_broker_configs(False, {"min.insync.replicas": "1"})
-    records = c.controller.configuration.alter_broker_configs(True, {"min.insync.replicas": "2"}).records
+    # The bootstrap with ELR on wrote the cluster-level min.insync.replicas=2 (Kafka's activation
+    # records): change it to 3.
+    assert c.controller.image.configs.cluster_broker_config()["min.insync.replicas"] == "2"
+    records = c.controller.configuration.alter_broker_configs(True, {"min.insync.replicas": "3"}).records
     assert records[-1] == ClearElrRecord()
 
 
