@@ -219,6 +219,7 @@ class Controller(ABC):
     def sweep_expired_delegation_tokens(self) -> None:
         """Remove expired delegation tokens now (the single node's `delegation.token.expiry.check.interval.ms`
         timer; a `QuorumController` schedules its own sweep in `poll`)."""
+        return None
 
     async def alter_client_quotas(
         self, alterations: Sequence[ClientQuotaAlteration], validate_only: bool = False
