@@ -35,6 +35,11 @@ def _owner(request: CreateDelegationTokenRequest, requester: str) -> str:
 
 async def handle(services: BrokerServices, ctx: RequestContext, header: RequestHeader,
                  request: CreateDelegationTokenRequest) -> CreateDelegationTokenResponse:
+    return _at_version(await _handle(services, ctx, header, request), header.api_version)
+
+
+async def _handle(services: BrokerServices, ctx: RequestContext, header: RequestHeader,
+                  request: CreateDelegationTokenRequest) -> CreateDelegationTokenResponse:
     requester = ctx.principal
     owner = _owner(request, requester)
     if not allow_token_requests(services, ctx):
@@ -51,6 +56,14 @@ async def handle(services: BrokerServices, ctx: RequestContext, header: RequestH
     return await services.controller.create_delegation_token(requester, request)
 
 
+def _at_version(response: CreateDelegationTokenResponse, version: int) -> CreateDelegationTokenResponse:
+    """The requester fields exist from v3 (KIP-373): Kafka's `prepareResponse` sets them only then."""
+    if version < 3:
+        response.token_requester_principal_type = ""
+        response.token_requester_principal_name = ""
+    return response
+
+
 def _error(error: ErrorCode, owner: str, requester: str) -> CreateDelegationTokenResponse:
     """Kafka's `CreateDelegationTokenResponse.prepareResponse(version, throttle, error, owner, requester)`."""
     owner_type, _, owner_name = owner.partition(":")
@@ -64,4 +77,4 @@ def _error(error: ErrorCode, owner: str, requester: str) -> CreateDelegationToke
 
 def error_response(request: CreateDelegationTokenRequest, version: int,
                    error: ErrorCode) -> CreateDelegationTokenResponse:
-    return _error(error, _owner(request, "User:ANONYMOUS"), "User:ANONYMOUS")
+    return _at_version(_error(error, _owner(request, "User:ANONYMOUS"), "User:ANONYMOUS"), version)

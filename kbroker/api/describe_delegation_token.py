@@ -4,7 +4,7 @@
 broker from its metadata image (Kafka's `KafkaApis.handleDescribeTokensRequest`): refused with
 DELEGATION_TOKEN_REQUEST_NOT_ALLOWED on a token-authenticated or non-SASL connection,
 DELEGATION_TOKEN_AUTH_DISABLED without `delegation.token.secret.key`; owners null lists every token,
-an empty list none. A token is shown to its owner and renewers, and to whoever may DESCRIBE its
+an empty list none. A token is shown to its owner, requester and renewers, and to whoever may DESCRIBE its
 DELEGATION_TOKEN resource (the token id) or DESCRIBE_TOKENS its owner's USER resource
 (`DelegationTokenManager.filterToken`). The HMAC is recomputed from the secret key.
 """
@@ -45,7 +45,7 @@ def handle(services: BrokerServices, ctx: RequestContext, header: RequestHeader,
     secret = str(services.config["delegation.token.secret.key"])
     tokens = []
     for token in services.metadata.image.delegation_tokens.tokens.values():
-        if not filter_token(ctx.principal, owners, token.token_id, token.owner, token.renewers,
+        if not filter_token(ctx.principal, owners, token.token_id, token.owner, token.requester, token.renewers,
                             lambda token_id: authorize(services, ctx, DESCRIBE, DELEGATION_TOKEN, token_id),
                             lambda owner: authorize(services, ctx, DESCRIBE_TOKENS, USER, owner)):
             continue
@@ -53,6 +53,8 @@ def handle(services: BrokerServices, ctx: RequestContext, header: RequestHeader,
         requester_type, _, requester_name = token.requester.partition(":")
         renewers = [Renewer(principal_type=t, principal_name=n)
                     for t, _, n in (r.partition(":") for r in token.renewers)]
+        if header.api_version < 3:  # the requester fields are v3+ (KIP-373)
+            requester_type = requester_name = ""
         tokens.append(Token(principal_type=owner_type, principal_name=owner_name,
                             token_requester_principal_type=requester_type,
                             token_requester_principal_name=requester_name,

@@ -23,6 +23,7 @@ Pure: reads the image it is given and a clock, returns `ControllerResult`s.
 
 from __future__ import annotations
 
+import base64
 import hmac as _hmac
 import logging
 import uuid
@@ -46,7 +47,7 @@ from kbroker.protocol.messages.renew_delegation_token import (
     RenewDelegationTokenResponse,
 )
 from kbroker.protocol.metadata_records import DelegationTokenRecord, RemoveDelegationTokenRecord
-from kbroker.security.delegation_token import create_hmac, owner_or_renewer
+from kbroker.security.delegation_token import create_hmac, allowed_to_renew
 
 log = logging.getLogger(__name__)
 
@@ -76,6 +77,15 @@ def _sum(now: int, duration: int) -> int:
 def _split(principal: str) -> tuple[str, str]:
     kind, _, name = principal.partition(":")
     return kind, name
+
+
+def new_token_id() -> str:
+    """Kafka's `Uuid.randomUuid().toString()`: 16 random bytes, URL-safe base64 without padding (22
+    characters), never starting with '-' (Kafka draws again, so ids never look like command-line flags)."""
+    while True:
+        text = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode("ascii").rstrip("=")
+        if not text.startswith("-"):
+            return text
 
 
 def token_record(token: DelegationTokenData, expiration_timestamp: int | None = None) -> DelegationTokenRecord:
@@ -129,7 +139,7 @@ class DelegationTokenControlManager:
                 response.error_code = int(ErrorCode.INVALID_PRINCIPAL_TYPE)
                 return ControllerResult(response)
             renewers.append(f"{r.principal_type}:{r.principal_name}")
-        token_id = str(uuid.uuid4())
+        token_id = new_token_id()
         secret = self.config.secret_key
         assert secret
         token = DelegationTokenData(token_id, owner, requester, tuple(renewers), now, max_timestamp,
@@ -151,7 +161,7 @@ class DelegationTokenControlManager:
             return _renew_error(ErrorCode.DELEGATION_TOKEN_NOT_FOUND)
         if token.max_timestamp < now or token.expiration_timestamp < now:
             return _renew_error(ErrorCode.DELEGATION_TOKEN_EXPIRED)
-        if not owner_or_renewer(token.owner, token.renewers, principal):
+        if not allowed_to_renew(token.owner, token.renewers, principal):
             return _renew_error(ErrorCode.DELEGATION_TOKEN_OWNER_MISMATCH)
         renew_lifetime = self.config.expiry_time_ms
         if request.renew_period_ms > 0:
@@ -168,7 +178,7 @@ class DelegationTokenControlManager:
         token = self._token_for_hmac(bytes(request.hmac))
         if token is None:
             return _expire_error(ErrorCode.DELEGATION_TOKEN_NOT_FOUND)
-        if not owner_or_renewer(token.owner, token.renewers, principal):
+        if not allowed_to_renew(token.owner, token.renewers, principal):
             return _expire_error(ErrorCode.DELEGATION_TOKEN_OWNER_MISMATCH)
         if request.expiry_time_period_ms < 0:  # expire at once
             return ControllerResult(ExpireDelegationTokenResponse(error_code=0, expiry_timestamp_ms=now),

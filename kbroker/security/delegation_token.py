@@ -83,20 +83,25 @@ class TokenCredentialCache:
             del self._credentials[key]
 
 
-def owner_or_renewer(owner: str, renewers: Sequence[str], principal: str) -> bool:
-    """Kafka's `TokenInformation.ownerOrRenewer`."""
+def allowed_to_renew(owner: str, renewers: Sequence[str], principal: str) -> bool:
+    """Kafka's `DelegationTokenControlManager.allowedToRenew`: the owner or a renewer (not the requester)."""
     return principal == owner or principal in renewers
 
 
-def filter_token(requester: str, owners: Sequence[str] | None, token_id: str, owner: str,
+def owner_or_renewer(owner: str, token_requester: str, renewers: Sequence[str], principal: str) -> bool:
+    """Kafka's `TokenInformation.ownerOrRenewer`: the owner, the token's requester (KIP-373) or a renewer."""
+    return principal in (owner, token_requester) or principal in renewers
+
+
+def filter_token(requester: str, owners: Sequence[str] | None, token_id: str, owner: str, token_requester: str,
                  renewers: Sequence[str], authorize_token: Callable[[str], bool],
                  authorize_requester: Callable[[str], bool]) -> bool:
     """Kafka's `DelegationTokenManager.filterToken` (DescribeDelegationToken): a token is described when
-    it matches the requested owners (owner or renewer is one of them; None: every token), and the
-    requester is its owner or a renewer, or may DESCRIBE the DELEGATION_TOKEN resource of its id, or
-    DESCRIBE_TOKENS on the USER resource of its owner (KIP-373)."""
-    if owners is not None and not any(owner_or_renewer(owner, renewers, o) for o in owners):
+    it matches the requested owners (its owner, requester or a renewer is one of them; None: every
+    token), and the one asking is its owner, requester or a renewer, or may DESCRIBE the
+    DELEGATION_TOKEN resource of its id, or DESCRIBE_TOKENS on the USER resource of its owner (KIP-373)."""
+    if owners is not None and not any(owner_or_renewer(owner, token_requester, renewers, o) for o in owners):
         return False
-    if owner_or_renewer(owner, renewers, requester):
+    if owner_or_renewer(owner, token_requester, renewers, requester):
         return True
     return authorize_token(token_id) or authorize_requester(owner)

@@ -187,7 +187,7 @@ def test_describe_filter_kip_373() -> None:
     def no(_: str) -> bool:
         return False
 
-    args = ("tok", "User:alice", ["User:bob"])
+    args = ("tok", "User:alice", "User:admin", ["User:bob"])
     assert filter_token("User:alice", None, *args, no, no)
     assert filter_token("User:bob", None, *args, no, no)
     assert not filter_token("User:carol", None, *args, no, no)
@@ -195,6 +195,9 @@ def test_describe_filter_kip_373() -> None:
     assert filter_token("User:carol", None, *args, no, lambda o: o == "User:alice")
     assert not filter_token("User:alice", ["User:dave"], *args, no, no)
     assert filter_token("User:alice", ["User:bob"], *args, no, no)
+    # KIP-373: the requester of a token made for another owner sees it, and matches as an owner filter.
+    assert filter_token("User:admin", None, *args, no, no)
+    assert filter_token("User:alice", ["User:admin"], *args, no, no)
 
 
 # -- SCRAM with tokenauth=true -------------------------------------------------------------------------

@@ -130,7 +130,7 @@ class Row:
 def rows(output: str) -> list[Row]:
     """The token table DelegationTokenCommand prints (dates are yyyy-MM-dd'T'HH:mm)."""
     out = []
-    for m in re.finditer(r"^([0-9a-f-]{36}) (\S+) +(\S+) +(\S+) +(\[.*?\]) +(\S+) +(\S+) +(\S+)", output, re.M):
+    for m in re.finditer(r"^([A-Za-z0-9_-]{22}) (\S+) +(\S+) +(\S+) +(\[.*?\]) +(\S+) +(\S+) +(\S+)", output, re.M):
         dates = [datetime.strptime(x, "%Y-%m-%dT%H:%M") for x in m.groups()[5:]]
         out.append(Row(*m.groups()[:5], *dates))
     return out
