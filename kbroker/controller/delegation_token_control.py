@@ -47,7 +47,7 @@ from kbroker.protocol.messages.renew_delegation_token import (
     RenewDelegationTokenResponse,
 )
 from kbroker.protocol.metadata_records import DelegationTokenRecord, RemoveDelegationTokenRecord
-from kbroker.security.delegation_token import create_hmac, allowed_to_renew
+from kbroker.security.delegation_token import allowed_to_renew, create_hmac
 
 log = logging.getLogger(__name__)
 
