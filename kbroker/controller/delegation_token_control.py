@@ -6,7 +6,8 @@ RemoveDelegationTokenRecord in the metadata log; every node derives the token's 
 written. The API layer (broker or controller listener) has already refused what Kafka refuses before
 the controller (token-authenticated or non-SASL connections, CreateTokens on another owner).
 
-- Tokens are disabled while `delegation.token.secret.key` is unset: DELEGATION_TOKEN_AUTH_DISABLED.
+- Tokens are disabled while `delegation.token.secret.key` is unset: DELEGATION_TOKEN_AUTH_DISABLED;
+  a `metadata.version` below 3.6-IV2 answers UNSUPPORTED_VERSION.
 - Create: owner = the request's owner (v3+, KIP-373) else the requester; max lifetime =
   min(`delegation.token.max.lifetime.ms`, the request's when > 0); expiry = min(max timestamp, now +
   `delegation.token.expiry.time.ms`); renewers must be `User` principals (INVALID_PRINCIPAL_TYPE).
@@ -53,6 +54,7 @@ log = logging.getLogger(__name__)
 
 USER_TYPE = "User"
 _LONG_MAX = (1 << 63) - 1
+DELEGATION_TOKEN_METADATA_VERSION = 14  # MetadataVersion.IBP_3_6_IV2
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,13 +100,19 @@ def token_record(token: DelegationTokenData, expiration_timestamp: int | None = 
 
 class DelegationTokenControlManager:
     def __init__(self, image: Callable[[], DelegationTokenImage], config: DelegationTokenConfig,
-                 clock: Clock) -> None:
+                 clock: Clock, metadata_version: Callable[[], int | None] = lambda: None) -> None:
         self._image = image
+        self._metadata_version = metadata_version
         self.config = config
         self._clock = clock
 
     def is_enabled(self) -> bool:
         return self.config.enabled
+
+    def _supported(self) -> bool:
+        """`MetadataVersion.isDelegationTokenSupported`: 3.6-IV2 (level 14) or later, else UNSUPPORTED_VERSION."""
+        level = self._metadata_version()
+        return level is None or level >= DELEGATION_TOKEN_METADATA_VERSION
 
     def _token_for_hmac(self, mac: bytes) -> DelegationTokenData | None:
         secret = self.config.secret_key
@@ -127,6 +135,9 @@ class DelegationTokenControlManager:
             token_requester_principal_type=requester_type, token_requester_principal_name=requester_name)
         if not self.is_enabled():
             response.error_code = int(ErrorCode.DELEGATION_TOKEN_AUTH_DISABLED)
+            return ControllerResult(response)
+        if not self._supported():
+            response.error_code = int(ErrorCode.UNSUPPORTED_VERSION)
             return ControllerResult(response)
         max_lifetime = self.config.max_lifetime_ms
         if request.max_lifetime_ms > 0:
@@ -156,6 +167,8 @@ class DelegationTokenControlManager:
         now = self._clock()
         if not self.is_enabled():
             return _renew_error(ErrorCode.DELEGATION_TOKEN_AUTH_DISABLED)
+        if not self._supported():
+            return _renew_error(ErrorCode.UNSUPPORTED_VERSION)
         token = self._token_for_hmac(bytes(request.hmac))
         if token is None:
             return _renew_error(ErrorCode.DELEGATION_TOKEN_NOT_FOUND)
@@ -175,6 +188,8 @@ class DelegationTokenControlManager:
         now = self._clock()
         if not self.is_enabled():
             return _expire_error(ErrorCode.DELEGATION_TOKEN_AUTH_DISABLED)
+        if not self._supported():
+            return _expire_error(ErrorCode.UNSUPPORTED_VERSION)
         token = self._token_for_hmac(bytes(request.hmac))
         if token is None:
             return _expire_error(ErrorCode.DELEGATION_TOKEN_NOT_FOUND)

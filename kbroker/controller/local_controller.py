@@ -214,7 +214,8 @@ class LocalController(Controller):
         self.acls = AclControlManager(lambda: cache.image.acls)
         self.client_quotas = ClientQuotaControlManager(lambda: cache.image.client_quotas)
         self.delegation_tokens = DelegationTokenControlManager(
-            lambda: cache.image.delegation_tokens, delegation_tokens or DelegationTokenConfig(), clock)
+            lambda: cache.image.delegation_tokens, delegation_tokens or DelegationTokenConfig(), clock,
+            lambda: cache.image.features.metadata_version)
 
     # -- start-up ------------------------------------------------------------------------------------
 

@@ -237,7 +237,8 @@ class QuorumController(Controller):
         self.acls = AclControlManager(lambda: self.image.acls)
         self.scram = ScramControlManager(lambda: self.image.scram)
         self.delegation_tokens = DelegationTokenControlManager(lambda: self.image.delegation_tokens,
-                                                               config.delegation_tokens, clock)
+                                                               config.delegation_tokens, clock,
+                                                               lambda: self.image.features.metadata_version)
         self._next_token_sweep_ms: int | None = None
 
     # -- state -----------------------------------------------------------------------------------------

@@ -102,6 +102,10 @@ def test_errors_disabled_and_invalid_renewer() -> None:
                                               ).response.error_code == ErrorCode.DELEGATION_TOKEN_AUTH_DISABLED
     assert off.manager.expire_delegation_token("User:alice", ExpireDelegationTokenRequest(hmac=b"x")
                                                ).response.error_code == ErrorCode.DELEGATION_TOKEN_AUTH_DISABLED
+    old = DelegationTokenControlManager(lambda: DelegationTokenImage.EMPTY, DelegationTokenConfig(SECRET),
+                                        lambda: 0, lambda: 13)  # metadata.version 3.6-IV1
+    assert old.create_delegation_token("User:alice", CreateDelegationTokenRequest()
+                                       ).response.error_code == ErrorCode.UNSUPPORTED_VERSION
     s = Stack()
     r = s.manager.create_delegation_token("User:alice", CreateDelegationTokenRequest(
         renewers=[Renewer(principal_type="Group", principal_name="ops")]))
