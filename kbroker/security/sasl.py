@@ -189,11 +189,16 @@ class ScramServer:
             # (ScramExtensions, e.g. tokenauth=true) are key=value with multi-character keys.
             parts = bare.split(",")
             attrs = scram.parse_attributes(",".join(parts[:2]))
+            if any("=" not in p[1:] for p in parts[2:]):
+                raise ValueError(bare)
             extensions = dict(p.partition("=")[::2] for p in parts[2:])
             username = scram.decode_sasl_name(attrs["n"])
             client_nonce = attrs["r"]
         except (ValueError, KeyError):
             raise _InvalidCredentials("Invalid SCRAM client first message") from None
+        if set(extensions) - {"tokenauth"}:
+            # ScramSaslServer: only ScramLoginModule.TOKEN_AUTH_CONFIG is a supported extension.
+            raise _InvalidCredentials(f"Unsupported extensions will not be accepted, extensions received: {extensions}")
         authzid = scram.decode_sasl_name(authz[2:]) if authz else ""
         if authzid and authzid != username:
             raise SaslAuthenticationError(

@@ -258,3 +258,12 @@ def test_token_authentication_failures() -> None:
     # An expired token not swept yet authenticates, but its session ends at once (Kafka's zeroIfNegative).
     expired = _token_auth("tok-1", password, expiry=500_000)
     assert expired.complete and expired.session_expired(1_000_000)
+
+
+def test_unknown_or_malformed_scram_extensions_fail() -> None:
+    for bare in ("n=tok-1,r=abcdefgh,foo=bar", "n=tok-1,r=abcdefgh,tokenauth"):
+        a = SaslServerAuthenticator(SaslServerConfig(("SCRAM-SHA-256",), {}, lambda m, u: None))
+        a.on_api_versions()
+        a.handshake("SCRAM-SHA-256")
+        r = a.authenticate(f"n,,{bare}".encode())
+        assert r.error_code == ErrorCode.SASL_AUTHENTICATION_FAILED and r.close
