@@ -33,6 +33,13 @@ from kbroker.net.http_listener import HttpEndpoint
 from kbroker.net.jwks import JwksRefresher
 from kbroker.net.tls import TlsConfigError, TlsSettings, build_server_context
 from kbroker.observability import BrokerObservability
+from kbroker.security.delegation_token import (
+    TokenCredential,
+    TokenCredentialCache,
+    TokenCredentials,
+    create_hmac,
+    principal_name,
+)
 from kbroker.security.jaas import parse_jaas_config
 from kbroker.security.oauthbearer import JwksValidator, TokenValidator, UnsecuredJwsValidator
 from kbroker.security.principal import SslPrincipalMapper
@@ -75,7 +82,8 @@ def tls_settings(config: KafkaConfig, listener: str) -> TlsSettings:
 
 
 def sasl_server_config(config: KafkaConfig, listener: str,
-                       scram_credentials: ScramCredentials | None) -> SaslServerConfig:
+                       scram_credentials: ScramCredentials | None,
+                       token_credentials: TokenCredentials | None = None) -> SaslServerConfig:
     mechanisms = tuple(config.sasl_mechanisms(listener))
     users: dict[str, str] = {}
     if "PLAIN" in mechanisms:
@@ -88,6 +96,7 @@ def sasl_server_config(config: KafkaConfig, listener: str,
         scram_credentials=scram_credentials or _no_scram_credentials,
         oauthbearer=oauthbearer_validator(config, listener) if "OAUTHBEARER" in mechanisms else None,
         connections_max_reauth_ms=int(config.listener_value(listener, "connections.max.reauth.ms") or 0),
+        token_credentials=token_credentials,
     )
 
 
@@ -185,12 +194,37 @@ def image_scram_credentials(services: BrokerServices) -> ScramCredentials:
     return lookup
 
 
+def image_token_credentials(services: BrokerServices) -> TokenCredentials | None:
+    """Delegation tokens (KIP-48) as the metadata image holds them now, with each token's SCRAM
+    credential derived from `delegation.token.secret.key` (None when the key is unset: tokens disabled)."""
+    secret = services.config["delegation.token.secret.key"]
+    if not secret:
+        return None
+    cache = services.metadata
+    credentials = TokenCredentialCache()
+    seen: list[object] = [None]
+
+    def lookup(mechanism: str, token_id: str) -> TokenCredential | None:
+        image = cache.image.delegation_tokens
+        if seen[0] is not image:
+            seen[0] = image
+            credentials.retain(set(image.tokens))
+        token = image.tokens.get(token_id)
+        if token is None or mechanism not in MECHANISM_TYPES:
+            return None
+        credential = credentials.credential(mechanism, token_id, create_hmac(token_id, str(secret)))
+        return TokenCredential(credential, principal_name(token.owner), token.expiration_timestamp)
+
+    return lookup
+
+
 def _no_scram_credentials(mechanism: str, user: str) -> ScramCredential | None:
     return None
 
 
 def listener_endpoint(config: KafkaConfig, e: Endpoint,
-                      scram_credentials: ScramCredentials | None = None) -> ListenerEndpoint:
+                      scram_credentials: ScramCredentials | None = None,
+                      token_credentials: TokenCredentials | None = None) -> ListenerEndpoint:
     """One listener with its TLS context and SASL settings (raises StartupError on a bad keystore)."""
     protocol = e.security_protocol
     ssl_context = None
@@ -206,7 +240,7 @@ def listener_endpoint(config: KafkaConfig, e: Endpoint,
     sasl = None
     if protocol in ("SASL_PLAINTEXT", "SASL_SSL"):
         try:
-            sasl = sasl_server_config(config, e.name, scram_credentials)
+            sasl = sasl_server_config(config, e.name, scram_credentials, token_credentials)
         except ValueError as exc:  # an OAUTHBEARER validator that cannot be built (JWKS, JAAS options)
             raise StartupError(f"Cannot configure SASL on listener {e.name}: {exc}") from None
     return ListenerEndpoint(
@@ -216,11 +250,12 @@ def listener_endpoint(config: KafkaConfig, e: Endpoint,
 
 
 def socket_server_config(config: KafkaConfig, scram_credentials: ScramCredentials | None = None,
-                         endpoints: list[Endpoint] | None = None) -> SocketServerConfig:
+                         endpoints: list[Endpoint] | None = None,
+                         token_credentials: TokenCredentials | None = None) -> SocketServerConfig:
     """The network layer's settings, read from the broker config (kbroker.net never reads KafkaConfig).
     `endpoints`: the listeners to bind (default: the broker listeners; a controller binds its own)."""
     return SocketServerConfig(
-        listeners=tuple(listener_endpoint(config, e, scram_credentials)
+        listeners=tuple(listener_endpoint(config, e, scram_credentials, token_credentials)
                         for e in (config.listeners if endpoints is None else endpoints)),
         socket_request_max_bytes=config["socket.request.max.bytes"],
         socket_send_buffer_bytes=config["socket.send.buffer.bytes"],
@@ -416,7 +451,9 @@ class Broker:
                                       metrics=services.metrics)
         else:
             self.dispatcher = ApiDispatcher(services)
-            self.server = KafkaServer(socket_server_config(config, image_scram_credentials(services)), self.dispatcher,
+            self.server = KafkaServer(socket_server_config(config, image_scram_credentials(services),
+                                                           token_credentials=image_token_credentials(services)),
+                                      self.dispatcher,
                                       metrics=services.metrics,
                                       connection_quotas=connection_quotas(config, services))
             if services.share_partition_manager is not None:
@@ -450,6 +487,11 @@ class Broker:
         services.producer_id_manager.broker_epoch = epoch
         observability.set_running()  # /health/ready answers 200 from now on
         self._schedule_periodic_tasks()
+        if services.kraft is None and services.kraft_controller is None and config["delegation.token.secret.key"]:
+            # The single node's controller sweeps expired delegation tokens (a QuorumController does in poll).
+            interval = int(config["delegation.token.expiry.check.interval.ms"])
+            self._every(interval, interval, "delegation-token-expiry",
+                        services.controller.sweep_expired_delegation_tokens)
 
     async def _start_combined_controller(self, services: BrokerServices, fresh_dirs: list[Path]) -> None:
         """A combined node's ControllerServer: start the Raft client and bind the controller listener, whose

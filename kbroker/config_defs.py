@@ -178,6 +178,18 @@ CONFIG_DEFS: dict[str, ConfigDef] = _defs(
     ConfigDef("connections.max.reauth.ms", "long", 0,
               "KIP-368: the lifetime of a SASL session; a client must re-authenticate before it ends or its "
               "connection is closed (0: sessions never expire)."),
+    # --- delegation tokens (KIP-48) ---
+    ConfigDef("delegation.token.secret.key", "string", None,
+              "The secret every node derives token HMACs from (the same on every broker and controller); "
+              "unset: delegation tokens are disabled (DELEGATION_TOKEN_AUTH_DISABLED).",
+              sensitive=True, kafka_type="password"),
+    ConfigDef("delegation.token.max.lifetime.ms", "long", 604800000,
+              "The maximum lifetime of a token; it cannot be renewed past it.", validator=at_least(1)),
+    ConfigDef("delegation.token.expiry.time.ms", "long", 86400000,
+              "The validity period of a new or renewed token, unless the request asks for less.",
+              validator=at_least(1)),
+    ConfigDef("delegation.token.expiry.check.interval.ms", "long", 3600000,
+              "How often the active controller removes expired tokens.", validator=at_least(1)),
     # --- OAUTHBEARER with a JWKS (KIP-768); per listener as listener.name.<l>.<key> ---
     ConfigDef("sasl.oauthbearer.jwks.endpoint.url", "string", None,
               "Where the OAuth provider's JWKS is read (https, http or file URL)."),

@@ -32,6 +32,7 @@ from kbroker.cluster.quotas import QuotaManagers, QuotaWindow
 from kbroker.cluster.replication_quotas import ReplicationQuotas
 from kbroker.config import KafkaConfig
 from kbroker.controller.controller import Controller
+from kbroker.controller.delegation_token_control import DelegationTokenConfig
 from kbroker.controller.legacy_migration import LEGACY_METADATA_FILE
 from kbroker.controller.local_controller import LocalController, bootstrap_records_from
 from kbroker.controller.metadata_log import ClusterMetadataLog, MetadataLogConfig
@@ -260,6 +261,16 @@ def quota_managers(config: KafkaConfig, time_ms: Clock) -> QuotaManagers:
         time_ms)
 
 
+def delegation_token_config(config: KafkaConfig) -> DelegationTokenConfig:
+    """The delegation.token.* keys (KIP-48) the controller reads."""
+    return DelegationTokenConfig(
+        secret_key=config["delegation.token.secret.key"] or None,
+        max_lifetime_ms=int(config["delegation.token.max.lifetime.ms"]),
+        expiry_time_ms=int(config["delegation.token.expiry.time.ms"]),
+        expiry_check_interval_ms=int(config["delegation.token.expiry.check.interval.ms"]),
+    )
+
+
 def _single_node_role(core: _CoreServices) -> _RoleWiring:
     """kbroker's single node: a `LocalController` over the local `__cluster_metadata`, whose replay
     (bootstrapping it, and migrating a legacy JSON image, on first start) hosts every local partition."""
@@ -274,6 +285,8 @@ def _single_node_role(core: _CoreServices) -> _RoleWiring:
         default_replication_factor=lambda: int(config["default.replication.factor"]),
         delete_topic_enable=lambda: bool(config["delete.topic.enable"]),
         max_partitions=lambda: int(config["kbroker.max.partitions"]),
+        delegation_tokens=delegation_token_config(config),
+        clock=core.time_ms,
     )
     return _RoleWiring(controller, load=lambda: controller.load(config.log_dirs[0] / LEGACY_METADATA_FILE))
 
@@ -443,6 +456,7 @@ def kraft_controller_settings(config: KafkaConfig, cluster_id: str, log_manager:
             default_replication_factor=int(config["default.replication.factor"]),
             delete_topic_enable=bool(config["delete.topic.enable"]),
             min_insync_replicas=int(config["min.insync.replicas"]),
+            delegation_tokens=delegation_token_config(config),
             bootstrap=tuple(bootstrap_records_from(metadata_dir, transaction_version,
                                                    eligible_leader_replicas_version)),
         ),

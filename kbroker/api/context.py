@@ -97,6 +97,7 @@ class RequestContext:
         "failed_authentication_delay_ms",
         "request_size",
         "throttle_time_ms",
+        "forwarded",
     )
 
     def __init__(
@@ -127,6 +128,8 @@ class RequestContext:
         # dispatcher and the handlers, read and reset by the connection once the handler returns).
         self.request_size = 0
         self.throttle_time_ms = 0
+        # The request came in an Envelope from a broker (KIP-590): Kafka's `RequestChannel.Request.isForwarded`.
+        self.forwarded = False
 
     def __repr__(self) -> str:
         return (

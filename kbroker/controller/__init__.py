@@ -14,7 +14,8 @@ uncommitted image and answering on commit; `cluster_control` (registrations) and
 `broker_heartbeat_manager` (sessions, fencing, controlled shutdown) own the brokers' lifecycle;
 `replication_control` places replicas (`replica_placer`, rack-aware) and changes leaders and ISRs
 through `partition_change` (Kafka's PartitionChangeBuilder); `pending` is the answer that completes
-on commit.
+on commit. Security metadata has its managers too: `acl_control`, `scram_control`,
+`client_quota_control` and `delegation_token_control` (KIP-48 tokens and their expiry sweep).
 
 Must not import net/, api/, replica/ or coord/: the controller knows records and images, not the
 services that react to them.

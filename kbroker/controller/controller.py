@@ -38,10 +38,22 @@ from kbroker.protocol.messages.alter_user_scram_credentials import (
 )
 from kbroker.protocol.messages.broker_heartbeat import BrokerHeartbeatRequest
 from kbroker.protocol.messages.broker_registration import BrokerRegistrationRequest
+from kbroker.protocol.messages.create_delegation_token import (
+    CreateDelegationTokenRequest,
+    CreateDelegationTokenResponse,
+)
 from kbroker.protocol.messages.elect_leaders import ElectLeadersRequest, ElectLeadersResponse
+from kbroker.protocol.messages.expire_delegation_token import (
+    ExpireDelegationTokenRequest,
+    ExpireDelegationTokenResponse,
+)
 from kbroker.protocol.messages.list_partition_reassignments import (
     ListPartitionReassignmentsRequest,
     ListPartitionReassignmentsResponse,
+)
+from kbroker.protocol.messages.renew_delegation_token import (
+    RenewDelegationTokenRequest,
+    RenewDelegationTokenResponse,
 )
 from kbroker.security.acl import AclFilter, StandardAcl
 
@@ -184,6 +196,32 @@ class Controller(ABC):
         """AlterUserScramCredentials (KIP-554): upsert and delete SCRAM credentials."""
         raise KafkaError("This controller does not store SCRAM credentials.",
                          error_code=ErrorCode.UNSUPPORTED_VERSION)
+
+    async def create_delegation_token(
+        self, requester: str, request: CreateDelegationTokenRequest
+    ) -> CreateDelegationTokenResponse:
+        """CreateDelegationToken (KIP-48) for `requester` ("User:alice"), already authorized by the API layer."""
+        raise KafkaError("This controller does not store delegation tokens.",
+                         error_code=ErrorCode.UNSUPPORTED_VERSION)
+
+    async def renew_delegation_token(
+        self, principal: str, request: RenewDelegationTokenRequest
+    ) -> RenewDelegationTokenResponse:
+        """RenewDelegationToken (KIP-48): the owner or a renewer extends the token's expiry."""
+        raise KafkaError("This controller does not store delegation tokens.",
+                         error_code=ErrorCode.UNSUPPORTED_VERSION)
+
+    async def expire_delegation_token(
+        self, principal: str, request: ExpireDelegationTokenRequest
+    ) -> ExpireDelegationTokenResponse:
+        """ExpireDelegationToken (KIP-48): the owner or a renewer sets a new expiry, or removes it (< 0)."""
+        raise KafkaError("This controller does not store delegation tokens.",
+                         error_code=ErrorCode.UNSUPPORTED_VERSION)
+
+    def sweep_expired_delegation_tokens(self) -> None:
+        """Remove expired delegation tokens now (the single node's `delegation.token.expiry.check.interval.ms`
+        timer; a `QuorumController` schedules its own sweep in `poll`)."""
+        return None
 
     async def alter_client_quotas(
         self, alterations: Sequence[ClientQuotaAlteration], validate_only: bool = False

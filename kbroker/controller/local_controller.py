@@ -30,6 +30,7 @@ import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 
+from kbroker.clock import Clock, wall_clock_ms
 from kbroker.cluster.configs import ConfigHelper
 from kbroker.controller.acl_control import AclControlManager, AclCreateResult, AclDeleteResult
 from kbroker.controller.client_quota_control import (
@@ -39,6 +40,7 @@ from kbroker.controller.client_quota_control import (
 )
 from kbroker.controller.configuration_control import ConfigurationControlManager
 from kbroker.controller.controller import Controller, NewTopic, ProducerIdsBlock
+from kbroker.controller.delegation_token_control import DelegationTokenConfig, DelegationTokenControlManager
 from kbroker.controller.feature_control import FeatureControlManager
 from kbroker.controller.legacy_migration import read_legacy_records, retire
 from kbroker.controller.metadata_log import ClusterMetadataLog, snapshot_provenance
@@ -55,7 +57,19 @@ from kbroker.protocol.messages.alter_user_scram_credentials import (
     AlterUserScramCredentialsRequest,
     AlterUserScramCredentialsResponse,
 )
+from kbroker.protocol.messages.create_delegation_token import (
+    CreateDelegationTokenRequest,
+    CreateDelegationTokenResponse,
+)
 from kbroker.protocol.messages.elect_leaders import ElectLeadersRequest, ElectLeadersResponse
+from kbroker.protocol.messages.expire_delegation_token import (
+    ExpireDelegationTokenRequest,
+    ExpireDelegationTokenResponse,
+)
+from kbroker.protocol.messages.renew_delegation_token import (
+    RenewDelegationTokenRequest,
+    RenewDelegationTokenResponse,
+)
 from kbroker.protocol.metadata_records import (
     FeatureLevelRecord,
     RegisterBrokerRecord,
@@ -147,6 +161,8 @@ class LocalController(Controller):
         default_replication_factor: Callable[[], int],
         delete_topic_enable: Callable[[], bool],
         max_partitions: Callable[[], int] | None = None,
+        delegation_tokens: DelegationTokenConfig | None = None,
+        clock: Clock = wall_clock_ms,
     ) -> None:
         self.node_id = node_id
         self.metadata_log = metadata_log
@@ -169,6 +185,9 @@ class LocalController(Controller):
         self.scram = ScramControlManager(lambda: cache.image.scram)
         self.acls = AclControlManager(lambda: cache.image.acls)
         self.client_quotas = ClientQuotaControlManager(lambda: cache.image.client_quotas)
+        self.delegation_tokens = DelegationTokenControlManager(
+            lambda: cache.image.delegation_tokens, delegation_tokens or DelegationTokenConfig(), clock,
+            lambda: cache.image.features.metadata_version)
 
     # -- start-up ------------------------------------------------------------------------------------
 
@@ -321,6 +340,30 @@ class LocalController(Controller):
         result = self.scram.alter_credentials(request)
         self._commit(result.records)
         return result.response
+
+    async def create_delegation_token(
+        self, requester: str, request: CreateDelegationTokenRequest
+    ) -> CreateDelegationTokenResponse:
+        result = self.delegation_tokens.create_delegation_token(requester, request)
+        self._commit(result.records)
+        return result.response
+
+    async def renew_delegation_token(
+        self, principal: str, request: RenewDelegationTokenRequest
+    ) -> RenewDelegationTokenResponse:
+        result = self.delegation_tokens.renew_delegation_token(principal, request)
+        self._commit(result.records)
+        return result.response
+
+    async def expire_delegation_token(
+        self, principal: str, request: ExpireDelegationTokenRequest
+    ) -> ExpireDelegationTokenResponse:
+        result = self.delegation_tokens.expire_delegation_token(principal, request)
+        self._commit(result.records)
+        return result.response
+
+    def sweep_expired_delegation_tokens(self) -> None:
+        self._commit(self.delegation_tokens.sweep_expired_delegation_tokens())
 
     async def alter_client_quotas(
         self, alterations: Sequence[ClientQuotaAlteration], validate_only: bool = False

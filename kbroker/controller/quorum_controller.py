@@ -71,6 +71,7 @@ from kbroker.controller.client_quota_control import (
 from kbroker.controller.cluster_control import BrokerRegistrationReply, ClusterControlManager
 from kbroker.controller.configuration_control import ConfigurationControlManager
 from kbroker.controller.controller import Controller, NewTopic, ProducerIdsBlock
+from kbroker.controller.delegation_token_control import DelegationTokenConfig, DelegationTokenControlManager
 from kbroker.controller.local_controller import bootstrap_records, feature_update_records
 from kbroker.controller.pending import PendingOperation
 from kbroker.controller.producer_id_control import ProducerIdControlManager
@@ -103,10 +104,22 @@ from kbroker.protocol.messages.alter_user_scram_credentials import (
 from kbroker.protocol.messages.broker_heartbeat import BrokerHeartbeatRequest
 from kbroker.protocol.messages.broker_registration import BrokerRegistrationRequest
 from kbroker.protocol.messages.controller_registration import ControllerRegistrationRequest
+from kbroker.protocol.messages.create_delegation_token import (
+    CreateDelegationTokenRequest,
+    CreateDelegationTokenResponse,
+)
 from kbroker.protocol.messages.elect_leaders import ElectLeadersRequest, ElectLeadersResponse
+from kbroker.protocol.messages.expire_delegation_token import (
+    ExpireDelegationTokenRequest,
+    ExpireDelegationTokenResponse,
+)
 from kbroker.protocol.messages.list_partition_reassignments import (
     ListPartitionReassignmentsRequest,
     ListPartitionReassignmentsResponse,
+)
+from kbroker.protocol.messages.renew_delegation_token import (
+    RenewDelegationTokenRequest,
+    RenewDelegationTokenResponse,
 )
 from kbroker.protocol.metadata_records import (
     ConfigRecord,
@@ -142,6 +155,8 @@ class QuorumControllerConfig:
     kraft_version: int = 0  # the raft layer's kraft.version, checked at broker registration
     min_insync_replicas: int = 1  # min.insync.replicas (static), under the topic and cluster-default configs
     bootstrap: tuple[MetadataRecord, ...] = field(default_factory=lambda: tuple(bootstrap_records()))
+    # delegation.token.* (KIP-48): the secret key, lifetimes and the expired-token sweep interval.
+    delegation_tokens: DelegationTokenConfig = field(default_factory=DelegationTokenConfig)
 
 
 @dataclass(slots=True)
@@ -244,6 +259,10 @@ class QuorumController(Controller):
         self.client_quotas = ClientQuotaControlManager(lambda: self.image.client_quotas)
         self.acls = AclControlManager(lambda: self.image.acls)
         self.scram = ScramControlManager(lambda: self.image.scram)
+        self.delegation_tokens = DelegationTokenControlManager(lambda: self.image.delegation_tokens,
+                                                               config.delegation_tokens, clock,
+                                                               lambda: self.image.features.metadata_version)
+        self._next_token_sweep_ms: int | None = None
 
     # -- state -----------------------------------------------------------------------------------------
 
@@ -341,6 +360,8 @@ class QuorumController(Controller):
         self.cluster.activate()
         if self.config.auto_leader_rebalance_enable:
             self._next_rebalance_ms = self.clock() + self.config.leader_imbalance_check_interval_ms
+        if self.delegation_tokens.is_enabled():
+            self._next_token_sweep_ms = self.clock() + self.config.delegation_tokens.expiry_check_interval_ms
         if self.committed_image.features.metadata_version is None:
             # An empty log: the bootstrap records (Kafka's ActivationRecordsGenerator).
             self._write("bootstrap", lambda: ControllerResult(None, activation_records_for_empty_log(
@@ -352,6 +373,7 @@ class QuorumController(Controller):
         self.active_epoch = None
         self.cluster.deactivate()
         self._next_rebalance_ms = None
+        self._next_token_sweep_ms = None
         pending, self._pending = self._pending, deque()
         error = _not_controller(self.leader)
         for write in pending:
@@ -444,7 +466,8 @@ class QuorumController(Controller):
         """When `poll` has work next (None: nothing scheduled; not active)."""
         if self.cluster.heartbeat_manager is None:
             return None
-        deadlines = [d for d in (self.cluster.heartbeat_manager.next_check_time_ms(), self._next_rebalance_ms)
+        deadlines = [d for d in (self.cluster.heartbeat_manager.next_check_time_ms(), self._next_rebalance_ms,
+                                 self._next_token_sweep_ms)
                      if d is not None]
         return min(deadlines) if deadlines else None
 
@@ -470,6 +493,14 @@ class QuorumController(Controller):
 
             started.append(self._write("maybeBalancePartitionLeaders", balance))
             self._next_rebalance_ms = now if more[0] else now + self.config.leader_imbalance_check_interval_ms
+        if self.is_active() and self.delegation_tokens.is_enabled():
+            # QuorumController.maybeScheduleNextExpiredDelegationTokenSweep: every
+            # delegation.token.expiry.check.interval.ms while tokens are enabled.
+            interval = self.config.delegation_tokens.expiry_check_interval_ms
+            if self._next_token_sweep_ms is not None and now >= self._next_token_sweep_ms:
+                self._next_token_sweep_ms = now + interval
+                started.append(self._write("sweepExpiredDelegationTokens", lambda: ControllerResult(
+                    None, self.delegation_tokens.sweep_expired_delegation_tokens())))
         return started
 
     # -- cluster operations (typed service methods) ----------------------------------------------------
@@ -582,6 +613,24 @@ class QuorumController(Controller):
         self, request: AlterUserScramCredentialsRequest
     ) -> AlterUserScramCredentialsResponse:
         return await self._write("alterUserScramCredentials", lambda: self.scram.alter_credentials(request))
+
+    async def create_delegation_token(
+        self, requester: str, request: CreateDelegationTokenRequest
+    ) -> CreateDelegationTokenResponse:
+        return await self._write("createDelegationToken",
+                                 lambda: self.delegation_tokens.create_delegation_token(requester, request))
+
+    async def renew_delegation_token(
+        self, principal: str, request: RenewDelegationTokenRequest
+    ) -> RenewDelegationTokenResponse:
+        return await self._write("renewDelegationToken",
+                                 lambda: self.delegation_tokens.renew_delegation_token(principal, request))
+
+    async def expire_delegation_token(
+        self, principal: str, request: ExpireDelegationTokenRequest
+    ) -> ExpireDelegationTokenResponse:
+        return await self._write("expireDelegationToken",
+                                 lambda: self.delegation_tokens.expire_delegation_token(principal, request))
 
     def _topic_write(self, name: str, generate: Callable[[], ControllerResult[TopicInfo]],
                      validate_only: bool) -> PendingOperation[TopicInfo]:

@@ -22,7 +22,10 @@ Kafka's replay semantics kept here:
   (``AclsImage``); removing an unknown id is an error, as in Kafka's ``AclsDelta``.
 - ``ClientQuotaRecord`` sets one quota key of one client quota entity, or removes it (``remove``);
   an entity left with no key disappears (``ClientQuotasImage``, Kafka's ``ClientQuotasDelta``).
-- Records this image does not model (delegation tokens, ZK
+- ``DelegationTokenRecord`` upserts a delegation token (created, renewed or given a new expiry) and
+  ``RemoveDelegationTokenRecord`` removes it (``DelegationTokenImage``, Kafka's ``DelegationTokenDelta``);
+  removing an unknown token is ignored, as Kafka's delta does.
+- Records this image does not model (ZK
   migration state, transaction markers of the migration) are accepted and ignored; ``NoOpRecord`` too.
 
 Sans-IO; imports only ``kbroker.metadata.image`` and the generated record registry.
@@ -48,6 +51,8 @@ from kbroker.metadata.image import (
     ConfigResourceType,
     ConfigurationsImage,
     ControllerRegistration,
+    DelegationTokenData,
+    DelegationTokenImage,
     FeaturesImage,
     MetadataImage,
     MetadataProvenance,
@@ -74,6 +79,7 @@ if TYPE_CHECKING:
     from kbroker.protocol.metadata_records.clear_elr_record import ClearElrRecord
     from kbroker.protocol.metadata_records.client_quota_record import ClientQuotaRecord
     from kbroker.protocol.metadata_records.config_record import ConfigRecord
+    from kbroker.protocol.metadata_records.delegation_token_record import DelegationTokenRecord
     from kbroker.protocol.metadata_records.feature_level_record import FeatureLevelRecord
     from kbroker.protocol.metadata_records.fence_broker_record import FenceBrokerRecord
     from kbroker.protocol.metadata_records.partition_change_record import PartitionChangeRecord
@@ -84,6 +90,7 @@ if TYPE_CHECKING:
     from kbroker.protocol.metadata_records.remove_access_control_entry_record import (
         RemoveAccessControlEntryRecord,
     )
+    from kbroker.protocol.metadata_records.remove_delegation_token_record import RemoveDelegationTokenRecord
     from kbroker.protocol.metadata_records.remove_topic_record import RemoveTopicRecord
     from kbroker.protocol.metadata_records.remove_user_scram_credential_record import (
         RemoveUserScramCredentialRecord,
@@ -546,6 +553,31 @@ class ScramDelta:
         return ScramImage(frozen_map(credentials))
 
 
+class DelegationTokenDelta:
+    """DelegationTokenRecord upserts a token, RemoveDelegationTokenRecord removes it (Kafka's DelegationTokenDelta)."""
+
+    def __init__(self, image: DelegationTokenImage) -> None:
+        self.image = image
+        self.changes: dict[str, DelegationTokenData | None] = {}
+
+    def replay_token(self, record: DelegationTokenRecord) -> None:
+        self.changes[record.token_id] = DelegationTokenData(
+            record.token_id, record.owner, record.requester, tuple(record.renewers), record.issue_timestamp,
+            record.max_timestamp, record.expiration_timestamp)
+
+    def replay_remove_token(self, record: RemoveDelegationTokenRecord) -> None:
+        self.changes[record.token_id] = None
+
+    def apply(self) -> DelegationTokenImage:
+        tokens = dict(self.image.tokens)
+        for token_id, value in self.changes.items():
+            if value is None:
+                tokens.pop(token_id, None)
+            else:
+                tokens[token_id] = value
+        return DelegationTokenImage(frozen_map(tokens))
+
+
 class AclsDelta:
     """AccessControlEntryRecord adds an ACL by id, RemoveAccessControlEntryRecord removes it (Kafka's AclsDelta)."""
 
@@ -602,13 +634,10 @@ class ClientQuotasDelta:
 
 # -- the whole delta -----------------------------------------------------------------------------------
 
-# Record types replayed by other images in Kafka (delegation tokens) or
-# only meaningful during a ZooKeeper migration: accepted, not modelled.
+# Record types only meaningful during a ZooKeeper migration: accepted, not modelled.
 _IGNORED = frozenset(
     {
         MetadataRecordType.NO_OP_RECORD,
-        MetadataRecordType.DELEGATION_TOKEN_RECORD,
-        MetadataRecordType.REMOVE_DELEGATION_TOKEN_RECORD,
         MetadataRecordType.ZK_MIGRATION_STATE_RECORD,
         MetadataRecordType.BEGIN_TRANSACTION_RECORD,
         MetadataRecordType.END_TRANSACTION_RECORD,
@@ -634,6 +663,7 @@ class MetadataDelta:
         self.scram_delta: ScramDelta | None = None
         self.acls_delta: AclsDelta | None = None
         self.client_quotas_delta: ClientQuotasDelta | None = None
+        self.delegation_tokens_delta: DelegationTokenDelta | None = None
         self._handlers: dict[int, Callable[[Any], None]] = {
             MetadataRecordType.REGISTER_BROKER_RECORD: lambda r: self._cluster().replay_register_broker(r),
             MetadataRecordType.UNREGISTER_BROKER_RECORD: lambda r: self._cluster().replay_unregister_broker(r),
@@ -656,6 +686,10 @@ class MetadataDelta:
             MetadataRecordType.USER_SCRAM_CREDENTIAL_RECORD: lambda r: self._scram().replay_upsert(r),
             MetadataRecordType.REMOVE_USER_SCRAM_CREDENTIAL_RECORD: lambda r: self._scram().replay_remove(r),
             MetadataRecordType.CLIENT_QUOTA_RECORD: lambda r: self._client_quotas().replay_client_quota(r),
+            MetadataRecordType.DELEGATION_TOKEN_RECORD: lambda r: self._delegation_tokens().replay_token(r),
+            MetadataRecordType.REMOVE_DELEGATION_TOKEN_RECORD: (
+                lambda r: self._delegation_tokens().replay_remove_token(r)
+            ),
         }
 
     def _cluster(self) -> ClusterDelta:
@@ -698,6 +732,11 @@ class MetadataDelta:
             self.client_quotas_delta = ClientQuotasDelta(self.image.client_quotas)
         return self.client_quotas_delta
 
+    def _delegation_tokens(self) -> DelegationTokenDelta:
+        if self.delegation_tokens_delta is None:
+            self.delegation_tokens_delta = DelegationTokenDelta(self.image.delegation_tokens)
+        return self.delegation_tokens_delta
+
     def _replay_remove_topic(self, record: RemoveTopicRecord) -> None:
         name = self._topics().replay_remove_topic(record)
         resource = ConfigResource(ConfigResourceType.TOPIC, name)
@@ -735,6 +774,8 @@ class MetadataDelta:
             acls=image.acls if self.acls_delta is None else self.acls_delta.apply(),
             client_quotas=(image.client_quotas if self.client_quotas_delta is None
                            else self.client_quotas_delta.apply()),
+            delegation_tokens=(image.delegation_tokens if self.delegation_tokens_delta is None
+                               else self.delegation_tokens_delta.apply()),
         )
 
     # -- what a publisher asks -------------------------------------------------------------------------

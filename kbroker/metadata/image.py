@@ -490,6 +490,38 @@ class ScramImage:
 ScramImage.EMPTY = ScramImage()
 
 
+@dataclass(frozen=True, slots=True)
+class DelegationTokenData:
+    """One delegation token (Kafka's `DelegationTokenData` / `TokenInformation`; DelegationTokenRecord).
+
+    Principals are "Type:name" strings as the record stores them; never the HMAC (every node derives it
+    from `delegation.token.secret.key` and the token id). Times are wall-clock ms.
+    """
+
+    token_id: str
+    owner: str
+    requester: str
+    renewers: tuple[str, ...]
+    issue_timestamp: int
+    max_timestamp: int
+    expiration_timestamp: int
+
+
+@dataclass(frozen=True, slots=True)
+class DelegationTokenImage:
+    """Delegation tokens by token id (Kafka's `DelegationTokenImage`; KIP-48)."""
+
+    tokens: Mapping[str, DelegationTokenData] = field(default_factory=lambda: frozen_map({}))
+
+    EMPTY: ClassVar[DelegationTokenImage]
+
+    def is_empty(self) -> bool:
+        return not self.tokens
+
+
+DelegationTokenImage.EMPTY = DelegationTokenImage()
+
+
 # A client quota entity (Kafka's `ClientQuotaEntity`): its (entity type, entity name) pairs sorted by
 # type; types "user", "client-id", "ip"; a None name is the type's default entity (`--entity-default`).
 ClientQuotaEntityKey = tuple[tuple[str, str | None], ...]
@@ -544,6 +576,7 @@ class MetadataImage:
     scram: ScramImage = ScramImage.EMPTY
     acls: AclsImage = AclsImage.EMPTY
     client_quotas: ClientQuotasImage = ClientQuotasImage.EMPTY
+    delegation_tokens: DelegationTokenImage = DelegationTokenImage.EMPTY
 
     EMPTY: ClassVar[MetadataImage]
 
@@ -561,6 +594,7 @@ class MetadataImage:
             and self.scram.is_empty()
             and self.acls.is_empty()
             and self.client_quotas.is_empty()
+            and self.delegation_tokens.is_empty()
         )
 
     # -- the queries the broker needs ------------------------------------------------------------------

@@ -24,6 +24,7 @@ from kbroker.metadata.image import (
 from kbroker.protocol.metadata_records.access_control_entry_record import AccessControlEntryRecord
 from kbroker.protocol.metadata_records.client_quota_record import ClientQuotaRecord
 from kbroker.protocol.metadata_records.config_record import ConfigRecord
+from kbroker.protocol.metadata_records.delegation_token_record import DelegationTokenRecord
 from kbroker.protocol.metadata_records.feature_level_record import FeatureLevelRecord
 from kbroker.protocol.metadata_records.partition_record import PartitionRecord
 from kbroker.protocol.metadata_records.producer_ids_record import ProducerIdsRecord
@@ -134,6 +135,10 @@ def image_records(image: MetadataImage) -> list[object]:
         out.append(UserScramCredentialRecord(name=user, mechanism=mechanism, salt=cred.salt,
                                              stored_key=cred.stored_key, server_key=cred.server_key,
                                              iterations=cred.iterations))
+    for token_id, token in sorted(image.delegation_tokens.tokens.items()):
+        out.append(DelegationTokenRecord(owner=token.owner, requester=token.requester, renewers=list(token.renewers),
+                                         issue_timestamp=token.issue_timestamp, max_timestamp=token.max_timestamp,
+                                         expiration_timestamp=token.expiration_timestamp, token_id=token_id))
     for entity, quotas in sorted(image.client_quotas.entities.items(), key=lambda e: repr(e[0])):
         for quota_key, quota_value in sorted(quotas.items()):
             out.append(ClientQuotaRecord(

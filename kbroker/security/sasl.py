@@ -19,6 +19,13 @@ Mechanisms: PLAIN (RFC 4616; users from the JAAS `user_<name>` options), SCRAM-S
 (RFC 5802; credentials looked up through `ScramCredentials`, the metadata image in the broker) and
 OAUTHBEARER (RFC 7628; a token validator from kbroker.security.oauthbearer).
 
+Delegation tokens (KIP-48): a SCRAM client-first message with the `tokenauth=true` extension names a
+token id as its user; its credential comes from `SaslServerConfig.token_credentials` (None: tokens
+disabled, the authentication fails as for an unknown token: "Token Authentication failed: Invalid
+tokenId"). The principal is then `User:<token owner>` and `token_authenticated` is set. The session
+lifetime is bounded by the token's expiry even without `connections.max.reauth.ms` (Kafka's
+`ScramSaslServer` negotiates the token expiry as the credential lifetime).
+
 Re-authentication (KIP-368): with `connections.max.reauth.ms` > 0 (or an OAUTHBEARER token that
 expires) a completed authentication has a session lifetime, sent in SaslAuthenticate v1+
 (`session_lifetime_ms`: the smaller of the two). Before it ends the client sends SaslHandshake again
@@ -40,6 +47,7 @@ from typing import Protocol
 
 from kbroker.protocol.errors import ErrorCode
 from kbroker.security import scram
+from kbroker.security.delegation_token import TokenCredentials
 from kbroker.security.oauthbearer import OAuthBearerFailure, OAuthBearerServer, TokenValidator
 from kbroker.security.principal import KafkaPrincipal
 
@@ -136,8 +144,12 @@ class ScramServer:
     """RFC 5802 SCRAM server (Kafka's `ScramSaslServer`): client-first, server-first, client-final, server-final."""
 
     def __init__(self, mechanism: str, credentials: ScramCredentials,
-                 nonce: Callable[[], str] | None = None) -> None:
+                 nonce: Callable[[], str] | None = None, token_credentials: TokenCredentials | None = None) -> None:
         self._mechanism = mechanism
+        self._token_credentials = token_credentials
+        # Set when a delegation token authenticated (KIP-48): its expiry (wall-clock ms).
+        self.token_authenticated = False
+        self.token_expiry_timestamp_ms: int | None = None
         self._hash = scram.MECHANISMS[mechanism]
         self._credentials = credentials
         self._nonce = nonce or (lambda: base64.b64encode(os.urandom(24)).decode().rstrip("="))
@@ -173,22 +185,40 @@ class ScramServer:
             cbind, authz, bare = text.split(",", 2)
             if cbind not in ("n", "y") or (authz and not authz.startswith("a=")):
                 raise ValueError(text)
-            attrs = scram.parse_attributes(bare)
+            # client-first-message-bare: n=saslname,r=nonce[,extensions] where Kafka's extensions
+            # (ScramExtensions, e.g. tokenauth=true) are key=value with multi-character keys.
+            parts = bare.split(",")
+            attrs = scram.parse_attributes(",".join(parts[:2]))
+            if any("=" not in p[1:] for p in parts[2:]):
+                raise ValueError(bare)
+            extensions = dict(p.partition("=")[::2] for p in parts[2:])
             username = scram.decode_sasl_name(attrs["n"])
             client_nonce = attrs["r"]
         except (ValueError, KeyError):
             raise _InvalidCredentials("Invalid SCRAM client first message") from None
+        if set(extensions) - {"tokenauth"}:
+            # ScramSaslServer: only ScramLoginModule.TOKEN_AUTH_CONFIG is a supported extension.
+            raise _InvalidCredentials(f"Unsupported extensions will not be accepted, extensions received: {extensions}")
         authzid = scram.decode_sasl_name(authz[2:]) if authz else ""
         if authzid and authzid != username:
             raise SaslAuthenticationError(
                 "Authentication failed: Client requested an authorization id that is different from username")
-        if attrs.get("tokenauth") == "true":
-            raise _InvalidCredentials("Delegation tokens are not supported")
-        credential = self._credentials(self._mechanism, username)
-        if credential is None:
-            raise _InvalidCredentials("Authentication failed: Invalid user credentials")
+        if extensions.get("tokenauth", "").lower() == "true":
+            # ScramSaslServer with a DelegationTokenCredentialCallback: the user name is a token id.
+            token = self._token_credentials(self._mechanism, username) if self._token_credentials else None
+            if token is None:
+                raise _InvalidCredentials(f"Token Authentication failed: Invalid tokenId : {username}")
+            credential = token.credential
+            self._authorization_id = token.owner
+            self.token_authenticated = True
+            self.token_expiry_timestamp_ms = token.expiry_timestamp_ms
+        else:
+            found = self._credentials(self._mechanism, username)
+            if found is None:
+                raise _InvalidCredentials("Authentication failed: Invalid user credentials")
+            credential = found
+            self._authorization_id = username
         self._credential = credential
-        self._authorization_id = username
         self._client_first_bare = bare
         nonce = client_nonce + self._nonce()
         salt = base64.b64encode(credential.salt).decode()
@@ -232,13 +262,15 @@ class SaslServerConfig:
     scram_credentials: ScramCredentials
     oauthbearer: TokenValidator | None = None  # the listener's OAUTHBEARER validator
     connections_max_reauth_ms: int = 0  # connections.max.reauth.ms (0: sessions never expire)
+    # Delegation tokens (KIP-48) for SCRAM with tokenauth=true; None: delegation.token.secret.key unset.
+    token_credentials: TokenCredentials | None = None
 
 
 class SaslServerAuthenticator:
     """The SASL state of one connection; `principal` is set once `state` is COMPLETE."""
 
     __slots__ = ("config", "state", "mechanism", "principal", "_server", "failure_message",
-                 "session_expiration_ms", "reauthenticating", "reauthentications")
+                 "session_expiration_ms", "reauthenticating", "reauthentications", "token_authenticated")
 
     def __init__(self, config: SaslServerConfig) -> None:
         self.config = config
@@ -250,6 +282,8 @@ class SaslServerAuthenticator:
         self.session_expiration_ms = 0  # KIP-368: wall-clock ms the session ends (0: never)
         self.reauthenticating = False
         self.reauthentications = 0
+        # Kafka's KafkaPrincipal.tokenAuthenticated: the connection authenticated with a delegation token.
+        self.token_authenticated = False
 
     def session_expired(self, now_ms: int) -> bool:
         return self.state is SaslState.COMPLETE and 0 < self.session_expiration_ms <= now_ms
@@ -303,7 +337,8 @@ class SaslServerAuthenticator:
                 return HandshakeResult(ErrorCode.UNSUPPORTED_SASL_MECHANISM, enabled)
             self._server = OAuthBearerServer(self.config.oauthbearer)
         else:
-            self._server = ScramServer(mechanism, self.config.scram_credentials)
+            self._server = ScramServer(mechanism, self.config.scram_credentials,
+                                       token_credentials=self.config.token_credentials)
         self.state = SaslState.AUTHENTICATE
         return HandshakeResult(ErrorCode.NONE, enabled)
 
@@ -328,11 +363,15 @@ class SaslServerAuthenticator:
                                   f"{principal}")
             self.state = SaslState.COMPLETE
             self.principal = principal
+            self.token_authenticated = isinstance(server, ScramServer) and server.token_authenticated
             if self.reauthenticating:
                 self.reauthentications += 1
             self.reauthenticating = False
             lifetime = self._session_lifetime_ms(server, now_ms)
             self.session_expiration_ms = now_ms + lifetime if lifetime > 0 else 0
+            if isinstance(server, ScramServer) and server.token_expiry_timestamp_ms is not None and lifetime == 0:
+                # An expired token (not yet removed): Kafka's session ends at once (zeroIfNegative).
+                self.session_expiration_ms = now_ms
             return AuthenticateResult(ErrorCode.NONE, None, reply, session_lifetime_ms=lifetime)
         return AuthenticateResult(ErrorCode.NONE, None, reply)
 
@@ -346,6 +385,10 @@ class SaslServerAuthenticator:
                 self.config.connections_max_reauth_ms > 0:
             # Kafka bounds the session by the token only when re-authentication is on.
             lifetimes.append(max(1, server.token.lifetime_ms - now_ms))
+        if isinstance(server, ScramServer) and server.token_expiry_timestamp_ms is not None:
+            # ScramSaslServer's negotiated credential lifetime: the token's expiry, with or without
+            # connections.max.reauth.ms (SaslServerAuthenticator.calcCompletionTimesAndReturnSessionLifetimeMs).
+            lifetimes.append(max(0, server.token_expiry_timestamp_ms - now_ms))
         return min(lifetimes) if lifetimes else 0
 
     def _fail(self, message: str, detail: str | None = None) -> AuthenticateResult:

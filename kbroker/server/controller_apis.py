@@ -137,6 +137,7 @@ class ControllerApis(ApiDispatcher):
             inner_ctx = RequestContext(client_id=inner_header.client_id, listener_name=ctx.listener_name,
                                        peer=(client_host, 0), connection_id=ctx.connection_id,
                                        principal=str(principal))
+            inner_ctx.forwarded = True
             result = self.handle(inner_ctx, inner_header, inner_body)
             if inspect.isawaitable(result):
                 result = await result

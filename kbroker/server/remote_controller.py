@@ -23,8 +23,8 @@ reported), so a client's next Metadata on this broker sees it, as Kafka's broker
 Errors come back as `KafkaError(error_code, message)` with the controller's code and message;
 no answer within `controller.socket.timeout.ms` is REQUEST_TIMED_OUT.
 
-CreateAcls, DeleteAcls and AlterUserScramCredentials are forwarded as Kafka's `ForwardingManager` does
-(`forward_request`): the client's request as it came, header and version, in one Envelope; the controller
+CreateAcls, DeleteAcls, AlterUserScramCredentials and the delegation token changes
+(Create/Renew/ExpireDelegationToken) are forwarded as Kafka's `ForwardingManager` does (`forward_request`): the client's request as it came, header and version, in one Envelope; the controller
 authorizes the principal the Envelope carries and answers at the client's version; that inner response
 is the client's. An Envelope-level error is UNKNOWN_SERVER_ERROR for the client (UNSUPPORTED_VERSION:
 the client's connection is closed, so it refreshes its ApiVersions), no answer REQUEST_TIMED_OUT.
@@ -107,7 +107,10 @@ def _resource_errors(resp: object) -> set[int]:
 
 
 def _any_success(resp: object) -> bool:
-    """Whether a forwarded ACL or SCRAM response changed anything (then this broker waits for it)."""
+    """Whether a forwarded ACL, SCRAM or delegation token response changed anything (then this broker
+    waits for it). A response without per-resource results (the token APIs) has one top-level error."""
+    if not hasattr(resp, "results") and not hasattr(resp, "filter_results"):
+        return getattr(resp, "error_code", 1) == 0
     results = getattr(resp, "results", None) or getattr(resp, "filter_results", None) or ()
     return any(getattr(r, "error_code", 1) == 0 for r in results)
 

@@ -28,7 +28,6 @@ from tests.support.reference_kafka import reference_unavailable_reason, start_re
 pytestmark = [pytest.mark.reference, pytest.mark.interop]
 
 _STREAMS = "streams groups (KIP-1071) are not implemented"
-_TOKENS = "delegation tokens need SASL authentication, which is not implemented"
 _RAFT = "no Raft metadata quorum (issue 13)"
 
 # APIs Kafka 4.3.1 advertises on a broker listener that kbroker does not serve, and why. A client
@@ -36,10 +35,6 @@ _RAFT = "no Raft metadata quorum (issue 13)"
 # librdkafka: _UNSUPPORTED_FEATURE, kafka-python: IncompatibleBrokerVersion); one sent anyway closes
 # the connection, as Kafka does for an API not enabled on the listener.
 ABSENT_APIS: dict[int, str] = {
-    38: _TOKENS,  # CreateDelegationToken
-    39: _TOKENS,  # RenewDelegationToken
-    40: _TOKENS,  # ExpireDelegationToken
-    41: _TOKENS,  # DescribeDelegationToken
     55: "no Raft metadata quorum (issue 13)",  # DescribeQuorum
     64: "single node: no broker to unregister",  # UnregisterBroker
     # KIP-853: served on a kbroker controller listener (`kafka-metadata-quorum --bootstrap-controller
