@@ -68,6 +68,10 @@ class KRaftControllerSettings:
     local_endpoint: Endpoint | None = None
 
 
+def _listeners_of(endpoint: Endpoint | None) -> dict[str, tuple[str, int]] | None:
+    return None if endpoint is None else {endpoint.listener: (endpoint.host, endpoint.port)}
+
+
 class KRaftControllerLinks:
     def __init__(self, settings: KRaftControllerSettings, *, loader: MetadataLoader, config_helper: ConfigHelper,
                  time_ms: Callable[[], int]) -> None:
@@ -90,7 +94,8 @@ class KRaftControllerLinks:
         self.listener = MetadataRaftListener(loader)
         self.client = KafkaRaftClient(settings.node_id, settings.quorum, self.metadata_log, store, self.listener,
                                       random.Random(), time_ms(), cluster_id=settings.cluster_id,
-                                      directory_id=settings.directory_id if kraft_version else ZERO_UUID)
+                                      directory_id=settings.directory_id if kraft_version else ZERO_UUID,
+                                      local_listeners=_listeners_of(settings.local_endpoint))
         self.manager = KafkaRaftManager(self.client, settings.quorum, time_ms, on_poll=self._poll_controller,
                                        security=settings.controller_security)
         self.controller = QuorumController(settings.controller, RaftClientAdapter(self.manager), config_helper,
@@ -103,7 +108,9 @@ class KRaftControllerLinks:
             max_time_since_last_snapshot_ms=settings.max_snapshot_interval_ms, time_ms=time_ms,
             fault_handler=lambda msg, e: log.error("%s: %s", msg, e, exc_info=e))
         loader.install_publishers([self.snapshot_generator])
-        own = settings.quorum.voters.get(settings.node_id) or settings.local_endpoint
+        # Its own listener first: a voter restarted on a new port is still in the voter set at its old one
+        # until its UpdateRaftVoter commits (KIP-853).
+        own = settings.local_endpoint or settings.quorum.voters.get(settings.node_id)
         if own is None:
             raise ValueError(f"controller {settings.node_id} has no controller listener endpoint")
         self.registration = ControllerRegistrationManager(
