@@ -42,10 +42,6 @@ ABSENT_APIS: dict[int, str] = {
     41: _TOKENS,  # DescribeDelegationToken
     55: "no Raft metadata quorum (issue 13)",  # DescribeQuorum
     64: "single node: no broker to unregister",  # UnregisterBroker
-    # KIP-853: served on a kbroker controller listener (`kafka-metadata-quorum --bootstrap-controller
-    # add-controller / remove-controller`); a kbroker broker listener does not forward them yet.
-    80: "AddRaftVoter is served on kbroker controller listeners only",
-    81: "RemoveRaftVoter is served on kbroker controller listeners only",
     88: _STREAMS,  # StreamsGroupHeartbeat
     89: _STREAMS,  # StreamsGroupDescribe
 }
