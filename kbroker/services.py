@@ -299,12 +299,36 @@ def _self_voter(config: KafkaConfig) -> str:
     return f"{config.node_id}@{host}:{e.port}"
 
 
+def combined_node_is_observer(config: KafkaConfig) -> bool:
+    """A combined node that starts as an observer of its quorum (KIP-853): formatted with
+    `--no-initial-controllers` (no VotersRecord in its bootstrap checkpoint, no `controller.quorum.voters`)
+    and configured with `controller.quorum.bootstrap.servers` naming other controllers. It finds the leader
+    through them and becomes a voter when `kafka-metadata-quorum add-controller` adds it, as Kafka's
+    combined nodes do. A node whose bootstrap servers name only itself is a quorum of itself (kbroker
+    formats such a node on first start)."""
+    if config["controller.quorum.voters"] or not config.controller_listeners:
+        return False
+    servers = parse_bootstrap_servers(config["controller.quorum.bootstrap.servers"] or [])
+    if not servers:
+        return False
+    voter_set = read_bootstrap_voter_set(config.metadata_log_dir)
+    if voter_set is not None and voter_set.voters:
+        return False
+    own = config.controller_listeners[0]
+    local_hosts = {own.host, "", "0.0.0.0", "::", "localhost", "127.0.0.1", "::1"}
+    return any(s.port != own.port or s.host not in local_hosts for s in servers)
+
+
 def combined_voters(config: KafkaConfig) -> list[str]:
     """The voter set a combined node runs with, as `id@host:port` entries: `controller.quorum.voters` when
     given; else the initial voters `kafka-storage format --standalone / --initial-controllers` wrote into the
     bootstrap snapshot (`__cluster_metadata-0/00000000000000000000-0000000000.checkpoint`'s VotersRecord,
-    KIP-853), used here as a static set (kbroker does not change voters at run time yet); else, on a node
-    never formatted for a dynamic quorum, a quorum of this node alone (what `--standalone` would write)."""
+    KIP-853), the voter set the Raft client starts from (it then follows the log's VotersRecords:
+    add-controller / remove-controller / UpdateRaftVoter); else, on a node never formatted for a dynamic
+    quorum, a quorum of this node alone (what `--standalone` would write). Empty for an observer
+    (`combined_node_is_observer`)."""
+    if combined_node_is_observer(config):
+        return []
     if config["controller.quorum.voters"]:
         return list(config["controller.quorum.voters"])
     from kbroker.raft.metadata_log import CLUSTER_METADATA_DIR
@@ -479,12 +503,17 @@ def _kraft_combined_role(core: _CoreServices) -> _RoleWiring:
     config = core.config
     log_manager = core.log_manager
     voters = combined_voters(config)
-    if not config["controller.quorum.voters"]:
+    observer = not voters
+    if observer:
+        log.info("Combined node %d is not a voter: it runs as an observer of the quorum until it is added "
+                 "(kafka-metadata-quorum add-controller)", config.node_id)
+    elif not config["controller.quorum.voters"]:
         log.info("Combined node %d: the voter set is %s (controller.quorum.voters is not set)", config.node_id,
                  ",".join(voters))
     # A lone voter formats itself on first start: it bootstraps what `kbroker storage format` (and Kafka
     # 4.3's) would write, transactions version 2 included, as kbroker's single node does.
-    controller_links = KRaftControllerLinks(kraft_controller_settings(config, core.cluster_id, log_manager, voters,
+    controller_links = KRaftControllerLinks(kraft_controller_settings(config, core.cluster_id, log_manager,
+                                                                      None if observer else voters,
                                                                       2 if _one_voter_quorum(config) else 0,
                                                                       1 if _one_voter_quorum(config) else 0),
                                             loader=core.loader, config_helper=core.config_helper,
