@@ -53,6 +53,7 @@ from kbroker.metadata.loader import MetadataLoader
 from kbroker.metrics.meters import BrokerMetrics
 from kbroker.raft import QuorumConfig
 from kbroker.raft.config import Endpoint
+from kbroker.raft.metadata_log import MetadataLogRetention
 from kbroker.raft.voter_set import bootstrap_voters, read_bootstrap_voter_set
 from kbroker.replica.replica_manager import ReplicaManager
 from kbroker.security.acl import StandardAuthorizer
@@ -470,7 +471,16 @@ def kraft_controller_settings(config: KafkaConfig, cluster_id: str, log_manager:
         max_snapshot_interval_ms=int(config["metadata.log.max.snapshot.interval.ms"]),
         controller_security=config.controller_security(),
         local_endpoint=_local_controller_endpoint(config, quorum.default_listener),
+        metadata_retention=_metadata_retention(config),
     )
+
+
+def _metadata_retention(config: KafkaConfig) -> MetadataLogRetention:
+    """A controller's metadata log retention keys (validated as Kafka's `MetadataLogConfig`)."""
+    c = metadata_log_config(config)
+    return MetadataLogRetention(retention_bytes=c.retention_max_bytes, retention_ms=c.retention_ms,
+                                segment_bytes=c.segment_bytes, segment_ms=c.segment_ms,
+                                file_delete_delay_ms=c.file_delete_delay_ms)
 
 
 def _local_controller_endpoint(config: KafkaConfig, listener: str) -> Endpoint | None:

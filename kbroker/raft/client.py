@@ -1500,8 +1500,10 @@ class KafkaRaftClient:
             self._notified_leader = leader
             self.listener.handle_leader_change(leader)
         start = self.log.start_offset()
-        if self._delivered < start:
-            snap = self.log.latest_snapshot_id()
+        snap = self.log.latest_snapshot_id()
+        # Kafka's updateListenersProgress: the latest snapshot goes first to a listener that starts from
+        # nothing (with metadata retention the log keeps batches below it) or that is behind the log start.
+        if self._delivered < start or (self._delivered == 0 and snap is not None and snap.offset > 0):
             if snap is None:
                 return
             data = self.log.read_snapshot(snap)
