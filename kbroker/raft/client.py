@@ -587,17 +587,23 @@ class KafkaRaftClient:
         self._on_state_change()
         start = self.log.end_offset()
         leader = self.quorum.to_leader(start, now_ms)
-        if self.config.kraft_version >= 1 and not self.partition_state.has_voters_in_log():
+        own_entry_stale = self.config.kraft_version >= 1 and self.local_voter_needs_update()
+        if self.config.kraft_version >= 1 and (not self.partition_state.has_voters_in_log() or own_entry_stale):
             # Kafka's appendStartOfEpochControlRecords: the first leader of a dynamic quorum writes the
             # bootstrap voters into the log (KRaftVersionRecord + VotersRecord after the LeaderChange, one
-            # batch), so replicas that never read the bootstrap checkpoint learn them.
+            # batch), so replicas that never read the bootstrap checkpoint learn them; a leader whose own
+            # entry is stale (it restarted on another port) writes the set with its entry updated.
             message = LeaderChangeMessage(
                 version=LEADER_CHANGE_CURRENT_VERSION, leader_id=self.node_id,
                 voters=[LeaderChangeMessage.Voter(voter_id=v) for v in self.quorum.voters],
                 granting_voters=[LeaderChangeMessage.Voter(voter_id=v) for v in sorted(leader.granting_voters)])
             change = SimpleRecord(value=encode_leader_change(message),
                                   key=encode_control_key(ControlRecordType.LEADER_CHANGE), timestamp=now_ms)
-            batch = build_voters_batch(self.partition_state.last_voter_set(), base_offset=start, epoch=leader.epoch,
+            voters = self.partition_state.last_voter_set()
+            local = self._local_voter_node()
+            if own_entry_stale and local is not None:
+                voters = voters.update_voter(local) or voters
+            batch = build_voters_batch(voters, base_offset=start, epoch=leader.epoch,
                                        now_ms=now_ms, leader_change=change, kraft_version=self.config.kraft_version)
         else:
             batch = build_leader_change_batch(leader_id=self.node_id, voters=self.quorum.voters,

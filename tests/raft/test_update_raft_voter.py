@@ -8,15 +8,19 @@ answers at once; every replica then reaches the voter at its new endpoint.
 
 from __future__ import annotations
 
+import random
 import uuid
 
 from kbroker.protocol.errors import ErrorCode
 from kbroker.protocol.messages import ApiKey
 from kbroker.protocol.messages.remove_raft_voter import RemoveRaftVoterRequest
 from kbroker.protocol.messages.update_raft_voter import UpdateRaftVoterRequest
+from kbroker.raft.client import KafkaRaftClient
 from kbroker.raft.config import Endpoint
 from kbroker.raft.quorum_state import UPDATE_VOTER_PERIOD_FACTOR
+from tests.raft.harness import RecordingListener
 from tests.raft.test_client import requests
+from tests.raft.test_voter_changes import dir_id, standalone
 from tests.raft.test_voter_set import DIRS, _answer, _elected, _update, v1_config
 
 
@@ -105,3 +109,20 @@ def test_a_voter_whose_entry_is_current_sends_nothing() -> None:
     end = c.clients[leader].log.end_offset()
     c.run_for(3 * UPDATE_VOTER_PERIOD_FACTOR * follower.config.fetch_timeout_ms)
     assert c.clients[leader].partition_state.last_voter_set_entry().offset < end
+
+
+def test_a_leader_with_a_stale_entry_writes_its_new_endpoint_at_the_start_of_its_epoch() -> None:
+    """Kafka's LeaderState.appendStartOfEpochControlRecords: a leader whose own listeners changed (it
+    restarted on another port) writes, after its LeaderChange, a VotersRecord with its entry updated."""
+    c = standalone(observers=())
+    c.elect()
+    c.run_for(1000)
+    c.down.add(1)
+    client = KafkaRaftClient(1, c.config, c.logs[1], c.stores[1], RecordingListener(), random.Random(3), c.now,
+                             cluster_id="test", directory_id=dir_id(1),
+                             local_listeners={"CONTROLLER": ("moved-leader", 29999)})
+    assert client.is_leader  # a quorum of one leads at once
+    entry = client.partition_state.last_voter_set_entry()
+    assert entry.offset >= 1 and entry.voters.voters[1].endpoints == {"CONTROLLER": ("moved-leader", 29999)}
+    assert client.config.voters[1] == Endpoint("moved-leader", 29999)
+    assert not client.local_voter_needs_update()
