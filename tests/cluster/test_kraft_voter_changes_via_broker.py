@@ -3,7 +3,8 @@ add-controller / remove-controller` against kbroker.
 
 Kafka 4.3.1's broker advertises AddRaftVoter (80, v0-1) and RemoveRaftVoter (81, v0) and forwards them,
 as they came, to the active controller in an Envelope (`KafkaApis.forwardToController`); UpdateRaftVoter
-(82) is controller-only. A kbroker KRaft broker does the same: controller 1 is formatted `--standalone`,
+(82) is controller-only; DescribeQuorum (55) is forwarded as well (`describe --status / --replication`
+through a broker). A kbroker KRaft broker does the same: controller 1 is formatted `--standalone`,
 controller 2 `--no-initial-controllers` (an observer), and Kafka's tool adds and then removes controller 2
 through the kbroker broker's listener.
 """
@@ -68,6 +69,7 @@ def test_add_and_remove_a_controller_through_a_broker(tmp_path: Path, skip_witho
         broker.start(timeout=90)
         ranges = _api_ranges(broker.bootstrap)
         assert ranges.get(80) == (0, 1) and ranges.get(81) == (0, 0) and 82 not in ranges, ranges
+        assert ranges.get(55) == (0, 2), ranges  # DescribeQuorum, forwarded too
 
         props = controllers[2].workdir / "add-controller.properties"
         props.write_text("".join(f"{k}={v}\n" for k, v in controllers[2].overrides.items()))
@@ -76,6 +78,12 @@ def test_add_and_remove_a_controller_through_a_broker(tmp_path: Path, skip_witho
         assert "Added controller 2" in out, out
         status = _status(bootstrap)
         assert _voter_ids(status) == [1, 2], status
+        # describe through the broker (DescribeQuorum forwarded to the active controller) says the same.
+        out = _via_broker(broker, "describe", "--status")
+        via_broker = {k.strip(): v.strip() for k, _, v in (line.partition(":") for line in out.splitlines()) if v}
+        assert _voter_ids(via_broker) == [1, 2] and via_broker["LeaderId"] == "1", out
+        rows = _via_broker(broker, "describe", "--replication")
+        assert "Leader" in rows and "Follower" in rows and "Observer" in rows, rows
 
         directory = {int(v["id"]): v["directoryId"] for v in json.loads(status["CurrentVoters"])}[2]
         out = _via_broker(broker, "remove-controller", "--controller-id", "2", "--controller-directory-id", directory)

@@ -40,7 +40,6 @@ ABSENT_APIS: dict[int, str] = {
     39: _TOKENS,  # RenewDelegationToken
     40: _TOKENS,  # ExpireDelegationToken
     41: _TOKENS,  # DescribeDelegationToken
-    55: "no Raft metadata quorum (issue 13)",  # DescribeQuorum
     64: "single node: no broker to unregister",  # UnregisterBroker
     88: _STREAMS,  # StreamsGroupHeartbeat
     89: _STREAMS,  # StreamsGroupDescribe
