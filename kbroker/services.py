@@ -290,7 +290,21 @@ def _one_voter_quorum(config: KafkaConfig) -> bool:
     its empty log dirs itself on first start, as kbroker's single node always did (Kafka would ask for
     `kafka-storage format --standalone`, which kbroker's own format also accepts)."""
     voters = config["controller.quorum.voters"]
-    return [v.split("@", 1)[0].strip() for v in voters] == [str(config.node_id)] if voters else True
+    if voters:
+        return [v.split("@", 1)[0].strip() for v in voters] == [str(config.node_id)]
+    # Bootstrap servers naming other controllers: a node of a larger dynamic quorum, formatted first.
+    return not _bootstrap_servers_name_others(config)
+
+
+def _bootstrap_servers_name_others(config: KafkaConfig) -> bool:
+    """`controller.quorum.bootstrap.servers` names a controller other than this node's first controller
+    listener (loopback and wildcard hosts count as this node)."""
+    if not config.controller_listeners:
+        return False
+    own = config.controller_listeners[0]
+    local_hosts = {own.host, "", "0.0.0.0", "::", "localhost", "127.0.0.1", "::1"}
+    return any(s.port != own.port or s.host not in local_hosts
+               for s in parse_bootstrap_servers(config["controller.quorum.bootstrap.servers"] or []))
 
 
 def _self_voter(config: KafkaConfig) -> str:
@@ -307,17 +321,10 @@ def combined_node_is_observer(config: KafkaConfig) -> bool:
     through them and becomes a voter when `kafka-metadata-quorum add-controller` adds it, as Kafka's
     combined nodes do. A node whose bootstrap servers name only itself is a quorum of itself (kbroker
     formats such a node on first start)."""
-    if config["controller.quorum.voters"] or not config.controller_listeners:
-        return False
-    servers = parse_bootstrap_servers(config["controller.quorum.bootstrap.servers"] or [])
-    if not servers:
+    if config["controller.quorum.voters"] or not _bootstrap_servers_name_others(config):
         return False
     voter_set = read_bootstrap_voter_set(config.metadata_log_dir)
-    if voter_set is not None and voter_set.voters:
-        return False
-    own = config.controller_listeners[0]
-    local_hosts = {own.host, "", "0.0.0.0", "::", "localhost", "127.0.0.1", "::1"}
-    return any(s.port != own.port or s.host not in local_hosts for s in servers)
+    return voter_set is None or not voter_set.voters
 
 
 def combined_voters(config: KafkaConfig) -> list[str]:
