@@ -388,6 +388,9 @@ def kraft_broker_settings(config: KafkaConfig, cluster_id: str, log_manager: Log
         controlled_shutdown_enable=bool(config["controlled.shutdown.enable"]),
         controller_security=config.controller_security(),
         previous_broker_epoch=log_manager.read_broker_epoch_from_clean_shutdown_files(),
+        metadata_retention=_metadata_retention(config),
+        max_bytes_between_snapshots=int(config["metadata.log.max.record.bytes.between.snapshots"]),
+        max_snapshot_interval_ms=int(config["metadata.log.max.snapshot.interval.ms"]),
     )
 
 

@@ -1,12 +1,13 @@
-"""`metadata.max.retention.bytes` on kbroker controllers (real processes): the metadata log is trimmed
+"""`metadata.max.retention.bytes` on kbroker controllers and brokers (real processes): the metadata log is trimmed
 behind snapshots as Kafka's `KafkaMetadataLog.maybeClean` does.
 
 Three kbroker controllers with small `metadata.log.segment.bytes` (2 KiB), a snapshot every ~1000 bytes
 of records and `metadata.max.retention.bytes` of 12 KiB, and a kbroker broker. Creating topics makes
 every voter write snapshots; the early segments and snapshots are deleted once the log and snapshots
 pass the limit (segment 0 and the first snapshots go), the latest snapshot always stays and the log
-start offset never passes it. Then every controller is stopped and started again (each loads its latest
-snapshot and the log after it) and a new broker joins (its fetch from offset 0 is below the leader's log
+start offset never passes it. The broker writes snapshots of its own image into its copy of the log and
+keeps it the same way (as Kafka's brokers). Then every node is stopped and started again (each loads its
+latest snapshot and the log after it) and a new broker joins (its fetch from offset 0 is below the leader's log
 start: it loads the leader's snapshot) and sees every topic.
 """
 
@@ -62,7 +63,11 @@ def test_metadata_retention_deletes_old_segments_and_snapshots(tmp_path: Path) -
     for i, b in [(4, q.brokers[4]), (5, late)]:
         b.overrides = {**_common(q), "process.roles": "broker", "node.id": str(i),
                        "listeners": f"PLAINTEXT://127.0.0.1:{b.port}", "log.dirs": str(b.log_dir),
-                       "broker.heartbeat.interval.ms": "500", "offsets.topic.replication.factor": "1"}
+                       "broker.heartbeat.interval.ms": "500", "offsets.topic.replication.factor": "1",
+                       # The broker's own copy of the log: its snapshots and the same retention (Kafka's too).
+                       "metadata.log.max.record.bytes.between.snapshots": "1000",
+                       "metadata.log.segment.min.bytes": "1024", "metadata.log.segment.bytes": "2048",
+                       "metadata.max.retention.bytes": str(RETENTION)}
     try:
         with ThreadPoolExecutor(5) as pool:
             list(pool.map(lambda n: _format(q, n, n.overrides), [*q.controllers.values(), q.brokers[4], late]))
@@ -88,10 +93,22 @@ def test_metadata_retention_deletes_old_segments_and_snapshots(tmp_path: Path) -
             assert kept[0] > written[0], (i, kept, written)  # the oldest snapshots went with them
             assert segments[0] <= kept[-1], (i, segments, kept)  # the log start never passes the latest one
 
-        # Every controller restarts from its trimmed log (latest snapshot, then the log after it).
-        stop_nodes([], list(q.controllers.values()))
+        # The broker writes snapshots of its own image and keeps its copy of the log the same way.
+        b = q.brokers[4]
+        segments, kept, written = _segments(b), _snapshots(b), _written(b)
+        print(f"broker 4: wrote {len(written)} snapshots, keeps {kept}; segments {segments}")
+        # (with a 12 KiB limit the leader may trim past the broker's fetch offset: then the broker's latest
+        # snapshot is one it fetched from the leader, newer than its own)
+        assert len(written) >= 3 and segments[0] > 0 and kept and kept[-1] >= written[-1], (segments, kept, written)
+        assert kept[0] > written[0] and segments[0] <= kept[-1], (segments, kept, written)
+
+        # Every node restarts from its trimmed log (latest snapshot, then the log after it).
+        stop_nodes([b], list(q.controllers.values()))
         with ThreadPoolExecutor(3) as pool:
             list(pool.map(lambda c: c.start(timeout=60), q.controllers.values()))
+        b.start(timeout=90)
+        _wait_serving(b)
+        assert "Loaded metadata snapshot" in b.log_text()
         _create_topics(q, ["after-restart"])
         assert set(names) | {"after-restart"} <= _topic_names(q.brokers[4].bootstrap)
 
