@@ -55,6 +55,7 @@ from kbroker.metadata.loader import MetadataLoader
 from kbroker.metrics.meters import BrokerMetrics
 from kbroker.raft import QuorumConfig
 from kbroker.raft.config import Endpoint
+from kbroker.raft.metadata_log import MetadataLogRetention
 from kbroker.raft.voter_set import bootstrap_voters, read_bootstrap_voter_set
 from kbroker.replica.replica_manager import ReplicaManager
 from kbroker.security.acl import StandardAuthorizer
@@ -308,7 +309,21 @@ def _one_voter_quorum(config: KafkaConfig) -> bool:
     its empty log dirs itself on first start, as kbroker's single node always did (Kafka would ask for
     `kafka-storage format --standalone`, which kbroker's own format also accepts)."""
     voters = config["controller.quorum.voters"]
-    return [v.split("@", 1)[0].strip() for v in voters] == [str(config.node_id)] if voters else True
+    if voters:
+        return [v.split("@", 1)[0].strip() for v in voters] == [str(config.node_id)]
+    # Bootstrap servers naming other controllers: a node of a larger dynamic quorum, formatted first.
+    return not _bootstrap_servers_name_others(config)
+
+
+def _bootstrap_servers_name_others(config: KafkaConfig) -> bool:
+    """`controller.quorum.bootstrap.servers` names a controller other than this node's first controller
+    listener (loopback and wildcard hosts count as this node)."""
+    if not config.controller_listeners:
+        return False
+    own = config.controller_listeners[0]
+    local_hosts = {own.host, "", "0.0.0.0", "::", "localhost", "127.0.0.1", "::1"}
+    return any(s.port != own.port or s.host not in local_hosts
+               for s in parse_bootstrap_servers(config["controller.quorum.bootstrap.servers"] or []))
 
 
 def _self_voter(config: KafkaConfig) -> str:
@@ -318,12 +333,29 @@ def _self_voter(config: KafkaConfig) -> str:
     return f"{config.node_id}@{host}:{e.port}"
 
 
+def combined_node_is_observer(config: KafkaConfig) -> bool:
+    """A combined node that starts as an observer of its quorum (KIP-853): formatted with
+    `--no-initial-controllers` (no VotersRecord in its bootstrap checkpoint, no `controller.quorum.voters`)
+    and configured with `controller.quorum.bootstrap.servers` naming other controllers. It finds the leader
+    through them and becomes a voter when `kafka-metadata-quorum add-controller` adds it, as Kafka's
+    combined nodes do. A node whose bootstrap servers name only itself is a quorum of itself (kbroker
+    formats such a node on first start)."""
+    if config["controller.quorum.voters"] or not _bootstrap_servers_name_others(config):
+        return False
+    voter_set = read_bootstrap_voter_set(config.metadata_log_dir)
+    return voter_set is None or not voter_set.voters
+
+
 def combined_voters(config: KafkaConfig) -> list[str]:
     """The voter set a combined node runs with, as `id@host:port` entries: `controller.quorum.voters` when
     given; else the initial voters `kafka-storage format --standalone / --initial-controllers` wrote into the
     bootstrap snapshot (`__cluster_metadata-0/00000000000000000000-0000000000.checkpoint`'s VotersRecord,
-    KIP-853), used here as a static set (kbroker does not change voters at run time yet); else, on a node
-    never formatted for a dynamic quorum, a quorum of this node alone (what `--standalone` would write)."""
+    KIP-853), the voter set the Raft client starts from (it then follows the log's VotersRecords:
+    add-controller / remove-controller / UpdateRaftVoter); else, on a node never formatted for a dynamic
+    quorum, a quorum of this node alone (what `--standalone` would write). Empty for an observer
+    (`combined_node_is_observer`)."""
+    if combined_node_is_observer(config):
+        return []
     if config["controller.quorum.voters"]:
         return list(config["controller.quorum.voters"])
     from kbroker.raft.metadata_log import CLUSTER_METADATA_DIR
@@ -375,6 +407,9 @@ def kraft_broker_settings(config: KafkaConfig, cluster_id: str, log_manager: Log
         controlled_shutdown_enable=bool(config["controlled.shutdown.enable"]),
         controller_security=config.controller_security(),
         previous_broker_epoch=log_manager.read_broker_epoch_from_clean_shutdown_files(),
+        metadata_retention=_metadata_retention(config),
+        max_bytes_between_snapshots=int(config["metadata.log.max.record.bytes.between.snapshots"]),
+        max_snapshot_interval_ms=int(config["metadata.log.max.snapshot.interval.ms"]),
     )
 
 
@@ -466,7 +501,16 @@ def kraft_controller_settings(config: KafkaConfig, cluster_id: str, log_manager:
         max_snapshot_interval_ms=int(config["metadata.log.max.snapshot.interval.ms"]),
         controller_security=config.controller_security(),
         local_endpoint=_local_controller_endpoint(config, quorum.default_listener),
+        metadata_retention=_metadata_retention(config),
     )
+
+
+def _metadata_retention(config: KafkaConfig) -> MetadataLogRetention:
+    """A controller's metadata log retention keys (validated as Kafka's `MetadataLogConfig`)."""
+    c = metadata_log_config(config)
+    return MetadataLogRetention(retention_bytes=c.retention_max_bytes, retention_ms=c.retention_ms,
+                                segment_bytes=c.segment_bytes, segment_ms=c.segment_ms,
+                                file_delete_delay_ms=c.file_delete_delay_ms)
 
 
 def _local_controller_endpoint(config: KafkaConfig, listener: str) -> Endpoint | None:
@@ -499,12 +543,17 @@ def _kraft_combined_role(core: _CoreServices) -> _RoleWiring:
     config = core.config
     log_manager = core.log_manager
     voters = combined_voters(config)
-    if not config["controller.quorum.voters"]:
+    observer = not voters
+    if observer:
+        log.info("Combined node %d is not a voter: it runs as an observer of the quorum until it is added "
+                 "(kafka-metadata-quorum add-controller)", config.node_id)
+    elif not config["controller.quorum.voters"]:
         log.info("Combined node %d: the voter set is %s (controller.quorum.voters is not set)", config.node_id,
                  ",".join(voters))
     # A lone voter formats itself on first start: it bootstraps what `kbroker storage format` (and Kafka
     # 4.3's) would write, transactions version 2 included, as kbroker's single node does.
-    controller_links = KRaftControllerLinks(kraft_controller_settings(config, core.cluster_id, log_manager, voters,
+    controller_links = KRaftControllerLinks(kraft_controller_settings(config, core.cluster_id, log_manager,
+                                                                      None if observer else voters,
                                                                       2 if _one_voter_quorum(config) else 0,
                                                                       1 if _one_voter_quorum(config) else 0),
                                             loader=core.loader, config_helper=core.config_helper,

@@ -88,6 +88,7 @@ from kbroker.raft.messages import (
 )
 from kbroker.raft.partition_state import KRaftControlRecordStateMachine, build_voters_batch
 from kbroker.raft.quorum_state import (
+    UPDATE_VOTER_PERIOD_FACTOR,
     CandidateState,
     EpochState,
     FollowerState,
@@ -183,7 +184,9 @@ class KafkaRaftClient:
 
     def __init__(self, node_id: int, config: QuorumConfig, log: RaftLog, store: QuorumStateStore,
                  listener: RaftListener, rng: random.Random, now_ms: int, *, cluster_id: str = "",
-                 directory_id: uuid.UUID = ZERO_UUID, planted: PlantedBugs | None = None) -> None:
+                 directory_id: uuid.UUID = ZERO_UUID, planted: PlantedBugs | None = None,
+                 local_listeners: dict[str, tuple[str, int]] | None = None,
+                 local_kraft_versions: tuple[int, int] = (0, 1)) -> None:
         self.node_id = node_id
         self.config = config
         self.log = log
@@ -191,6 +194,11 @@ class KafkaRaftClient:
         self.rng = rng
         self.cluster_id = cluster_id
         self.directory_id = directory_id
+        # KIP-853: this replica's own controller endpoints (from its `listeners`, not from the log) and the
+        # kraft.version range it supports, what it publishes with UpdateRaftVoter (Kafka's localListeners,
+        # localSupportedKRaftVersion). None: not known (the voter never asks for an update).
+        self.local_listeners = dict(local_listeners) if local_listeners else None
+        self.local_kraft_versions = local_kraft_versions
         # UpdateRaftVoter with kraft.version 0: the voters' endpoints as they published them (Kafka's
         # volatile voters, kept in memory for a later kraft.version upgrade).
         self.updated_voter_endpoints: dict[int, dict[str, tuple[str, int]]] = {}
@@ -375,7 +383,7 @@ class KafkaRaftClient:
         elif isinstance(body, DescribeQuorumRequest):
             response = self.describe_quorum(now_ms)
         elif isinstance(body, UpdateRaftVoterRequest):
-            response = self._handle_update_raft_voter(body)
+            response = self._handle_update_raft_voter(body, now_ms)
         elif isinstance(body, AddRaftVoterRequest):
             response = self._handle_add_raft_voter(body, request_id, now_ms)
         elif isinstance(body, RemoveRaftVoterRequest):
@@ -403,6 +411,8 @@ class KafkaRaftClient:
             self._handle_fetch_response(source, body, current, now_ms)
         elif isinstance(body, FetchSnapshotResponse):
             self._handle_fetch_snapshot_response(source, body, current, now_ms)
+        elif isinstance(body, UpdateRaftVoterResponse):
+            self._handle_update_raft_voter_response(source, body, now_ms)
 
     def handle_failure(self, destination: int, correlation_id: int, now_ms: int) -> None:
         """The request could not be sent or its connection broke: retry after the backoff."""
@@ -460,6 +470,8 @@ class KafkaRaftClient:
             pass  # an observer has no election timer
         elif isinstance(s, FollowerState):
             deadlines.append(s.fetch_deadline_ms)
+            if self.quorum.is_voter and self.local_listeners:
+                deadlines.append(s.update_voter_deadline_ms)
         elif isinstance(s, ProspectiveState | CandidateState):
             deadlines.append(s.backoff_until_ms if s.backoff_until_ms >= 0 else s.election_deadline_ms)
         elif isinstance(s, UnattachedState | ResignedState):
@@ -575,17 +587,23 @@ class KafkaRaftClient:
         self._on_state_change()
         start = self.log.end_offset()
         leader = self.quorum.to_leader(start, now_ms)
-        if self.config.kraft_version >= 1 and not self.partition_state.has_voters_in_log():
+        own_entry_stale = self.config.kraft_version >= 1 and self.local_voter_needs_update()
+        if self.config.kraft_version >= 1 and (not self.partition_state.has_voters_in_log() or own_entry_stale):
             # Kafka's appendStartOfEpochControlRecords: the first leader of a dynamic quorum writes the
             # bootstrap voters into the log (KRaftVersionRecord + VotersRecord after the LeaderChange, one
-            # batch), so replicas that never read the bootstrap checkpoint learn them.
+            # batch), so replicas that never read the bootstrap checkpoint learn them; a leader whose own
+            # entry is stale (it restarted on another port) writes the set with its entry updated.
             message = LeaderChangeMessage(
                 version=LEADER_CHANGE_CURRENT_VERSION, leader_id=self.node_id,
                 voters=[LeaderChangeMessage.Voter(voter_id=v) for v in self.quorum.voters],
                 granting_voters=[LeaderChangeMessage.Voter(voter_id=v) for v in sorted(leader.granting_voters)])
             change = SimpleRecord(value=encode_leader_change(message),
                                   key=encode_control_key(ControlRecordType.LEADER_CHANGE), timestamp=now_ms)
-            batch = build_voters_batch(self.partition_state.last_voter_set(), base_offset=start, epoch=leader.epoch,
+            voters = self.partition_state.last_voter_set()
+            local = self._local_voter_node()
+            if own_entry_stale and local is not None:
+                voters = voters.update_voter(local) or voters
+            batch = build_voters_batch(voters, base_offset=start, epoch=leader.epoch,
                                        now_ms=now_ms, leader_change=change, kraft_version=self.config.kraft_version)
         else:
             batch = build_leader_change_batch(leader_id=self.node_id, voters=self.quorum.voters,
@@ -691,6 +709,8 @@ class KafkaRaftClient:
             return
         # One fetch at a time: a Fetch or, while a snapshot comes in, a FetchSnapshot (the same key
         # `_wanted_sends` reports, so `next_deadline_ms` and this agree on the backoff that applies).
+        if self.quorum.is_voter and now_ms >= s.update_voter_deadline_ms:
+            self._maybe_send_update_voter(s, now_ms)
         if (s.leader_id, ApiKey.FETCH) in self._inflight_by_dest or (
                 s.leader_id, ApiKey.FETCH_SNAPSHOT) in self._inflight_by_dest:
             return
@@ -860,16 +880,64 @@ class KafkaRaftClient:
             self._lost_election(s, now_ms)
 
     # --- UpdateRaftVoter (KIP-853) --------------------------------------------------------------
-    def _handle_update_raft_voter(self, body: UpdateRaftVoterRequest) -> UpdateRaftVoterResponse:
-        """Kafka's UpdateVoterHandler: a voter publishes its endpoints and supported kraft.version range
-        to the leader (Kafka's controllers send it once per epoch). The leader checks, in Kafka's order:
-        leader of that epoch, a high watermark in this epoch (else REQUEST_TIMED_OUT), the finalized
-        kraft.version within the voter's range and the default listener among its endpoints
-        (INVALID_REQUEST), the voter in the set (VOTER_NOT_FOUND). With kraft.version 0 the leader keeps
-        the endpoints in memory only and answers NONE, as Kafka does. With kraft.version 1 Kafka appends
-        a VotersRecord; kbroker does not follow a VotersRecord appended to the log yet, so it accepts
-        an update that changes nothing and answers a real change with REQUEST_TIMED_OUT (the voter
-        retries; the voter set stays as formatted)."""
+    def _local_voter_node(self) -> VoterNode | None:
+        """This replica as a voter entry: its ReplicaKey, its own listeners, its kraft.version range."""
+        if not self.local_listeners:
+            return None
+        lo, hi = self.local_kraft_versions
+        return VoterNode(ReplicaKey(self.node_id, self.directory_id), dict(self.local_listeners), lo, hi)
+
+    def local_voter_needs_update(self) -> bool:
+        """Kafka's `VoterSet.voterNodeNeedsUpdate`: this replica is a voter (same ReplicaKey) whose entry in
+        the latest voter set differs from what it is now (a listener moved, a new kraft.version range)."""
+        local = self._local_voter_node()
+        if local is None:
+            return False
+        entry = self.partition_state.last_voter_set().voters.get(self.node_id)
+        return entry is not None and entry.key == local.key and entry != local
+
+    def _maybe_send_update_voter(self, s: FollowerState, now_ms: int) -> None:
+        """Kafka's pollFollowerAsVoter: every three fetch timeouts a voter at kraft.version 1 whose entry in
+        the voter set is stale (it restarted with other endpoints) sends UpdateRaftVoter to the leader; the
+        leader appends a VotersRecord with the new entry, which every replica then follows."""
+        s.update_voter_deadline_ms = now_ms + UPDATE_VOTER_PERIOD_FACTOR * self.config.fetch_timeout_ms
+        if self.config.kraft_version < 1 or not self.local_voter_needs_update():
+            return
+        if not self._can_send(s.leader_id, ApiKey.UPDATE_RAFT_VOTER, now_ms):
+            return
+        assert self.local_listeners is not None
+        lo, hi = self.local_kraft_versions
+        log.info("node %d: its voter entry differs from its listeners %s: sending UpdateRaftVoter to leader %d",
+                 self.node_id, self.local_listeners, s.leader_id)
+        self._send(s.leader_id, ApiKey.UPDATE_RAFT_VOTER, UpdateRaftVoterRequest(
+            cluster_id=self.cluster_id, current_leader_epoch=s.epoch, voter_id=self.node_id,
+            voter_directory_id=self.directory_id,
+            listeners=[UpdateRaftVoterRequest.Listener(name=name, host=host, port=port)
+                       for name, (host, port) in self.local_listeners.items()],
+            kraft_version_feature=UpdateRaftVoterRequest.KRaftVersionFeature(
+                min_supported_version=lo, max_supported_version=hi)), now_ms)
+
+    def _handle_update_raft_voter_response(self, source: int, body: UpdateRaftVoterResponse, now_ms: int) -> None:
+        leader = body.current_leader
+        if self._maybe_transition_on_epoch(leader.leader_epoch, leader.leader_id, now_ms):
+            return
+        if body.error_code != ErrorCode.NONE:
+            log.info("node %d: UpdateRaftVoter answered %s by %d", self.node_id, ErrorCode(body.error_code).name,
+                     source)
+            self._backoff_until[(source, ApiKey.UPDATE_RAFT_VOTER)] = now_ms + self.config.retry_backoff_ms
+
+    def _handle_update_raft_voter(self, body: UpdateRaftVoterRequest, now_ms: int) -> UpdateRaftVoterResponse:
+        """Kafka's handleUpdateVoterRequest + UpdateVoterHandler: a voter publishes its endpoints and
+        supported kraft.version range to the leader. Checks, in Kafka's order: cluster id; leader of that
+        epoch (FENCED_LEADER_EPOCH / UNKNOWN_LEADER_EPOCH / NOT_LEADER_OR_FOLLOWER); a voter key and
+        listeners that include the default listener and a sane version range (INVALID_REQUEST); no voter
+        operation in flight and a high watermark in this epoch (REQUEST_TIMED_OUT).
+
+        kraft.version 0: the leader keeps the endpoints in memory only and answers NONE (Kafka 4.3 keeps
+        them for a later kraft.version upgrade). kraft.version 1: the latest VotersRecord must be committed
+        (REQUEST_TIMED_OUT), the finalized kraft.version within the voter's range and its default listener
+        present (INVALID_REQUEST), the ReplicaKey a voter (VOTER_NOT_FOUND); then a VotersRecord with the
+        voter's new entry is appended and the answer is NONE at once (Kafka does not wait for the commit)."""
         s = self.quorum.state
 
         def answer(error: ErrorCode) -> UpdateRaftVoterResponse:
@@ -886,24 +954,46 @@ class KafkaRaftClient:
             return answer(ErrorCode.UNKNOWN_LEADER_EPOCH)
         if not isinstance(s, LeaderState):
             return answer(ErrorCode.NOT_LEADER_OR_FOLLOWER)
-        if s.high_watermark < 0:
-            return answer(ErrorCode.REQUEST_TIMED_OUT)
         kraft_version = self.config.kraft_version
-        feature = body.kraft_version_feature
-        if not feature.min_supported_version <= kraft_version <= feature.max_supported_version:
+        if kraft_version >= 1 and (body.voter_id < 0 or body.voter_directory_id == ZERO_UUID):
             return answer(ErrorCode.INVALID_REQUEST)
-        current = self.config.voters.get(body.voter_id)
-        default_listener = (current or next(iter(self.config.voters.values()))).listener
+        default_listener = self._default_listener()
         given = {listener.name: (listener.host, listener.port) for listener in body.listeners}
         if default_listener not in given:
             return answer(ErrorCode.INVALID_REQUEST)
-        if current is None or (kraft_version >= 1 and body.voter_directory_id != ZERO_UUID
-                               and body.voter_directory_id != self.config.voter_directory_id(body.voter_id)):
-            return answer(ErrorCode.VOTER_NOT_FOUND)
-        if kraft_version >= 1 and given[default_listener] != (current.host, current.port):
+        feature = body.kraft_version_feature
+        lo, hi = feature.min_supported_version, feature.max_supported_version
+        if lo < 0 or hi < 0 or hi < lo:
+            return answer(ErrorCode.INVALID_REQUEST)
+        if self._voter_change is not None or s.high_watermark < 0:
             return answer(ErrorCode.REQUEST_TIMED_OUT)
-        self.updated_voter_endpoints[body.voter_id] = given
+        if kraft_version < 1:
+            if not lo <= kraft_version <= hi:
+                return answer(ErrorCode.INVALID_REQUEST)
+            if body.voter_id not in self.config.voters:
+                return answer(ErrorCode.VOTER_NOT_FOUND)
+            self.updated_voter_endpoints[body.voter_id] = given
+            return answer(ErrorCode.NONE)
+        last = self.partition_state.last_voter_set_entry()
+        if last.offset >= s.high_watermark:
+            return answer(ErrorCode.REQUEST_TIMED_OUT)
+        if not lo <= kraft_version <= hi:
+            return answer(ErrorCode.INVALID_REQUEST)
+        key = ReplicaKey(body.voter_id, body.voter_directory_id)
+        updated = last.voters.update_voter(VoterNode(key, given, lo, hi))
+        if updated is None:
+            return answer(ErrorCode.VOTER_NOT_FOUND)
+        if updated == last.voters:
+            return answer(ErrorCode.NONE)  # nothing changes: no VotersRecord for it
+        offset = self._append_voters(updated, now_ms)
+        log.info("leader %d updates voter %d to %s: VotersRecord at offset %d", self.node_id, key.id, given, offset)
         return answer(ErrorCode.NONE)
+
+    def _default_listener(self) -> str:
+        """The controller listener voters are reached on (Kafka's `channel.listenerName()`)."""
+        if self.config.voters:
+            return next(iter(self.config.voters.values())).listener
+        return self.config.default_listener
 
     # --- AddRaftVoter / RemoveRaftVoter (KIP-853) -------------------------------------------------
     def _voter_change_precheck(self, cluster_id: str | None, what: str) -> tuple[ErrorCode, str] | None:
@@ -1416,8 +1506,10 @@ class KafkaRaftClient:
             self._notified_leader = leader
             self.listener.handle_leader_change(leader)
         start = self.log.start_offset()
-        if self._delivered < start:
-            snap = self.log.latest_snapshot_id()
+        snap = self.log.latest_snapshot_id()
+        # Kafka's updateListenersProgress: the latest snapshot goes first to a listener that starts from
+        # nothing (with metadata retention the log keeps batches below it) or that is behind the log start.
+        if self._delivered < start or (self._delivered == 0 and snap is not None and snap.offset > 0):
             if snap is None:
                 return
             data = self.log.read_snapshot(snap)

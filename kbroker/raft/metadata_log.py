@@ -11,27 +11,41 @@ append (`UnifiedLog.append_as_follower`: CRC-checked, offsets continue the log e
 leader too. The durable end offset is the log's recovery point (what `flush` fsynced).
 
 On open, a log behind its latest snapshot (a follower that crashed while installing one) starts at
-the snapshot; a log start offset below the latest snapshot moves up to it (Kafka's KafkaMetadataLog
-does the same on `apply`).
+the snapshot (Kafka's `truncateToLatestSnapshot`).
+
+Retention (a controller's log: `MetadataLogRetention`, Kafka's `metadata.max.retention.bytes` /
+`metadata.max.retention.ms` and `metadata.log.segment.bytes` / `.ms`): as Kafka's `KafkaMetadataLog`, a
+new snapshot does not trim the log. `maybe_clean` (Kafka's `maybeClean`: every 60 s, and here also right
+after each new snapshot) keeps the segments and older snapshots until they breach the size (log size +
+the snapshots' sizes) or the age (a snapshot's `lastContainedLogTimestamp`) limit; then the log start
+offset moves up to the next snapshot, the segments wholly below it are deleted, and the older snapshots
+with them (`kbroker.snapshot.SnapshotRegistry`, shared with the embedded single node). The latest
+snapshot is never deleted and the log start never passes it. Without a `MetadataLogRetention` (a
+`process.roles=broker` node's fetcher, tests) the log is trimmed at once behind each new snapshot.
 """
 
 from __future__ import annotations
 
+import logging
 import os
-import re
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
+from kbroker.clock import wall_clock_ms
 from kbroker.log.config import LogConfig
 from kbroker.log.unified_log import UnifiedLog
 from kbroker.protocol.records import RecordBatch, batch_size_at, iter_whole_batches
 from kbroker.protocol.topic import CLUSTER_METADATA_TOPIC_NAME
 from kbroker.raft.raft_log import OffsetAndEpoch, epoch_end_offset
+from kbroker.snapshot.snapshot_registry import SNAPSHOT_CLEAN_INTERVAL_MS, SnapshotRegistry
+from kbroker.snapshot.snapshots import OffsetAndEpoch as SnapshotId
+
+log = logging.getLogger(__name__)
 
 CLUSTER_METADATA_DIR = f"{CLUSTER_METADATA_TOPIC_NAME}-0"
 SNAPSHOT_SUFFIX = ".checkpoint"
 PARTIAL_SUFFIX = ".checkpoint.part"
-_SNAPSHOT_NAME = re.compile(r"^(\d{20})-(\d{10})\.checkpoint$")
 
 
 def snapshot_filename(snapshot_id: OffsetAndEpoch) -> str:
@@ -39,32 +53,76 @@ def snapshot_filename(snapshot_id: OffsetAndEpoch) -> str:
     return f"{snapshot_id.offset:020d}-{snapshot_id.epoch:010d}{SNAPSHOT_SUFFIX}"
 
 
-def metadata_log_config() -> LogConfig:
-    """Kafka's metadata log: 1 GiB segments, no retention by time or size (trimmed behind snapshots)."""
-    return LogConfig.from_props({}, {"retention.ms": "-1", "retention.bytes": "-1", "segment.bytes": str(1 << 30)})
+@dataclass(frozen=True, slots=True)
+class MetadataLogRetention:
+    """Kafka's `MetadataLogConfig` keys a controller's metadata log is kept by (Kafka's defaults)."""
+
+    retention_bytes: int = 100 * 1024 * 1024          # metadata.max.retention.bytes (-1: no size limit)
+    retention_ms: int = 7 * 24 * 3600 * 1000          # metadata.max.retention.ms (-1: no time limit)
+    segment_bytes: int = 1 << 30                      # metadata.log.segment.bytes
+    segment_ms: int = 7 * 24 * 3600 * 1000            # metadata.log.segment.ms
+    file_delete_delay_ms: int = 60000                 # Kafka's fixed LOG_DELETE_DELAY_MS_DEFAULT
+
+
+def metadata_log_config(retention: MetadataLogRetention | None = None) -> LogConfig:
+    """Kafka's metadata log: segments by metadata.log.segment.bytes/ms (1 GiB, 7 days), no retention of the
+    segments by time or size of their own (they go only behind snapshots)."""
+    r = retention or MetadataLogRetention()
+    # Below a topic's 1 MiB floor (tests lower metadata.log.segment.min.bytes) via internal.segment.bytes.
+    size_key = "segment.bytes" if r.segment_bytes >= 1 << 20 else "internal.segment.bytes"
+    return LogConfig.from_props({}, {"retention.ms": "-1", "retention.bytes": "-1", size_key: str(r.segment_bytes),
+                                     "segment.ms": str(r.segment_ms),
+                                     "file.delete.delay.ms": str(r.file_delete_delay_ms)})
+
+
+def _sid(snapshot_id: OffsetAndEpoch) -> SnapshotId:
+    return SnapshotId(snapshot_id.offset, snapshot_id.epoch)
+
+
+class _RetentionView:
+    """The log as `SnapshotRegistry` retention sees it (Kafka's maybeIncrementLogStartOffset)."""
+
+    def __init__(self, log: UnifiedLog) -> None:
+        self.log = log
+
+    @property
+    def start_offset(self) -> int:
+        return int(self.log.log_start_offset)
+
+    @property
+    def size_in_bytes(self) -> int:
+        return int(self.log.size_in_bytes)
+
+    def increment_log_start_offset(self, offset: int) -> bool:
+        if offset <= self.log.log_start_offset:
+            return False
+        self.log.update_high_watermark(max(self.log.high_watermark, offset))
+        self.log.delete_records_before(offset)
+        return True
 
 
 class KafkaMetadataLog:
     """A RaftLog on disk."""
 
-    def __init__(self, metadata_log_dir: Path, time_ms: Callable[[], int] | None = None) -> None:
+    def __init__(self, metadata_log_dir: Path, time_ms: Callable[[], int] | None = None,
+                 retention: MetadataLogRetention | None = None) -> None:
         self.directory = Path(metadata_log_dir) / CLUSTER_METADATA_DIR
-        self.log = UnifiedLog(self.directory, metadata_log_config(), topic=CLUSTER_METADATA_TOPIC_NAME, partition=0,
-                              had_clean_shutdown=False, time_ms=time_ms)
-        self.snapshots: dict[OffsetAndEpoch, Path] = {}
-        for path in self.directory.iterdir():
-            if path.name.endswith(PARTIAL_SUFFIX):
-                path.unlink()  # a snapshot whose write never finished
-                continue
-            m = _SNAPSHOT_NAME.match(path.name)
-            if m:
-                self.snapshots[OffsetAndEpoch(int(m.group(1)), int(m.group(2)))] = path
+        self.retention = retention
+        self.time_ms: Callable[[], int] = time_ms or wall_clock_ms
+        self.log = UnifiedLog(self.directory, metadata_log_config(retention), topic=CLUSTER_METADATA_TOPIC_NAME,
+                              partition=0, had_clean_shutdown=False, time_ms=time_ms)
+        self.snapshots = SnapshotRegistry(self.directory, self.time_ms, file_delete_delay_ms=(
+            retention.file_delete_delay_ms if retention is not None else 0))
+        self._view = _RetentionView(self.log)
+        self._last_clean_ms = self.time_ms()
         latest = self.latest_snapshot_id()
-        if latest is not None and latest.offset > self.log.log_start_offset:
-            if self.log.log_end_offset < latest.offset:
-                self.log.truncate_fully_and_start_at(latest.offset)
-            else:
-                self._trim_to(latest.offset)
+        if latest is not None and self.log.log_end_offset < latest.offset:
+            self.log.truncate_fully_and_start_at(latest.offset)  # Kafka's truncateToLatestSnapshot
+        # Partial (.part) and retired (.deleted) files, and snapshots below the log start, go.
+        self.snapshots.recover(int(self.log.log_start_offset))
+        latest = self.latest_snapshot_id()
+        if retention is None and latest is not None and latest.offset > self.log.log_start_offset:
+            self._trim_to(latest.offset)
 
     def _trim_to(self, offset: int) -> None:
         self.log.update_high_watermark(max(self.log.high_watermark, offset))
@@ -127,10 +185,18 @@ class KafkaMetadataLog:
 
     # --- snapshots ---------------------------------------------------------------------------------
     def latest_snapshot_id(self) -> OffsetAndEpoch | None:
-        return max(self.snapshots) if self.snapshots else None
+        latest = self.snapshots.latest_snapshot_id()
+        return None if latest is None else OffsetAndEpoch(latest.offset, latest.epoch)
+
+    def snapshot_ids(self) -> list[OffsetAndEpoch]:
+        return [OffsetAndEpoch(s.offset, s.epoch) for s in self.snapshots.snapshot_ids]
+
+    def _path(self, snapshot_id: OffsetAndEpoch) -> Path | None:
+        sid = _sid(snapshot_id)
+        return self.snapshots.path(sid) if sid in self.snapshots.snapshot_ids else None
 
     def read_snapshot(self, snapshot_id: OffsetAndEpoch) -> bytes | None:
-        path = self.snapshots.get(snapshot_id)
+        path = self._path(snapshot_id)
         if path is None:
             return None
         try:
@@ -142,7 +208,7 @@ class KafkaMetadataLog:
                             ) -> tuple[int, bytes] | None:
         """One chunk of a snapshot file, read at `position` (FetchSnapshot serves the file in chunks,
         never the whole of it at once)."""
-        path = self.snapshots.get(snapshot_id)
+        path = self._path(snapshot_id)
         if path is None:
             return None
         try:
@@ -170,7 +236,7 @@ class KafkaMetadataLog:
             os.fsync(dir_fd)
         finally:
             os.close(dir_fd)
-        self.snapshots[snapshot_id] = final
+        self.snapshots.on_frozen(_sid(snapshot_id))
 
     def create_snapshot(self, snapshot_id: OffsetAndEpoch, data: bytes) -> None:
         if snapshot_id.offset > self.end_offset() or snapshot_id.offset < self.start_offset():
@@ -182,16 +248,43 @@ class KafkaMetadataLog:
         the log starts at its end offset and the older snapshots are deleted."""
         self._write_snapshot(snapshot_id, data)
         self.log.truncate_fully_and_start_at(snapshot_id.offset)
-        for old in [s for s in self.snapshots if s < snapshot_id]:
-            self.snapshots.pop(old).unlink(missing_ok=True)
+        self.snapshots.forget_before(_sid(snapshot_id))
 
     def delete_before_snapshot(self, snapshot_id: OffsetAndEpoch) -> bool:
-        if snapshot_id not in self.snapshots or snapshot_id.offset <= self.start_offset():
+        """A new snapshot exists. Without retention keys, the log is trimmed to it at once. With them
+        (a controller), Kafka's retention decides what goes (`maybe_clean`), checked now."""
+        if self.retention is not None:
+            return self.maybe_clean(force=True)
+        sid = _sid(snapshot_id)
+        if sid not in self.snapshots.snapshot_ids or snapshot_id.offset <= self.start_offset():
             return False
-        self._trim_to(snapshot_id.offset)
-        for old in [s for s in self.snapshots if s.offset < snapshot_id.offset]:
-            self.snapshots.pop(old).unlink(missing_ok=True)
-        return True
+        return self.snapshots.delete_before_snapshot(sid, self._view, "Deleting snapshot {snapshot}: the log "
+                                                     f"now starts at {snapshot_id.offset}")
+
+    def maybe_clean(self, force: bool = False) -> bool:
+        """Kafka's `KafkaMetadataLog.maybeClean` (`metadata.max.retention.bytes` / `.ms`), at most every
+        60 s unless `force`; also unlinks retired segment and snapshot files whose delay has passed."""
+        if self.retention is None:
+            return False
+        now = self.time_ms()
+        if not force and now - self._last_clean_ms < SNAPSHOT_CLEAN_INTERVAL_MS:
+            self.snapshots.delete_pending(now)
+            self.log.delete_pending_files(now)
+            return False
+        self._last_clean_ms = now
+        try:
+            cleaned = self.snapshots.maybe_clean(self._view, retention_bytes=self.retention.retention_bytes,
+                                                 retention_ms=self.retention.retention_ms)
+            self.log.delete_pending_files(now)
+        except OSError as e:
+            # Housekeeping: the next pass tries again.
+            log.error("Error while cleaning the metadata log %s behind its snapshots: %s", self.directory, e)
+            return False
+        if cleaned:
+            log.info("Metadata log retention: %s now starts at %d, snapshots %s", self.directory,
+                     self.start_offset(), [f"{s.offset}-{s.epoch}" for s in self.snapshots.snapshot_ids])
+        return cleaned
 
     def close(self) -> None:
+        self.snapshots.delete_pending(0, force=True)
         self.log.close()

@@ -141,7 +141,10 @@ class KRaftControlRecordStateMachine:
         end = log.end_offset()
         if end < self.next_offset:
             self.truncate(end)
-        if log.start_offset() > self.next_offset:
+        snap = log.latest_snapshot_id()
+        if log.start_offset() > self.next_offset or (self.next_offset == 0 and snap is not None and snap.offset > 0):
+            # Kafka's maybeLoadSnapshot: the latest snapshot's header, then the log after it (with metadata
+            # retention the log may still hold batches below the snapshot: they are not read again).
             self.reset_to_snapshot(log)
         while self.next_offset < end:
             data = log.read(self.next_offset, _SCAN_BYTES)
@@ -171,6 +174,7 @@ class KRaftControlRecordStateMachine:
         self.next_offset = log.start_offset()
         if snap is None:
             return
+        self.next_offset = max(self.next_offset, snap.offset)
         data = log.read_snapshot(snap)
         if data is None:
             return

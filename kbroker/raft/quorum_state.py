@@ -25,6 +25,10 @@ from dataclasses import dataclass, field
 from kbroker.raft.config import QuorumConfig
 from kbroker.raft.quorum_state_store import ElectionState, QuorumStateStore
 
+# Kafka's FollowerState.updateVoterPeriodMs: a few rounds of fetches before a voter checks (and, at
+# kraft.version 1, sends UpdateRaftVoter) whether the voter set holds its current endpoints.
+UPDATE_VOTER_PERIOD_FACTOR = 3
+
 
 @dataclass
 class UnattachedState:
@@ -90,6 +94,9 @@ class FollowerState:
     high_watermark: int = -1
     last_fetch_success_ms: int = -1
     leader_resigned: bool = False  # an EndQuorumEpoch came: grant pre-votes, elect soon
+    # KIP-853: when a voter next checks whether its endpoints differ from its entry in the voter set
+    # (Kafka's FollowerState.updateVoterPeriodTimer: three fetch timeouts).
+    update_voter_deadline_ms: int = -1
     name: str = "Follower"
 
 
@@ -202,7 +209,8 @@ class QuorumState:
 
     def to_follower(self, epoch: int, leader_id: int, now_ms: int) -> None:
         voted = self.voted_id() if epoch == self.epoch else -1
-        self._set(FollowerState(epoch, leader_id, voted, now_ms + self.config.fetch_timeout_ms))
+        self._set(FollowerState(epoch, leader_id, voted, now_ms + self.config.fetch_timeout_ms,
+                                update_voter_deadline_ms=now_ms + UPDATE_VOTER_PERIOD_FACTOR * self.config.fetch_timeout_ms))
 
     def to_prospective(self, now_ms: int) -> None:
         s = self.state

@@ -82,6 +82,13 @@ class VoterSet:
             return None
         return VoterSet({i: n for i, n in self.voters.items() if i != key.id})
 
+    def update_voter(self, node: VoterNode) -> VoterSet | None:
+        """The set with the entry of `node`'s voter replaced (endpoints, kraft.version range); None if its
+        ReplicaKey is not a voter (Kafka's `VoterSet.updateVoter`, used by UpdateRaftVoter)."""
+        if not self.is_voter(node.key):
+            return None
+        return VoterSet({**self.voters, node.key.id: node})
+
     def is_voter(self, key: ReplicaKey) -> bool:
         node = self.voters.get(key.id)
         return node is not None and node.key.directory_id == key.directory_id

@@ -21,8 +21,12 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from kbroker.metadata.cache import MetadataCache
+from kbroker.metadata.image import MetadataImage
+from kbroker.metadata.image_writer import image_records
 from kbroker.metadata.loader import MetadataLoader
+from kbroker.metadata.snapshot_generator import SnapshotGenerator
 from kbroker.raft.metadata_log import KafkaMetadataLog
+from kbroker.raft.raft_log import OffsetAndEpoch
 from kbroker.server.broker_lifecycle import (
     BrokerLifecycle,
     BrokerLifecycleManager,
@@ -35,6 +39,8 @@ from kbroker.server.metadata_fetcher import MetadataFetcher
 from kbroker.server.metadata_follower import MetadataFollower
 from kbroker.server.remote_controller import RemoteController
 from kbroker.server.settings import KRaftBrokerSettings
+from kbroker.snapshot import OffsetAndEpoch as SnapshotId
+from kbroker.snapshot import build_snapshot
 
 log = logging.getLogger(__name__)
 
@@ -57,8 +63,15 @@ class KRaftBrokerLinks:
         self.metadata_log: KafkaMetadataLog | None = None
         self.fetcher: MetadataFollower
         if follower is None:
-            self.metadata_log = KafkaMetadataLog(metadata_log_dir)
+            self.metadata_log = KafkaMetadataLog(metadata_log_dir, time_ms, settings.metadata_retention)
             self.fetcher = MetadataFetcher(settings, self.metadata_log, loader)
+            if settings.metadata_retention is not None:
+                # Kafka's BrokerServer: a SnapshotGenerator on the broker's loader, so its own log is trimmed
+                # behind its own snapshots by metadata.max.retention.bytes/ms.
+                loader.install_publishers([SnapshotGenerator(
+                    self._emit_snapshot, max_bytes_since_last_snapshot=settings.max_bytes_between_snapshots,
+                    max_time_since_last_snapshot_ms=settings.max_snapshot_interval_ms, time_ms=time_ms,
+                    fault_handler=lambda msg, e: log.error("%s: %s", msg, e, exc_info=e))])
         else:
             self.fetcher = follower
         self.channel = ControllerChannel(self.fetcher, node_id=settings.node_id,
@@ -69,6 +82,25 @@ class KRaftBrokerLinks:
         self.controller = RemoteController(node_id=settings.node_id, channel=self.channel, fetcher=self.fetcher,
                                            cache=cache, broker_epoch=self.broker_epoch,
                                            request_timeout_ms=settings.controller_socket_timeout_ms)
+
+    def _emit_snapshot(self, image: MetadataImage, reason: str) -> None:
+        """A snapshot of the broker's committed image into its own metadata log (then retention)."""
+        metadata_log = self.metadata_log
+        assert metadata_log is not None
+        p = image.provenance
+        end = p.last_contained_offset + 1
+        latest = metadata_log.latest_snapshot_id()
+        if end <= metadata_log.start_offset() or end > metadata_log.end_offset() or (
+                latest is not None and end <= latest.offset):
+            return
+        data = build_snapshot(image_records(image), SnapshotId(end, p.last_contained_epoch),
+                              last_contained_log_timestamp=max(p.last_contained_log_time_ms, 0),
+                              now_ms=self.time_ms())
+        snapshot_id = OffsetAndEpoch(end, p.last_contained_epoch)
+        metadata_log.create_snapshot(snapshot_id, data)
+        metadata_log.delete_before_snapshot(snapshot_id)
+        log.info("Wrote KRaft snapshot %020d-%010d.checkpoint (%d bytes) because %s; the metadata log now starts "
+                 "at %d", end, p.last_contained_epoch, len(data), reason, metadata_log.start_offset())
 
     def broker_epoch(self) -> int:
         return -1 if self.lifecycle is None else self.lifecycle.broker_epoch

@@ -13,9 +13,9 @@ last one, or `metadata.log.max.snapshot.interval.ms` after it (checked when a co
 snapshot id is (the image's last offset + 1, the epoch of that batch), the bytes are Kafka's
 (`snapshot.build_snapshot`: header control batch, the image as metadata records, footer), and
 `KafkaRaftClient.create_snapshot` stores it as `<offset>-<epoch>.checkpoint` and moves the log start
-offset up to it, which is what makes a lagging follower or a new observer fetch the snapshot. The
-Raft log keeps nothing behind its latest snapshot (Kafka keeps segments until
-`metadata.max.retention.bytes/ms`; kbroker trims at once, see docs/cluster.md).
+The Raft log keeps its segments and older snapshots until `metadata.max.retention.bytes` /
+`metadata.max.retention.ms` (`KafkaMetadataLog.maybe_clean`, as Kafka's): then its start offset moves up
+to a newer snapshot, which is what makes a lagging follower or a new observer fetch that snapshot.
 
 Start: `start()` (needs the running loop); stop: `close()` (a leader resigns first, so the others
 elect at once instead of waiting for the fetch timeout). The controller listener's dispatcher
@@ -42,7 +42,7 @@ from kbroker.metadata.snapshot_generator import SnapshotGenerator
 from kbroker.protocol.types import ZERO_UUID
 from kbroker.raft import FileQuorumStateStore, KafkaMetadataLog, KafkaRaftClient, OffsetAndEpoch, QuorumConfig
 from kbroker.raft.config import Endpoint
-from kbroker.raft.metadata_log import CLUSTER_METADATA_DIR
+from kbroker.raft.metadata_log import CLUSTER_METADATA_DIR, MetadataLogRetention
 from kbroker.server.controller_registration import ControllerInfo, ControllerRegistrationManager
 from kbroker.server.raft_manager import KafkaRaftManager, MetadataRaftListener, RaftClientAdapter
 from kbroker.snapshot import OffsetAndEpoch as SnapshotId
@@ -66,6 +66,12 @@ class KRaftControllerSettings:
     controller_security: ClientSecurity = PLAINTEXT_SECURITY
     # This node's controller endpoint (its voter entry, or, for an observer added later, its listener).
     local_endpoint: Endpoint | None = None
+    # metadata.max.retention.bytes/ms, metadata.log.segment.bytes/ms (Kafka's defaults when not given).
+    metadata_retention: MetadataLogRetention = MetadataLogRetention()
+
+
+def _listeners_of(endpoint: Endpoint | None) -> dict[str, tuple[str, int]] | None:
+    return None if endpoint is None else {endpoint.listener: (endpoint.host, endpoint.port)}
 
 
 class KRaftControllerLinks:
@@ -77,7 +83,7 @@ class KRaftControllerLinks:
                              "node must be a voter")
         self.settings = settings
         self.time_ms = time_ms
-        self.metadata_log = KafkaMetadataLog(settings.metadata_log_dir, time_ms)
+        self.metadata_log = KafkaMetadataLog(settings.metadata_log_dir, time_ms, settings.metadata_retention)
         # kraft.version 1 (a --standalone / --initial-controllers quorum): quorum-state v1, and this
         # voter's directory id in its Fetch and Vote requests (its ReplicaKey).
         kraft_version = settings.quorum.kraft_version
@@ -90,7 +96,8 @@ class KRaftControllerLinks:
         self.listener = MetadataRaftListener(loader)
         self.client = KafkaRaftClient(settings.node_id, settings.quorum, self.metadata_log, store, self.listener,
                                       random.Random(), time_ms(), cluster_id=settings.cluster_id,
-                                      directory_id=settings.directory_id if kraft_version else ZERO_UUID)
+                                      directory_id=settings.directory_id if kraft_version else ZERO_UUID,
+                                      local_listeners=_listeners_of(settings.local_endpoint))
         self.manager = KafkaRaftManager(self.client, settings.quorum, time_ms, on_poll=self._poll_controller,
                                        security=settings.controller_security)
         self.controller = QuorumController(settings.controller, RaftClientAdapter(self.manager), config_helper,
@@ -103,7 +110,9 @@ class KRaftControllerLinks:
             max_time_since_last_snapshot_ms=settings.max_snapshot_interval_ms, time_ms=time_ms,
             fault_handler=lambda msg, e: log.error("%s: %s", msg, e, exc_info=e))
         loader.install_publishers([self.snapshot_generator])
-        own = settings.quorum.voters.get(settings.node_id) or settings.local_endpoint
+        # Its own listener first: a voter restarted on a new port is still in the voter set at its old one
+        # until its UpdateRaftVoter commits (KIP-853).
+        own = settings.local_endpoint or settings.quorum.voters.get(settings.node_id)
         if own is None:
             raise ValueError(f"controller {settings.node_id} has no controller listener endpoint")
         self.registration = ControllerRegistrationManager(
@@ -142,8 +151,10 @@ class KRaftControllerLinks:
         self.registration.start()
 
     def _poll_controller(self) -> None:
-        """After every Raft poll: run the controller's scheduled work when due and re-arm its timer."""
+        """After every Raft poll: run the controller's scheduled work when due and re-arm its timer; the
+        metadata log's retention runs at most every 60 s (Kafka's cleaner, `KafkaMetadataLog.maybeClean`)."""
         now = self.time_ms()
+        self.metadata_log.maybe_clean()
         deadline = self.controller.next_deadline_ms()
         if deadline is not None and deadline <= now:
             try:

@@ -131,11 +131,14 @@ class MetadataFetcher:
         """At start: load the local snapshot the log starts at, if any (a committed image). Records in the
         local log are handed on only once the leader's high watermark says they are committed."""
         snap = self.metadata_log.latest_snapshot_id()
-        if snap is not None and snap.offset == self.metadata_log.start_offset():
+        self.next_commit_offset = self.metadata_log.start_offset()
+        # The latest snapshot, then the log after it (with metadata retention the log also keeps batches
+        # below it, which are not applied again).
+        if snap is not None and snap.offset > 0 and snap.offset >= self.next_commit_offset:
             blob = self.metadata_log.read_snapshot(snap)
             if blob is not None:
                 self._load_snapshot_bytes(snap, blob)
-        self.next_commit_offset = self.metadata_log.start_offset()
+                self.next_commit_offset = snap.offset
 
     def start(self) -> None:
         self._task = asyncio.get_running_loop().create_task(self._run(), name="metadata-fetcher")
@@ -381,6 +384,7 @@ class MetadataFetcher:
             self.next_commit_offset = b.next_offset
         if batches:
             self.loader.handle_commit(batches)
+        self.metadata_log.maybe_clean()  # retention, at most every 60 s (no-op without retention keys)
         self._check_caught_up()
 
     def _check_caught_up(self) -> None:

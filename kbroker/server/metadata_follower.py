@@ -15,7 +15,9 @@ this node's own (over loopback, as Kafka's `NodeToControllerChannelManager` does
 
 `RaftMetadataFollower`:
 - `applied_offset`: the last offset the Raft client handed to the listeners (control batches included);
-- `leader`: the Raft leader and its endpoint from `controller.quorum.voters`;
+- `leader`: the Raft leader and its endpoint: where the node's Raft client reaches it (the voter set in force,
+  which follows the log's VotersRecords under KIP-853, so a voter added, removed or moved is found), else
+  the voters the node started with;
 - `caught_up`: set once a leader is known and everything below the high watermark is applied (Kafka's
   broker waits for the same before it registers: `BrokerServer`'s "catching up with the metadata log");
 - `barrier`: on the leader, the image already holds what the controller answered (the controller answers
@@ -141,11 +143,16 @@ class RaftMetadataFollower:
 
     def handle_leader_change(self, leader: ControllerLeaderAndEpoch) -> None:
         leader_id = leader.leader_id if leader.leader_id is not None else -1
-        e = self.voters.get(leader_id)
+        e = self._endpoint(leader_id)
         self._set_leader(LeaderAndEpoch(leader_id, leader.epoch,
                                         QuorumNode(leader_id, e.host, e.port) if e is not None else None))
 
     # -- internals ---------------------------------------------------------------------------------------
+
+    def _endpoint(self, leader_id: int) -> VoterEndpoint | None:
+        if leader_id < 0:
+            return None
+        return self.manager.client.endpoint_of(leader_id) or self.voters.get(leader_id)
 
     def _set_leader(self, leader: LeaderAndEpoch) -> None:
         self.leader = leader
@@ -158,7 +165,7 @@ class RaftMetadataFollower:
         if known.leader_id >= 0 and (known.leader_id, known.epoch) != (self.leader.leader_id, self.leader.epoch) \
                 and self.leader.endpoint is None:
             # A leader learnt between listener callbacks (a forgotten one found again).
-            e = self.voters.get(known.leader_id)
+            e = self._endpoint(known.leader_id)
             if e is not None:
                 self._set_leader(LeaderAndEpoch(known.leader_id, known.epoch,
                                                 QuorumNode(known.leader_id, e.host, e.port)))

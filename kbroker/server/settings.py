@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from kbroker.client.security import PLAINTEXT_SECURITY, ClientSecurity
+from kbroker.raft.metadata_log import MetadataLogRetention
 
 _VOTER = re.compile(r"^(\d+)@(\[[0-9A-Fa-f:.]+\]|[^:\[\]@]+):(\d+)$")
 _HOST_PORT = re.compile(r"^(\[[0-9A-Fa-f:.]+\]|[^:\[\]@]+):(\d+)$")
@@ -89,6 +90,12 @@ class KRaftBrokerSettings:
     # KIP-966: the broker epoch of the previous run's clean shutdown (its clean-shutdown markers), -1 if
     # it did not shut down cleanly; sent in BrokerRegistration so the controller keeps it in the ELRs.
     previous_broker_epoch: int = -1
+    # The broker's own copy of __cluster_metadata: snapshots of its image (Kafka's brokers run a
+    # SnapshotGenerator too) and Kafka's retention behind them. None: no snapshots, trimmed only when a
+    # snapshot is fetched from the leader.
+    metadata_retention: MetadataLogRetention | None = None
+    max_bytes_between_snapshots: int = 20 * 1024 * 1024
+    max_snapshot_interval_ms: int = 3600000
 
     @property
     def quorum_bootstrap(self) -> tuple[QuorumNode, ...]:

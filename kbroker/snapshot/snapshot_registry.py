@@ -183,6 +183,17 @@ class SnapshotRegistry:
         self.delete_pending(now)
         return True
 
+    def forget_before(self, snapshot_id: OffsetAndEpoch) -> None:
+        """Delete the snapshots older than ``snapshot_id`` now: a follower installed ``snapshot_id`` from the
+        leader and its log starts there (Kafka's ``truncateToLatestSnapshot`` + ``removeSnapshots``)."""
+        for s in [s for s in self._snapshots if s < snapshot_id]:
+            del self._snapshots[s]
+            for p in (self.path(s), deleted_path(self.directory, s)):
+                try:
+                    os.unlink(p)
+                except FileNotFoundError:
+                    pass
+
     def maybe_clean(self, metadata_log: MetadataLogView, *, retention_bytes: int, retention_ms: int) -> bool:
         """Kafka's ``maybeClean``: size-based, then time-based snapshot retention."""
         did_clean = False

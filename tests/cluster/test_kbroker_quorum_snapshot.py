@@ -138,7 +138,10 @@ def quorum(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Quorum]:
         c.overrides = {**_common(q), "process.roles": "controller", "node.id": str(i),
                        "listeners": f"CONTROLLER://127.0.0.1:{c.port}", "log.dirs": str(c.log_dir),
                        "broker.session.timeout.ms": "4000",
-                       "metadata.log.max.record.bytes.between.snapshots": SNAPSHOT_BYTES}
+                       "metadata.log.max.record.bytes.between.snapshots": SNAPSHOT_BYTES,
+                       # Retention of 1 byte: every new snapshot moves the log start up to it at once (with
+                       # Kafka's 100 MiB the log would keep everything; tests/cluster/test_kraft_metadata_retention.py)
+                       "metadata.max.retention.bytes": "1"}
     late = KBroker(work / "broker-5")
     for i, b in [(4, q.brokers[4]), (5, late)]:
         b.overrides = {**_common(q), "process.roles": "broker", "node.id": str(i),

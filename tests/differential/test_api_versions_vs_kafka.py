@@ -35,12 +35,7 @@ _RAFT = "no Raft metadata quorum (issue 13)"
 # librdkafka: _UNSUPPORTED_FEATURE, kafka-python: IncompatibleBrokerVersion); one sent anyway closes
 # the connection, as Kafka does for an API not enabled on the listener.
 ABSENT_APIS: dict[int, str] = {
-    55: "no Raft metadata quorum (issue 13)",  # DescribeQuorum
     64: "single node: no broker to unregister",  # UnregisterBroker
-    # KIP-853: served on a kbroker controller listener (`kafka-metadata-quorum --bootstrap-controller
-    # add-controller / remove-controller`); a kbroker broker listener does not forward them yet.
-    80: "AddRaftVoter is served on kbroker controller listeners only",
-    81: "RemoveRaftVoter is served on kbroker controller listeners only",
     88: _STREAMS,  # StreamsGroupHeartbeat
     89: _STREAMS,  # StreamsGroupDescribe
 }

@@ -176,15 +176,3 @@ def test_update_raft_voter_kraft_version_0_follows_kafkas_rules() -> None:
     follower = c.clients[other]
     answer = _answer(follower, _update(epoch, leader, "h", 1))
     assert answer.error_code == ErrorCode.NOT_LEADER_OR_FOLLOWER and answer.current_leader.leader_id == leader
-
-
-def test_update_raft_voter_kraft_version_1_accepts_only_what_changes_nothing() -> None:
-    c, leader = _elected(v1_config())
-    client = c.clients[leader]
-    other = next(n for n in c.clients if n != leader)
-    same = _update(client.epoch, other, f"node{other}", 9093, directory=DIRS[other])
-    assert _answer(client, same).error_code == ErrorCode.NONE
-    moved = _update(client.epoch, other, "elsewhere", 9999, directory=DIRS[other])
-    assert _answer(client, moved).error_code == ErrorCode.REQUEST_TIMED_OUT  # would need a VotersRecord
-    wrong_dir = _update(client.epoch, other, f"node{other}", 9093, directory=uuid.UUID(int=0x99))
-    assert _answer(client, wrong_dir).error_code == ErrorCode.VOTER_NOT_FOUND
