@@ -6,8 +6,9 @@
 //       CONSUMERS share consumers (implicit acknowledgement, max.poll.records=5, record_limit acquire
 //       mode) poll; once every one has polled for a while, RECORDS records are produced; the group's
 //       share.auto.offset.reset is set to earliest first (with latest, a share-partition initialized
-//       late on a loaded machine missed records produced before it); each consumer sleeps 1 ms
-//       per record. Prints {"consumer":i,"offset":o,"delivery":d} per record and {"done":...} at the end.
+//       late on a loaded machine missed records produced before it) and its share.record.lock.duration.ms
+//       to 30 s (the broker's is 1 s for the redelivery tests: on a loaded machine a poll-to-ack gap over
+//       1 s redelivered records); each consumer sleeps 1 ms per record. Prints {"consumer":i,"offset":o,"delivery":d} per record and {"done":...} at the end.
 //   redeliver BOOTSTRAP TOPIC GROUP RECORDS
 //       one consumer, explicit acknowledgement: of the first records it gets, offsets 0-1 are RELEASEd,
 //       offset 2 REJECTed, the rest ACCEPTed; it polls until it has accepted every record but offset 2.
@@ -61,8 +62,10 @@ public class ShareGroupScenario {
     static void spread(String bootstrap, String topic, String group, int consumers, int records) throws Exception {
         try (Admin admin = Admin.create(Map.of("bootstrap.servers", bootstrap))) {
             ConfigResource res = new ConfigResource(ConfigResource.Type.GROUP, group);
-            admin.incrementalAlterConfigs(Map.of(res, List.of(new AlterConfigOp(
-                new ConfigEntry("share.auto.offset.reset", "earliest"), AlterConfigOp.OpType.SET)))).all().get(30, TimeUnit.SECONDS);
+            admin.incrementalAlterConfigs(Map.of(res, List.of(
+                new AlterConfigOp(new ConfigEntry("share.auto.offset.reset", "earliest"), AlterConfigOp.OpType.SET),
+                new AlterConfigOp(new ConfigEntry("share.record.lock.duration.ms", "30000"), AlterConfigOp.OpType.SET))))
+                .all().get(30, TimeUnit.SECONDS);
         }
         AtomicBoolean stop = new AtomicBoolean();
         Set<String> seen = ConcurrentHashMap.newKeySet();
