@@ -439,6 +439,9 @@ def kraft_controller_settings(config: KafkaConfig, cluster_id: str, log_manager:
             min_insync_replicas=int(config["min.insync.replicas"]),
             bootstrap=tuple(bootstrap_records_from(metadata_dir, transaction_version,
                                                    eligible_leader_replicas_version)),
+            # kbroker.max.partitions bounds what one node hosts: applied by a one-voter combined node.
+            max_partitions=int(config["kbroker.max.partitions"])
+            if config.is_kraft_combined and voters is not None and len(voters) == 1 else -1,
         ),
         metadata_log_dir=metadata_dir,
         directory_id=_metadata_directory_id(config, log_manager),

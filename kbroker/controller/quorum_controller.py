@@ -133,6 +133,9 @@ class QuorumControllerConfig:
     max_elections_per_imbalance: int = 1000  # ReplicationControlManager.MAX_ELECTIONS_PER_IMBALANCE
     kraft_version: int = 0  # the raft layer's kraft.version, checked at broker registration
     min_insync_replicas: int = 1  # min.insync.replicas (static), under the topic and cluster-default configs
+    # kbroker.max.partitions (kbroker's bound on the partitions one node hosts); -1: no bound. Set on a
+    # one-voter combined node (kbroker's single node), as the LocalController applies it.
+    max_partitions: int = -1
     bootstrap: tuple[MetadataRecord, ...] = field(default_factory=lambda: tuple(bootstrap_records()))
 
 
@@ -214,6 +217,7 @@ class QuorumController(Controller):
             unclean_leader_election_enabled=self.unclean_leader_election_enabled,
             eligible_leader_replicas_enabled=self.is_elr_enabled,
             min_insync_replicas=self.min_insync_replicas,
+            max_partitions=(lambda: config.max_partitions) if config.max_partitions >= 0 else None,
         )
         self.configuration = ConfigurationControlManager(view, config_helper, node_id=config.node_id,
                                                          eligible_leader_replicas_enabled=self.is_elr_enabled)
