@@ -390,6 +390,14 @@ class Broker:
             _log_recovery(services.log_manager, time.monotonic() - loading)
         except (ValueError, InconsistentMetaPropertiesError, KafkaStorageError, LegacyMetadataError) as e:
             raise StartupError(str(e)) from None
+        except OSError as e:
+            # A KRaft node writes before it serves (quorum-state when its Raft client takes a new epoch,
+            # then the leader's LeaderChangeMessage and the broker's registration): on a full or read-only
+            # metadata log dir it cannot start, as Kafka's cannot (docs/operations.md, "A full disk").
+            raise StartupError(
+                f"Cannot start: writing {e.filename or config.metadata_log_dir} failed: {e.strerror or e}. A "
+                f"KRaft node writes its quorum state and metadata log ({config.metadata_log_dir}) before it "
+                "serves; free space there (or fix its permissions) and start again") from None
         self.services = services
         self.log_manager = services.log_manager
         self.metadata = services.metadata
