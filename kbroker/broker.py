@@ -348,8 +348,7 @@ class Broker:
                 if metadata_dir.is_dir() and not (metadata_dir / "quorum-state").exists() \
                         and any(metadata_dir.glob("*.log")):
                     log.info("%s was written by kbroker's single-node controller: it becomes the log of a one-voter "
-                             "quorum; the old node's registration expires after broker.session.timeout.ms=%d before "
-                             "this start registers (once)", metadata_dir, config["broker.session.timeout.ms"])
+                             "quorum", metadata_dir)
         log_dirs = config.log_dirs
         # Everything that can refuse the start is checked before anything is written (issue 19).
         try:

@@ -124,6 +124,9 @@ class QuorumControllerConfig:
     node_id: int
     cluster_id: str
     session_timeout_ms: int = 9000  # broker.session.timeout.ms
+    # A combined node: its broker side's incarnation id (ClusterControlManager.activate ends the session
+    # of this node id's registration by any other incarnation: this node's previous process).
+    local_broker_incarnation_id: uuid.UUID | None = None
     unclean_leader_election_enable: bool = False  # unclean.leader.election.enable (static)
     auto_leader_rebalance_enable: bool = True  # auto.leader.rebalance.enable
     leader_imbalance_check_interval_ms: int = 300_000  # leader.imbalance.check.interval.seconds * 1000
@@ -206,6 +209,7 @@ class QuorumController(Controller):
         self.cluster = ClusterControlManager(
             lambda: self.image, cluster_id=config.cluster_id, clock=clock,
             session_timeout_ms=config.session_timeout_ms,
+            local_broker_incarnation_id=config.local_broker_incarnation_id, local_node_id=config.node_id,
             broker_shutdown_handler=lambda b, clean, records: self.replication.handle_broker_shutdown(
                 b, clean, records))
         self.replication = ReplicationControlManager(

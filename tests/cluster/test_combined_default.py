@@ -59,6 +59,19 @@ def test_the_default_node_is_a_one_voter_quorum(tmp_path: Path) -> None:
         assert sorted(_produce_consume(node.bootstrap, "d", 5)) == sorted(b"d-%d" % i for i in range(5))
 
 
+def test_after_kill_9_the_default_node_registers_at_once(tmp_path: Path) -> None:
+    """Its previous process's registration (left unfenced by the kill) does not hold the new one back for
+    broker.session.timeout.ms (9 s): the controller ends that session at activation."""
+    with KBroker(tmp_path / "n") as node:
+        assert sorted(_produce_consume(node.bootstrap, "k", 3)) == sorted(b"k-%d" % i for i in range(3))
+        node.kill()
+        node.start()
+        log = node.log_text()
+        assert "Registered broker 1 with the controller" in log, log[-3000:]
+        assert "Broker registration failed" not in log, log[-3000:]
+        assert sorted(_produce_consume(node.bootstrap, "k", 3)) == sorted(b"k-%d" % i for i in range(3))
+
+
 def test_a_data_dir_of_the_old_single_node_starts_as_a_one_voter_quorum(tmp_path: Path) -> None:
     """The old single node's metadata log (written here in process by the LocalController, as the old
     `kbroker serve` did) becomes the Raft log: the topic and its records are there."""
@@ -70,7 +83,6 @@ def test_a_data_dir_of_the_old_single_node_starts_as_a_one_voter_quorum(tmp_path
     finally:
         shutdown_services(services)
     assert not (node.log_dir / "__cluster_metadata-0" / "quorum-state").exists()
-    node.overrides = {"broker.session.timeout.ms": "3000"}  # the old registration expires sooner
     with node:
         log = node.log_text()
         assert "was written by kbroker's single-node controller" in log
