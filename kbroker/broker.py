@@ -374,6 +374,20 @@ class Broker:
 
         self._loop = asyncio.get_running_loop()
         config = self.config
+        if config.is_embedded_single_node:
+            if (config.log_dirs[0] / LEGACY_METADATA_FILE).exists():
+                # A kbroker 0.1 data dir: the single node's LocalController migrates its JSON image into
+                # __cluster_metadata on this start; the next start runs it as a combined node.
+                log.info("Migrating %s with the single-node controller; the next start runs a one-voter quorum",
+                         config.log_dirs[0] / LEGACY_METADATA_FILE)
+            else:
+                # kbroker's single node is a combined node of a one-voter KRaft quorum (docs/cluster.md).
+                config = self.config = config.with_implicit_quorum()
+                metadata_dir = config.metadata_log_dir / "__cluster_metadata-0"
+                if metadata_dir.is_dir() and not (metadata_dir / "quorum-state").exists() \
+                        and any(metadata_dir.glob("*.log")):
+                    log.info("%s was written by kbroker's single-node controller: it becomes the log of a one-voter "
+                             "quorum", metadata_dir)
         log_dirs = config.log_dirs
         # Everything that can refuse the start is checked before anything is written (issue 19).
         try:
@@ -414,6 +428,14 @@ class Broker:
             _log_recovery(services.log_manager, time.monotonic() - loading)
         except (ValueError, InconsistentMetaPropertiesError, KafkaStorageError, LegacyMetadataError) as e:
             raise StartupError(str(e)) from None
+        except OSError as e:
+            # A KRaft node writes before it serves (quorum-state when its Raft client takes a new epoch,
+            # then the leader's LeaderChangeMessage and the broker's registration): on a full or read-only
+            # metadata log dir it cannot start, as Kafka's cannot (docs/operations.md, "A full disk").
+            raise StartupError(
+                f"Cannot start: writing {e.filename or config.metadata_log_dir} failed: {e.strerror or e}. A "
+                f"KRaft node writes its quorum state and metadata log ({config.metadata_log_dir}) before it "
+                "serves; free space there (or fix its permissions) and start again") from None
         self.services = services
         self.log_manager = services.log_manager
         self.metadata = services.metadata
@@ -762,6 +784,8 @@ async def _serve(config: KafkaConfig, config_file: str | None) -> int:
         return 1
     assert broker.server is not None
     listening = ", ".join(str(e) for e in broker.server.bound_endpoints)
+    if broker.controller_server is not None:
+        listening += ", controller on " + ", ".join(str(e) for e in broker.controller_server.bound_endpoints)
     data = ", ".join(str(d) for d in config.log_dirs)
     endpoint = broker.metrics_endpoint
     http = (f", metrics and health on {endpoint}/metrics, {endpoint}/health/live and {endpoint}/health/ready"

@@ -279,6 +279,8 @@ class KafkaConfig:
         self.unknown_keys: list[str] = sorted(k for k in props if k not in CONFIG_DEFS and not _per_listener_key(k))
         self._listeners: list[Endpoint] | None = None
         self._advertised: list[Endpoint] | None = None
+        # Set by `with_implicit_quorum`: the controller listener and voter were added to a single-node config.
+        self.implicit_quorum = False
         for name, d in CONFIG_DEFS.items():
             if name in props:
                 value = _parse_value(d, props[name])
@@ -374,6 +376,36 @@ class KafkaConfig:
         return roles == {"broker", "controller"} and bool(
             self._values["controller.quorum.voters"] or self._values["controller.quorum.bootstrap.servers"]) \
             and bool(self.controller_listeners)
+
+    @property
+    def is_embedded_single_node(self) -> bool:
+        """`process.roles` unset or `broker,controller` with no quorum or no controller listener: kbroker's
+        own single node (no Kafka config looks like this: Kafka refuses it)."""
+        return set(self._values["process.roles"]) == {"broker", "controller"} and not self.is_kraft_combined
+
+    def with_implicit_quorum(self) -> KafkaConfig:
+        """This single-node config as a combined node of a one-voter quorum (Kafka's defaults: the node is
+        its quorum's only voter): a controller listener `CONTROLLER://127.0.0.1:<a free port>` (loopback
+        only: nothing but this node and `kafka-metadata-quorum --bootstrap-controller` talk to it),
+        `controller.listener.names` naming it, `controller.quorum.voters=<node.id>@127.0.0.1:<port>`. The
+        port is asked of the OS when the node starts (a fixed one would collide with a second node on the
+        machine); set a controller listener to choose one."""
+        name = "CONTROLLER"
+        taken = {e.name for e in parse_endpoints("listeners", self._values["listeners"], self.security_protocol_map)}
+        if name in taken:
+            name = "KBROKER_CONTROLLER"
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+            probe.bind(("127.0.0.1", 0))
+            port = int(probe.getsockname()[1])
+        props = dict(self.originals)
+        props["listeners"] = ",".join([*self._values["listeners"], f"{name}://127.0.0.1:{port}"])
+        props["listener.security.protocol.map"] = ",".join(
+            [*self._values["listener.security.protocol.map"], f"{name}:PLAINTEXT"])
+        props["controller.listener.names"] = name
+        props["controller.quorum.voters"] = f"{self.node_id}@127.0.0.1:{port}"
+        config = KafkaConfig(props)
+        config.implicit_quorum = True
+        return config
 
     @property
     def runs_controller(self) -> bool:

@@ -101,12 +101,15 @@ CONFIG_DEFS: dict[str, ConfigDef] = _defs(
     ConfigDef("broker.id", "int", -1, "Legacy alias of node.id; must equal node.id when both are set."),
     ConfigDef("process.roles", "list", ["broker", "controller"],
               "broker: join a KRaft cluster (docs/cluster.md); controller: a Raft voter running the quorum "
-              "controller (docs/controller.md); both (the default): the embedded single node.",
+              "controller (docs/controller.md); both (the default): a combined node, by default of a one-voter quorum "
+              "with an implicit loopback controller listener (docs/cluster.md).",
               validator=one_of("broker", "controller")),
     ConfigDef("controller.quorum.voters", "list", [],
-              "The static voter set (id@host:port,...) of a KRaft cluster; unused by the embedded single node."),
+              "The static voter set (id@host:port,...) of a KRaft cluster; without a controller listener a "
+              "broker,controller node is its own only voter."),
     ConfigDef("controller.quorum.bootstrap.servers", "list", [],
-              "Controllers a broker asks for the quorum (host:port,...); unused by the embedded single node."),
+              "Controllers a broker asks for the quorum (host:port,...); without a controller listener a "
+              "broker,controller node is its own only voter."),
     ConfigDef("controller.listener.names", "string", None,
               "Accepted; kbroker has no separate controller listener.", kafka_type="list"),
     ConfigDef("listeners", "list", ["PLAINTEXT://127.0.0.1:9092"], "Where the broker listens."),

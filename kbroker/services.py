@@ -494,6 +494,9 @@ def kraft_controller_settings(config: KafkaConfig, cluster_id: str, log_manager:
             delegation_tokens=delegation_token_config(config),
             bootstrap=tuple(bootstrap_records_from(metadata_dir, transaction_version,
                                                    eligible_leader_replicas_version)),
+            # kbroker.max.partitions bounds what one node hosts: applied by a one-voter combined node.
+            max_partitions=int(config["kbroker.max.partitions"])
+            if config.is_kraft_combined and voters is not None and len(voters) == 1 else -1,
         ),
         metadata_log_dir=metadata_dir,
         directory_id=_metadata_directory_id(config, log_manager),
@@ -552,11 +555,14 @@ def _kraft_combined_role(core: _CoreServices) -> _RoleWiring:
                  ",".join(voters))
     # A lone voter formats itself on first start: it bootstraps what `kbroker storage format` (and Kafka
     # 4.3's) would write, transactions version 2 included, as kbroker's single node does.
-    controller_links = KRaftControllerLinks(kraft_controller_settings(config, core.cluster_id, log_manager,
-                                                                      None if observer else voters,
-                                                                      2 if _one_voter_quorum(config) else 0,
-                                                                      1 if _one_voter_quorum(config) else 0),
-                                            loader=core.loader, config_helper=core.config_helper,
+    settings = kraft_controller_settings(config, core.cluster_id, log_manager, None if observer else voters,
+                                         2 if _one_voter_quorum(config) else 0, 1 if _one_voter_quorum(config) else 0)
+    # The broker side's incarnation, known to the controller side: a registration of this node id by
+    # another incarnation is this node's previous process (ClusterControlManager.activate).
+    incarnation_id = uuid.uuid4()
+    settings = dataclasses.replace(settings, controller=dataclasses.replace(
+        settings.controller, local_broker_incarnation_id=incarnation_id))
+    controller_links = KRaftControllerLinks(settings, loader=core.loader, config_helper=core.config_helper,
                                             time_ms=core.time_ms)
     follower = RaftMetadataFollower(config.node_id, controller_links.settings.quorum.voters,
                                     controller_links.manager)
@@ -567,7 +573,8 @@ def _kraft_combined_role(core: _CoreServices) -> _RoleWiring:
 
     links = KRaftBrokerLinks(kraft_broker_settings(config, core.cluster_id, log_manager, voters),
                              metadata_log_dir=config.metadata_log_dir, loader=core.loader, cache=core.cache,
-                             time_ms=core.time_ms, offline_log_dirs=offline_log_dirs, follower=follower)
+                             time_ms=core.time_ms, offline_log_dirs=offline_log_dirs, follower=follower,
+                             incarnation_id=incarnation_id)
     core.replica_manager.set_alter_partition_sender(links.channel.send_alter_partition)
     return _RoleWiring(links.controller, load=lambda: None, kraft=links, kraft_controller=controller_links)
 

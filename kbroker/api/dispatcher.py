@@ -251,7 +251,8 @@ def render_version_table(handlers: dict[int, HandlerSpec] | None = None) -> str:
     """The Markdown table of advertised versions that docs/compatibility.md embeds."""
     from kbroker.protocol.messages import API_SPECS
 
-    handlers = discover_handlers() if handlers is None else handlers
+    # The broker listener of a `kbroker serve` node: a combined node, which forwards what a KRaft broker does.
+    handlers = discover_handlers(kraft_broker=True) if handlers is None else handlers
     lines = [
         "| Key | API | Advertised | Kafka 4.3 | Notes |",
         "|----:|-----|-----------:|----------:|-------|",

@@ -115,6 +115,13 @@ class BrokerHeartbeatManager:
         if fenced:
             state.controlled_shutdown_offset = -1
 
+    def expire_session(self, broker_id: int) -> None:
+        """End a broker's session now (its last contact one session ago): it is stale, and another
+        incarnation may register in its place."""
+        state = self.brokers.get(broker_id)
+        if state is not None:
+            state.last_contact_ms = self.clock() - self.session_timeout_ms - 1
+
     def fence(self, broker_id: int) -> None:
         state = self.brokers.get(broker_id)
         if state is not None:

@@ -71,8 +71,13 @@ class ClusterControlManager:
         clock: Clock,
         session_timeout_ms: int = DEFAULT_SESSION_TIMEOUT_MS,
         broker_shutdown_handler: Callable[[int, bool, list[MetadataRecord]], None] | None = None,
+        local_broker_incarnation_id: uuid.UUID | None = None,
+        local_node_id: int = -1,
     ) -> None:
         self._image = image
+        # A combined node: the incarnation of this process's own broker side (see `activate`).
+        self.local_broker_incarnation_id = local_broker_incarnation_id
+        self.local_node_id = local_node_id
         # Kafka's BrokerShutdownHandler (ReplicationControlManager.handleBrokerShutdown): the records
         # that take a restarted broker's previous incarnation out of every ISR.
         self.broker_shutdown_handler = broker_shutdown_handler
@@ -89,6 +94,15 @@ class ClusterControlManager:
         manager = BrokerHeartbeatManager(self.clock, self.session_timeout_ms)
         for b in self._image().cluster.brokers.values():
             manager.register(b.id, b.fenced)
+            if b.id == self.local_node_id and self.local_broker_incarnation_id is not None \
+                    and b.incarnation_id != self.local_broker_incarnation_id:
+                # A combined node's controller and broker side are one process: a registration of this
+                # node id by another incarnation is this node's previous process, which is gone (a
+                # kill -9 leaves it unfenced). Its session ends now, so the broker side re-registers at
+                # once instead of after broker.session.timeout.ms (Kafka 4.3 waits the session out after
+                # an unclean stop; KAFKA-19130 spared only clean ones). kbroker's difference, for the
+                # default one-voter node's restart (docs/cluster.md, "The default single node").
+                manager.expire_session(b.id)
         self.heartbeat_manager = manager
 
     def deactivate(self) -> None:

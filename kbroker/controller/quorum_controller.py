@@ -145,6 +145,9 @@ class QuorumControllerConfig:
     node_id: int
     cluster_id: str
     session_timeout_ms: int = 9000  # broker.session.timeout.ms
+    # A combined node: its broker side's incarnation id (ClusterControlManager.activate ends the session
+    # of this node id's registration by any other incarnation: this node's previous process).
+    local_broker_incarnation_id: uuid.UUID | None = None
     unclean_leader_election_enable: bool = False  # unclean.leader.election.enable (static)
     auto_leader_rebalance_enable: bool = True  # auto.leader.rebalance.enable
     leader_imbalance_check_interval_ms: int = 300_000  # leader.imbalance.check.interval.seconds * 1000
@@ -154,6 +157,9 @@ class QuorumControllerConfig:
     max_elections_per_imbalance: int = 1000  # ReplicationControlManager.MAX_ELECTIONS_PER_IMBALANCE
     kraft_version: int = 0  # the raft layer's kraft.version, checked at broker registration
     min_insync_replicas: int = 1  # min.insync.replicas (static), under the topic and cluster-default configs
+    # kbroker.max.partitions (kbroker's bound on the partitions one node hosts); -1: no bound. Set on a
+    # one-voter combined node (kbroker's single node), as the LocalController applies it.
+    max_partitions: int = -1
     bootstrap: tuple[MetadataRecord, ...] = field(default_factory=lambda: tuple(bootstrap_records()))
     # delegation.token.* (KIP-48): the secret key, lifetimes and the expired-token sweep interval.
     delegation_tokens: DelegationTokenConfig = field(default_factory=DelegationTokenConfig)
@@ -240,6 +246,7 @@ class QuorumController(Controller):
         self.cluster = ClusterControlManager(
             lambda: self.image, cluster_id=config.cluster_id, clock=clock,
             session_timeout_ms=config.session_timeout_ms,
+            local_broker_incarnation_id=config.local_broker_incarnation_id, local_node_id=config.node_id,
             broker_shutdown_handler=lambda b, clean, records: self.replication.handle_broker_shutdown(
                 b, clean, records))
         self.replication = ReplicationControlManager(
@@ -251,6 +258,7 @@ class QuorumController(Controller):
             unclean_leader_election_enabled=self.unclean_leader_election_enabled,
             eligible_leader_replicas_enabled=self.is_elr_enabled,
             min_insync_replicas=self.min_insync_replicas,
+            max_partitions=(lambda: config.max_partitions) if config.max_partitions >= 0 else None,
         )
         self.configuration = ConfigurationControlManager(
             view, config_helper, node_id=config.node_id, eligible_leader_replicas_enabled=self.is_elr_enabled,

@@ -113,10 +113,10 @@ def read_leader_epoch_checkpoint(path: Path) -> list[tuple[int, int]]:
         raise CheckpointError(f"{path}: malformed entry: {e}") from e
 
 
-def write_leader_epoch_checkpoint(path: Path, entries: Iterable[tuple[int, int]]) -> None:
+def write_leader_epoch_checkpoint(path: Path, entries: Iterable[tuple[int, int]], *, sync: bool = True) -> None:
     entries = list(entries)
     lines = [str(CHECKPOINT_VERSION), str(len(entries))] + [f"{e} {o}" for e, o in entries]
-    atomic_write(path, "\n".join(lines) + "\n")
+    atomic_write(path, "\n".join(lines) + "\n", sync=sync)
 
 
 # --- meta.properties ------------------------------------------------------------------------------

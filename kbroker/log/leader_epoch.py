@@ -4,7 +4,13 @@ Owns Kafka's ``LeaderEpochFileCache``: the ordered (epoch, start offset) pairs r
 offset each leader epoch began, updated when a batch with a new partition leader epoch is appended,
 truncated from the end (log truncation) and from the start (retention, DeleteRecords), and the
 OffsetForLeaderEpoch lookup ``end_offset_for``. Every change is written through atomically; epochs
-change rarely, so the fsync is off the hot path.
+change rarely, so the fsync is off the hot path. A new leader's epoch entry (no batch of it yet,
+`Partition.make_leader`) is written without an fsync, as Kafka does since KAFKA-15046 (its
+LeaderEpochFileCache no longer fsyncs on assign): a node taking the leadership of thousands of partitions
+at once (a one-voter node's restart and controlled shutdown) paid two fsyncs each, tens of seconds. The
+file is fsynced by the log's next flush that has data to make durable (`sync_if_needed`); lost in a power
+failure before that, the entry names an epoch without batches, which OffsetsForLeaderEpoch answers the
+same from the entry before it.
 """
 
 from __future__ import annotations
@@ -33,6 +39,7 @@ class LeaderEpochFileCache:
         self.path = path
         self._epochs: list[int] = []
         self._starts: list[int] = []
+        self._unsynced = False  # written without an fsync since the last synced write
         if path is not None:
             try:
                 entries = read_leader_epoch_checkpoint(path)
@@ -47,17 +54,24 @@ class LeaderEpochFileCache:
     def entries(self) -> list[tuple[int, int]]:
         return list(zip(self._epochs, self._starts, strict=True))
 
-    def flush(self) -> None:
-        """Write the checkpoint file (atomically)."""
+    def flush(self, sync: bool = True) -> None:
+        """Write the checkpoint file (atomically; fsynced unless ``sync`` is False)."""
         if self.path is not None:
-            write_leader_epoch_checkpoint(self.path, self.entries())
+            write_leader_epoch_checkpoint(self.path, self.entries(), sync=sync)
+            self._unsynced = not sync
+
+    def sync_if_needed(self) -> None:
+        """fsync the checkpoint if the last write skipped it."""
+        if self._unsynced:
+            self.flush()
 
     @property
     def latest_epoch(self) -> int:
         return self._epochs[-1] if self._epochs else UNDEFINED_EPOCH
 
-    def assign(self, epoch: int, start_offset: int, flush: bool = True) -> bool:
-        """Record that ``epoch`` starts at ``start_offset``; returns True if the cache changed."""
+    def assign(self, epoch: int, start_offset: int, flush: bool = True, sync: bool = True) -> bool:
+        """Record that ``epoch`` starts at ``start_offset``; returns True if the cache changed. ``sync``
+        False: written without an fsync (see the module docstring)."""
         if epoch < 0 or start_offset < 0:
             return False
         if self._epochs and self._epochs[-1] == epoch and start_offset >= self._starts[-1]:
@@ -69,7 +83,7 @@ class LeaderEpochFileCache:
         self._epochs.append(epoch)
         self._starts.append(start_offset)
         if flush:
-            self.flush()
+            self.flush(sync)
         return True
 
     def epoch_for_offset(self, offset: int) -> int | None:

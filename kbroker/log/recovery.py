@@ -263,7 +263,11 @@ def load_segments(d: Path, config: LogConfig, *, log_start_offset: int, recovery
     leader_epoch_cache.truncate_from_end(log_end_offset, flush=False)
     leader_epoch_cache.truncate_from_start(log_start_offset, flush=False)
     if leader_epoch_cache.entries() != epochs_before:
-        leader_epoch_cache.flush()  # written once, and only when recovery changed it
+        # Written once, and only when recovery changed it; not fsynced (Kafka's LogLoader calls
+        # truncateFromEndAsyncFlush, KAFKA-15046): the log's next flush with data syncs it, and a
+        # crash before that rebuilds the same entries from the batches. A one-voter node's restart
+        # drops each partition's entry of the last epoch (it began at the log end: no batch of it).
+        leader_epoch_cache.flush(sync=False)
     producer_state.delete_snapshots_above(log_end_offset)
     return LoadedLog(segments, log_start_offset, log_end_offset, new_recovery_point)
 

@@ -372,6 +372,7 @@ class UnifiedLog(LogRetention):
         if offset <= self.recovery_point:
             return
         segs = self._segments_to_flush(offset)
+        self.leader_epoch_cache.sync_if_needed()  # a new leader's entry, written without an fsync
         if background and self.background_executor is not None:
             def job() -> None:
                 started = time.monotonic()

@@ -151,10 +151,16 @@ class FileQuorumStateStore:
         data = encode_quorum_state(state, self.version, self.voters).encode("utf-8")
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
         try:
-            os.write(fd, data)
-            os.fsync(fd)
-        finally:
-            os.close(fd)
+            try:
+                os.write(fd, data)
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+        except OSError as e:
+            tmp.unlink(missing_ok=True)  # a full disk: leave no empty .tmp behind; quorum-state is untouched
+            # Named by the file, as Kafka's FileQuorumStateStore names it ("Error while writing the Quorum
+            # status from the file ..."): fatal to the node's start, as in Kafka.
+            raise OSError(e.errno, e.strerror, str(self.path)) from e
         os.replace(tmp, self.path)
         dir_fd = os.open(self.path.parent, os.O_RDONLY)
         try:

@@ -355,7 +355,8 @@ class Partition:
             self.leader_epoch = leader_epoch
             self.leader_epoch_start_offset = self.log_end_offset
             if not self.log.offline and leader_epoch > self.log.leader_epoch_cache.latest_epoch:
-                self.log.leader_epoch_cache.assign(leader_epoch, self.log_end_offset)
+                # No fsync here (KAFKA-15046): the log's next flush with data syncs it.
+                self.log.leader_epoch_cache.assign(leader_epoch, self.log_end_offset, sync=False)
         for replica in self.remote_replicas.values():
             replica.reset(now, self.leader_epoch_start_offset, is_new_epoch, replica.broker_id in self.isr)
         # The ISR may be down to the leader: the high watermark may move at once.

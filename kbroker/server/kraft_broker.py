@@ -53,9 +53,10 @@ class KRaftBrokerLinks:
     def __init__(self, settings: KRaftBrokerSettings, *, metadata_log_dir: Path, loader: MetadataLoader,
                  cache: MetadataCache, time_ms: Callable[[], int],
                  offline_log_dirs: Callable[[], Sequence[uuid.UUID]] = lambda: (),
-                 follower: MetadataFollower | None = None) -> None:
+                 follower: MetadataFollower | None = None, incarnation_id: uuid.UUID | None = None) -> None:
         """`follower`: on a combined node, the broker side of the node's own Raft client
-        (`RaftMetadataFollower`); without it, a `MetadataFetcher` over this node's own copy of the log."""
+        (`RaftMetadataFollower`); without it, a `MetadataFetcher` over this node's own copy of the log.
+        `incarnation_id`: this process's (a combined node's controller side knows it too); else a new one."""
         self.settings = settings
         self.time_ms = time_ms
         self.offline_log_dirs = offline_log_dirs
@@ -77,7 +78,7 @@ class KRaftBrokerLinks:
         self.channel = ControllerChannel(self.fetcher, node_id=settings.node_id,
                                          request_timeout_ms=settings.controller_socket_timeout_ms,
                                          security=settings.controller_security)
-        self.incarnation_id = uuid.uuid4()
+        self.incarnation_id = incarnation_id if incarnation_id is not None else uuid.uuid4()
         self.lifecycle: BrokerLifecycleManager | None = None
         self.controller = RemoteController(node_id=settings.node_id, channel=self.channel, fetcher=self.fetcher,
                                            cache=cache, broker_epoch=self.broker_epoch,

@@ -8,8 +8,9 @@
   under an RLIMIT_NOFILE that three descriptors per partition (the code before) exceeded.
 - A full disk (a real, small tmpfs): produce answers KAFKA_STORAGE_ERROR and the broker says so once;
   creating `__consumer_offsets` there does not kill it (it did: SIGBUS on a preallocated index); after
-  kill -9 it starts again on the still-full disk and serves what it has; once there is room it takes
-  appends again.
+  kill -9 it does not start on the still-full disk (a KRaft node writes its quorum state and metadata log
+  before it serves, as Kafka's does: one error line, exit code 1); once there is room it starts with
+  every acknowledged record and takes appends again.
 """
 
 from __future__ import annotations
@@ -254,9 +255,18 @@ def test_full_disk_storage_error_no_crash_and_restart(tmp_path: Path) -> None:
             assert consume_all(broker.bootstrap, "t", expect=10) == values
 
             broker.kill()
-            broker.start(60)  # on the still-full disk
-            assert consume_all(broker.bootstrap, "t", expect=10) == values
+            # On the still-full disk the node cannot start, as Kafka's cannot: a KRaft node writes its
+            # quorum-state (a new epoch) before it serves, and Kafka 4.3's FileQuorumStateStore turns the
+            # IOException into a fatal start-up error. kbroker says so in one line and writes nothing.
+            with pytest.raises(KBrokerError):
+                broker.start(60)
+            failed = broker.log_text()
+            assert "kbroker: error: Cannot start: writing" in failed and "No space left on device" in failed, failed
+            assert "quorum-state" in failed and "Traceback" not in failed, failed
+            assert not (mnt / "data" / "__cluster_metadata-0" / "quorum-state.tmp").exists()
             os.unlink(filler)
+            broker.start(60)  # room again: every acknowledged record is there
+            assert consume_all(broker.bootstrap, "t", expect=10) == values
             assert produce(broker.bootstrap, "t", [b"after"]) == [None]
             assert consume_all(broker.bootstrap, "t", expect=11)[-1] == b"after"
         except KBrokerError:

@@ -1,8 +1,8 @@
 """Admin clients get a clear error at once for what kbroker does not serve (issue 19, the peer suites).
 
 ACLs without an authorizer answer SECURITY_DISABLED, as Kafka 4.3.1 does (the raw answers are compared
-with Kafka's in tests/differential/test_api_versions_vs_kafka.py); an API kbroker does not advertise
-is refused by the client itself from the ApiVersions ranges, without a timeout.
+with Kafka's in tests/differential/test_api_versions_vs_kafka.py); ElectLeaders, which the old single node
+did not advertise, is answered as Kafka answers it.
 """
 
 from __future__ import annotations
@@ -68,11 +68,19 @@ def test_kafka_python_acls_raise_security_disabled(kbroker: KBroker) -> None:
         admin.close()
 
 
-def test_an_api_kbroker_does_not_advertise_fails_fast(kbroker: KBroker) -> None:
+def test_elect_leaders_is_answered_as_kafka_answers_it(kbroker: KBroker) -> None:
+    """ElectLeaders was the one API confluent-kafka's admin client could send that kbroker's old single node
+    did not advertise (the client refused it at once, _UNSUPPORTED_FEATURE). The default node is now a
+    one-voter KRaft combined node whose broker listener forwards it to the controller, as Kafka's brokers
+    do: a preferred election on a partition led by its preferred replica is ELECTION_NOT_NEEDED."""
+    from confluent_kafka.admin import NewTopic
+
     admin = AdminClient({"bootstrap.servers": kbroker.bootstrap})
+    for f in admin.create_topics([NewTopic("elect", 1, 1)]).values():
+        f.result(30)
     started = time.monotonic()
-    with pytest.raises(KafkaException) as raised:
-        # ElectLeaders: served on kbroker's controller listener only (api/elect_leaders.py).
-        admin.elect_leaders(ElectionType.PREFERRED, [TopicPartition("t", 0)]).result(timeout=30)
-    assert raised.value.args[0].code() == KafkaError._UNSUPPORTED_FEATURE, raised.value
+    result = admin.elect_leaders(ElectionType.PREFERRED, [TopicPartition("elect", 0)]).result(timeout=30)
+    errors = {(tp.topic, tp.partition): e for tp, e in result.items()}
+    assert set(errors) == {("elect", 0)}, result
+    assert errors[("elect", 0)] is not None and errors[("elect", 0)].code() == KafkaError.ELECTION_NOT_NEEDED, result
     assert time.monotonic() - started < 10
