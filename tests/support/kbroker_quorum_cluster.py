@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -25,7 +26,7 @@ from kbroker.protocol.messages.describe_quorum import DescribeQuorumRequest, Des
 from kbroker.protocol.messages.metadata import MetadataRequest, MetadataResponse
 from tests.support.broker import KBroker
 from tests.support.fault_matrix import Heal, ReplicatedBrokers, broker_fault
-from tests.support.mixed_quorum import MixedQuorum
+from tests.support.mixed_quorum import MixedQuorum, kbroker_format
 
 CONTROLLER_ROLES = ("active-controller", "follower-controller")
 CONTROLLER_MATRIX = [(kind, role) for kind in ("stop", "kill", "bounce") for role in CONTROLLER_ROLES]
@@ -81,13 +82,21 @@ class KbrokerQuorumCluster(ReplicatedBrokers):
         super().__init__({}, workdir)
 
     def start(self) -> None:
-        self.quorum.start_controllers()
-        self.quorum.wait_leader()
-        for i in self.broker_ids:
-            b = self.quorum.add_kbroker_broker(i)
-            b.overrides.update(self.broker_overrides)
-            self.brokers[i] = b  # type: ignore[assignment]
-        self.quorum.start_brokers()
+        """Format and start the three controllers together, then the three brokers together (one after
+        the other, each waiting for the last, took 25 s of a loaded 2-core machine instead of 10)."""
+        q = self.quorum
+        controllers = [self.controller(i) for i in q.controllers]
+        for i, c in zip(q.controllers, controllers, strict=True):
+            c.overrides = q._kbroker_controller_props(i, c)
+        with ThreadPoolExecutor(3) as pool:
+            list(pool.map(lambda c: kbroker_format(c, q.cluster_id, c.overrides), controllers))
+            list(pool.map(lambda c: c.start(timeout=90), controllers))
+            self.wait_active()
+            for i in self.broker_ids:
+                b = q.add_kbroker_broker(i)  # formats it
+                b.overrides.update(self.broker_overrides)
+                self.brokers[i] = b
+            list(pool.map(lambda b: b.start(timeout=90), self.brokers.values()))
 
     def stop_all(self) -> None:
         self.quorum.stop_all()
