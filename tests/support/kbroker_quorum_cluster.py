@@ -69,6 +69,25 @@ async def _metadata_brokers(port: int) -> list[int]:
         await conn.close()
 
 
+def describe_quorum(quorum: MixedQuorum) -> QuorumView | None:
+    """The leader's view, from whichever running controller (of either kind) answers DescribeQuorum as
+    the leader; None while no voter leads."""
+    for i, node in quorum.controllers.items():
+        if not quorum.is_running(node):
+            continue
+        try:
+            resp = asyncio.run(_describe_quorum(node.port))
+        except (OSError, TimeoutError, ConnectionError):
+            continue
+        if resp.error_code != 0 or not resp.topics or not resp.topics[0].partitions:
+            continue
+        p = resp.topics[0].partitions[0]
+        if p.error_code == 0 and p.leader_id == i:
+            return QuorumView(p.leader_id, p.leader_epoch, p.high_watermark,
+                              {v.replica_id: v.log_end_offset for v in p.current_voters})
+    return None
+
+
 class KbrokerQuorumCluster(ReplicatedBrokers):
     """Controllers 1, 2, 3 (kbroker, `process.roles=controller`) and brokers `broker_ids` (kbroker)."""
 
@@ -109,22 +128,7 @@ class KbrokerQuorumCluster(ReplicatedBrokers):
     # -- the quorum, through DescribeQuorum ---------------------------------------------------------
 
     def describe_quorum(self) -> QuorumView | None:
-        """The leader's view, from whichever running controller answers DescribeQuorum as the leader."""
-        for i in self.quorum.controllers:
-            c = self.controller(i)
-            if not c.is_running():
-                continue
-            try:
-                resp = asyncio.run(_describe_quorum(c.port))
-            except (OSError, TimeoutError, ConnectionError):
-                continue
-            if resp.error_code != 0 or not resp.topics or not resp.topics[0].partitions:
-                continue
-            p = resp.topics[0].partitions[0]
-            if p.error_code == 0 and p.leader_id == i:
-                return QuorumView(p.leader_id, p.leader_epoch, p.high_watermark,
-                                  {v.replica_id: v.log_end_offset for v in p.current_voters})
-        return None
+        return describe_quorum(self.quorum)
 
     def wait_active(self, after_epoch: int = -1, not_leader: int | None = None,
                     timeout: float = 60.0) -> QuorumView:
@@ -198,4 +202,4 @@ class KbrokerQuorumCluster(ReplicatedBrokers):
 
         return heal
 
-__all__ = ["CONTROLLER_MATRIX", "CONTROLLER_ROLES", "Failover", "KbrokerQuorumCluster", "QuorumView"]
+__all__ = ["CONTROLLER_MATRIX", "CONTROLLER_ROLES", "Failover", "KbrokerQuorumCluster", "QuorumView", "describe_quorum"]
