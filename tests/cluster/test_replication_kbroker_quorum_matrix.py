@@ -51,14 +51,17 @@ SHORT = [("kill", "active-controller"), ("kill", "leader"), ("stop", "active-con
          ("bounce", "follower-controller")]
 
 
-def _create_topic(cl: KbrokerQuorumCluster) -> None:
-    """CreateTopics with a replica assignment, through a broker (forwarded to the active controller)."""
+def _create_topic(cl: KbrokerQuorumCluster, topic: str) -> None:
+    """CreateTopics with a replica assignment, through a broker (forwarded to the active controller);
+    the matrix then runs on it."""
     from confluent_kafka.admin import AdminClient, NewTopic
 
     admin = AdminClient({"bootstrap.servers": cl.bootstrap})  # kept alive until the result arrives
-    futures = admin.create_topics(
-        [NewTopic(TOPIC, num_partitions=len(ASSIGNMENT), replica_assignment=ASSIGNMENT, config={"min.insync.replicas": "2"})])
-    futures[TOPIC].result(60)
+    futures = admin.create_topics([NewTopic(topic, num_partitions=len(ASSIGNMENT), replica_assignment=ASSIGNMENT,
+                                            config={"min.insync.replicas": "2"})])
+    futures[topic].result(60)
+    cl.topic = topic
+    cl.wait_isr(set(BROKER_IDS))
 
 
 @pytest.fixture(scope="module")
@@ -70,14 +73,13 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KbrokerQuorumC
                               CONTROLLER_OVERRIDES, FAILOVER_BOUND_S)
     try:
         cl.start()
-        _create_topic(cl)
-        cl.wait_isr(set(BROKER_IDS))
         yield cl
     finally:
         cl.stop_all()
 
 
-def _run(cl: KbrokerQuorumCluster, cycles: list[tuple[str, str]], tmp_path: Path) -> None:
+def _run(cl: KbrokerQuorumCluster, topic: str, cycles: list[tuple[str, str]], tmp_path: Path) -> None:
+    _create_topic(cl, topic)  # each test its own topic (the producer's values start at 0 every run)
     before = len(cl.failovers)
     vp = run_matrix(cl, cycles, tmp_path, inject=cl.inject)
     failovers = cl.failovers[before:]
@@ -89,10 +91,10 @@ def _run(cl: KbrokerQuorumCluster, cycles: list[tuple[str, str]], tmp_path: Path
 
 
 def test_fault_matrix_with_controller_faults_short(cluster: KbrokerQuorumCluster, tmp_path: Path) -> None:
-    _run(cluster, SHORT, tmp_path)
+    _run(cluster, f"{TOPIC}-short", SHORT, tmp_path)
 
 
 @pytest.mark.slow
 @pytest.mark.timeout(2400)
 def test_fault_matrix_with_controller_faults_sixty_cycles(cluster: KbrokerQuorumCluster, tmp_path: Path) -> None:
-    _run(cluster, FULL_ROUND * 5, tmp_path)
+    _run(cluster, f"{TOPIC}-sixty", FULL_ROUND * 5, tmp_path)

@@ -38,11 +38,14 @@ Inject = Callable[[str, str], Heal]
 
 
 class ReplicatedBrokers:
-    """Three (or more) kbroker brokers replicating `TOPIC`, as clients see them through Metadata."""
+    """Three (or more) kbroker brokers replicating `topic` (the matrix's, `TOPIC` unless a test gives
+    each run its own: the VerifiableProducer numbers its values from 0, so two runs on one topic would
+    read as duplicates), as clients see them through Metadata."""
 
-    def __init__(self, brokers: Mapping[int, KBroker], workdir: Path) -> None:
+    def __init__(self, brokers: Mapping[int, KBroker], workdir: Path, topic: str = TOPIC) -> None:
         self.brokers = dict(brokers)
         self.workdir = workdir
+        self.topic = topic
 
     @property
     def ids(self) -> tuple[int, ...]:
@@ -58,14 +61,16 @@ class ReplicatedBrokers:
     def bootstrap(self) -> str:
         return ",".join(kb.bootstrap for kb in self.brokers.values())
 
-    def state(self, topic: str = TOPIC, partition: int = 0) -> PartitionState:
+    def state(self, topic: str | None = None, partition: int = 0) -> PartitionState:
         for b in self.live():
-            st = metadata_state(b, topic, partition)
+            st = metadata_state(b, topic or self.topic, partition)
             if st is not None:
                 return st
         raise AssertionError("no live broker answered Metadata")
 
-    def wait_isr(self, members: set[int], topic: str = TOPIC, partitions: int = 3, timeout: float = 90) -> None:
+    def wait_isr(self, members: set[int], topic: str | None = None, partitions: int = 3,
+                 timeout: float = 90) -> None:
+        topic = topic or self.topic
         for p in range(partitions):
             deadline = time.monotonic() + timeout
             while True:
@@ -199,7 +204,7 @@ def run_matrix(cl: ReplicatedBrokers, cycles: list[tuple[str, str]], workdir: Pa
     (the cluster serves with the fault in place), heals it, waits for 100 more; then everything
     acknowledged is read back and checked."""
     do = inject or (lambda kind, role: broker_fault(cl, kind, role))
-    vp = VerifiableProducer(cl.bootstrap, TOPIC, workdir)
+    vp = VerifiableProducer(cl.bootstrap, cl.topic, workdir)
     try:
         vp.wait_acked(200)
         for i, (kind, role) in enumerate(cycles):
@@ -213,7 +218,7 @@ def run_matrix(cl: ReplicatedBrokers, cycles: list[tuple[str, str]], workdir: Pa
     finally:
         vp.stop()
     assert vp.acked, vp.errors
-    consumed = consume_all(cl.bootstrap, TOPIC, len(vp.acked), workdir)
+    consumed = consume_all(cl.bootstrap, cl.topic, len(vp.acked), workdir)
     check_no_loss(vp.acked, consumed)
     return vp
 
