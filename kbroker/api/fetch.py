@@ -211,6 +211,7 @@ def handle(services: BrokerServices, ctx: RequestContext, header: RequestHeader,
         fetch_data,
         _forgotten(request, version),
         is_follower=replica_id >= 0,
+        topic_name=lambda topic_id: None if (info := services.metadata.topic_by_id(topic_id)) is None else info.name,
     )
     if context.error != ErrorCode.NONE:
         return _build_response(version, 0, [], isolation, context.error)

@@ -17,7 +17,7 @@ import uuid
 from abc import ABC, abstractmethod
 from collections import OrderedDict
 from collections.abc import Callable, Hashable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from kbroker.protocol.errors import ErrorCode
 
@@ -26,6 +26,9 @@ NO_REPLICA_HIGH_WATERMARK = 2**63 - 1
 FINAL_EPOCH = -1
 INVALID_SESSION_ID = 0
 ZERO_UUID = uuid.UUID(int=0)
+
+# The current metadata's name for a topic id, None when the id is unknown.
+TopicNameLookup = Callable[[uuid.UUID], str | None]
 
 # Kafka's FetchManager evicts an unprivileged session only if it was idle this long or is smaller
 # than the one that wants its slot (KIP-227 eviction rules).
@@ -270,13 +273,29 @@ class FullFetchContext(FetchContext):
 
 
 class IncrementalFetchContext(FetchContext):
-    """An incremental fetch on an existing session: read every session partition, send the changed."""
+    """An incremental fetch on an existing session: read every session partition, send the changed.
 
-    def __init__(self, cache: FetchSessionCache, session: FetchSession) -> None:
+    A partition that entered the session by a topic id this broker did not know yet (its metadata
+    lagged the fetcher's: a topic just created) is cached with no name. Its name is looked up again at
+    every request (Kafka's `CachedPartition.maybeResolveUnknownName`, called from
+    `IncrementalFetchContext.foreachPartition`): a follower whose fetch position does not move has no
+    reason to send the partition again, so without it the partition answered UNKNOWN_TOPIC_ID for the
+    session's whole life and the follower never replicated it (nor rejoined the ISR)."""
+
+    def __init__(self, cache: FetchSessionCache, session: FetchSession,
+                 topic_name: TopicNameLookup | None = None) -> None:
         self._cache = cache
         self._session = session
+        self._topic_name = topic_name
 
     def partitions_to_read(self) -> list[FetchPartitionRequest]:
+        lookup = self._topic_name
+        if lookup is not None and self._session.uses_topic_ids:
+            for cached in self._session.partitions.values():
+                if not cached.req.topic:
+                    name = lookup(cached.req.topic_id)
+                    if name:
+                        cached.req = replace(cached.req, topic=name)
         return [c.req for c in self._session.partitions.values()]
 
     def update_and_generate_response(
@@ -314,7 +333,10 @@ class FetchManager:
         fetch_data: list[FetchPartitionRequest],
         to_forget: list[Hashable],
         is_follower: bool = False,
+        topic_name: TopicNameLookup | None = None,
     ) -> FetchContext:
+        """`topic_name`: the current metadata's name of a topic id (None if unknown), to resolve
+        session partitions cached under an id that was unknown when they were added."""
         uses_topic_ids = version >= 13
         if version < 7:
             return SessionlessFetchContext(fetch_data)
@@ -336,4 +358,4 @@ class FetchManager:
         session.update(fetch_data, to_forget)
         session.epoch = next_epoch(session.epoch)
         self.cache.touch(session)
-        return IncrementalFetchContext(self.cache, session)
+        return IncrementalFetchContext(self.cache, session, topic_name)

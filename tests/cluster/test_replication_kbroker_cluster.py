@@ -19,67 +19,29 @@ from __future__ import annotations
 import json
 import os
 import signal
-import subprocess
-import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from tests.support.broker import KBroker
-from tests.support.groups_verifiable import JVM_OPTS
-from tests.support.java import run_java_main, start_java_main
+from tests.support.fault_matrix import BROKER_MATRIX, TOPIC, ReplicatedBrokers, run_matrix
+from tests.support.java import run_java_main
 from tests.support.kafka_cluster import KafkaCluster, cluster_unavailable_reason
-from tests.support.replicated_cluster import PartitionState, describe, metadata_state, wait_partition
+from tests.support.replicated_cluster import describe, metadata_state, wait_partition
 
 pytestmark = [pytest.mark.interop, pytest.mark.java]
 
 IDS = (2, 3, 4)
-TOPIC = "verified"
 ASSIGNMENT = "2:3:4,3:4:2,4:2:3"
 BROKER_OVERRIDES = {"replica.lag.time.max.ms": "3000", "min.insync.replicas": "2",
                     "offsets.topic.replication.factor": "3", "offsets.topic.num.partitions": "3"}
 
 
-class Cluster:
+class Cluster(ReplicatedBrokers):
     def __init__(self, c: KafkaCluster, workdir: Path) -> None:
+        super().__init__(dict(zip(IDS, c.kbrokers, strict=True)), workdir)
         self.c = c
-        self.workdir = workdir
-
-    def broker(self, node_id: int) -> KBroker:
-        return self.c.kbrokers[IDS.index(node_id)]
-
-    def live(self) -> list[str]:
-        return [kb.bootstrap for kb in self.c.kbrokers if kb.is_running()]
-
-    @property
-    def bootstrap(self) -> str:
-        return ",".join(kb.bootstrap for kb in self.c.kbrokers)
-
-    def state(self, topic: str = TOPIC, partition: int = 0) -> PartitionState:
-        for b in self.live():
-            st = metadata_state(b, topic, partition)
-            if st is not None:
-                return st
-        raise AssertionError("no live broker answered Metadata")
-
-    def wait_isr(self, members: set[int], topic: str = TOPIC, partitions: int = 3, timeout: float = 90) -> None:
-        for p in range(partitions):
-            deadline = time.monotonic() + timeout
-            while True:
-                st = next((s for b in self.live() if (s := metadata_state(b, topic, p)) is not None), None)
-                if st is not None and set(st.isr) == members and st.leader in members:
-                    break
-                assert time.monotonic() < deadline, f"{topic}-{p}: ISR {sorted(members)} not reached: {st}"
-                time.sleep(0.3)
-
-    def create(self, topic: str, assignment: str, configs: dict[str, str]) -> None:
-        args = ["--bootstrap-server", self.live()[0], "--create", "--topic", topic, "--replica-assignment", assignment]
-        for k, v in configs.items():
-            args += ["--config", f"{k}={v}"]
-        proc = run_java_main("kafka-topics", args, timeout=120)
-        assert proc.returncode == 0, proc.stdout + proc.stderr
 
 
 @pytest.fixture(scope="module")
@@ -101,141 +63,30 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
         c.stop_all()
 
 
-class VerifiableProducer:
-    """kafka-verifiable-producer (idempotent, acks=all, retries as the system tests set them)."""
-
-    def __init__(self, bootstrap: str, topic: str, workdir: Path, throughput: int = 200) -> None:
-        config = workdir / "vp.properties"
-        config.write_text("enable.idempotence=true\nretries=2147483647\ndelivery.timeout.ms=120000\n"
-                          "metadata.max.age.ms=2000\n")
-        self.stderr = open(workdir / "vp.stderr", "w")  # noqa: SIM115 - closed in stop()
-        self.proc = start_java_main("kafka-verifiable-producer", [
-            "--bootstrap-server", bootstrap, "--topic", topic, "--throughput", str(throughput),
-            "--acks", "-1", "--producer.config", str(config)], jvm_opts=JVM_OPTS, stderr=self.stderr.fileno())
-        self.acked: list[tuple[int, int, str]] = []  # (partition, offset, value)
-        self.errors: list[str] = []
-        self.reader = threading.Thread(target=self._read, daemon=True)
-        self.reader.start()
-
-    def _read(self) -> None:
-        assert self.proc.stdout is not None
-        for line in self.proc.stdout:
-            if not line.startswith("{"):
-                continue
-            ev = json.loads(line)
-            if ev.get("name") == "producer_send_success":
-                self.acked.append((ev["partition"], ev["offset"], ev["value"]))
-            elif ev.get("name") == "producer_send_error":
-                self.errors.append(f"{ev.get('exception')}: {ev.get('message')}")
-
-    def wait_acked(self, more: int, timeout: float = 90) -> None:
-        target = len(self.acked) + more
-        deadline = time.monotonic() + timeout
-        while len(self.acked) < target:
-            assert self.proc.poll() is None, "the VerifiableProducer exited"
-            assert time.monotonic() < deadline, f"{len(self.acked)} of {target} acknowledged; errors {self.errors[-3:]}"
-            time.sleep(0.2)
-
-    def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)  # its shutdown hook closes (flushes) the producer
-            try:
-                self.proc.wait(120)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-        self.reader.join(10)
-        self.stderr.close()
+MATRIX = BROKER_MATRIX
 
 
-def consume_all(bootstrap: str, topic: str, expected: int, workdir: Path, timeout: float = 120) -> list[tuple[int, int, str]]:
-    """kafka-verifiable-consumer --verbose from the earliest offset until `expected` records arrived."""
-    stderr = open(workdir / "vc.stderr", "w")  # noqa: SIM115
-    proc = start_java_main("kafka-verifiable-consumer", [
-        "--bootstrap-server", bootstrap, "--topic", topic, "--group-id", f"verify-{time.monotonic_ns()}",
-        "--reset-policy", "earliest", "--verbose", "--max-messages", str(expected)], jvm_opts=JVM_OPTS,
-        stderr=stderr.fileno())
-    got: list[tuple[int, int, str]] = []
-    timer = threading.Timer(timeout, proc.kill)
-    timer.start()
+def _matrix(cl: Cluster, topic: str, cycles: list[tuple[str, str]], tmp_path: Path) -> None:
+    """The matrix on a topic of its own: the VerifiableProducer numbers its values from 0, so the short
+    and the long run on one topic (`make test-all`) would read each other's records as duplicates."""
+    cl.create(topic, ASSIGNMENT, {"min.insync.replicas": "2"})
+    cl.wait_isr(set(IDS), topic=topic)
+    before, cl.topic = cl.topic, topic
     try:
-        assert proc.stdout is not None
-        for line in proc.stdout:
-            if line.startswith("{"):
-                ev = json.loads(line)
-                if ev.get("name") == "record_data":
-                    got.append((ev["partition"], ev["offset"], ev["value"]))
-        proc.wait(30)
+        run_matrix(cl, cycles, tmp_path)
     finally:
-        timer.cancel()
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
-        stderr.close()
-    return got
-
-
-def check_no_loss(acked: list[tuple[int, int, str]], consumed: list[tuple[int, int, str]]) -> None:
-    log = {(p, o): v for p, o, v in consumed}
-    lost = [a for a in acked if log.get((a[0], a[1])) != a[2]]
-    assert not lost, f"{len(lost)} acknowledged records lost or moved, e.g. {lost[:5]}"
-    values = [v for _, _, v in consumed]
-    assert len(values) == len(set(values)), "duplicates"
-    for p in {a[0] for a in acked}:
-        offsets = [o for q, o, _ in acked if q == p]
-        assert offsets == sorted(offsets), f"partition {p}: acknowledged out of order"
-        in_log = [int(v) for q, _, v in sorted(consumed) if q == p]
-        assert in_log == sorted(in_log), f"partition {p}: the log is out of the producer's order"
-
-
-def fault(cl: Cluster, kind: str, role: str) -> int:
-    """Inject one fault on partition 0's leader or one of its followers; return the broker's id."""
-    st = cl.state()
-    victim = st.leader if role == "leader" else next(r for r in st.isr if r != st.leader)
-    kb = cl.broker(victim)
-    if kind == "bounce":
-        assert kb.stop(60) == 0
-        kb.start(timeout=90)
-        return victim
-    if kind == "kill":
-        kb.kill()
-    else:
-        assert kb.stop(60) == 0
-    rest = set(IDS) - {victim}
-    cl.wait_isr(rest)  # the controller fenced it (kill) or it shut down in a controlled way
-    return victim
-
-
-def run_matrix(cl: Cluster, cycles: list[tuple[str, str]], tmp_path: Path) -> None:
-    vp = VerifiableProducer(cl.bootstrap, TOPIC, tmp_path)
-    try:
-        vp.wait_acked(200)
-        for kind, role in cycles:
-            victim = fault(cl, kind, role)
-            vp.wait_acked(100)
-            if not cl.broker(victim).is_running():
-                cl.broker(victim).start(timeout=90)
-            cl.wait_isr(set(IDS))
-            vp.wait_acked(100)
-    finally:
-        vp.stop()
-    assert vp.acked, vp.errors
-    consumed = consume_all(cl.bootstrap, TOPIC, len(vp.acked), tmp_path)
-    check_no_loss(vp.acked, consumed)
-
-
-MATRIX = [(kind, role) for kind in ("stop", "kill", "bounce") for role in ("leader", "follower")]
+        cl.topic = before
 
 
 def test_fault_matrix_short(cluster: Cluster, tmp_path: Path) -> None:
     """One cycle of each {clean shutdown, kill -9, bounce} x {leader, follower}."""
-    run_matrix(cluster, MATRIX, tmp_path)
+    _matrix(cluster, f"{TOPIC}-short", MATRIX, tmp_path)
 
 
 @pytest.mark.slow
 @pytest.mark.timeout(900)  # 54 cycles took 299.5 s on a quiet machine: pytest's 300 s default is too tight
 def test_fault_matrix_fifty_cycles(cluster: Cluster, tmp_path: Path) -> None:
-    run_matrix(cluster, (MATRIX * 9)[:54], tmp_path)
+    _matrix(cluster, f"{TOPIC}-fifty", (MATRIX * 9)[:54], tmp_path)
 
 
 def test_sigstop_follower_leaves_isr_and_returns(cluster: Cluster) -> None:
