@@ -389,7 +389,14 @@ class KafkaConfig:
         only: nothing but this node and `kafka-metadata-quorum --bootstrap-controller` talk to it),
         `controller.listener.names` naming it, `controller.quorum.voters=<node.id>@127.0.0.1:<port>`. The
         port is asked of the OS when the node starts (a fixed one would collide with a second node on the
-        machine); set a controller listener to choose one."""
+        machine); set a controller listener to choose one.
+
+        With an authorizer (`authorizer.class.name`) the controller authorizes the broker side's
+        registration and heartbeats (CLUSTER_ACTION), as Kafka's does: the implicit listener then takes the
+        inter-broker listener's security protocol and its `listener.name.<l>.*` settings, and the broker
+        side connects as its inter-broker principal (which a Kafka config lists in `super.users`), with the
+        inter-broker SASL mechanism (else the listener's first enabled one). Without an authorizer it is
+        PLAINTEXT."""
         name = "CONTROLLER"
         taken = {e.name for e in parse_endpoints("listeners", self._values["listeners"], self.security_protocol_map)}
         if name in taken:
@@ -398,9 +405,22 @@ class KafkaConfig:
             probe.bind(("127.0.0.1", 0))
             port = int(probe.getsockname()[1])
         props = dict(self.originals)
+        protocol = "PLAINTEXT"
+        if self._values["authorizer.class.name"]:
+            inter = self.inter_broker_listener_name
+            protocol = self.security_protocol_map.get(inter, inter)
+            prefix = f"listener.name.{inter.lower()}."
+            for key, value in self.originals.items():
+                if key.startswith(prefix):
+                    props[f"listener.name.{name.lower()}.{key[len(prefix):]}"] = value
+            if protocol in ("SASL_PLAINTEXT", "SASL_SSL") and "sasl.mechanism.controller.protocol" not in props:
+                mechanisms = self.sasl_mechanisms(inter)
+                props["sasl.mechanism.controller.protocol"] = str(
+                    self.originals.get("sasl.mechanism.inter.broker.protocol")
+                    or (mechanisms[0] if mechanisms else "GSSAPI"))
         props["listeners"] = ",".join([*self._values["listeners"], f"{name}://127.0.0.1:{port}"])
         props["listener.security.protocol.map"] = ",".join(
-            [*self._values["listener.security.protocol.map"], f"{name}:PLAINTEXT"])
+            [*self._values["listener.security.protocol.map"], f"{name}:{protocol}"])
         props["controller.listener.names"] = name
         props["controller.quorum.voters"] = f"{self.node_id}@127.0.0.1:{port}"
         config = KafkaConfig(props)
