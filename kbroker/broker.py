@@ -677,8 +677,10 @@ class Broker:
 
     # -- shutdown --
 
-    async def shutdown(self) -> None:
-        """Stop accepting, finish in-flight requests, then flush and checkpoint every log."""
+    async def shutdown(self, controlled: bool = True) -> None:
+        """Stop accepting, finish in-flight requests, then flush and checkpoint every log. `controlled=False`
+        (a start that failed: nothing was served) skips the controlled shutdown, as Kafka's broker exits
+        at a fatal start-up error without asking the controller to move leaderships."""
         if self._stopped:
             return
         self._stopped = True
@@ -688,7 +690,7 @@ class Broker:
         if self.observability is not None:
             self.observability.set_shutting_down()
         kraft = self.services.kraft if self.services is not None else None
-        if kraft is not None:
+        if kraft is not None and controlled:
             # Kafka's controlled shutdown: while still serving, the controller moves this broker's
             # leaderships away (clients follow them), then fences it.
             await kraft.controlled_shutdown(self.config["kbroker.shutdown.timeout.ms"] / 1000)
@@ -780,7 +782,12 @@ async def _serve(config: KafkaConfig, config_file: str | None) -> int:
     except StartupError as e:
         log.error("%s", e)
         print(f"kbroker: error: {e}", file=sys.stderr)
-        await broker.shutdown()
+        # Bounded: a start that failed half-way (a combined node whose controller already runs) must
+        # exit, not wait on parts that never started.
+        try:
+            await asyncio.wait_for(broker.shutdown(controlled=False), timeout=10)
+        except Exception:  # TimeoutError included
+            log.exception("Stopping after the failed start did not finish; exiting")
         return 1
     assert broker.server is not None
     listening = ", ".join(str(e) for e in broker.server.bound_endpoints)
