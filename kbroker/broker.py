@@ -480,8 +480,11 @@ class Broker:
                                       connection_quotas=connection_quotas(config, services))
             if services.share_partition_manager is not None:
                 self.server.connection_disconnect_listeners.append(services.share_partition_manager.on_disconnect)
+        # A KRaft broker (and a combined node's broker side) binds now and accepts once registered and
+        # unfenced, as Kafka's BrokerServer enables its SocketServer after the controller acknowledged it.
+        registers_first = services.kraft is not None
         try:
-            bound = await self.server.start()
+            bound = await self.server.start(start_serving=not registers_first)
         except OSError as e:
             # Lost a race for the port after check_listeners_free: leave no new data dir behind.
             self._remove_on_shutdown = fresh_dirs
@@ -504,6 +507,7 @@ class Broker:
                 epoch = await services.kraft.register(listeners)
             except KRaftStartupError as e:
                 raise StartupError(str(e)) from None
+            await self.server.enable_request_processing()
         else:
             epoch = services.controller.register_broker(listeners, config["broker.rack"])
         services.producer_id_manager.broker_epoch = epoch

@@ -146,8 +146,13 @@ class KafkaServer:
 
     # -- lifecycle --
 
-    async def start(self) -> list[ListenerEndpoint]:
-        """Bind every listener; returns the endpoints with the ports actually bound (port 0 resolved)."""
+    async def start(self, start_serving: bool = True) -> list[ListenerEndpoint]:
+        """Bind every listener; returns the endpoints with the ports actually bound (port 0 resolved).
+
+        `start_serving=False` binds and listens without accepting (connections wait in the kernel's
+        backlog) until `enable_request_processing`, as Kafka's SocketServer binds its acceptors at
+        construction and enables them once the broker has registered (BrokerServer.startup): a client
+        that connects to a KRaft broker's port early never reads a Metadata without this broker in it."""
         backlog = self.config.socket_listen_backlog_size
         for endpoint in self.config.listeners:
             host = endpoint.host or None  # empty host: every interface, as Kafka does
@@ -158,6 +163,7 @@ class KafkaServer:
                 reuse_address=True,
                 backlog=backlog,
                 ssl=endpoint.ssl_context,
+                start_serving=start_serving,
             )
             self._servers.append(server)
             port = server.sockets[0].getsockname()[1] if server.sockets else endpoint.port
@@ -167,6 +173,11 @@ class KafkaServer:
         if self._check_interval() > 0:
             self._schedule_check()
         return self.bound_endpoints
+
+    async def enable_request_processing(self) -> None:
+        """Start accepting on every listener bound with `start(start_serving=False)`."""
+        for server in self._servers:
+            await server.start_serving()
 
     async def stop(self, timeout: float = 30.0) -> None:
         """Stop accepting, let every connection finish its in-flight requests, then close them."""
