@@ -22,11 +22,8 @@ KNOWN_CONFIG_DIFFERENCES: dict[str, str] = {}
 # Configs whose value/source differ from Kafka's on purpose, each with its reason. The test checks
 # that these, and only these, differ, so the list cannot go stale.
 KNOWN_SOURCE_DIFFERENCES: dict[str, str] = {
-    # A cluster formatted by Kafka 4.3 has eligible leader replicas (KIP-966) enabled, and enabling
-    # ELR writes a cluster-level dynamic min.insync.replicas (KAFKA-16540), so Kafka reports source
-    # DYNAMIC_DEFAULT_BROKER_CONFIG. kbroker has no ELR (a single replica has no ISR to shrink); it
-    # will write the same cluster default when replication and ELR arrive.
-    "min.insync.replicas": "cluster-level default written by Kafka's ELR activation (KAFKA-16540)",
+    # (none: min.insync.replicas, once different, is now DYNAMIC_DEFAULT_BROKER_CONFIG on both, the
+    # cluster-level default written when eligible leader replicas are on, KAFKA-16540)
 }
 
 # The static server.properties keys benchmarks/reference/kafka.sh gives Kafka, given to kbroker too,

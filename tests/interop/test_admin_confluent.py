@@ -143,9 +143,13 @@ def test_describe_configs_lists_every_topic_config(admin: AdminClient, kbroker: 
     assert _src(configs["segment.bytes"]) == ConfigSource.DEFAULT_CONFIG.value
     assert configs["segment.bytes"].is_default
     assert configs["cleanup.policy"].value == "delete"
-    for entry in configs.values():
-        assert _src(entry) in {ConfigSource.DEFAULT_CONFIG.value, ConfigSource.DYNAMIC_TOPIC_CONFIG.value,
-                                ConfigSource.STATIC_BROKER_CONFIG.value}, entry
+    # min.insync.replicas: the cluster-level default the controller writes when ELR (KIP-966) is on, as
+    # Kafka 4.3's does (KAFKA-16540), so DYNAMIC_DEFAULT_BROKER_CONFIG (tests/differential/test_vs_kafka.py).
+    assert _src(configs["min.insync.replicas"]) == ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG.value
+    for name, entry in configs.items():
+        if name != "min.insync.replicas":
+            assert _src(entry) in {ConfigSource.DEFAULT_CONFIG.value, ConfigSource.DYNAMIC_TOPIC_CONFIG.value,
+                                    ConfigSource.STATIC_BROKER_CONFIG.value}, entry
 
     broker = ConfigResource(ResourceType.BROKER, "1")
     bconfigs: dict[str, ConfigEntry] = admin.describe_configs([broker])[broker].result(TIMEOUT)
