@@ -1,5 +1,6 @@
 """kbroker.net's import rules (issue 11): it depends on kbroker.protocol, the API dispatcher interface
-(kbroker.api.context) and the sans-IO kbroker.security (principals, SASL) only, and records into
+(kbroker.api.context), the sans-IO kbroker.security (principals, SASL) and the key-store reader
+kbroker.client.ssl_stores only, and records into
 kbroker.metrics (issue 16); its settings come as a `SocketServerConfig`, never from kbroker.config.
 """
 
@@ -13,7 +14,10 @@ from pathlib import Path
 import kbroker.net
 
 NET_DIR = Path(kbroker.net.__file__).parent
-ALLOWED = ("kbroker.net", "kbroker.protocol", "kbroker.api.context", "kbroker.metrics.meters", "kbroker.security")
+# kbroker.client.ssl_stores: the JKS / PKCS12 store reader listeners share with outbound connections
+# (file parsing only: no config, no storage, no sockets).
+ALLOWED = ("kbroker.net", "kbroker.protocol", "kbroker.api.context", "kbroker.metrics.meters", "kbroker.security",
+           "kbroker.client.ssl_stores")
 
 
 def _kbroker_imports(path: Path) -> list[str]:
