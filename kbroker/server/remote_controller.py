@@ -360,15 +360,11 @@ class RemoteController(Controller):
                      for k, v in a.ops])
             for a in alterations])
         resp = await self._send(ALTER_CLIENT_QUOTAS, req, AlterClientQuotasResponse)
-        by_entity = {frozenset((e.entity_type, e.entity_name) for e in entry.entity): entry for entry in resp.entries}
-        results = []
-        for a in alterations:
-            entry = by_entity.get(frozenset(a.entity))
-            if entry is None:
-                results.append(ClientQuotaAlterationResult(a.entity, int(ErrorCode.UNKNOWN_SERVER_ERROR),
-                                                           "The controller's answer did not name the entity"))
-            else:
-                results.append(ClientQuotaAlterationResult(a.entity, entry.error_code, entry.error_message))
+        # The controller's entries as it answered them, as Kafka's broker relays the forwarded response: an
+        # entity named twice is answered once (INVALID_REQUEST "Ignoring duplicate entity ...").
+        results = [ClientQuotaAlterationResult(tuple((e.entity_type, e.entity_name) for e in entry.entity),
+                                               entry.error_code, entry.error_message)
+                   for entry in resp.entries]
         if not validate_only and any(r.error_code == 0 for r in results):
             await self._caught_up()
         return results
