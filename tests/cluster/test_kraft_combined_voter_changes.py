@@ -20,7 +20,7 @@ from tests.cluster.test_kraft_add_remove_voter import _leader, _retry, _status, 
 from tests.support.broker import KBroker, free_port
 from tests.support.java import java_unavailable_reason, run_java_main
 from tests.support.kafka_cluster import new_cluster_id
-from tests.support.mixed_quorum import COMMON, kbroker_format
+from tests.support.mixed_quorum import COMMON, kbroker_format, metadata_quorum
 
 pytestmark = [pytest.mark.interop, pytest.mark.java]
 
@@ -33,9 +33,7 @@ def skip_without_java() -> None:
 
 
 def _quorum_tool(bootstrap: str, *args: str) -> str:
-    proc = run_java_main("kafka-metadata-quorum", ["--bootstrap-controller", bootstrap, *args], timeout=120)
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    return proc.stdout
+    return metadata_quorum("--bootstrap-controller", bootstrap, *args)
 
 
 def _create_topic(node: KBroker, name: str) -> None:

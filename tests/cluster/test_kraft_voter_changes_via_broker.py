@@ -18,9 +18,9 @@ import pytest
 
 from tests.cluster.test_kraft_add_remove_voter import _leader, _retry, _status, _voter_ids
 from tests.support.broker import KBroker
-from tests.support.java import java_unavailable_reason, run_java_main
+from tests.support.java import java_unavailable_reason
 from tests.support.kafka_cluster import new_cluster_id
-from tests.support.mixed_quorum import COMMON, kbroker_format
+from tests.support.mixed_quorum import COMMON, kbroker_format, metadata_quorum
 from tests.support.raw_client import RawKafkaClient
 
 pytestmark = [pytest.mark.interop, pytest.mark.java]
@@ -34,9 +34,7 @@ def skip_without_java() -> None:
 
 
 def _via_broker(broker: KBroker, *args: str) -> str:
-    proc = run_java_main("kafka-metadata-quorum", ["--bootstrap-server", broker.bootstrap, *args], timeout=120)
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    return proc.stdout
+    return metadata_quorum("--bootstrap-server", broker.bootstrap, *args)
 
 
 def _api_ranges(bootstrap: str) -> dict[int, tuple[int, int]]:

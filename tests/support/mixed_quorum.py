@@ -38,6 +38,14 @@ COMMON = {
 Node = KBroker | KafkaNode
 
 
+def metadata_quorum(option: str, bootstrap: str, *args: str) -> str:
+    """Kafka 4.3.1's `kafka-metadata-quorum` with `--bootstrap-controller` or `--bootstrap-server`
+    (`option`) and its arguments; its standard output, asserting it succeeded."""
+    proc = run_java_main("kafka-metadata-quorum", [option, bootstrap, *args], timeout=120)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    return proc.stdout
+
+
 def kbroker_format(node: KBroker, cluster_id: str, props: dict[str, str], *extra: str) -> str:
     path = node.workdir / "format.properties"
     node.workdir.mkdir(parents=True, exist_ok=True)
