@@ -7,6 +7,15 @@ subscribed topics, bumps the group epoch and computes a new target assignment wh
 (`kbroker.coord.consumer_group.reconcile`). Nothing waits: members learn about new assignments in
 their next heartbeat (every `group.consumer.heartbeat.interval.ms`).
 
+A `kbroker.coord.modern_group_protocol.ModernGroupProtocol`, as the KIP-932 share protocol is: the
+rollback of a heartbeat whose append failed, the common checks and messages, the metadata refresh, the
+group-epoch bump and target assignment, member sessions, fencing and the record writing are that
+base's, shared with share groups. What is only a consumer group's is here: ConsumerGroupHeartbeat's own
+checks, static members (KIP-345), regex subscriptions (with the DESCRIBE filter), the assignor choice,
+reconciliation and the rebalance timeout, the classic-group interop hooks (`kbroker.coord.migration`:
+online upgrade on join, downgrade when the last consumer-protocol member is fenced) and the member-epoch
+checks of offset commits and fetches (KIP-1251).
+
 Timers on the injected `Scheduler`: the member session (`group.consumer.session.timeout.ms`, renewed
 by every heartbeat) and the rebalance timeout (the member's `RebalanceTimeoutMs`, started when it is
 asked to revoke partitions); either one expiring fences the member (removed, its partitions freed,
@@ -17,7 +26,7 @@ Every change is written to `__consumer_offsets` as Kafka's consumer-group record
 (`kbroker.coord.consumer_persistence`) before the heartbeat is answered, so a restarted broker knows
 the members, their epochs and assignments.
 
-Must not import asyncio, kbroker.net or kbroker.api.
+Must not import asyncio, kbroker.net, kbroker.api or the share-group modules.
 """
 
 from __future__ import annotations
