@@ -104,6 +104,10 @@ class ModernGroup(Generic[M_co]):
         """The describe responses' AssignmentEpoch: the target assignment epoch."""
         return self.target_assignment_epoch
 
+    @assignment_epoch.setter
+    def assignment_epoch(self, epoch: int) -> None:
+        self.target_assignment_epoch = epoch
+
     def is_empty(self) -> bool:
         return not self.members
 
