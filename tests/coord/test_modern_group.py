@@ -186,3 +186,44 @@ def test_the_same_rule_set_is_one_implementation() -> None:
     for cls in (ConsumerGroupProtocol, ShareGroupProtocol):
         for fn in shared:
             assert getattr(cls, fn.__name__) is fn, (cls.__name__, fn.__name__)
+
+
+def test_a_group_id_belongs_to_one_group_type() -> None:
+    """Kafka's group lookups: a share group's id is GROUP_ID_NOT_FOUND "Group g is not a consumer
+    group." to ConsumerGroupHeartbeat / ConsumerGroupDescribe, and the other way round."""
+    share, consumer = Harness("share"), Harness("consumer")
+    share.hb("a", 0)
+    r = share.coord.consumer_group_heartbeat(HeartbeatRequestData(
+        GID, "x", 0, rebalance_timeout_ms=30000, subscribed_topic_names=["t"], owned={}))
+    assert (r.error, r.message) == (E.GROUP_ID_NOT_FOUND, f"Group {GID} is not a consumer group.")
+    assert GID not in share.coord.group_manager.consumer_groups
+    assert share.coord.group_manager.consumer.consumer_group_describe(GID) == \
+        (E.GROUP_ID_NOT_FOUND, f"Group {GID} is not a consumer group.", None)
+    consumer.hb("a", 0)
+    s = consumer.coord.share_group_heartbeat(ShareHeartbeatRequestData(GID, "x", 0, subscribed_topic_names=["t"]))
+    assert (s.error, s.message) == (E.GROUP_ID_NOT_FOUND, f"Group {GID} is not a share group.")
+    assert consumer.coord.group_manager.share.share_group_describe(GID) == \
+        (E.GROUP_ID_NOT_FOUND, f"Group {GID} is not a share group.", None)
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_a_repeated_subscription_is_no_change(kind: str) -> None:
+    """Duplicates and order in SubscribedTopicNames do not make a new group epoch."""
+    h = Harness(kind)
+    h.topics.add("u", 2)
+    h.hb("a", 0)
+    h.hb("a")
+    epoch = h.group().group_epoch
+    for _ in range(2):
+        names = ["u", "t", "t"]
+        if kind == "share":
+            r = h.coord.share_group_heartbeat(ShareHeartbeatRequestData(
+                GID, "a", h.group().members["a"].member_epoch, subscribed_topic_names=names))
+        else:
+            m = h.group().members["a"]
+            r = h.coord.consumer_group_heartbeat(HeartbeatRequestData(
+                GID, "a", m.member_epoch, subscribed_topic_names=names,
+                owned={t: set(ps) for t, ps in m.assigned.items()}))
+        assert r.error == E.NONE
+    assert h.group().group_epoch == epoch + 1  # the first one added topic u; the second changed nothing
+    assert h.group().members["a"].subscribed_topic_names == ["t", "u"]
