@@ -7,6 +7,15 @@ subscribed topics, bumps the group epoch and computes a new target assignment wh
 (`kbroker.coord.consumer_group.reconcile`). Nothing waits: members learn about new assignments in
 their next heartbeat (every `group.consumer.heartbeat.interval.ms`).
 
+A `kbroker.coord.modern_group_protocol.ModernGroupProtocol`, as the KIP-932 share protocol is: the
+rollback of a heartbeat whose append failed, the common checks and messages, the metadata refresh, the
+group-epoch bump and target assignment, member sessions, fencing and the record writing are that
+base's, shared with share groups. What is only a consumer group's is here: ConsumerGroupHeartbeat's own
+checks, static members (KIP-345), regex subscriptions (with the DESCRIBE filter), the assignor choice,
+reconciliation and the rebalance timeout, the classic-group interop hooks (`kbroker.coord.migration`:
+online upgrade on join, downgrade when the last consumer-protocol member is fenced) and the member-epoch
+checks of offset commits and fetches (KIP-1251).
+
 Timers on the injected `Scheduler`: the member session (`group.consumer.session.timeout.ms`, renewed
 by every heartbeat) and the rebalance timeout (the member's `RebalanceTimeoutMs`, started when it is
 asked to revoke partitions); either one expiring fences the member (removed, its partitions freed,
@@ -17,19 +26,16 @@ Every change is written to `__consumer_offsets` as Kafka's consumer-group record
 (`kbroker.coord.consumer_persistence`) before the heartbeat is answered, so a restarted broker knows
 the members, their epochs and assignments.
 
-Must not import asyncio, kbroker.net or kbroker.api.
+Must not import asyncio, kbroker.net, kbroker.api or the share-group modules.
 """
 
 from __future__ import annotations
 
 import base64
-import copy
-import logging
 import re
 import uuid
 from collections import Counter
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 from kbroker.coord.assignors import Assignment, MemberSpec, assignor
 from kbroker.coord.config import map_append_error
@@ -43,15 +49,17 @@ from kbroker.coord.consumer_group import (
     copy_assignment,
     reconcile,
 )
+from kbroker.coord.consumer_records import group_records, tombstone_order
+from kbroker.coord.modern_group_protocol import (
+    GroupSnapshot,
+    HeartbeatReject,
+    ModernGroupProtocol,
+    invalid_request_unless,
+)
+from kbroker.coord.modern_group_protocol import HeartbeatResult as HeartbeatResult
 from kbroker.coord.records import encode_group_metadata_key
 from kbroker.metrics.meters import GROUP_COORDINATOR_METRICS
 from kbroker.protocol.errors import ErrorCode
-
-if TYPE_CHECKING:
-    from kbroker.coord.group import ClassicGroup
-    from kbroker.coord.group_metadata_manager import GroupMetadataManager
-
-log = logging.getLogger(__name__)
 
 # ConsumerGroupDescribe v1 MemberType (KIP-1099): 0 classic (a classic member inside a consumer
 # group, online migration), 1 consumer.
@@ -79,31 +87,6 @@ class HeartbeatRequestData:
     topic_describe_filter: TopicFilter | None = None
 
 
-@dataclass(slots=True)
-class HeartbeatResult:
-    error: ErrorCode
-    message: str | None = None
-    member_id: str | None = None
-    member_epoch: int = 0
-    heartbeat_interval_ms: int = 0
-    assignment: Assignment | None = None
-
-
-@dataclass(slots=True)
-class _GroupSnapshot:
-    group_id: str
-    group: ConsumerGroup | None
-    written: dict[bytes, bytes] | None
-    classic: ClassicGroup | None
-
-
-class _Reject(Exception):
-    def __init__(self, error: ErrorCode, message: str | None = None) -> None:
-        super().__init__(message)
-        self.error = error
-        self.message = message
-
-
 def session_key(group_id: str, member_id: str) -> str:
     return f"consumer-session-{group_id}-{member_id}"
 
@@ -112,110 +95,133 @@ def rebalance_key(group_id: str, member_id: str) -> str:
     return f"consumer-rebalance-{group_id}-{member_id}"
 
 
-class ConsumerGroupProtocol:
+class ConsumerGroupProtocol(ModernGroupProtocol[ConsumerGroup, ConsumerGroupMember]):
     """The KIP-848 consumer protocol of a GroupMetadataManager's consumer groups."""
 
-    def __init__(self, gm: GroupMetadataManager) -> None:
-        self.gm = gm
+    group_type = "consumer"
+
+    # -- ModernGroupProtocol -------------------------------------------------------------------------
+
+    def groups(self) -> dict[str, ConsumerGroup]:
+        return self.gm.consumer_groups
+
+    def written(self) -> dict[str, dict[bytes, bytes]]:
+        return self.gm.consumer_written
+
+    def session_key(self, group_id: str, member_id: str) -> str:
+        return session_key(group_id, member_id)
+
+    def session_timeout_ms(self, group: ConsumerGroup, member: ConsumerGroupMember) -> int:
+        # A classic member keeps the session timeout of its JoinGroup.
+        return self.gm.session_timeouts(group.group_id)[0] if member.classic is None \
+            else member.classic.session_timeout_ms
+
+    def heartbeat_interval_ms(self, group_id: str) -> int:
+        return self.gm.session_timeouts(group_id)[1]
+
+    def group_records(self, group: ConsumerGroup) -> dict[bytes, bytes]:
+        return group_records(group)
+
+    def tombstone_order(self, key: bytes) -> int:
+        return tombstone_order(key)
+
+    def member_topics(self, group: ConsumerGroup, member: ConsumerGroupMember) -> set[str]:
+        names = set(member.subscribed_topic_names)
+        if member.subscribed_topic_regex:
+            pattern = re.compile(member.subscribed_topic_regex)
+            matched = {t for t in self._topic_names() if pattern.fullmatch(t)}
+            if member.topic_describe_filter is not None:
+                matched = member.topic_describe_filter(matched)
+            names |= matched
+        return names
+
+    def cancel_member_timers(self, group: ConsumerGroup, member_id: str) -> None:
+        self.gm.scheduler.cancel(session_key(group.group_id, member_id))
+        self.gm.scheduler.cancel(rebalance_key(group.group_id, member_id))
+
+    def after_member_removed(self, group: ConsumerGroup, member: ConsumerGroupMember) -> ErrorCode | None:
+        self.gm.migration.cancel_classic_timers(group, member.member_id)
+        if self.gm.migration.should_downgrade(group, member):
+            return self.gm.migration.downgrade_to_classic_group(group)  # the last consumer-protocol member left
+        return None
+
+    def on_group_epoch_bumped(self, group: ConsumerGroup) -> None:
+        GROUP_COORDINATOR_METRICS.consumer_rebalances += 1  # consumer-group-rebalance-count
+
+    def snapshot_group(self, group_id: str) -> GroupSnapshot[ConsumerGroup]:
+        """Also the classic group a heartbeat may convert (online upgrade) or replace."""
+        snapshot = super().snapshot_group(group_id)
+        classic = self.gm.groups.get(group_id)
+        if classic is not None:
+            def restore_classic() -> None:
+                if self.gm.groups.get(group_id) is not classic:
+                    self.gm.groups[group_id] = classic
+                    for cm in classic.members.values():
+                        self.gm.classic.schedule_heartbeat(classic, cm.member_id, cm.session_timeout_ms)
+            snapshot.restore_extra = restore_classic
+        return snapshot
+
+    # -- ConsumerGroupHeartbeat ----------------------------------------------------------------------
 
     def consumer_group_heartbeat(self, req: HeartbeatRequestData) -> HeartbeatResult:
         error = self.gm.group_status(req.group_id)
         if error != ErrorCode.NONE:
             return HeartbeatResult(error)
-        # A heartbeat changes the group before it writes the difference: when an append fails, the
-        # group is put back exactly as it was (copy-on-write of the one group the heartbeat touches).
-        snapshot = self._snapshot_group(req.group_id)
-        failed = self.gm.failed_appends
-        try:
+
+        def heartbeat() -> HeartbeatResult:
             self._validate_heartbeat(req)
             if req.member_epoch in (LEAVE_GROUP_MEMBER_EPOCH, LEAVE_GROUP_STATIC_MEMBER_EPOCH):
-                result = self._consumer_leave(req)
-            else:
-                result = self._consumer_heartbeat(req)
-        except _Reject as r:
-            result = HeartbeatResult(r.error, r.message)
-        if self.gm.failed_appends != failed and result.error != ErrorCode.NONE:
-            self._restore_group(snapshot)
-        return result
+                return self._consumer_leave(req)
+            return self._consumer_heartbeat(req)
 
-    def _snapshot_group(self, group_id: str) -> _GroupSnapshot:
-        group = self.gm.consumer_groups.get(group_id)
-        written = self.gm.consumer_written.get(group_id)
-        return _GroupSnapshot(group_id, copy.deepcopy(group) if group is not None else None,
-                              dict(written) if written is not None else None, self.gm.groups.get(group_id))
-
-    def _restore_group(self, snapshot: _GroupSnapshot) -> None:
-        gid = snapshot.group_id
-        now = self.gm.consumer_groups.get(gid)
-        if now is not None:
-            for member_id in now.members:
-                self.cancel_member_timers(now, member_id)
-        if snapshot.group is None:
-            self.gm.consumer_groups.pop(gid, None)
-        else:
-            self.gm.consumer_groups[gid] = snapshot.group
-            for member in snapshot.group.members.values():
-                self.schedule_session(snapshot.group, member)
-        if snapshot.written is None:
-            self.gm.consumer_written.pop(gid, None)
-        else:
-            self.gm.consumer_written[gid] = snapshot.written
-        classic = snapshot.classic
-        if classic is not None and self.gm.groups.get(gid) is not classic:
-            self.gm.groups[gid] = classic
-            for cm in classic.members.values():
-                self.gm.classic.schedule_heartbeat(classic, cm.member_id, cm.session_timeout_ms)
+        return self.run_with_rollback(req.group_id, heartbeat)
 
     def _validate_heartbeat(self, req: HeartbeatRequestData) -> None:
-        bad = ErrorCode.INVALID_REQUEST
-        if not req.group_id:
-            raise _Reject(bad, "GroupId can't be empty.")
-        if req.instance_id is not None and not req.instance_id:
-            raise _Reject(bad, "InstanceId can't be empty.")
-        if req.rack_id is not None and not req.rack_id:
-            raise _Reject(bad, "RackId can't be empty.")
-        if req.api_version >= 1 and not req.member_id:
-            # KIP-1082: from v1 the consumer generates its member id.
-            raise _Reject(bad, "MemberId can't be empty.")
+        invalid_request_unless(bool(req.group_id), "GroupId can't be empty.")
+        invalid_request_unless(req.instance_id is None or bool(req.instance_id), "InstanceId can't be empty.")
+        invalid_request_unless(req.rack_id is None or bool(req.rack_id), "RackId can't be empty.")
+        # KIP-1082: from v1 the consumer generates its member id.
+        invalid_request_unless(req.api_version < 1 or bool(req.member_id), "MemberId can't be empty.")
         if req.member_epoch == 0:
-            if req.rebalance_timeout_ms == -1:
-                raise _Reject(bad, "RebalanceTimeoutMs must be provided in first request.")
-            if req.owned is None or any(req.owned.values()):
-                raise _Reject(bad, "TopicPartitions must be empty when (re-)joining.")
-            if req.subscribed_topic_names is None and req.subscribed_topic_regex is None:
-                raise _Reject(bad, "SubscribedTopicNames or SubscribedTopicRegex must be set in first request.")
+            invalid_request_unless(req.rebalance_timeout_ms != -1,
+                                   "RebalanceTimeoutMs must be provided in first request.")
+            invalid_request_unless(req.owned is not None and not any(req.owned.values()),
+                                   "TopicPartitions must be empty when (re-)joining.")
+            invalid_request_unless(req.subscribed_topic_names is not None or req.subscribed_topic_regex is not None,
+                                   "SubscribedTopicNames or SubscribedTopicRegex must be set in first request.")
         elif req.member_epoch == LEAVE_GROUP_STATIC_MEMBER_EPOCH:
-            if req.instance_id is None:
-                raise _Reject(bad, "InstanceId can't be null.")
-        elif req.member_epoch < LEAVE_GROUP_STATIC_MEMBER_EPOCH:
-            raise _Reject(bad, f"MemberEpoch is invalid: {req.member_epoch}.")
-        elif not req.member_id:
-            raise _Reject(bad, "MemberId can't be empty.")
+            invalid_request_unless(req.instance_id is not None, "InstanceId can't be null.")
+        else:
+            invalid_request_unless(req.member_epoch > LEAVE_GROUP_STATIC_MEMBER_EPOCH,
+                                   f"MemberEpoch is invalid: {req.member_epoch}.")
+            invalid_request_unless(bool(req.member_id), "MemberId can't be empty.")
         if req.server_assignor is not None and req.server_assignor not in self.gm.config.consumer_assignors:
-            raise _Reject(ErrorCode.UNSUPPORTED_ASSIGNOR,
-                          f"ServerAssignor {req.server_assignor} is not supported. Supported assignors: "
-                          f"{', '.join(self.gm.config.consumer_assignors)}.")
+            raise HeartbeatReject(ErrorCode.UNSUPPORTED_ASSIGNOR,
+                                  f"ServerAssignor {req.server_assignor} is not supported. Supported assignors: "
+                                  f"{', '.join(self.gm.config.consumer_assignors)}.")
         if req.subscribed_topic_regex is not None:
             try:
                 re.compile(req.subscribed_topic_regex)
             except re.error as exc:
-                raise _Reject(ErrorCode.INVALID_REGULAR_EXPRESSION,
-                              f"SubscribedTopicRegex `{req.subscribed_topic_regex}` is not a valid regular "
-                              f"expression: {exc}.") from None
+                raise HeartbeatReject(ErrorCode.INVALID_REGULAR_EXPRESSION,
+                                      f"SubscribedTopicRegex `{req.subscribed_topic_regex}` is not a valid regular "
+                                      f"expression: {exc}.") from None
 
     def _consumer_group_for(self, group_id: str, create: bool) -> ConsumerGroup:
         """Kafka's getOrMaybeCreateConsumerGroup (messages included)."""
         group = self.gm.consumer_groups.get(group_id)
         if group is not None:
             return group
+        if group_id in self.gm.share_groups:
+            raise self.not_this_type(group_id)
         classic = self.gm.groups.get(group_id)
         if classic is None and not create:
-            raise _Reject(ErrorCode.GROUP_ID_NOT_FOUND, f"Consumer group {group_id} not found.")
+            raise HeartbeatReject(ErrorCode.GROUP_ID_NOT_FOUND, f"Consumer group {group_id} not found.")
         if classic is not None:
             if create and not classic.is_empty():
                 return self.gm.migration.upgrade_classic_group(classic)  # online upgrade (kbroker.coord.migration)
             if not create or classic.pending_members:
-                raise _Reject(ErrorCode.GROUP_ID_NOT_FOUND, f"Group {group_id} is not a consumer group")
+                raise HeartbeatReject(ErrorCode.GROUP_ID_NOT_FOUND, f"Group {group_id} is not a consumer group")
             # An empty classic group (committed offsets only) becomes a consumer group; its offsets
             # stay. The classic group's metadata record is tombstoned, as Kafka does on conversion.
             if classic.protocol_type is not None:
@@ -229,10 +235,7 @@ class ConsumerGroupProtocol:
         member, bump = self._member_for(group, req)
         before = copy_assignment(member.assigned)
         # Subscription and member attributes; a subscription change calls for a new assignment.
-        if req.subscribed_topic_names is not None and \
-                sorted(req.subscribed_topic_names) != sorted(member.subscribed_topic_names):
-            member.subscribed_topic_names = sorted(set(req.subscribed_topic_names))
-            bump = True
+        bump = member.update_subscribed_topic_names(req.subscribed_topic_names) or bump
         # librdkafka's full heartbeat carries "" for "no regex": compare normalised values, or every
         # full heartbeat would look like a subscription change and bump the group epoch.
         regex = req.subscribed_topic_regex or None
@@ -244,17 +247,10 @@ class ConsumerGroupProtocol:
             bump = True
         if req.rebalance_timeout_ms != -1:
             member.rebalance_timeout_ms = req.rebalance_timeout_ms
-        if req.rack_id is not None:
-            member.rack_id = req.rack_id
-        member.client_id, member.client_host = req.client_id, req.client_host
+        member.update_client(req.rack_id, req.client_id, req.client_host)
         if req.topic_describe_filter is not None:
             member.topic_describe_filter = req.topic_describe_filter
-        if self.refresh_subscribed_metadata(group) or bump:
-            group.group_epoch += 1
-            GROUP_COORDINATOR_METRICS.consumer_rebalances += 1  # consumer-group-rebalance-count
-            group.state_timestamp_ms = self.gm.time_ms()
-        if group.target_assignment_epoch < group.group_epoch:
-            self.compute_target_assignment(group)
+        self.update_group_epoch_and_target_assignment(group, bump)
         was_unrevoked = member.state == MemberState.UNREVOKED_PARTITIONS
         reconcile(group, member, req.owned)
         self.schedule_session(group, member)
@@ -263,7 +259,7 @@ class ConsumerGroupProtocol:
                 self.schedule_rebalance_timeout(group, member)
         else:
             self.gm.scheduler.cancel(rebalance_key(group.group_id, member.member_id))
-        error = self.gm.consumer_persistence.persist_consumer_group(group)
+        error = self.persist(group)
         if error != ErrorCode.NONE:
             return HeartbeatResult(map_append_error(error))
         # Kafka sends the assignment on a join, on a full request (a client that lost track sends
@@ -272,7 +268,7 @@ class ConsumerGroupProtocol:
             (req.subscribed_topic_names is not None or req.subscribed_topic_regex is not None)
         send = req.member_epoch == 0 or full or member.assigned != before
         return HeartbeatResult(ErrorCode.NONE, None, member.member_id, member.member_epoch,
-                               self.gm.session_timeouts(group.group_id)[1],
+                               self.heartbeat_interval_ms(group.group_id),
                                copy_assignment(member.assigned) if send else None)
 
     def _member_for(self, group: ConsumerGroup, req: HeartbeatRequestData) -> tuple[ConsumerGroupMember, bool]:
@@ -285,9 +281,9 @@ class ConsumerGroupProtocol:
                 if previous is not None and (previous.member_id != req.member_id
                                              or previous.member_epoch == LEAVE_GROUP_STATIC_MEMBER_EPOCH):
                     if previous.member_epoch != LEAVE_GROUP_STATIC_MEMBER_EPOCH:
-                        raise _Reject(ErrorCode.UNRELEASED_INSTANCE_ID,
-                                      f"Static member {previous.member_id} with instance id {req.instance_id} "
-                                      f"is not released yet.")
+                        raise HeartbeatReject(ErrorCode.UNRELEASED_INSTANCE_ID,
+                                              f"Static member {previous.member_id} with instance id {req.instance_id} "
+                                              f"is not released yet.")
                     # KIP-345: a restarted static member takes over its assignment and epoch.
                     self.cancel_member_timers(group, previous.member_id)
                     replaced = group.replace_static_member(previous, req.member_id or _new_member_id())
@@ -300,92 +296,53 @@ class ConsumerGroupProtocol:
                 member.previous_member_epoch, member.member_epoch = member.member_epoch, 0
                 member.state = MemberState.STABLE
                 return member, False
-            if len(group.members) >= self.gm.config.consumer_max_size:
-                raise _Reject(ErrorCode.GROUP_MAX_SIZE_REACHED,
-                              f"The consumer group has reached its maximum capacity of "
-                              f"{self.gm.config.consumer_max_size} members.")
-            member = ConsumerGroupMember(req.member_id or _new_member_id(), req.instance_id)
+            self.check_group_size(group, self.gm.config.consumer_max_size)
+            member = ConsumerGroupMember(req.member_id or _new_member_id(), instance_id=req.instance_id)
             group.add_member(member)
             return member, True
         if member is None:
-            raise _Reject(ErrorCode.UNKNOWN_MEMBER_ID,
-                          f"Member {req.member_id} is not a member of group {req.group_id}.")
+            raise self.unknown_member(req.group_id, req.member_id)
         if req.instance_id is not None and member.instance_id != req.instance_id:
-            raise _Reject(ErrorCode.FENCED_INSTANCE_ID,
-                          f"Static member {req.member_id} with instance id {req.instance_id} was fenced.")
+            raise HeartbeatReject(ErrorCode.FENCED_INSTANCE_ID,
+                                  f"Static member {req.member_id} with instance id {req.instance_id} was fenced.")
         if req.member_epoch != member.member_epoch:
             # A member whose previous response was lost may retry with its previous epoch, as long
             # as it owns nothing beyond what it is assigned now (Kafka's throwIfMemberEpochIsInvalid).
             if not (req.member_epoch == member.previous_member_epoch and req.owned is not None and all(
                     ps <= member.assigned.get(t, set()) for t, ps in req.owned.items())):
-                raise _Reject(ErrorCode.FENCED_MEMBER_EPOCH,
-                              f"The consumer group member has a greater member epoch ({req.member_epoch}) "
-                              f"than the one known by the group coordinator ({member.member_epoch})."
-                              if req.member_epoch > member.member_epoch else
-                              f"The consumer group member has a smaller member epoch ({req.member_epoch}) "
-                              f"than the one known by the group coordinator ({member.member_epoch}).")
+                raise self.fenced_member_epoch(req.member_epoch, member)
         return member, False
 
     def _consumer_leave(self, req: HeartbeatRequestData) -> HeartbeatResult:
         group = self.gm.consumer_groups.get(req.group_id)
         if group is None:
-            raise _Reject(ErrorCode.GROUP_ID_NOT_FOUND, f"Group {req.group_id} not found.")
+            raise HeartbeatReject(ErrorCode.GROUP_ID_NOT_FOUND, f"Group {req.group_id} not found.")
         member = group.members.get(req.member_id)
         if member is None and req.instance_id is not None:
             found = group.static_members.get(req.instance_id)
             member = group.members.get(found) if found is not None else None
         if member is None:
-            raise _Reject(ErrorCode.UNKNOWN_MEMBER_ID,
-                          f"Member {req.member_id} is not a member of group {req.group_id}.")
+            raise self.unknown_member(req.group_id, req.member_id)
         if req.member_epoch == LEAVE_GROUP_STATIC_MEMBER_EPOCH:
             if member.instance_id != req.instance_id:
-                raise _Reject(ErrorCode.FENCED_INSTANCE_ID,
-                              f"Static member with instance id {req.instance_id} was fenced.")
+                raise HeartbeatReject(ErrorCode.FENCED_INSTANCE_ID,
+                                      f"Static member with instance id {req.instance_id} was fenced.")
             # A static member leaving temporarily keeps its partitions until its session expires.
             if member.member_epoch != LEAVE_GROUP_STATIC_MEMBER_EPOCH:
                 member.previous_member_epoch = member.member_epoch
             member.member_epoch = LEAVE_GROUP_STATIC_MEMBER_EPOCH
             self.gm.scheduler.cancel(rebalance_key(group.group_id, member.member_id))
             self.schedule_session(group, member)
-            error = self.gm.consumer_persistence.persist_consumer_group(group)
+            error = self.persist(group)
             if error != ErrorCode.NONE:
                 return HeartbeatResult(map_append_error(error))
             return HeartbeatResult(ErrorCode.NONE, None, member.member_id, LEAVE_GROUP_STATIC_MEMBER_EPOCH)
-        error = self.fence_member(group, member, "the member left the group")
-        if error != ErrorCode.NONE:
-            return HeartbeatResult(map_append_error(error))
-        return HeartbeatResult(ErrorCode.NONE, None, req.member_id, LEAVE_GROUP_MEMBER_EPOCH)
-
-    def _member_topics(self, member: ConsumerGroupMember, group: ConsumerGroup) -> set[str]:
-        names = set(member.subscribed_topic_names)
-        if member.subscribed_topic_regex:
-            pattern = re.compile(member.subscribed_topic_regex)
-            matched = {t for t in self._topic_names() if pattern.fullmatch(t)}
-            if member.topic_describe_filter is not None:
-                matched = member.topic_describe_filter(matched)
-            names |= matched
-        return names
+        return self.leave(group, member, req.member_id)
 
     def _topic_names(self) -> list[str]:
         if self.gm.topics is None:
             return []
         return [t.name for t in self.gm.topics.topics() if not t.is_internal and not t.name.startswith("__")]
-
-    def refresh_subscribed_metadata(self, group: ConsumerGroup) -> bool:
-        """Re-read the subscribed topics' ids and partition counts; True when they changed."""
-        names: set[str] = set()
-        for m in group.members.values():
-            names |= self._member_topics(m, group)
-        image: dict[str, tuple[uuid.UUID, int]] = {}
-        if self.gm.topics is not None:
-            for name in names:
-                info = self.gm.topics.topic(name)
-                if info is not None:
-                    image[name] = (info.topic_id, int(info.num_partitions))
-        if image == group.subscribed_metadata:
-            return False
-        group.subscribed_metadata = image
-        return True
 
     def preferred_assignor(self, group: ConsumerGroup) -> str:
         """The assignor most members asked for (ties: the configured order), else the first configured."""
@@ -395,38 +352,21 @@ class ConsumerGroupProtocol:
         order = {name: i for i, name in enumerate(self.gm.config.consumer_assignors)}
         return min(votes, key=lambda n: (-votes[n], order.get(n, len(order))))
 
-    def compute_target_assignment(self, group: ConsumerGroup) -> None:
-        partitions = {tid: n for tid, n in group.subscribed_metadata.values()}
-        specs = {}
-        for mid, m in group.members.items():
-            ids = {group.subscribed_metadata[t][0] for t in self._member_topics(m, group)
-                   if t in group.subscribed_metadata}
-            specs[mid] = MemberSpec(ids, group.target_assignment.get(mid, {}), m.instance_id)
-        result = assignor(self.preferred_assignor(group))(specs, partitions)
-        group.target_assignment = {mid: result.get(mid, {}) for mid in group.members}
-        group.target_assignment_epoch = group.group_epoch
-        group.target_assignment_timestamp_ms = self.gm.time_ms()
-        log.info("Computed target assignment of consumer group %s at epoch %d with %s",
-                 group.group_id, group.group_epoch, self.preferred_assignor(group))
+    def assignor_name(self, group: ConsumerGroup) -> str:
+        return self.preferred_assignor(group)
 
-    def schedule_session(self, group: ConsumerGroup, member: ConsumerGroupMember) -> None:
-        gid, mid = group.group_id, member.member_id
-        # A classic member keeps the session timeout of its JoinGroup.
-        timeout = self.gm.session_timeouts(gid)[0] if member.classic is None \
-            else member.classic.session_timeout_ms
-        self.gm.scheduler.schedule(session_key(gid, mid), timeout,
-                                   lambda: self._on_session_expired(gid, mid))
+    def assign(self, group: ConsumerGroup, subscriptions: dict[str, set[uuid.UUID]],
+               partitions: dict[uuid.UUID, int]) -> dict[str, Assignment]:
+        """The preferred server-side assignor (`uniform` / `range`), sticky to the current target and
+        aware of static members."""
+        specs = {mid: MemberSpec(ids, group.target_assignment.get(mid, {}), group.members[mid].instance_id)
+                 for mid, ids in subscriptions.items()}
+        return assignor(self.preferred_assignor(group))(specs, partitions)
 
     def schedule_rebalance_timeout(self, group: ConsumerGroup, member: ConsumerGroupMember) -> None:
         gid, mid, epoch = group.group_id, member.member_id, member.member_epoch
         self.gm.scheduler.schedule(rebalance_key(gid, mid), member.rebalance_timeout_ms,
                                    lambda: self._on_rebalance_timeout(gid, mid, epoch))
-
-    def _on_session_expired(self, group_id: str, member_id: str) -> None:
-        group = self.gm.consumer_groups.get(group_id)
-        member = group.members.get(member_id) if group is not None else None
-        if group is not None and member is not None:
-            self.fence_member(group, member, "its session timeout expired")
 
     def _on_rebalance_timeout(self, group_id: str, member_id: str, epoch: int) -> None:
         group = self.gm.consumer_groups.get(group_id)
@@ -435,38 +375,8 @@ class ConsumerGroupProtocol:
                 and member.state == MemberState.UNREVOKED_PARTITIONS:
             self.fence_member(group, member, "it did not revoke its partitions within the rebalance timeout")
 
-    def cancel_member_timers(self, group: ConsumerGroup, member_id: str) -> None:
-        self.gm.scheduler.cancel(session_key(group.group_id, member_id))
-        self.gm.scheduler.cancel(rebalance_key(group.group_id, member_id))
-
-    def fence_member(self, group: ConsumerGroup, member: ConsumerGroupMember, reason: str) -> ErrorCode:
-        """Remove the member, free its partitions and compute a new target for the others."""
-        log.info("Member %s of consumer group %s removed: %s", member.member_id, group.group_id, reason)
-        group.remove_member(member.member_id)
-        self.gm.migration.cancel_classic_timers(group, member.member_id)
-        if self.gm.migration.should_downgrade(group, member):
-            return self.gm.migration.downgrade_to_classic_group(group)  # the last consumer-protocol member left
-        group.group_epoch += 1
-        GROUP_COORDINATOR_METRICS.consumer_rebalances += 1
-        group.state_timestamp_ms = self.gm.time_ms()
-        self.refresh_subscribed_metadata(group)
-        self.compute_target_assignment(group)
-        error = self.gm.consumer_persistence.persist_consumer_group(group)
-        if error != ErrorCode.NONE:
-            log.warning("Failed to write consumer group %s after removing %s: %s", group.group_id,
-                        member.member_id, error.name)
-        return error
-
     def consumer_group_describe(self, group_id: str) -> tuple[ErrorCode, str | None, ConsumerGroup | None]:
-        error = self.gm.group_status(group_id)
-        if error != ErrorCode.NONE:
-            return error, None, None
-        group = self.gm.consumer_groups.get(group_id)
-        if group is not None:
-            return ErrorCode.NONE, None, group
-        if group_id in self.gm.groups:
-            return ErrorCode.GROUP_ID_NOT_FOUND, f"Group {group_id} is not a consumer group.", None
-        return ErrorCode.GROUP_ID_NOT_FOUND, f"Group {group_id} not found.", None
+        return self.describe(group_id)
 
     def topic_name(self, topic_id: uuid.UUID) -> str | None:
         if self.gm.topics is None:

@@ -4,10 +4,13 @@ Kafka's `ConsumerGroup`, `ConsumerGroupMember`, `MemberState` and `CurrentAssign
 the rules that only look at one group; the heartbeat protocol that drives them is
 `kbroker.coord.consumer_coordinator`.
 
-Epochs: the *group epoch* goes up on every change that calls for a new assignment (a member joins,
-leaves or is fenced, a subscription changes, a subscribed topic gains partitions or appears); the
-*target assignment epoch* is the group epoch the current target assignment was computed for; each
-member's *member epoch* reaches the target epoch once it has been given its target partitions.
+A `kbroker.coord.modern_group.ModernGroup` (the epochs, members, target assignment and subscribed
+topic metadata it shares with share groups are defined there): the *group epoch* goes up on every change
+that calls for a new assignment; the *target assignment epoch* is the group epoch the current target
+assignment was computed for; each member's *member epoch* reaches the target epoch once it has been
+given its target partitions. What only consumer groups have is here: static members (KIP-345),
+partition owners, revocation and reconciliation, regex subscriptions, classic members (KIP-848 online
+migration), KIP-1251 assignment epochs.
 
 Reconciliation (per member, on each heartbeat), member states::
 
@@ -23,7 +26,8 @@ revocation: the previous owner must have acknowledged the revocation first.
 Group states: Empty (no members), Assigning (group epoch ahead of the target), Reconciling (some
 member not at the target epoch or not STABLE), Stable, Dead (deleted).
 
-Pure: no asyncio, no I/O. Must not import kbroker.net or kbroker.api.
+Pure: no asyncio, no I/O. Must not import kbroker.net, kbroker.api or the protocol modules
+(`consumer_coordinator`, `modern_group_protocol`).
 """
 
 from __future__ import annotations
@@ -34,11 +38,13 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from kbroker.coord.assignors import Assignment
+from kbroker.coord.modern_group import LEAVE_GROUP_MEMBER_EPOCH as LEAVE_GROUP_MEMBER_EPOCH
+from kbroker.coord.modern_group import ModernGroup, ModernGroupMember
+from kbroker.coord.modern_group import copy_assignment as copy_assignment
 
 # Topic names in, the ones a principal may DESCRIBE out (set by the API layer, which owns authorization).
 TopicFilter = Callable[[set[str]], set[str]]
 
-LEAVE_GROUP_MEMBER_EPOCH = -1
 LEAVE_GROUP_STATIC_MEMBER_EPOCH = -2
 
 
@@ -60,10 +66,6 @@ class ConsumerGroupState(enum.Enum):
         return self.value
 
 
-def copy_assignment(a: Assignment) -> Assignment:
-    return {t: set(ps) for t, ps in a.items() if ps}
-
-
 def assignment_size(a: Assignment) -> int:
     return sum(len(ps) for ps in a.values())
 
@@ -78,21 +80,16 @@ class ClassicMemberMetadata:
     supported_protocols: list[tuple[str, bytes]]
 
 
-@dataclass(slots=True)
-class ConsumerGroupMember:
-    member_id: str
+@dataclass(slots=True, kw_only=True)
+class ConsumerGroupMember(ModernGroupMember):
+    """Kafka's ConsumerGroupMember: a ModernGroupMember with what reconciliation, static membership,
+    regex subscriptions and classic interop need (fields after `member_id` are keyword-only)."""
+
     instance_id: str | None = None
-    rack_id: str | None = None
-    client_id: str = ""
-    client_host: str = ""
     rebalance_timeout_ms: int = 300000
-    subscribed_topic_names: list[str] = field(default_factory=list)
     subscribed_topic_regex: str | None = None
     server_assignor: str | None = None
-    member_epoch: int = 0
-    previous_member_epoch: int = 0
     state: MemberState = MemberState.STABLE
-    assigned: Assignment = field(default_factory=dict)
     pending_revocation: Assignment = field(default_factory=dict)
     # KIP-1251: the member epoch at which each assigned partition was given to the member (a commit
     # with an older member epoch is still valid for partitions assigned at or before it).
@@ -110,23 +107,16 @@ class ConsumerGroupMember:
         return p in self.assigned.get(tid, ()) or p in self.pending_revocation.get(tid, ())
 
 
-@dataclass(slots=True)
-class ConsumerGroup:
-    group_id: str
-    group_epoch: int = 0
-    target_assignment_epoch: int = 0
-    target_assignment_timestamp_ms: int = 0
-    members: dict[str, ConsumerGroupMember] = field(default_factory=dict)
-    target_assignment: dict[str, Assignment] = field(default_factory=dict)
+@dataclass(slots=True, kw_only=True)
+class ConsumerGroup(ModernGroup[ConsumerGroupMember]):
+    """Kafka's ConsumerGroup: a ModernGroup with static members and partition owners (fields after
+    `group_id` are keyword-only)."""
+
     # group.instance.id -> member id (KIP-345 static membership)
     static_members: dict[str, str] = field(default_factory=dict)
     # (topic id, partition) -> member holding it (assigned or pending revocation): Kafka's
     # currentPartitionEpoch map.
     partition_owner: dict[tuple[uuid.UUID, int], str] = field(default_factory=dict)
-    # subscribed topic name -> (topic id, partition count) the target assignment was computed from
-    subscribed_metadata: dict[str, tuple[uuid.UUID, int]] = field(default_factory=dict)
-    state_timestamp_ms: int = -1
-    dead: bool = False
 
     @property
     def state(self) -> ConsumerGroupState:
@@ -141,12 +131,6 @@ class ConsumerGroup:
                 return ConsumerGroupState.RECONCILING
         return ConsumerGroupState.STABLE
 
-    def is_empty(self) -> bool:
-        return not self.members
-
-    def subscribed_topic_names(self) -> set[str]:
-        return {t for m in self.members.values() for t in m.subscribed_topic_names}
-
     def subscribed_regexes(self) -> set[str]:
         return {m.subscribed_topic_regex for m in self.members.values() if m.subscribed_topic_regex}
 
@@ -159,11 +143,10 @@ class ConsumerGroup:
             self.static_members[member.instance_id] = member.member_id
 
     def remove_member(self, member_id: str) -> ConsumerGroupMember | None:
-        member = self.members.pop(member_id, None)
+        member = ModernGroup.remove_member(self, member_id)
         if member is None:
             return None
         self._release(member)
-        self.target_assignment.pop(member_id, None)
         if member.instance_id is not None and self.static_members.get(member.instance_id) == member_id:
             del self.static_members[member.instance_id]
         return member
@@ -252,7 +235,5 @@ def _compute_next(group: ConsumerGroup, member: ConsumerGroupMember, target_epoc
     for tid, ps in gained.items():
         kept.setdefault(tid, set()).update(ps)
     group.set_member_assignment(member, kept, {}, target_epoch)
-    if member.member_epoch != target_epoch:
-        member.previous_member_epoch = member.member_epoch
-        member.member_epoch = target_epoch
+    member.advance_epoch(target_epoch)
     member.state = MemberState.UNRELEASED_PARTITIONS if unreleased else MemberState.STABLE

@@ -2,7 +2,8 @@
 
 After every change the coordinator writes the difference between the group's records now
 (`kbroker.coord.consumer_records.group_records`) and what it last wrote: new or changed records, and
-tombstones for records that no longer exist (members first, the group last). A failed write leaves
+tombstones for records that no longer exist (members first, the group last) — the writing itself is
+`kbroker.coord.modern_group_protocol` (shared with share groups). A failed write leaves
 the last-written image unchanged, so the next change writes the difference again. Loading replays the
 records into `ConsumerGroup`s; when a partition is loaded the derived state (partition owners, static
 members, subscribed topic metadata) is rebuilt and every member must heartbeat within its session
@@ -16,7 +17,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from kbroker.coord.consumer_group import ConsumerGroup
-from kbroker.coord.consumer_records import ConsumerGroupRecordKey, group_records, replay, tombstone_order
+from kbroker.coord.consumer_records import ConsumerGroupRecordKey, replay
 from kbroker.protocol.errors import ErrorCode
 
 if TYPE_CHECKING:
@@ -30,28 +31,12 @@ class ConsumerGroupPersistence:
         self.gm = gm
 
     def persist_consumer_group(self, group: ConsumerGroup) -> ErrorCode:
-        now = group_records(group)
-        old = self.gm.consumer_written.get(group.group_id, {})
-        gone = sorted((k for k in old if k not in now), key=tombstone_order)
-        batch: list[tuple[bytes, bytes | None]] = [(k, None) for k in gone if tombstone_order(k) < 3]
-        batch += [(k, v) for k, v in now.items() if old.get(k) != v]
-        batch += [(k, None) for k in gone if tombstone_order(k) >= 3]
-        if not batch:
-            return ErrorCode.NONE
-        error = self.gm.writer(group.group_id, batch)
-        if error == ErrorCode.NONE:
-            self.gm.consumer_written[group.group_id] = now
-        return error
+        """The difference since the last write (`ModernGroupProtocol.persist`, shared with share groups)."""
+        return self.gm.consumer.persist(group)
 
     def delete_consumer_group_records(self, group_id: str) -> ErrorCode:
         """Tombstones for every record of the group (deleted, or converted to a classic group)."""
-        old = self.gm.consumer_written.get(group_id, {})
-        if not old:
-            return ErrorCode.NONE
-        error = self.gm.writer(group_id, [(k, None) for k in sorted(old, key=tombstone_order)])
-        if error == ErrorCode.NONE:
-            del self.gm.consumer_written[group_id]
-        return error
+        return self.gm.consumer.write_group_tombstones(group_id)
 
     def replay_consumer_record(self, key: ConsumerGroupRecordKey, value: Any) -> None:
         replay(self.gm.consumer_groups, key, value)
@@ -72,12 +57,6 @@ class ConsumerGroupPersistence:
                 if member.instance_id is not None:
                     group.static_members[member.instance_id] = member.member_id
                 group.set_member_assignment(member, member.assigned, member.pending_revocation)
-            self.gm.consumer.refresh_subscribed_metadata(group)
-            expected = {(tid, p) for tid, n in group.subscribed_metadata.values() for p in range(n)}
-            covered = {(tid, p) for a in group.target_assignment.values() for tid, ps in a.items() for p in ps}
-            if group.members and covered != expected:
-                # Topics changed while the broker was down: the next heartbeat computes a new target.
-                group.subscribed_metadata = {}
-            self.gm.consumer_written[gid] = group_records(group)
-            for member in group.members.values():
-                self.gm.consumer.schedule_session(group, member)
+            # Metadata re-read (a stale target is recomputed at the next heartbeat), written image,
+            # sessions: as for share groups (`ModernGroupProtocol.finish_group_load`).
+            self.gm.consumer.finish_group_load(group)

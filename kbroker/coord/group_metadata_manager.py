@@ -9,6 +9,8 @@ and composes the parts that change it, one per responsibility, each holding this
   reconciliation, ConsumerGroupDescribe, the member-epoch checks of offset commits and fetches;
 - `GroupMigration` (`migration`): online upgrade/downgrade and classic members in consumer groups;
 - `ShareGroupProtocol` (`share_group_protocol`): KIP-932 ShareGroupHeartbeat / ShareGroupDescribe;
+  it and `ConsumerGroupProtocol` are `ModernGroupProtocol`s (`modern_group_protocol`), which holds
+  what the two share (sessions, fencing, epoch bump + target assignment, rollback, record diff);
 - `ClassicGroupPersistence` (`persistence`) and `ConsumerGroupPersistence` (`consumer_persistence`):
   the records written for a group and their replay when loading.
 

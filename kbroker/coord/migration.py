@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING
 
 from kbroker.coord.assignors import Assignment
 from kbroker.coord.config import heartbeat_key, map_append_error
-from kbroker.coord.consumer_coordinator import _Reject, rebalance_key
+from kbroker.coord.consumer_coordinator import rebalance_key
 from kbroker.coord.consumer_group import (
     ClassicMemberMetadata,
     ConsumerGroup,
@@ -49,6 +49,7 @@ from kbroker.coord.group import (
     JoinResult,
     SyncResult,
 )
+from kbroker.coord.modern_group_protocol import HeartbeatReject
 from kbroker.coord.records import encode_group_metadata_key
 from kbroker.protocol.errors import ErrorCode
 
@@ -160,12 +161,12 @@ class GroupMigration:
         """Convert a non-empty classic group for a joining consumer-protocol member (or refuse with
         Kafka's GROUP_ID_NOT_FOUND)."""
         gid = classic.group_id
-        refuse = _Reject(ErrorCode.GROUP_ID_NOT_FOUND, f"Group {gid} is not a consumer group")
+        refuse = HeartbeatReject(ErrorCode.GROUP_ID_NOT_FOUND, f"Group {gid} is not a consumer group")
         if not self.gm.config.upgrade_enabled or classic.state == GroupState.DEAD \
                 or classic.protocol_type != CONSUMER_PROTOCOL_TYPE:
             raise refuse
         if len(classic.members) >= self.gm.config.consumer_max_size:
-            raise _Reject(ErrorCode.GROUP_MAX_SIZE_REACHED,
+            raise HeartbeatReject(ErrorCode.GROUP_MAX_SIZE_REACHED,
                           f"The consumer group has reached its maximum capacity of "
                           f"{self.gm.config.consumer_max_size} members.")
         group = ConsumerGroup(gid, group_epoch=classic.generation_id,
@@ -177,8 +178,9 @@ class GroupMigration:
                                                      else cm.protocols[0][1])
             except (ValueError, IndexError):
                 raise refuse from None
-            member = ConsumerGroupMember(cm.member_id, cm.group_instance_id, None, cm.client_id, cm.client_host,
-                                         cm.rebalance_timeout_ms, sorted(set(topics)))
+            member = ConsumerGroupMember(cm.member_id, instance_id=cm.group_instance_id, client_id=cm.client_id,
+                                         client_host=cm.client_host, rebalance_timeout_ms=cm.rebalance_timeout_ms,
+                                         subscribed_topic_names=sorted(set(topics)))
             member.classic = ClassicMemberMetadata(cm.session_timeout_ms, list(cm.protocols))
             member.member_epoch = member.previous_member_epoch = classic.generation_id
             group.add_member(member)
@@ -190,7 +192,7 @@ class GroupMigration:
         self.gm.consumer.refresh_subscribed_metadata(group)
         error = self.gm.writer(gid, [(encode_group_metadata_key(gid), None)])
         if error != ErrorCode.NONE:
-            raise _Reject(map_append_error(error))
+            raise HeartbeatReject(map_append_error(error))
         # The classic group's timers and waiting requests go: its members rejoin the consumer group.
         for cm in list(classic.members.values()):
             self.gm.scheduler.cancel(heartbeat_key(gid, cm.member_id))
@@ -238,7 +240,7 @@ class GroupMigration:
                 return JoinResult(ErrorCode.MEMBER_ID_REQUIRED, f"{client_id}-{uuid.uuid4()}")
             if len(group.members) >= self.gm.config.consumer_max_size:
                 return JoinResult(ErrorCode.GROUP_MAX_SIZE_REACHED, member_id)
-            member = ConsumerGroupMember(member_id or f"{client_id}-{uuid.uuid4()}", instance_id)
+            member = ConsumerGroupMember(member_id or f"{client_id}-{uuid.uuid4()}", instance_id=instance_id)
             group.add_member(member)
             bump = True
         elif member.classic is None:

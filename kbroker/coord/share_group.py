@@ -6,26 +6,30 @@ not the partitions, are divided between members: `kbroker.coord.share_partition`
 target assignment in the heartbeat that computed it, with no revocation step, and the member epoch
 jumps straight to the group epoch.
 
-Epochs as in consumer groups (`kbroker.coord.consumer_group`): the *group epoch* goes up on every change
-calling for a new assignment (a member joins, leaves or is fenced, a subscription changes, a subscribed
-topic gains partitions or appears); the target assignment is recomputed at once, so the assignment
-epoch follows the group epoch.
+A `kbroker.coord.modern_group.ModernGroup`, as consumer groups are (members, epochs, target
+assignment and subscribed-topic metadata are defined there, once): the *group epoch* goes up on every
+change calling for a new assignment (a member joins, leaves or is fenced, a subscription changes, a
+subscribed topic gains partitions or appears); the target assignment is recomputed at once, so the
+target assignment epoch follows the group epoch. What is only a share group's is here: its states and
+the `simple` assignor.
 
 Group states (Kafka's `ShareGroup.ShareGroupState`): Empty (no members), Stable, Dead (deleted).
 
-Pure: no asyncio, no I/O. Must not import kbroker.net or kbroker.api.
+Pure: no asyncio, no I/O. Must not import kbroker.net, kbroker.api, the consumer-group modules or the
+protocol modules (`share_group_protocol`, `modern_group_protocol`).
 """
 
 from __future__ import annotations
 
 import enum
 import uuid
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from kbroker.coord.assignors import Assignment
+from kbroker.coord.modern_group import LEAVE_GROUP_MEMBER_EPOCH as LEAVE_GROUP_MEMBER_EPOCH
+from kbroker.coord.modern_group import ModernGroup, ModernGroupMember
 
 SHARE_ASSIGNOR_NAME = "simple"
-LEAVE_GROUP_MEMBER_EPOCH = -1
 
 
 class ShareGroupState(enum.Enum):
@@ -38,38 +42,21 @@ class ShareGroupState(enum.Enum):
 
 
 @dataclass(slots=True)
-class ShareGroupMember:
-    member_id: str
-    rack_id: str | None = None
-    client_id: str = ""
-    client_host: str = ""
-    subscribed_topic_names: list[str] = field(default_factory=list)
-    member_epoch: int = 0
-    previous_member_epoch: int = 0
-    assigned: Assignment = field(default_factory=dict)
+class ShareGroupMember(ModernGroupMember):
+    """Kafka's ShareGroupMember: a ModernGroupMember and nothing more (no instance id, no rebalance
+    timeout, no partitions pending revocation: a share member is given its target at once)."""
 
 
 @dataclass(slots=True)
-class ShareGroup:
-    group_id: str
-    group_epoch: int = 0
-    assignment_epoch: int = 0
-    assignment_timestamp_ms: int = 0
-    members: dict[str, ShareGroupMember] = field(default_factory=dict)
-    target_assignment: dict[str, Assignment] = field(default_factory=dict)
-    # subscribed topic name -> (topic id, partition count) the target assignment was computed from
-    subscribed_metadata: dict[str, tuple[uuid.UUID, int]] = field(default_factory=dict)
-    state_timestamp_ms: int = -1
-    dead: bool = False
+class ShareGroup(ModernGroup[ShareGroupMember]):
+    """Kafka's ShareGroup: a ModernGroup whose state is only Empty / Stable / Dead (members always
+    hold their target assignment, so it is never Assigning or Reconciling)."""
 
     @property
     def state(self) -> ShareGroupState:
         if self.dead:
             return ShareGroupState.DEAD
         return ShareGroupState.STABLE if self.members else ShareGroupState.EMPTY
-
-    def subscribed_topic_names(self) -> set[str]:
-        return {t for m in self.members.values() for t in m.subscribed_topic_names}
 
 
 def simple_assign(subscriptions: dict[str, set[uuid.UUID]], partitions: dict[uuid.UUID, int]) -> dict[str, Assignment]:

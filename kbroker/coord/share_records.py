@@ -117,8 +117,8 @@ def group_records(group: ShareGroup) -> dict[bytes, bytes]:
         out[encode_key(TARGET_ASSIGNMENT_MEMBER, gid, mid)] = encode_coordinator_value(
             ShareGroupTargetAssignmentMemberValue(topic_partitions=_partitions(_TargetPartitions, a)), 0)
     out[encode_key(TARGET_ASSIGNMENT_METADATA, gid)] = encode_coordinator_value(
-        ShareGroupTargetAssignmentMetadataValue(assignment_epoch=group.assignment_epoch,
-                                                assignment_timestamp=group.assignment_timestamp_ms), 0)
+        ShareGroupTargetAssignmentMetadataValue(assignment_epoch=group.target_assignment_epoch,
+                                                assignment_timestamp=group.target_assignment_timestamp_ms), 0)
     for m in group.members.values():
         out[encode_key(CURRENT_MEMBER_ASSIGNMENT, gid, m.member_id)] = encode_coordinator_value(
             ShareGroupCurrentMemberAssignmentValue(
@@ -161,8 +161,8 @@ def replay(groups: dict[str, ShareGroup], key: ShareGroupRecordKey, value: bytes
     if isinstance(v, ShareGroupMetadataValue):
         group.group_epoch = v.epoch
     elif isinstance(v, ShareGroupTargetAssignmentMetadataValue):
-        group.assignment_epoch = v.assignment_epoch
-        group.assignment_timestamp_ms = v.assignment_timestamp
+        group.target_assignment_epoch = v.assignment_epoch
+        group.target_assignment_timestamp_ms = v.assignment_timestamp
     elif isinstance(v, ShareGroupTargetAssignmentMemberValue) and key.member is not None:
         group.target_assignment[key.member] = _assignment(v.topic_partitions)
     elif key.member is not None:
