@@ -375,7 +375,7 @@ class SharePartitionManager:
         sp = self.partitions.get((group_id, topic_id, partition))
         if sp is None and self.persister is not None:
             error, state = self.persister.read_state((group_id, topic_id, partition))
-            if error == ErrorCode.NONE and state is not None:
+            if error == ErrorCode.NONE and state is not None and state.start_offset >= 0:
                 sp = SharePartition.from_state(state.start_offset, [
                     (b.first_offset, b.last_offset, b.delivery_state, b.delivery_count) for b in state.batches],
                     self.partition_config_for(group_id))
@@ -646,7 +646,11 @@ class SharePartitionManager:
             error, state = self.persister.read_state(gkey, leader_epoch)
             if error != ErrorCode.NONE:
                 return None
-            if state is not None:
+            if state is not None and state.start_offset < 0:
+                # Initialized by the group coordinator (start offset -1): the start offset comes from
+                # share.auto.offset.reset below, written under the state epoch it was initialized with.
+                self._state_epochs[gkey] = state.state_epoch
+            elif state is not None:
                 self._loaded(gkey)
                 sp = SharePartition.from_state(state.start_offset, [
                     (b.first_offset, b.last_offset, b.delivery_state, b.delivery_count) for b in state.batches],
