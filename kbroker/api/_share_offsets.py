@@ -29,6 +29,7 @@ from __future__ import annotations
 import asyncio
 import uuid
 from collections.abc import Sequence
+from typing import TypeVar, cast
 
 from kbroker.api.context import BrokerServices
 from kbroker.client import ConnectionClosedError, RequestTimeoutError
@@ -38,6 +39,7 @@ from kbroker.metadata.views import TopicInfo
 from kbroker.protocol.errors import ErrorCode
 from kbroker.protocol.messages.list_offsets import ListOffsetsRequest, ListOffsetsResponse
 
+T = TypeVar("T")
 LIST_OFFSETS = 2
 LIST_OFFSETS_VERSION = 7
 LATEST_TIMESTAMP = -1
@@ -59,6 +61,18 @@ def candidate_topics(services: BrokerServices) -> list[TopicInfo]:
 async def summaries(persister: NetworkSharePersister, group_id: str,
                     partitions: Sequence[tuple[uuid.UUID, int]]) -> dict[SharePartitionKey, PartitionOutcome]:
     return await persister.read_summary([(group_id, tid, p) for tid, p in partitions])
+
+
+def has_state(outcome: PartitionOutcome | None) -> bool:
+    """The share coordinator has a state of the share-partition (its start offset may still be -1:
+    initialized by the group coordinator, not yet used by its leader)."""
+    return outcome is not None and outcome.error == ErrorCode.NONE and outcome.state is not None
+
+
+async def awaited(answer: T | asyncio.Future[T]) -> T:
+    if isinstance(answer, asyncio.Future):
+        return cast(T, await answer)
+    return answer
 
 
 def initialized(outcome: PartitionOutcome | None) -> bool:

@@ -48,7 +48,11 @@ from kbroker.coord.shard import GroupCoordinatorShard
 from kbroker.coord.share_group import ShareGroup
 from kbroker.coord.share_group_initialization import InitializeRequest, TopicPartitions
 from kbroker.coord.share_group_protocol import ShareHeartbeatRequestData, ShareMemberListener
-from kbroker.coord.share_group_state_client import GroupStatePersister, delete_share_state, initialize_share_state
+from kbroker.coord.share_group_state_client import (
+    GroupStatePersister,
+    delete_share_state,
+    initialize_share_state,
+)
 from kbroker.metadata.image import ConfigResource, ConfigResourceType
 from kbroker.protocol.errors import ErrorCode, KafkaError
 

@@ -40,8 +40,8 @@ from kbroker.coord.records import (
     encode_group_metadata_key,
 )
 from kbroker.coord.share_group import ShareGroup
-from kbroker.coord.share_group_protocol import ShareHeartbeatRequestData
 from kbroker.coord.share_group_initialization import ShareGroupStatePartitionMetadataManager
+from kbroker.coord.share_group_protocol import ShareHeartbeatRequestData
 from kbroker.coord.share_records import STATE_PARTITION_METADATA, ShareGroupRecordKey
 from kbroker.protocol.errors import ErrorCode
 

@@ -74,11 +74,15 @@ class InProcessGroupStatePersister:
         loop = asyncio.get_running_loop()
         end = loop.time() + self.deadline_ms / 1000
         while True:
-            known = c.partition_known(key[1], key[2])
-            r = await c.call(key, lambda shard: fn(shard, key, known), verb, write)
+            r = await c.call(key, _bound(fn, key, c.partition_known(key[1], key[2])), verb, write)
             if r.error not in RETRIABLE or loop.time() >= end:
                 return PartitionOutcome(r.error, r.message, r.state)
             await asyncio.sleep(self.backoff_ms / 1000)
+
+
+def _bound(fn: Callable[[ShareCoordinatorShard, SharePartitionKey, bool], ShareRpcResult], key: SharePartitionKey,
+           known: bool) -> Callable[[ShareCoordinatorShard], ShareRpcResult]:
+    return lambda shard: fn(shard, key, known)
 
 
 def _group(partitions: dict[uuid.UUID, frozenset[int]] | TopicPartitions, group_id: str) -> list[SharePartitionKey]:
