@@ -34,6 +34,7 @@ from typing import TypeVar, cast
 from kbroker.api.context import BrokerServices
 from kbroker.client import ConnectionClosedError, RequestTimeoutError
 from kbroker.coord.share_coordinator import SharePartitionKey
+from kbroker.coord.share_group_state_client import has_state as has_state
 from kbroker.coord.share_persister import NetworkSharePersister, PartitionOutcome
 from kbroker.metadata.views import TopicInfo
 from kbroker.protocol.errors import ErrorCode
@@ -61,12 +62,6 @@ def candidate_topics(services: BrokerServices) -> list[TopicInfo]:
 async def summaries(persister: NetworkSharePersister, group_id: str,
                     partitions: Sequence[tuple[uuid.UUID, int]]) -> dict[SharePartitionKey, PartitionOutcome]:
     return await persister.read_summary([(group_id, tid, p) for tid, p in partitions])
-
-
-def has_state(outcome: PartitionOutcome | None) -> bool:
-    """The share coordinator has a state of the share-partition (its start offset may still be -1:
-    initialized by the group coordinator, not yet used by its leader)."""
-    return outcome is not None and outcome.error == ErrorCode.NONE and outcome.state is not None
 
 
 async def awaited(answer: T | asyncio.Future[T]) -> T:

@@ -94,7 +94,7 @@ async def initialize_share_state(persister: GroupStatePersister, request: Initia
     """(initialized, failed) partitions of the request (see the module docstring)."""
     keys = _group(request.partitions, request.group_id)
     existing = await persister.read_summary(keys)
-    to_init = [k for k in keys if not _has_state(existing.get(k))]
+    to_init = [k for k in keys if not has_state(existing.get(k))]
     codes = await asyncio.gather(*(persister.initialize(k, UNINITIALIZED_START_OFFSET, request.group_epoch)
                                    for k in to_init))
     failed_keys = {k for k, code in zip(to_init, codes, strict=True) if code != ErrorCode.NONE}
@@ -114,5 +114,9 @@ async def delete_share_state(persister: GroupStatePersister, group_id: str, part
     return next((c for c in codes if c != ErrorCode.NONE), ErrorCode.NONE)
 
 
-def _has_state(outcome: PartitionOutcome | None) -> bool:
-    return outcome is not None and outcome.error == ErrorCode.NONE and outcome.state is not None
+def has_state(outcome: PartitionOutcome | None) -> bool:
+    """A summary of a share-partition the share coordinator has a state of: a start offset (its leader or
+    AlterShareGroupOffsets set one) or a state epoch (the group coordinator initialized it, start offset
+    -1). Without a state ReadShareGroupStateSummary answers start offset -1 and state epoch 0."""
+    state = outcome.state if outcome is not None and outcome.error == ErrorCode.NONE else None
+    return state is not None and (state.start_offset >= 0 or state.state_epoch > 0)

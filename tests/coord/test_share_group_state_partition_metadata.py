@@ -163,7 +163,8 @@ class FakeShareCoordinator:
         self.deleted: list[SharePartitionKey] = []
 
     async def read_summary(self, keys: list[SharePartitionKey]) -> dict[SharePartitionKey, PartitionOutcome]:
-        return {k: PartitionOutcome(E.NONE, None, self.states.get(k)) for k in keys}
+        # As ReadShareGroupStateSummary answers: no state is start offset -1 with state epoch 0.
+        return {k: PartitionOutcome(E.NONE, None, self.states.get(k, SharePartitionState(-1, 0, 0))) for k in keys}
 
     async def initialize(self, key: SharePartitionKey, start_offset: int, state_epoch: int = 0) -> ErrorCode:
         if key in self.fail:
