@@ -54,6 +54,7 @@ from kbroker.coord.share_group_state_client import (
     initialize_share_state,
 )
 from kbroker.metadata.image import ConfigResource, ConfigResourceType
+from kbroker.metrics.meters import GROUP_COORDINATOR_METRICS
 from kbroker.protocol.errors import ErrorCode, KafkaError
 
 if TYPE_CHECKING:
@@ -439,7 +440,13 @@ class GroupCoordinatorService:
 
     def share_group_heartbeat(self, req: ShareHeartbeatRequestData) -> Answer[HeartbeatResult]:
         def op(shard: GroupCoordinatorShard) -> HeartbeatResult:
+            before = shard.group_manager.share_groups.get(req.group_id)
+            epoch = before.group_epoch if before is not None else 0
             result = shard.share_group_heartbeat(req)
+            after = shard.group_manager.share_groups.get(req.group_id)
+            if result.error == ErrorCode.NONE and req.member_epoch != -1 and after is not None \
+                    and after.group_epoch > epoch:
+                GROUP_COORDINATOR_METRICS.share_rebalances += 1  # Kafka's share-group-rebalance-count
             self._maybe_initialize_share_state(shard, req.group_id, result)
             return result
 
