@@ -383,10 +383,13 @@ class GroupCoordinatorService:
                 return error
             return await _awaited(delete(gid))
 
-        async def all_groups() -> list[ErrorCode]:
-            return list(await asyncio.gather(*(delete_with_share_state(gid) for gid in group_ids)))
+        def is_share_group(gid: str) -> bool:
+            shard = self.shard_for(gid)
+            return shard is not None and gid in shard.group_manager.share_groups
 
-        return self._loop.create_task(all_groups())
+        loop = self._loop
+        return gather([loop.create_task(delete_with_share_state(gid)) if is_share_group(gid) else delete(gid)
+                       for gid in group_ids])
 
     # -- offsets -------------------------------------------------------------------------------------
 
