@@ -10,10 +10,9 @@ the group coordinator answers them through the persister, as Kafka 4.3's `GroupC
   The lag (KIP-1226) is the high watermark minus the start offset minus the delivery complete count
   the leader wrote (WriteShareGroupState v1); the high watermark is this broker's when it leads the
   partition, else ListOffsets LATEST to the leader (-1 when it cannot be had).
-- Without topics, Kafka lists the partitions its group coordinator recorded as initialized
-  (ShareGroupStatePartitionMetadata). kbroker's group coordinator does not record them, so it asks the
-  share coordinators about every partition of every non-internal topic (still one request per
-  coordinator broker) and lists those with a state.
+- Without topics, the partitions the group coordinator recorded as initialized
+  (ShareGroupStatePartitionMetadata, `kbroker.coord.share_group_initialization`), as in Kafka; Alter
+  records the partitions it initialized there, Delete removes the topic once its states are gone.
 - Alter reads the summaries and sends InitializeShareGroupState with the new start offset and the next
   state epoch (fencing a leader that would still write the old state); Delete sends DeleteShareGroupState
   for the partitions with a state (none: "There is no offset information to delete."). Both tell this
