@@ -40,6 +40,7 @@ from kbroker.controller.quorum_controller import QuorumControllerConfig
 from kbroker.coord.producer_id_manager import ProducerIdManager
 from kbroker.coord.service import GroupCoordinatorService
 from kbroker.coord.share_coordinator import STATE_TOPIC, ShareCoordinatorService, in_kraft_cluster
+from kbroker.coord.share_group_state_client import InProcessGroupStatePersister
 from kbroker.coord.share_partition_manager import SharePartitionManager, SharePersister
 from kbroker.coord.share_persister import (
     MetadataCoordinatorLocator,
@@ -621,6 +622,9 @@ def share_partition_manager(config: KafkaConfig, replica_manager: ReplicaManager
     group_coordinator.share_member_listener = manager.on_member_left
     replica_manager.delayed_share_fetch_listener = manager.on_partition_event
     group_coordinator.share_group_deleted_listener = manager.on_group_deleted
+    # ShareGroupStatePartitionMetadata: the group coordinator initializes and deletes states through it.
+    group_coordinator.share_state_persister = persister if isinstance(persister, NetworkSharePersister) \
+        else InProcessGroupStatePersister(share_coordinator)
     return manager
 
 

@@ -10,10 +10,9 @@ the group coordinator answers them through the persister, as Kafka 4.3's `GroupC
   The lag (KIP-1226) is the high watermark minus the start offset minus the delivery complete count
   the leader wrote (WriteShareGroupState v1); the high watermark is this broker's when it leads the
   partition, else ListOffsets LATEST to the leader (-1 when it cannot be had).
-- Without topics, Kafka lists the partitions its group coordinator recorded as initialized
-  (ShareGroupStatePartitionMetadata). kbroker's group coordinator does not record them, so it asks the
-  share coordinators about every partition of every non-internal topic (still one request per
-  coordinator broker) and lists those with a state.
+- Without topics, the partitions the group coordinator recorded as initialized
+  (ShareGroupStatePartitionMetadata, `kbroker.coord.share_group_initialization`), as in Kafka; Alter
+  records the partitions it initialized there, Delete removes the topic once its states are gone.
 - Alter reads the summaries and sends InitializeShareGroupState with the new start offset and the next
   state epoch (fencing a leader that would still write the old state); Delete sends DeleteShareGroupState
   for the partitions with a state (none: "There is no offset information to delete."). Both tell this
@@ -29,15 +28,18 @@ from __future__ import annotations
 import asyncio
 import uuid
 from collections.abc import Sequence
+from typing import TypeVar, cast
 
 from kbroker.api.context import BrokerServices
 from kbroker.client import ConnectionClosedError, RequestTimeoutError
 from kbroker.coord.share_coordinator import SharePartitionKey
+from kbroker.coord.share_group_state_client import has_state as has_state
 from kbroker.coord.share_persister import NetworkSharePersister, PartitionOutcome
 from kbroker.metadata.views import TopicInfo
 from kbroker.protocol.errors import ErrorCode
 from kbroker.protocol.messages.list_offsets import ListOffsetsRequest, ListOffsetsResponse
 
+T = TypeVar("T")
 LIST_OFFSETS = 2
 LIST_OFFSETS_VERSION = 7
 LATEST_TIMESTAMP = -1
@@ -59,6 +61,12 @@ def candidate_topics(services: BrokerServices) -> list[TopicInfo]:
 async def summaries(persister: NetworkSharePersister, group_id: str,
                     partitions: Sequence[tuple[uuid.UUID, int]]) -> dict[SharePartitionKey, PartitionOutcome]:
     return await persister.read_summary([(group_id, tid, p) for tid, p in partitions])
+
+
+async def awaited(answer: T | asyncio.Future[T]) -> T:
+    if isinstance(answer, asyncio.Future):
+        return cast(T, await answer)
+    return answer
 
 
 def initialized(outcome: PartitionOutcome | None) -> bool:

@@ -105,6 +105,9 @@ async def handle(services: BrokerServices, ctx: RequestContext, header: Any,
                      if 0 <= p.partition_index < info.num_partitions]
             codes = await _share_offsets.initialize(services, persister, gid, valid)
             initialized = {p: code for (_t, p, _s), code in zip(valid, codes, strict=True)}
+            done = {p for p, code in initialized.items() if code == ErrorCode.NONE}
+            if done:  # recorded as initialized in the group's ShareGroupStatePartitionMetadata
+                await _share_offsets.awaited(coordinator(services).share_state_initialized(gid, {info.topic_id: done}))
         for p in t.partitions:
             if not 0 <= p.partition_index < info.num_partitions:
                 code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION

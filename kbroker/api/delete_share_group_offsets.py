@@ -82,7 +82,7 @@ async def handle(services: BrokerServices, ctx: RequestContext, header: Any,
             failed = [o.error for o in found.values() if o.error != ErrorCode.NONE]
             code = failed[0] if failed else ErrorCode.NONE
             partitions = [k[2] for k, o in sorted(found.items(), key=lambda kv: kv[0][2])
-                          if _share_offsets.initialized(o)]
+                          if _share_offsets.has_state(o)]
         else:
             code, partitions = await retry_state(
                 services, partial(manager.initialized_partitions, gid, info.topic_id, info.num_partitions),
@@ -95,6 +95,8 @@ async def handle(services: BrokerServices, ctx: RequestContext, header: Any,
         if code == ErrorCode.NONE:
             if persister is not None:
                 code = await _share_offsets.delete(services, persister, gid, [(info.topic_id, p) for p in partitions])
+                if code == ErrorCode.NONE:  # the topic leaves the group's ShareGroupStatePartitionMetadata
+                    await _share_offsets.awaited(coordinator(services).share_state_deleted(gid, {info.topic_id}))
             else:
                 code = await retry_state(services, partial(manager.delete_start_offsets, gid, info.topic_id,
                                                            partitions), lambda e: e)

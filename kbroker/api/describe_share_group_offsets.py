@@ -5,7 +5,9 @@ coordinator answers it from the share coordinator's state summary (ReadShareGrou
 asks its share-partition manager (`SharePartitionManager.offsets_summary`: the live share-partition, else
 its state on `__share_group_state`): the start offset, the leader epoch and the lag (records up to the high watermark not yet acknowledged
 or archived). Without topics, every initialized share-partition of the group is listed (subscribed
-or not: a reset by AlterShareGroupOffsets initializes share-partitions of an empty group); a named partition that is not initialized answers start offset -1. An unknown group, or one
+or not: a reset by AlterShareGroupOffsets initializes share-partitions of an empty group); a named partition that is not initialized answers start offset -1.
+On a cluster "initialized" is what the group coordinator recorded (ShareGroupStatePartitionMetadata,
+`kbroker.coord.share_group_initialization`), as in Kafka. An unknown group, or one
 that is not a share group, answers GROUP_ID_NOT_FOUND.
 
 On a multi-broker cluster the group coordinator answers from ReadShareGroupStateSummary (87) to each
@@ -68,9 +70,17 @@ async def _from_summaries(services: BrokerServices, ctx: RequestContext, persist
         return R.DescribeShareGroupOffsetsResponseGroup(group_id=gid, error_code=error, error_message=message)
     topics: list[Any] = []
     wanted: list[tuple[Any, list[int] | None]] = []
-    if req_group.topics is None:  # every partition the share coordinators have a state of
-        wanted = [(info, None) for info in _share_offsets.candidate_topics(services)
-                  if services.authorizer is None or authorize(services, ctx, DESCRIBE, TOPIC, info.name)]
+    if req_group.topics is None:
+        # Kafka's describeShareGroupAllOffsets: the partitions the group coordinator recorded as
+        # initialized (ShareGroupStatePartitionMetadata), each listed with its summary (-1 before its
+        # leader chose a start offset).
+        recorded = await _share_offsets.awaited(coordinator(services).share_initialized_partitions(gid))
+        for tid, ps in recorded.items():
+            info = services.metadata.topic_by_id(tid)
+            if info is not None and (services.authorizer is None
+                                     or authorize(services, ctx, DESCRIBE, TOPIC, info.name)):
+                wanted.append((info, sorted(p for p in ps if p < info.num_partitions)))
+        wanted.sort(key=lambda w: w[0].name)
     else:
         for t in req_group.topics:
             refused = _denied(services, ctx, t.topic_name, list(t.partitions))

@@ -12,6 +12,7 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
+from kbroker.api import _share_metrics
 from kbroker.api._share import (
     await_acknowledgement_writes,
     pending_acknowledgement_writes,
@@ -44,12 +45,15 @@ def handle(services: BrokerServices, ctx: RequestContext, header: Any, request: 
     outcome = manager.share_acknowledge(group_id, request.member_id or "", request.share_session_epoch, requested)
     if outcome.error != ErrorCode.NONE:
         return R(error_code=outcome.error, error_message=outcome.message)
+    _share_metrics.share_fetch_started(services, outcome, False, [r.topic_id for r in requested])
     pending = pending_acknowledgement_writes(manager, group_id, outcome)
     if pending:
         async def after_writes() -> R:
             await await_acknowledgement_writes(manager, group_id, outcome, pending)
+            _share_metrics.share_acknowledge_answered(services, outcome)
             return _response(manager, request, outcome, denied)
         return after_writes()
+    _share_metrics.share_acknowledge_answered(services, outcome)
     return _response(manager, request, outcome, denied)
 
 

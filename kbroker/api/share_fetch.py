@@ -20,6 +20,7 @@ import asyncio
 import uuid
 from typing import Any
 
+from kbroker.api import _share_metrics
 from kbroker.api._futures import chain_future
 from kbroker.api._share import (
     await_acknowledgement_writes,
@@ -67,6 +68,8 @@ def handle(services: BrokerServices, ctx: RequestContext, header: Any, request: 
                                   forgotten, request.max_records, record_limit, renew_only,
                                   request.min_bytes if request.max_wait_ms > 0 else 1,
                                   connection_id=ctx.connection_id)
+    _share_metrics.share_fetch_started(services, outcome, request.share_session_epoch != FINAL_EPOCH,
+                                       [r.topic_id for r in requested if r.acknowledgements])
     full = request.share_session_epoch == INITIAL_EPOCH
     named = [(r.topic_id, r.partition) for r in requested] + sorted(denied)
     pending = pending_acknowledgement_writes(manager, group_id, outcome) if outcome.error == ErrorCode.NONE else []
@@ -104,6 +107,7 @@ def _response(services: BrokerServices, manager: SharePartitionManager, outcome:
               named: list[tuple[uuid.UUID, int]], denied: set[tuple[uuid.UUID, int]]) -> R:
     if outcome.error != ErrorCode.NONE:
         return R(error_code=outcome.error, error_message=outcome.message)
+    _share_metrics.share_fetch_answered(services, outcome)
     by_topic: dict[uuid.UUID, list[R.PartitionData]] = {}
     seen: set[tuple[uuid.UUID, int]] = set()
     for key, result in outcome.partitions.items():

@@ -11,11 +11,13 @@ INVALID_REQUEST "Write operation on uninitialized share partition not allowed.".
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 from kbroker.api._share_state import authorize_cluster_action, per_partition
 from kbroker.api.context import BrokerServices, RequestContext
 from kbroker.coord.share_coordinator import StateBatch
+from kbroker.metrics.meters import SHARE_GROUP_METRICS
 from kbroker.protocol.errors import ErrorCode
 from kbroker.protocol.messages.write_share_group_state import (
     WriteShareGroupStateRequest,
@@ -49,6 +51,11 @@ async def handle(services: BrokerServices, ctx: RequestContext, header: Any, req
         return await sc.call(key, lambda s: s.write(key, p.state_epoch, p.leader_epoch, p.start_offset,
                                                     p.delivery_complete_count, batches, known), "write")
 
+    started = time.monotonic()
+    written = await per_partition(services, request.topics, call)
+    # share-coordinator-metrics write-latency-avg/max: the request, to its records committed.
+    now = time.monotonic()
+    SHARE_GROUP_METRICS.share_coordinator_write_latency.record((now - started) * 1000, int(now * 1000))
     return R(results=[R.WriteStateResult(topic_id=tid, partitions=[
         R.PartitionResult(partition=p.partition, error_code=r.error, error_message=r.message) for p, r in parts])
-        for tid, parts in await per_partition(services, request.topics, call)])
+        for tid, parts in written])

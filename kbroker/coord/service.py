@@ -25,7 +25,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from typing import TYPE_CHECKING, TypeAlias, TypeVar, Union, cast
 
 from kbroker.coord.config import map_append_error
@@ -46,8 +46,15 @@ from kbroker.coord.runtime import (
 )
 from kbroker.coord.shard import GroupCoordinatorShard
 from kbroker.coord.share_group import ShareGroup
+from kbroker.coord.share_group_initialization import InitializeRequest, TopicPartitions
 from kbroker.coord.share_group_protocol import ShareHeartbeatRequestData, ShareMemberListener
+from kbroker.coord.share_group_state_client import (
+    GroupStatePersister,
+    delete_share_state,
+    initialize_share_state,
+)
 from kbroker.metadata.image import ConfigResource, ConfigResourceType
+from kbroker.metrics.meters import GROUP_COORDINATOR_METRICS
 from kbroker.protocol.errors import ErrorCode, KafkaError
 
 if TYPE_CHECKING:
@@ -63,6 +70,8 @@ log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 U = TypeVar("U")
+# How long a share-group heartbeat that started initializing share-partitions waits for it.
+SHARE_INITIALIZE_WAIT_S = 5.0
 # An answer: the value when it is committed already, else a future completed when it is.
 Answer: TypeAlias = Union[T, "asyncio.Future[T]"]  # noqa: UP007 - a generic alias over a TypeVar
 
@@ -92,6 +101,10 @@ class GroupCoordinatorService:
         # the records it acquired); set by the wiring.
         self.share_member_listener: ShareMemberListener | None = None
         self.share_group_deleted_listener: Callable[[str], None] | None = None
+        # KIP-932 (ShareGroupStatePartitionMetadata): the share coordinator the group coordinator
+        # initializes and deletes share-partition states through; None: no share coordinator (tests).
+        self.share_state_persister: GroupStatePersister | None = None
+        self._share_tasks: set[asyncio.Task[None]] = set()
 
     # -- lifecycle -----------------------------------------------------------------------------------
 
@@ -151,6 +164,8 @@ class GroupCoordinatorService:
             self.runtime.close()
         if self.scheduler is not None:
             self.scheduler.cancel_all()
+        for task in list(self._share_tasks):
+            task.cancel()
 
     def on_topics_deleted(self, names: list[str]) -> None:
         """Hook for topic deletion: committed offsets of deleted topics are removed, as Kafka does."""
@@ -238,6 +253,7 @@ class GroupCoordinatorService:
             return
         if topics.deleted_topic_ids:
             self.on_topics_deleted(sorted(t.name for t in topics.deleted_topics()))
+            self.cleanup_share_group_state(set(topics.deleted_topic_ids))
         if self.active and self.partitions is not None:  # before startup(), it loads whatever is hosted then
             self.partitions.on_metadata_update(delta, self.metadata.node_id)
 
@@ -347,7 +363,33 @@ class GroupCoordinatorService:
         def delete(gid: str) -> Answer[ErrorCode]:
             return self._call(gid, lambda shard: shard.delete_groups([gid])[0], _same)
 
-        return gather([delete(gid) for gid in group_ids])
+        persister = self.share_state_persister
+        if persister is None or self._loop is None:
+            return gather([delete(gid) for gid in group_ids])
+
+        async def delete_with_share_state(gid: str) -> ErrorCode:
+            # Kafka's deleteShareGroups: a share group's initialized and initializing topics move to
+            # deleting, their states are deleted through the persister, then the group is deleted.
+            def prepare(shard: GroupCoordinatorShard) -> tuple[ErrorCode, TopicPartitions]:
+                group = shard.group_manager.share_groups.get(gid)
+                if group is None or group.members or shard.group_status(gid) != ErrorCode.NONE:
+                    return ErrorCode.NONE, {}  # not a deletable share group: DeleteGroups answers why
+                return shard.share_state_partitions.prepare_delete(gid)
+
+            error, partitions = await _awaited(self._call(gid, prepare, lambda e: (e, {})))
+            if error == ErrorCode.NONE and partitions:
+                error = await delete_share_state(persister, gid, partitions)
+            if error != ErrorCode.NONE:
+                return error
+            return await _awaited(delete(gid))
+
+        def is_share_group(gid: str) -> bool:
+            shard = self.shard_for(gid)
+            return shard is not None and gid in shard.group_manager.share_groups
+
+        loop = self._loop
+        return gather([loop.create_task(delete_with_share_state(gid)) if is_share_group(gid) else delete(gid)
+                       for gid in group_ids])
 
     # -- offsets -------------------------------------------------------------------------------------
 
@@ -402,7 +444,98 @@ class GroupCoordinatorService:
     # -- share groups (KIP-932) ----------------------------------------------------------------------
 
     def share_group_heartbeat(self, req: ShareHeartbeatRequestData) -> Answer[HeartbeatResult]:
-        return self._call(req.group_id, lambda shard: shard.share_group_heartbeat(req), HeartbeatResult)
+        def op(shard: GroupCoordinatorShard) -> HeartbeatResult:
+            before = shard.group_manager.share_groups.get(req.group_id)
+            epoch = before.group_epoch if before is not None else 0
+            result = shard.share_group_heartbeat(req)
+            after = shard.group_manager.share_groups.get(req.group_id)
+            if result.error == ErrorCode.NONE and req.member_epoch != -1 and after is not None \
+                    and after.group_epoch > epoch:
+                GROUP_COORDINATOR_METRICS.share_rebalances += 1  # Kafka's share-group-rebalance-count
+            started.extend(self._maybe_initialize_share_state(shard, req.group_id, result))
+            return result
+
+        started: list[asyncio.Task[None]] = []
+        answer = self._call(req.group_id, op, HeartbeatResult)
+        if not started:
+            return answer
+
+        async def after_initialization() -> HeartbeatResult:
+            # Deviation (docs/share-groups.md): the heartbeat that starts an initialization is answered
+            # once it is done (at most SHARE_INITIALIZE_WAIT_S), so the member's first ShareFetch finds the
+            # state initialized: kbroker's assignor does not wait for it as Kafka's does.
+            result = await _awaited(answer)
+            await asyncio.wait(started, timeout=SHARE_INITIALIZE_WAIT_S)
+            return result
+
+        assert self._loop is not None
+        return self._loop.create_task(after_initialization())
+
+    # -- share-partition state metadata (ShareGroupStatePartitionMetadata) -----------------------------
+
+    def _maybe_initialize_share_state(self, shard: GroupCoordinatorShard, group_id: str,
+                                      result: HeartbeatResult) -> list[asyncio.Task[None]]:
+        """After a share-group heartbeat: the subscribed partitions not initialized yet are recorded as
+        initializing and initialized through the persister, after the heartbeat (Kafka adds a timer task)."""
+        group = shard.group_manager.share_groups.get(group_id)
+        if result.error != ErrorCode.NONE or group is None or self.share_state_persister is None \
+                or self._loop is None:
+            return []
+        request = shard.share_state_partitions.maybe_initialize(group_id, group.group_epoch,
+                                                                group.subscribed_topic_names())
+        if request is None:
+            return []
+        return [self._spawn_share_task(self._initialize_share_state(request))]
+
+    def _spawn_share_task(self, coro: Coroutine[object, object, None]) -> asyncio.Task[None]:
+        assert self._loop is not None
+        task = self._loop.create_task(coro)
+        self._share_tasks.add(task)
+        task.add_done_callback(self._share_tasks.discard)
+        return task
+
+    async def _initialize_share_state(self, request: InitializeRequest) -> None:
+        persister = self.share_state_persister
+        if persister is None:
+            return
+        gid = request.group_id
+        try:
+            done, failed = await initialize_share_state(persister, request)
+        except Exception:  # noqa: BLE001 - Kafka: "Persister initialization failed", uninitialized
+            log.exception("Persister initialization of share group %s failed", gid)
+            done, failed = {}, {tid: set(ps) for tid, ps in request.partitions.items()}
+        if done:
+            error = await _awaited(self._call(gid, lambda shard: shard.share_state_partitions.initialize_succeeded(
+                gid, done), _same))
+            if error != ErrorCode.NONE:
+                failed = {**failed, **done}
+        if failed:
+            await _awaited(self._call(gid, lambda shard: shard.share_state_partitions.initialize_failed(gid, failed),
+                                      _same))
+
+    def share_initialized_partitions(self, group_id: str) -> Answer[TopicPartitions]:
+        """Kafka's `initializedShareGroupPartitions`: what DescribeShareGroupOffsets lists without topics."""
+        return self._call(group_id, lambda shard: shard.share_state_partitions.initialized_partitions(group_id),
+                          lambda _e: {}, read=True)
+
+    def share_state_initialized(self, group_id: str, partitions: TopicPartitions) -> Answer[ErrorCode]:
+        """AlterShareGroupOffsets initialized these share-partitions through the persister."""
+        return self._call(group_id, lambda shard: shard.share_state_partitions.initialize_succeeded(
+            group_id, partitions), _same)
+
+    def share_state_deleted(self, group_id: str, topic_ids: set[uuid.UUID]) -> Answer[ErrorCode]:
+        """DeleteShareGroupOffsets deleted these topics' share-partition states."""
+        return self._call(group_id, lambda shard: shard.share_state_partitions.remove_topics(group_id, topic_ids),
+                          _same)
+
+    def cleanup_share_group_state(self, topic_ids: set[uuid.UUID]) -> None:
+        """Deleted topics leave every share group's ShareGroupStatePartitionMetadata (Kafka's
+        `maybeCleanupShareGroupState`)."""
+        if not self.active or self.runtime is None:
+            return
+        for p, _shard in self.runtime.active_shards():
+            self.runtime.write(p, lambda shard: shard.share_state_partitions.on_topics_deleted(topic_ids),
+                               _ignore, _ignore)
 
     def share_group_describe(self, group_id: str) -> Answer[tuple[ErrorCode, str | None, ShareGroup | None]]:
         return self._call(group_id, lambda shard: shard.share_group_describe(group_id), lambda e: (e, None, None),
@@ -429,6 +562,12 @@ class GroupCoordinatorService:
 
 def _ignore(_value: object) -> None:
     return None
+
+
+async def _awaited(answer: Answer[T]) -> T:
+    if isinstance(answer, asyncio.Future):
+        return cast(T, await answer)
+    return answer
 
 
 def _same(value: T) -> T:

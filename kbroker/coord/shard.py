@@ -40,8 +40,9 @@ from kbroker.coord.records import (
     encode_group_metadata_key,
 )
 from kbroker.coord.share_group import ShareGroup
+from kbroker.coord.share_group_initialization import ShareGroupStatePartitionMetadataManager
 from kbroker.coord.share_group_protocol import ShareHeartbeatRequestData
-from kbroker.coord.share_records import ShareGroupRecordKey
+from kbroker.coord.share_records import STATE_PARTITION_METADATA, ShareGroupRecordKey
 from kbroker.protocol.errors import ErrorCode
 
 log = logging.getLogger(__name__)
@@ -64,6 +65,8 @@ class GroupCoordinatorShard:
                                                   self.group_status, topics)
         self.offset_manager = OffsetMetadataManager(config, self.offsets, self.group_manager, writer, time_ms,
                                                     self.group_status)
+        # KIP-932: which share-partitions of each share group have a state (ShareGroupStatePartitionMetadata).
+        self.share_state_partitions = ShareGroupStatePartitionMetadataManager(writer, time_ms, topics)
 
     # The state the tests and the request-facing service look at.
     @property
@@ -149,7 +152,10 @@ class GroupCoordinatorShard:
                 results.append(error)
                 continue
             if gid in self.group_manager.share_groups:
-                results.append(self.group_manager.share.delete_share_group(gid))
+                error = self.group_manager.share.delete_share_group(gid)
+                if error == ErrorCode.NONE:
+                    self.share_state_partitions.on_group_deleted(gid)
+                results.append(error)
                 continue
             consumer_group = self.consumer_groups.get(gid)
             if consumer_group is not None:
@@ -248,6 +254,8 @@ class GroupCoordinatorShard:
                 groups[k.group] = ClassicGroup(k.group)  # a group known only by its offsets
         elif isinstance(k, ConsumerGroupRecordKey):
             self.group_manager.replay_consumer_record(k, value)
+        elif isinstance(k, ShareGroupRecordKey) and k.record_type == STATE_PARTITION_METADATA:
+            self.share_state_partitions.replay(k.group, value)
         elif isinstance(k, ShareGroupRecordKey):
             self.group_manager.share.replay_record(k, value)
         elif isinstance(k, GroupMetadataKey):

@@ -30,6 +30,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import logging
+import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -497,6 +498,7 @@ class ShareCoordinatorService:
             if offset <= partition.log_start_offset or not partition.log.config.delete:
                 continue
             partition.log.delete_records_before(offset)
+            SHARE_GROUP_METRICS.last_pruned_offsets[(STATE_TOPIC, p)] = offset  # last-pruned-offset
             moved += 1
             log.debug("Pruned %s-%d before offset %d", STATE_TOPIC, p, offset)
         return moved
@@ -603,9 +605,15 @@ class ShareCoordinatorService:
         if error != ErrorCode.NONE or self.runtime is None:
             return error
         result: list[ErrorCode] = []
-        self.runtime.write(p, lambda s: s.write_state(key, state),
-                           lambda value: result.append(value if isinstance(value, ErrorCode) else ErrorCode.NONE),
-                           lambda e: result.append(e))
+        started = time.monotonic()
+
+        def committed(value: object) -> None:
+            # share-coordinator-metrics write-latency-avg/max (in process: the write to its commit).
+            now = time.monotonic()
+            SHARE_GROUP_METRICS.share_coordinator_write_latency.record((now - started) * 1000, int(now * 1000))
+            result.append(value if isinstance(value, ErrorCode) else ErrorCode.NONE)
+
+        self.runtime.write(p, lambda s: s.write_state(key, state), committed, lambda e: result.append(e))
         return result[0] if result else ErrorCode.NONE  # not committed yet: the runtime holds nothing for us
 
     def write_completion(self, key: SharePartitionKey) -> None:

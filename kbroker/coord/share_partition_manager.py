@@ -54,6 +54,7 @@ from typing import TYPE_CHECKING, Protocol
 
 from kbroker.coord.group_config import GroupConfig, parse_auto_offset_reset
 from kbroker.coord.share_coordinator import SharePartitionKey, SharePartitionState, StateBatch
+from kbroker.coord.share_fenced import watch_write
 from kbroker.coord.share_partition import (
     AcknowledgementBatch,
     AcknowledgeType,
@@ -375,7 +376,7 @@ class SharePartitionManager:
         sp = self.partitions.get((group_id, topic_id, partition))
         if sp is None and self.persister is not None:
             error, state = self.persister.read_state((group_id, topic_id, partition))
-            if error == ErrorCode.NONE and state is not None:
+            if error == ErrorCode.NONE and state is not None and state.start_offset >= 0:
                 sp = SharePartition.from_state(state.start_offset, [
                     (b.first_offset, b.last_offset, b.delivery_state, b.delivery_count) for b in state.batches],
                     self.partition_config_for(group_id))
@@ -526,7 +527,19 @@ class SharePartitionManager:
         error = self.persister.write_state((group_id, tid, p), state)
         if error != ErrorCode.NONE:
             log.warning("Cannot write the state of share-partition %s %s-%d: %s", group_id, tid, p, error.name)
+        # Every write path (acknowledge, release, lock expiry, ...): a fenced write drops it (share_fenced).
+        watch_write(error, self.persister.write_completion((group_id, tid, p)) if error == ErrorCode.NONE else None,
+                    lambda e: self.on_write_fenced(group_id, tid, p, sp, e))
         return error
+
+    def on_write_fenced(self, group_id: str, tid: uuid.UUID, p: int, sp: SharePartition, error: ErrorCode) -> None:
+        """Kafka's fencedSharePartitionHandler: the share-partition `sp` (if still the cached one) is
+        removed; the fetches waiting on it look again and the next use reads its state again."""
+        if self.partitions.get((group_id, tid, p)) is not sp:
+            return
+        log.info("The share partition %s %s-%d is fenced: %s", group_id, tid, p, error.name)
+        self._drop(group_id, tid, p)
+        self.wake(group_id, tid, p)
 
     # -- AlterShareGroupOffsets / DeleteShareGroupOffsets (the group is empty: nothing is acquired) --------
 
@@ -646,7 +659,11 @@ class SharePartitionManager:
             error, state = self.persister.read_state(gkey, leader_epoch)
             if error != ErrorCode.NONE:
                 return None
-            if state is not None:
+            if state is not None and state.start_offset < 0:
+                # Initialized by the group coordinator (start offset -1): the start offset comes from
+                # share.auto.offset.reset below, written under the state epoch it was initialized with.
+                self._state_epochs[gkey] = state.state_epoch
+            elif state is not None:
                 self._loaded(gkey)
                 sp = SharePartition.from_state(state.start_offset, [
                     (b.first_offset, b.last_offset, b.delivery_state, b.delivery_count) for b in state.batches],

@@ -46,6 +46,13 @@ TOPIC_METERS: tuple[tuple[str, str, str], ...] = (
     ("failed_produce_requests", "FailedProduceRequests", "Produce requests that failed, per partition"),
     ("total_fetch_requests", "TotalFetchRequests", "Fetch requests, counted per partition"),
     ("failed_fetch_requests", "FailedFetchRequests", "Fetch requests that failed, per partition"),
+    ("total_share_fetch_requests", "TotalShareFetchRequests", "ShareFetch requests, counted per topic fetched"),
+    ("failed_share_fetch_requests", "FailedShareFetchRequests",
+     "ShareFetch requests with a partition error, counted per topic"),
+    ("total_share_acknowledgement_requests", "TotalShareAcknowledgementRequests",
+     "Share acknowledgements (ShareAcknowledge, or piggybacked on ShareFetch), counted per topic"),
+    ("failed_share_acknowledgement_requests", "FailedShareAcknowledgementRequests",
+     "Share acknowledgements that failed on a partition, counted per topic"),
 )
 assert tuple(f for f, _n, _d in TOPIC_METERS) == TopicMetrics.FIELDS
 
@@ -152,7 +159,8 @@ class _BrokerCollector(Collector):
         g = GROUP_COORDINATOR_METRICS
         yield counter("kafka_server_group_coordinator_metrics_group_rebalance",
                       "Group rebalances started, per group protocol", ["protocol"],
-                      [(("classic",), g.classic_rebalances), (("consumer",), g.consumer_rebalances)])
+                      [(("classic",), g.classic_rebalances), (("consumer",), g.consumer_rebalances),
+                       (("share",), g.share_rebalances)])
         share = SHARE_GROUP_METRICS
         yield counter("kafka_server_sharegroupmetrics_recordacknowledgements",
                       "Records acknowledged by share consumers, per acknowledgement type (Kafka's "
@@ -164,6 +172,16 @@ class _BrokerCollector(Collector):
         yield counter("kafka_server_share_coordinator_metrics_write",
                       "Share-group state writes to the share coordinator (Kafka's write-total)",
                       samples=[((), share.share_coordinator_writes)])
+        yield gauge("kafka_server_share_coordinator_metrics_write_latency_avg",
+                    "Average time (ms) of a share-group state write, to its records committed (Kafka's "
+                    "write-latency-avg)", samples=[((), share.share_coordinator_write_latency.avg(now_ms))])
+        yield gauge("kafka_server_share_coordinator_metrics_write_latency_max",
+                    "Largest time (ms) of a share-group state write, to its records committed (Kafka's "
+                    "write-latency-max)", samples=[((), share.share_coordinator_write_latency.max(now_ms))])
+        yield gauge("kafka_server_share_coordinator_metrics_last_pruned_offset",
+                    "Offset before which a __share_group_state partition was last pruned (Kafka's "
+                    "last-pruned-offset)", ["topic", "partition"],
+                    [((t, str(p)), float(o)) for (t, p), o in sorted(share.last_pruned_offsets.items())])
 
     def _requests(self) -> Iterator[Metric]:
         m = self.metrics

@@ -89,11 +89,15 @@ class TopicMetrics:
     __slots__ = (
         "topic", "bytes_in", "messages_in", "bytes_out", "bytes_rejected", "total_produce_requests",
         "failed_produce_requests", "total_fetch_requests", "failed_fetch_requests",
+        "total_share_fetch_requests", "failed_share_fetch_requests",
+        "total_share_acknowledgement_requests", "failed_share_acknowledgement_requests",
     )
 
     FIELDS = (
         "bytes_in", "messages_in", "bytes_out", "bytes_rejected", "total_produce_requests",
         "failed_produce_requests", "total_fetch_requests", "failed_fetch_requests",
+        "total_share_fetch_requests", "failed_share_fetch_requests",
+        "total_share_acknowledgement_requests", "failed_share_acknowledgement_requests",
     )
 
     def __init__(self, topic: str) -> None:
@@ -106,6 +110,12 @@ class TopicMetrics:
         self.failed_produce_requests = 0
         self.total_fetch_requests = 0
         self.failed_fetch_requests = 0
+        # KIP-932, per topic of a ShareFetch / ShareAcknowledge (Kafka's SharePartitionManager and
+        # ShareFetch mark them once per topic of the request, kbroker.api._share_metrics).
+        self.total_share_fetch_requests = 0
+        self.failed_share_fetch_requests = 0
+        self.total_share_acknowledgement_requests = 0
+        self.failed_share_acknowledgement_requests = 0
 
     def values(self) -> tuple[int, ...]:
         return tuple(getattr(self, f) for f in self.FIELDS)
@@ -239,10 +249,42 @@ class GroupCoordinatorMetrics:
 
     classic_rebalances: int = 0
     consumer_rebalances: int = 0
+    share_rebalances: int = 0  # share-group-rebalance-count: a share group's epoch bumped by a heartbeat
 
 
 # Kafka's AcknowledgeType ids and the `ackType` tag values of RecordAcknowledgementsPerSec.
 ACK_TYPE_NAMES: Mapping[int, str] = {1: "Accept", 2: "Release", 3: "Reject", 4: "Renew"}
+
+
+class WindowedStat:
+    """Kafka's Avg and Max over a sensor's samples (metrics.num.samples windows of
+    metrics.sample.window.ms): NaN when no live sample holds a value, as Kafka reports them."""
+
+    __slots__ = ("_samples",)
+
+    def __init__(self) -> None:
+        self._samples: list[list[float]] = []  # [window start ms, count, sum, max], oldest first
+
+    def record(self, value: float, now_ms: int) -> None:
+        if not self._samples or now_ms - self._samples[-1][0] >= METRICS_SAMPLE_WINDOW_MS:
+            self._samples.append([now_ms, 0, 0.0, float("-inf")])
+            del self._samples[:-METRICS_NUM_SAMPLES]
+        s = self._samples[-1]
+        s[1] += 1
+        s[2] += value
+        s[3] = max(s[3], value)
+
+    def _live(self, now_ms: int) -> list[list[float]]:
+        return [s for s in self._samples if now_ms - s[0] < METRICS_NUM_SAMPLES * METRICS_SAMPLE_WINDOW_MS and s[1]]
+
+    def avg(self, now_ms: int) -> float:
+        live = self._live(now_ms)
+        count = sum(s[1] for s in live)
+        return sum(s[2] for s in live) / count if count else float("nan")
+
+    def max(self, now_ms: int) -> float:
+        live = self._live(now_ms)
+        return max(s[3] for s in live) if live else float("nan")
 
 
 @dataclass
@@ -255,6 +297,12 @@ class ShareGroupMetrics:
     record_acknowledgements: dict[str, int] = field(default_factory=lambda: dict.fromkeys(ACK_TYPE_NAMES.values(), 0))
     partition_load_time: Histogram = field(default_factory=Histogram)
     share_coordinator_writes: int = 0
+    # share-coordinator-metrics write-latency-avg / write-latency-max: a WriteShareGroupState from its
+    # start to its records committed on __share_group_state (ms).
+    share_coordinator_write_latency: WindowedStat = field(default_factory=WindowedStat)
+    # share-coordinator-metrics last-pruned-offset{topic, partition}: where each __share_group_state
+    # partition was last pruned.
+    last_pruned_offsets: dict[tuple[str, int], int] = field(default_factory=dict)
 
     def record_acknowledgement(self, ack_type: int, records: int) -> None:
         """Kafka's recordAcknowledgement: a batch acknowledged with one type counts its records, a batch
