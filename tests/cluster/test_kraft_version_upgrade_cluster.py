@@ -1,0 +1,128 @@
+"""kraft.version 0 -> 1 on real kbroker controllers, driven by Kafka 4.3.1's own tools (KIP-853).
+
+Three kbroker controllers start as a static quorum (`controller.quorum.voters`, kraft.version 0). Kafka's
+`kafka-features --bootstrap-controller ... describe` lists kraft.version as supported 0-1 and finalized 0;
+`kafka-features upgrade --feature kraft.version=1` makes the Raft leader append KRaftVersionRecord +
+VotersRecord (the static voters with the directory ids their UpdateRaftVoter told it); describe then says
+finalized 1 and `kafka-metadata-quorum describe --status` lists the voters with their directory ids.
+A downgrade back to 0 is refused with Kafka's message. The formerly static quorum then takes
+`kafka-metadata-quorum add-controller`: a fourth kbroker controller, formatted with
+`--no-initial-controllers`, joins as an observer and becomes a voter.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.support.broker import KBroker
+from tests.support.java import java_unavailable_reason, run_java_main
+from tests.support.mixed_quorum import COMMON, MixedQuorum, kbroker_format, metadata_quorum
+
+pytestmark = [pytest.mark.interop, pytest.mark.java]
+
+ZERO_DIRECTORY = "AAAAAAAAAAAAAAAAAAAAAA"
+
+
+@pytest.fixture
+def skip_without_java() -> None:
+    reason = java_unavailable_reason()
+    if reason:
+        pytest.skip(f"Kafka tools unavailable: {reason}")
+
+
+def _features(bootstrap: str, *args: str) -> tuple[int, str]:
+    proc = run_java_main("kafka-features", ["--bootstrap-controller", bootstrap, *args], timeout=120)
+    return proc.returncode, proc.stdout + proc.stderr
+
+
+def _described(bootstrap: str) -> dict[str, dict[str, str]]:
+    """`kafka-features describe`: {feature: {SupportedMinVersion: .., FinalizedVersionLevel: .., ...}}."""
+    code, out = _features(bootstrap, "describe")
+    assert code == 0, out
+    features: dict[str, dict[str, str]] = {}
+    for line in out.splitlines():
+        fields = dict(re.findall(r"(\w+): (\S+)", line))
+        if "Feature" in fields:
+            features[fields["Feature"]] = fields
+    return features
+
+
+def _voters(bootstrap: str) -> dict[int, dict[str, object]]:
+    out = metadata_quorum("--bootstrap-controller", bootstrap, "describe", "--status")
+    status = {k.strip(): v.strip() for k, _, v in (line.partition(":") for line in out.splitlines()) if v}
+    return {int(v["id"]): v for v in json.loads(status["CurrentVoters"])}
+
+
+def _until(what: str, fn: object, timeout: float = 60.0) -> object:
+    assert callable(fn)
+    deadline = time.monotonic() + timeout
+    last: object = None
+    while time.monotonic() < deadline:
+        try:
+            return fn()
+        except AssertionError as e:
+            last = e
+            time.sleep(1)
+    raise AssertionError(f"{what}: {last}")
+
+
+def test_upgrade_a_static_quorum_to_kraft_version_1_then_add_a_controller(
+        tmp_path: Path, skip_without_java: None) -> None:
+    q = MixedQuorum(tmp_path, "kkk")
+    joiner = KBroker(tmp_path / "controller-4")
+    try:
+        q.start_controllers()
+        q.wait_leader()
+        bootstrap = q.bootstrap_controllers()
+        before = _described(bootstrap)
+        assert "kraft.version" in before, before
+        assert before["kraft.version"]["SupportedMinVersion"] == "0"
+        assert before["kraft.version"]["SupportedMaxVersion"] == "1"
+        assert before["kraft.version"]["FinalizedVersionLevel"] == "0"
+        joiner.overrides = {**COMMON, "process.roles": "controller", "node.id": "4",
+                            "listeners": f"CONTROLLER://127.0.0.1:{joiner.port}", "log.dirs": str(joiner.log_dir),
+                            "controller.quorum.bootstrap.servers": bootstrap, "broker.session.timeout.ms": "4000"}
+
+        def upgrade() -> str:
+            code, out = _features(bootstrap, "upgrade", "--feature", "kraft.version=1")
+            assert code == 0 and "kraft.version was upgraded to 1." in out, out
+            return out
+
+        _until("kafka-features upgrade --feature kraft.version=1", upgrade)
+        after = _until("describe after the upgrade", lambda: _check_finalized(bootstrap, "1"))
+        assert isinstance(after, dict)
+        voters = _until("voters with directory ids", lambda: _check_directories(bootstrap))
+        assert isinstance(voters, dict) and sorted(voters) == [1, 2, 3]
+
+        code, out = _features(bootstrap, "downgrade", "--feature", "kraft.version=0")
+        assert code != 0, out
+        assert "Can't downgrade the version of this feature." in out, out
+
+        kbroker_format(joiner, q.cluster_id, joiner.overrides, "--no-initial-controllers")
+        joiner.start(timeout=60)
+        props = joiner.workdir / "add-controller.properties"
+        props.write_text("".join(f"{k}={v}\n" for k, v in joiner.overrides.items()))
+        out = _until("add-controller 4", lambda: metadata_quorum(
+            "--bootstrap-controller", bootstrap, "--command-config", str(props), "add-controller"), timeout=90)
+        assert "Added controller 4" in str(out), out
+        assert sorted(_voters(bootstrap)) == [1, 2, 3, 4]
+    finally:
+        joiner.kill()
+        q.stop_all()
+
+
+def _check_finalized(bootstrap: str, level: str) -> dict[str, str]:
+    kraft = _described(bootstrap)["kraft.version"]
+    assert kraft["FinalizedVersionLevel"] == level, kraft
+    return kraft
+
+
+def _check_directories(bootstrap: str) -> dict[int, dict[str, object]]:
+    voters = _voters(bootstrap)
+    assert all(v.get("directoryId") not in (None, ZERO_DIRECTORY) for v in voters.values()), voters
+    return voters
