@@ -48,6 +48,7 @@ from typing import Protocol, TypeVar
 from kbroker.protocol.errors import ErrorCode
 from kbroker.protocol.messages import ApiKey
 from kbroker.protocol.messages.add_raft_voter import AddRaftVoterRequest, AddRaftVoterResponse
+from kbroker.protocol.messages.api_versions import ApiVersionsRequest, ApiVersionsResponse
 from kbroker.protocol.messages.begin_quorum_epoch import BeginQuorumEpochRequest, BeginQuorumEpochResponse
 from kbroker.protocol.messages.describe_quorum import DescribeQuorumRequest, DescribeQuorumResponse
 from kbroker.protocol.messages.end_quorum_epoch import EndQuorumEpochRequest, EndQuorumEpochResponse
@@ -164,6 +165,10 @@ class _VoterChange:
     voters_offset: int
     deadline_ms: int
     removed: int = -1  # RemoveRaftVoter: the voter removed (a leader that removed itself resigns)
+    # AddRaftVoter: the new voter, until its ApiVersions answer tells its kraft.version range (Kafka's
+    # AddVoterHandler sends ApiVersions to it first); None once its VotersRecord is appended.
+    awaiting: VoterNode | None = None
+    ack_when_committed: bool = True
 
 
 class KRaftVersionUpgradeError(Exception):
@@ -404,6 +409,13 @@ class KafkaRaftClient:
             response = self._handle_add_raft_voter(body, request_id, now_ms)
         elif isinstance(body, RemoveRaftVoterRequest):
             response = self._handle_remove_raft_voter(body, request_id, now_ms)
+        elif isinstance(body, ApiVersionsRequest):
+            # A server answers ApiVersions in its API layer (api/api_versions.py, kraft.version 0-1 among its
+            # supported features); this answer, with this replica's kraft.version range alone, is for the
+            # sans-IO drivers (tests/raft) that have no API layer.
+            lo, hi = self.local_kraft_versions
+            response = ApiVersionsResponse(supported_features=[ApiVersionsResponse.SupportedFeatureKey(
+                name="kraft.version", min_version=lo, max_version=hi)])
         else:
             return
         if response is not None:
@@ -429,6 +441,8 @@ class KafkaRaftClient:
             self._handle_fetch_snapshot_response(source, body, current, now_ms)
         elif isinstance(body, UpdateRaftVoterResponse):
             self._handle_update_raft_voter_response(source, body, now_ms)
+        elif isinstance(body, ApiVersionsResponse):
+            self._handle_api_versions_response(source, body, now_ms)
 
     def handle_failure(self, destination: int, correlation_id: int, now_ms: int) -> None:
         """The request could not be sent or its connection broke: retry after the backoff."""
@@ -437,6 +451,9 @@ class KafkaRaftClient:
             return
         self._inflight_by_dest.pop((destination, inflight.api_key), None)
         self._backoff_until[(destination, inflight.api_key)] = now_ms + self.config.retry_backoff_ms
+        if inflight.api_key == ApiKey.API_VERSIONS:
+            self._handle_api_versions_response(destination, ApiVersionsResponse(
+                error_code=ErrorCode.NETWORK_EXCEPTION), now_ms)
         if inflight.api_key in (ApiKey.FETCH, ApiKey.FETCH_SNAPSHOT) and not isinstance(
                 self.quorum.state, FollowerState):
             self._observer_target = -1
@@ -1164,16 +1181,71 @@ class KafkaRaftClient:
             return answer(ErrorCode.REQUEST_TIMED_OUT,
                           f"Request timed out waiting for the new voter {key} to catch up: it must fetch from the "
                           "leader as an observer first")
-        added = current.add_voter(VoterNode(key, endpoints))
-        assert added is not None
-        offset = self._append_voters(added, now_ms)
-        log.info("leader %d adds voter %d (directory %s): VotersRecord at offset %d", self.node_id, key.id,
-                 key.directory_id, offset)
-        if not body.ack_when_committed:
-            return answer(ErrorCode.NONE, None)
-        self._voter_change = _VoterChange(request_id, ApiKey.ADD_RAFT_VOTER, offset,
-                                          now_ms + max(body.timeout_ms, self.config.request_timeout_ms))
+        # Kafka's AddVoterHandler: ask the new voter's ApiVersions for its kraft.version range first, on the
+        # default listener's endpoint it gave; the VotersRecord is appended once the answer comes.
+        host, port = endpoints[listener]
+        self.known_endpoints[body.voter_id] = Endpoint(host, port, listener)
+        self._inflight_by_dest.pop((body.voter_id, ApiKey.API_VERSIONS), None)
+        self._backoff_until.pop((body.voter_id, ApiKey.API_VERSIONS), None)
+        self._send(body.voter_id, ApiKey.API_VERSIONS, ApiVersionsRequest(
+            client_software_name="kbroker", client_software_version="0"), now_ms)
+        self._voter_change = _VoterChange(request_id, ApiKey.ADD_RAFT_VOTER, -1,
+                                          now_ms + max(body.timeout_ms, self.config.request_timeout_ms),
+                                          awaiting=VoterNode(key, endpoints),
+                                          ack_when_committed=body.ack_when_committed)
         return None
+
+    def _handle_api_versions_response(self, source: int, body: ApiVersionsResponse, now_ms: int) -> None:
+        """Kafka's `AddVoterHandler.handleApiVersionsResponse`: the new voter must support the finalized
+        kraft.version (its supported range, min 0-max 0 when it lists none: INVALID_REQUEST) and still be
+        caught up (REQUEST_TIMED_OUT); then the VotersRecord with its entry and that range is appended."""
+        change = self._voter_change
+        if change is None or change.awaiting is None or change.awaiting.key.id != source:
+            return
+        key = change.awaiting.key
+        s = self.quorum.state
+        if not isinstance(s, LeaderState):
+            return
+        if body.error_code != ErrorCode.NONE:
+            self._voter_change = None
+            self._answer_voter_change(change, ErrorCode.REQUEST_TIMED_OUT,
+                                      "Aborted add voter operation for since API_VERSIONS returned an error "
+                                      f"{ErrorCode(body.error_code).name}")
+            return
+        level = self.partition_state.kraft_version()
+        feature = next((f for f in body.supported_features if f.name == "kraft.version"), None)
+        lo, hi = (feature.min_version, feature.max_version) if feature is not None else (0, 0)
+        if feature is None or not lo <= level <= hi:
+            log.info("Aborting add voter operation for %s since kraft.version range %s-%s doesn't support "
+                     "reconfiguration", key, lo, hi)
+            self._voter_change = None
+            self._answer_voter_change(change, ErrorCode.INVALID_REQUEST,
+                                      f"Aborted add voter operation for {key} since the "
+                                      f"kraft.version range (min: {lo}, max: {hi}) doesn't support the finalized "
+                                      f"version {level}")
+            return
+        observer = s.observer_states.get(key.id)
+        if observer is None or observer.directory_id != key.directory_id or observer.last_caught_up_ms <= 0 \
+                or observer.last_fetch_ms <= now_ms - CAUGHT_UP_WINDOW_MS:
+            self._voter_change = None
+            self._answer_voter_change(change, ErrorCode.REQUEST_TIMED_OUT,
+                                      f"Aborted add voter operation for {key} since it is "
+                                      "lagging behind")
+            return
+        added = self.partition_state.last_voter_set().add_voter(VoterNode(key, change.awaiting.endpoints, lo, hi))
+        if added is None:
+            self._voter_change = None
+            self._answer_voter_change(change, ErrorCode.DUPLICATE_VOTER,
+                                      f"The voter id for {key} is already part of the set of voters.")
+            return
+        offset = self._append_voters(added, now_ms)
+        log.info("leader %d adds voter %d (directory %s, kraft.version %d-%d): VotersRecord at offset %d",
+                 self.node_id, key.id, key.directory_id, lo, hi, offset)
+        change.awaiting = None
+        change.voters_offset = offset
+        if not change.ack_when_committed:
+            self._voter_change = None
+            self._answer_voter_change(change, ErrorCode.NONE, None)
 
     def _handle_remove_raft_voter(self, body: RemoveRaftVoterRequest, request_id: int, now_ms: int
                                   ) -> RemoveRaftVoterResponse | None:
@@ -1208,7 +1280,7 @@ class KafkaRaftClient:
         change = self._voter_change
         if change is None:
             return
-        if self.high_watermark() > change.voters_offset:
+        if change.awaiting is None and self.high_watermark() > change.voters_offset:
             self._voter_change = None
             self._answer_voter_change(change, ErrorCode.NONE, None)
         elif now_ms >= change.deadline_ms:

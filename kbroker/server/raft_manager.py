@@ -46,6 +46,7 @@ from kbroker.metadata.image import MetadataProvenance
 from kbroker.metadata.loader import MetadataBatch, MetadataLoader
 from kbroker.protocol.errors import ErrorCode, KafkaError
 from kbroker.protocol.messages.add_raft_voter import AddRaftVoterResponse
+from kbroker.protocol.messages.api_versions import ApiVersionsResponse
 from kbroker.protocol.messages.begin_quorum_epoch import BeginQuorumEpochResponse
 from kbroker.protocol.messages.describe_quorum import DescribeQuorumResponse
 from kbroker.protocol.messages.end_quorum_epoch import EndQuorumEpochResponse
@@ -82,6 +83,9 @@ RAFT_RESPONSE_TYPES: dict[int, type[RaftResponseBody]] = {
     1: FetchResponse, 52: VoteResponse, 53: BeginQuorumEpochResponse, 54: EndQuorumEpochResponse,
     55: DescribeQuorumResponse, 59: FetchSnapshotResponse, 80: AddRaftVoterResponse, 81: RemoveRaftVoterResponse,
     82: UpdateRaftVoterResponse,
+    # Outbound only (AddRaftVoter asks the new voter's kraft.version range, KIP-853); inbound ApiVersions is
+    # the API layer's, so 18 is not in RAFT_API_KEYS.
+    18: ApiVersionsResponse,
 }
 
 

@@ -21,6 +21,7 @@ from kbroker.protocol.messages.remove_raft_voter import RemoveRaftVoterRequest, 
 from kbroker.raft.client import KafkaRaftClient, KRaftVersionUpgradeError
 from kbroker.raft.quorum_state import FollowerState, LeaderState
 from tests.raft.harness import LocalCluster, quorum_config
+from tests.raft.test_voter_changes import add, caught_up, dir_id, standalone, voters_of
 
 DIRS = {1: uuid.UUID(int=0x11), 2: uuid.UUID(int=0x22), 3: uuid.UUID(int=0x33)}
 
@@ -112,3 +113,22 @@ def test_without_update_raft_voter_the_directory_ids_are_unknown() -> None:
     with pytest.raises(KRaftVersionUpgradeError) as not_leader:
         follower.upgrade_kraft_version(follower.epoch, 1, False, c.now)
     assert not_leader.value.error == ErrorCode.NOT_LEADER_OR_FOLLOWER
+
+
+def test_add_voter_reads_the_new_voters_kraft_version_range_from_its_api_versions() -> None:
+    """Kafka's AddVoterHandler: ApiVersions to the new voter first; a range without the finalized
+    kraft.version is INVALID_REQUEST, else the VotersRecord carries the range it reported."""
+    c = standalone()
+    c.elect()
+    caught_up(c, 1, 2, 3)
+    c.clients[2].local_kraft_versions = (0, 0)  # a voter that cannot run a dynamic quorum
+    refused = add(c, 1, 2)
+    assert refused.error_code == ErrorCode.INVALID_REQUEST
+    assert refused.error_message is not None and refused.error_message.endswith(
+        "since the kraft.version range (min: 0, max: 0) doesn't support the finalized version 1")
+    assert voters_of(c, 1) == [1]
+    c.clients[3].local_kraft_versions = (1, 1)
+    assert add(c, 1, 3).error_code == ErrorCode.NONE
+    entry = c.clients[1].partition_state.last_voter_set().voters[3]
+    assert (entry.min_kraft_version, entry.max_kraft_version) == (1, 1)
+    assert entry.key.directory_id == dir_id(3)
