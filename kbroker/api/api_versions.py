@@ -32,7 +32,8 @@ MIN_VERSION = 0
 MAX_VERSION = 4
 VERSION_NOTES = (
     "Finalized features: metadata.version, group.version=1 (KIP-848), share.version=1 (KIP-932) and "
-    "transaction.version from the metadata image (2 on a new cluster: KIP-890 part 2). Unknown versions get a v0 UNSUPPORTED_VERSION answer (KIP-511)."
+    "transaction.version from the metadata image (2 on a new cluster: KIP-890 part 2); kraft.version supported 0-1, "
+    "finalized at the Raft layer's level when above 0 (KIP-853). Unknown versions get a v0 UNSUPPORTED_VERSION answer (KIP-511)."
 )
 
 # MetadataVersion of Apache Kafka 4.3: MINIMUM_VERSION 3.3-IV3 (level 7), LATEST_PRODUCTION 4.3-IV0
