@@ -126,3 +126,36 @@ def _check_directories(bootstrap: str) -> dict[int, dict[str, object]]:
     voters = _voters(bootstrap)
     assert all(v.get("directoryId") not in (None, ZERO_DIRECTORY) for v in voters.values()), voters
     return voters
+
+
+def _upgrade_transcript(q: MixedQuorum) -> list[object]:
+    """What Kafka's tools say about kraft.version on `q`, a one-voter static quorum, through the upgrade."""
+    q.start_controllers()
+    bootstrap = q.bootstrap_controllers()
+    _until("the controller answers", lambda: _described(bootstrap))  # a lone Kafka voter logs no "new epoch"
+    fields = ("SupportedMinVersion", "SupportedMaxVersion", "FinalizedVersionLevel")
+    seen: list[object] = [{k: _described(bootstrap)["kraft.version"][k] for k in fields}]
+    code, out = _features(bootstrap, "upgrade", "--feature", "kraft.version=1", "--dry-run")
+    seen.append((code, out.strip()))
+    seen.append({k: _described(bootstrap)["kraft.version"][k] for k in fields})  # a dry run changes nothing
+    code, out = _features(bootstrap, "upgrade", "--feature", "kraft.version=1")
+    seen.append((code, out.strip()))
+    seen.append(_check_finalized(bootstrap, "1") and {k: _described(bootstrap)["kraft.version"][k] for k in fields})
+    code, out = _features(bootstrap, "downgrade", "--feature", "kraft.version=0")
+    seen.append((code != 0, out.strip().splitlines()[0] if out.strip() else ""))
+    seen.append(sorted(_voters(bootstrap)))
+    return seen
+
+
+@pytest.mark.slow  # one Apache Kafka 4.3.1 controller; the kbroker-only test above runs by default
+def test_the_upgrade_reads_as_on_apache_kafka(tmp_path: Path, skip_without_java: None) -> None:
+    """The same steps on a one-voter static quorum of each kind: Kafka's tools print the same."""
+    transcripts = []
+    for kind in ("k", "j"):
+        q = MixedQuorum(tmp_path / kind, kind)
+        try:
+            transcripts.append(_upgrade_transcript(q))
+        finally:
+            q.stop_all()
+    ours, kafkas = transcripts
+    assert ours == kafkas
