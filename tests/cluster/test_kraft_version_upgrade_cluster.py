@@ -159,3 +159,26 @@ def test_the_upgrade_reads_as_on_apache_kafka(tmp_path: Path, skip_without_java:
             q.stop_all()
     ours, kafkas = transcripts
     assert ours == kafkas
+
+
+@pytest.mark.slow  # one Apache Kafka 4.3.1 controller among two kbroker voters
+def test_upgrade_a_mixed_static_quorum(tmp_path: Path, skip_without_java: None) -> None:
+    """Voters 1, 2 kbroker and 3 Apache Kafka, static: whoever leads learns every voter's directory id and
+    range from their UpdateRaftVoter (kbroker's and Kafka's alike), and the upgrade succeeds."""
+    q = MixedQuorum(tmp_path, "kkj")
+    try:
+        q.start_controllers()
+        q.wait_leader()
+        bootstrap = q.bootstrap_controllers()
+
+        def upgrade() -> str:
+            code, out = _features(bootstrap, "upgrade", "--feature", "kraft.version=1")
+            assert code == 0 and "kraft.version was upgraded to 1." in out, out
+            return out
+
+        _until("kafka-features upgrade --feature kraft.version=1", upgrade, timeout=90)
+        _until("describe after the upgrade", lambda: _check_finalized(bootstrap, "1"))
+        voters = _until("voters with directory ids", lambda: _check_directories(bootstrap))
+        assert isinstance(voters, dict) and sorted(voters) == [1, 2, 3]
+    finally:
+        q.stop_all()
