@@ -182,3 +182,38 @@ def test_upgrade_a_mixed_static_quorum(tmp_path: Path, skip_without_java: None) 
         assert isinstance(voters, dict) and sorted(voters) == [1, 2, 3]
     finally:
         q.stop_all()
+
+
+@pytest.mark.slow  # one Apache Kafka 4.3.1 controller, kbroker leaders killed until it leads
+def test_an_apache_kafka_leader_upgrades_a_quorum_with_kbroker_followers(
+        tmp_path: Path, skip_without_java: None) -> None:
+    """Voter 1 Apache Kafka, 2 and 3 kbroker, static. A kbroker leader is killed and restarted until the
+    Kafka voter leads; the kbroker followers' UpdateRaftVoter (sent once per leader at kraft.version 0)
+    tell it their directory ids and ranges, so Kafka's own upgrade succeeds and they follow it."""
+    q = MixedQuorum(tmp_path, "jkk")
+    try:
+        q.start_controllers()
+        epoch, leader = q.wait_leader()
+        for _ in range(8):
+            if leader == 1:
+                break
+            q.kill(leader)
+            epoch, leader = q.wait_leader(after_epoch=epoch, timeout=90)
+            q.start(2 if q.controllers[2].proc is None or q.controllers[2].proc.poll() is not None else 3)
+        assert leader == 1, "the Apache Kafka voter never led"
+        bootstrap = q.bootstrap_controllers()
+
+        def upgrade() -> str:
+            code, out = _features(bootstrap, "upgrade", "--feature", "kraft.version=1")
+            assert code == 0 and "kraft.version was upgraded to 1." in out, out
+            return out
+
+        _until("kafka-features upgrade --feature kraft.version=1", upgrade, timeout=90)
+        for i in (2, 3):
+            node = q.controllers[i]
+            _until(f"kbroker voter {i} at kraft.version 1",
+                   lambda node=node: _check_finalized(node.bootstrap, "1"))  # type: ignore[misc]
+        voters = _until("voters with directory ids", lambda: _check_directories(bootstrap))
+        assert isinstance(voters, dict) and sorted(voters) == [1, 2, 3]
+    finally:
+        q.stop_all()
