@@ -169,6 +169,8 @@ def test_upgrade_a_mixed_static_quorum(tmp_path: Path, skip_without_java: None) 
     try:
         q.start_controllers()
         q.wait_leader()
+        broker = q.add_kbroker_broker(11)  # a process.roles=broker node reads kraft.version from its log
+        q.start_brokers()
         bootstrap = q.bootstrap_controllers()
 
         def upgrade() -> str:
@@ -180,6 +182,14 @@ def test_upgrade_a_mixed_static_quorum(tmp_path: Path, skip_without_java: None) 
         _until("describe after the upgrade", lambda: _check_finalized(bootstrap, "1"))
         voters = _until("voters with directory ids", lambda: _check_directories(bootstrap))
         assert isinstance(voters, dict) and sorted(voters) == [1, 2, 3]
+
+        def broker_says(level: str) -> None:
+            proc = run_java_main("kafka-features", ["--bootstrap-server", broker.bootstrap, "describe"], timeout=120)
+            assert proc.returncode == 0, proc.stdout + proc.stderr
+            line = next(x for x in proc.stdout.splitlines() if "Feature: kraft.version" in x)
+            assert dict(re.findall(r"(\w+): (\S+)", line))["FinalizedVersionLevel"] == level, line
+
+        _until("the broker reports kraft.version 1", lambda: broker_says("1"))
     finally:
         q.stop_all()
 
