@@ -227,3 +227,35 @@ def test_an_apache_kafka_leader_upgrades_a_quorum_with_kbroker_followers(
         assert isinstance(voters, dict) and sorted(voters) == [1, 2, 3]
     finally:
         q.stop_all()
+
+
+def test_the_default_node_upgrades_and_restarts_on_a_new_controller_port(
+        tmp_path: Path, skip_without_java: None) -> None:
+    """`kbroker serve` (a one-voter static quorum on an implicit CONTROLLER port picked at each start):
+    `kafka-features --bootstrap-server` upgrades kraft.version to 1 (forwarded to its controller); after a
+    restart on a new implicit port the node elects itself again, writes its new endpoint into the voter
+    set and still reports kraft.version 1."""
+    node = KBroker(tmp_path / "default")
+    try:
+        node.start(timeout=60)
+
+        def features(*args: str) -> str:
+            proc = run_java_main("kafka-features", ["--bootstrap-server", node.bootstrap, *args], timeout=120)
+            assert proc.returncode == 0, proc.stdout + proc.stderr
+            return proc.stdout
+
+        def finalized() -> str:
+            line = next(x for x in features("describe").splitlines() if "Feature: kraft.version" in x)
+            return dict(re.findall(r"(\w+): (\S+)", line))["FinalizedVersionLevel"]
+
+        assert finalized() == "0"
+        assert "kraft.version was upgraded to 1." in features("upgrade", "--feature", "kraft.version=1")
+        assert finalized() == "1"
+        node.stop()
+        node.start(timeout=60)
+        assert finalized() == "1"
+        topic = run_java_main("kafka-topics", ["--bootstrap-server", node.bootstrap, "--create", "--topic", "after",
+                                               "--partitions", "1", "--replication-factor", "1"], timeout=120)
+        assert topic.returncode == 0, topic.stdout + topic.stderr
+    finally:
+        node.kill()
