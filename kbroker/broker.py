@@ -246,7 +246,16 @@ def listener_endpoint(config: KafkaConfig, e: Endpoint,
     return ListenerEndpoint(
         e.name, e.host, e.port, protocol, ssl_context=ssl_context, principal_mapping_rules=rules, sasl=sasl,
         failed_authentication_delay_ms=config["connection.failed.authentication.delay.ms"],
+        sock=_reserved_socket(config, e),
     )
+
+
+def _reserved_socket(config: KafkaConfig, e: Endpoint) -> socket.socket | None:
+    """The implicit controller listener's socket, held since its port was picked (`with_implicit_quorum`)."""
+    sock = config.implicit_controller_socket
+    if sock is None or sock.fileno() < 0 or e.name not in config.controller_listener_names:
+        return None
+    return sock if sock.getsockname()[1] == e.port else None
 
 
 def socket_server_config(config: KafkaConfig, scram_credentials: ScramCredentials | None = None,
@@ -296,7 +305,7 @@ def check_listeners_free(config: KafkaConfig) -> None:
     if config.is_kraft_combined:
         endpoints = config.controller_listeners + endpoints
     for e in endpoints:
-        if e.port == 0:
+        if e.port == 0 or _reserved_socket(config, e) is not None:  # port 0, or one this process holds
             continue
         try:
             infos = socket.getaddrinfo(e.host or None, e.port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)

@@ -281,6 +281,10 @@ class KafkaConfig:
         self._advertised: list[Endpoint] | None = None
         # Set by `with_implicit_quorum`: the controller listener and voter were added to a single-node config.
         self.implicit_quorum = False
+        # ... and the socket of that listener, bound and listening since the port was picked: the server
+        # takes it over (`listener_endpoint` -> `KafkaServer.start`), so no other process can take the port
+        # in between (it was bound, released and bound again a second later: a race).
+        self.implicit_controller_socket: socket.socket | None = None
         for name, d in CONFIG_DEFS.items():
             if name in props:
                 value = _parse_value(d, props[name])
@@ -389,7 +393,9 @@ class KafkaConfig:
         only: nothing but this node and `kafka-metadata-quorum --bootstrap-controller` talk to it),
         `controller.listener.names` naming it, `controller.quorum.voters=<node.id>@127.0.0.1:<port>`. The
         port is asked of the OS when the node starts (a fixed one would collide with a second node on the
-        machine); set a controller listener to choose one.
+        machine); set a controller listener to choose one. The port is held from the moment it is picked:
+        the socket stays bound and listening (`implicit_controller_socket`) and the controller's server
+        serves on that very socket, so nothing else can take the port before the node serves it.
 
         With an authorizer (`authorizer.class.name`) the controller authorizes the broker side's
         registration and heartbeats (CLUSTER_ACTION), as Kafka's does: the implicit listener then takes the
@@ -401,9 +407,15 @@ class KafkaConfig:
         taken = {e.name for e in parse_endpoints("listeners", self._values["listeners"], self.security_protocol_map)}
         if name in taken:
             name = "KBROKER_CONTROLLER"
-        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
-            probe.bind(("127.0.0.1", 0))
-            port = int(probe.getsockname()[1])
+        reserved = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        try:
+            reserved.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as the real listener does
+            reserved.bind(("127.0.0.1", 0))
+            reserved.listen(int(self._values.get("socket.listen.backlog.size") or 50))
+        except OSError:
+            reserved.close()
+            raise
+        port = int(reserved.getsockname()[1])
         props = dict(self.originals)
         protocol = "PLAINTEXT"
         if self._values["authorizer.class.name"]:
@@ -425,6 +437,7 @@ class KafkaConfig:
         props["controller.quorum.voters"] = f"{self.node_id}@127.0.0.1:{port}"
         config = KafkaConfig(props)
         config.implicit_quorum = True
+        config.implicit_controller_socket = reserved
         return config
 
     @property

@@ -9,7 +9,11 @@ state is not durable yet, docs/share-groups.md). `transaction.version` is suppor
 the level of the metadata image (a new cluster bootstraps 2, as Kafka 4.3's does; a data directory
 from before has none, 0): a Kafka 4.x producer reads finalized `transaction.version >= 2` to switch to
 transactions version 2 (Produce v12, EndTxn v5, TxnOffsetCommit v5, KIP-890 part 2, docs/transactions.md);
-a level of 0 is not listed, as Kafka lists only finalized levels above 0. KAFKA-17011: before
+a level of 0 is not listed, as Kafka lists only finalized levels above 0. `kraft.version` (KIP-853) is
+supported 0-1 and finalized at the Raft layer's level, not the image's (the latest KRaftVersionRecord of
+the node's metadata log: 0 for a static controller.quorum.voters quorum, so not listed; 1 for a dynamic
+one or after `kafka-features upgrade --feature kraft.version=1`), as Kafka's KRaftMetadataCache.features
+and the controller's ApiVersions report it. KAFKA-17011: before
 ApiVersions v4, a supported feature whose minimum is 0 is left out (older clients reject it).
 """
 
@@ -28,7 +32,8 @@ MIN_VERSION = 0
 MAX_VERSION = 4
 VERSION_NOTES = (
     "Finalized features: metadata.version, group.version=1 (KIP-848), share.version=1 (KIP-932) and "
-    "transaction.version from the metadata image (2 on a new cluster: KIP-890 part 2). Unknown versions get a v0 UNSUPPORTED_VERSION answer (KIP-511)."
+    "transaction.version from the metadata image (2 on a new cluster: KIP-890 part 2); kraft.version supported 0-1, "
+    "finalized at the Raft layer's level when above 0 (KIP-853). Unknown versions get a v0 UNSUPPORTED_VERSION answer (KIP-511)."
 )
 
 # MetadataVersion of Apache Kafka 4.3: MINIMUM_VERSION 3.3-IV3 (level 7), LATEST_PRODUCTION 4.3-IV0
@@ -53,6 +58,10 @@ TRANSACTION_VERSION_MAX = 2
 ELIGIBLE_LEADER_REPLICAS_VERSION_FEATURE = "eligible.leader.replicas.version"
 ELIGIBLE_LEADER_REPLICAS_VERSION_MIN = 0
 ELIGIBLE_LEADER_REPLICAS_VERSION_MAX = 1
+# KRaftVersion of Apache Kafka 4.3: KRAFT_VERSION_1 (KIP-853 dynamic quorums) is the latest level.
+KRAFT_VERSION_FEATURE = "kraft.version"
+KRAFT_VERSION_MIN = 0
+KRAFT_VERSION_MAX = 1
 # The finalized-features epoch is the metadata log offset in Kafka (the image's last offset here); at
 # least 1, a valid epoch, before the image has any.
 FINALIZED_FEATURES_EPOCH = 1
@@ -82,6 +91,16 @@ def error_response(request: Any, version: int, error: ErrorCode) -> ApiVersionsR
     return ApiVersionsResponse(error_code=error)
 
 
+def kraft_version(services: BrokerServices) -> int:
+    """The finalized kraft.version: the Raft client's on a controller (and a combined node), the broker's
+    metadata log's on a process.roles=broker node, 0 on the in-process single node (no Raft)."""
+    if services.kraft_controller is not None:
+        return services.kraft_controller.kraft_version()
+    if services.kraft is not None:
+        return services.kraft.kraft_version()
+    return 0
+
+
 def handle(
     services: BrokerServices, ctx: RequestContext, header: RequestHeader, request: ApiVersionsRequest
 ) -> ApiVersionsResponse:
@@ -100,6 +119,7 @@ def handle(
                      (ELIGIBLE_LEADER_REPLICAS_VERSION_FEATURE, ELIGIBLE_LEADER_REPLICAS_VERSION_MIN,
                       ELIGIBLE_LEADER_REPLICAS_VERSION_MAX),
                      (GROUP_VERSION_FEATURE, GROUP_VERSION_MIN, GROUP_VERSION_LEVEL),
+                     (KRAFT_VERSION_FEATURE, KRAFT_VERSION_MIN, KRAFT_VERSION_MAX),
                      (SHARE_VERSION_FEATURE, SHARE_VERSION_MIN, SHARE_VERSION_LEVEL),
                      (TRANSACTION_VERSION_FEATURE, TRANSACTION_VERSION_MIN, TRANSACTION_VERSION_MAX)]
         response.supported_features = [
@@ -119,6 +139,9 @@ def handle(
             ELIGIBLE_LEADER_REPLICAS_VERSION_FEATURE, 0), ELIGIBLE_LEADER_REPLICAS_VERSION_MAX)
         if elr_version > 0:
             finalized.append((ELIGIBLE_LEADER_REPLICAS_VERSION_FEATURE, elr_version))
+        kraft_level = min(kraft_version(services), KRAFT_VERSION_MAX)
+        if kraft_level > 0:
+            finalized.append((KRAFT_VERSION_FEATURE, kraft_level))
         response.finalized_features = [
             ApiVersionsResponse.FinalizedFeatureKey(name=name, max_version_level=level, min_version_level=level)
             for name, level in finalized

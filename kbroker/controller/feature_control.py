@@ -21,7 +21,18 @@ layer's "The update failed for all features since the following feature had an e
 
 A valid update writes one FeatureLevelRecord per feature, also when the level does not change (as
 Kafka: the record is the operation's offset to wait on). metadata.version is not changed on a running
-kbroker node (its own message); kraft.version is not a feature this controller changes.
+kbroker node (its own message).
+
+kraft.version (KIP-853) is not a FeatureLevelRecord: its level is the Raft layer's (the latest
+KRaftVersionRecord, `KRaftVersionAccessor`). An UPGRADE asks the Raft leader to upgrade
+(`KafkaRaftClient.upgrade_kraft_version`: every voter must support the level and have told the leader
+its directory id; the leader appends KRaftVersionRecord + VotersRecord) and writes a NoOpRecord as the
+operation's offset, as Kafka's FeatureControlManager does; the Raft layer's refusals come back with
+their own error and message (INVALID_UPDATE_VERSION "Invalid upgrade of kraft.version to 1 because not
+all of the voters support it", ...). A SAFE_DOWNGRADE / UNSAFE_DOWNGRADE to another level is refused:
+"Can't downgrade the version of this feature." (an UPGRADE to a lower level fails earlier, with the
+generic "without setting the upgrade type" message). Without an accessor (the in-process
+LocalController, no Raft) kraft.version stays where it is.
 
 Not here: Kafka's check that every voter has registered ("controller <id> has not registered, and may
 not support this feature"): the quorum controller does not know the voter set. The ELR safety records
@@ -34,11 +45,12 @@ Must not import asyncio or the server layer.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import Protocol
 
 from kbroker.controller.result import MetadataRecord
 from kbroker.metadata.image import METADATA_VERSION, MetadataImage, VersionRange
 from kbroker.protocol.errors import ErrorCode, KafkaError
-from kbroker.protocol.metadata_records import FeatureLevelRecord
+from kbroker.protocol.metadata_records import FeatureLevelRecord, NoOpRecord
 
 ELIGIBLE_LEADER_REPLICAS_VERSION = "eligible.leader.replicas.version"
 KRAFT_VERSION = "kraft.version"
@@ -59,10 +71,24 @@ FEATURE_DEPENDENCIES: Mapping[tuple[str, int], Mapping[str, int]] = {
 _DISABLED = VersionRange(0, 0)
 
 
+UPDATE_FAILED_PREFIX = "The update failed for all features since the following feature had an error: "
+
+
+class KRaftVersionAccessor(Protocol):
+    """Kafka's `KRaftVersionAccessor`: the Raft layer's kraft.version and its upgrade."""
+
+    def kraft_version(self) -> int:
+        """The finalized kraft.version (the latest KRaftVersionRecord in the Raft log)."""
+        ...
+
+    def upgrade_kraft_version(self, epoch: int, level: int, validate_only: bool) -> bool:
+        """Upgrade as the Raft leader of `epoch`; raises KafkaError (Kafka's ApiException) when refused."""
+        ...
+
+
 def invalid_update_version(feature: str, level: int, message: str) -> KafkaError:
     """Kafka's `invalidUpdateVersion`, with the API layer's all-or-nothing prefix."""
-    return KafkaError("The update failed for all features since the following feature had an error: "
-                      f"Invalid update version {level} for feature {feature}. {message}",
+    return KafkaError(f"{UPDATE_FAILED_PREFIX}Invalid update version {level} for feature {feature}. {message}",
                       error_code=ErrorCode.INVALID_UPDATE_VERSION)
 
 
@@ -97,9 +123,12 @@ def validate_dependencies(name: str, level: int, proposed: Mapping[str, int]) ->
 class FeatureControlManager:
     """Kafka's FeatureControlManager for the features this controller implements."""
 
-    def __init__(self, node_id: int, supported: Mapping[str, tuple[int, int]]) -> None:
+    def __init__(self, node_id: int, supported: Mapping[str, tuple[int, int]],
+                 kraft: KRaftVersionAccessor | None = None, epoch: int = -1) -> None:
         self.node_id = node_id
         self.supported = supported
+        self.kraft = kraft
+        self.epoch = epoch  # the active controller's epoch (the Raft leader epoch the upgrade is for)
 
     def _reason_not_supported(self, image: MetadataImage, name: str, level: int) -> str | None:
         lo_hi = self.supported.get(name)
@@ -123,8 +152,8 @@ class FeatureControlManager:
                     return reason
         return None
 
-    def update_features(self, image: MetadataImage,
-                        updates: Mapping[str, tuple[int, int]]) -> list[MetadataRecord]:
+    def update_features(self, image: MetadataImage, updates: Mapping[str, tuple[int, int]],
+                        validate_only: bool = False) -> list[MetadataRecord]:
         """The records of `updates` ({feature: (level, upgrade type)}), or INVALID_UPDATE_VERSION."""
         features = image.features
         proposed: dict[str, int] = dict(features.finalized_versions)
@@ -134,7 +163,8 @@ class FeatureControlManager:
         for name, (level, upgrade_type) in updates.items():
             if upgrade_type not in (UPGRADE_TYPE_UPGRADE, UPGRADE_TYPE_SAFE_DOWNGRADE, UPGRADE_TYPE_UNSAFE_DOWNGRADE):
                 raise invalid_update_version(name, level, "The controller does not support the given upgrade type.")
-            current = features.level(name)
+            current = self.kraft.kraft_version() if name == KRAFT_VERSION and self.kraft is not None \
+                else features.level(name)
             if level < 0:
                 raise invalid_update_version(name, level, "A feature version cannot be less than 0.")
             reason = self._reason_not_supported(image, name, level)
@@ -145,6 +175,16 @@ class FeatureControlManager:
                                              "setting the upgrade type to either safe or unsafe downgrade.")
             if level > current and upgrade_type != UPGRADE_TYPE_UPGRADE:
                 raise invalid_update_version(name, level, "Can't downgrade to a newer version.")
+            if name == KRAFT_VERSION and self.kraft is not None:
+                if upgrade_type == UPGRADE_TYPE_UPGRADE:
+                    try:
+                        self.kraft.upgrade_kraft_version(self.epoch, level, validate_only)
+                    except KafkaError as e:
+                        raise KafkaError(UPDATE_FAILED_PREFIX + str(e), error_code=e.error_code) from e
+                    records.append(NoOpRecord())
+                elif level != current:
+                    raise invalid_update_version(name, level, "Can't downgrade the version of this feature.")
+                continue
             if name == KRAFT_VERSION:
                 if level != current:
                     raise invalid_update_version(name, level, "kbroker does not change kraft.version through "

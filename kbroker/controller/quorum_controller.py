@@ -72,7 +72,8 @@ from kbroker.controller.cluster_control import BrokerRegistrationReply, ClusterC
 from kbroker.controller.configuration_control import ConfigurationControlManager
 from kbroker.controller.controller import Controller, NewTopic, ProducerIdsBlock
 from kbroker.controller.delegation_token_control import DelegationTokenConfig, DelegationTokenControlManager
-from kbroker.controller.local_controller import bootstrap_records, feature_update_records
+from kbroker.controller.feature_control import FeatureControlManager, KRaftVersionAccessor
+from kbroker.controller.local_controller import SUPPORTED_FEATURES, bootstrap_records, feature_update_records
 from kbroker.controller.pending import PendingOperation
 from kbroker.controller.producer_id_control import ProducerIdControlManager
 from kbroker.controller.raft_client import LeaderAndEpoch, NotLeaderError, RaftClient
@@ -217,8 +218,11 @@ class QuorumController(Controller):
         *,
         clock: Clock,
         placer: StripedReplicaPlacer | None = None,
+        kraft: KRaftVersionAccessor | None = None,
     ) -> None:
         self.config = config
+        # The Raft layer's kraft.version and its upgrade (KIP-853); None: `config.kraft_version`, fixed.
+        self.kraft = kraft
         self.node_id = config.node_id
         self.raft = raft
         self.clock = clock
@@ -310,7 +314,7 @@ class QuorumController(Controller):
         finalized = dict(features.finalized_versions)
         if features.metadata_version is not None:
             finalized[METADATA_VERSION] = features.metadata_version
-        finalized[KRAFT_VERSION] = self.config.kraft_version
+        finalized[KRAFT_VERSION] = self.kraft.kraft_version() if self.kraft is not None else self.config.kraft_version
         return finalized
 
     # -- the Raft listener -----------------------------------------------------------------------------
@@ -416,6 +420,9 @@ class QuorumController(Controller):
             return PendingOperation.failed(e, name)
         except Exception as e:  # noqa: BLE001 - a bug: our state may be half-changed
             return self._fault(name, e)
+        # generate() may have had the Raft layer append a control batch (a kraft.version upgrade's
+        # KRaftVersionRecord + VotersRecord): our records go after it.
+        self.next_write_offset = max(self.next_write_offset, self.raft.log_end_offset())
         op: PendingOperation[T] = PendingOperation(name)
         if result.records:
             base = self.next_write_offset
@@ -713,7 +720,13 @@ class QuorumController(Controller):
         (the ELR safety records ahead of an eligible.leader.replicas.version upgrade); nothing is written
         when validating."""
         def generate() -> ControllerResult[None]:
-            records = feature_update_records(self.config.node_id, self.image, updates)
+            if self.kraft is None:
+                records = feature_update_records(self.config.node_id, self.image, updates)
+            else:
+                records = FeatureControlManager(
+                    self.config.node_id, {**SUPPORTED_FEATURES, KRAFT_VERSION: (0, 1)}, self.kraft,
+                    self.active_epoch if self.active_epoch is not None else -1,
+                ).update_features(self.image, updates, validate_only)
             return ControllerResult(None, self.configuration.update_features(records, updates, validate_only))
 
         await self._write("updateFeatures", generate)

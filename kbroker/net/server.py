@@ -156,15 +156,24 @@ class KafkaServer:
         backlog = self.config.socket_listen_backlog_size
         for endpoint in self.config.listeners:
             host = endpoint.host or None  # empty host: every interface, as Kafka does
-            server = await self.loop.create_server(
-                lambda endpoint=endpoint: KafkaConnection(self, endpoint),  # type: ignore[misc]
-                host=host,
-                port=endpoint.port,
-                reuse_address=True,
-                backlog=backlog,
-                ssl=endpoint.ssl_context,
-                start_serving=start_serving,
-            )
+            if endpoint.sock is not None:  # bound and listening already (the implicit controller listener)
+                server = await self.loop.create_server(
+                    lambda endpoint=endpoint: KafkaConnection(self, endpoint),  # type: ignore[misc]
+                    sock=endpoint.sock,
+                    backlog=backlog,
+                    ssl=endpoint.ssl_context,
+                    start_serving=start_serving,
+                )
+            else:
+                server = await self.loop.create_server(
+                    lambda endpoint=endpoint: KafkaConnection(self, endpoint),  # type: ignore[misc]
+                    host=host,
+                    port=endpoint.port,
+                    reuse_address=True,
+                    backlog=backlog,
+                    ssl=endpoint.ssl_context,
+                    start_serving=start_serving,
+                )
             self._servers.append(server)
             port = server.sockets[0].getsockname()[1] if server.sockets else endpoint.port
             bound = dataclasses.replace(endpoint, port=port)

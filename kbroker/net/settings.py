@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    import socket
     import ssl
 
     from kbroker.security.sasl import SaslServerConfig
@@ -33,6 +34,9 @@ class ListenerEndpoint:
     sasl: SaslServerConfig | None = field(default=None, compare=False, repr=False)
     # connection.failed.authentication.delay.ms: a failed SASL authentication's response waits this long.
     failed_authentication_delay_ms: int = 100
+    # A socket already bound and listening on this endpoint (kbroker's implicit controller listener, held
+    # since its port was picked): served as is instead of binding host:port again.
+    sock: socket.socket | None = field(default=None, compare=False, repr=False)
 
     def __str__(self) -> str:
         host = f"[{self.host}]" if ":" in self.host else self.host

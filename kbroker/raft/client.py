@@ -48,6 +48,7 @@ from typing import Protocol, TypeVar
 from kbroker.protocol.errors import ErrorCode
 from kbroker.protocol.messages import ApiKey
 from kbroker.protocol.messages.add_raft_voter import AddRaftVoterRequest, AddRaftVoterResponse
+from kbroker.protocol.messages.api_versions import ApiVersionsRequest, ApiVersionsResponse
 from kbroker.protocol.messages.begin_quorum_epoch import BeginQuorumEpochRequest, BeginQuorumEpochResponse
 from kbroker.protocol.messages.describe_quorum import DescribeQuorumRequest, DescribeQuorumResponse
 from kbroker.protocol.messages.end_quorum_epoch import EndQuorumEpochRequest, EndQuorumEpochResponse
@@ -164,6 +165,21 @@ class _VoterChange:
     voters_offset: int
     deadline_ms: int
     removed: int = -1  # RemoveRaftVoter: the voter removed (a leader that removed itself resigns)
+    # AddRaftVoter: the new voter, until its ApiVersions answer tells its kraft.version range (Kafka's
+    # AddVoterHandler sends ApiVersions to it first); None once its VotersRecord is appended.
+    awaiting: VoterNode | None = None
+    ack_when_committed: bool = True
+
+
+class KRaftVersionUpgradeError(Exception):
+    """An upgrade of kraft.version refused, with Kafka's error (InvalidUpdateVersionException:
+    INVALID_UPDATE_VERSION; NotLeaderException: NOT_LEADER_OR_FOLLOWER; IllegalStateException: not an
+    ApiException in Kafka, UNKNOWN_SERVER_ERROR) and message."""
+
+    def __init__(self, error: ErrorCode, message: str) -> None:
+        super().__init__(message)
+        self.error = error
+        self.message = message
 
 
 def bootstrap_voter_set(config: QuorumConfig) -> VoterSet:
@@ -202,6 +218,11 @@ class KafkaRaftClient:
         # UpdateRaftVoter with kraft.version 0: the voters' endpoints as they published them (Kafka's
         # volatile voters, kept in memory for a later kraft.version upgrade).
         self.updated_voter_endpoints: dict[int, dict[str, tuple[str, int]]] = {}
+        # The leader's volatile voter set at kraft.version 0 (Kafka's LeaderState kraftVersionUpgradeState,
+        # `KRaftVersionUpgrade.Voters`): the static voters, each with range 0-0 and no directory id until
+        # its UpdateRaftVoter tells them; the leader's own entry filled in at once. What an upgrade to
+        # kraft.version 1 writes as the first VotersRecord. None off the leader or at kraft.version >= 1.
+        self.volatile_voters: VoterSet | None = None
         self.planted = planted or PlantedBugs()
         self.quorum = QuorumState(node_id, config, store, rng)
         # KIP-853: the voter set follows the latest VotersRecord in the log (uncommitted included).
@@ -388,6 +409,13 @@ class KafkaRaftClient:
             response = self._handle_add_raft_voter(body, request_id, now_ms)
         elif isinstance(body, RemoveRaftVoterRequest):
             response = self._handle_remove_raft_voter(body, request_id, now_ms)
+        elif isinstance(body, ApiVersionsRequest):
+            # A server answers ApiVersions in its API layer (api/api_versions.py, kraft.version 0-1 among its
+            # supported features); this answer, with this replica's kraft.version range alone, is for the
+            # sans-IO drivers (tests/raft) that have no API layer.
+            lo, hi = self.local_kraft_versions
+            response = ApiVersionsResponse(supported_features=[ApiVersionsResponse.SupportedFeatureKey(
+                name="kraft.version", min_version=lo, max_version=hi)])
         else:
             return
         if response is not None:
@@ -413,6 +441,8 @@ class KafkaRaftClient:
             self._handle_fetch_snapshot_response(source, body, current, now_ms)
         elif isinstance(body, UpdateRaftVoterResponse):
             self._handle_update_raft_voter_response(source, body, now_ms)
+        elif isinstance(body, ApiVersionsResponse):
+            self._handle_api_versions_response(source, body, now_ms)
 
     def handle_failure(self, destination: int, correlation_id: int, now_ms: int) -> None:
         """The request could not be sent or its connection broke: retry after the backoff."""
@@ -421,6 +451,9 @@ class KafkaRaftClient:
             return
         self._inflight_by_dest.pop((destination, inflight.api_key), None)
         self._backoff_until[(destination, inflight.api_key)] = now_ms + self.config.retry_backoff_ms
+        if inflight.api_key == ApiKey.API_VERSIONS:
+            self._handle_api_versions_response(destination, ApiVersionsResponse(
+                error_code=ErrorCode.NETWORK_EXCEPTION), now_ms)
         if inflight.api_key in (ApiKey.FETCH, ApiKey.FETCH_SNAPSHOT) and not isinstance(
                 self.quorum.state, FollowerState):
             self._observer_target = -1
@@ -523,6 +556,7 @@ class KafkaRaftClient:
 
     # --- transitions with side effects --------------------------------------------------------------
     def _on_state_change(self) -> None:
+        self.volatile_voters = None
         change = self._voter_change
         if change is not None:  # Kafka: leaving the leader state fails the pending voter operation
             self._voter_change = None
@@ -611,6 +645,7 @@ class KafkaRaftClient:
                                               epoch=leader.epoch, now_ms=now_ms)
         self.log.append(bytes(batch))
         self._sync_voters(now_ms)
+        self.volatile_voters = self._static_voters_with_local() if self.config.kraft_version == 0 else None
         self._linger_deadline = now_ms  # the LeaderChangeMessage goes out at once
         log.info("node %d is the leader in epoch %d (epoch start offset %d)", self.node_id, leader.epoch, start)
 
@@ -709,7 +744,8 @@ class KafkaRaftClient:
             return
         # One fetch at a time: a Fetch or, while a snapshot comes in, a FetchSnapshot (the same key
         # `_wanted_sends` reports, so `next_deadline_ms` and this agree on the backoff that applies).
-        if self.quorum.is_voter and now_ms >= s.update_voter_deadline_ms:
+        if self.quorum.is_voter and (now_ms >= s.update_voter_deadline_ms or (
+                self.config.kraft_version == 0 and not s.has_updated_leader)):
             self._maybe_send_update_voter(s, now_ms)
         if (s.leader_id, ApiKey.FETCH) in self._inflight_by_dest or (
                 s.leader_id, ApiKey.FETCH_SNAPSHOT) in self._inflight_by_dest:
@@ -901,7 +937,12 @@ class KafkaRaftClient:
         the voter set is stale (it restarted with other endpoints) sends UpdateRaftVoter to the leader; the
         leader appends a VotersRecord with the new entry, which every replica then follows."""
         s.update_voter_deadline_ms = now_ms + UPDATE_VOTER_PERIOD_FACTOR * self.config.fetch_timeout_ms
-        if self.config.kraft_version < 1 or not self.local_voter_needs_update():
+        # Kafka's shouldSendUpdateVoteRequest: at kraft.version 1 when the entry is stale; at kraft.version 0
+        # once per leader (it keeps the voter's directory id and range for a kraft.version upgrade).
+        if self.config.kraft_version < 1:
+            if s.has_updated_leader or self.local_listeners is None:
+                return
+        elif not self.local_voter_needs_update():
             return
         if not self._can_send(s.leader_id, ApiKey.UPDATE_RAFT_VOTER, now_ms):
             return
@@ -925,6 +966,10 @@ class KafkaRaftClient:
             log.info("node %d: UpdateRaftVoter answered %s by %d", self.node_id, ErrorCode(body.error_code).name,
                      source)
             self._backoff_until[(source, ApiKey.UPDATE_RAFT_VOTER)] = now_ms + self.config.retry_backoff_ms
+            return
+        s = self.quorum.state
+        if isinstance(s, FollowerState) and s.leader_id == source:
+            s.has_updated_leader = True
 
     def _handle_update_raft_voter(self, body: UpdateRaftVoterRequest, now_ms: int) -> UpdateRaftVoterResponse:
         """Kafka's handleUpdateVoterRequest + UpdateVoterHandler: a voter publishes its endpoints and
@@ -973,6 +1018,11 @@ class KafkaRaftClient:
             if body.voter_id not in self.config.voters:
                 return answer(ErrorCode.VOTER_NOT_FOUND)
             self.updated_voter_endpoints[body.voter_id] = given
+            if self.volatile_voters is not None:
+                # Kafka's compareAndSetVolatileVoters / updateVoterIgnoringDirectoryId: the entry as the
+                # voter published it (its directory id, listeners and kraft.version range).
+                self.volatile_voters = VoterSet({**self.volatile_voters.voters, body.voter_id: VoterNode(
+                    ReplicaKey(body.voter_id, body.voter_directory_id), given, lo, hi)})
             return answer(ErrorCode.NONE)
         last = self.partition_state.last_voter_set_entry()
         if last.offset >= s.high_watermark:
@@ -988,6 +1038,78 @@ class KafkaRaftClient:
         offset = self._append_voters(updated, now_ms)
         log.info("leader %d updates voter %d to %s: VotersRecord at offset %d", self.node_id, key.id, given, offset)
         return answer(ErrorCode.NONE)
+
+    # --- kraft.version upgrade (KIP-853) ---------------------------------------------------------
+    def _static_voters_with_local(self) -> VoterSet:
+        """Kafka's LeaderState at kraft.version 0: the static voters (directory id unknown, kraft.version
+        range 0-0, as `VoterSet.fromInetSocketAddresses` makes them) with the leader's own entry."""
+        voters = {i: VoterNode(ReplicaKey(i, ZERO_UUID), {ep.listener: (ep.host, ep.port)}, 0, 0)
+                  for i, ep in self.config.voters.items()}
+        own = self.config.voters.get(self.node_id)
+        if own is not None:
+            lo, hi = self.local_kraft_versions
+            voters[self.node_id] = VoterNode(ReplicaKey(self.node_id, self.directory_id),
+                                             dict(self.local_listeners or {own.listener: (own.host, own.port)}), lo, hi)
+        return VoterSet(voters)
+
+    def kraft_version(self) -> int:
+        """The quorum's kraft.version as this replica's log says it (Kafka's `RaftClient.kraftVersion`,
+        the latest KRaftVersionRecord, committed or not)."""
+        return self.partition_state.kraft_version()
+
+    def upgrade_kraft_version(self, epoch: int, level: int, validate_only: bool, now_ms: int) -> bool:
+        """Kafka's `KafkaRaftClient.upgradeKRaftVersion` / `LeaderState.maybeAppendUpgradedKRaftVersion`:
+        the leader of `epoch` moves kraft.version up to `level` by appending one control batch with a
+        KRaftVersionRecord and a VotersRecord of its volatile voters (the static voters as their
+        UpdateRaftVoter described them). False when `level` is already finalized (nothing written) or
+        only validating. Raises `KRaftVersionUpgradeError` with Kafka's error and message otherwise."""
+        s = self.quorum.state
+        if not isinstance(s, LeaderState):
+            raise KRaftVersionUpgradeError(ErrorCode.NOT_LEADER_OR_FOLLOWER,
+                                           f"node {self.node_id} is not the leader (epoch {self.epoch})")
+        if epoch < s.epoch:
+            raise KRaftVersionUpgradeError(
+                ErrorCode.NOT_LEADER_OR_FOLLOWER,
+                f"Upgrade kraft version failed because the given epoch {epoch} is stale. Current leader epoch is "
+                f"{s.epoch}")
+        if epoch > s.epoch:
+            raise ValueError(f"Attempt to append from epoch {epoch} which is larger than the current epoch of "
+                             f"{s.epoch}")
+        current = self.partition_state.kraft_version()
+        if level == current:
+            return False
+        if current > level:
+            raise KRaftVersionUpgradeError(
+                ErrorCode.INVALID_UPDATE_VERSION,
+                f"Invalid upgrade of kraft.version from version {current} to {level} because the new version is "
+                "a downgrade")
+        voters = self.volatile_voters
+        if voters is None:
+            raise KRaftVersionUpgradeError(ErrorCode.INVALID_UPDATE_VERSION,
+                                           f"Unable to upgrade version for kraft.version to {level} due to changing "
+                                           "voters")
+        if set(voters.voters) != set(self.partition_state.last_voter_set().voters):
+            raise KRaftVersionUpgradeError(
+                ErrorCode.UNKNOWN_SERVER_ERROR,
+                f"Unable to update kraft.version to {level} due to missing voters {sorted(voters.voters)} compared "
+                f"to {sorted(self.partition_state.last_voter_set().voters)}")
+        if not all(n.min_kraft_version <= level <= n.max_kraft_version for n in voters.voters.values()):
+            log.info("Not all voters support kraft version %d: %s", level, voters)
+            raise KRaftVersionUpgradeError(
+                ErrorCode.INVALID_UPDATE_VERSION,
+                f"Invalid upgrade of kraft.version to {level} because not all of the voters support it")
+        if any(n.key.directory_id == ZERO_UUID for n in voters.voters.values()):
+            raise KRaftVersionUpgradeError(ErrorCode.UNKNOWN_SERVER_ERROR,
+                                           f"Directory id must be known for all of the voters: {voters}")
+        if validate_only:
+            return False
+        batch = build_voters_batch(voters, base_offset=self.log.end_offset(), epoch=s.epoch, now_ms=now_ms,
+                                   kraft_version=level)
+        offset = self.append_batch(batch, now_ms)
+        self.volatile_voters = None
+        log.info("leader %d upgrades kraft.version %d -> %d: KRaftVersionRecord and VotersRecord %s at offset %d",
+                 self.node_id, current, level, sorted(voters.voters), offset)
+        return True
 
     def _default_listener(self) -> str:
         """The controller listener voters are reached on (Kafka's `channel.listenerName()`)."""
@@ -1059,16 +1181,71 @@ class KafkaRaftClient:
             return answer(ErrorCode.REQUEST_TIMED_OUT,
                           f"Request timed out waiting for the new voter {key} to catch up: it must fetch from the "
                           "leader as an observer first")
-        added = current.add_voter(VoterNode(key, endpoints))
-        assert added is not None
-        offset = self._append_voters(added, now_ms)
-        log.info("leader %d adds voter %d (directory %s): VotersRecord at offset %d", self.node_id, key.id,
-                 key.directory_id, offset)
-        if not body.ack_when_committed:
-            return answer(ErrorCode.NONE, None)
-        self._voter_change = _VoterChange(request_id, ApiKey.ADD_RAFT_VOTER, offset,
-                                          now_ms + max(body.timeout_ms, self.config.request_timeout_ms))
+        # Kafka's AddVoterHandler: ask the new voter's ApiVersions for its kraft.version range first, on the
+        # default listener's endpoint it gave; the VotersRecord is appended once the answer comes.
+        host, port = endpoints[listener]
+        self.known_endpoints[body.voter_id] = Endpoint(host, port, listener)
+        self._inflight_by_dest.pop((body.voter_id, ApiKey.API_VERSIONS), None)
+        self._backoff_until.pop((body.voter_id, ApiKey.API_VERSIONS), None)
+        self._send(body.voter_id, ApiKey.API_VERSIONS, ApiVersionsRequest(
+            client_software_name="kbroker", client_software_version="0"), now_ms)
+        self._voter_change = _VoterChange(request_id, ApiKey.ADD_RAFT_VOTER, -1,
+                                          now_ms + max(body.timeout_ms, self.config.request_timeout_ms),
+                                          awaiting=VoterNode(key, endpoints),
+                                          ack_when_committed=body.ack_when_committed)
         return None
+
+    def _handle_api_versions_response(self, source: int, body: ApiVersionsResponse, now_ms: int) -> None:
+        """Kafka's `AddVoterHandler.handleApiVersionsResponse`: the new voter must support the finalized
+        kraft.version (its supported range, min 0-max 0 when it lists none: INVALID_REQUEST) and still be
+        caught up (REQUEST_TIMED_OUT); then the VotersRecord with its entry and that range is appended."""
+        change = self._voter_change
+        if change is None or change.awaiting is None or change.awaiting.key.id != source:
+            return
+        key = change.awaiting.key
+        s = self.quorum.state
+        if not isinstance(s, LeaderState):
+            return
+        if body.error_code != ErrorCode.NONE:
+            self._voter_change = None
+            self._answer_voter_change(change, ErrorCode.REQUEST_TIMED_OUT,
+                                      "Aborted add voter operation for since API_VERSIONS returned an error "
+                                      f"{ErrorCode(body.error_code).name}")
+            return
+        level = self.partition_state.kraft_version()
+        feature = next((f for f in body.supported_features if f.name == "kraft.version"), None)
+        lo, hi = (feature.min_version, feature.max_version) if feature is not None else (0, 0)
+        if feature is None or not lo <= level <= hi:
+            log.info("Aborting add voter operation for %s since kraft.version range %s-%s doesn't support "
+                     "reconfiguration", key, lo, hi)
+            self._voter_change = None
+            self._answer_voter_change(change, ErrorCode.INVALID_REQUEST,
+                                      f"Aborted add voter operation for {key} since the "
+                                      f"kraft.version range (min: {lo}, max: {hi}) doesn't support the finalized "
+                                      f"version {level}")
+            return
+        observer = s.observer_states.get(key.id)
+        if observer is None or observer.directory_id != key.directory_id or observer.last_caught_up_ms <= 0 \
+                or observer.last_fetch_ms <= now_ms - CAUGHT_UP_WINDOW_MS:
+            self._voter_change = None
+            self._answer_voter_change(change, ErrorCode.REQUEST_TIMED_OUT,
+                                      f"Aborted add voter operation for {key} since it is "
+                                      "lagging behind")
+            return
+        added = self.partition_state.last_voter_set().add_voter(VoterNode(key, change.awaiting.endpoints, lo, hi))
+        if added is None:
+            self._voter_change = None
+            self._answer_voter_change(change, ErrorCode.DUPLICATE_VOTER,
+                                      f"The voter id for {key} is already part of the set of voters.")
+            return
+        offset = self._append_voters(added, now_ms)
+        log.info("leader %d adds voter %d (directory %s, kraft.version %d-%d): VotersRecord at offset %d",
+                 self.node_id, key.id, key.directory_id, lo, hi, offset)
+        change.awaiting = None
+        change.voters_offset = offset
+        if not change.ack_when_committed:
+            self._voter_change = None
+            self._answer_voter_change(change, ErrorCode.NONE, None)
 
     def _handle_remove_raft_voter(self, body: RemoveRaftVoterRequest, request_id: int, now_ms: int
                                   ) -> RemoveRaftVoterResponse | None:
@@ -1103,7 +1280,7 @@ class KafkaRaftClient:
         change = self._voter_change
         if change is None:
             return
-        if self.high_watermark() > change.voters_offset:
+        if change.awaiting is None and self.high_watermark() > change.voters_offset:
             self._voter_change = None
             self._answer_voter_change(change, ErrorCode.NONE, None)
         elif now_ms >= change.deadline_ms:

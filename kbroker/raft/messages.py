@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from typing import NamedTuple, Protocol
 
 from kbroker.protocol.messages.add_raft_voter import AddRaftVoterRequest, AddRaftVoterResponse
+from kbroker.protocol.messages.api_versions import ApiVersionsRequest, ApiVersionsResponse
 from kbroker.protocol.messages.begin_quorum_epoch import BeginQuorumEpochRequest, BeginQuorumEpochResponse
 from kbroker.protocol.messages.describe_quorum import DescribeQuorumRequest, DescribeQuorumResponse
 from kbroker.protocol.messages.end_quorum_epoch import EndQuorumEpochRequest, EndQuorumEpochResponse
@@ -35,10 +36,10 @@ from kbroker.raft.raft_log import OffsetAndEpoch
 
 RaftRequestBody = (VoteRequest | BeginQuorumEpochRequest | EndQuorumEpochRequest | FetchRequest
                    | FetchSnapshotRequest | DescribeQuorumRequest | UpdateRaftVoterRequest | AddRaftVoterRequest
-                   | RemoveRaftVoterRequest)
+                   | RemoveRaftVoterRequest | ApiVersionsRequest)
 RaftResponseBody = (VoteResponse | BeginQuorumEpochResponse | EndQuorumEpochResponse | FetchResponse
                     | FetchSnapshotResponse | DescribeQuorumResponse | UpdateRaftVoterResponse | AddRaftVoterResponse
-                    | RemoveRaftVoterResponse)
+                    | RemoveRaftVoterResponse | ApiVersionsResponse)
 
 
 @dataclass(frozen=True)

@@ -97,6 +97,10 @@ class FollowerState:
     # KIP-853: when a voter next checks whether its endpoints differ from its entry in the voter set
     # (Kafka's FollowerState.updateVoterPeriodTimer: three fetch timeouts).
     update_voter_deadline_ms: int = -1
+    # kraft.version 0 (KIP-853, Kafka's FollowerState.hasUpdatedLeader): this leader has accepted the
+    # voter's UpdateRaftVoter (its directory id, listeners and kraft.version range), which it keeps in
+    # memory for a later `kafka-features upgrade --feature kraft.version=1`.
+    has_updated_leader: bool = False
     name: str = "Follower"
 
 

@@ -26,7 +26,9 @@ from kbroker.metadata.image_writer import image_records
 from kbroker.metadata.loader import MetadataLoader
 from kbroker.metadata.snapshot_generator import SnapshotGenerator
 from kbroker.raft.metadata_log import KafkaMetadataLog
+from kbroker.raft.partition_state import KRaftControlRecordStateMachine
 from kbroker.raft.raft_log import OffsetAndEpoch
+from kbroker.raft.voter_set import VoterSet
 from kbroker.server.broker_lifecycle import (
     BrokerLifecycle,
     BrokerLifecycleManager,
@@ -62,6 +64,9 @@ class KRaftBrokerLinks:
         self.offline_log_dirs = offline_log_dirs
         self.cache = cache
         self.metadata_log: KafkaMetadataLog | None = None
+        # kraft.version as this broker's copy of the metadata log says it (the latest KRaftVersionRecord,
+        # read incrementally): what its ApiVersions finalizes (Kafka's KRaftMetadataCache.features).
+        self._control_records = KRaftControlRecordStateMachine(VoterSet({}), 0)
         self.fetcher: MetadataFollower
         if follower is None:
             self.metadata_log = KafkaMetadataLog(metadata_log_dir, time_ms, settings.metadata_retention)
@@ -83,6 +88,14 @@ class KRaftBrokerLinks:
         self.controller = RemoteController(node_id=settings.node_id, channel=self.channel, fetcher=self.fetcher,
                                            cache=cache, broker_epoch=self.broker_epoch,
                                            request_timeout_ms=settings.controller_socket_timeout_ms)
+
+    def kraft_version(self) -> int:
+        """The quorum's kraft.version as this broker's metadata log says it (0 on a combined node's broker
+        side, whose controller side answers instead)."""
+        if self.metadata_log is None:
+            return 0
+        self._control_records.sync(self.metadata_log)
+        return self._control_records.kraft_version()
 
     def _emit_snapshot(self, image: MetadataImage, reason: str) -> None:
         """A snapshot of the broker's committed image into its own metadata log (then retention)."""

@@ -39,7 +39,6 @@ from kbroker.metadata.image import MetadataImage
 from kbroker.metadata.image_writer import image_records
 from kbroker.metadata.loader import MetadataLoader
 from kbroker.metadata.snapshot_generator import SnapshotGenerator
-from kbroker.protocol.types import ZERO_UUID
 from kbroker.raft import FileQuorumStateStore, KafkaMetadataLog, KafkaRaftClient, OffsetAndEpoch, QuorumConfig
 from kbroker.raft.config import Endpoint
 from kbroker.raft.metadata_log import CLUSTER_METADATA_DIR, MetadataLogRetention
@@ -96,11 +95,14 @@ class KRaftControllerLinks:
         self.listener = MetadataRaftListener(loader)
         self.client = KafkaRaftClient(settings.node_id, settings.quorum, self.metadata_log, store, self.listener,
                                       random.Random(), time_ms(), cluster_id=settings.cluster_id,
-                                      directory_id=settings.directory_id if kraft_version else ZERO_UUID,
+                                      # kraft.version 0 too: UpdateRaftVoter tells the leader this voter's
+                                      # directory id for a later kraft.version upgrade (KIP-853).
+                                      directory_id=settings.directory_id,
                                       local_listeners=_listeners_of(settings.local_endpoint))
         self.manager = KafkaRaftManager(self.client, settings.quorum, time_ms, on_poll=self._poll_controller,
                                        security=settings.controller_security)
-        self.controller = QuorumController(settings.controller, RaftClientAdapter(self.manager), config_helper,
+        adapter = RaftClientAdapter(self.manager)
+        self.controller = QuorumController(settings.controller, adapter, config_helper, kraft=adapter,
                                            clock=time_ms)
         self.listener.register(self.controller)
         self._controller_timer: asyncio.TimerHandle | None = None
@@ -119,6 +121,10 @@ class KRaftControllerLinks:
             ControllerInfo(settings.node_id, uuid.uuid4(), ((own.listener, own.host, own.port),)),
             image=lambda: self.controller.committed_image, leader=self._leader_endpoint,
             security=settings.controller_security)
+
+    def kraft_version(self) -> int:
+        """The quorum's kraft.version (the Raft client's latest KRaftVersionRecord)."""
+        return self.client.kraft_version()
 
     def _leader_endpoint(self) -> Endpoint | None:
         leader = self.client.leader_and_epoch().leader_id

@@ -44,7 +44,9 @@ from kbroker.controller.raft_client import RaftClientListener
 from kbroker.controller.result import MetadataRecord
 from kbroker.metadata.image import MetadataProvenance
 from kbroker.metadata.loader import MetadataBatch, MetadataLoader
+from kbroker.protocol.errors import ErrorCode, KafkaError
 from kbroker.protocol.messages.add_raft_voter import AddRaftVoterResponse
+from kbroker.protocol.messages.api_versions import ApiVersionsResponse
 from kbroker.protocol.messages.begin_quorum_epoch import BeginQuorumEpochResponse
 from kbroker.protocol.messages.describe_quorum import DescribeQuorumResponse
 from kbroker.protocol.messages.end_quorum_epoch import EndQuorumEpochResponse
@@ -65,6 +67,7 @@ from kbroker.raft import (
     RaftBatch,
     request_for_version,
 )
+from kbroker.raft.client import KRaftVersionUpgradeError
 from kbroker.raft.messages import RaftRequestBody, RaftResponseBody
 from kbroker.snapshot import CorruptSnapshotError, read_snapshot
 
@@ -80,6 +83,9 @@ RAFT_RESPONSE_TYPES: dict[int, type[RaftResponseBody]] = {
     1: FetchResponse, 52: VoteResponse, 53: BeginQuorumEpochResponse, 54: EndQuorumEpochResponse,
     55: DescribeQuorumResponse, 59: FetchSnapshotResponse, 80: AddRaftVoterResponse, 81: RemoveRaftVoterResponse,
     82: UpdateRaftVoterResponse,
+    # Outbound only (AddRaftVoter asks the new voter's kraft.version range, KIP-853); inbound ApiVersions is
+    # the API layer's, so 18 is not in RAFT_API_KEYS.
+    18: ApiVersionsResponse,
 }
 
 
@@ -312,6 +318,23 @@ class RaftClientAdapter:
 
     def log_end_offset(self) -> int:
         return self.manager.client.log.end_offset()
+
+    # Kafka's KRaftVersionAccessor (the controller's FeatureControlManager reads and upgrades kraft.version).
+    def kraft_version(self) -> int:
+        return self.manager.client.kraft_version()
+
+    def upgrade_kraft_version(self, epoch: int, level: int, validate_only: bool) -> bool:
+        """`KafkaRaftClient.upgrade_kraft_version`, its refusals as the KafkaError Kafka answers."""
+        try:
+            upgraded = self.manager.client.upgrade_kraft_version(epoch, level, validate_only, self.manager.time_ms())
+        except KRaftVersionUpgradeError as e:
+            raise KafkaError(e.message, error_code=e.error) from e
+        except ValueError as e:  # Kafka's IllegalArgumentException: invalidUpdateVersion
+            raise KafkaError(f"Invalid update version {level} for feature kraft.version. {e}",
+                             error_code=ErrorCode.INVALID_UPDATE_VERSION) from e
+        if upgraded:
+            self.manager.wakeup()
+        return upgraded
 
     def resign(self, epoch: int) -> None:
         client = self.manager.client

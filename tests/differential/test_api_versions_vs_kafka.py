@@ -42,7 +42,6 @@ ABSENT_APIS: dict[int, str] = {
 
 # Supported features Kafka 4.3.1 reports (and finalizes) that kbroker does not, and why.
 ABSENT_FEATURES: dict[str, str] = {
-    "kraft.version": "no Raft metadata quorum (issue 13)",
     "streams.version": _STREAMS,
 }
 
