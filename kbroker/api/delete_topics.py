@@ -154,10 +154,12 @@ async def handle(services: BrokerServices, ctx: RequestContext, header: RequestH
         quota.record(info.num_partitions if info is not None else 0)
         slots.append(None)
         deleted.append((name, tid))
-    try:
-        outcomes: list[Exception | None] = list(await services.controller.delete_topics([n for n, _ in deleted]))
-    except Exception as e:  # noqa: BLE001 - the whole write failed (NOT_CONTROLLER, a fault): every topic's error
-        outcomes = [e] * len(deleted)
+    outcomes: list[Exception | None] = []
+    if deleted:
+        try:
+            outcomes = list(await services.controller.delete_topics([n for n, _ in deleted]))
+        except Exception as e:  # noqa: BLE001 - the whole write failed (NOT_CONTROLLER, a fault): every topic's error
+            outcomes = [e] * len(deleted)
     results = iter(zip(deleted, outcomes, strict=True))
     for slot in slots:
         if slot is not None:

@@ -146,7 +146,7 @@ async def forward_whole(services: BrokerServices, api_key: int, request: Any, re
     for i, r in enumerate(resources):
         code, message = local.get(i) or answered.get(
             (r.resource_type, r.resource_name),
-            (int(ErrorCode.UNKNOWN_SERVER_ERROR), "The controller returned no result for this resource."))
+            (int(ErrorCode.UNKNOWN_SERVER_ERROR), None))  # Kafka logs "The controller returned fewer results"
         results.append(result_cls(error_code=code, error_message=message, resource_type=r.resource_type,
                                   resource_name=r.resource_name))
     return response_type(throttle_time_ms=0, responses=results)
