@@ -17,8 +17,13 @@ from typing import Any
 
 from kbroker.api._authz import check_config_resource
 from kbroker.api.context import BrokerServices, RequestContext
-from kbroker.api.describe_configs import BROKER, TOPIC, check_broker_resource
-from kbroker.api.incremental_alter_configs import forward_whole, forwarded_broker_id, run_per_resource
+from kbroker.api.describe_configs import BROKER, TOPIC
+from kbroker.api.incremental_alter_configs import (
+    check_current_node_id,
+    forward_whole,
+    forwarded_broker_id,
+    run_per_resource,
+)
 from kbroker.controller.controller import BrokerConfigsAlteration, ConfigAlteration, TopicConfigsAlteration
 from kbroker.protocol.headers import RequestHeader
 from kbroker.protocol.messages.alter_configs import AlterConfigsRequest, AlterConfigsResponse
@@ -43,8 +48,8 @@ def _current_broker_configs(services: BrokerServices, default: bool, broker_id: 
 async def handle(services: BrokerServices, ctx: RequestContext, header: RequestHeader, request: AlterConfigsRequest) -> AlterConfigsResponse:
     if services.kraft is not None:
         def preprocess(r: Any) -> Any | None:
-            if r.resource_type == BROKER:
-                check_broker_resource(services, r.resource_name)
+            if r.resource_type == BROKER and r.resource_name != "":
+                check_current_node_id(services, r.resource_name)
             return r
 
         forwarded: AlterConfigsResponse = await forward_whole(

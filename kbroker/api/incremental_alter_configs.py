@@ -32,7 +32,6 @@ from kbroker.api.describe_configs import (
     TOPIC,
     VALID_LOG_LEVELS,
     broker_loggers,
-    check_broker_resource,
 )
 from kbroker.cluster.configs import AlterConfigOp
 from kbroker.config_defs import CONFIG_DEFS
@@ -58,14 +57,36 @@ Result = IncrementalAlterConfigsResponse.AlterConfigsResourceResponse
 
 
 def _check_resource(r: Any, counts: Mapping[tuple[int, str], int], types: tuple[int, ...]) -> None:
-    """The checks of every resource before anything else (Kafka's `ConfigAdminManager.preprocess`)."""
+    """The checks of every resource before anything else, in Kafka's order and words
+    (`ConfigAdminManager.preprocess`): named twice, a key named twice, a null value (legacy AlterConfigs:
+    any; IncrementalAlterConfigs: but for DELETE), a resource type not handled here."""
     if counts[(r.resource_type, r.resource_name)] > 1:
         raise KafkaError("Each resource must appear at most once.", error_code=ErrorCode.INVALID_REQUEST)
     names = [c.name for c in r.configs]
     if len(set(names)) != len(names):
         raise KafkaError("Error due to duplicate config keys", error_code=ErrorCode.INVALID_REQUEST)
+    nulls = [c.name for c in r.configs
+             if c.value is None and getattr(c, "config_operation", AlterConfigOp.SET) != AlterConfigOp.DELETE]
+    if nulls:
+        raise KafkaError("Null value not supported for : " + ", ".join(nulls), error_code=ErrorCode.INVALID_REQUEST)
     if r.resource_type not in types:
-        raise KafkaError(f"Unsupported resource type: {r.resource_type}", error_code=ErrorCode.INVALID_REQUEST)
+        raise KafkaError(f"Unknown resource type {r.resource_type}", error_code=ErrorCode.INVALID_REQUEST)
+
+
+def _node_id_of(name: str) -> int:
+    try:
+        return int(name)
+    except ValueError:
+        raise KafkaError(f"Node id must be an integer, but it is: {name}",
+                         error_code=ErrorCode.INVALID_REQUEST) from None
+
+
+def check_current_node_id(services: BrokerServices, name: str) -> None:
+    """Kafka's `ConfigAdminManager.validateResourceNameIsCurrentNodeId`: a BROKER resource of an
+    (Incremental)AlterConfigs names this node (or is "", the cluster default: not checked here)."""
+    if _node_id_of(name) != services.node_id:
+        raise KafkaError(f"Unexpected broker id, expected {services.node_id}, but received {name}",
+                         error_code=ErrorCode.INVALID_REQUEST)
 
 
 def _counts(resources: list[Any]) -> dict[tuple[int, str], int]:
@@ -221,7 +242,9 @@ def _ops(r: Any) -> list[tuple[str, int, str | None]]:
 def _alter_broker_loggers(services: BrokerServices, ctx: RequestContext, r: Any, validate_only: bool) -> None:
     """BROKER_LOGGER: this node's own loggers, never forwarded (Kafka's RuntimeLoggerManager)."""
     check_config_resource(services, ctx, ACL_ALTER_CONFIGS, r.resource_type, r.resource_name)
-    check_broker_resource(services, r.resource_name or str(services.node_id))
+    if _node_id_of(r.resource_name) != services.node_id:  # RuntimeLoggerManager.validateResourceNameIsNodeId
+        raise KafkaError(f"Unexpected node id. Expected {services.node_id}, but received {r.resource_name}",
+                         error_code=ErrorCode.INVALID_REQUEST)
     _alter_loggers(_ops(r), validate_only)
 
 
@@ -237,7 +260,8 @@ async def _forward(services: BrokerServices, ctx: RequestContext, version: int,
         if r.resource_type == BROKER:
             # The resource must name this broker or be "" (ConfigAdminManager.preprocess). APPEND and
             # SUBTRACT are resolved against this broker's configs: the controller gets SET / DELETE.
-            check_broker_resource(services, r.resource_name)
+            if r.resource_name != "":
+                check_current_node_id(services, r.resource_name)
             changes = _broker_changes(services, r.resource_name == "", _ops(r))
             return Resource(resource_type=BROKER, resource_name=r.resource_name, configs=[
                 Config(name=k, config_operation=int(AlterConfigOp.SET if v is not None else AlterConfigOp.DELETE),
@@ -257,12 +281,9 @@ def forwarded_broker_id(services: BrokerServices, ctx: RequestContext, name: str
     broker forwarding its client's request names itself; --bootstrap-controller names any), elsewhere
     only this node (None: this node or the cluster default)."""
     if name != "" and ctx.listener_name.upper() in services.config.controller_listener_names:
-        try:
-            return int(name)
-        except ValueError:
-            raise KafkaError(f"Broker id must be an integer, but it is: {name}",
-                             error_code=ErrorCode.INVALID_REQUEST) from None
-    check_broker_resource(services, name)
+        return _node_id_of(name)
+    if name != "":
+        check_current_node_id(services, name)
     return None
 
 

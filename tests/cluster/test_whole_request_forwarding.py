@@ -108,7 +108,7 @@ def test_incremental_alter_configs_naming_three_resources_is_one_envelope(node: 
 
         expected = [(TOPIC, "c1", 0, None), (BROKER_LOGGER, "1", 0, None), (TOPIC, "c2", 0, None),
                     (TOPIC, "missing", 3, "The topic 'missing' does not exist."), (BROKER, "", 0, None),
-                    (BROKER, "7", 42, "Unexpected broker id, expected 1 or empty string, but received 7")]
+                    (BROKER, "7", 42, "Unexpected broker id, expected 1, but received 7")]
         assert request(validate_only=True) == expected
         assert _topic_config(client, "c1", "retention.ms") is None  # validated only
         assert request(validate_only=False) == expected
