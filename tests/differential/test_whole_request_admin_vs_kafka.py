@@ -90,7 +90,7 @@ def _script(bootstrap: str) -> list[Any]:
             DeleteTopicsRequest.DeleteTopicState(name=n, topic_id=uuid.UUID(int=0))
             for n in ("t1", "nope", "t2", "t1", "t3")] + [
             DeleteTopicsRequest.DeleteTopicState(name=None, topic_id=uuid.UUID(int=5))]))
-        out.append(sorted(((x.name or "", x.error_code, x.error_message or "") for x in r.responses)))
+        out.append(sorted((x.name or "", x.error_code, x.error_message or "") for x in r.responses))
     return out
 
 
