@@ -390,7 +390,7 @@ SCALES: dict[str, dict[str, int]] = {
 }
 
 
-def main() -> int:
+def build_parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--quick", action="store_true", help="small counts: a smoke run, not figures")
@@ -405,9 +405,26 @@ def main() -> int:
                     help="each kbench load shape against the trivial sink (kbench sink): the generators' ceilings")
     ap.add_argument("--name", default="latest", help="results file stem (latest.json, latest.png)")
     ap.add_argument("--results-dir", type=Path, default=RESULTS, help="where the JSON and the chart go")
-    a = ap.parse_args()
+    ap.add_argument("--p6-records", type=int, default=None, metavar="N",
+                    help="records P6 produces (kafka-producer-perf-test's --num-records; default: the scale's, "
+                         f"{SCALES['full']['p6']:,} full, {SCALES['quick']['p6']:,} --quick)")
+    return ap
+
+
+def chosen_scale(a: argparse.Namespace) -> dict[str, int]:
+    """The scale the flags pick (--tiny, --quick, full), with the per-row record counts given."""
+    scale = dict(SCALES["tiny" if a.tiny else "quick" if a.quick else "full"])
+    if a.p6_records is not None:
+        if a.p6_records <= 0:
+            raise SystemExit(f"--p6-records must be positive, not {a.p6_records}")
+        scale["p6"] = a.p6_records
+    return scale
+
+
+def main() -> int:
+    a = build_parser().parse_args()
     out_dir: Path = a.results_dir
-    scale = SCALES["tiny" if a.tiny else "quick" if a.quick else "full"]
+    scale = chosen_scale(a)
     only = set(a.only.split(","))
     configs = [c for c in a.configs.split(",") if c]
     RESULTS.mkdir(parents=True, exist_ok=True)

@@ -3,6 +3,11 @@
 Follows Kafka's `ControllerApis.deleteTopics` checks for v6 rows: neither name nor id, both, a
 duplicated name or id, and a name whose id another row already names are INVALID_REQUEST with
 Kafka's messages; unknown names answer UNKNOWN_TOPIC_OR_PARTITION, unknown ids UNKNOWN_TOPIC_ID.
+
+The topics that pass go to the controller together (`Controller.delete_topics`): Kafka's
+`QuorumController.deleteTopics` is one write, their RemoveTopicRecords one batch. A KRaft broker
+(`process.roles=broker`, or the broker side of a combined node) forwards the whole request in one
+Envelope, as Kafka's `KafkaApis` does (`RemoteController.forward`): the controller runs this handler.
 """
 
 from __future__ import annotations
@@ -14,7 +19,7 @@ from kbroker.api._authz import authorize
 from kbroker.api._quotas import controller_mutation_quota
 from kbroker.api.context import BrokerServices, RequestContext
 from kbroker.cluster.quotas import ThrottlingQuotaExceeded
-from kbroker.protocol.errors import ErrorCode, error_fields
+from kbroker.protocol.errors import ErrorCode, KafkaError, error_fields
 from kbroker.protocol.headers import RequestHeader
 from kbroker.protocol.messages.delete_topics import DeleteTopicsRequest, DeleteTopicsResponse
 from kbroker.security.acl import DELETE, TOPIC
@@ -33,8 +38,26 @@ def _row(name: str | None, topic_id: uuid.UUID, code: int, message: str | None) 
     return Result(name=name, topic_id=topic_id, error_code=code, error_message=message)
 
 
+async def _forward(services: BrokerServices, version: int, request: DeleteTopicsRequest) -> DeleteTopicsResponse:
+    """Kafka's KafkaApis: a KRaft broker forwards DeleteTopics to the controller as it came, in one
+    Envelope; the controller's answer is the client's."""
+    assert services.kraft is not None
+    try:
+        return await services.kraft.controller.forward(API_KEY, request, DeleteTopicsResponse, version=version,
+                                                       validate_only=False)
+    except KafkaError as e:
+        code, message = error_fields(e)
+        if version < 6:
+            rows = [_row(n, _ZERO_UUID, code, message) for n in request.topic_names]
+        else:
+            rows = [_row(t.name, t.topic_id or _ZERO_UUID, code, message) for t in request.topics]
+        return DeleteTopicsResponse(throttle_time_ms=0, responses=rows)
+
+
 async def handle(services: BrokerServices, ctx: RequestContext, header: RequestHeader, request: DeleteTopicsRequest) -> DeleteTopicsResponse:
     version = header.api_version
+    if services.kraft is not None:
+        return await _forward(services, version, request)
     if not services.config["delete.topic.enable"]:
         # Kafka's ControllerApis refuses the whole request: INVALID_REQUEST before v3, which lacked
         # TOPIC_DELETION_DISABLED.
@@ -116,21 +139,35 @@ async def handle(services: BrokerServices, ctx: RequestContext, header: RequestH
             continue
         targets.append((name, info.topic_id))
 
+    # KIP-599, as Kafka's ReplicationControlManager charges each topic while it generates the records:
+    # a topic past the quota is refused, the others are charged their partitions and deleted together.
     quota = controller_mutation_quota(services, ctx, header, STRICT_QUOTA_SINCE_VERSION)
+    deleted: list[tuple[str, uuid.UUID]] = []
+    slots: list[Any] = []
     for name, tid in targets:
         info = services.metadata.topic(name)
         try:
             quota.check()
-            await services.controller.delete_topic(name)
         except ThrottlingQuotaExceeded as e:
-            responses.append(_row(name, tid, int(ErrorCode.THROTTLING_QUOTA_EXCEEDED), str(e)))
+            slots.append(_row(name, tid, int(ErrorCode.THROTTLING_QUOTA_EXCEEDED), str(e)))
             continue
-        except Exception as e:  # noqa: BLE001 - every failure becomes this topic's error
-            code, message = error_fields(e)
-            responses.append(_row(name, tid, code, message))
-        else:
-            quota.record(info.num_partitions if info is not None else 0)
-            responses.append(_row(name, tid, 0, None))
+        quota.record(info.num_partitions if info is not None else 0)
+        slots.append(None)
+        deleted.append((name, tid))
+    outcomes: list[Exception | None] = []
+    if deleted:
+        try:
+            outcomes = list(await services.controller.delete_topics([n for n, _ in deleted]))
+        except Exception as e:  # noqa: BLE001 - the whole write failed (NOT_CONTROLLER, a fault): every topic's error
+            outcomes = [e] * len(deleted)
+    results = iter(zip(deleted, outcomes, strict=True))
+    for slot in slots:
+        if slot is not None:
+            responses.append(slot)
+            continue
+        (name, tid), error = next(results)
+        code, message = (0, None) if error is None else error_fields(error)
+        responses.append(_row(name, tid, code, message))
     return DeleteTopicsResponse(throttle_time_ms=quota.throttle_time_ms, responses=responses)
 
 

@@ -6,7 +6,12 @@ brokers serve, so a client that gets a success back and then asks any API sees t
 `KafkaError`s carrying Kafka's code and message; the API layer turns them into per-resource results.
 Methods are per resource (one topic, one config resource): the API handlers loop over a request's
 resources as Kafka's `ControllerApis` does, and each resource's records commit on their own (Kafka's
-CreateTopics is not atomic across topics either).
+CreateTopics is not atomic across topics either). DeleteTopics, AlterConfigs and IncrementalAlterConfigs
+are whole-request operations (`delete_topics`, `alter_configs`): Kafka's `QuorumController.deleteTopics`
+/ `incrementalAlterConfigs` / `legacyAlterConfigs` are one controller event each, whose records (of every
+resource that passed its checks) are appended as one batch and commit together; each resource gets its
+own error. Here the default runs the per-resource methods one after the other; `QuorumController`
+overrides them with the one write.
 
 The cluster-side operations (`process_broker_registration`, `process_broker_heartbeat`,
 `alter_partition`, `unregister_broker`) are what brokers ask of the active controller of a KRaft
@@ -83,8 +88,74 @@ class NewTopic:
     assignments: Mapping[int, Sequence[int]] | None = None
 
 
+@dataclass(frozen=True, slots=True)
+class TopicConfigsAlteration:
+    """One TOPIC resource of an IncrementalAlterConfigs (`ops`: (key, AlterConfigOp, value)) or, with
+    `replace` set, of a legacy AlterConfigs (the given set replaces every override)."""
+
+    name: str
+    ops: tuple[tuple[str, int, str | None], ...] = ()
+    replace: Mapping[str, str | None] | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class GroupConfigsAlteration:
+    """One GROUP resource of an IncrementalAlterConfigs (KIP-848 / KIP-932 group configs)."""
+
+    group_id: str
+    ops: tuple[tuple[str, int, str | None], ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerConfigsAlteration:
+    """One BROKER resource: dynamic configs set (value) or deleted (None), cluster-wide (`default`) or
+    per broker (`broker_id`; None: this node)."""
+
+    default: bool
+    changes: Mapping[str, str | None]
+    broker_id: int | None = None
+
+
+ConfigAlteration = TopicConfigsAlteration | GroupConfigsAlteration | BrokerConfigsAlteration
+
+
 class Controller(ABC):
     """The metadata owner: validates admin requests and commits their records."""
+
+    async def delete_topics(self, names: Sequence[str]) -> list[KafkaError | None]:
+        """DeleteTopics of these topics (by name, each once): per topic None (deleted) or its error.
+        Default: one `delete_topic` after the other."""
+        outcomes: list[KafkaError | None] = []
+        for name in names:
+            try:
+                await self.delete_topic(name)
+            except KafkaError as e:
+                outcomes.append(e)
+            else:
+                outcomes.append(None)
+        return outcomes
+
+    async def alter_configs(self, alterations: Sequence[ConfigAlteration],
+                            validate_only: bool = False) -> list[KafkaError | None]:
+        """(Incremental)AlterConfigs of these resources (each once): per resource None or its error.
+        Default: one per-resource method after the other."""
+        outcomes: list[KafkaError | None] = []
+        for a in alterations:
+            try:
+                if isinstance(a, TopicConfigsAlteration):
+                    if a.replace is not None:
+                        await self.alter_topic_configs(a.name, a.replace, validate_only)
+                    else:
+                        await self.incremental_alter_topic_configs(a.name, a.ops, validate_only)
+                elif isinstance(a, GroupConfigsAlteration):
+                    await self.incremental_alter_group_configs(a.group_id, a.ops, validate_only)
+                else:
+                    await self.alter_broker_configs(a.default, a.changes, validate_only, a.broker_id)
+            except KafkaError as e:
+                outcomes.append(e)
+            else:
+                outcomes.append(None)
+        return outcomes
 
     async def create_topic(
         self,

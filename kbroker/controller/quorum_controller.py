@@ -70,7 +70,14 @@ from kbroker.controller.client_quota_control import (
 )
 from kbroker.controller.cluster_control import BrokerRegistrationReply, ClusterControlManager
 from kbroker.controller.configuration_control import ConfigurationControlManager
-from kbroker.controller.controller import Controller, NewTopic, ProducerIdsBlock
+from kbroker.controller.controller import (
+    ConfigAlteration,
+    Controller,
+    GroupConfigsAlteration,
+    NewTopic,
+    ProducerIdsBlock,
+    TopicConfigsAlteration,
+)
 from kbroker.controller.delegation_token_control import DelegationTokenConfig, DelegationTokenControlManager
 from kbroker.controller.feature_control import FeatureControlManager, KRaftVersionAccessor
 from kbroker.controller.local_controller import SUPPORTED_FEATURES, bootstrap_records, feature_update_records
@@ -646,6 +653,55 @@ class QuorumController(Controller):
     ) -> ExpireDelegationTokenResponse:
         return await self._write("expireDelegationToken",
                                  lambda: self.delegation_tokens.expire_delegation_token(principal, request))
+
+    def _write_each(self, name: str, generates: Sequence[Callable[[], list[MetadataRecord]]],
+                    validate_only: bool = False) -> PendingOperation[list[KafkaError | None]]:
+        """One controller event for a whole request (Kafka's `deleteTopics`, `incrementalAlterConfigs`,
+        `legacyAlterConfigs` write events): every resource's records are generated against the same
+        uncommitted image (the resources are distinct: the API layer answered duplicates), those of the
+        resources that passed their checks are appended as one batch and commit together, and each
+        resource is answered with its own error (None: done). Validate-only writes nothing."""
+        def generate() -> ControllerResult[list[KafkaError | None]]:
+            outcomes: list[KafkaError | None] = []
+            records: list[MetadataRecord] = []
+            for g in generates:
+                try:
+                    produced = g()
+                except KafkaError as e:
+                    outcomes.append(e)
+                    continue
+                outcomes.append(None)
+                if not validate_only:
+                    records.extend(produced)
+            return ControllerResult(outcomes, records)
+
+        return self._write(name, generate)
+
+    async def delete_topics(self, names: Sequence[str]) -> list[KafkaError | None]:
+        replication = self.replication
+
+        def deletion(name: str) -> Callable[[], list[MetadataRecord]]:
+            return lambda: replication.delete_topic(name).records
+
+        return await self._write_each("deleteTopics", [deletion(n) for n in names])
+
+    async def alter_configs(self, alterations: Sequence[ConfigAlteration],
+                            validate_only: bool = False) -> list[KafkaError | None]:
+        configuration = self.configuration
+
+        def alteration(a: ConfigAlteration) -> Callable[[], list[MetadataRecord]]:
+            if isinstance(a, TopicConfigsAlteration):
+                if a.replace is not None:
+                    replace = a.replace
+                    return lambda: configuration.alter_topic_configs(a.name, replace).records
+                return lambda: configuration.incremental_alter_topic_configs(a.name, a.ops).records
+            if isinstance(a, GroupConfigsAlteration):
+                return lambda: configuration.incremental_alter_group_configs(a.group_id, a.ops).records
+            return lambda: configuration.alter_broker_configs(a.default, a.changes, a.broker_id).records
+
+        legacy = any(isinstance(a, TopicConfigsAlteration) and a.replace is not None for a in alterations)
+        return await self._write_each("legacyAlterConfigs" if legacy else "incrementalAlterConfigs",
+                                      [alteration(a) for a in alterations], validate_only)
 
     def _topic_write(self, name: str, generate: Callable[[], ControllerResult[TopicInfo]],
                      validate_only: bool) -> PendingOperation[TopicInfo]:

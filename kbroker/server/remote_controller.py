@@ -9,12 +9,16 @@ principal (serialized as Kafka's `DefaultKafkaPrincipalBuilder` does), its addre
 Kafka's or kbroker's `QuorumController` -- authorizes the client, not the broker, and charges the
 client's `controller_mutation_rate`; the broker's own principal needs CLUSTER_ACTION to forward (Kafka's
 rule). Work the broker does on its own behalf (auto-created topics, producer id blocks, ISR changes) goes
-directly, as the broker. CreateTopics, CreatePartitions and UpdateFeatures go as Kafka's `ForwardingManager`
-sends them: the client's whole request in one Envelope (`forward`), so the controller's per-request
-bounds (MAX_RECORDS_PER_USER_OP) count across its topics. The other admin requests still go one resource
-per Envelope (DeleteTopics, AlterConfigs, IncrementalAlterConfigs: Kafka's controller bounds nothing per
-request there). The broker checks its own ACLs first when it has an authorizer (with the same image, the
-same answer) and forwards only what the client may change.
+directly, as the broker. CreateTopics, CreatePartitions, UpdateFeatures, AlterClientQuotas, DeleteTopics,
+AlterConfigs and IncrementalAlterConfigs go as Kafka's `ForwardingManager` sends them: the client's whole
+request in one Envelope (`forward`), so the controller's per-request bounds (MAX_RECORDS_PER_USER_OP)
+count across its topics and its records of one request commit as one batch. (AlterConfigs and
+IncrementalAlterConfigs: what the broker answers itself -- duplicates, BROKER_LOGGER, a BROKER resource
+naming another broker -- is left out first, as Kafka's `ConfigAdminManager.preprocess`; see
+`kbroker.api.incremental_alter_configs.forward_whole`.) For CreateTopics the broker checks its own ACLs
+first when it has an authorizer (with the same image, the same answer) and forwards only what the client
+may change. The per-resource methods below (`delete_topic`, `alter_topic_configs`, ...) remain the
+`Controller` interface's, one resource per Envelope; the API handlers of a KRaft broker do not use them.
 
 Every change waits, after the controller's success, until this broker's image holds it (the
 `MetadataFetcher`'s barrier: a fetch sent after the answer, applied up to the high watermark it
