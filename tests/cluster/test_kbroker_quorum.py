@@ -13,11 +13,9 @@ controller, forwards CreateTopics in an Envelope, and serves produce and a consu
 
 from __future__ import annotations
 
-import os
 import re
 import signal
 import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -26,8 +24,9 @@ from pathlib import Path
 import pytest
 
 from tests.support.broker import KBroker
-from tests.support.java import REPO_ROOT, java_unavailable_reason, run_java_main
+from tests.support.java import java_unavailable_reason, run_java_main
 from tests.support.kafka_cluster import KafkaNode, new_cluster_id
+from tests.support.storage_format import format_node
 
 pytestmark = [pytest.mark.interop, pytest.mark.java]
 
@@ -73,12 +72,7 @@ class Quorum:
 
 
 def _format(quorum: Quorum, node: KBroker, props: dict[str, str]) -> None:
-    path = node.workdir / "format.properties"
-    path.write_text("".join(f"{k}={v}\n" for k, v in props.items()))
-    env = dict(os.environ, PYTHONPATH=str(REPO_ROOT))
-    proc = subprocess.run([sys.executable, "-m", "kbroker", "storage", "format", "-c", str(path),
-                           "-t", quorum.cluster_id], capture_output=True, text=True, env=env, timeout=60)
-    assert proc.returncode == 0, proc.stdout + proc.stderr
+    format_node(node, quorum.cluster_id, props)
 
 
 def _common(quorum: Quorum) -> dict[str, str]:
