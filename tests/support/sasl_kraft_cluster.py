@@ -10,13 +10,11 @@ extra keys of its feature (the token secret, the authorizer), the rest of the se
 
 from __future__ import annotations
 
-import signal
-import subprocess
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from tests.cluster.test_kbroker_quorum import Quorum, _format
+from tests.cluster.test_kbroker_quorum import Quorum, _format, stop_nodes
 from tests.support.broker import KBroker
 from tests.support.kafka_cluster import new_cluster_id
 
@@ -54,8 +52,8 @@ def broker_props(q: Quorum, node_id: int, b: KBroker, users: str, extra: dict[st
 @contextmanager
 def sasl_kraft_quorum(work: Path, users: str, controller_extra: dict[str, str],
                       broker_extra: dict[str, str]) -> Iterator[Quorum]:
-    """Formats and starts the controller, waits for it to lead, starts both brokers; stops every node
-    (SIGTERM, then SIGKILL after 15 s) on the way out."""
+    """Formats and starts the controller, waits for it to lead, starts both brokers; stops the brokers,
+    then the controller, on the way out (tests/cluster/test_kbroker_quorum.stop_nodes)."""
     q = Quorum(new_cluster_id(), work)
     q.controllers[1] = c = KBroker(work / "controller-1")
     for i in BROKER_IDS:
@@ -65,7 +63,6 @@ def sasl_kraft_quorum(work: Path, users: str, controller_extra: dict[str, str],
     for i, b in q.brokers.items():
         b.overrides = broker_props(q, i, b, users, broker_extra)
         _format(q, b, b.overrides)
-    nodes = [*q.brokers.values(), c]
     try:
         c.start(timeout=60)
         q.wait_leader()
@@ -73,12 +70,4 @@ def sasl_kraft_quorum(work: Path, users: str, controller_extra: dict[str, str],
             b.start(timeout=60)
         yield q
     finally:
-        for node in nodes:
-            if node.is_running():
-                node.proc.send_signal(signal.SIGTERM)  # type: ignore[union-attr]
-            try:
-                if node.proc is not None:
-                    node.proc.wait(15)
-            except subprocess.TimeoutExpired:
-                pass
-            node.kill()
+        stop_nodes(list(q.brokers.values()), [c])
