@@ -18,6 +18,7 @@ import signal
 import subprocess
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -117,6 +118,21 @@ def quorum(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Quorum]:
     finally:
         for k in kafka:
             k.stop(30)
+        stop_nodes(list(q.brokers.values()), list(q.controllers.values()))
+
+
+@contextmanager
+def running_quorum(q: Quorum) -> Iterator[Quorum]:
+    """Start the formatted controllers, wait for a leader, start the brokers (each returns once the
+    controller has unfenced it); stop them all on the way out (stop_nodes)."""
+    try:
+        for c in q.controllers.values():
+            c.start(timeout=60)
+        q.wait_leader()
+        for b in q.brokers.values():
+            b.start(timeout=60)
+        yield q
+    finally:
         stop_nodes(list(q.brokers.values()), list(q.controllers.values()))
 
 

@@ -204,9 +204,14 @@ def running_kbroker(workdir: Path, overrides: Mapping[str, str] | None = None) -
     try:
         yield broker
     finally:
-        try:
-            if broker.is_running():
-                code = broker.stop()
-                assert code == 0, f"kbroker exited with {code} on SIGTERM:\n{broker.log_text()}"
-        finally:
-            broker.kill()
+        stop_cleanly(broker)
+
+
+def stop_cleanly(broker: KBroker) -> None:
+    """SIGTERM a running broker and check it exited with 0; SIGKILL whatever is left either way."""
+    try:
+        if broker.is_running():
+            code = broker.stop()
+            assert code == 0, f"kbroker exited with {code} on SIGTERM:\n{broker.log_text()}"
+    finally:
+        broker.kill()

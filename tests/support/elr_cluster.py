@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.cluster.test_kbroker_quorum import Quorum, _common, _format, stop_nodes
+from tests.cluster.test_kbroker_quorum import Quorum, _common, _format, running_quorum
 from tests.support.broker import KBroker
 from tests.support.java import java_unavailable_reason
 from tests.support.kafka_cluster import KafkaCluster, new_cluster_id
@@ -55,14 +55,8 @@ def kbroker_controller_brokers(tmp_path: Path, broker_ids: tuple[int, ...], cont
                        "listeners": f"PLAINTEXT://127.0.0.1:{b.port}", "log.dirs": str(b.log_dir),
                        **broker_overrides}
         _format(q, b, b.overrides)
-    try:
-        c.start(timeout=60)
-        q.wait_leader()
-        for b in q.brokers.values():
-            b.start(timeout=60)
+    with running_quorum(q):
         yield dict(q.brokers)
-    finally:
-        stop_nodes(list(q.brokers.values()), [c])
 
 
 @contextmanager

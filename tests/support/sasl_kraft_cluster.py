@@ -14,7 +14,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from tests.cluster.test_kbroker_quorum import Quorum, _format, stop_nodes
+from tests.cluster.test_kbroker_quorum import Quorum, _format, running_quorum
 from tests.support.broker import KBroker
 from tests.support.kafka_cluster import new_cluster_id
 
@@ -53,7 +53,7 @@ def broker_props(q: Quorum, node_id: int, b: KBroker, users: str, extra: dict[st
 def sasl_kraft_quorum(work: Path, users: str, controller_extra: dict[str, str],
                       broker_extra: dict[str, str]) -> Iterator[Quorum]:
     """Formats and starts the controller, waits for it to lead, starts both brokers; stops the brokers,
-    then the controller, on the way out (tests/cluster/test_kbroker_quorum.stop_nodes)."""
+    then the controller, on the way out (tests/cluster/test_kbroker_quorum.running_quorum)."""
     q = Quorum(new_cluster_id(), work)
     q.controllers[1] = c = KBroker(work / "controller-1")
     for i in BROKER_IDS:
@@ -63,11 +63,5 @@ def sasl_kraft_quorum(work: Path, users: str, controller_extra: dict[str, str],
     for i, b in q.brokers.items():
         b.overrides = broker_props(q, i, b, users, broker_extra)
         _format(q, b, b.overrides)
-    try:
-        c.start(timeout=60)
-        q.wait_leader()
-        for b in q.brokers.values():
-            b.start(timeout=60)
+    with running_quorum(q):
         yield q
-    finally:
-        stop_nodes(list(q.brokers.values()), [c])
