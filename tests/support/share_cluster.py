@@ -42,7 +42,7 @@ def format_nodes(work: Path, extra: dict[str, str] | None = None) -> dict[int, N
 
 @contextmanager
 def share_cluster(work: Path, extra: dict[str, str] | None = None) -> Iterator[dict[int, Node]]:
-    """The three nodes formatted and started together; SIGTERM (SIGKILL after 20 s) on the way out."""
+    """The three nodes formatted and started together; SIGTERM (SIGKILL after 5 s) on the way out."""
     nodes = format_nodes(work, extra)
     try:
         start_all(nodes)
