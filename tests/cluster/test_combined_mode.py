@@ -23,15 +23,14 @@ import sys
 import threading
 import time
 from collections.abc import Iterator
-from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
 
-from tests.support.broker import KBroker, free_port
+from tests.support.combined_cluster import CombinedNode, combined_nodes, start_all, stop_all
 from tests.support.java import REPO_ROOT, java_unavailable_reason, run_java_main
 from tests.support.kafka_cluster import new_cluster_id
+from tests.support.storage_format import format_node
 
 pytestmark = [pytest.mark.interop]
 
@@ -39,37 +38,7 @@ LEADER_LINE = re.compile(r"node (\d+) is the leader in epoch (\d+)")
 ACTIVE_LINE = re.compile(r"Becoming the active controller at epoch (\d+), committed offset (-?\d+)")
 
 
-@dataclass
-class CombinedNode:
-    node_id: int
-    broker: KBroker
-    controller_port: int = field(default_factory=free_port)
-
-    @property
-    def bootstrap(self) -> str:
-        return self.broker.bootstrap
-
-    @property
-    def controller(self) -> str:
-        return f"127.0.0.1:{self.controller_port}"
-
-
-def _nodes(work: Path, ids: tuple[int, ...], extra: dict[str, str]) -> dict[int, CombinedNode]:
-    nodes = {i: CombinedNode(i, KBroker(work / f"node-{i}")) for i in ids}
-    voters = ",".join(f"{i}@127.0.0.1:{n.controller_port}" for i, n in nodes.items())
-    for i, n in nodes.items():
-        n.broker.overrides = {
-            "process.roles": "broker,controller",
-            "node.id": str(i),
-            "controller.quorum.voters": voters,
-            "controller.listener.names": "CONTROLLER",
-            "listeners": f"PLAINTEXT://127.0.0.1:{n.broker.port},CONTROLLER://127.0.0.1:{n.controller_port}",
-            "listener.security.protocol.map": "CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT",
-            "log.dirs": str(n.broker.log_dir),
-            "group.initial.rebalance.delay.ms": "0",
-            **extra,
-        }
-    return nodes
+_nodes = combined_nodes
 
 
 def _format(node: CombinedNode, cluster_id: str) -> str:
@@ -218,11 +187,7 @@ def test_kafkas_sample_config_formatted_standalone_is_a_one_voter_quorum(tmp_pat
 # -- three combined nodes -----------------------------------------------------------------------------
 
 
-def _start_all(nodes: dict[int, CombinedNode]) -> None:
-    """Every node together: a combined node's broker side waits for a quorum leader, which needs a majority."""
-    with ThreadPoolExecutor(len(nodes)) as pool:
-        for f in [pool.submit(n.broker.start, 90) for n in nodes.values()]:
-            f.result()
+_start_all = start_all
 
 
 def _leaders(nodes: dict[int, CombinedNode]) -> list[tuple[int, int]]:
@@ -239,21 +204,12 @@ def trio(tmp_path: Path) -> Iterator[dict[int, CombinedNode]]:
                                          "offsets.topic.replication.factor": "3"})
     cluster_id = new_cluster_id()
     for n in nodes.values():
-        _format(n, cluster_id)
+        format_node(n.broker, cluster_id, n.broker.overrides)
     try:
         _start_all(nodes)
         yield nodes
     finally:
-        for n in nodes.values():
-            if n.broker.is_running():
-                n.broker.proc.send_signal(15)  # type: ignore[union-attr]
-        for n in nodes.values():
-            try:
-                if n.broker.proc is not None:
-                    n.broker.proc.wait(20)
-            except subprocess.TimeoutExpired:
-                pass
-            n.broker.kill()
+        stop_all(nodes.values())
 
 
 def test_three_combined_nodes_survive_kill_of_the_active_controller(trio: dict[int, CombinedNode]) -> None:

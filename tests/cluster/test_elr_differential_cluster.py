@@ -17,18 +17,21 @@ Slow (two clusters, about 3 minutes each on a quiet 2-core machine).
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator
-from contextlib import AbstractContextManager, contextmanager
+from collections.abc import Callable
+from contextlib import AbstractContextManager
 from pathlib import Path
 
 import pytest
 
 from kbroker.protocol.messages.describe_topic_partitions import DescribeTopicPartitionsRequest
 from kbroker.protocol.messages.update_features import UpdateFeaturesRequest
-from tests.cluster.test_kbroker_quorum import Quorum, _common, _format, stop_nodes
 from tests.support.broker import KBroker
+from tests.support.elr_cluster import (
+    BROKER_OVERRIDES,
+    kafka_controller_brokers,
+    kbroker_controller_brokers,
+)
 from tests.support.java import java_unavailable_reason
-from tests.support.kafka_cluster import KafkaCluster, new_cluster_id
 from tests.support.raw_client import RawKafkaClient
 
 pytestmark = [pytest.mark.interop, pytest.mark.java, pytest.mark.slow]
@@ -40,7 +43,7 @@ CONTROLLER_OVERRIDES = {"broker.session.timeout.ms": str(SESSION_MS), "min.insyn
                         "leader.imbalance.check.interval.seconds": "3600"}
 # replica.lag.time.max.ms stays at its default (30 s): a follower slow to start fetching on a loaded
 # machine must not be shrunk out of the ISR by the leader (that is timing, not the controller).
-BROKER_OVERRIDES = {"broker.heartbeat.interval.ms": "500", "offsets.topic.replication.factor": "1"}
+# (BROKER_OVERRIDES: tests/support/elr_cluster.py, the same as the other ELR files'.)
 BROKERS = (2, 3, 4, 5)
 State = tuple[int, tuple[int, ...], tuple[int, ...], tuple[int, ...]]
 
@@ -62,42 +65,12 @@ SCRIPT: tuple[tuple[str, int], ...] = (
 )
 
 
-@contextmanager
-def _kbroker_cluster(tmp_path: Path) -> Iterator[dict[int, KBroker]]:
-    q = Quorum(new_cluster_id(), tmp_path)
-    c = q.controllers[1] = KBroker(tmp_path / "controller-1")
-    for i in BROKERS:
-        q.brokers[i] = KBroker(tmp_path / f"broker-{i}")
-    c.overrides = {**_common(q), "process.roles": "controller", "node.id": "1",
-                   "listeners": f"CONTROLLER://127.0.0.1:{c.port}", "log.dirs": str(c.log_dir),
-                   **CONTROLLER_OVERRIDES}
-    _format(q, c, c.overrides)
-    for i, b in q.brokers.items():
-        b.overrides = {**_common(q), "process.roles": "broker", "node.id": str(i),
-                       "listeners": f"PLAINTEXT://127.0.0.1:{b.port}", "log.dirs": str(b.log_dir),
-                       **BROKER_OVERRIDES}
-        _format(q, b, b.overrides)
-    try:
-        c.start(timeout=60)
-        q.wait_leader()
-        for b in q.brokers.values():
-            b.start(timeout=60)
-        yield dict(q.brokers)
-    finally:
-        stop_nodes(list(q.brokers.values()), [c])
+def _kbroker_cluster(tmp_path: Path) -> AbstractContextManager[dict[int, KBroker]]:
+    return kbroker_controller_brokers(tmp_path, BROKERS, CONTROLLER_OVERRIDES, BROKER_OVERRIDES)
 
 
-@contextmanager
-def _kafka_cluster(tmp_path: Path) -> Iterator[dict[int, KBroker]]:
-    k = KafkaCluster(tmp_path, controller_overrides=CONTROLLER_OVERRIDES)
-    try:
-        k.start_controllers()
-        brokers = {i: k.kbroker(i, BROKER_OVERRIDES) for i in BROKERS}
-        for b in brokers.values():
-            b.start(timeout=90)
-        yield brokers
-    finally:
-        k.stop_all()
+def _kafka_cluster(tmp_path: Path) -> AbstractContextManager[dict[int, KBroker]]:
+    return kafka_controller_brokers(tmp_path, BROKERS, CONTROLLER_OVERRIDES, BROKER_OVERRIDES)
 
 
 def _state(observer: KBroker) -> State | None:

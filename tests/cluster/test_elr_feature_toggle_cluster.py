@@ -24,23 +24,25 @@ with Kafka's message (it depends on metadata.version 4.0-IV1, level 23).
 
 from __future__ import annotations
 
-import os
 import re
-import subprocess
-import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
 from kbroker.protocol.messages.api_versions import ApiVersionsRequest
-from tests.cluster.test_elr_kbroker_cluster import BROKER_OVERRIDES, ElrCluster
-from tests.cluster.test_kbroker_quorum import Quorum, _common, _format, stop_nodes
+from tests.cluster.test_kbroker_quorum import Quorum, _common, stop_nodes
 from tests.support.broker import KBroker
+from tests.support.elr_cluster import (
+    BROKER_OVERRIDES,
+    ElrCluster,
+    elr_cluster_fixture,
+)
 from tests.support.java import java_unavailable_reason, run_java_main
-from tests.support.kafka_cluster import KafkaCluster, new_cluster_id
+from tests.support.kafka_cluster import new_cluster_id
 from tests.support.raw_client import RawKafkaClient
+from tests.support.storage_format import format_node
 
 pytestmark = [pytest.mark.interop, pytest.mark.java]
 
@@ -49,49 +51,7 @@ ELR = "eligible.leader.replicas.version"
 CONTROLLER_OVERRIDES = {"broker.session.timeout.ms": "4000", "min.insync.replicas": "2"}
 
 
-def _kbroker_controller(tmp_path: Path) -> Iterator[ElrCluster]:
-    q = Quorum(new_cluster_id(), tmp_path)
-    c = q.controllers[1] = KBroker(tmp_path / "controller-1")
-    for i in (2, 3, 4):
-        q.brokers[i] = KBroker(tmp_path / f"broker-{i}")
-    c.overrides = {**_common(q), "process.roles": "controller", "node.id": "1",
-                   "listeners": f"CONTROLLER://127.0.0.1:{c.port}", "log.dirs": str(c.log_dir),
-                   **CONTROLLER_OVERRIDES}
-    _format(q, c, c.overrides)
-    for i, b in q.brokers.items():
-        b.overrides = {**_common(q), "process.roles": "broker", "node.id": str(i),
-                       "listeners": f"PLAINTEXT://127.0.0.1:{b.port}", "log.dirs": str(b.log_dir),
-                       **BROKER_OVERRIDES}
-        _format(q, b, b.overrides)
-    try:
-        c.start(timeout=60)
-        q.wait_leader()
-        for b in q.brokers.values():
-            b.start(timeout=60)
-        yield ElrCluster(dict(q.brokers))
-    finally:
-        stop_nodes(list(q.brokers.values()), [c])
-
-
-def _kafka_controller(tmp_path: Path) -> Iterator[ElrCluster]:
-    k = KafkaCluster(tmp_path, controller_overrides=CONTROLLER_OVERRIDES)
-    try:
-        k.start_controllers()
-        brokers = {i: k.kbroker(i, BROKER_OVERRIDES) for i in (2, 3, 4)}
-        for b in brokers.values():
-            b.start(timeout=90)
-        yield ElrCluster(brokers)
-    finally:
-        k.stop_all()
-
-
-@pytest.fixture(params=["kbroker", pytest.param("kafka", marks=pytest.mark.slow)])
-def cluster(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[ElrCluster]:
-    reason = java_unavailable_reason()
-    if reason:
-        pytest.skip(f"Kafka tools unavailable: {reason}")
-    make = _kbroker_controller if request.param == "kbroker" else _kafka_controller
-    yield from make(tmp_path)
+cluster = elr_cluster_fixture(CONTROLLER_OVERRIDES)
 
 
 def _tool(tool: str, *args: str) -> str:
@@ -193,12 +153,7 @@ def test_kafka_features_turns_elr_off_and_on(cluster: ElrCluster) -> None:
 
 
 def _format_release(q: Quorum, node: KBroker, release_version: str) -> None:
-    path = node.workdir / "format.properties"
-    path.write_text("".join(f"{k}={v}\n" for k, v in node.overrides.items()))
-    env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[2]))
-    proc = subprocess.run([sys.executable, "-m", "kbroker", "storage", "format", "-c", str(path), "-t", q.cluster_id,
-                           "--release-version", release_version], capture_output=True, text=True, env=env, timeout=60)
-    assert proc.returncode == 0, proc.stdout + proc.stderr
+    format_node(node, q.cluster_id, node.overrides, "--release-version", release_version)
 
 
 def test_metadata_version_too_old_for_elr(tmp_path: Path) -> None:

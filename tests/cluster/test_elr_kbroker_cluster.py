@@ -16,80 +16,21 @@ from __future__ import annotations
 
 import re
 import time
-from collections.abc import Iterator
-from dataclasses import dataclass
-from pathlib import Path
 
 import pytest
 
-from tests.cluster.test_kbroker_quorum import Quorum, _common, _format, stop_nodes
-from tests.support.broker import KBroker
-from tests.support.java import java_unavailable_reason, run_java_main
-from tests.support.kafka_cluster import KafkaCluster, new_cluster_id
+from tests.support.elr_cluster import (
+    ElrCluster,
+    elr_cluster_fixture,
+)
+from tests.support.java import run_java_main
 
 pytestmark = [pytest.mark.interop, pytest.mark.java]
 
 TOPIC = "elr-topic"
-BROKER_OVERRIDES = {"broker.heartbeat.interval.ms": "500",
-                    "offsets.topic.replication.factor": "1"}
-
-
-@dataclass
-class ElrCluster:
-    """Three kbroker brokers (ids 2, 3, 4) under one controller."""
-
-    brokers: dict[int, KBroker]
-
-    @property
-    def bootstrap(self) -> str:
-        return ",".join(b.bootstrap for b in self.brokers.values())
-
-
-def _kbroker_controller(tmp_path: Path) -> Iterator[ElrCluster]:
-    q = Quorum(new_cluster_id(), tmp_path)
-    c = q.controllers[1] = KBroker(tmp_path / "controller-1")
-    for i in (2, 3, 4):
-        q.brokers[i] = KBroker(tmp_path / f"broker-{i}")
-    c.overrides = {**_common(q), "process.roles": "controller", "node.id": "1",
-                   "listeners": f"CONTROLLER://127.0.0.1:{c.port}", "log.dirs": str(c.log_dir),
-                   "broker.session.timeout.ms": "4000"}
-    _format(q, c, c.overrides)
-    for i, b in q.brokers.items():
-        b.overrides = {**_common(q), "process.roles": "broker", "node.id": str(i),
-                       "listeners": f"PLAINTEXT://127.0.0.1:{b.port}", "log.dirs": str(b.log_dir),
-                       **BROKER_OVERRIDES}
-        _format(q, b, b.overrides)
-    try:
-        c.start(timeout=60)
-        q.wait_leader()
-        for b in q.brokers.values():
-            b.start(timeout=60)
-        yield ElrCluster(dict(q.brokers))
-    finally:
-        stop_nodes(list(q.brokers.values()), [c])
-
-
-def _kafka_controller(tmp_path: Path) -> Iterator[ElrCluster]:
-    k = KafkaCluster(tmp_path, controller_overrides={"broker.session.timeout.ms": "4000"})
-    try:
-        k.start_controllers()
-        brokers = {i: k.kbroker(i, BROKER_OVERRIDES) for i in (2, 3, 4)}
-        for b in brokers.values():
-            b.start(timeout=90)
-        yield ElrCluster(brokers)
-    finally:
-        k.stop_all()
-
-
-@pytest.fixture(params=["kbroker", pytest.param("kafka", marks=pytest.mark.slow)])
-def cluster(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[ElrCluster]:
-    """A kbroker controller (formatted by `kbroker storage format`), or, slow, Apache Kafka 4.3.1's
-    (formatted by `kafka-storage format`): both finalize eligible.leader.replicas.version=1 by default."""
-    reason = java_unavailable_reason()
-    if reason:
-        pytest.skip(f"Kafka tools unavailable: {reason}")
-    make = _kbroker_controller if request.param == "kbroker" else _kafka_controller
-    yield from make(tmp_path)
+# A kbroker controller (formatted by `kbroker storage format`), or, slow, Apache Kafka 4.3.1's
+# (formatted by `kafka-storage format`): both finalize eligible.leader.replicas.version=1 by default.
+cluster = elr_cluster_fixture({"broker.session.timeout.ms": "4000"})
 
 
 def _describe(bootstrap: str) -> dict[str, str]:

@@ -13,21 +13,21 @@ controller, forwards CreateTopics in an Envelope, and serves produce and a consu
 
 from __future__ import annotations
 
-import os
 import re
 import signal
 import subprocess
-import sys
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
 
 from tests.support.broker import KBroker
-from tests.support.java import REPO_ROOT, java_unavailable_reason, run_java_main
+from tests.support.java import java_unavailable_reason, run_java_main
 from tests.support.kafka_cluster import KafkaNode, new_cluster_id
+from tests.support.storage_format import format_node
 
 pytestmark = [pytest.mark.interop, pytest.mark.java]
 
@@ -73,12 +73,7 @@ class Quorum:
 
 
 def _format(quorum: Quorum, node: KBroker, props: dict[str, str]) -> None:
-    path = node.workdir / "format.properties"
-    path.write_text("".join(f"{k}={v}\n" for k, v in props.items()))
-    env = dict(os.environ, PYTHONPATH=str(REPO_ROOT))
-    proc = subprocess.run([sys.executable, "-m", "kbroker", "storage", "format", "-c", str(path),
-                           "-t", quorum.cluster_id], capture_output=True, text=True, env=env, timeout=60)
-    assert proc.returncode == 0, proc.stdout + proc.stderr
+    format_node(node, quorum.cluster_id, props)
 
 
 def _common(quorum: Quorum) -> dict[str, str]:
@@ -123,6 +118,21 @@ def quorum(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Quorum]:
     finally:
         for k in kafka:
             k.stop(30)
+        stop_nodes(list(q.brokers.values()), list(q.controllers.values()))
+
+
+@contextmanager
+def running_quorum(q: Quorum) -> Iterator[Quorum]:
+    """Start the formatted controllers, wait for a leader, start the brokers (each returns once the
+    controller has unfenced it); stop them all on the way out (stop_nodes)."""
+    try:
+        for c in q.controllers.values():
+            c.start(timeout=60)
+        q.wait_leader()
+        for b in q.brokers.values():
+            b.start(timeout=60)
+        yield q
+    finally:
         stop_nodes(list(q.brokers.values()), list(q.controllers.values()))
 
 

@@ -15,15 +15,16 @@ import re
 import time
 import urllib.request
 from collections.abc import Callable, Iterator
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
 
-from tests.cluster.test_combined_mode import CombinedNode, _format, _nodes
+from tests.cluster.test_combined_mode import CombinedNode, _nodes
 from tests.support.broker import free_port
+from tests.support.combined_cluster import start_all
 from tests.support.java import java_unavailable_reason, run_java_main
 from tests.support.kafka_cluster import new_cluster_id
+from tests.support.storage_format import format_node
 
 pytestmark = [pytest.mark.interop, pytest.mark.java]
 
@@ -45,12 +46,9 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[int, Comb
         n.broker.overrides["kbroker.metrics.listener"] = f"http://127.0.0.1:{free_port()}"
     cluster_id = new_cluster_id()
     for n in nodes.values():
-        _format(n, cluster_id)
+        format_node(n.broker, cluster_id, n.broker.overrides)
     try:
-        # The voters need each other to elect a leader: start them together.
-        with ThreadPoolExecutor(len(nodes)) as pool:
-            for f in [pool.submit(n.broker.start, 90) for n in nodes.values()]:
-                f.result()
+        start_all(nodes)  # the voters need each other to elect a leader: started together
         yield nodes
     finally:
         for n in nodes.values():

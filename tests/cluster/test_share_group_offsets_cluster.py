@@ -25,7 +25,6 @@ import sys
 import time
 import uuid
 from collections.abc import Iterator
-from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 from confluent_kafka import Producer, ShareConsumer
@@ -37,15 +36,13 @@ from kbroker.protocol.messages.find_coordinator import FindCoordinatorRequest
 from kbroker.protocol.messages.incremental_alter_configs import IncrementalAlterConfigsRequest
 from kbroker.protocol.messages.metadata import MetadataRequest
 from tests.cluster.test_share_groups_cluster import (
-    IDS,
     STATE_TOPIC,
-    Node,
-    _cluster,
     _create_state_topic,
     _leaders,
 )
 from tests.support.java import REPO_ROOT, run_java_main
 from tests.support.raw_client import RawKafkaClient
+from tests.support.share_cluster import IDS, Node, share_cluster
 
 pytestmark = [pytest.mark.interop]
 
@@ -55,25 +52,9 @@ STATE_PARTITIONS = 3
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[int, Node]]:
-    nodes = _cluster(tmp_path_factory.mktemp("share-offsets-cluster"))
-    for n in nodes.values():
-        n.broker.overrides["share.coordinator.state.topic.num.partitions"] = str(STATE_PARTITIONS)
-    try:
-        with ThreadPoolExecutor(len(nodes)) as pool:
-            for f in [pool.submit(n.broker.start, 90) for n in nodes.values()]:
-                f.result()
+    with share_cluster(tmp_path_factory.mktemp("share-offsets-cluster"),
+                       {"share.coordinator.state.topic.num.partitions": str(STATE_PARTITIONS)}) as nodes:
         yield nodes
-    finally:
-        for n in nodes.values():
-            if n.broker.is_running() and n.broker.proc is not None:
-                n.broker.proc.send_signal(signal.SIGTERM)
-        for n in nodes.values():
-            try:
-                if n.broker.proc is not None:
-                    n.broker.proc.wait(20)
-            except subprocess.TimeoutExpired:
-                pass
-            n.broker.kill()
 
 
 def _bootstrap(nodes: dict[int, Node]) -> str:

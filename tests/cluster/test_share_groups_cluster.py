@@ -22,14 +22,11 @@ leader epoch, fencing the old one) before it acquires anything.
 
 from __future__ import annotations
 
-import os
 import subprocess
-import sys
 import threading
 import time
 import uuid
 from collections.abc import Iterator
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -40,77 +37,20 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from kbroker.coord.share_coordinator import coordinator_key
 from kbroker.protocol.messages.find_coordinator import FindCoordinatorRequest
 from kbroker.protocol.messages.incremental_alter_configs import IncrementalAlterConfigsRequest
-from tests.support.broker import KBroker, free_port
-from tests.support.java import REPO_ROOT
-from tests.support.kafka_cluster import new_cluster_id
 from tests.support.raw_client import RawKafkaClient
+from tests.support.share_cluster import IDS, Node, share_cluster
 
 pytestmark = [pytest.mark.interop]
 
-IDS = (1, 2, 3)
 STATE_TOPIC = "__share_group_state"
 PER_PARTITION = 150
 PACE_S = 0.03
 
 
-@dataclass
-class Node:
-    node_id: int
-    broker: KBroker
-    controller_port: int = field(default_factory=free_port)
-
-
-def _cluster(work: Path) -> dict[int, Node]:
-    nodes = {i: Node(i, KBroker(work / f"node-{i}")) for i in IDS}
-    voters = ",".join(f"{i}@127.0.0.1:{n.controller_port}" for i, n in nodes.items())
-    cluster_id = new_cluster_id()
-    for i, n in nodes.items():
-        n.broker.overrides = {
-            "process.roles": "broker,controller",
-            "node.id": str(i),
-            "controller.quorum.voters": voters,
-            "controller.listener.names": "CONTROLLER",
-            "listeners": f"PLAINTEXT://127.0.0.1:{n.broker.port},CONTROLLER://127.0.0.1:{n.controller_port}",
-            "listener.security.protocol.map": "CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT",
-            "log.dirs": str(n.broker.log_dir),
-            "group.initial.rebalance.delay.ms": "0",
-            "broker.session.timeout.ms": "4000",
-            "broker.heartbeat.interval.ms": "500",
-            "offsets.topic.replication.factor": "3",
-            "offsets.topic.num.partitions": "1",
-            "share.coordinator.state.topic.num.partitions": "1",
-            "share.coordinator.state.topic.replication.factor": "3",
-            "share.coordinator.state.topic.min.isr": "2",
-        }
-        path = n.broker.workdir / "server.properties"
-        n.broker.workdir.mkdir(parents=True, exist_ok=True)
-        path.write_text("".join(f"{k}={v}\n" for k, v in n.broker.overrides.items()))
-        env = dict(os.environ, PYTHONPATH=str(REPO_ROOT))
-        proc = subprocess.run([sys.executable, "-m", "kbroker", "storage", "format", "-c", str(path),
-                               "-t", cluster_id], capture_output=True, text=True, env=env, timeout=60)
-        assert proc.returncode == 0, proc.stdout + proc.stderr
-    return nodes
-
-
 @pytest.fixture
 def trio(tmp_path: Path) -> Iterator[dict[int, Node]]:
-    nodes = _cluster(tmp_path)
-    try:
-        with ThreadPoolExecutor(len(nodes)) as pool:
-            for f in [pool.submit(n.broker.start, 90) for n in nodes.values()]:
-                f.result()
+    with share_cluster(tmp_path) as nodes:
         yield nodes
-    finally:
-        for n in nodes.values():
-            if n.broker.is_running() and n.broker.proc is not None:
-                n.broker.proc.send_signal(15)
-        for n in nodes.values():
-            try:
-                if n.broker.proc is not None:
-                    n.broker.proc.wait(20)
-            except subprocess.TimeoutExpired:
-                pass
-            n.broker.kill()
 
 
 def _bootstrap(nodes: dict[int, Node], alive: bool = True) -> str:

@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from tests.support.broker import KBroker
+from tests.support.broker import KBroker, stop_cleanly
 from tests.support.groups_verifiable import BackgroundProducer, VerifiableMember
 
 
@@ -46,11 +46,8 @@ def kbroker_factory(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[
     failed = getattr(request.node, "rep_call", None)
     for broker in brokers:
         try:
-            if broker.is_running():
-                code = broker.stop()
-                assert code == 0, f"kbroker exited with {code} on SIGTERM:\n{broker.log_text()}"
+            stop_cleanly(broker)
         finally:
-            broker.kill()
             if failed is not None and failed.failed:
                 print(f"--- kbroker log ({broker.workdir}) ---\n{broker.log_text()}")
 

@@ -22,7 +22,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -31,7 +31,7 @@ from confluent_kafka import Consumer, Producer
 from confluent_kafka.admin import AdminClient, NewPartitions, NewTopic
 
 from kbroker.protocol.messages.consumer_group_describe import ConsumerGroupDescribeRequest
-from tests.support.broker import KBroker
+from tests.support.broker import KBroker, running_kbroker
 from tests.support.groups_verifiable import (
     VerifiableMember,
     consumption,
@@ -154,9 +154,12 @@ class Worker:
         return out
 
 
-@pytest.fixture
-def broker(kbroker_factory: Callable[..., KBroker]) -> KBroker:
-    return kbroker_factory(OVERRIDES)
+@pytest.fixture(scope="module")
+def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KBroker]:
+    """One broker for the module: each test has topics and groups of its own; the one that kills the
+    broker starts its own (kbroker_factory)."""
+    with running_kbroker(tmp_path_factory.mktemp("consumer-protocol"), OVERRIDES) as b:
+        yield b
 
 
 def _topic(bootstrap: str, name: str) -> None:
@@ -341,9 +344,10 @@ def _describe(bootstrap: str, group: str) -> Any:
         return client.request(69, 1, ConsumerGroupDescribeRequest(group_ids=[group])).groups[0]
 
 
-def test_members_and_epochs_survive_a_broker_kill(broker: KBroker) -> None:
+def test_members_and_epochs_survive_a_broker_kill(kbroker_factory: Callable[..., KBroker]) -> None:
     """kill -9 of the broker: the consumer-group records in __consumer_offsets bring back the group
     epoch and the members, who carry on without rejoining (a rejoin would start a new epoch)."""
+    broker = kbroker_factory(OVERRIDES)  # its own: killed and restarted here
     bs = broker.bootstrap
     _topic(bs, "rs6")
     produced = _produce(bs, "rs6", 0, 60)

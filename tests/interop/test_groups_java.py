@@ -20,14 +20,14 @@ one is killed (-9: only session expiry removes it). The checks read the members'
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from tests.support.broker import KBroker
+from tests.support.broker import KBroker, running_kbroker
 from tests.support.groups_verifiable import (
     FAST_GROUP_OVERRIDES,
     SESSION_TIMEOUT_MS,
@@ -45,12 +45,15 @@ from tests.support.java import java_unavailable_reason
 pytestmark = [pytest.mark.interop, pytest.mark.java]
 
 PARTITIONS = 6
-@pytest.fixture
-def broker(kbroker_factory: Callable[..., KBroker]) -> KBroker:
+@pytest.fixture(scope="module")
+def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KBroker]:
+    """One broker for every scenario: each has its own group and topic (named after the scenario), and
+    the kills are of members, never of the broker."""
     reason = java_unavailable_reason()
     if reason:
         pytest.skip(reason)
-    return kbroker_factory(FAST_GROUP_OVERRIDES)
+    with running_kbroker(tmp_path_factory.mktemp("groups-java"), FAST_GROUP_OVERRIDES) as b:
+        yield b
 
 
 def broker_assignments(admin: AdminClient, group: str) -> tuple[str, dict[str, set[int]]]:

@@ -33,7 +33,7 @@ from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from kbroker.protocol.messages.offset_commit import OffsetCommitRequest
-from tests.support.broker import REPO_ROOT, KBroker
+from tests.support.broker import REPO_ROOT, KBroker, running_kbroker
 from tests.support.groups_verifiable import (
     VerifiableMember,
     consumption,
@@ -61,9 +61,11 @@ SLOW_CONSUMER = REPO_ROOT / "tests" / "support" / "groups_java" / "SlowConsumer.
 UNKNOWN_MEMBER_ID = 25
 
 
-@pytest.fixture
-def broker(kbroker_factory: Callable[..., KBroker]) -> KBroker:
-    return kbroker_factory(BROKER_OVERRIDES)
+@pytest.fixture(scope="module")
+def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KBroker]:
+    """One broker for the module: no test restarts it, each uses a topic and a group of its own."""
+    with running_kbroker(tmp_path_factory.mktemp("groups-seeds"), BROKER_OVERRIDES) as b:
+        yield b
 
 
 def _java_or_skip() -> None:

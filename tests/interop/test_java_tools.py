@@ -234,19 +234,20 @@ def _count_assigned(bootstrap: str, topic: str, partitions: int, expected: int, 
     return count
 
 
-# ~70 s on a shared 2-core machine (perf test ~43 s, read-back ~9 s): under the brief's ~2 minute bar
-# for `slow`, so it runs with the other Java-tool tests.
-def test_producer_perf_test_million_records(kbroker: KBroker) -> None:
+# The million records took ~70 s on a shared 2-core machine (perf test ~43 s, read-back ~9 s) and 12.6 s
+# of CI's quiet run: the default run sends 200,000 (the same tool, path and read-back), the million is slow.
+@pytest.mark.parametrize("records", [200_000, pytest.param(1_000_000, marks=pytest.mark.slow, id="million")])
+def test_producer_perf_test_million_records(kbroker: KBroker, records: int) -> None:
     topics(kbroker, "--create", "--topic", "perf", "--partitions", "1")
     started = time.monotonic()
     out = tool("kafka-producer-perf-test", [
-        "--topic", "perf", "--num-records", "1000000", "--record-size", "100", "--throughput", "-1",
+        "--topic", "perf", "--num-records", str(records), "--record-size", "100", "--throughput", "-1",
         "--producer-props", f"bootstrap.servers={kbroker.bootstrap}",
     ], timeout=900).stdout
     produce_seconds = time.monotonic() - started
     summary = out.strip().splitlines()[-1]
-    assert summary.startswith("1000000 records sent"), out
+    assert summary.startswith(f"{records} records sent"), out
     started = time.monotonic()
-    assert _count_assigned(kbroker.bootstrap, "perf", 1, 1_000_000) == 1_000_000
+    assert _count_assigned(kbroker.bootstrap, "perf", 1, records) == records
     consume_seconds = time.monotonic() - started
     print(f"\nperf-test: {summary}\nproduce wall {produce_seconds:.1f} s, assign-mode read {consume_seconds:.1f} s")

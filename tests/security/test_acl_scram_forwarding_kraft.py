@@ -20,8 +20,6 @@ the `java` test. JVM-free otherwise: three Python processes, ~15 s.
 
 from __future__ import annotations
 
-import signal
-import subprocess
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -46,74 +44,25 @@ from kbroker.protocol.messages.create_acls import CreateAclsRequest, CreateAclsR
 from kbroker.protocol.messages.delete_acls import DeleteAclsRequest, DeleteAclsResponse
 from kbroker.protocol.messages.sasl_authenticate import SaslAuthenticateRequest
 from kbroker.protocol.messages.sasl_handshake import SaslHandshakeRequest
-from tests.cluster.test_kbroker_quorum import Quorum, _format
+from tests.cluster.test_kbroker_quorum import Quorum
 from tests.support.broker import KBroker
 from tests.support.java import java_unavailable_reason, run_java_main
-from tests.support.kafka_cluster import new_cluster_id
 from tests.support.raw_client import RawKafkaClient
+from tests.support.sasl_kraft_cluster import PLAIN, sasl_kraft_quorum
 
 pytestmark = [pytest.mark.interop]
 
-PLAIN = "org.apache.kafka.common.security.plain.PlainLoginModule required"
 USERS = ('user_broker="broker-secret" user_admin="admin-secret" user_alice="alice-secret" '
          'user_carol="carol-secret"')
 AUTHORIZER = "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
 SUPER = "User:broker;User:admin"
 
 
-def _controller_props(q: Quorum, c: KBroker) -> dict[str, str]:
-    return {"process.roles": "controller", "node.id": "1", "controller.quorum.voters": q.voters,
-            "controller.listener.names": "CONTROLLER", "listeners": f"CONTROLLER://127.0.0.1:{c.port}",
-            "listener.security.protocol.map": "CONTROLLER:SASL_PLAINTEXT",
-            "sasl.enabled.mechanisms": "PLAIN", "sasl.mechanism.controller.protocol": "PLAIN",
-            "listener.name.controller.plain.sasl.jaas.config":
-                f'{PLAIN} username="broker" password="broker-secret" {USERS};',
-            "authorizer.class.name": AUTHORIZER, "super.users": SUPER, "log.dirs": str(c.log_dir)}
-
-
-def _broker_props(q: Quorum, node_id: int, b: KBroker) -> dict[str, str]:
-    return {"process.roles": "broker", "node.id": str(node_id), "controller.quorum.voters": q.voters,
-            "controller.listener.names": "CONTROLLER", "listeners": f"CLIENTS://127.0.0.1:{b.port}",
-            "listener.security.protocol.map": "CONTROLLER:SASL_PLAINTEXT,CLIENTS:SASL_PLAINTEXT",
-            "inter.broker.listener.name": "CLIENTS",
-            "sasl.enabled.mechanisms": "PLAIN,SCRAM-SHA-256",
-            "sasl.mechanism.inter.broker.protocol": "PLAIN", "sasl.mechanism.controller.protocol": "PLAIN",
-            "listener.name.clients.plain.sasl.jaas.config":
-                f'{PLAIN} username="broker" password="broker-secret" {USERS};',
-            "listener.name.controller.plain.sasl.jaas.config": f'{PLAIN} username="broker" password="broker-secret";',
-            "authorizer.class.name": AUTHORIZER, "super.users": SUPER, "log.dirs": str(b.log_dir),
-            "broker.heartbeat.interval.ms": "500", "offsets.topic.replication.factor": "1"}
-
-
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Quorum]:
-    work = tmp_path_factory.mktemp("acl-scram-kraft")
-    q = Quorum(new_cluster_id(), work)
-    q.controllers[1] = c = KBroker(work / "controller-1")
-    for i in (2, 3):
-        q.brokers[i] = KBroker(work / f"broker-{i}")
-    c.overrides = _controller_props(q, c)
-    _format(q, c, c.overrides)
-    for i, b in q.brokers.items():
-        b.overrides = _broker_props(q, i, b)
-        _format(q, b, b.overrides)
-    nodes = [*q.brokers.values(), c]
-    try:
-        c.start(timeout=60)
-        q.wait_leader()
-        for b in q.brokers.values():
-            b.start(timeout=60)
+    authz = {"authorizer.class.name": AUTHORIZER, "super.users": SUPER}
+    with sasl_kraft_quorum(tmp_path_factory.mktemp("acl-scram-kraft"), USERS, authz, authz) as q:
         yield q
-    finally:
-        for node in nodes:
-            if node.is_running():
-                node.proc.send_signal(signal.SIGTERM)  # type: ignore[union-attr]
-            try:
-                if node.proc is not None:
-                    node.proc.wait(15)
-            except subprocess.TimeoutExpired:
-                pass
-            node.kill()
 
 
 def _plain(b: KBroker, user: str, password: str | None = None) -> dict[str, str]:

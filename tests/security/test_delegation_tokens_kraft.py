@@ -13,50 +13,21 @@ and `kafka-topics.sh` are the clients.
 
 from __future__ import annotations
 
-import signal
-import subprocess
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from tests.cluster.test_kbroker_quorum import Quorum, _format
+from tests.cluster.test_kbroker_quorum import Quorum
 from tests.security.test_delegation_tokens_interop import AUTH_FAILED, SCRAM, TOKENS_TOOL, rows
-from tests.support.broker import KBroker
 from tests.support.java import java_unavailable_reason, run_java_main
-from tests.support.kafka_cluster import new_cluster_id
+from tests.support.sasl_kraft_cluster import PLAIN, sasl_kraft_quorum
 
 pytestmark = [pytest.mark.interop, pytest.mark.java]
 
-PLAIN = "org.apache.kafka.common.security.plain.PlainLoginModule required"
 USERS = 'user_broker="broker-secret" user_alice="alice-secret"'
 SECRET = "kraft-delegation-secret"
-
-
-def _controller_props(q: Quorum, c: KBroker) -> dict[str, str]:
-    return {"process.roles": "controller", "node.id": "1", "controller.quorum.voters": q.voters,
-            "controller.listener.names": "CONTROLLER", "listeners": f"CONTROLLER://127.0.0.1:{c.port}",
-            "listener.security.protocol.map": "CONTROLLER:SASL_PLAINTEXT",
-            "sasl.enabled.mechanisms": "PLAIN", "sasl.mechanism.controller.protocol": "PLAIN",
-            "listener.name.controller.plain.sasl.jaas.config":
-                f'{PLAIN} username="broker" password="broker-secret" {USERS};',
-            "delegation.token.secret.key": SECRET, "delegation.token.expiry.check.interval.ms": "300",
-            "log.dirs": str(c.log_dir)}
-
-
-def _broker_props(q: Quorum, node_id: int, b: KBroker) -> dict[str, str]:
-    return {"process.roles": "broker", "node.id": str(node_id), "controller.quorum.voters": q.voters,
-            "controller.listener.names": "CONTROLLER", "listeners": f"CLIENTS://127.0.0.1:{b.port}",
-            "listener.security.protocol.map": "CONTROLLER:SASL_PLAINTEXT,CLIENTS:SASL_PLAINTEXT",
-            "inter.broker.listener.name": "CLIENTS",
-            "sasl.enabled.mechanisms": "PLAIN,SCRAM-SHA-256",
-            "sasl.mechanism.inter.broker.protocol": "PLAIN", "sasl.mechanism.controller.protocol": "PLAIN",
-            "listener.name.clients.plain.sasl.jaas.config":
-                f'{PLAIN} username="broker" password="broker-secret" {USERS};',
-            "listener.name.controller.plain.sasl.jaas.config": f'{PLAIN} username="broker" password="broker-secret";',
-            "delegation.token.secret.key": SECRET, "log.dirs": str(b.log_dir),
-            "broker.heartbeat.interval.ms": "500", "offsets.topic.replication.factor": "1"}
 
 
 @pytest.fixture(scope="module")
@@ -64,33 +35,10 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Quorum]:
     reason = java_unavailable_reason()
     if reason:
         pytest.skip(reason)
-    work = tmp_path_factory.mktemp("tokens-kraft")
-    q = Quorum(new_cluster_id(), work)
-    q.controllers[1] = c = KBroker(work / "controller-1")
-    for i in (2, 3):
-        q.brokers[i] = KBroker(work / f"broker-{i}")
-    c.overrides = _controller_props(q, c)
-    _format(q, c, c.overrides)
-    for i, b in q.brokers.items():
-        b.overrides = _broker_props(q, i, b)
-        _format(q, b, b.overrides)
-    nodes = [*q.brokers.values(), c]
-    try:
-        c.start(timeout=60)
-        q.wait_leader()
-        for b in q.brokers.values():
-            b.start(timeout=60)
+    token_keys = {"delegation.token.secret.key": SECRET}
+    with sasl_kraft_quorum(tmp_path_factory.mktemp("tokens-kraft"), USERS,
+                           {**token_keys, "delegation.token.expiry.check.interval.ms": "300"}, token_keys) as q:
         yield q
-    finally:
-        for node in nodes:
-            if node.is_running():
-                node.proc.send_signal(signal.SIGTERM)  # type: ignore[union-attr]
-            try:
-                if node.proc is not None:
-                    node.proc.wait(15)
-            except subprocess.TimeoutExpired:
-                pass
-            node.kill()
 
 
 def _tool(bootstrap: str, config: Path, *args: str) -> tuple[int, str]:

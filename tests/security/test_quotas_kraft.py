@@ -5,8 +5,6 @@ it. JVM-free: one kbroker controller, one kbroker broker."""
 
 from __future__ import annotations
 
-import signal
-import subprocess
 from collections.abc import Iterator
 
 import pytest
@@ -15,7 +13,7 @@ from kbroker.protocol.messages.alter_client_quotas import AlterClientQuotasReque
 from kbroker.protocol.messages.describe_client_quotas import DescribeClientQuotasRequest
 from kbroker.protocol.messages.produce import ProduceRequest
 from kbroker.protocol.records import SimpleRecord, build_batch
-from tests.cluster.test_kbroker_quorum import Quorum, _common, _format
+from tests.cluster.test_kbroker_quorum import Quorum, _common, _format, stop_nodes
 from tests.support.broker import KBroker
 from tests.support.kafka_cluster import new_cluster_id
 from tests.support.raw_client import RawKafkaClient
@@ -44,15 +42,7 @@ def quorum(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Quorum]:
         b.start(timeout=60)
         yield q
     finally:
-        for node in (b, c):
-            if node.is_running():
-                node.proc.send_signal(signal.SIGTERM)  # type: ignore[union-attr]
-            try:
-                if node.proc is not None:
-                    node.proc.wait(15)
-            except subprocess.TimeoutExpired:
-                pass
-            node.kill()
+        stop_nodes([b], [c])
 
 
 def _alter(c: RawKafkaClient, client_id: str, key: str, value: float) -> list[tuple[int, str | None]]:

@@ -19,7 +19,8 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -192,3 +193,25 @@ class KBroker:
                 self.stop()
         finally:
             self.kill()
+
+
+@contextmanager
+def running_kbroker(workdir: Path, overrides: Mapping[str, str] | None = None) -> Iterator[KBroker]:
+    """One started broker for a whole module (a module-scoped fixture: tests that never restart it and
+    use topics and groups of their own share it instead of starting one each); on the way out it must
+    stop cleanly on SIGTERM (exit code 0), as the interop `kbroker` fixture checks."""
+    broker = KBroker(workdir, overrides).start()
+    try:
+        yield broker
+    finally:
+        stop_cleanly(broker)
+
+
+def stop_cleanly(broker: KBroker) -> None:
+    """SIGTERM a running broker and check it exited with 0; SIGKILL whatever is left either way."""
+    try:
+        if broker.is_running():
+            code = broker.stop()
+            assert code == 0, f"kbroker exited with {code} on SIGTERM:\n{broker.log_text()}"
+    finally:
+        broker.kill()

@@ -20,13 +20,13 @@ import os
 import re
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 from tests.support.broker import KBroker
-from tests.support.java import REPO_ROOT, run_java_main
+from tests.support.java import run_java_main
 from tests.support.kafka_cluster import KafkaNode, new_cluster_id
+from tests.support.storage_format import format_node
 
 KBROKER_LEADER = re.compile(r"Raft leader is now (\d+) in epoch (\d+)")
 KAFKA_LEADER = re.compile(r"In the new epoch (\d+), the leader is (\d+)\.")
@@ -47,14 +47,7 @@ def metadata_quorum(option: str, bootstrap: str, *args: str) -> str:
 
 
 def kbroker_format(node: KBroker, cluster_id: str, props: dict[str, str], *extra: str) -> str:
-    path = node.workdir / "format.properties"
-    node.workdir.mkdir(parents=True, exist_ok=True)
-    path.write_text("".join(f"{k}={v}\n" for k, v in props.items()))
-    env = dict(os.environ, PYTHONPATH=str(REPO_ROOT))
-    proc = subprocess.run([sys.executable, "-m", "kbroker", "storage", "format", "-c", str(path),
-                           "-t", cluster_id, *extra], capture_output=True, text=True, env=env, timeout=60)
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    return proc.stdout
+    return format_node(node, cluster_id, props, *extra)
 
 
 class MixedQuorum:

@@ -21,9 +21,6 @@ coordinator (AddPartitionsToTxn v4 `verify_only`, KIP-890 part 1). Clients are l
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -33,8 +30,8 @@ from pathlib import Path
 import pytest
 
 from tests.support.broker import KBroker
-from tests.support.java import REPO_ROOT
 from tests.support.kafka_cluster import new_cluster_id
+from tests.support.storage_format import format_node
 
 pytestmark = [pytest.mark.interop]
 
@@ -90,12 +87,7 @@ class Cluster:
 
 
 def _format(cluster: Cluster, node: KBroker) -> None:
-    path = node.workdir / "format.properties"
-    path.write_text("".join(f"{k}={v}\n" for k, v in node.overrides.items()))
-    env = dict(os.environ, PYTHONPATH=str(REPO_ROOT))
-    proc = subprocess.run([sys.executable, "-m", "kbroker", "storage", "format", "-c", str(path),
-                           "-t", cluster.cluster_id], capture_output=True, text=True, env=env, timeout=60)
-    assert proc.returncode == 0, proc.stdout + proc.stderr
+    format_node(node, cluster.cluster_id, node.overrides)
 
 
 @pytest.fixture(scope="module")

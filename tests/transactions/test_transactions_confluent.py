@@ -7,14 +7,23 @@ from __future__ import annotations
 
 import time
 import uuid
+from collections.abc import Callable, Iterator
 
 import pytest
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from tests.support.broker import KBroker
+from tests.support.broker import KBroker, running_kbroker
 
 pytestmark = pytest.mark.interop
+
+
+@pytest.fixture(scope="module")
+def kbroker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KBroker]:
+    """One broker for the tests that neither restart it nor change its settings: each uses topics
+    (uuid-named), transactional ids and groups of its own."""
+    with running_kbroker(tmp_path_factory.mktemp("txn-confluent")) as b:
+        yield b
 
 
 def _topic(bootstrap: str, partitions: int = 1) -> str:
@@ -172,7 +181,8 @@ def test_coordinator_aborts_a_timed_out_transaction(kbroker_factory: object) -> 
     assert _consume_all(broker.bootstrap, topic, "read_committed") == [b"later"]
 
 
-def test_restart_mid_transaction_keeps_lso_and_state(kbroker: KBroker) -> None:
+def test_restart_mid_transaction_keeps_lso_and_state(kbroker_factory: Callable[..., KBroker]) -> None:
+    kbroker = kbroker_factory()  # a broker of its own: this test restarts it
     topic = _topic(kbroker.bootstrap)
     p = _producer(kbroker.bootstrap, "t-restart")
     p.init_transactions(30)
