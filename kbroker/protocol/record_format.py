@@ -32,6 +32,12 @@ try:  # the optional compiled walk (setup.py, scripts/build-speedups.sh); the Py
 except ImportError:  # pragma: no cover - no C compiler where kbroker was installed
     _walk_compiled = None
 
+
+def compiled_walk_available() -> bool:
+    """Whether :func:`walk_batch_records` walks well-formed records in C (``_speedups``): the produce
+    path then checks bigger uncompressed batches on the event loop (``log.validator.inline_max_bytes``)."""
+    return _walk_compiled is not None
+
 NO_SEQUENCE = -1
 NO_TIMESTAMP = -1
 NO_PRODUCER_ID = -1

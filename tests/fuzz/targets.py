@@ -63,11 +63,11 @@ from kbroker.log.errors import (
     RecordTooLargeError,
 )
 from kbroker.log.validator import (
-    INLINE_MAX_BYTES,
     INLINE_MAX_RECORDS,
     ValidationParams,
     assign_offsets,
     check_batches,
+    inline_max_bytes,
     needs_worker,
     split_batches,
     target_compression,
@@ -233,7 +233,7 @@ def fuzz_records(data: bytes) -> None:
 
 def _check_inline_is_cheap(records: bytearray, config: LogConfig) -> None:
     """What ``needs_worker`` leaves to the event loop must be a small uncompressed walk: no batch to
-    decompress or recompress, no more than INLINE_MAX_RECORDS records, INLINE_MAX_BYTES in all (or a
+    decompress or recompress, no more than INLINE_MAX_RECORDS records, ``inline_max_bytes()`` in all (or a
     framing error that ``check_batches`` reports before checking any batch)."""
     try:
         spans = split_batches(records)
@@ -247,7 +247,7 @@ def _check_inline_is_cheap(records: bytearray, config: LogConfig) -> None:
         if codec or (target is not None and target != codec) or count > INLINE_MAX_RECORDS:
             raise Finding(f"needs_worker leaves a batch at {pos} to the event loop: codec {codec}, "
                           f"topic codec {target}, {count} records")
-    if len(records) > INLINE_MAX_BYTES:
+    if len(records) > inline_max_bytes():
         raise Finding(f"needs_worker leaves {len(records)} bytes to the event loop")
 
 
