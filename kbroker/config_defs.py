@@ -256,7 +256,7 @@ CONFIG_DEFS: dict[str, ConfigDef] = _defs(
               validator=at_least(1)),
     ConfigDef("background.threads", "int", 10, "Accepted; ignored.", dynamic_update=True,
               validator=at_least(1)),
-    ConfigDef("num.recovery.threads.per.data.dir", "int", 2, "Accepted; recovery is sequential.",
+    ConfigDef("num.recovery.threads.per.data.dir", "int", 2, "Threads per log directory that close the logs at shutdown (read at start); recovery at start-up is sequential.",
               dynamic_update=True, validator=at_least(1)),
     # --- client quotas (docs/security.md, "Quotas") ---
     ConfigDef("quota.window.num", "int", 11, "Samples kept for client quota rates.", validator=at_least(1)),

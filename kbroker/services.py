@@ -111,6 +111,7 @@ def build_services(
         config_for_topic=config_helper.config_for_topic,
         background_executor=background_executor,
         producer_id_expiration_ms=config["producer.id.expiration.ms"],
+        recovery_threads_per_data_dir=config["num.recovery.threads.per.data.dir"],
     )
     replica_manager = ReplicaManager(config, log_manager, cache, time_ms)
     if config.is_kraft_broker or config.is_kraft_controller or (

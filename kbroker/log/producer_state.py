@@ -133,6 +133,11 @@ class ProducerStateManager:
         self.dir = Path(directory)
         self.producers: dict[int, ProducerStateEntry] = {}
         self.map_end_offset = 0  # state reflects every batch below this offset
+        # Kafka's lastSnapOffset: the offset of the newest snapshot this state was loaded from or written
+        # as (the log start offset when there was none). `take_snapshot` writes nothing unless the state
+        # moved past it: a log with nothing new since its last snapshot (an empty partition above all)
+        # costs no file and no fsync at a roll or at shutdown.
+        self.last_snap_offset = 0
 
     # --- leader appends -------------------------------------------------------------------------
     def prepare(self, headers: list[BatchHeader]) -> tuple[dict[int, ProducerStateEntry], BatchMetadata | None]:
@@ -262,8 +267,12 @@ class ProducerStateManager:
             return []
         return sorted(int(m.group(1)) for n in names if (m := _SNAPSHOT_RE.match(n)))
 
-    def take_snapshot(self, sync: bool = True) -> Path:
-        """Write the state as of ``map_end_offset`` to ``<map_end_offset>.snapshot`` (Kafka's format)."""
+    def take_snapshot(self, sync: bool = True) -> Path | None:
+        """Write the state as of ``map_end_offset`` to ``<map_end_offset>.snapshot`` (Kafka's format), unless
+        it is not past the last snapshot (Kafka: "If not a new offset, then it is not worth taking another
+        snapshot"); the file written, or None."""
+        if self.map_end_offset <= self.last_snap_offset:
+            return None
         body = bytearray(_SNAP_HEAD.size + _SNAP_ENTRY.size * len(self.producers))
         pos = _SNAP_HEAD.size
         for pid, e in self.producers.items():
@@ -286,6 +295,7 @@ class ProducerStateManager:
             os.replace(tmp, path)
         except OSError as e:
             raise KafkaStorageError(f"cannot write producer snapshot {path}: {e}") from e
+        self.last_snap_offset = self.map_end_offset
         return path
 
     @staticmethod
@@ -319,7 +329,7 @@ class ProducerStateManager:
         The caller replays the log from ``map_end_offset`` to the end afterwards.
         """
         self.producers.clear()
-        self.map_end_offset = log_start_offset
+        self.map_end_offset = self.last_snap_offset = log_start_offset
         for off in reversed(self.snapshot_offsets()):
             path = self.snapshot_path(off)
             if off > log_end_offset:
@@ -337,13 +347,18 @@ class ProducerStateManager:
                 continue
             for e in entries:
                 self.producers[e.producer_id] = e
-            self.map_end_offset = off
+            self.map_end_offset = self.last_snap_offset = off
             return
 
     def delete_snapshots_above(self, offset: int) -> None:
+        remaining = []
         for off in self.snapshot_offsets():
             if off > offset:
                 self._unlink(self.snapshot_path(off))
+            else:
+                remaining.append(off)
+        if self.last_snap_offset > offset:  # a truncation: the next snapshot must be written
+            self.last_snap_offset = max(remaining, default=0)
 
     def delete_snapshots_before(self, offset: int) -> None:
         for off in self.snapshot_offsets():
