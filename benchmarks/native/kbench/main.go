@@ -10,6 +10,7 @@
 //	kbench consume -bootstrap B -topic T -partitions P -clients C -records N
 //	kbench e2e     -bootstrap B -topic T -rate R -seconds S [-warmup 2] [-size 1024] [-acks 1]
 //	kbench txn     -bootstrap B -topic T -records N -per-txn K [-size 1024] (txn.go: transactional produce)
+//	kbench fleet   -bootstrap B -topic T -clients N -rate R -seconds S (fleet.go: N producers at R records/s each)
 //
 // e2e is free of coordinated omission: record i of a run at R records/s has the intended send time
 // start + i/R, carried in its first 8 bytes; its latency is (time the consumer got it) - (intended
@@ -398,7 +399,7 @@ func e2e(args []string) {
 
 func main() {
 	if len(os.Args) < 2 {
-		die("usage: kbench produce|consume|e2e|txn|sink [flags] (see the source's doc comment)")
+		die("usage: kbench produce|consume|e2e|txn|fleet|sink [flags] (see the source's doc comment)")
 	}
 	switch os.Args[1] {
 	case "produce":
@@ -411,6 +412,8 @@ func main() {
 		sink(os.Args[2:])
 	case "txn":
 		txn(os.Args[2:])
+	case "fleet":
+		fleet(os.Args[2:])
 	default:
 		die("unknown mode %q", os.Args[1])
 	}
