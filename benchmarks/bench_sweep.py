@@ -464,18 +464,21 @@ def chart(table: dict[str, dict[str, dict[str, dict[str, float | str]]]], names:
                     for x, y in pts:
                         ax.annotate(f"{y:.3g}", (x, y), fontsize=7, textcoords="offset points", xytext=(0, 4),
                                     ha="center")
-            if metric == "mb_per_s":  # the generator's ceiling, dashed, where the point had one
+            if metric == "mb_per_s":  # the ceilings, dashed/dotted, where the point had one
                 for name in names:
-                    cs = [(x, points[p].get(name, {}).get("gen_ceiling_mb_per_s")) for x, p in zip(xs, points,
-                                                                                                strict=True)]
-                    cs2 = [(x, c) for x, c in cs if isinstance(c, float)]
-                    if cs2:
-                        ax.plot([x for x, _ in cs2], [c for _, c in cs2], ":", color=COLORS.get(name),
-                                label=f"generator ceiling ({name} run)")
+                    for key, style, what in (("gen_ceiling_mb_per_s", ":x", "generator ceiling"),
+                                             ("disk_ceiling_mb_per_s", "--+", "disk ceiling (cold read)")):
+                        cs = [(x, points[p].get(name, {}).get(key)) for x, p in zip(xs, points, strict=True)]
+                        cs2 = [(x, c) for x, c in cs if isinstance(c, float)]
+                        if cs2:
+                            ax.plot([x for x, _ in cs2], [c for _, c in cs2], style, color=COLORS.get(name),
+                                    label=f"{what} ({name} run)")
             ax.set_xscale("log")
             ax.set_xlabel(f"{dim} ({UNITS[dim]})")
             ax.set_ylabel(label)
-            if metric != "mb_per_s":
+            if metric == RSS[0]:
+                ax.set_ylim(bottom=0)
+            else:
                 ax.set_yscale("log")
             ax.set_title(f"{dim}: {label}", fontsize=10)
             ax.legend(fontsize=7)
@@ -514,7 +517,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--unpinned", action="store_true", help="broker and generator free on every core")
     ap.add_argument("--name", default="sweep", help="results file stem")
     ap.add_argument("--results-dir", type=Path, default=RESULTS)
+    ap.add_argument("--render", type=Path, metavar="JSON",
+                    help="no run: the table and the chart of a (partial) results file's runs, written to <name>")
     a = ap.parse_args(argv)
+    if a.render:
+        return render(a.render, a.results_dir, a.name)
     dims = [d for d in a.dims.split(",") if d]
     for d in dims:
         if d not in DIMENSIONS:
@@ -558,6 +565,24 @@ def main(argv: list[str] | None = None) -> int:
           f"Scaling sweep, kbroker vs Apache Kafka 4.3.1, {pinning}; "
           f"load average before {result['loadavg_before']}, after {result['loadavg_after']}")
     print(f"results: {out_dir / (a.name + '.json')}  chart: {out_dir / (a.name + '.png')}")
+    return 0
+
+
+def render(src: Path, out_dir: Path, name: str) -> int:
+    """The table and the chart again from the runs of a results file (a partial one included)."""
+    result = json.loads(src.read_text())
+    runs = result["runs"]
+    names = [n for n in ("kbroker", "kafka") if any(n in b for pts in runs.values() for b in pts.values())]
+    table = summarize(runs)
+    result["table"] = table
+    result.setdefault("uptime_after", "not recorded: the run did not finish")
+    result.setdefault("loadavg_after", [])
+    out_dir.mkdir(parents=True, exist_ok=True)
+    (out_dir / f"{name}.json").write_text(json.dumps(result, indent=2))
+    print_table(table, names)
+    pinning = "pinned: broker core 0, generator core 1" if result.get("pinned", True) else "unpinned"
+    chart(table, names, out_dir / f"{name}.png", f"Scaling sweep, kbroker vs Apache Kafka 4.3.1, {pinning}; "
+          f"load average before {result['loadavg_before']}, after {result['loadavg_after']}")
     return 0
 
 
