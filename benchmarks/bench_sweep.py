@@ -79,6 +79,7 @@ UNITS = {"partitions": "partitions", "connections": "producer clients", "record_
 RECORD_SIZE_MAX_MESSAGE_BYTES = 4 * MIB
 BACKLOG_RECORD = 16 * 1024
 BACKLOG_PARTITIONS = 4
+MAX_BUFFERED = 10_000  # records franz-go buffers before Produce blocks: the closed-loop p99 is mostly this queue
 FLEET_RATE = 10  # records/s per producer client
 FLEET_PARTITIONS = 10
 DISK_CEILING_MAX = 4 * GIB
@@ -88,16 +89,17 @@ DISK_CEILING_MAX = 4 * GIB
 class Scale:
     """How much load a point gets: a few seconds each (full) or a smoke test (quick)."""
 
-    produce_records: int  # partitions dimension, 1 KiB records
+    produce_records: int  # partitions dimension, 1 KiB records, at most ...
+    produce_seconds: float  # ... or this long (then the flush of the buffered records)
     size_bytes: int  # record_size dimension: bytes per point
     size_max_records: int
     fleet_seconds: float
     fleet_warmup: float
 
 
-FULL = Scale(produce_records=200_000, size_bytes=192 * MIB, size_max_records=500_000, fleet_seconds=5,
+FULL = Scale(produce_records=1_000_000, produce_seconds=8, size_bytes=192 * MIB, size_max_records=500_000, fleet_seconds=5,
              fleet_warmup=5)
-QUICK = Scale(produce_records=10_000, size_bytes=8 * MIB, size_max_records=20_000, fleet_seconds=2,
+QUICK = Scale(produce_records=10_000, produce_seconds=2, size_bytes=8 * MIB, size_max_records=20_000, fleet_seconds=2,
               fleet_warmup=2)
 
 
@@ -112,7 +114,7 @@ def uptime() -> str:
 # ---- topics ------------------------------------------------------------------------------------
 
 
-def create_topic_timed(bootstrap: str, topic: str, partitions: int, timeout: float = 600) -> dict[str, float]:
+def create_topic_timed(bootstrap: str, topic: str, partitions: int, timeout: float = 420) -> dict[str, float]:
     """CreateTopics, then Metadata until every partition has a leader. Seconds for each step."""
     from confluent_kafka.admin import AdminClient, NewTopic
 
@@ -310,7 +312,8 @@ def load_partitions(target: Target, workdir: Path, value: float, scale: Scale) -
     created = create_topic_timed(target.bootstrap, "sweep", partitions)
     r = _measure(target, lambda: kbench("produce", {
         "bootstrap": target.bootstrap, "topic": "sweep", "records": scale.produce_records, "size": 1024,
-        "acks": "1", "linger-ms": 5, "batch-bytes": 131072}, pin=True))
+        "acks": "1", "linger-ms": 5, "batch-bytes": 131072, "seconds": scale.produce_seconds,
+        "max-buffered": MAX_BUFFERED}, pin=True))
     return {**created, **r, "partitions": float(partitions)}
 
 
@@ -332,7 +335,8 @@ def load_record_size(target: Target, workdir: Path, value: float, scale: Scale) 
     create_topic_timed(target.bootstrap, "sweep", 4)
     return _measure(target, lambda: kbench("produce", {
         "bootstrap": target.bootstrap, "topic": "sweep", "records": records, "size": size, "acks": "1",
-        "linger-ms": 5, "batch-bytes": max(131072, size + 16384)}, pin=True)) | {"record_size": float(size)}
+        "linger-ms": 5, "batch-bytes": max(131072, size + 16384), "seconds": scale.produce_seconds,
+        "max-buffered": MAX_BUFFERED}, pin=True)) | {"record_size": float(size)}
 
 
 def load_backlog(target: Target, workdir: Path, value: float, scale: Scale) -> dict[str, float | str]:
@@ -517,6 +521,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--unpinned", action="store_true", help="broker and generator free on every core")
     ap.add_argument("--name", default="sweep", help="results file stem")
     ap.add_argument("--results-dir", type=Path, default=RESULTS)
+    ap.add_argument("--resume", type=Path, metavar="JSON",
+                    help="keep the runs of a (partial) results file and run only the points it lacks")
     ap.add_argument("--render", type=Path, metavar="JSON",
                     help="no run: the table and the chart of a (partial) results file's runs, written to <name>")
     a = ap.parse_args(argv)
@@ -542,6 +548,9 @@ def main(argv: list[str] | None = None) -> int:
         "pinned": not a.unpinned, "points": points, "reps": a.reps, "scale": scale.__dict__,
         "generators": GENERATORS}
     runs: dict[str, dict[str, dict[str, list[dict[str, float | str]]]]] = {}
+    if a.resume:
+        runs = json.loads(a.resume.read_text())["runs"]
+        result["resumed_from"] = str(a.resume)
     k = 0
     for dim in dims:
         for value in points[dim]:
@@ -549,9 +558,15 @@ def main(argv: list[str] | None = None) -> int:
                 order = names if k % 2 == 0 else names[::-1]
                 k += 1
                 for name in order:
+                    if len(runs.get(dim, {}).get(point_key(value), {}).get(name, [])) > rep:
+                        continue  # resumed: this one is done
                     print(f"{dim}={point_key(value)} rep {rep + 1}/{a.reps}: {name}  (load {loadavg()})",
                           file=sys.stderr, flush=True)
-                    r = run_point(makers[name], dim, value, scale)
+                    try:
+                        r = run_point(makers[name], dim, value, scale)
+                    except Exception as e:  # one failed point must not lose the others: it is recorded
+                        print(f"  failed: {e!r}", file=sys.stderr, flush=True)
+                        r = {"error": repr(e)[:2000], "bound": "failed"}
                     runs.setdefault(dim, {}).setdefault(point_key(value), {}).setdefault(name, []).append(r)
                     result["runs"] = runs
                     (out_dir / f"{a.name}.partial.json").write_text(json.dumps(result, indent=2))
