@@ -64,17 +64,21 @@ def test_bound_names_the_saturated_resource() -> None:
     assert bound({"gen_cpu_util": 0.3, "broker_cpu_util": 0.2, "mb_per_s": 500,
                   "disk_ceiling_mb_per_s": 550}) == "disk"
     assert bound({"gen_cpu_util": 0.1, "broker_cpu_util": 0.2, "offered_records_per_s": 100,
-                  "records_per_s": 99.0}) == "offered rate (open loop)"
+                  "records_per_s": 99.0, "p99_latency_ms": 20.0}) == "offered rate (open loop)"
+    # Every record acknowledged in the end, but seconds late: the broker fell behind.
+    assert "core full" in bound({"gen_cpu_util": 0.1, "broker_cpu_util": 0.2, "offered_records_per_s": 100,
+                                 "records_per_s": 100.0, "p99_latency_ms": 5000.0, "broker_core_busy": 1.0})
     assert "shared machine" in bound({"gen_cpu_util": 0.1, "broker_cpu_util": 0.3, "broker_core_busy": 0.99})
 
 
 def test_summary_takes_medians_and_the_ratio() -> None:
-    runs = {"partitions": {"10": {"kbroker": [{"mb_per_s": 10.0, "bound": "x"}, {"mb_per_s": 30.0, "bound": "x"},
-                                              {"mb_per_s": 20.0, "bound": "x"}],
-                                  "kafka": [{"mb_per_s": 40.0, "bound": "y"}]}}}
+    runs = {"partitions": {"10": {"kbroker": [{"mb_per_s": 10.0, "gen_cpu_util": 0.9}, {"mb_per_s": 30.0},
+                                              {"mb_per_s": 20.0}],
+                                  "kafka": [{"mb_per_s": 40.0, "broker_cpu_util": 0.9}]}}}
     row = summarize(runs)["partitions"]["10"]  # type: ignore[arg-type]
     assert row["kbroker"]["mb_per_s"] == 20.0 and row["kafka"]["mb_per_s"] == 40.0
     assert row["ratio_kbroker_over_kafka"]["mb_per_s"] == 0.5
+    assert row["kbroker"]["bound"] == "generator CPU" and row["kafka"]["bound"] == "broker CPU"
 
 
 def test_points_default_to_the_issue_and_can_be_chosen() -> None:
