@@ -114,16 +114,30 @@ def uptime() -> str:
 # ---- topics ------------------------------------------------------------------------------------
 
 
+# Kafka's controller refuses a user operation of more than 10,000 records (QuorumController's
+# MAX_RECORDS_PER_USER_OP: POLICY_VIOLATION "Unable to perform excessively large batch operation"),
+# and a topic of P partitions is 1 + P records: larger topics are created in steps, CreateTopics of
+# the first 5,000 partitions and CreatePartitions for each further 5,000, on both brokers.
+PARTITIONS_PER_OP = 5000
+
+
 def create_topic_timed(bootstrap: str, topic: str, partitions: int, timeout: float = 420) -> dict[str, float]:
-    """CreateTopics, then Metadata until every partition has a leader. Seconds for each step."""
-    from confluent_kafka.admin import AdminClient, NewTopic
+    """CreateTopics (and CreatePartitions, in steps), then Metadata until every partition has a
+    leader. Seconds for each step."""
+    from confluent_kafka.admin import AdminClient, NewPartitions, NewTopic
 
     admin = AdminClient({"bootstrap.servers": bootstrap})
     t0 = time.monotonic()
-    fut = admin.create_topics([NewTopic(topic, num_partitions=partitions, replication_factor=1)],
+    first = min(partitions, PARTITIONS_PER_OP)
+    fut = admin.create_topics([NewTopic(topic, num_partitions=first, replication_factor=1)],
                               request_timeout=timeout, operation_timeout=timeout)
     for f in fut.values():
         f.result(timeout)
+    for total in range(first + PARTITIONS_PER_OP, partitions + PARTITIONS_PER_OP, PARTITIONS_PER_OP):
+        fut = admin.create_partitions([NewPartitions(topic, min(total, partitions))],
+                                      request_timeout=timeout, operation_timeout=timeout)
+        for f in fut.values():
+            f.result(timeout)
     created = time.monotonic() - t0
     while True:
         md = admin.list_topics(topic, timeout=60).topics.get(topic)
