@@ -567,6 +567,10 @@ def main(argv: list[str] | None = None) -> int:
     runs: dict[str, dict[str, dict[str, list[dict[str, float | str]]]]] = {}
     if a.resume:
         runs = json.loads(a.resume.read_text())["runs"]
+        for points_ in runs.values():  # a failed point is run again
+            for brokers in points_.values():
+                for n in brokers:
+                    brokers[n] = [r for r in brokers[n] if "error" not in r]
         result["resumed_from"] = str(a.resume)
     k = 0
     for dim in dims:
