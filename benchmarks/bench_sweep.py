@@ -566,7 +566,9 @@ def main(argv: list[str] | None = None) -> int:
         "generators": GENERATORS}
     runs: dict[str, dict[str, dict[str, list[dict[str, float | str]]]]] = {}
     if a.resume:
-        runs = json.loads(a.resume.read_text())["runs"]
+        earlier = json.loads(a.resume.read_text())
+        runs = earlier["runs"]
+        result["resumed_run"] = {k: earlier.get(k) for k in ("when", "command", "uptime_before", "loadavg_before")}
         for points_ in runs.values():  # a failed point is run again
             for brokers in points_.values():
                 for n in brokers:
