@@ -470,6 +470,7 @@ def chart(table: dict[str, dict[str, dict[str, dict[str, float | str]]]], names:
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    from matplotlib.ticker import NullFormatter
 
     dims = [d for d in DIMENSIONS if d in table]
     fig, axes = plt.subplots(len(dims), 3, figsize=(15, 3.6 * len(dims)), squeeze=False)
@@ -495,6 +496,8 @@ def chart(table: dict[str, dict[str, dict[str, dict[str, float | str]]]], names:
                             ax.plot([x for x, _ in cs2], [c for _, c in cs2], style, color=COLORS.get(name),
                                     label=f"{what} ({name} run)")
             ax.set_xscale("log")
+            ax.set_xticks(xs, [f"{x:,g}" for x in xs])  # the swept points themselves
+            ax.xaxis.set_minor_formatter(NullFormatter())
             ax.set_xlabel(f"{dim} ({UNITS[dim]})")
             ax.set_ylabel(label)
             if metric == RSS[0]:
