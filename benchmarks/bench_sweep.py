@@ -496,7 +496,7 @@ def chart(table: dict[str, dict[str, dict[str, dict[str, float | str]]]], names:
                             ax.plot([x for x, _ in cs2], [c for _, c in cs2], style, color=COLORS.get(name),
                                     label=f"{what} ({name} run)")
             ax.set_xscale("log")
-            ax.set_xticks(xs, [f"{x:,g}" for x in xs])  # the swept points themselves
+            ax.set_xticks(xs, [f"{x:,.0f}" if x == int(x) else f"{x:g}" for x in xs])  # the swept points themselves
             ax.xaxis.set_minor_formatter(NullFormatter())
             ax.set_xlabel(f"{dim} ({UNITS[dim]})")
             ax.set_ylabel(label)
