@@ -124,6 +124,7 @@ PARTITIONS_PER_OP = 5000
 def create_topic_timed(bootstrap: str, topic: str, partitions: int, timeout: float = 420) -> dict[str, float]:
     """CreateTopics (and CreatePartitions, in steps), then Metadata until every partition has a
     leader. Seconds for each step."""
+    from confluent_kafka import KafkaException
     from confluent_kafka.admin import AdminClient, NewPartitions, NewTopic
 
     admin = AdminClient({"bootstrap.servers": bootstrap})
@@ -140,7 +141,10 @@ def create_topic_timed(bootstrap: str, topic: str, partitions: int, timeout: flo
             f.result(timeout)
     created = time.monotonic() - t0
     while True:
-        md = admin.list_topics(topic, timeout=60).topics.get(topic)
+        try:
+            md = admin.list_topics(topic, timeout=60).topics.get(topic)
+        except KafkaException:  # a Metadata of thousands of partitions from a busy broker may time out
+            md = None
         if md is not None and md.error is None and len(md.partitions) == partitions \
                 and all(p.leader >= 0 for p in md.partitions.values()):
             break
