@@ -7,9 +7,11 @@
 // generator, rather than the broker, was the limit.
 //
 //	kbench produce -bootstrap B -topic T -partitions P -records N -size S [-acks 1] [-linger-ms 5] [-batch-bytes 131072]
+//	               [-seconds S (stop sending after S s; the flush of what was sent is counted)] [-max-buffered 100000]
 //	kbench consume -bootstrap B -topic T -partitions P -clients C -records N
 //	kbench e2e     -bootstrap B -topic T -rate R -seconds S [-warmup 2] [-size 1024] [-acks 1]
 //	kbench txn     -bootstrap B -topic T -records N -per-txn K [-size 1024] (txn.go: transactional produce)
+//	kbench fleet   -bootstrap B -topic T -clients N -rate R -seconds S (fleet.go: N producers at R records/s each)
 //
 // e2e is free of coordinated omission: record i of a run at R records/s has the intended send time
 // start + i/R, carried in its first 8 bytes; its latency is (time the consumer got it) - (intended
@@ -158,12 +160,14 @@ func produce(args []string) {
 	linger := fs.Int("linger-ms", 5, "linger.ms")
 	batch := fs.Int("batch-bytes", 131072, "batch.size")
 	_ = fs.Int("partitions", 1, "unused: records go round robin over the topic's partitions")
+	limit := fs.Float64("seconds", 0, "stop sending after this many seconds (0: send all -records)")
+	maxBuffered := fs.Int("max-buffered", 100000, "records the client buffers before Produce blocks")
 	_ = fs.Parse(args)
 	opts := append([]kgo.Opt{
 		kgo.SeedBrokers(strings.Split(*bootstrap, ",")...), kgo.DefaultProduceTopic(*topic),
 		kgo.ProducerLinger(time.Duration(*linger) * time.Millisecond),
 		kgo.ProducerBatchMaxBytes(int32(*batch)), kgo.ProducerBatchCompression(kgo.NoCompression()),
-		kgo.RecordPartitioner(kgo.RoundRobinPartitioner()), kgo.MaxBufferedRecords(100000),
+		kgo.RecordPartitioner(kgo.RoundRobinPartitioner()), kgo.MaxBufferedRecords(*maxBuffered),
 		kgo.AllowAutoTopicCreation(),
 	}, acksOpt(*acks)...)
 	cl, err := kgo.NewClient(opts...)
@@ -179,7 +183,13 @@ func produce(args []string) {
 	// Send-to-acknowledgement latency of every record (µs), as kafka-producer-perf-test reports it.
 	var lat histogram
 	var latMu sync.Mutex
+	deadline := t0.Add(time.Duration(*limit * float64(time.Second)))
+	sentN := 0
 	for i := 0; i < *records; i++ {
+		if *limit > 0 && i%64 == 0 && time.Now().After(deadline) {
+			break
+		}
+		sentN++
 		sent := time.Now()
 		cl.Produce(ctx, &kgo.Record{Value: value}, func(_ *kgo.Record, err error) {
 			if err != nil {
@@ -200,9 +210,9 @@ func produce(args []string) {
 	if failed.Load() > 0 {
 		die("%d records failed: %v", failed.Load(), firstErr.Load())
 	}
-	n := float64(*records)
+	n := float64(sentN)
 	emit(map[string]any{
-		"records": *records, "seconds": secs, "records_per_s": rate(n, secs),
+		"records": sentN, "seconds": secs, "records_per_s": rate(n, secs),
 		"mb_per_s": rate(n*float64(*size)/mib, secs), "gen_cpu_s": cpu, "gen_cpu_util": rate(cpu, secs),
 		"p50_latency_ms": float64(lat.percentile(0.50)) / 1000, "p99_latency_ms": float64(lat.percentile(0.99)) / 1000,
 		"max_latency_ms": float64(lat.max) / 1000,
@@ -398,7 +408,7 @@ func e2e(args []string) {
 
 func main() {
 	if len(os.Args) < 2 {
-		die("usage: kbench produce|consume|e2e|txn|sink [flags] (see the source's doc comment)")
+		die("usage: kbench produce|consume|e2e|txn|fleet|sink [flags] (see the source's doc comment)")
 	}
 	switch os.Args[1] {
 	case "produce":
@@ -411,6 +421,8 @@ func main() {
 		sink(os.Args[2:])
 	case "txn":
 		txn(os.Args[2:])
+	case "fleet":
+		fleet(os.Args[2:])
 	default:
 		die("unknown mode %q", os.Args[1])
 	}
