@@ -70,8 +70,6 @@ log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 U = TypeVar("U")
-# How long a share-group heartbeat that started initializing share-partitions waits for it.
-SHARE_INITIALIZE_WAIT_S = 5.0
 # An answer: the value when it is committed already, else a future completed when it is.
 Answer: TypeAlias = Union[T, "asyncio.Future[T]"]  # noqa: UP007 - a generic alias over a TypeVar
 
@@ -129,6 +127,14 @@ class GroupCoordinatorService:
         shard = GroupCoordinatorShard(self.coordinator_config, timer, lambda _group, records: append(records),
                                       lambda: self.time_ms(), topics=self.metadata)
         shard.offset_manager.txn_writer = lambda records, pid, epoch: append(records, (pid, epoch))
+
+        def initialized_partitions(group_id: str) -> TopicPartitions | None:
+            # Assignment gating only where the group coordinator initializes share-partition states.
+            if self.share_state_persister is None:
+                return None
+            return shard.share_state_partitions.initialized_partitions(group_id)
+
+        shard.group_manager.share.initialized_partitions = initialized_partitions
         shard.group_manager.share.listener = self._on_share_member_left
         shard.group_manager.share.deleted_listener = self._on_share_group_deleted
         shard.group_manager.group_config = self.group_config
@@ -452,40 +458,27 @@ class GroupCoordinatorService:
             if result.error == ErrorCode.NONE and req.member_epoch != -1 and after is not None \
                     and after.group_epoch > epoch:
                 GROUP_COORDINATOR_METRICS.share_rebalances += 1  # Kafka's share-group-rebalance-count
-            started.extend(self._maybe_initialize_share_state(shard, req.group_id, result))
+            self._maybe_initialize_share_state(shard, req.group_id, result)
             return result
 
-        started: list[asyncio.Task[None]] = []
-        answer = self._call(req.group_id, op, HeartbeatResult)
-        if not started:
-            return answer
-
-        async def after_initialization() -> HeartbeatResult:
-            # Deviation (docs/share-groups.md): the heartbeat that starts an initialization is answered
-            # once it is done (at most SHARE_INITIALIZE_WAIT_S), so the member's first ShareFetch finds the
-            # state initialized: kbroker's assignor does not wait for it as Kafka's does.
-            result = await _awaited(answer)
-            await asyncio.wait(started, timeout=SHARE_INITIALIZE_WAIT_S)
-            return result
-
-        assert self._loop is not None
-        return self._loop.create_task(after_initialization())
+        # Answered at once: the partitions being initialized are not assigned until initialized (the
+        # share protocol's assignment gating), so no member fetches them before.
+        return self._call(req.group_id, op, HeartbeatResult)
 
     # -- share-partition state metadata (ShareGroupStatePartitionMetadata) -----------------------------
 
     def _maybe_initialize_share_state(self, shard: GroupCoordinatorShard, group_id: str,
-                                      result: HeartbeatResult) -> list[asyncio.Task[None]]:
+                                      result: HeartbeatResult) -> None:
         """After a share-group heartbeat: the subscribed partitions not initialized yet are recorded as
         initializing and initialized through the persister, after the heartbeat (Kafka adds a timer task)."""
         group = shard.group_manager.share_groups.get(group_id)
         if result.error != ErrorCode.NONE or group is None or self.share_state_persister is None \
                 or self._loop is None:
-            return []
+            return
         request = shard.share_state_partitions.maybe_initialize(group_id, group.group_epoch,
                                                                 group.subscribed_topic_names())
-        if request is None:
-            return []
-        return [self._spawn_share_task(self._initialize_share_state(request))]
+        if request is not None:
+            self._spawn_share_task(self._initialize_share_state(request))
 
     def _spawn_share_task(self, coro: Coroutine[object, object, None]) -> asyncio.Task[None]:
         assert self._loop is not None

@@ -60,24 +60,35 @@ class ShareGroup(ModernGroup[ShareGroupMember]):
 
 
 def simple_assign(subscriptions: dict[str, set[uuid.UUID]], partitions: dict[uuid.UUID, int]) -> dict[str, Assignment]:
-    """The share group's `simple` assignor: every partition of a subscribed topic goes to at least one
-    member subscribed to it, and every subscribed member gets at least one partition of its topics
-    when there are any, even when members outnumber partitions (partitions are then shared).
+    """The share group's `simple` assignor over every partition of the subscribed topics
+    (`simple_assign_partitions` with each topic's partitions 0..count-1)."""
+    return simple_assign_partitions(subscriptions, {tid: list(range(n)) for tid, n in partitions.items()})
 
-    Per topic, in sorted member-id order over the members subscribed to it: with fewer members than
-    partitions, partition i goes to member i mod members; with more, member j gets partition j mod
-    partitions. Members subscribed to several topics get partitions of each. Deterministic, not sticky
-    (Kafka 4.3's SimpleAssignor also keeps the current assignment where it stays balanced)."""
+
+def simple_assign_partitions(subscriptions: dict[str, set[uuid.UUID]], partitions: dict[uuid.UUID, list[int]]
+                             ) -> dict[str, Assignment]:
+    """The share group's `simple` assignor over the assignable partitions of each topic (Kafka's
+    `SubscribedTopicDescriberImpl` with a topic partitions filter: only initialized share-partitions):
+    every assignable partition of a subscribed topic goes to at least one member subscribed to it, and
+    every subscribed member gets at least one partition of its topics when there are any, even when
+    members outnumber partitions (partitions are then shared).
+
+    Per topic, in sorted member-id order over the members subscribed to it and in partition order: with
+    fewer members than partitions, the i-th partition goes to member i mod members; with more, member j
+    gets the (j mod partitions)-th partition. Members subscribed to several topics get partitions of each.
+    Deterministic, not sticky (Kafka 4.3's SimpleAssignor also keeps the current assignment where it
+    stays balanced)."""
     result: dict[str, Assignment] = {mid: {} for mid in subscriptions}
     for tid in sorted(partitions, key=str):
-        count = partitions[tid]
+        assignable = sorted(set(partitions[tid]))
+        count = len(assignable)
         members = sorted(mid for mid, topics in subscriptions.items() if tid in topics)
         if not members or count <= 0:
             continue
         if len(members) <= count:
-            for p in range(count):
-                result[members[p % len(members)]].setdefault(tid, set()).add(p)
+            for i, p in enumerate(assignable):
+                result[members[i % len(members)]].setdefault(tid, set()).add(p)
         else:
             for j, mid in enumerate(members):
-                result[mid].setdefault(tid, set()).add(j % count)
+                result[mid].setdefault(tid, set()).add(assignable[j % count])
     return result

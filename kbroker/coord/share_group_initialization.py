@@ -17,7 +17,9 @@ The flows (the async halves, the persister calls, are `kbroker.coord.service`'s)
   `group.share.initialize.retry.interval.ms`, an internal Kafka config, 30 s) as initializing; the
   persister's answer moves them to initialized (`initialize_succeeded`, Kafka's
   `initializeShareGroupState`) or drops them from initializing (`initialize_failed`, Kafka's
-  `uninitializeShareGroupState`) so a later heartbeat retries.
+  `uninitializeShareGroupState`) so a later heartbeat retries. Only initialized partitions are
+  assigned (`kbroker.coord.share_group_protocol`'s gating, Kafka's `initializedAssignmentPending`): the
+  heartbeat does not wait for the initialization; the next one after it bumps the group epoch.
 - DeleteGroups: `prepare_delete` (Kafka's `shareGroupBuildPartitionDeleteRequest`) moves initialized and
   initializing topics to deleting and answers exactly the partitions whose state the persister must
   delete (a topic still deleting from an earlier attempt is retried with all its partitions); the

@@ -10,6 +10,14 @@ revocation: members share partitions, so the member epoch jumps to the target as
 share-partition manager told when a member is fenced (the records it had acquired become available
 again: `listener`), AlterShareGroupOffsets / DeleteShareGroupOffsets checks and group deletion.
 
+Assignment gating (Kafka 4.3's `initializedAssignmentPending` and the target assignment's topic
+partitions filter): only the share-partitions the group coordinator initialized
+(ShareGroupStatePartitionMetadata's InitializedTopics, `initialized_partitions`) are assigned. The
+heartbeat that finds uninitialized subscribed partitions is answered at once (without them); the group
+coordinator initializes them in the background (`kbroker.coord.share_group_initialization`); the next
+heartbeat of any member after that finds initialized partitions the target does not hand out, bumps
+the group epoch and computes a new target, which every member takes on its next heartbeat.
+
 Timers on the injected `Scheduler`: the member session (`group.share.session.timeout.ms`, renewed by
 every heartbeat); expiry fences the member (removed, a new group epoch and target assignment).
 
@@ -44,6 +52,7 @@ from kbroker.coord.share_group import (
     ShareGroup,
     ShareGroupMember,
     simple_assign,
+    simple_assign_partitions,
 )
 from kbroker.coord.share_records import ShareGroupRecordKey, group_records, replay, tombstone_order
 from kbroker.protocol.errors import ErrorCode
@@ -54,6 +63,9 @@ if TYPE_CHECKING:
 # (group id, member id) -> None: a member left or was fenced (the share-partition manager releases
 # the records it holds).
 ShareMemberListener = Callable[[str, str], None]
+# group id -> its initialized share-partitions (topic id -> partitions: ShareGroupStatePartitionMetadata's
+# InitializedTopics), or None: no gating (no share coordinator, every subscribed partition is assignable).
+InitializedPartitions = Callable[[str], "dict[uuid.UUID, set[int]] | None"]
 
 
 @dataclass(slots=True)
@@ -81,6 +93,9 @@ class ShareGroupProtocol(ModernGroupProtocol[ShareGroup, ShareGroupMember]):
         self.listener: ShareMemberListener | None = None
         # group id -> None: an empty share group was deleted (its share-partition states go too).
         self.deleted_listener: Callable[[str], None] | None = None
+        # Kafka's assignment gating: only initialized share-partitions are assigned (set by the shard's
+        # owner when a share coordinator initializes them; None: every subscribed partition).
+        self.initialized_partitions: InitializedPartitions | None = None
 
     # -- ModernGroupProtocol -------------------------------------------------------------------------
 
@@ -104,7 +119,33 @@ class ShareGroupProtocol(ModernGroupProtocol[ShareGroup, ShareGroupMember]):
 
     def assign(self, group: ShareGroup, subscriptions: dict[str, set[uuid.UUID]],
                partitions: dict[uuid.UUID, int]) -> dict[str, Assignment]:
-        return simple_assign(subscriptions, partitions)
+        """Kafka's target assignment of a share group (`withTopicAssignablePartitionsMap`): only the
+        initialized share-partitions of the subscribed topics are assignable, so no member fetches a
+        share-partition whose state the group coordinator has not initialized yet."""
+        initialized = self._initialized(group.group_id)
+        if initialized is None:
+            return simple_assign(subscriptions, partitions)
+        return simple_assign_partitions(subscriptions, {
+            tid: [p for p in sorted(initialized.get(tid, set())) if p < n] for tid, n in partitions.items()})
+
+    def _initialized(self, group_id: str) -> dict[uuid.UUID, set[int]] | None:
+        return None if self.initialized_partitions is None else self.initialized_partitions(group_id)
+
+    def initialized_assignment_pending(self, group: ShareGroup) -> bool:
+        """Kafka's `initializedAssignmentPending`: some initialized share-partitions of a subscribed
+        topic are not what the target assignment hands out (an initialization completed since the target
+        was computed), so the heartbeat bumps the group epoch and computes a new target. False for an
+        empty group, without initialized partitions or without subscriptions."""
+        initialized = self._initialized(group.group_id)
+        if not group.members or not initialized:
+            return False
+        names = group.subscribed_topic_names()
+        subscribed = {tid for name, (tid, _n) in group.subscribed_metadata.items() if name in names}
+        assigned: dict[uuid.UUID, set[int]] = {}
+        for assignment in group.target_assignment.values():
+            for tid, ps in assignment.items():
+                assigned.setdefault(tid, set()).update(ps)
+        return any(assigned.get(tid) != ps for tid, ps in initialized.items() if tid in subscribed and ps)
 
     def group_records(self, group: ShareGroup) -> dict[bytes, bytes]:
         return group_records(group)
@@ -169,6 +210,7 @@ class ShareGroupProtocol(ModernGroupProtocol[ShareGroup, ShareGroupMember]):
         before = {t: set(ps) for t, ps in member.assigned.items()}
         bump = member.update_subscribed_topic_names(req.subscribed_topic_names) or bump
         member.update_client(req.rack_id, req.client_id, req.client_host)
+        bump = self.initialized_assignment_pending(group) or bump
         self.update_group_epoch_and_target_assignment(group, bump)
         # No revocation: the member gets its target now and moves to the target assignment epoch.
         member.assigned = copy_assignment(group.target_assignment.get(member.member_id, {}))

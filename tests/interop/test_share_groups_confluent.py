@@ -24,7 +24,10 @@ pytestmark = pytest.mark.interop
 
 @pytest.fixture(scope="module")
 def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KBroker]:
-    b = KBroker(tmp_path_factory.mktemp("share-ck"), {})
+    # As in Kafka, a share-partition is assigned only once the group coordinator initialized it, at the
+    # member's next heartbeat: a 1 s interval (instead of 5 s) lets the warm-up see it assigned.
+    b = KBroker(tmp_path_factory.mktemp("share-ck"), {"group.share.min.heartbeat.interval.ms": "500",
+                                                      "group.share.heartbeat.interval.ms": "1000"})
     b.start()
     try:
         yield b
@@ -47,7 +50,8 @@ def _produce(broker: KBroker, topic: str, n: int) -> None:
 
 
 def _warm_up(consumers: list[ShareConsumer], seconds: float = 3.0) -> None:
-    """share.auto.offset.reset=latest: the share-partition starts where the log ends at the first fetch."""
+    """share.auto.offset.reset=latest: the share-partition starts where the log ends at the first fetch
+    (after the heartbeat that assigned it, about one heartbeat interval after joining)."""
     deadline = time.monotonic() + seconds
     while time.monotonic() < deadline:
         for c in consumers:

@@ -245,9 +245,13 @@ def test_share_partition_state_survives_kill_9(tmp_path: Path) -> None:
         b.start()
         with RawKafkaClient(b.bootstrap) as c:
             c.request(10, 6, FindCoordinatorRequest(key_type=0, coordinator_keys=[group]))
-            # The member is known again (epoch 1): its heartbeat is accepted.
+            # The member is known again (epoch 1): its heartbeat is accepted. Its share-partition was
+            # initialized after its first heartbeat, so this one bumps the group epoch and hands it out
+            # (Kafka's initializedAssignmentPending).
             hb = c.request(76, 1, ShareGroupHeartbeatRequest(group_id=group, member_id="m", member_epoch=1))
-            assert (hb.error_code, hb.member_epoch) == (0, 1)
+            assert (hb.error_code, hb.member_epoch) == (0, 2)
+            assert hb.assignment is not None
+            assert [(t.topic_id, t.partitions) for t in hb.assignment.topic_partitions] == [(tid, [0])]
             got: list[tuple[int, int, int]] = []
             deadline = time.monotonic() + 20
             while not got and time.monotonic() < deadline:  # (a new session each time, until loaded)
