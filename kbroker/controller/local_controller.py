@@ -32,6 +32,7 @@ from pathlib import Path
 
 from kbroker.clock import Clock, wall_clock_ms
 from kbroker.cluster.configs import ConfigHelper
+from kbroker.controller import topic_batches
 from kbroker.controller.acl_control import AclControlManager, AclCreateResult, AclDeleteResult
 from kbroker.controller.client_quota_control import (
     ClientQuotaAlteration,
@@ -39,7 +40,6 @@ from kbroker.controller.client_quota_control import (
     ClientQuotaControlManager,
 )
 from kbroker.controller.configuration_control import ConfigurationControlManager
-from kbroker.controller import topic_batches
 from kbroker.controller.controller import (
     Controller,
     CreatePartitionsTopic,

@@ -61,6 +61,7 @@ from typing import TypeVar
 
 from kbroker.clock import Clock
 from kbroker.cluster.configs import ConfigHelper
+from kbroker.controller import topic_batches
 from kbroker.controller.acl_control import AclControlManager, AclCreateResult, AclDeleteResult
 from kbroker.controller.broker_heartbeat_manager import BrokerHeartbeatReply
 from kbroker.controller.client_quota_control import (
@@ -70,7 +71,6 @@ from kbroker.controller.client_quota_control import (
 )
 from kbroker.controller.cluster_control import BrokerRegistrationReply, ClusterControlManager
 from kbroker.controller.configuration_control import ConfigurationControlManager
-from kbroker.controller import topic_batches
 from kbroker.controller.controller import (
     ConfigAlteration,
     Controller,
