@@ -21,9 +21,8 @@ from __future__ import annotations
 from typing import Any
 
 from kbroker.api._authz import check_topic, filter_authorized
-from kbroker.api._quotas import controller_mutation_quota
+from kbroker.api._quotas import controller_mutation_quota, partition_change_quota, topic_error_fields
 from kbroker.api.context import BrokerServices, RequestContext
-from kbroker.cluster.quotas import ThrottlingQuotaExceeded
 from kbroker.controller.controller import CreatePartitionsTopic
 from kbroker.protocol.errors import ErrorCode, KafkaError, error_fields
 from kbroker.protocol.headers import RequestHeader
@@ -90,17 +89,9 @@ async def handle(services: BrokerServices, ctx: RequestContext, header: RequestH
         slots.append(len(wanted))
         wanted.append(CreatePartitionsTopic(t.name, t.count, assignments))
 
-    def apply_quota(partitions: int) -> None:
-        # ControllerRequestContext.applyPartitionChangeQuota: the topic fails when the quota is spent.
-        try:
-            quota.check()
-        except ThrottlingQuotaExceeded as e:
-            raise KafkaError(str(e), error_code=ErrorCode.THROTTLING_QUOTA_EXCEEDED) from e
-        if not request.validate_only:
-            quota.record(partitions)
-
     try:
-        outcomes: list[Any] = list(await controller.create_partitions_all(wanted, request.validate_only, apply_quota)
+        outcomes: list[Any] = list(await controller.create_partitions_all(wanted, request.validate_only,
+                                   partition_change_quota(quota, request.validate_only))
                                    if wanted else [])
     except Exception as e:  # noqa: BLE001 - the whole write failed: every topic gets its error
         outcomes = [e] * len(wanted)
@@ -110,7 +101,7 @@ async def handle(services: BrokerServices, ctx: RequestContext, header: RequestH
             continue
         outcome = outcomes[slot]
         if isinstance(outcome, Exception):
-            code, message = error_fields(outcome)
+            code, message = topic_error_fields(outcome)
             results.append(Result(name=wanted[slot].name, error_code=code, error_message=message))
         else:
             results.append(Result(name=wanted[slot].name, error_code=0, error_message=None))

@@ -26,9 +26,8 @@ import uuid
 from typing import Any
 
 from kbroker.api._authz import authorize, authorize_cluster, filter_authorized
-from kbroker.api._quotas import controller_mutation_quota
+from kbroker.api._quotas import controller_mutation_quota, partition_change_quota, topic_error_fields
 from kbroker.api.context import BrokerServices, RequestContext
-from kbroker.cluster.quotas import ThrottlingQuotaExceeded
 from kbroker.controller.controller import NewTopic
 from kbroker.controller.replication_control import validate_total_number_of_partitions
 from kbroker.protocol.errors import ErrorCode, KafkaError, error_fields
@@ -121,17 +120,9 @@ async def handle(services: BrokerServices, ctx: RequestContext, header: RequestH
         slots.append(len(wanted))
         wanted.append(NewTopic(t.name, t.num_partitions, t.replication_factor, configs, assignments or None))
 
-    def apply_quota(partitions: int) -> None:
-        # ControllerRequestContext.applyPartitionChangeQuota: the topic fails when the quota is spent.
-        try:
-            quota.check()
-        except ThrottlingQuotaExceeded as e:
-            raise KafkaError(str(e), error_code=ErrorCode.THROTTLING_QUOTA_EXCEEDED) from e
-        if not request.validate_only:
-            quota.record(partitions)
-
     try:
-        outcomes: list[Any] = list(await controller.create_topics(wanted, request.validate_only, apply_quota)
+        outcomes: list[Any] = list(await controller.create_topics(wanted, request.validate_only,
+                                   partition_change_quota(quota, request.validate_only))
                                    if wanted else [])
     except Exception as e:  # noqa: BLE001 - the whole write failed: every topic gets its error
         outcomes = [e] * len(wanted)
@@ -141,7 +132,7 @@ async def handle(services: BrokerServices, ctx: RequestContext, header: RequestH
             continue
         name, outcome = wanted[slot].name, outcomes[slot]
         if isinstance(outcome, Exception):
-            code, message = error_fields(outcome)
+            code, message = topic_error_fields(outcome)
             results.append(Result(name=name, topic_id=_ZERO_UUID, error_code=code, error_message=message,
                                   num_partitions=-1, replication_factor=-1, configs=[]))
             continue
