@@ -9,8 +9,11 @@ response carries the throttle time; older versions are permissive (KIP-599).
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from kbroker.api.context import BrokerServices, RequestContext
-from kbroker.cluster.quotas import ControllerMutationQuota
+from kbroker.cluster.quotas import ControllerMutationQuota, ThrottlingQuotaExceeded
+from kbroker.protocol.errors import ErrorCode, KafkaError, error_fields
 from kbroker.protocol.headers import RequestHeader
 
 
@@ -21,3 +24,31 @@ def controller_mutation_quota(services: BrokerServices, ctx: RequestContext, hea
     if quotas is None:
         return ControllerMutationQuota(None, user, client_id, False)
     return quotas.controller_mutation.new_quota_for(user, client_id, header.api_version, strict_since_version)
+
+
+class QuotaExceededError(KafkaError):
+    """A topic refused by the controller mutation quota inside a whole-request controller write (Kafka's
+    ThrottlingQuotaExceededException, which always carries its message)."""
+
+    error_code = ErrorCode.THROTTLING_QUOTA_EXCEEDED
+
+
+def partition_change_quota(quota: ControllerMutationQuota, validate_only: bool) -> Callable[[int], None]:
+    """Kafka's `ControllerRequestContext.applyPartitionChangeQuota` over this request's quota: a topic
+    that passed its checks fails once the quota is spent; else its partitions are recorded (not for
+    validate-only)."""
+    def apply(partitions: int) -> None:
+        try:
+            quota.check()
+        except ThrottlingQuotaExceeded as e:
+            raise QuotaExceededError(str(e)) from e
+        if not validate_only:
+            quota.record(partitions)
+    return apply
+
+
+def topic_error_fields(exc: BaseException) -> tuple[int, str | None]:
+    """`error_fields`, but a quota refusal keeps its message as Kafka's does."""
+    if isinstance(exc, QuotaExceededError):
+        return int(exc.error_code), str(exc)
+    return error_fields(exc)

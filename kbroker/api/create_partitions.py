@@ -9,6 +9,11 @@ A KRaft broker (`process.roles=broker`, or the broker side of a combined node) f
 as one, as Kafka's `ForwardingManager` does (`RemoteController.forward`): the controller runs this same
 handler over all its topics, so the bound and the duplicates are counted there. With an authorizer the
 broker leaves out the topics the client may not ALTER (TOPIC_AUTHORIZATION_FAILED) before forwarding.
+
+The topics that pass go to the controller in one `create_partitions_all` call: the QuorumController
+writes them as one batch (Kafka's `ReplicationControlManager.createPartitions`,
+`ControllerResult.atomicOf`), answers after it commits, and validate-only writes nothing (Kafka's
+`withoutRecords()`); the mutation quota is applied per topic after its checks.
 """
 
 from __future__ import annotations
@@ -16,9 +21,9 @@ from __future__ import annotations
 from typing import Any
 
 from kbroker.api._authz import check_topic, filter_authorized
-from kbroker.api._quotas import controller_mutation_quota
+from kbroker.api._quotas import controller_mutation_quota, partition_change_quota, topic_error_fields
 from kbroker.api.context import BrokerServices, RequestContext
-from kbroker.cluster.quotas import ThrottlingQuotaExceeded
+from kbroker.controller.controller import CreatePartitionsTopic
 from kbroker.protocol.errors import ErrorCode, KafkaError, error_fields
 from kbroker.protocol.headers import RequestHeader
 from kbroker.protocol.messages.create_partitions import CreatePartitionsRequest, CreatePartitionsResponse
@@ -68,30 +73,38 @@ async def handle(services: BrokerServices, ctx: RequestContext, header: RequestH
         Result(name=name, error_code=int(ErrorCode.INVALID_REQUEST), error_message="Duplicate topic name.")
         for name, n in counts.items() if n > 1
     ]
-    added = 0
     quota = controller_mutation_quota(services, ctx, header, STRICT_QUOTA_SINCE_VERSION)
+    slots: list[Any] = []
+    wanted: list[CreatePartitionsTopic] = []
     for t in request.topics:
         if counts[t.name] > 1:
             continue
-        assignments = None if t.assignments is None else [list(a.broker_ids) for a in t.assignments]
-        before = services.metadata.topic(t.name)
         try:
             check_topic(services, ctx, ALTER, t.name)  # KafkaApis: ALTER on the topic
-            quota.check()
-            grown = await controller.create_partitions(t.name, t.count, validate_only=request.validate_only,
-                                                       assignments=assignments, records_in_request=added)
-        except ThrottlingQuotaExceeded as e:
-            results.append(Result(name=t.name, error_code=int(ErrorCode.THROTTLING_QUOTA_EXCEEDED),
-                                  error_message=str(e)))
         except Exception as e:  # noqa: BLE001 - every failure becomes this topic's error
             code, message = error_fields(e)
-            results.append(Result(name=t.name, error_code=code, error_message=message))
+            slots.append(Result(name=t.name, error_code=code, error_message=message))
+            continue
+        assignments = None if t.assignments is None else [list(a.broker_ids) for a in t.assignments]
+        slots.append(len(wanted))
+        wanted.append(CreatePartitionsTopic(t.name, t.count, assignments))
+
+    try:
+        outcomes: list[Any] = list(await controller.create_partitions_all(wanted, request.validate_only,
+                                   partition_change_quota(quota, request.validate_only))
+                                   if wanted else [])
+    except Exception as e:  # noqa: BLE001 - the whole write failed: every topic gets its error
+        outcomes = [e] * len(wanted)
+    for slot in slots:
+        if not isinstance(slot, int):
+            results.append(slot)
+            continue
+        outcome = outcomes[slot]
+        if isinstance(outcome, Exception):
+            code, message = topic_error_fields(outcome)
+            results.append(Result(name=wanted[slot].name, error_code=code, error_message=message))
         else:
-            new_partitions = grown.num_partitions - (before.num_partitions if before is not None else 0)
-            added += new_partitions
-            if not request.validate_only:
-                quota.record(new_partitions)
-            results.append(Result(name=t.name, error_code=0, error_message=None))
+            results.append(Result(name=wanted[slot].name, error_code=0, error_message=None))
     return CreatePartitionsResponse(throttle_time_ms=quota.throttle_time_ms, results=results)
 
 

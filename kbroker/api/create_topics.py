@@ -12,6 +12,12 @@ as one, as Kafka's `ForwardingManager` does (`RemoteController.forward`): the co
 handler, so the bound, the duplicates and the checks of each topic (a manual assignment with a
 partition count or replication factor is INVALID_REQUEST) are the controller's. With an authorizer the
 broker first leaves out the topics the client may not CREATE (TOPIC_AUTHORIZATION_FAILED).
+
+The topics that pass the API-level checks go to the controller in one `create_topics` call: the
+QuorumController writes them as one batch (Kafka's `ReplicationControlManager.createTopics` returns
+`ControllerResult.atomicOf`) and answers after it commits, validate-only writes nothing; the
+controller mutation quota (KIP-599) is applied per topic after its checks, as Kafka's
+`applyPartitionChangeQuota`.
 """
 
 from __future__ import annotations
@@ -20,9 +26,9 @@ import uuid
 from typing import Any
 
 from kbroker.api._authz import authorize, authorize_cluster, filter_authorized
-from kbroker.api._quotas import controller_mutation_quota
+from kbroker.api._quotas import controller_mutation_quota, partition_change_quota, topic_error_fields
 from kbroker.api.context import BrokerServices, RequestContext
-from kbroker.cluster.quotas import ThrottlingQuotaExceeded
+from kbroker.controller.controller import NewTopic
 from kbroker.controller.replication_control import validate_total_number_of_partitions
 from kbroker.protocol.errors import ErrorCode, KafkaError, error_fields
 from kbroker.protocol.headers import RequestHeader
@@ -94,42 +100,43 @@ async def handle(services: BrokerServices, ctx: RequestContext, header: RequestH
     # ControllerApis.createTopics: CREATE on the cluster, else CREATE on each topic.
     check_topics = services.authorizer is not None and not authorize_cluster(services, ctx, CREATE)
     quota = controller_mutation_quota(services, ctx, header, STRICT_QUOTA_SINCE_VERSION)
+    # Kafka answers the refused topics where they stand and the controller's in request order.
+    slots: list[Any] = []
+    wanted: list[NewTopic] = []
     for t in request.topics:
         if t.name in duplicates:
             continue
         if check_topics and not authorize(services, ctx, CREATE, TOPIC, t.name):
-            results.append(Result(name=t.name, topic_id=_ZERO_UUID, error_code=int(ErrorCode.TOPIC_AUTHORIZATION_FAILED),
-                                  error_message="Authorization failed.", num_partitions=-1, replication_factor=-1,
-                                  configs=[]))
+            slots.append(Result(name=t.name, topic_id=_ZERO_UUID, error_code=int(ErrorCode.TOPIC_AUTHORIZATION_FAILED),
+                                error_message="Authorization failed.", num_partitions=-1, replication_factor=-1,
+                                configs=[]))
             continue
         if refused:
-            results.append(Result(name=t.name, topic_id=_ZERO_UUID, error_code=code, error_message=message,
-                                  num_partitions=-1, replication_factor=-1, configs=[]))
+            slots.append(Result(name=t.name, topic_id=_ZERO_UUID, error_code=code, error_message=message,
+                                num_partitions=-1, replication_factor=-1, configs=[]))
             continue
         configs = {c.name: c.value for c in t.configs}
         assignments = {a.partition_index: list(a.broker_ids) for a in t.assignments}
-        try:
-            quota.check()
-        except ThrottlingQuotaExceeded as e:
-            results.append(Result(name=t.name, topic_id=_ZERO_UUID, error_code=int(ErrorCode.THROTTLING_QUOTA_EXCEEDED),
-                                  error_message=str(e), num_partitions=-1, replication_factor=-1, configs=[]))
+        slots.append(len(wanted))
+        wanted.append(NewTopic(t.name, t.num_partitions, t.replication_factor, configs, assignments or None))
+
+    try:
+        outcomes: list[Any] = list(await controller.create_topics(wanted, request.validate_only,
+                                   partition_change_quota(quota, request.validate_only))
+                                   if wanted else [])
+    except Exception as e:  # noqa: BLE001 - the whole write failed: every topic gets its error
+        outcomes = [e] * len(wanted)
+    for slot in slots:
+        if not isinstance(slot, int):
+            results.append(slot)
             continue
-        try:
-            info = await controller.create_topic(
-                t.name,
-                num_partitions=t.num_partitions,
-                replication_factor=t.replication_factor,
-                configs=configs,
-                validate_only=request.validate_only,
-                assignments=assignments or None,
-            )
-        except Exception as e:  # noqa: BLE001 - every failure becomes this topic's error
-            code, message = error_fields(e)
-            results.append(Result(name=t.name, topic_id=_ZERO_UUID, error_code=code, error_message=message,
+        name, outcome = wanted[slot].name, outcomes[slot]
+        if isinstance(outcome, Exception):
+            code, message = topic_error_fields(outcome)
+            results.append(Result(name=name, topic_id=_ZERO_UUID, error_code=code, error_message=message,
                                   num_partitions=-1, replication_factor=-1, configs=[]))
             continue
-        if not request.validate_only:
-            quota.record(info.num_partitions)
+        info = outcome
         # KIP-525: Kafka describes the new topic's configs from its overrides and the broker's
         # synonyms, sorted by name, sensitive values hidden.
         entries = [
@@ -137,7 +144,7 @@ async def handle(services: BrokerServices, ctx: RequestContext, header: RequestH
                          is_sensitive=e.sensitive)
             for e in services.configs.describe_configs_for_overrides(info.configs, for_creation=True)
         ]
-        results.append(Result(name=t.name, topic_id=info.topic_id, error_code=0, error_message=None,
+        results.append(Result(name=name, topic_id=info.topic_id, error_code=0, error_message=None,
                               topic_config_error_code=0, num_partitions=info.num_partitions,
                               replication_factor=info.replication_factor, configs=entries))
     for name in duplicates:

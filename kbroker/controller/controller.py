@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import uuid
 from abc import ABC, abstractmethod
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from kbroker.controller.acl_control import AclCreateResult, AclDeleteResult
@@ -86,6 +86,21 @@ class NewTopic:
     replication_factor: int = -1
     configs: Mapping[str, str | None] | None = None
     assignments: Mapping[int, Sequence[int]] | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class CreatePartitionsTopic:
+    """One topic of a CreatePartitions request (Kafka's `CreatePartitionsTopic`): grow `name` to
+    `count` partitions, optionally with the new partitions' replicas."""
+
+    name: str
+    count: int
+    assignments: Sequence[Sequence[int]] | None = None
+
+
+# Kafka's `ControllerRequestContext.applyPartitionChangeQuota`: called with the partitions a topic
+# adds once the topic passed its checks; raising a KafkaError (THROTTLING_QUOTA_EXCEEDED) fails it.
+PartitionChangeQuota = Callable[[int], None]
 
 
 @dataclass(frozen=True, slots=True)
@@ -155,6 +170,36 @@ class Controller(ABC):
                 outcomes.append(e)
             else:
                 outcomes.append(None)
+        return outcomes
+
+    async def create_topics(self, topics: Sequence[NewTopic], validate_only: bool = False,
+                            quota: PartitionChangeQuota | None = None) -> list[TopicInfo | KafkaError]:
+        """CreateTopics of these topics (distinct names): per topic its description or its error.
+
+        Default (a controller that forwards, like RemoteController): one `create_new_topic` after the
+        other, `quota` left to the controller forwarded to. The LocalController and QuorumController
+        write the request as one batch (`topic_batches.create_topics`), applying `quota`."""
+        outcomes: list[TopicInfo | KafkaError] = []
+        for t in topics:
+            try:
+                outcomes.append(await self.create_new_topic(t, validate_only))
+            except KafkaError as e:
+                outcomes.append(e)
+        return outcomes
+
+    async def create_partitions_all(self, topics: Sequence[CreatePartitionsTopic], validate_only: bool = False,
+                                    quota: PartitionChangeQuota | None = None) -> list[TopicInfo | KafkaError]:
+        """CreatePartitions of these topics (distinct names): per topic its grown description or its
+        error; the partitions the request adds count together towards MAX_RECORDS_PER_USER_OP.
+
+        Default (a forwarding controller): one `create_partitions` after the other, `quota` left to the
+        controller forwarded to; the LocalController and QuorumController write one batch."""
+        outcomes: list[TopicInfo | KafkaError] = []
+        for t in topics:
+            try:
+                outcomes.append(await self.create_partitions(t.name, t.count, validate_only, t.assignments))
+            except KafkaError as e:
+                outcomes.append(e)
         return outcomes
 
     async def create_topic(

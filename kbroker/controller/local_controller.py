@@ -32,6 +32,7 @@ from pathlib import Path
 
 from kbroker.clock import Clock, wall_clock_ms
 from kbroker.cluster.configs import ConfigHelper
+from kbroker.controller import topic_batches
 from kbroker.controller.acl_control import AclControlManager, AclCreateResult, AclDeleteResult
 from kbroker.controller.client_quota_control import (
     ClientQuotaAlteration,
@@ -39,7 +40,13 @@ from kbroker.controller.client_quota_control import (
     ClientQuotaControlManager,
 )
 from kbroker.controller.configuration_control import ConfigurationControlManager
-from kbroker.controller.controller import Controller, NewTopic, ProducerIdsBlock
+from kbroker.controller.controller import (
+    Controller,
+    CreatePartitionsTopic,
+    NewTopic,
+    PartitionChangeQuota,
+    ProducerIdsBlock,
+)
 from kbroker.controller.delegation_token_control import DelegationTokenConfig, DelegationTokenControlManager
 from kbroker.controller.feature_control import FeatureControlManager
 from kbroker.controller.legacy_migration import read_legacy_records, retire
@@ -53,6 +60,7 @@ from kbroker.metadata.image import MetadataImage
 from kbroker.metadata.loader import MetadataLoader
 from kbroker.metadata.snapshot_generator import SnapshotGenerator
 from kbroker.metadata.views import MetadataView, TopicInfo
+from kbroker.protocol.errors import KafkaError
 from kbroker.protocol.messages.alter_user_scram_credentials import (
     AlterUserScramCredentialsRequest,
     AlterUserScramCredentialsResponse,
@@ -281,6 +289,20 @@ class LocalController(Controller):
         result = self.replication.create_topic(topic.name, topic.num_partitions, topic.replication_factor,
                                                topic.configs, topic.assignments)
         return self._apply(result, validate_only)
+
+    async def create_topics(self, topics: Sequence[NewTopic], validate_only: bool = False,
+                            quota: PartitionChangeQuota | None = None) -> list[TopicInfo | KafkaError]:
+        result = topic_batches.create_topics(self.replication, topics, quota)
+        if not validate_only:
+            self._commit(result.records)
+        return result.response
+
+    async def create_partitions_all(self, topics: Sequence[CreatePartitionsTopic], validate_only: bool = False,
+                                    quota: PartitionChangeQuota | None = None) -> list[TopicInfo | KafkaError]:
+        result = topic_batches.create_partitions(self.replication, topics, quota)
+        if not validate_only:
+            self._commit(result.records)
+        return result.response
 
     async def delete_topic(self, name: str) -> TopicInfo:
         return self._apply(self.replication.delete_topic(name), False)

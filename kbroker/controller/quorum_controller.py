@@ -61,6 +61,7 @@ from typing import TypeVar
 
 from kbroker.clock import Clock
 from kbroker.cluster.configs import ConfigHelper
+from kbroker.controller import topic_batches
 from kbroker.controller.acl_control import AclControlManager, AclCreateResult, AclDeleteResult
 from kbroker.controller.broker_heartbeat_manager import BrokerHeartbeatReply
 from kbroker.controller.client_quota_control import (
@@ -73,8 +74,10 @@ from kbroker.controller.configuration_control import ConfigurationControlManager
 from kbroker.controller.controller import (
     ConfigAlteration,
     Controller,
+    CreatePartitionsTopic,
     GroupConfigsAlteration,
     NewTopic,
+    PartitionChangeQuota,
     ProducerIdsBlock,
     TopicConfigsAlteration,
 )
@@ -702,6 +705,33 @@ class QuorumController(Controller):
         legacy = any(isinstance(a, TopicConfigsAlteration) and a.replace is not None for a in alterations)
         return await self._write_each("legacyAlterConfigs" if legacy else "incrementalAlterConfigs",
                                       [alteration(a) for a in alterations], validate_only)
+
+    async def create_topics(self, topics: Sequence[NewTopic], validate_only: bool = False,
+                            quota: PartitionChangeQuota | None = None) -> list[TopicInfo | KafkaError]:
+        """Kafka's `QuorumController.createTopics`: one write event, one atomic batch, per-topic errors,
+        answered on commit; validate-only appends nothing."""
+        if not topics:
+            return []
+        replication = self.replication
+
+        def generate() -> ControllerResult[list[TopicInfo | KafkaError]]:
+            result = topic_batches.create_topics(replication, topics, quota)
+            return ControllerResult(result.response) if validate_only else result
+
+        return await self._write("createTopics", generate)
+
+    async def create_partitions_all(self, topics: Sequence[CreatePartitionsTopic], validate_only: bool = False,
+                                    quota: PartitionChangeQuota | None = None) -> list[TopicInfo | KafkaError]:
+        """Kafka's `QuorumController.createPartitions`: as `create_topics`, one batch per request."""
+        if not topics:
+            return []
+        replication = self.replication
+
+        def generate() -> ControllerResult[list[TopicInfo | KafkaError]]:
+            result = topic_batches.create_partitions(replication, topics, quota)
+            return ControllerResult(result.response) if validate_only else result
+
+        return await self._write("createPartitions", generate)
 
     def _topic_write(self, name: str, generate: Callable[[], ControllerResult[TopicInfo]],
                      validate_only: bool) -> PendingOperation[TopicInfo]:

@@ -256,11 +256,11 @@ class GroupMigration:
         member.client_id, member.client_host = client_id, client_host
         member.awaiting_rejoin = False
         self.gm.scheduler.cancel(join_timeout_key(gid, member.member_id))
-        if self.gm.consumer.refresh_subscribed_metadata(group) or bump:
-            group.group_epoch += 1
-            group.state_timestamp_ms = self.gm.time_ms()
-        if group.target_assignment_epoch < group.group_epoch:
-            self.gm.consumer.compute_target_assignment(group)
+        # Kafka's classicGroupJoinToConsumerGroup runs the consumer heartbeat's step: a new group epoch
+        # (counted in consumer-group-rebalance-count, group-rebalance-count{protocol=consumer}) when the
+        # member is new or changed its subscription or the subscribed topics changed, then a new
+        # target assignment when the group epoch is ahead of it.
+        self.gm.consumer.update_group_epoch_and_target_assignment(group, bump)
         was_unrevoked = member.state == MemberState.UNREVOKED_PARTITIONS
         # The rejoin is the classic member's acknowledgement: it owns what its subscription says.
         reconcile(group, member, self._by_id(owned_names))
