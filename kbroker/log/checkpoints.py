@@ -21,7 +21,7 @@ from kbroker.log.errors import KafkaStorageError
 __all__ = [
     "CheckpointError", "read_offset_checkpoint", "write_offset_checkpoint", "read_leader_epoch_checkpoint",
     "write_leader_epoch_checkpoint", "read_properties", "write_properties", "read_partition_metadata",
-    "write_partition_metadata", "uuid_to_base64", "uuid_from_base64", "random_kafka_uuid", "atomic_write",
+    "write_partition_metadata", "uuid_to_base64", "uuid_from_base64", "random_kafka_uuid", "atomic_write", "fsync_dir",
 ]
 
 CHECKPOINT_VERSION = 0
@@ -210,5 +210,7 @@ def read_partition_metadata(path: Path) -> uuid.UUID | None:
         raise CheckpointError(f"{path}: malformed partition.metadata: {e}") from e
 
 
-def write_partition_metadata(path: Path, topic_id: uuid.UUID) -> None:
-    atomic_write(path, f"version: 0\ntopic_id: {uuid_to_base64(topic_id)}")
+def write_partition_metadata(path: Path, topic_id: uuid.UUID, *, sync: bool = True) -> None:
+    """Without ``sync`` the file is renamed into place unsynced; the caller fsyncs it (and its
+    directory) later, batched (`LogManager.flush_partition_metadata`, Kafka's ``maybeFlush``)."""
+    atomic_write(path, f"version: 0\ntopic_id: {uuid_to_base64(topic_id)}", sync=sync)

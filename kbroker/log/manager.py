@@ -48,6 +48,7 @@ from kbroker.clock import wall_clock_ms
 from kbroker.log.checkpoints import (
     CheckpointError,
     atomic_write,
+    fsync_dir,
     random_kafka_uuid,
     read_offset_checkpoint,
     read_partition_metadata,
@@ -126,6 +127,10 @@ class LogManager:
         # num.recovery.threads.per.data.dir: the threads per directory that close the logs at shutdown.
         self.recovery_threads_per_data_dir = max(1, recovery_threads_per_data_dir)
         self._logs: dict[tuple[str, int], UnifiedLog] = {}
+        # partition.metadata files renamed into place and not fsynced yet (_record_partition_metadata).
+        self._metadata_flush_lock = threading.Lock()
+        self._unflushed_metadata: list[Path] = []
+        self._metadata_flush_scheduled = False
         # Checkpoint writes may run on the background executor: a lock serialises them, and the
         # sequence numbers keep an older snapshot from overwriting a newer one written meanwhile.
         self._checkpoint_lock = threading.Lock()
@@ -419,7 +424,7 @@ class LogManager:
             if config is not None and config != log.config:
                 log.update_config(config)
             if topic_id is not None and not (log.dir / PARTITION_METADATA).exists():
-                write_partition_metadata(log.dir / PARTITION_METADATA, topic_id)
+                self._record_partition_metadata(log.dir, topic_id)
             return log
         if self._log_dir_of.get(tp) in self._offline_dirs:
             # Kafka refuses to create a log while a directory that may hold it is offline: a second
@@ -434,11 +439,60 @@ class LogManager:
         except OSError as e:
             raise KafkaStorageError(f"cannot create log {topic}-{partition} in {d}: {e}") from e
         if topic_id is not None:
-            write_partition_metadata(log.dir / PARTITION_METADATA, topic_id)
+            self._record_partition_metadata(log.dir, topic_id)
         self._adopt(log)
         self._logs[tp] = log
         self._log_dir_of[tp] = d
         return log
+
+    def _record_partition_metadata(self, log_dir: Path, topic_id: uuid.UUID) -> None:
+        """Write ``partition.metadata`` now, fsync it later in a batch (Kafka's
+        ``PartitionMetadataFile.record`` then ``maybeFlush``).
+
+        Hosting a new partition used to pay two fsyncs (the file and its directory) on the event
+        loop, 10-20 ms each: a thousand new partitions took seconds and starved the broker's
+        heartbeats (issue 12). With a ``background_executor`` the file is renamed into place
+        unsynced and one background job fsyncs every file recorded since the last job; the page
+        cache already serves it to `topic_id_of`. Without an executor (tools, tests) it is
+        written and fsynced at once, as before. `shutdown` flushes what is left."""
+        path = log_dir / PARTITION_METADATA
+        if self.background_executor is None:
+            write_partition_metadata(path, topic_id)
+            return
+        write_partition_metadata(path, topic_id, sync=False)
+        with self._metadata_flush_lock:
+            self._unflushed_metadata.append(path)
+            schedule = not self._metadata_flush_scheduled
+            self._metadata_flush_scheduled = True
+        if schedule:
+            self.background_executor(self.flush_partition_metadata)
+
+    def flush_partition_metadata(self) -> None:
+        """fsync every ``partition.metadata`` written unsynced since the last call, then each of
+        their directories and the log dirs holding those (new partition directories), once each.
+        Runs on a worker thread (os.fsync releases the GIL); a log deleted meanwhile is skipped."""
+        with self._metadata_flush_lock:
+            paths, self._unflushed_metadata = self._unflushed_metadata, []
+            self._metadata_flush_scheduled = False
+        if not paths:
+            return
+        dirs: dict[Path, None] = {}
+        for path in paths:
+            try:
+                fd = os.open(path, os.O_RDONLY)
+            except OSError:
+                continue  # deleted meanwhile (a topic deleted right after its creation)
+            try:
+                os.fsync(fd)
+            except OSError as e:
+                logger.error("Cannot fsync %s: %s", path, e)
+            finally:
+                os.close(fd)
+            dirs[path.parent] = None
+        for d in list(dirs):
+            dirs[d.parent] = None
+        for d in dirs:
+            fsync_dir(d)
 
     def next_log_dir(self) -> Path:
         """Where a new log goes: the live directory with the fewest logs, future logs counted
@@ -670,6 +724,7 @@ class LogManager:
         partitions close in a fraction of the time one thread takes (issue 13). The checkpoints and the
         marker are written once per directory after every log of it closed."""
         failed_dirs: set[Path] = set(self.offline_dirs)
+        self.flush_partition_metadata()
         for tp in list(self._future_logs):
             self.abort_future_log(*tp)
         lock = threading.Lock()
