@@ -91,3 +91,39 @@ def test_create_topics_through_a_non_controller_survives_a_controller_change(
     assert set(results.values()) <= {0, TOPIC_ALREADY_EXISTS}, results
     names = asyncio.run(_topics(via.broker.port))
     assert {f"t{i}" for i in range(24)} <= names
+
+
+async def _send_through_a_deposed_controller(old: CombinedNode, nodes: dict[int, CombinedNode]) -> dict[str, int]:
+    """Freeze the active controller until another voter wins an election, queue CreateTopics on the frozen
+    node, thaw it: it writes them as the leader of a stale epoch, then learns of the new leader, and
+    its controller fails the pending writes with NOT_CONTROLLER naming the new one."""
+    import signal
+    import time
+
+    assert old.broker.proc is not None
+    before = len(LEADER_LINE.findall("".join(n.broker.log_text() for n in nodes.values())))
+    old.broker.proc.send_signal(signal.SIGSTOP)
+    try:
+        deadline = time.monotonic() + 30
+        while len(LEADER_LINE.findall("".join(n.broker.log_text() for n in nodes.values()))) <= before:
+            assert time.monotonic() < deadline, "no new quorum leader"
+            await asyncio.sleep(0.1)
+        tasks = [asyncio.create_task(_create(old.broker.port, [f"s{i}"])) for i in range(8)]
+        await asyncio.sleep(0.3)
+    finally:
+        old.broker.proc.send_signal(signal.SIGCONT)
+    out: dict[str, int] = {}
+    for r in await asyncio.gather(*tasks):
+        out.update(r)
+    return out
+
+
+def test_create_topics_through_a_deposed_controller_are_forwarded_to_the_new_one(
+        trio: dict[int, CombinedNode]) -> None:
+    controller = _active_controller(trio)
+    results = asyncio.run(_send_through_a_deposed_controller(trio[controller], trio))
+    assert len(results) == 8
+    assert NOT_CONTROLLER not in results.values(), results
+    assert set(results.values()) <= {0, TOPIC_ALREADY_EXISTS}, results
+    via = next(n for i, n in trio.items() if i != controller)
+    assert {f"s{i}" for i in range(8)} <= asyncio.run(_topics(via.broker.port))
