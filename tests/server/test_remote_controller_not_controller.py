@@ -71,3 +71,17 @@ def test_no_active_controller_until_the_deadline_is_request_timed_out() -> None:
                                                       version=7, validate_only=False))
     assert err.value.error_code == ErrorCode.REQUEST_TIMED_OUT
     assert channel.sent > 1
+
+
+def test_the_controller_lifts_an_inner_not_controller_to_the_envelope() -> None:
+    """Kafka's RequestChannel.buildResponseSend: a NOT_CONTROLLER anywhere in the inner response makes the
+    Envelope's error NOT_CONTROLLER (the forwarding broker then sends again to the active controller)."""
+    from kbroker.server.controller_apis import carries_error
+
+    def resp(*codes: int) -> CreateTopicsResponse:
+        return CreateTopicsResponse(topics=[CreateTopicsResponse.CreatableTopicResult(
+            name=f"t{i}", error_code=c, configs=[]) for i, c in enumerate(codes)])
+
+    assert carries_error(resp(0, int(ErrorCode.NOT_CONTROLLER)), ErrorCode.NOT_CONTROLLER)
+    assert not carries_error(resp(0, int(ErrorCode.TOPIC_ALREADY_EXISTS)), ErrorCode.NOT_CONTROLLER)
+    assert not carries_error(resp(), ErrorCode.NOT_CONTROLLER)
