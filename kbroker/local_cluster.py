@@ -40,7 +40,9 @@ start within `--start-timeout`. A node is started when it says so over systemd's
 (`NOTIFY_SOCKET`, a unix datagram socket of the supervisor's: "READY=1", `kbroker.broker.notify_ready`),
 whatever its log level; the supervisor tells its own `NOTIFY_SOCKET`, if any, once every node has. SIGTERM/SIGINT: the `process.roles=broker` nodes stop first (a
 controlled shutdown needs the active controller), then the voters together (stopping them one at a
-time would leave the last without a quorum to complete its controlled shutdown); a second signal is
+time would leave the last without a quorum to complete its controlled shutdown; stopped together, the
+last voters still lose theirs, and each gives its controlled shutdown up once it has been out of touch
+with a quorum for `controller.quorum.fetch.timeout.ms`: `KRaftBroker.controlled_shutdown`); a second signal is
 forwarded too (a node exits at once on it). Nodes run in their own process group (a terminal's Ctrl-C
 reaches only the parent) with PR_SET_PDEATHSIG, so a parent killed with SIGKILL leaves no node behind.
 """

@@ -44,6 +44,20 @@ DESCRIBE_QUORUM = 55
 CONTROLLER_ENDPOINT = 2
 
 
+def carries_error(response: object, code: int, depth: int = 4) -> bool:
+    """Whether a generated response carries error `code` in any `error_code` field, at the top or in
+    its nested results (Kafka's `AbstractResponse.errorCounts`)."""
+    names = getattr(type(response), "__slots__", ())
+    for name in names:
+        value = getattr(response, name, None)
+        if name == "error_code" and value == code:
+            return True
+        if depth > 0 and isinstance(value, list):
+            if any(carries_error(v, code, depth - 1) for v in value if hasattr(type(v), "__slots__")):
+                return True
+    return False
+
+
 class ControllerApis(ApiDispatcher):
     def __init__(self, services: BrokerServices, manager: KafkaRaftManager) -> None:
         super().__init__(services, listener="controller")
@@ -145,6 +159,11 @@ class ControllerApis(ApiDispatcher):
             return EnvelopeResponse(response_data=None, error_code=int(ErrorCode.UNSUPPORTED_VERSION))
         if result is NO_RESPONSE:
             return EnvelopeResponse(response_data=None, error_code=int(ErrorCode.INVALID_REQUEST))
+        if carries_error(result, ErrorCode.NOT_CONTROLLER):
+            # Kafka's RequestChannel.buildResponseSend: an inner NOT_CONTROLLER (this controller lost the
+            # leadership, or has not claimed it yet) is the Envelope's, so the forwarding broker's
+            # NodeToControllerRequestThread finds the active controller and sends the request again.
+            return EnvelopeResponse(response_data=None, error_code=int(ErrorCode.NOT_CONTROLLER))
         parts = encode_response_frame(inner_header.api_key, inner_header.api_version, inner_header.correlation_id,
                                       result)
         data = b"".join(bytes(p) for p in parts if isinstance(p, bytes | bytearray | memoryview))

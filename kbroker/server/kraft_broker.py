@@ -38,7 +38,7 @@ from kbroker.server.broker_lifecycle import (
 )
 from kbroker.server.controller_channel import ControllerChannel
 from kbroker.server.metadata_fetcher import MetadataFetcher
-from kbroker.server.metadata_follower import MetadataFollower
+from kbroker.server.metadata_follower import MetadataFollower, RaftMetadataFollower
 from kbroker.server.remote_controller import RemoteController
 from kbroker.server.settings import KRaftBrokerSettings
 from kbroker.snapshot import OffsetAndEpoch as SnapshotId
@@ -80,6 +80,7 @@ class KRaftBrokerLinks:
                     fault_handler=lambda msg, e: log.error("%s: %s", msg, e, exc_info=e))])
         else:
             self.fetcher = follower
+        self._combined = follower if isinstance(follower, RaftMetadataFollower) else None
         self.channel = ControllerChannel(self.fetcher, node_id=settings.node_id,
                                          request_timeout_ms=settings.controller_socket_timeout_ms,
                                          security=settings.controller_security)
@@ -192,7 +193,42 @@ class KRaftBrokerLinks:
         if lc.state in (BrokerState.RUNNING, BrokerState.RECOVERY):
             log.info("Controlled shutdown: asking the controller to move leadership away from broker %d",
                      self.settings.node_id)
-            await lc.controlled_shutdown(timeout_s)
+            if self._combined is None:
+                await lc.controlled_shutdown(timeout_s)
+                return
+            # A combined node: the controlled shutdown is best effort (Kafka's BrokerServer gives it up at
+            # its deadline). When every voter of `serve --nodes N` stops, the last ones lose their quorum
+            # and no controller can ever commit their shutdown: give up once this node's Raft client
+            # has been out of touch with a quorum for `controller.quorum.fetch.timeout.ms` (no Fetch
+            # answered by a leader; a leader without a majority resigns at check-quorum), not
+            # after the whole `kbroker.shutdown.timeout.ms`. A normal election is done well within it.
+            waiting = asyncio.ensure_future(lc.controlled_shutdown(timeout_s))
+            lost = asyncio.ensure_future(self._quorum_lost(self._combined, self.settings.quorum_fetch_timeout_ms / 1000))
+            try:
+                await asyncio.wait({waiting, lost}, return_when=asyncio.FIRST_COMPLETED)
+            finally:
+                for t in (waiting, lost):
+                    t.cancel()
+            if lost.done() and not lost.cancelled() and not waiting.done():
+                log.warning("Controlled shutdown of broker %d given up: out of touch with a quorum for %d ms "
+                            "(the other voters are gone)", self.settings.node_id,
+                            self.settings.quorum_fetch_timeout_ms)
+
+    @staticmethod
+    async def _quorum_lost(follower: RaftMetadataFollower, for_s: float) -> None:
+        """Returns once this node has been out of touch with a quorum for `for_s` seconds in a row
+        (`RaftMetadataFollower.quorum_reachable`; a lone voter may see its old leader again between
+        failed elections, so "no leader known" alone is not the test)."""
+        loop = asyncio.get_running_loop()
+        since: float | None = None
+        while True:
+            if not follower.quorum_reachable():
+                since = loop.time() if since is None else since
+                if loop.time() - since >= for_s:
+                    return
+            else:
+                since = None
+            await asyncio.sleep(0.1)
 
     async def close(self) -> None:
         if self.lifecycle is not None:

@@ -36,6 +36,7 @@ from typing import Protocol
 from kbroker.controller.raft_client import LeaderAndEpoch as ControllerLeaderAndEpoch
 from kbroker.metadata.loader import MetadataBatch
 from kbroker.raft.config import Endpoint as VoterEndpoint
+from kbroker.raft.quorum_state import FollowerState, LeaderState
 from kbroker.server.metadata_fetcher import LeaderAndEpoch
 from kbroker.server.raft_manager import KafkaRaftManager
 from kbroker.server.settings import QuorumNode
@@ -122,6 +123,20 @@ class RaftMetadataFollower:
             return self.leader
 
         return await asyncio.wait_for(wait(), timeout_s)
+
+    def quorum_reachable(self) -> bool:
+        """Whether this node is in touch with a quorum now: it leads (a leader without a majority resigns
+        at check-quorum), or it follows a leader that answered a Fetch within
+        `controller.quorum.fetch.timeout.ms` (KIP-996's test for keeping a leader). An unattached,
+        prospective or candidate node, or a follower of a leader it cannot reach, is not."""
+        client = self.manager.client
+        s = client.quorum.state
+        if isinstance(s, LeaderState):
+            return True
+        if isinstance(s, FollowerState):
+            return s.last_fetch_success_ms >= 0 and (
+                self.manager.time_ms() - s.last_fetch_success_ms < client.config.fetch_timeout_ms)
+        return False
 
     def forget_leader(self, leader_id: int) -> None:
         """A request to `leader_id` said NOT_CONTROLLER. The Raft client learns the new leader itself; until

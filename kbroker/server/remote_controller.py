@@ -36,8 +36,10 @@ the client's connection is closed, so it refreshes its ApiVersions), no answer R
 
 from __future__ import annotations
 
+import asyncio
 import ipaddress
 import logging
+import time
 import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TypeVar
@@ -90,7 +92,6 @@ ZERO_UUID = uuid.UUID(int=0)
 ENVELOPED_APIS = frozenset({CREATE_TOPICS, DELETE_TOPICS, ALTER_CONFIGS, CREATE_PARTITIONS, INCREMENTAL_ALTER_CONFIGS,
                             ALTER_CLIENT_QUOTAS, UPDATE_FEATURES})
 INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state", "__share_group_state"})
-_NOT_CONTROLLER_RETRIES = 5
 T = TypeVar("T")
 
 
@@ -169,9 +170,15 @@ class RemoteController(Controller):
     async def _send(self, api_key: int, body: object, response_type: type[T], version: int | None = None,
                     as_broker: bool = False) -> T:
         """Send to the active controller. Kafka's controller answers NOT_CONTROLLER per resource (not at
-        the top level) when it lost the leadership meanwhile: then the request goes to the new leader,
-        as the channel does for a top-level NOT_CONTROLLER."""
-        for _ in range(_NOT_CONTROLLER_RETRIES):
+        the top level) when it lost the leadership meanwhile, or has won the Raft election but not yet
+        claimed the controller's leadership (it names itself): then the request goes to the active
+        controller again, with backoff, until `controller.socket.timeout.ms` runs out -- as Kafka's
+        `NodeToControllerRequestThread` requeues a NOT_CONTROLLER answer, so a client never sees
+        NOT_CONTROLLER for a forwarded request (a request still unanswered at the deadline is
+        REQUEST_TIMED_OUT, Kafka's `ForwardingManager` timeout)."""
+        deadline = time.monotonic() + self.request_timeout_ms / 1000
+        attempt = 0
+        while True:
             try:
                 resp = await self._forward(api_key, body, response_type, version, as_broker)
             except (RequestTimeoutError, TimeoutError) as exc:
@@ -180,9 +187,14 @@ class RemoteController(Controller):
             if ErrorCode.NOT_CONTROLLER not in _resource_errors(resp):
                 return resp
             leader = self.fetcher.leader.leader_id
-            log.info("Controller %d is no longer active; sending api %d to the next one", leader, api_key)
+            log.info("Controller %d is not the active controller; sending api %d again", leader, api_key)
             self.fetcher.forget_leader(leader)
-        return resp
+            backoff = min(1.0, self.channel.retry_backoff_ms / 1000 * (2 ** min(attempt, 10)))
+            attempt += 1
+            if time.monotonic() + backoff >= deadline:
+                raise KafkaError(f"No active controller answered api {api_key} within "
+                                 f"{self.request_timeout_ms} ms", error_code=ErrorCode.REQUEST_TIMED_OUT)
+            await asyncio.sleep(backoff)
 
     async def _caught_up(self, done: Callable[[], bool] | None = None) -> None:
         """Wait until this broker's image holds what the controller just committed."""
