@@ -745,7 +745,7 @@ class KafkaRaftClient:
         # One fetch at a time: a Fetch or, while a snapshot comes in, a FetchSnapshot (the same key
         # `_wanted_sends` reports, so `next_deadline_ms` and this agree on the backoff that applies).
         if self.quorum.is_voter and (now_ms >= s.update_voter_deadline_ms or (
-                self.config.kraft_version == 0 and not s.has_updated_leader)):
+                self.config.kraft_version == 0 and not s.has_updated_leader and not s.update_voter_sent)):
             self._maybe_send_update_voter(s, now_ms)
         if (s.leader_id, ApiKey.FETCH) in self._inflight_by_dest or (
                 s.leader_id, ApiKey.FETCH_SNAPSHOT) in self._inflight_by_dest:
@@ -948,8 +948,13 @@ class KafkaRaftClient:
             return
         assert self.local_listeners is not None
         lo, hi = self.local_kraft_versions
-        log.info("node %d: its voter entry differs from its listeners %s: sending UpdateRaftVoter to leader %d",
-                 self.node_id, self.local_listeners, s.leader_id)
+        if self.config.kraft_version < 1:
+            log.info("node %d: sending UpdateRaftVoter (listeners %s, kraft.version %d-%d) to leader %d in epoch %d",
+                     self.node_id, self.local_listeners, lo, hi, s.leader_id, s.epoch)
+        else:
+            log.info("node %d: its voter entry differs from its listeners %s: sending UpdateRaftVoter to leader %d",
+                     self.node_id, self.local_listeners, s.leader_id)
+        s.update_voter_sent = True
         self._send(s.leader_id, ApiKey.UPDATE_RAFT_VOTER, UpdateRaftVoterRequest(
             cluster_id=self.cluster_id, current_leader_epoch=s.epoch, voter_id=self.node_id,
             voter_directory_id=self.directory_id,
@@ -966,6 +971,9 @@ class KafkaRaftClient:
             log.info("node %d: UpdateRaftVoter answered %s by %d", self.node_id, ErrorCode(body.error_code).name,
                      source)
             self._backoff_until[(source, ApiKey.UPDATE_RAFT_VOTER)] = now_ms + self.config.retry_backoff_ms
+            s = self.quorum.state
+            if isinstance(s, FollowerState) and s.leader_id == source:
+                s.update_voter_sent = False  # the leader is there (e.g. not committed in its epoch yet): retry soon
             return
         s = self.quorum.state
         if isinstance(s, FollowerState) and s.leader_id == source:

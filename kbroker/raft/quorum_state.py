@@ -101,6 +101,11 @@ class FollowerState:
     # voter's UpdateRaftVoter (its directory id, listeners and kraft.version range), which it keeps in
     # memory for a later `kafka-features upgrade --feature kraft.version=1`.
     has_updated_leader: bool = False
+    # Whether this follower state has sent its kraft.version 0 UpdateRaftVoter yet: the first goes at once;
+    # after an error answer it goes again after the retry backoff, but after a send that failed (the
+    # leader unreachable) only when `update_voter_deadline_ms` passes (Kafka's updateVoterPeriodTimer) --
+    # not every `controller.quorum.retry.backoff.ms`.
+    update_voter_sent: bool = False
     name: str = "Follower"
 
 

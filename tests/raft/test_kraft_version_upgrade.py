@@ -132,3 +132,32 @@ def test_add_voter_reads_the_new_voters_kraft_version_range_from_its_api_version
     entry = c.clients[1].partition_state.last_voter_set().voters[3]
     assert (entry.min_kraft_version, entry.max_kraft_version) == (1, 1)
     assert entry.key.directory_id == dir_id(3)
+
+
+def test_an_unanswered_kraft_version_0_update_raft_voter_is_retried_per_period_not_per_backoff() -> None:
+    """A voter whose leader is gone (its connections refused: `handle_failure` at once) used to resend
+    UpdateRaftVoter every `controller.quorum.retry.backoff.ms` (hundreds of sends and log lines a minute,
+    seen on `kbroker serve --nodes 3` stopping). Kafka gates it by the update-voter period (three fetch
+    timeouts): the first goes at once, a retry only when that period ends."""
+    c = _static_cluster()
+    leader = _leader(c)
+    follower = next(cl for cl in c.clients.values() if cl is not leader)
+    s = follower.quorum.state
+    assert isinstance(s, FollowerState)
+    # A fresh leader relationship in which nothing has been sent yet, and a leader that refuses every connection.
+    s.has_updated_leader = False
+    s.update_voter_sent = False
+    s.fetch_deadline_ms = c.now + 60_000  # keep it a follower for the whole check
+    sent = 0
+    now = c.now
+    period = 3 * follower.config.fetch_timeout_ms
+    for _ in range(2 * period // 10):
+        now += 10
+        for item in follower.poll(now):
+            if getattr(item, "api_key", None) == ApiKey.UPDATE_RAFT_VOTER:
+                sent += 1
+                follower.handle_failure(item.destination, item.correlation_id, now)  # connection refused
+            elif getattr(item, "api_key", None) is not None and hasattr(item, "correlation_id"):
+                follower.handle_failure(item.destination, item.correlation_id, now)
+    # Two periods of 10 ms polls: the first send plus at most two retries (one per period), not ~600.
+    assert 1 <= sent <= 3, sent
