@@ -9,6 +9,9 @@ PIP := $(VENV)/bin/pip
 STAMP := $(VENV)/.kbroker-installed
 TEST_STAMP := $(VENV)/.kbroker-test-installed
 PYTEST_ARGS ?=
+# `make test` runs the default suite on two pytest-xdist workers, one test file each (--dist loadfile keeps a
+# file's module fixtures in one process); TEST_WORKERS=0 runs it in this process, serially.
+TEST_WORKERS ?= 2
 # Arguments for `kbroker serve` in `make run` (a config file, --override KEY=VALUE, --log-level WARN, ...).
 ARGS ?=
 
@@ -51,7 +54,7 @@ run: setup
 	$(VENV)/bin/kbroker serve $(ARGS)
 
 test: setup-test
-	$(VENV)/bin/pytest -m "not slow" --durations=30 $(PYTEST_ARGS)
+	$(VENV)/bin/pytest -m "not slow" -n $(TEST_WORKERS) --dist loadfile --durations=30 $(PYTEST_ARGS)
 
 test-all: setup-test
 	$(VENV)/bin/pytest $(PYTEST_ARGS)
