@@ -74,6 +74,11 @@ class NodeConnection:
         self.security = security or PLAINTEXT_SECURITY
         self.session_lifetime_ms = 0  # KIP-368: the server's answer to the last SaslAuthenticate
         self._reauth_task: asyncio.Task[None] | None = None
+        # KIP-368: while a re-authentication runs, only SaslHandshake/SaslAuthenticate may go out (the broker
+        # closes a connection that sends anything else mid-way, as Kafka's does); other requests wait here,
+        # as Kafka's client holds them (KafkaChannel's reauthentication in progress).
+        self._not_reauthenticating = asyncio.Event()
+        self._not_reauthenticating.set()
         self.client_id = client_id
         self.connect_timeout_s = connect_timeout_s
         self.request_timeout_s = request_timeout_s
@@ -163,16 +168,24 @@ class NodeConnection:
             return
         delay = lifetime / 1000 * (0.85 + 0.1 * random.random())
 
-        async def reauthenticate() -> None:
+        async def reauthenticate_later() -> None:
             await asyncio.sleep(delay)
-            if self._closed:
-                return
-            try:
-                await self._authenticate()
-            except (ConnectionClosedError, RequestTimeoutError, OSError):
-                await self.close()
+            await self.reauthenticate()
 
-        self._reauth_task = asyncio.get_running_loop().create_task(reauthenticate())
+        self._reauth_task = asyncio.get_running_loop().create_task(reauthenticate_later())
+
+    async def reauthenticate(self) -> None:
+        """KIP-368: run the SASL exchange again on this connection; other requests wait until it is done
+        (a failure closes the connection, as Kafka's client does)."""
+        if self._closed:
+            return
+        self._not_reauthenticating.clear()
+        try:
+            await self._authenticate()
+        except (ConnectionClosedError, RequestTimeoutError, OSError):
+            await self.close()
+        finally:
+            self._not_reauthenticating.set()
 
     def version_for(self, api_key: int) -> int:
         """The highest version of `api_key` both sides support (ValueError when there is none)."""
@@ -185,6 +198,8 @@ class NodeConnection:
     async def request(self, api_key: int, body: object, response_type: type[T], *, version: int | None = None,
                       timeout_s: float | None = None) -> T:
         """Send one request and return the decoded response body (an instance of `response_type`)."""
+        if not self._not_reauthenticating.is_set() and api_key not in (_SASL_HANDSHAKE, _SASL_AUTHENTICATE):
+            await self._not_reauthenticating.wait()
         if self._writer is None or self._closed:
             raise ConnectionClosedError(f"not connected to {self.host}:{self.port}")
         v = self.version_for(api_key) if version is None else version

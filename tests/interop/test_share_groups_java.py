@@ -50,8 +50,14 @@ F = ShareFetchRequest
 def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KBroker]:
     # Kafka requires the lock duration to be at least group.share.min.record.lock.duration.ms (15 s by
     # default; 1 s at the least), for the broker and for a group's share.record.lock.duration.ms.
+    # The share assignor hands out a share-partition only once it is initialized, on a member's next
+    # heartbeat (Kafka's initializedAssignmentPending): with the default 5 s heartbeat interval the first
+    # member to heartbeat after that could take every record of the spread test before the others were
+    # assigned, so the members heartbeat every second here.
     b = KBroker(tmp_path_factory.mktemp("share"), {"group.share.record.lock.duration.ms": str(LOCK_MS),
-                                                   "group.share.min.record.lock.duration.ms": str(LOCK_MS)})
+                                                   "group.share.min.record.lock.duration.ms": str(LOCK_MS),
+                                                   "group.share.min.heartbeat.interval.ms": "500",
+                                                   "group.share.heartbeat.interval.ms": "1000"})
     b.start()
     try:
         yield b

@@ -114,6 +114,35 @@ def test_a_reauthenticating_connection_outlives_its_sessions(broker: tuple[KBrok
 
 
 @pytest.mark.interop
+def test_requests_sent_during_a_reauthentication_wait_for_it(broker: tuple[KBroker, int]) -> None:
+    # The broker refuses anything but SaslHandshake/SaslAuthenticate once a re-authentication has begun
+    # (it closes the connection, as Kafka does), so the client must hold other requests until the
+    # exchange is done -- not only time it well. A Metadata sent right behind the handshake used to go out
+    # at once and get the connection closed (seen in CI when a loaded machine delayed the exchange).
+    kb, port = broker
+
+    async def run() -> int:
+        conn = NodeConnection("127.0.0.1", port, security=_security())
+        await conn.connect()
+        try:
+            answered = 0
+            for _ in range(3):
+                reauth = asyncio.create_task(conn.reauthenticate())
+                await asyncio.sleep(0)  # the handshake is on the wire, the exchange not done
+                resp = await conn.request(3, MetadataRequest(topics=[]), MetadataResponse, version=12)
+                assert resp.brokers
+                await reauth
+                answered += 1
+            return answered
+        finally:
+            await conn.close()
+
+    before = kb.log_text().count("re-authenticated as User:alice")
+    assert asyncio.run(run()) == 3
+    assert kb.log_text().count("re-authenticated as User:alice") - before >= 3
+
+
+@pytest.mark.interop
 def test_a_connection_that_does_not_reauthenticate_is_closed(broker: tuple[KBroker, int],
                                                              monkeypatch: pytest.MonkeyPatch) -> None:
     kb, port = broker
