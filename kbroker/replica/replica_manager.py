@@ -17,8 +17,14 @@ the fetch purgatory and is woken by appends to any partition it reads.
 New partitions are hosted incrementally (issue 19, finding 4): creating a log costs milliseconds
 (files, index preallocation, fsync), so a CreateTopics of thousands of partitions hosted in one go
 held the loop for about a minute. `apply_delta` hosts the first :data:`SYNC_HOSTING_PARTITIONS` new
-leaders at once, and every one whose log already exists (start-up replay, where the log manager has
-loaded the logs) or that belongs to an internal topic, so small creations behave as before; the rest are
+partitions (leaders or followers) at once, and every one that belongs to an internal topic (the
+coordinators load them), so small creations behave as before. A restart replays every existing
+partition (and then, once the controller unfences the broker, makes each of them leader again): at
+10,000 partitions one pass blocked the loop longer than `broker.session.timeout.ms`, heartbeats
+stopped and the controller fenced and unfenced the broker in a loop (issue 12/17; Kafka loads logs
+on recovery threads and heartbeats from its own thread). So a partition whose log exists but is not
+hosted, and a hosted follower becoming leader, wait their turn like new ones; a change to a partition
+this broker leads, and a hosted partition becoming (or staying) a follower, apply at once. The rest are
 hosted in chunks of at most :data:`HOSTING_CHUNK_SECONDS` of loop time, one chunk per loop turn, the
 way a Kafka broker catches up with the metadata log after the controller has answered. Until its
 turn comes a partition is in the image but not hosted, and is answered NOT_LEADER_OR_FOLLOWER
@@ -223,8 +229,9 @@ class ReplicaManager:
         self.fetch_manager = FetchManager(FetchSessionCache(slots, time_ms))
         self._validation_pool: ThreadPoolExecutor | None = None
         self._append_queues: dict[tuple[str, int], deque[_PendingAppend]] = {}
-        # New leaders not hosted yet (incremental hosting), in the order they will be hosted.
-        self._pending_leaders: dict[tuple[str, int], tuple[TopicPartition, PartitionInfo]] = {}
+        # Partitions not hosted (or not led) yet (incremental hosting), in the order they will be hosted:
+        # the newest state and whether this broker is its leader (else a follower).
+        self._pending_leaders: dict[tuple[str, int], tuple[TopicPartition, PartitionInfo, bool]] = {}
         self._hosting_scheduled = False
         self._shut_down = False
         # Log dir failures: reported by the LogManager (any thread), handled on the loop.
@@ -380,21 +387,32 @@ class ReplicaManager:
                 self.metrics.remove_topic(topic)
         loop = _running_loop()
         hosted_now = 0
+        pending = self._pending_leaders
         for tp, info in sorted(changes.leaders.items()):
             key = (tp.topic, tp.partition)
-            if key in self._pending_leaders:
-                self._pending_leaders[key] = (tp, info)  # still waiting: host it with the newest state
-            elif (key in self._partitions or loop is None or is_internal(tp.topic)
-                  or self.log_manager.get_log(tp.topic, tp.partition) is not None
-                  or hosted_now < SYNC_HOSTING_PARTITIONS):
-                if key not in self._partitions:
-                    hosted_now += 1
+            if key in self._partitions:
+                self._make_leader(tp, info)  # a leader already: its new epoch / ISR at once
+            elif key in pending:
+                pending[key] = (tp, info, True)  # still waiting: host it with the newest state
+            elif loop is None or is_internal(tp.topic) or hosted_now < SYNC_HOSTING_PARTITIONS:
+                hosted_now += 1
                 self._make_leader(tp, info)
             else:
-                self._pending_leaders[key] = (tp, info)
+                # New, replayed at start-up (an existing log) or a follower taking the leadership
+                # (it answers NOT_LEADER_OR_FOLLOWER until its turn): hosted in chunks, issue 12/17.
+                pending[key] = (tp, info, True)
         for tp, info in sorted(changes.followers.items()):
-            self._pending_leaders.pop((tp.topic, tp.partition), None)
-            self._make_follower(tp, info)
+            key = (tp.topic, tp.partition)
+            if key in self._partitions or key in self._follower_partitions:
+                pending.pop(key, None)
+                self._make_follower(tp, info)  # hosted: stop leading / follow the new leader at once
+            elif key in pending:
+                pending[key] = (tp, info, False)
+            elif loop is None or is_internal(tp.topic) or hosted_now < SYNC_HOSTING_PARTITIONS:
+                hosted_now += 1
+                self._make_follower(tp, info)
+            else:
+                pending[key] = (tp, info, False)
         self.start_deferred_fetchers()
         if loop is not None and not self._shut_down and any(
                 not f.partitions for f in self.replica_fetcher_manager.fetchers.values()):
@@ -406,16 +424,14 @@ class ReplicaManager:
             loop.call_soon(self._host_pending)
 
     def _host_pending(self) -> None:
-        """Host deferred new leaders for at most HOSTING_CHUNK_SECONDS, then yield the loop."""
+        """Host deferred partitions for at most HOSTING_CHUNK_SECONDS, then yield the loop."""
         self._hosting_scheduled = False
         if self._shut_down:
             return
         deadline = time.monotonic() + HOSTING_CHUNK_SECONDS
         pending = self._pending_leaders
         while pending:
-            key = next(iter(pending))
-            tp, info = pending.pop(key)
-            self._make_leader(tp, info)
+            self._host_deferred(*pending.pop(next(iter(pending))))
             if time.monotonic() >= deadline:
                 break
         if pending:
@@ -425,13 +441,19 @@ class ReplicaManager:
                 loop.call_soon(self._host_pending)
             else:  # pragma: no cover - a loop runs this callback
                 while pending:
-                    self._make_leader(*pending.pop(next(iter(pending))))
+                    self._host_deferred(*pending.pop(next(iter(pending))))
         else:
             log.info("Hosted every deferred new partition")
 
+    def _host_deferred(self, tp: TopicPartition, info: PartitionInfo, leader: bool) -> None:
+        if leader:
+            self._make_leader(tp, info)
+        else:
+            self._make_follower(tp, info)
+
     @property
     def pending_hosting(self) -> int:
-        """New partitions assigned here and not hosted yet (incremental hosting)."""
+        """Partitions assigned here and not hosted (or not led) yet (incremental hosting)."""
         return len(self._pending_leaders)
 
     def _host_log(self, tp: TopicPartition, info: PartitionInfo) -> UnifiedLog | None:

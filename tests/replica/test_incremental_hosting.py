@@ -2,17 +2,24 @@
 
 A creation of many partitions is committed at once but hosted in chunks across loop turns: the
 partitions not hosted yet answer NOT_LEADER_OR_FOLLOWER; a topic deleted (or re-created) while its
-partitions wait is not hosted from stale state; a restart hosts existing logs at once.
+partitions wait is not hosted from stale state; a restart hosts its existing logs across loop turns too.
 """
 
 from __future__ import annotations
 
 import asyncio
+import time
 from pathlib import Path
 
+import pytest
+
 from kbroker.config import KafkaConfig
+from kbroker.log.unified_log import UnifiedLog
+from kbroker.metadata.delta import PartitionInfo
+from kbroker.metadata.image import TopicPartition
 from kbroker.protocol.errors import ErrorCode
-from kbroker.replica.replica_manager import SYNC_HOSTING_PARTITIONS
+from kbroker.replica.partition import Partition
+from kbroker.replica.replica_manager import HOSTING_CHUNK_SECONDS, SYNC_HOSTING_PARTITIONS, ReplicaManager
 from kbroker.services import build_services, shutdown_services
 
 
@@ -61,21 +68,57 @@ def test_a_topic_deleted_while_waiting_is_not_hosted(tmp_path: Path) -> None:
     asyncio.run(body())
 
 
-def test_a_restart_hosts_existing_logs_at_once(tmp_path: Path) -> None:
+RESTART_PARTITIONS = 300
+HOSTING_COST_S = 0.005  # made slow on purpose: 300 partitions x 5 ms = 1.5 s of hosting
+
+
+def test_a_restart_hosts_existing_logs_across_loop_turns(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 12/17: a restart replays every existing partition; hosted in one pass, 10,000 of them
+    blocked the loop past broker.session.timeout.ms (no heartbeats: fenced, unfenced, in a loop).
+    With a per-partition cost, the loop is never blocked much longer than one hosting chunk, and
+    every partition ends up hosted as leader at the image's leader epoch."""
     async def create() -> None:
         services = build_services(_config(tmp_path))
         try:
-            await services.controller.create_topic("kept", 60, 1)
+            await services.controller.create_topic("kept", RESTART_PARTITIONS, 1)
             while services.replica_manager.pending_hosting:
                 await asyncio.sleep(0)
         finally:
             shutdown_services(services)
 
     async def restart() -> None:
+        real = ReplicaManager._new_partition
+
+        def slow(self: ReplicaManager, tp: TopicPartition, info: PartitionInfo, plog: UnifiedLog) -> Partition:
+            time.sleep(HOSTING_COST_S)
+            return real(self, tp, info, plog)
+
+        monkeypatch.setattr(ReplicaManager, "_new_partition", slow)
+        t0 = time.monotonic()
         services = build_services(_config(tmp_path))  # replays __cluster_metadata on the running loop
+        # Start-up (loading the logs, replaying the metadata) hosts none of them in one pass.
+        startup = time.monotonic() - t0
+        assert startup < RESTART_PARTITIONS * HOSTING_COST_S, f"start-up took {startup:.3f}s"
+        longest = 0.0
+        rm = services.replica_manager
         try:
-            assert services.replica_manager.pending_hosting == 0
-            assert all(services.replica_manager.get_partition("kept", p) is not None for p in range(60))
+            assert rm.pending_hosting > RESTART_PARTITIONS // 2
+            assert rm.missing_partition_error("kept", RESTART_PARTITIONS - 1) == ErrorCode.NOT_LEADER_OR_FOLLOWER
+            turns = 0
+            while rm.pending_hosting:
+                t = time.monotonic()
+                await asyncio.sleep(0)
+                longest = max(longest, time.monotonic() - t)
+                turns += 1
+            assert turns > 10
+            bound = HOSTING_CHUNK_SECONDS + 0.2  # one chunk, one partition past it, a busy machine
+            assert longest < bound, f"the loop was blocked {longest:.3f}s"
+            image = services.metadata.image
+            for p in range(RESTART_PARTITIONS):
+                part = rm.get_partition("kept", p)
+                assert part is not None and part.is_leader
+                reg = image.partition("kept", p)
+                assert reg is not None and part.leader_epoch == reg.leader_epoch
         finally:
             shutdown_services(services)
 
