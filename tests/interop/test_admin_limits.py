@@ -108,7 +108,11 @@ def test_kbroker_max_partitions_bounds_the_partitions_hosted(kbroker_factory: Ca
 
 def test_a_large_creation_does_not_stop_other_clients(kbroker: KBroker) -> None:
     """2,000 partitions took about 25 s of loop time when hosted in one go (no one else answered);
-    hosted in chunks, a client pinging every 10 ms keeps getting answers."""
+    hosted in chunks, a client pinging every 10 ms keeps getting answers.
+
+    The pings counted are those from the CreateTopics to the last partition becoming writable; how many
+    there are depends on how long hosting takes (about 7 s here now, longer on a loaded machine), so the bound on their number
+    is relative to that window, not a fixed count: a stalled loop shows as few pings in a long window."""
     latencies: list[float] = []
     stop = threading.Event()
     errors: list[BaseException] = []
@@ -130,25 +134,29 @@ def test_a_large_creation_does_not_stop_other_clients(kbroker: KBroker) -> None:
     try:
         time.sleep(0.3)
         with RawKafkaClient(kbroker.bootstrap, timeout=60) as c:
+            before = len(latencies)
             started = time.monotonic()
             (t,) = create_topics(c, {"large": 2000}).topics
             answered_in = time.monotonic() - started
             assert t.error_code == 0
             # The last partitions are not hosted yet: a retriable error, as a Kafka broker catching up.
             assert produce_one(c, "large", 1999) == NOT_LEADER_OR_FOLLOWER
-            during = len(latencies)
             deadline = time.monotonic() + 180
             while produce_one(c, "large", 1999) != 0:
                 assert time.monotonic() < deadline, "partition 1999 never became writable"
                 time.sleep(0.2)
+            window = time.monotonic() - started
             assert produce_one(c, "large", 0) == 0
     finally:
         stop.set()
         pinger.join()
     assert not errors, errors
     assert answered_in < 5
-    hosted = sorted(latencies[during:] if len(latencies) - during > 20 else latencies)
-    assert len(hosted) > 100
+    hosted = sorted(latencies[before:])
+    # A ping takes 10 ms of sleep plus its round trip, about 45% of the ideal rate was seen on a quiet
+    # machine (the test's own threads share the GIL); a sixth of the ideal count leaves room for a loaded
+    # one. A loop held for seconds also shows in the latency bounds below.
+    assert len(hosted) >= max(20, int(window / 0.0105 / 6)), (len(hosted), window)
     # Generous bounds for a shared 2-core machine; before the fix the pinger waited the whole ~25 s.
     assert hosted[-1] < 2.0, hosted[-5:]
     assert hosted[int(len(hosted) * 0.99)] < 0.5, hosted[-20:]
