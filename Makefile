@@ -9,10 +9,10 @@ PIP := $(VENV)/bin/pip
 STAMP := $(VENV)/.kbroker-installed
 TEST_STAMP := $(VENV)/.kbroker-test-installed
 PYTEST_ARGS ?=
-# `make test TEST_WORKERS=2` runs the default suite on two pytest-xdist workers, one test file each (--dist
-# loadfile keeps a file's module fixtures in one process): ~24-26 min instead of ~43. The default stays serial
-# until the timing-sensitive tests that still flake under two workers are fixed.
-TEST_WORKERS ?= 0
+# The default suite runs on two pytest-xdist workers, one test file each (--dist loadfile keeps a file's
+# module fixtures in one process): ~24-27 min instead of ~44 serially, since most of a test's time is spent
+# waiting on the brokers, JVMs and Spark it starts. `make test TEST_WORKERS=0` runs it serially.
+TEST_WORKERS ?= 2
 # Arguments for `kbroker serve` in `make run` (a config file, --override KEY=VALUE, --log-level WARN, ...).
 ARGS ?=
 
