@@ -2,7 +2,7 @@
 
     .venv/bin/python benchmarks/bench_sweep.py [--dims partitions,connections,record_size,backlog]
         [--points partitions=10,100 --points backlog=1,4] [--reps 1] [--quick] [--brokers kbroker,kafka]
-        [--name sweep] [--results-dir DIR] [--unpinned]
+        [--name sweep] [--results-dir DIR] [--unpinned] [--read-ahead-kb KB]
 
 Four dimensions, each point against a fresh broker of each kind (alternating A B, B A from point to
 point so machine drift cancels), pinned like benchmarks/run.py (broker on core 0, generator on core 1):
@@ -10,7 +10,7 @@ point so machine drift cancels), pinned like benchmarks/run.py (broker on core 0
 - ``partitions`` (10 .. 10,000): one topic of P partitions; ``kbench produce`` of 1 KiB records,
   linger 5 ms, 128 KiB batches, acks=1, round robin over every partition. The topic's creation is
   timed apart (``create_s``: CreateTopics answered; ``ready_s``: every partition has a leader in
-  Metadata) and is not part of the load.
+  Metadata; ``first_touch_s``: one record written to every partition) and is not part of the load.
 - ``connections`` (10 .. 1,000): ``kbench fleet`` (benchmarks/native/kbench/fleet.go): N independent
   producer clients, each 10 records/s of 1 KiB, linger 0, acks=1, on 10 partitions; latency from the
   time a record was due to its acknowledgement (no coordinated omission). Throughput is the
@@ -39,6 +39,7 @@ p99 latency, peak RSS; x is the swept variable on a log scale).
 from __future__ import annotations
 
 import argparse
+import atexit
 import contextlib
 import json
 import os
@@ -151,7 +152,7 @@ def create_topic_timed(bootstrap: str, topic: str, partitions: int, timeout: flo
         if time.monotonic() - t0 > timeout:
             raise TimeoutError(f"{topic}: {partitions} partitions without leaders after {timeout}s")
         time.sleep(0.5 if partitions < 1000 else 2.0)  # a Metadata of 10,000 partitions is work too
-    return {"create_s": created, "ready_s": time.monotonic() - t0}
+    return {"create_s": created, "ready_s": time.monotonic() - t0}  # first_touch_s is added by the load
 
 
 # ---- samplers ----------------------------------------------------------------------------------
@@ -330,6 +331,15 @@ def _measure(target: Target, load: Callable[[], dict[str, float]],
 def load_partitions(target: Target, workdir: Path, value: float, scale: Scale) -> dict[str, float | str]:
     partitions = int(value)
     created = create_topic_timed(target.bootstrap, "sweep", partitions)
+    # One record to every partition first, timed apart (``first_touch_s``): the first append to a fresh
+    # partition maps its indexes, and on a machine with a large read_ahead_kb the page faults behind
+    # that dominated the measured seconds (docs/benchmarks.md, "First touch"). The load measures the
+    # steady state of P partitions.
+    t0 = time.monotonic()
+    kbench("produce", {"bootstrap": target.bootstrap, "topic": "sweep", "records": partitions, "size": 1024,
+                       "acks": "1", "linger-ms": 0, "batch-bytes": 131072, "max-buffered": MAX_BUFFERED},
+           pin=True, timeout=900)
+    created["first_touch_s"] = time.monotonic() - t0
     r = _measure(target, lambda: kbench("produce", {
         "bootstrap": target.bootstrap, "topic": "sweep", "records": scale.produce_records, "size": 1024,
         "acks": "1", "linger-ms": 5, "batch-bytes": 131072, "seconds": scale.produce_seconds,
@@ -446,7 +456,8 @@ def print_table(table: dict[str, dict[str, dict[str, dict[str, float | str]]]], 
                     continue
                 notes = str(r.get("bound", ""))
                 if dim == "partitions":
-                    notes += f"; create {_f(r.get('create_s'), '.2f')} s, ready {_f(r.get('ready_s'), '.2f')} s"
+                    notes += (f"; create {_f(r.get('create_s'), '.2f')} s, ready {_f(r.get('ready_s'), '.2f')} s, "
+                              f"first touch {_f(r.get('first_touch_s'), '.2f')} s")
                 if dim == "connections":
                     notes += f"; {_f(r.get('broker_sockets'), '.0f')} sockets"
                 if dim == "backlog":
@@ -530,6 +541,37 @@ def parse_points(specs: list[str], dims: list[str], quick: bool) -> dict[str, li
     return {d: points[d] for d in dims}
 
 
+def read_ahead_path(directory: Path) -> Path | None:
+    """The sysfs ``read_ahead_kb`` of the block device holding ``directory`` (a partition's disk's), or None."""
+    dev = os.stat(directory).st_dev
+    queue = Path(f"/sys/dev/block/{os.major(dev)}:{os.minor(dev)}")
+    for candidate in (queue / "queue/read_ahead_kb", queue / "../queue/read_ahead_kb"):
+        if candidate.exists():
+            return candidate.resolve()
+    return None
+
+
+@contextlib.contextmanager
+def read_ahead_kb(directory: Path, kb: int | None):
+    """Run with the device's read_ahead_kb set to ``kb`` (root), put back after; yields the value in effect.
+
+    A page fault on a file mapping reads the device's read_ahead_kb around it unless the mapping is
+    advised otherwise. Kafka maps its indexes without advice: on a machine where that is 8 MiB, the
+    first appends to 1,000 fresh partitions fill 16 GiB of page cache with zeros (docs/benchmarks.md,
+    "First touch"). ``--read-ahead-kb 128`` runs a dimension as on a machine with Linux's default.
+    """
+    path = read_ahead_path(directory)
+    old = int(path.read_text()) if path else None
+    if kb is None or path is None or old == kb:
+        yield old
+        return
+    path.write_text(str(kb))
+    try:
+        yield int(path.read_text())
+    finally:
+        path.write_text(str(old))
+
+
 def point_key(value: float) -> str:
     return str(int(value)) if value == int(value) else f"{value:g}"
 
@@ -547,6 +589,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--results-dir", type=Path, default=RESULTS)
     ap.add_argument("--resume", type=Path, metavar="JSON",
                     help="keep the runs of a (partial) results file and run only the points it lacks")
+    ap.add_argument("--read-ahead-kb", type=int, metavar="KB",
+                    help="set the work directory's block device read_ahead_kb for the run (root; restored after)")
     ap.add_argument("--render", type=Path, metavar="JSON",
                     help="no run: the table and the chart of a (partial) results file's runs, written to <name>")
     a = ap.parse_args(argv)
@@ -581,6 +625,11 @@ def main(argv: list[str] | None = None) -> int:
                 for n in brokers:
                     brokers[n] = [r for r in brokers[n] if "error" not in r]
         result["resumed_from"] = str(a.resume)
+    work_root = Path(os.environ.get("SWEEP_TMP") or tempfile.gettempdir())
+    ra = contextlib.ExitStack()
+    atexit.register(ra.close)  # put back even when the run is interrupted
+    result["read_ahead_kb"] = ra.enter_context(read_ahead_kb(work_root, a.read_ahead_kb))
+    print(f"read_ahead_kb of {work_root}'s device: {result['read_ahead_kb']}", file=sys.stderr, flush=True)
     k = 0
     for dim in dims:
         for value in points[dim]:
@@ -600,6 +649,7 @@ def main(argv: list[str] | None = None) -> int:
                     runs.setdefault(dim, {}).setdefault(point_key(value), {}).setdefault(name, []).append(r)
                     result["runs"] = runs
                     (out_dir / f"{a.name}.partial.json").write_text(json.dumps(result, indent=2))
+    ra.close()
     table = summarize(runs)
     result |= {"table": table, "uptime_after": uptime(), "loadavg_after": loadavg(), "runs": runs}
     (out_dir / f"{a.name}.json").write_text(json.dumps(result, indent=2))

@@ -100,3 +100,36 @@ def test_time_index_keeps_last_slot_for_roll(tmp_path: Path) -> None:
     idx.truncate_to(2)
     assert idx.entries == 1
 
+
+
+def _vm_flags_of_mapping(path: Path) -> list[str]:
+    """The VmFlags of this process's mapping of ``path`` (Linux /proc/self/smaps)."""
+    flags: list[str] = []
+    current = None
+    for line in Path("/proc/self/smaps").read_text().splitlines():
+        first = line.split(maxsplit=1)[0]
+        if "-" in first and not first.endswith(":"):  # a mapping's header line
+            current = line.split()[-1] if len(line.split()) >= 6 else ""
+        elif first == "VmFlags:" and current == str(path):
+            flags = line.split()[1:]
+    return flags
+
+
+@pytest.mark.skipif(not Path("/proc/self/smaps").exists(), reason="needs Linux /proc")
+@pytest.mark.parametrize("index_class", [OffsetIndex, TimeIndex])
+def test_index_mapping_is_advised_random_so_a_fault_reads_no_read_around(tmp_path: Path, index_class) -> None:
+    # Without MADV_RANDOM a page fault on the mapping reads the device's read_ahead_kb around it (8 MiB on
+    # the CI machines): the first append to each of 1,000 fresh partitions zero-filled 16 MiB of page cache.
+    path = tmp_path / f"{0:020d}{'.index' if index_class is OffsetIndex else '.timeindex'}"
+    idx = index_class(path, 0, max_index_size=10 << 20)
+    idx.make_active(10 << 20)
+    if index_class is OffsetIndex:
+        idx.append(1, 100)
+    else:
+        idx.maybe_append(1000, 1)
+    try:
+        flags = _vm_flags_of_mapping(path.resolve())
+        assert flags, "the index is not mapped"
+        assert "rr" in flags, flags  # "rr": random read advice (MADV_RANDOM)
+    finally:
+        idx.close()
