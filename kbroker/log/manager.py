@@ -470,7 +470,11 @@ class LogManager:
     def flush_partition_metadata(self) -> None:
         """fsync every ``partition.metadata`` written unsynced since the last call, then each of
         their directories and the log dirs holding those (new partition directories), once each.
-        Runs on a worker thread (os.fsync releases the GIL); a log deleted meanwhile is skipped."""
+        Runs on a worker thread (os.fsync releases the GIL); a log deleted meanwhile is skipped.
+
+        A failed fsync takes the file's log directory offline, as Kafka's ``maybeFlush`` hands its
+        IOException to ``LogDirFailureChannel.maybeAddOfflineLogDir`` ("Error while writing partition
+        metadata file"): the page cache may have lost the topic id the broker already serves."""
         with self._metadata_flush_lock:
             paths, self._unflushed_metadata = self._unflushed_metadata, []
             self._metadata_flush_scheduled = False
@@ -485,7 +489,8 @@ class LogManager:
             try:
                 os.fsync(fd)
             except OSError as e:
-                logger.error("Cannot fsync %s: %s", path, e)
+                self.mark_dir_offline(path.parent.parent, f"Error while writing partition metadata file {path}: {e}")
+                continue
             finally:
                 os.close(fd)
             dirs[path.parent] = None

@@ -72,3 +72,32 @@ def test_deleted_log_before_flush_is_skipped(tmp_path: Path, fsyncs: dict[str, i
     jobs[0]()  # no error for the deleted file
     assert lm.topic_id_of("t", 1) == topic_id
     lm.shutdown()
+
+
+def test_failed_partition_metadata_fsync_takes_the_log_dir_offline(tmp_path: Path,
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    # Kafka's PartitionMetadataFile.maybeFlush hands the IOException to maybeAddOfflineLogDir: the
+    # topic id the broker already serves may be lost, so the directory goes offline (its partitions
+    # answer KAFKA_STORAGE_ERROR), rather than a line in the log.
+    good, bad = tmp_path / "good", tmp_path / "bad"
+    jobs: list[Callable[[], None]] = []
+    lm = LogManager([good, bad], LogConfig(), node_id=1, background_executor=jobs.append)
+    failed: list[Path] = []
+    lm.log_dir_failure_listener = failed.append
+    topic_id = uuid.uuid4()
+    logs = [lm.get_or_create_log("t", p, topic_id=topic_id) for p in range(4)]
+    assert {log.parent_dir for log in logs} == {good, bad}
+    real = os.fsync
+
+    def failing(fd: int) -> None:
+        if os.readlink(f"/proc/self/fd/{fd}").startswith(str(bad) + "/"):
+            raise OSError(5, "Input/output error")
+        real(fd)
+
+    monkeypatch.setattr(os, "fsync", failing)
+    jobs[0]()
+    assert failed == [bad]
+    assert lm.offline_dirs == [bad]
+    assert all(log.offline == (log.parent_dir == bad) for log in logs)
+    monkeypatch.setattr(os, "fsync", real)
+    lm.shutdown()
