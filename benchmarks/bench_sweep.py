@@ -17,8 +17,9 @@ point so machine drift cancels), pinned like benchmarks/run.py (broker on core 0
   acknowledged rate of an open-loop load (it equals the offered rate unless a broker falls behind);
   the cost is in p99, RSS and the broker's CPU. ``broker_sockets`` is the peak count of the broker's
   socket descriptors (franz-go opens about two connections per client).
-- ``record_size`` (100 B .. 1 MiB): ``kbench produce`` of the size, 4 partitions, linger 5 ms,
-  batches of max(128 KiB, size + 16 KiB), acks=1; message.max.bytes=4 MiB on both brokers.
+- ``record_size`` (100 B .. 1 MiB): ``kbench produce`` of the size, 4 partitions (each written once
+  before, unmeasured), linger 5 ms, batches of max(128 KiB, size + 16 KiB), acks=1;
+  message.max.bytes=4 MiB on both brokers.
 - ``backlog`` (GiB, 1 .. 20): fill a 4-partition topic with 16 KiB records (not measured, the fill
   rate is kept), stop the broker, evict the backlog's files from the page cache
   (``posix_fadvise(DONTNEED)`` after ``fsync``: no root needed; ``cache_resident_mib`` is what
@@ -47,6 +48,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import textwrap
 import threading
 import time
 from collections.abc import Callable
@@ -328,18 +330,27 @@ def _measure(target: Target, load: Callable[[], dict[str, float]],
     return out
 
 
+def first_touch(target: Target, topic: str, partitions: int) -> float:
+    """One record to every partition of a new topic, unmeasured; its seconds.
+
+    The first append to a fresh partition maps its indexes: on a machine with a large read_ahead_kb
+    the page faults behind that dominated the measured seconds (docs/benchmarks.md, "First touch").
+    And against Kafka the first produce to a just-created topic stalls in steps of 5 s (5.06 s at 10
+    and 100 partitions, 15.06 s at 1,000: the period of franz-go's metadata minimum age, which gates
+    a retry; not traced further): inside a measured load that stall was 5 s of Kafka's 8 (p99 ≈ 5 s
+    in the first quiet run of the ``record_size`` rows). So every closed-loop load of the sweep
+    starts on touched partitions and measures the steady state."""
+    t0 = time.monotonic()
+    kbench("produce", {"bootstrap": target.bootstrap, "topic": topic, "records": partitions, "size": 1024,
+                       "acks": "1", "linger-ms": 0, "batch-bytes": 131072, "max-buffered": MAX_BUFFERED},
+           pin=True, timeout=900)
+    return time.monotonic() - t0
+
+
 def load_partitions(target: Target, workdir: Path, value: float, scale: Scale) -> dict[str, float | str]:
     partitions = int(value)
     created = create_topic_timed(target.bootstrap, "sweep", partitions)
-    # One record to every partition first, timed apart (``first_touch_s``): the first append to a fresh
-    # partition maps its indexes, and on a machine with a large read_ahead_kb the page faults behind
-    # that dominated the measured seconds (docs/benchmarks.md, "First touch"). The load measures the
-    # steady state of P partitions.
-    t0 = time.monotonic()
-    kbench("produce", {"bootstrap": target.bootstrap, "topic": "sweep", "records": partitions, "size": 1024,
-                       "acks": "1", "linger-ms": 0, "batch-bytes": 131072, "max-buffered": MAX_BUFFERED},
-           pin=True, timeout=900)
-    created["first_touch_s"] = time.monotonic() - t0
+    created["first_touch_s"] = first_touch(target, "sweep", partitions)
     r = _measure(target, lambda: kbench("produce", {
         "bootstrap": target.bootstrap, "topic": "sweep", "records": scale.produce_records, "size": 1024,
         "acks": "1", "linger-ms": 5, "batch-bytes": 131072, "seconds": scale.produce_seconds,
@@ -363,10 +374,11 @@ def load_record_size(target: Target, workdir: Path, value: float, scale: Scale) 
     size = int(value)
     records = max(64, min(scale.size_max_records, scale.size_bytes // size))
     create_topic_timed(target.bootstrap, "sweep", 4)
+    touched = first_touch(target, "sweep", 4)
     return _measure(target, lambda: kbench("produce", {
         "bootstrap": target.bootstrap, "topic": "sweep", "records": records, "size": size, "acks": "1",
         "linger-ms": 5, "batch-bytes": max(131072, size + 16384), "seconds": scale.produce_seconds,
-        "max-buffered": MAX_BUFFERED}, pin=True)) | {"record_size": float(size)}
+        "max-buffered": MAX_BUFFERED}, pin=True)) | {"record_size": float(size), "first_touch_s": touched}
 
 
 def load_backlog(target: Target, workdir: Path, value: float, scale: Scale) -> dict[str, float | str]:
@@ -415,7 +427,8 @@ def latency_metric(dim: str) -> tuple[str, str]:
 def summarize(runs: dict[str, dict[str, dict[str, list[dict[str, float | str]]]]]
               ) -> dict[str, dict[str, dict[str, dict[str, float | str]]]]:
     """dim -> point -> broker -> the median of each numeric figure over the repetitions (and the
-    `bound` of the first), with ratio_<metric> = kbroker / kafka for the plotted metrics."""
+    `bound` of the first; <metric>_min/_max for the plotted metrics), with ratio_<metric> = kbroker /
+    kafka for the plotted metrics."""
     table: dict[str, dict[str, dict[str, dict[str, float | str]]]] = {}
     for dim, points in runs.items():
         for point, brokers in points.items():
@@ -426,6 +439,10 @@ def summarize(runs: dict[str, dict[str, dict[str, list[dict[str, float | str]]]]
                 keys = {k for r in reps for k, v in r.items() if isinstance(v, int | float)}
                 med: dict[str, float | str] = {k: statistics.median(float(r[k]) for r in reps if k in r)
                                                for k in sorted(keys)}
+                for m in (THROUGHPUT[0], latency_metric(dim)[0], RSS[0]):  # the spread the chart draws
+                    vals = [float(r[m]) for r in reps if isinstance(r.get(m), int | float)]
+                    if vals:
+                        med[f"{m}_min"], med[f"{m}_max"] = min(vals), max(vals)
                 first = {k: float(v) for k, v in reps[0].items() if isinstance(v, int | float)}
                 med["bound"] = bound(first) if "error" not in reps[0] else "failed"
                 row[name] = med
@@ -498,6 +515,15 @@ def chart(table: dict[str, dict[str, dict[str, dict[str, float | str]]]], names:
                 pts = [(x, y) for x, y in zip(xs, ys, strict=True) if isinstance(y, float)]
                 if pts:
                     ax.plot([x for x, _ in pts], [y for _, y in pts], "o-", color=COLORS.get(name), label=name)
+                    # the spread over the repetitions (min to max), where there was more than one
+                    lo = [points[p].get(name, {}).get(f"{metric}_min") for p in points]
+                    hi = [points[p].get(name, {}).get(f"{metric}_max") for p in points]
+                    bars = [(x, y, a, b) for x, y, a, b in zip(xs, ys, lo, hi, strict=True)
+                            if isinstance(y, float) and isinstance(a, float) and isinstance(b, float) and b > a]
+                    if bars:
+                        ax.errorbar([x for x, *_ in bars], [y for _, y, *_ in bars],
+                                    yerr=[[y - a for _, y, a, _ in bars], [b - y for _, y, _, b in bars]],
+                                    fmt="none", ecolor=COLORS.get(name), capsize=3, alpha=0.7)
                     for x, y in pts:
                         ax.annotate(f"{y:.3g}", (x, y), fontsize=7, textcoords="offset points", xytext=(0, 4),
                                     ha="center")
@@ -522,7 +548,7 @@ def chart(table: dict[str, dict[str, dict[str, dict[str, float | str]]]], names:
             ax.set_title(f"{dim}: {label}", fontsize=10)
             ax.legend(fontsize=7)
             ax.grid(True, which="both", alpha=0.3)
-    fig.suptitle(title, fontsize=11)
+    fig.suptitle("\n".join(textwrap.wrap(title, 130)), fontsize=11)
     fig.tight_layout()
     fig.savefig(path, dpi=100)
     plt.close(fig)
@@ -657,8 +683,9 @@ def main(argv: list[str] | None = None) -> int:
     print_table(table, names)
     pinning = "unpinned" if a.unpinned else "pinned: broker core 0, generator core 1"
     chart(table, names, out_dir / f"{a.name}.png",
-          f"Scaling sweep, kbroker vs Apache Kafka 4.3.1, {pinning}; "
-          f"load average before {result['loadavg_before']}, after {result['loadavg_after']}")
+          f"Scaling sweep, kbroker vs Apache Kafka 4.3.1, {pinning}, read_ahead_kb {result['read_ahead_kb']}, "
+          f"median of {a.reps} (bars: min-max); load average before {result['loadavg_before']}, "
+          f"after {result['loadavg_after']}")
     print(f"results: {out_dir / (a.name + '.json')}  chart: {out_dir / (a.name + '.png')}")
     return 0
 
@@ -676,8 +703,9 @@ def render(src: Path, out_dir: Path, name: str) -> int:
     (out_dir / f"{name}.json").write_text(json.dumps(result, indent=2))
     print_table(table, names)
     pinning = "pinned: broker core 0, generator core 1" if result.get("pinned", True) else "unpinned"
-    chart(table, names, out_dir / f"{name}.png", f"Scaling sweep, kbroker vs Apache Kafka 4.3.1, {pinning}; "
-          f"load average before {result['loadavg_before']}, after {result['loadavg_after']}")
+    chart(table, names, out_dir / f"{name}.png", f"Scaling sweep, kbroker vs Apache Kafka 4.3.1, {pinning}, "
+          f"read_ahead_kb {result.get('read_ahead_kb', 'not recorded')}, medians (bars: min-max over the "
+          f"repetitions); load average before {result['loadavg_before']}, after {result['loadavg_after']}")
     return 0
 
 
