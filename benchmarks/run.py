@@ -319,7 +319,11 @@ def _cell(row: dict[str, float], n: str) -> str:
     return f"{row[f'{n}_median']:.1f} ({row[f'{n}_min']:.1f}..{row[f'{n}_max']:.1f})"
 
 
-def chart(table: dict[str, dict[str, dict[str, float]]], path: Path) -> None:
+def chart(table: dict[str, dict[str, dict[str, float]]], path: Path,
+          physical_ceiling: dict[str, dict[str, float]] | None = None) -> None:
+    """The bars of every row (median, whiskers min..max), each throughput bar with its generator's
+    ceiling (x: the rate the generator would reach with a core of its own) and the throughput panel
+    with the physical ceilings measured in the same run (dashed: loopback TCP send, sendfile)."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -341,9 +345,31 @@ def chart(table: dict[str, dict[str, dict[str, float]]], path: Path) -> None:
     fig, axes = plt.subplots(1, len(panels), figsize=(6.5 * len(panels), 5), squeeze=False)
     for ax, (cells, ylabel, title) in zip(axes[0], panels, strict=True):
         _bars(ax, table, cells, ylabel, title)
+        if cells is thr:
+            _ceilings(ax, table, cells, physical_ceiling or {})
     fig.suptitle("kbroker vs Apache Kafka 4.3, same machine, same load")
     fig.tight_layout()
     fig.savefig(path, dpi=110)
+
+
+def _ceilings(ax: object, table: dict[str, dict[str, dict[str, float]]], cells: list[tuple[str, str]],
+              physical: dict[str, dict[str, float]]) -> None:
+    import numpy as np
+
+    x = np.arange(len(cells))
+    for i, (name, color) in enumerate((("kbroker", "#1d6f65"), ("kafka", "#a34a33"))):
+        ceil = [table[w].get("gen_ceiling_mb_per_s", {}).get(f"{name}_median") for w, _ in cells]
+        pts = [(x[j] + (i - 0.5) * 0.4, c) for j, c in enumerate(ceil) if isinstance(c, float)]
+        if pts:
+            ax.plot([p for p, _ in pts], [c for _, c in pts], "x", color=color, markersize=8,  # type: ignore[attr-defined]
+                    label=f"generator ceiling ({name} run)")
+    for key, style, what in (("tcp_send", "--", "loopback TCP send"), ("sendfile", ":", "sendfile")):
+        med = physical.get(key, {}).get("median_mib_s")
+        if isinstance(med, int | float):
+            ax.axhline(med, linestyle=style, color="grey", linewidth=1)  # type: ignore[attr-defined]
+            ax.annotate(f"{what} ceiling {med:,.0f} MiB/s", (0, med), xytext=(2, 2),  # type: ignore[attr-defined]
+                        textcoords="offset points", fontsize=7, color="grey")
+    ax.legend(fontsize=7)  # type: ignore[attr-defined]
 
 
 def _label(workload: str, metric: str) -> str:
@@ -401,6 +427,8 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--brokers", default="kbroker,kafka")
     ap.add_argument("--profile", action="store_true", help="py-spy flame graphs of kbroker under P1 and P3")
     ap.add_argument("--skip-ceiling", action="store_true")
+    ap.add_argument("--render", type=Path, metavar="JSON",
+                    help="no run: the chart of a results file again, written next to it as <stem>.png")
     ap.add_argument("--ceilings", action="store_true",
                     help="each kbench load shape against the trivial sink (kbench sink): the generators' ceilings")
     ap.add_argument("--name", default="latest", help="results file stem (latest.json, latest.png)")
@@ -423,6 +451,11 @@ def chosen_scale(a: argparse.Namespace) -> dict[str, int]:
 
 def main() -> int:
     a = build_parser().parse_args()
+    if a.render:  # the chart again from a results file (its table and physical ceilings)
+        done = json.loads(a.render.read_text())
+        chart(done["table"], a.render.with_suffix(".png"), done.get("physical_ceiling_mib_s"))
+        print(f"chart: {a.render.with_suffix('.png')}")
+        return 0
     out_dir: Path = a.results_dir
     scale = chosen_scale(a)
     only = set(a.only.split(","))
@@ -482,7 +515,7 @@ def main() -> int:
     stamp = time.strftime("%Y%m%d-%H%M%S")
     for name in (f"run-{stamp}.json", f"{a.name}.json"):
         (out_dir / name).write_text(json.dumps(result, indent=2))
-    chart(table, out_dir / f"{a.name}.png")
+    chart(table, out_dir / f"{a.name}.png", result.get("physical_ceiling_mib_s"))  # type: ignore[arg-type]
     print(f"results: {out_dir / (a.name + '.json')}  chart: {out_dir / (a.name + '.png')}")
     return 0
 

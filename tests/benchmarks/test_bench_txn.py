@@ -47,5 +47,8 @@ def test_p8_runs_transactions_v2_and_reports_its_cost(tmp_path: Path) -> None:
         assert row["producer_epoch"] == row["transactions"] + 1  # the warm-up transaction too
         assert row["end_txn_requests"] == row["transactions"] + 1
         assert row["records_per_s"] > 0 and row["commit_p50_ms"] <= row["commit_p99_ms"]
-        for key in ("gen_cpu_util", "broker_cpu_util", "broker_cpu_us_per_record"):
-            assert row[key] > 0, (key, row)
+        assert row["gen_cpu_util"] > 0, row
+        # The broker's CPU is read in clock ticks (10 ms) from /proc: at this tiny scale it can use
+        # less than one tick (CI saw 0.0), so only its presence and sign are checked here.
+        for key in ("broker_cpu_util", "broker_cpu_us_per_record"):
+            assert row[key] >= 0, (key, row)
