@@ -39,7 +39,7 @@ class Target(Protocol):
     bootstrap: str
     pid: int
 
-    def start(self, workdir: Path) -> None: ...
+    def start(self, workdir: Path, port: int | None = None) -> None: ...
     def stop(self) -> None: ...
 
 
@@ -58,8 +58,8 @@ class KBrokerTarget:
         self.cpus = cpus
         self._proc: subprocess.Popen[bytes] | None = None
 
-    def start(self, workdir: Path) -> None:
-        port = free_port()
+    def start(self, workdir: Path, port: int | None = None) -> None:
+        port = port or free_port()
         self._log = open(workdir / "kbroker.log", "wb")  # noqa: SIM115 - closed in stop()
         self._proc = subprocess.Popen(
             [*(["taskset", "-c", self.cpus] if self.cpus else []), sys.executable, "-m", "kbroker", "serve",
@@ -92,9 +92,10 @@ class KafkaTarget:
         self.overrides = dict(overrides or {})  # kafka.sh appends them, so they win
         self.cpus = cpus
 
-    def start(self, workdir: Path) -> None:
+    def start(self, workdir: Path, port: int | None = None) -> None:
         self._dir = workdir / "kafka"
         out = subprocess.run(["bash", str(ROOT / "benchmarks/reference/kafka.sh"), "start", "--dir", str(self._dir),
+                              *(["--port", str(port)] if port else []),
                               "--override", "num.partitions=1", *_override_args(self.overrides)],
                              capture_output=True, text=True, timeout=180, check=True)
         self.bootstrap = out.stdout.strip().splitlines()[-1].split("=", 1)[1]

@@ -30,7 +30,6 @@ from kbroker.cluster.quotas import QuotaWindow
 from kbroker.config import Endpoint, KafkaConfig
 from kbroker.net import KafkaServer, ListenerEndpoint, SocketServerConfig
 from kbroker.net.http_listener import HttpEndpoint
-from kbroker.net.jwks import JwksRefresher
 from kbroker.net.tls import TlsConfigError, TlsSettings, build_server_context
 from kbroker.observability import BrokerObservability
 from kbroker.security.delegation_token import (
@@ -159,6 +158,8 @@ def oauthbearer_validator(config: KafkaConfig, listener: str) -> TokenValidator:
         url = config.listener_value(listener, "sasl.oauthbearer.jwks.endpoint.url")
         if not url:
             raise ValueError(f"{handler} on listener {listener} needs sasl.oauthbearer.jwks.endpoint.url")
+        from kbroker.net.jwks import JwksRefresher  # urllib.request and http.client: only for this handler
+
         refresher = JwksRefresher(
             str(url), refresh_ms=int(config.listener_value(listener, "sasl.oauthbearer.jwks.endpoint.refresh.ms")),
             retry_backoff_ms=int(config.listener_value(listener, "sasl.oauthbearer.jwks.endpoint.retry.backoff.ms")),

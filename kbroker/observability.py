@@ -9,6 +9,11 @@ event-loop monitor and the HTTP listener (`kbroker.metrics.listener`) on the bro
 It sits in the wiring layer, beside broker.py and services.py, because it reads every service;
 nothing below it may import it. Collect-time gauges cost nothing between scrapes: nothing here
 runs on a request path.
+
+`prometheus_client` (with the email, http and urllib modules it imports, about 50 ms) is imported only
+when `kbroker.metrics.listener` is set: a default node, which serves no metrics, starts without it
+(issue 17, P5). The families below are built through `gauge`/`counter`, which import the exposition
+on their first call, at the first scrape.
 """
 
 from __future__ import annotations
@@ -16,14 +21,12 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections import Counter
-from collections.abc import Callable, Iterator
-
-from prometheus_client.core import Metric
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from typing import TYPE_CHECKING
 
 from kbroker.api.context import BrokerServices
 from kbroker.cluster.replication_quotas import ReplicationQuotaManager
 from kbroker.config import KafkaConfig
-from kbroker.metrics.exposition import CONTENT_TYPE, MetricsExposition, counter, gauge
 from kbroker.metrics.meters import BrokerMetrics
 from kbroker.net import KafkaServer
 from kbroker.net.http_listener import HttpEndpoint, MetricsHttpServer, parse_http_listener
@@ -31,11 +34,32 @@ from kbroker.net.loop_monitor import EventLoopMonitor
 from kbroker.replica.partition import Partition
 from kbroker.server.broker_lifecycle import BrokerState
 
+if TYPE_CHECKING:
+    from prometheus_client.core import Metric
+
+    from kbroker.metrics.exposition import MetricsExposition
+
 log = logging.getLogger(__name__)
 
 # Consumer lag is exposed per (group, partition) while there are at most this many committed offsets:
 # beyond it the series would cost more than they tell (kafka_consumergroup_lag_sum stays).
 MAX_LAG_SERIES = 10_000
+
+
+def gauge(name: str, documentation: str, labels: Sequence[str] = (),
+          samples: Iterable[tuple[Sequence[str], float]] = ()) -> Metric:
+    """`kbroker.metrics.exposition.gauge`, imported at the first scrape (the module docstring says why)."""
+    from kbroker.metrics.exposition import gauge as family
+
+    return family(name, documentation, labels, samples)
+
+
+def counter(name: str, documentation: str, labels: Sequence[str] = (),
+            samples: Iterable[tuple[Sequence[str], float]] = ()) -> Metric:
+    """`kbroker.metrics.exposition.counter`, imported at the first scrape."""
+    from kbroker.metrics.exposition import counter as family
+
+    return family(name, documentation, labels, samples)
 
 
 class BrokerObservability:
@@ -64,6 +88,8 @@ class BrokerObservability:
         /health/ready answers 503. Raises OSError when it cannot bind."""
         if self.endpoint is None:
             return None
+        from kbroker.metrics.exposition import CONTENT_TYPE
+
         self.exposition = self._exposition()
         self.http = MetricsHttpServer(self.endpoint, self.render, CONTENT_TYPE, self.live, self.ready)
         bound = await self.http.start()
@@ -120,6 +146,8 @@ class BrokerObservability:
     # -- collect-time sources --
 
     def _exposition(self) -> MetricsExposition:
+        from kbroker.metrics.exposition import MetricsExposition
+
         exposition = MetricsExposition(self.metrics or BrokerMetrics())
         for source in (self._broker_state, self._logs, self._replica_manager, self._network, self._groups,
                        self._share_partitions, self._quotas, self._replication_quotas):

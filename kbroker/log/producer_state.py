@@ -26,14 +26,13 @@ from collections import deque
 from dataclasses import dataclass
 from pathlib import Path
 
-import crc32c
-
 from kbroker.log.errors import (
     InvalidProducerEpochError,
     KafkaStorageError,
     OutOfOrderSequenceError,
     TransactionCoordinatorFencedError,
 )
+from kbroker.protocol.crc import crc32c
 from kbroker.protocol.record_format import NO_PRODUCER_EPOCH, NO_SEQUENCE, BatchHeader
 
 __all__ = ["CompletedTxn", "BatchMetadata", "ProducerStateEntry", "ProducerStateManager", "NUM_BATCHES_TO_RETAIN"]
@@ -282,7 +281,7 @@ class ProducerStateManager:
                                   e.last_timestamp, e.coordinator_epoch, e.current_txn_first_offset)
             pos += _SNAP_ENTRY.size
         struct.pack_into(">i", body, 6, len(self.producers))
-        crc = crc32c.crc32c(memoryview(body)[6:])
+        crc = crc32c(memoryview(body)[6:])
         struct.pack_into(">hI", body, 0, SNAPSHOT_VERSION, crc)
         path = self.snapshot_path(self.map_end_offset)
         tmp = path.with_name(path.name + ".tmp")
@@ -307,7 +306,7 @@ class ProducerStateManager:
         version, crc, count = _SNAP_HEAD.unpack_from(data, 0)
         if version != SNAPSHOT_VERSION:
             raise ValueError(f"{path}: unsupported producer snapshot version {version}")
-        if crc32c.crc32c(memoryview(data)[6:]) != crc:
+        if crc32c(memoryview(data)[6:]) != crc:
             raise ValueError(f"{path}: producer snapshot CRC mismatch")
         if len(data) != _SNAP_HEAD.size + count * _SNAP_ENTRY.size:
             raise ValueError(f"{path}: producer snapshot size does not match its {count} entries")

@@ -30,8 +30,6 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
-from crc32c import crc32c
-
 from kbroker.log.config import LogConfig
 from kbroker.log.errors import (
     CorruptRecordError,
@@ -47,6 +45,7 @@ from kbroker.protocol.compression import (
     StreamCompressor,
     iter_decompressed,
 )
+from kbroker.protocol.crc import crc32c
 from kbroker.protocol.record_format import (
     ATTRIBUTES_OFFSET,
     BASE_OFFSET_OFFSET,

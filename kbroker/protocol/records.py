@@ -23,8 +23,6 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 
-import crc32c
-
 from kbroker.clock import wall_clock_ms
 from kbroker.protocol.compression import (
     DEFAULT_MAX_DECOMPRESSED_SIZE,
@@ -34,6 +32,7 @@ from kbroker.protocol.compression import (
     compress,
     decompress,
 )
+from kbroker.protocol.crc import crc32c
 from kbroker.protocol.errors import ErrorCode
 from kbroker.protocol.record_format import (
     ATTRIBUTES_OFFSET,
@@ -258,7 +257,7 @@ class RecordBatch:
 
     # --- validation ------------------------------------------------------------------------
     def compute_crc(self) -> int:
-        return crc32c.crc32c(self.buf[ATTRIBUTES_OFFSET:])
+        return crc32c(self.buf[ATTRIBUTES_OFFSET:])
 
     def is_valid(self) -> bool:
         try:
@@ -434,7 +433,7 @@ def _assemble(section: Buffer, fields: tuple[int, ...]) -> bytearray:
     out = bytearray(RECORD_BATCH_OVERHEAD + len(section))
     HEADER.pack_into(out, 0, base_offset, len(out) - LOG_OVERHEAD, ple, MAGIC_V2, 0, *rest)
     out[RECORDS_OFFSET:] = section
-    UINT32.pack_into(out, CRC_OFFSET, crc32c.crc32c(memoryview(out)[ATTRIBUTES_OFFSET:]))
+    UINT32.pack_into(out, CRC_OFFSET, crc32c(memoryview(out)[ATTRIBUTES_OFFSET:]))
     return out
 
 

@@ -28,9 +28,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import crc32c
-
 from kbroker.protocol.compression import CompressionType
+from kbroker.protocol.crc import crc32c
 from kbroker.protocol.messages import (
     kraft_version_record,
     snapshot_footer_record,
@@ -109,7 +108,7 @@ def _control_batch(entries: Sequence[tuple[ControlRecordType, bytes]], *, base_o
                         base_offset=base_offset, partition_leader_epoch=epoch, now_ms=now_ms)
     attrs = compute_attributes(CompressionType.NONE, TimestampType.CREATE_TIME, False, True)
     INT16.pack_into(batch, ATTRIBUTES_OFFSET, attrs)
-    UINT32.pack_into(batch, CRC_OFFSET, crc32c.crc32c(memoryview(batch)[ATTRIBUTES_OFFSET:]))
+    UINT32.pack_into(batch, CRC_OFFSET, crc32c(memoryview(batch)[ATTRIBUTES_OFFSET:]))
     return batch
 
 
