@@ -18,7 +18,8 @@ P7  scale-out: kbroker runs one process per core, so N cores means N nodes, star
     them: on this 2-core machine that is the honest limit). Reported: MB/s per configuration, and
     `scaling` = 2 nodes / 1 node.
 Ceiling  `kbench sink` (benchmarks/native/kbench/sink.go, a Go endpoint that answers Produce and Fetch
-    without storing) on core 0, the generator on core 1, for each kbench load shape used above.
+    without storing) on core 0, the generator on core 1, for each kbench load shape used above; for
+    P3's shape the generator P3 ran (kbench fetch by default, kbench consume with --p3-generator).
 
 The controller JVM runs unpinned and is idle during the measured run (no metadata changes).
 """
@@ -262,15 +263,18 @@ def sink_ceiling(load: dict[str, object], records: int, topic: str = "ceiling") 
         sink.wait()
 
 
-def sink_consume_ceiling(records: int, partitions: int = 4) -> dict[str, float]:
-    """kbench consume (P3's shape) against the trivial sink's pre-built 1 KiB-record batches."""
+def sink_consume_ceiling(records: int, partitions: int = 4, mode: str = "fetch") -> dict[str, float]:
+    """P3's generator (`mode`: kbench fetch, P3's default, or kbench consume) in P3's shape against the
+    trivial sink's preloaded 1 KiB-record batches: the ceiling of the generator P3 actually used."""
+    if mode not in ("fetch", "consume"):
+        raise ValueError(f"P3's generator is kbench fetch or consume, not {mode!r}")
     sink = subprocess.Popen(["taskset", "-c", "0", kbench_binary(), "sink", "-listen", "127.0.0.1:0",
                              "-partitions", str(partitions)], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
                             text=True)
     try:
         assert sink.stdout is not None
         boot = sink.stdout.readline().strip().split("=", 1)[1]
-        return kbench("consume", {"bootstrap": boot, "topic": "ceiling", "partitions": partitions,
+        return kbench(mode, {"bootstrap": boot, "topic": "ceiling", "partitions": partitions,
                                   "clients": partitions, "records": records}, pin=True)
     finally:
         sink.kill()

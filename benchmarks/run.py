@@ -1,7 +1,7 @@
 """Side by side: the same load against kbroker and against Apache Kafka 4.3, in one run.
 
     .venv/bin/python benchmarks/run.py [--reps 3] [--quick|--tiny] [--only P1,P3] [--configs pinned,unpinned]
-                                       [--brokers kbroker,kafka] [--profile]
+                                       [--brokers kbroker,kafka] [--profile] [--p3-generator fetch|consume|both]
 
 Brokers alternate A B, B A (one fresh broker per repetition and configuration) to cancel machine
 drift. Two configurations (issue 17): "pinned", the broker on core 0 and the load generator on
@@ -16,8 +16,15 @@ broker's CPU (broker_cpu_s, broker_cpu_util) from /proc.
 Workloads:
   P1  produce, 1 KiB records, batch.size=131072, linger.ms=5, acks=1      (kafka-producer-perf-test)
   P2  produce, 100 B records, batch.size=16384, linger.ms=0, acks=1       (kafka-producer-perf-test)
-  P3  consume a 1 GiB backlog of 4 partitions, 4 consumers (the sendfile path)   (kbench consume)
-      MB/s and the broker's CPU seconds per GiB served
+  P3  consume a 1 GiB backlog of 4 partitions, 4 connections (the sendfile path)   (kbench fetch)
+      MB/s of record batches served and the broker's CPU seconds per GiB served. kbench fetch is a
+      raw Fetch loop (Fetch v12, 50 MiB per request, 8 MiB per partition, one request in flight per
+      connection) that walks only the batch headers for the next offset: it measures the broker's
+      serving, not a client's record decoding (CRC, record objects), which is not the broker's work
+      and bound the franz-go consumers on their one core. Both brokers serve the same log bytes by
+      sendfile/zero-copy, so the same raw client is fair to both. Its ceiling is kbench fetch against
+      kbench sink. --p3-generator consume runs the franz-go consumers instead (kbench consume, the
+      row's instrument before); both: the two, consume's row named P3_consume_backlog_kgo_consumer
   P4  end-to-end latency at a fixed 1k/5k/20k/50k records/s, 1 KiB, from the intended send time
       (kbench e2e: p50/p99/p99.9/max); the one-at-a-time round trip (Kafka's EndToEndLatency)
   P5  broker RSS under P1, and process start to first acknowledged produce (the probe already running)
@@ -225,12 +232,23 @@ def start_to_first_produce(target: Target, workdir: Path) -> dict[str, float]:
 
 
 P8_PER_TXN = (100, 1000)  # records per transaction (issue 14)
-P3_PARTITIONS = 4  # and as many consumer clients: one consumer's decoding is not the limit
+P3_PARTITIONS = 4  # and as many connections (clients): one connection's round trips are not the limit
+P3_GENERATORS = ("fetch", "consume", "both")
+P3_CONSUMER_ROW = "P3_consume_backlog_kgo_consumer"  # kbench consume's row with --p3-generator both
+
+
+def p3_rows(generator: str) -> list[tuple[str, str]]:
+    """(kbench mode, row name) of P3 for --p3-generator: the chosen generator's row is P3_consume_backlog."""
+    if generator == "both":
+        return [("fetch", "P3_consume_backlog"), ("consume", P3_CONSUMER_ROW)]
+    if generator not in P3_GENERATORS:
+        raise ValueError(f"--p3-generator {generator!r}: one of {', '.join(P3_GENERATORS)}")
+    return [(generator, "P3_consume_backlog")]
 P4_RATES = (1000, 5000, 20000, 50000)
 
 
 def run_one(target: Target, scale: dict[str, int], only: set[str], profile: bool,
-            config: str = "pinned") -> dict[str, dict[str, float]]:
+            config: str = "pinned", p3_generator: str = "fetch") -> dict[str, dict[str, float]]:
     """Every selected row against one fresh broker. Pinned: all rows, the generators on core 1.
     Unpinned: the throughput rows (P1, P2, P3) only, named *_unpinned, nothing pinned."""
     pin = config == "pinned"
@@ -262,14 +280,15 @@ def run_one(target: Target, scale: dict[str, int], only: set[str], profile: bool
                 create_topic(target.bootstrap, "p3", P3_PARTITIONS)
                 kbench("produce", {"bootstrap": target.bootstrap, "topic": "p3", "records": scale["p3"],
                                    "size": 1024, "acks": "1", "linger-ms": 5, "batch-bytes": 131072}, pin)
-                with Profiler(target.pid, "P3", profile and pin and target.name == "kbroker"), \
-                        BrokerCpu(target.pid) as cpu:
-                    r = kbench("consume", {"bootstrap": target.bootstrap, "topic": "p3",
-                                           "partitions": P3_PARTITIONS, "clients": P3_PARTITIONS,
-                                           "records": scale["p3"]}, pin)
-                f = cpu.figures()
-                f["broker_cpu_s_per_gib"] = cpu.cpu_s / (r["bytes"] / (1024 * MIB)) if r["bytes"] else 0.0
-                res["P3_consume_backlog" + sfx] = r | f
+                for mode, row in p3_rows(p3_generator):
+                    with Profiler(target.pid, "P3", profile and pin and target.name == "kbroker"
+                                  and row == "P3_consume_backlog"), BrokerCpu(target.pid) as cpu:
+                        r = kbench(mode, {"bootstrap": target.bootstrap, "topic": "p3",
+                                          "partitions": P3_PARTITIONS, "clients": P3_PARTITIONS,
+                                          "records": scale["p3"]}, pin)
+                    f = cpu.figures()
+                    f["broker_cpu_s_per_gib"] = cpu.cpu_s / (r["bytes"] / (1024 * MIB)) if r["bytes"] else 0.0
+                    res[row + sfx] = r | f
             if "P8" in only and pin:
                 for per_txn in P8_PER_TXN:
                     topic = f"p8-{per_txn}"
@@ -454,6 +473,9 @@ def build_parser() -> argparse.ArgumentParser:
                     help="pinned (broker core 0, load core 1) and/or unpinned (throughput rows only)")
     ap.add_argument("--brokers", default="kbroker,kafka")
     ap.add_argument("--profile", action="store_true", help="py-spy flame graphs of kbroker under P1 and P3")
+    ap.add_argument("--p3-generator", choices=P3_GENERATORS, default="fetch",
+                    help="P3's instrument: kbench fetch (raw Fetch, the broker's serving; default), kbench consume "
+                         f"(franz-go consumers, which decode records), or both (consume's row: {P3_CONSUMER_ROW})")
     ap.add_argument("--skip-ceiling", action="store_true")
     ap.add_argument("--render", type=Path, metavar="JSON",
                     help="no run: the chart of a results file again, written next to it as <stem>.png")
@@ -505,7 +527,7 @@ def main() -> int:
             for name in order:
                 t = makers[name](BROKER_CPU if config == "pinned" else None)
                 print(f"rep {rep + 1}/{a.reps} {config}: {t.name}", file=sys.stderr, flush=True)
-                merged[name].update(run_one(t, scale, only, a.profile and rep == 0, config))
+                merged[name].update(run_one(t, scale, only, a.profile and rep == 0, config, a.p3_generator))
         for name in order:  # the multi-node rows, one fresh cluster each (benchmarks/cluster_rows.py)
             if "P6" in only:
                 print(f"rep {rep + 1}/{a.reps} P6: {name}", file=sys.stderr, flush=True)
@@ -522,7 +544,7 @@ def main() -> int:
     result: dict[str, object] = {"when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
                                  "command": " ".join([".venv/bin/python", "benchmarks/run.py", *sys.argv[1:]]),
                                  "scale": scale, "reps": a.reps, "configs": configs, "table": table, "runs": runs,
-                                 "generators": GENERATORS}
+                                 "generators": generators(a.p3_generator), "p3_generator": a.p3_generator}
     (out_dir / "partial.json").write_text(json.dumps(result, indent=2))  # survives a failure below
     if a.ceilings:
         print("generator ceilings against kbench sink", file=sys.stderr, flush=True)
@@ -530,7 +552,8 @@ def main() -> int:
             "kbench_produce_1k_linger5_acks1 (P1/P7 shape)": cluster_rows.sink_ceiling(cluster_rows.P7_LOAD, scale["p7"]),
             "kbench_produce_1k_linger5_acksall (P6 shape)": cluster_rows.sink_ceiling(cluster_rows.P6_LOAD, scale["p6"]),
             "kbench_produce_100b_linger0 (P2 shape)": cluster_rows.sink_ceiling(cluster_rows.P2_LOAD, scale["p2"]),
-            "kbench_consume_4x4 (P3 shape)": cluster_rows.sink_consume_ceiling(scale["p3"]),
+            **{f"kbench_{mode}_4x4 (P3 shape)": cluster_rows.sink_consume_ceiling(scale["p3"], mode=mode)
+               for mode, _ in p3_rows(a.p3_generator)},
         }
         (out_dir / "partial.json").write_text(json.dumps(result, indent=2))
     if not a.skip_ceiling:
@@ -555,7 +578,8 @@ def main() -> int:
 GENERATORS = {
     "P1": "kafka-producer-perf-test (org.apache.kafka.tools.ProducerPerformance, kafka-tools 4.3.1)",
     "P2": "kafka-producer-perf-test (org.apache.kafka.tools.ProducerPerformance, kafka-tools 4.3.1)",
-    "P3": "kbench consume (Go, franz-go v1.22.3; benchmarks/native), 4 partitions, 4 clients",
+    "P3": "kbench fetch (Go, franz-go v1.22.3's kmsg; benchmarks/native/kbench/fetch.go): raw Fetch v12, 4 partitions, "
+          "4 connections, 50 MiB / 8 MiB per partition per request, batch headers walked, no record decoded",
     "P4_e2e": "kbench e2e (Go, franz-go v1.22.3): fixed rate, latency from the intended send time",
     "P4_round_trip": "EndToEndLatency (org.apache.kafka.tools.EndToEndLatency, kafka-tools 4.3.1)",
     "P5": "confluent-kafka producer (benchmarks/loadgen.py first-produce)",
@@ -565,6 +589,16 @@ GENERATORS = {
           "transaction, one partition, commit included, pinned",
     "ceilings": "kbench (the same loads) against kbench sink (benchmarks/native/kbench/sink.go), sink core 0, kbench core 1",
 }
+P3_CONSUME_GENERATOR = "kbench consume (Go, franz-go v1.22.3; benchmarks/native), 4 partitions, 4 clients"
+
+
+def generators(p3_generator: str) -> dict[str, str]:
+    """GENERATORS with P3's instrument as --p3-generator chose it."""
+    if p3_generator == "consume":
+        return GENERATORS | {"P3": P3_CONSUME_GENERATOR}
+    if p3_generator == "both":
+        return GENERATORS | {P3_CONSUMER_ROW: P3_CONSUME_GENERATOR}
+    return dict(GENERATORS)
 
 
 if __name__ == "__main__":

@@ -59,7 +59,7 @@ def test_proc_cpu_seconds_counts_every_thread_of_a_process() -> None:
 @pytest.mark.timeout(300)
 def test_kbench_go_unit_tests_pass() -> None:
     """kbench's latency histogram (benchmarks/native/kbench/main_test.go): percentiles within one
-    bucket of the exact ones. build.sh ran them when it built the binary, so this is Go's cache."""
+    bucket of the exact ones; the fetch mode's batch-header walk; the sink's Fetch v12 answer. build.sh ran them when it built the binary, so this is Go's cache."""
     _need_go()
     kbench_binary()
     env = dict(os.environ, GOMODCACHE=str(ROOT / ".cache" / "kbench" / "gomod"),
@@ -69,6 +69,9 @@ def test_kbench_go_unit_tests_pass() -> None:
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
     assert "--- PASS: TestHistogramPercentilesWithinOneBucket" in out.stdout
     assert "--- PASS: TestHistogramBucketsAreContiguous" in out.stdout
+    # kbench fetch's batch-header walk (P3) and the sink's Fetch answer (its ceiling).
+    assert "--- PASS: TestWalkBatchesIgnoresATrailingPartialBatch" in out.stdout
+    assert "--- PASS: TestSinkFetchV12ResponseDecodes" in out.stdout
 
 
 @pytest.mark.interop
@@ -135,7 +138,10 @@ def test_run_py_tiny_against_kbroker_reports_generator_and_broker_cost(tmp_path:
         assert r["gen_ceiling_mb_per_s"] == pytest.approx(r["mb_per_s"] / r["gen_cpu_util"])
         assert r["broker_cpu_s"] >= 0 and "broker_cpu_util" in r
     assert run["P3_consume_backlog"]["partitions"] == 4 and run["P3_consume_backlog"]["clients"] == 4
-    assert run["P3_consume_backlog"]["bytes"] == 5000 * 1024
+    # kbench fetch (P3's default generator) counts the whole batches served: 1 KiB values plus headers.
+    assert result["p3_generator"] == "fetch" and "kbench fetch" in result["generators"]["P3"]
+    assert 5000 * 1024 < run["P3_consume_backlog"]["bytes"] < 5000 * 1024 * 1.05
+    assert run["P3_consume_backlog"]["fetch_version"] == 12
     assert run["P3_consume_backlog"]["broker_cpu_s_per_gib"] >= 0
     # The Fetch responses are counted, so their sizes can be compared between brokers.
     assert run["P3_consume_backlog"]["fetch_responses"] >= 4

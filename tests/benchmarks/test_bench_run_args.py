@@ -1,11 +1,12 @@
 """benchmarks/run.py's flags pick the scale: `--p6-records N` sets P6's record count over any scale
-(issue 12), the other rows keep theirs, and a count that is not positive is refused."""
+(issue 12), the other rows keep theirs, and a count that is not positive is refused; `--p3-generator`
+picks P3's instrument (kbench fetch by default, the franz-go consumers on request, or both)."""
 
 from __future__ import annotations
 
 import pytest
 
-from benchmarks.run import SCALES, build_parser, chosen_scale
+from benchmarks.run import P3_CONSUMER_ROW, SCALES, build_parser, chosen_scale, generators, p3_rows
 
 
 def _scale(*argv: str) -> dict[str, int]:
@@ -27,3 +28,15 @@ def test_p6_records_must_be_a_positive_count() -> None:
         _scale("--p6-records", "0")
     with pytest.raises(SystemExit):
         _scale("--p6-records", "many")
+
+
+def test_p3_runs_kbench_fetch_unless_asked_for_the_consumers() -> None:
+    assert build_parser().parse_args([]).p3_generator == "fetch"
+    assert p3_rows("fetch") == [("fetch", "P3_consume_backlog")]
+    assert p3_rows("consume") == [("consume", "P3_consume_backlog")]
+    assert p3_rows("both") == [("fetch", "P3_consume_backlog"), ("consume", P3_CONSUMER_ROW)]
+    assert "kbench fetch" in generators("fetch")["P3"]
+    assert "kbench consume" in generators("consume")["P3"]
+    assert "kbench fetch" in generators("both")["P3"] and "kbench consume" in generators("both")[P3_CONSUMER_ROW]
+    with pytest.raises(SystemExit):
+        build_parser().parse_args(["--p3-generator", "librdkafka"])

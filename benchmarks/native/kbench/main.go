@@ -9,6 +9,7 @@
 //	kbench produce -bootstrap B -topic T -partitions P -records N -size S [-acks 1] [-linger-ms 5] [-batch-bytes 131072]
 //	               [-seconds S (stop sending after S s; the flush of what was sent is counted)] [-max-buffered 100000]
 //	kbench consume -bootstrap B -topic T -partitions P -clients C -records N
+//	kbench fetch   -bootstrap B -topic T -partitions P [-clients C] -records N (fetch.go: raw Fetch, no record decoding)
 //	kbench e2e     -bootstrap B -topic T -rate R -seconds S [-warmup 2] [-size 1024] [-acks 1]
 //	kbench txn     -bootstrap B -topic T -records N -per-txn K [-size 1024] (txn.go: transactional produce)
 //	kbench fleet   -bootstrap B -topic T -clients N -rate R -seconds S (fleet.go: N producers at R records/s each)
@@ -408,13 +409,15 @@ func e2e(args []string) {
 
 func main() {
 	if len(os.Args) < 2 {
-		die("usage: kbench produce|consume|e2e|txn|fleet|sink [flags] (see the source's doc comment)")
+		die("usage: kbench produce|consume|fetch|e2e|txn|fleet|sink [flags] (see the source's doc comment)")
 	}
 	switch os.Args[1] {
 	case "produce":
 		produce(os.Args[2:])
 	case "consume":
 		consume(os.Args[2:])
+	case "fetch":
+		fetchMode(os.Args[2:])
 	case "e2e":
 		e2e(os.Args[2:])
 	case "sink":

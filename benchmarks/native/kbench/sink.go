@@ -5,13 +5,22 @@ package main
 // `kbench sink` speaks just enough of the Kafka protocol for kbench (franz-go) to produce to it and
 // consume from it, and does nothing else: a Produce is answered at once (each partition's base
 // offset advances by the batch's record count, nothing is stored or validated), a Fetch is answered
-// with one pre-built batch of -fetch-records records of -fetch-size bytes at the offset asked for.
+// from a preloaded buffer of identical batches (-fetch-records records of -fetch-size bytes each,
+// -fetch-buffer-mib MiB of them) at the offset asked for: as many whole batches as the request's
+// PartitionMaxBytes and MaxBytes allow (at least one), their base offsets patched in place (the
+// CRC does not cover them), consecutive from the fetch offset, the high watermark never reached.
 // What a generator reaches against it is the generator's ceiling on this machine (issue 17: "the
 // same generator against a trivial sink"), beside each broker row. It is not kbroker and shares no
 // code with it: Go, one goroutine per connection, franz-go's kmsg for the message codecs.
 //
 // APIs: ApiVersions, Metadata (the sink is node 0 and leads every partition of any topic asked
 // for, -partitions each), InitProducerId, Produce (v3-v12, topic names), ListOffsets, Fetch (v4-v12).
+//
+// Fetch v12 (what franz-go's consumer and `kbench fetch` send it) is answered without copying the
+// batches: each connection keeps its own copy of the preloaded buffer per partition of a request,
+// patches the base offsets and writes the response header pieces and those buffers with one
+// writev, so the sink's cost per byte is the kernel's copy, as a broker's sendfile is close to; the
+// older versions go through kmsg (one copy more). Against it `kbench fetch` measures its own ceiling.
 
 import (
 	"bufio"
@@ -36,8 +45,40 @@ type sinkState struct {
 	partitions int32
 	mu         sync.Mutex
 	next       map[string][]int64 // produce: the next offset of each partition
-	batch      []byte             // fetch: one uncompressed v2 batch, base offset patched per response
-	batchCount int64
+	tmpl       []byte             // fetch: identical uncompressed v2 batches, base offsets patched per response
+	batchLen   int
+	batchCount int64 // records per batch
+}
+
+// sinkScratch is one connection's copies of the preloaded batches, one per partition slot of a
+// Fetch response, patched in place (a connection answers one request at a time).
+type sinkScratch struct{ slots [][]byte }
+
+// setFetchTemplate preloads as many copies of batch (count records) as fit in total bytes (>= 1).
+func (st *sinkState) setFetchTemplate(batch []byte, count int, total int) {
+	k := max(1, total/len(batch))
+	st.tmpl = make([]byte, 0, k*len(batch))
+	for i := 0; i < k; i++ {
+		st.tmpl = append(st.tmpl, batch...)
+	}
+	st.batchLen, st.batchCount = len(batch), int64(count)
+}
+
+// fetchBatches returns whole batches at offset, offset+count, ... of at most limit bytes (but at
+// least one batch), in the connection's copy for response slot `slot`.
+func (st *sinkState) fetchBatches(sc *sinkScratch, slot int, offset int64, limit int32) []byte {
+	for len(sc.slots) <= slot {
+		sc.slots = append(sc.slots, nil)
+	}
+	if sc.slots[slot] == nil {
+		sc.slots[slot] = append([]byte(nil), st.tmpl...)
+	}
+	buf := sc.slots[slot]
+	n := min(len(buf)/st.batchLen, max(1, int(limit)/st.batchLen))
+	for i := 0; i < n; i++ {
+		binary.BigEndian.PutUint64(buf[i*st.batchLen:], uint64(offset+int64(i)*st.batchCount))
+	}
+	return buf[:n*st.batchLen]
 }
 
 var supported = map[int16][2]int16{
@@ -50,6 +91,7 @@ func sink(args []string) {
 	partitions := fs.Int("partitions", 4, "partitions of every topic")
 	fetchRecords := fs.Int("fetch-records", 512, "records in the batch a Fetch returns per partition")
 	fetchSize := fs.Int("fetch-size", 1024, "value size of those records")
+	fetchBuffer := fs.Int("fetch-buffer-mib", 8, "MiB of preloaded batches: the most a partition gets per Fetch")
 	_ = fs.Parse(args)
 	ln, err := net.Listen("tcp", *listen)
 	if err != nil {
@@ -58,7 +100,7 @@ func sink(args []string) {
 	addr := ln.Addr().(*net.TCPAddr)
 	st := &sinkState{host: addr.IP.String(), port: int32(addr.Port), partitions: int32(*partitions),
 		next: map[string][]int64{}}
-	st.batch, st.batchCount = buildBatch(*fetchRecords, *fetchSize), int64(*fetchRecords)
+	st.setFetchTemplate(buildBatch(*fetchRecords, *fetchSize), *fetchRecords, *fetchBuffer*(1<<20))
 	fmt.Printf("listening=%s:%d\n", st.host, st.port)
 	_ = os.Stdout.Sync()
 	for {
@@ -95,6 +137,7 @@ func (st *sinkState) serve(c net.Conn) {
 	defer c.Close()
 	r, w := bufio.NewReaderSize(c, 1<<20), bufio.NewWriterSize(c, 1<<20)
 	var sizeBuf [4]byte
+	var scratch sinkScratch
 	for {
 		if _, err := io.ReadFull(r, sizeBuf[:]); err != nil {
 			return
@@ -103,13 +146,24 @@ func (st *sinkState) serve(c net.Conn) {
 		if _, err := io.ReadFull(r, frame); err != nil {
 			return
 		}
-		resp, err := st.handle(frame)
+		resp, err := st.handle(frame, &scratch)
 		if err != nil {
 			fmt.Fprintf(os.Stderr, "sink: %v\n", err)
 			return
 		}
-		if _, err := w.Write(resp); err != nil { // resp is empty after an acks=0 produce
-			return
+		if len(resp) <= 1 { // one encoded response, or none after an acks=0 produce
+			for _, b := range resp {
+				if _, err := w.Write(b); err != nil {
+					return
+				}
+			}
+		} else { // a Fetch v12 response in pieces: what is buffered first, then one writev
+			if err := w.Flush(); err != nil {
+				return
+			}
+			if _, err := resp.WriteTo(c); err != nil {
+				return
+			}
 		}
 		if !frameBuffered(r) { // answer now unless the next request is already here in full
 			if err := w.Flush(); err != nil {
@@ -128,7 +182,7 @@ func frameBuffered(r *bufio.Reader) bool {
 	return n >= 4+int(binary.BigEndian.Uint32(head))
 }
 
-func (st *sinkState) handle(frame []byte) ([]byte, error) {
+func (st *sinkState) handle(frame []byte, sc *sinkScratch) (net.Buffers, error) {
 	if len(frame) < 10 {
 		return nil, errors.New("short frame")
 	}
@@ -157,6 +211,12 @@ func (st *sinkState) handle(frame []byte) ([]byte, error) {
 	if err := req.ReadFrom(frame[pos:]); err != nil {
 		return nil, fmt.Errorf("api %d v%d: %w", key, version, err)
 	}
+	if q, ok := req.(*kmsg.FetchRequest); ok && version == 12 {
+		return st.fetchV12(q, corr, sc), nil
+	}
+	if q, ok := req.(*kmsg.FetchRequest); ok {
+		return net.Buffers{st.fetchKmsg(q, corr, version, sc)}, nil
+	}
 	body := st.answer(req)
 	if body == nil { // acks=0 produce: no response
 		return nil, nil
@@ -169,7 +229,95 @@ func (st *sinkState) handle(frame []byte) ([]byte, error) {
 	}
 	out = body.AppendTo(out)
 	binary.BigEndian.PutUint32(out, uint32(len(out)-4))
-	return out, nil
+	return net.Buffers{out}, nil
+}
+
+// fetchPlan deals the request's byte limits over its partitions: each gets whole batches up to its
+// PartitionMaxBytes, the response up to MaxBytes, the first partition at least one batch.
+func (st *sinkState) fetchPlan(q *kmsg.FetchRequest, sc *sinkScratch, each func(t, p int, b []byte)) {
+	budget, slot := int(q.MaxBytes), 0
+	if q.MaxBytes <= 0 {
+		budget = 1 << 30
+	}
+	for ti, t := range q.Topics {
+		for pi, p := range t.Partitions {
+			limit := min(int(p.PartitionMaxBytes), budget)
+			var b []byte
+			if limit >= st.batchLen || slot == 0 {
+				b = st.fetchBatches(sc, slot, p.FetchOffset, int32(limit))
+				budget -= len(b)
+			}
+			slot++
+			each(ti, pi, b)
+		}
+	}
+}
+
+// fetchV12 encodes a Fetch v12 response by hand around the connection's batch buffers (no copy):
+// bufs alternates encoded pieces and batch buffers, the first piece starting with the frame size.
+func (st *sinkState) fetchV12(q *kmsg.FetchRequest, corr uint32, sc *sinkScratch) net.Buffers {
+	cur := make([]byte, 8, 256)
+	binary.BigEndian.PutUint32(cur[4:], corr)
+	cur = append(cur, 0)                        // response header v1: no tagged fields
+	cur = binary.BigEndian.AppendUint32(cur, 0) // ThrottleMillis
+	cur = binary.BigEndian.AppendUint16(cur, 0) // ErrorCode
+	cur = binary.BigEndian.AppendUint32(cur, 0) // SessionID
+	cur = binary.AppendUvarint(cur, uint64(len(q.Topics)+1))
+	var bufs net.Buffers
+	batches := map[[2]int][]byte{}
+	st.fetchPlan(q, sc, func(ti, pi int, b []byte) { batches[[2]int{ti, pi}] = b })
+	for ti, t := range q.Topics {
+		cur = binary.AppendUvarint(cur, uint64(len(t.Topic)+1))
+		cur = append(cur, t.Topic...)
+		cur = binary.AppendUvarint(cur, uint64(len(t.Partitions)+1))
+		for pi, p := range t.Partitions {
+			b := batches[[2]int{ti, pi}]
+			cur = binary.BigEndian.AppendUint32(cur, uint32(p.Partition))
+			cur = binary.BigEndian.AppendUint16(cur, 0)          // ErrorCode
+			cur = binary.BigEndian.AppendUint64(cur, 1<<62)      // HighWatermark
+			cur = binary.BigEndian.AppendUint64(cur, 1<<62)      // LastStableOffset
+			cur = binary.BigEndian.AppendUint64(cur, 0)          // LogStartOffset
+			cur = append(cur, 0)                                 // AbortedTransactions: null
+			cur = binary.BigEndian.AppendUint32(cur, 0xffffffff) // PreferredReadReplica -1
+			cur = binary.AppendUvarint(cur, uint64(len(b)+1))    // RecordBatches
+			bufs = append(bufs, cur, b)
+			cur = []byte{0} // the partition's tagged fields, then what follows
+		}
+		cur = append(cur, 0) // the topic's tagged fields
+	}
+	cur = append(cur, 0) // the response's tagged fields
+	bufs = append(bufs, cur)
+	size := -4
+	for _, b := range bufs {
+		size += len(b)
+	}
+	binary.BigEndian.PutUint32(bufs[0], uint32(size))
+	return bufs
+}
+
+// fetchKmsg answers the other Fetch versions through kmsg (which copies the batches once more).
+func (st *sinkState) fetchKmsg(q *kmsg.FetchRequest, corr uint32, version int16, sc *sinkScratch) []byte {
+	resp := kmsg.NewPtrFetchResponse()
+	resp.SetVersion(version)
+	for _, t := range q.Topics {
+		rt := kmsg.NewFetchResponseTopic()
+		rt.Topic, rt.TopicID = t.Topic, t.TopicID
+		resp.Topics = append(resp.Topics, rt)
+	}
+	st.fetchPlan(q, sc, func(ti, pi int, b []byte) {
+		rp := kmsg.NewFetchResponseTopicPartition()
+		rp.Partition, rp.HighWatermark, rp.LastStableOffset, rp.LogStartOffset = q.Topics[ti].Partitions[pi].Partition, 1<<62, 1<<62, 0
+		rp.RecordBatches = b
+		resp.Topics[ti].Partitions = append(resp.Topics[ti].Partitions, rp)
+	})
+	out := make([]byte, 8, 64)
+	binary.BigEndian.PutUint32(out[4:], corr)
+	if resp.IsFlexible() {
+		out = append(out, 0)
+	}
+	out = resp.AppendTo(out)
+	binary.BigEndian.PutUint32(out, uint32(len(out)-4))
+	return out
 }
 
 func (st *sinkState) offsets(topic string) []int64 {
@@ -251,23 +399,6 @@ func (st *sinkState) answer(req kmsg.Request) kmsg.Response {
 				if p.Timestamp == -1 { // latest
 					rp.Offset = 1 << 62
 				}
-				rt.Partitions = append(rt.Partitions, rp)
-			}
-			resp.Topics = append(resp.Topics, rt)
-		}
-		return resp
-	case *kmsg.FetchRequest:
-		resp := kmsg.NewPtrFetchResponse()
-		for _, t := range q.Topics {
-			rt := kmsg.NewFetchResponseTopic()
-			rt.Topic = t.Topic
-			for _, p := range t.Partitions {
-				rp := kmsg.NewFetchResponseTopicPartition()
-				rp.Partition, rp.HighWatermark, rp.LastStableOffset, rp.LogStartOffset = p.Partition, 1<<62, 1<<62, 0
-				b := make([]byte, len(st.batch))
-				copy(b, st.batch)
-				binary.BigEndian.PutUint64(b, uint64(p.FetchOffset))
-				rp.RecordBatches = b
 				rt.Partitions = append(rt.Partitions, rp)
 			}
 			resp.Topics = append(resp.Topics, rt)
