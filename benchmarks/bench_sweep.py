@@ -16,7 +16,11 @@ point so machine drift cancels), pinned like benchmarks/run.py (broker on core 0
   time a record was due to its acknowledgement (no coordinated omission). Throughput is the
   acknowledged rate of an open-loop load (it equals the offered rate unless a broker falls behind);
   the cost is in p99, RSS and the broker's CPU. ``broker_sockets`` is the peak count of the broker's
-  socket descriptors (franz-go opens about two connections per client).
+  socket descriptors (franz-go opens about two connections per client). The clients connect first, 25
+  at a time, each with one record acknowledged (``connect_s``), and only then start the schedule:
+  before 2026-11-27 all of them connected at once, both brokers' listen queues overflowed, and the
+  retried handshakes (1, 3, 7 s) were the 1,000-client p99. ``listen_overflows`` is the kernel's
+  count of dropped connection attempts during the point.
 - ``record_size`` (100 B .. 1 MiB): ``kbench produce`` of the size, 4 partitions (each written once
   before, unmeasured), linger 5 ms, batches of max(128 KiB, size + 16 KiB), acks=1;
   message.max.bytes=4 MiB on both brokers.
@@ -85,6 +89,10 @@ BACKLOG_PARTITIONS = 4
 MAX_BUFFERED = 10_000  # records franz-go buffers before Produce blocks: the closed-loop p99 is mostly this queue
 FLEET_RATE = 10  # records/s per producer client
 FLEET_PARTITIONS = 10
+# Clients connecting at once before the fleet's schedule (kbench fleet -connect-concurrency): half the
+# default listen backlog (socket.listen.backlog.size=50), so the sweep measures open connections, not a
+# connection storm (fleet.go says why; listen_overflows shows what a point still dropped).
+FLEET_CONNECT_CONCURRENCY = 25
 DISK_CEILING_MAX = 4 * GIB
 
 
@@ -158,6 +166,21 @@ def create_topic_timed(bootstrap: str, topic: str, partitions: int, timeout: flo
 
 
 # ---- samplers ----------------------------------------------------------------------------------
+
+
+def listen_overflows() -> int:
+    """The kernel's TcpExt ListenOverflows so far (/proc/net/netstat): connections a listen queue had no
+    room for (the client's SYN or handshake dropped; it retries after 1, 3, 7 s). Machine-wide: one
+    broker runs at a time, so a point's difference is its broker's."""
+    try:
+        lines = Path("/proc/net/netstat").read_text().splitlines()
+    except OSError:
+        return -1
+    for names, values in zip(lines[::2], lines[1::2], strict=False):
+        if names.startswith("TcpExt:"):
+            row = dict(zip(names.split()[1:], values.split()[1:], strict=False))
+            return int(row.get("ListenOverflows", -1))
+    return -1
 
 
 class SocketSampler:
@@ -361,10 +384,13 @@ def load_partitions(target: Target, workdir: Path, value: float, scale: Scale) -
 def load_connections(target: Target, workdir: Path, value: float, scale: Scale) -> dict[str, float | str]:
     clients = int(value)
     create_topic_timed(target.bootstrap, "sweep", FLEET_PARTITIONS)
+    overflows = listen_overflows()
     r = _measure(target, lambda: kbench("fleet", {
         "bootstrap": target.bootstrap, "topic": "sweep", "clients": clients, "rate": FLEET_RATE,
-        "seconds": scale.fleet_seconds, "warmup": scale.fleet_warmup, "size": 1024, "acks": "1"}, pin=True),
+        "seconds": scale.fleet_seconds, "warmup": scale.fleet_warmup, "size": 1024, "acks": "1",
+        "connect-concurrency": FLEET_CONNECT_CONCURRENCY}, pin=True),
         sockets=True)
+    r["listen_overflows"] = float(listen_overflows() - overflows)
     if r.get("failed"):
         raise RuntimeError(f"fleet of {clients} on {target.name}: {r['failed']} records failed: {r}")
     return r

@@ -110,6 +110,9 @@ def test_sweep_quick_against_kbroker_every_dimension(tmp_path: Path) -> None:
     assert fleet["offered_records_per_s"] == 100 and fleet["records"] >= 0.9 * 100 * 2  # 2 measured seconds
     assert 0 < fleet["p50_latency_ms"] <= fleet["p99_latency_ms"] <= fleet["max_latency_ms"]
     assert fleet["broker_sockets"] >= 10  # one connection per client at least
+    # Every client connected and had a record acknowledged before the schedule (fleet.go), 25 at a time.
+    assert fleet["connect_concurrency"] == 25 and fleet["connect_s"] > 0
+    assert fleet["listen_overflows"] >= 0
     big = runs["record_size"]["1048576"]["kbroker"][0]
     _check_instruments(big)
     assert big["record_size"] == 1048576 and big["records"] == 64

@@ -14,6 +14,16 @@ package main
 // charged, not silently slowed down. The first -warmup seconds (connections, metadata) are sent at
 // the same rate and not measured. records_per_s and mb_per_s are the acknowledged records that
 // were due in the measured window, over its length; failed counts records the broker refused.
+//
+// Before the schedule starts, every client connects and has one record acknowledged (ProduceSync:
+// metadata, the produce connection, the idempotent producer's id), at most -connect-concurrency at a
+// time; the time it took is connect_s, and those records are not counted. Without this phase (-connect-
+// concurrency 0) all N clients open their ~2N connections within a tenth of a second: both brokers'
+// listen queues (socket.listen.backlog.size, 50 by Kafka's default) overflow, the kernel drops the
+// SYNs and handshakes it cannot queue, and the clients retry after 1, 3, 7 s (TCP's SYN backoff).
+// That storm, not the steady cost of N connections, made the 1,000-client p99 (6.7 s kbroker, 4.3 s
+// Kafka; thousands of ListenOverflows on both, benchmarks/bench_sweep.py records them). The sweep
+// asks what N connections cost once they are open; how a broker absorbs a storm is another row.
 
 import (
 	"context"
@@ -38,6 +48,7 @@ func fleet(args []string) {
 	warmup := fs.Float64("warmup", 3, "seconds sent at the same rate first, not measured")
 	size := fs.Int("size", 1024, "record value size in bytes")
 	acks := fs.String("acks", "1", "0, 1 or all")
+	connectConcurrency := fs.Int("connect-concurrency", 25, "clients connecting at once before the schedule; 0: none, all at the first record")
 	_ = fs.Parse(args)
 	if *clients <= 0 || *perSec <= 0 {
 		die("fleet: -clients and -rate must be positive")
@@ -57,11 +68,15 @@ func fleet(args []string) {
 		cls[c] = cl
 	}
 	value := make([]byte, *size)
+	ctx := context.Background()
+	connectS := 0.0
+	if *connectConcurrency > 0 {
+		connectS = connectAll(ctx, cls, value, *connectConcurrency)
+	}
 	var lat histogram // µs, measured records only
 	var latMu sync.Mutex
 	var acked, failed atomic.Int64
 	var firstErr atomic.Value
-	ctx := context.Background()
 	cpu0 := cpuSeconds()
 	start := time.Now()
 	measureFrom := start.Add(time.Duration(*warmup * float64(time.Second)))
@@ -114,5 +129,31 @@ func fleet(args []string) {
 		"p50_latency_ms": ms(lat.percentile(0.50)), "p99_latency_ms": ms(lat.percentile(0.99)),
 		"p999_latency_ms": ms(lat.percentile(0.999)), "max_latency_ms": ms(lat.max),
 		"gen_cpu_s": cpu, "gen_cpu_util": rate(cpu, wall), "seconds": wall,
+		"connect_s": connectS, "connect_concurrency": *connectConcurrency,
 	})
+}
+
+// connectAll has one record of every client acknowledged, at most `concurrency` clients at a time;
+// the seconds it took. A client that cannot produce its first record ends the run.
+func connectAll(ctx context.Context, cls []*kgo.Client, value []byte, concurrency int) float64 {
+	t0 := time.Now()
+	slots := make(chan struct{}, concurrency)
+	var wg sync.WaitGroup
+	var firstErr atomic.Value
+	for c, cl := range cls {
+		slots <- struct{}{}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer func() { <-slots }()
+			if err := cl.ProduceSync(ctx, &kgo.Record{Value: value}).FirstErr(); err != nil {
+				firstErr.CompareAndSwap(nil, fmt.Sprintf("client %d: %v", c, err))
+			}
+		}()
+	}
+	wg.Wait()
+	if e, _ := firstErr.Load().(string); e != "" {
+		die("fleet: connecting the clients: %s", e)
+	}
+	return time.Since(t0).Seconds()
 }
