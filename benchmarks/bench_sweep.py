@@ -161,7 +161,7 @@ def create_topic_timed(bootstrap: str, topic: str, partitions: int, timeout: flo
             break
         if time.monotonic() - t0 > timeout:
             raise TimeoutError(f"{topic}: {partitions} partitions without leaders after {timeout}s")
-        time.sleep(0.5 if partitions < 1000 else 2.0)  # a Metadata of 10,000 partitions is work too
+        time.sleep(0.2 if partitions <= 1000 else 1.0)  # a Metadata of 10,000 partitions is work too
     return {"create_s": created, "ready_s": time.monotonic() - t0}  # first_touch_s is added by the load
 
 

@@ -7,6 +7,8 @@ from __future__ import annotations
 import dataclasses
 from pathlib import Path
 
+import pytest
+
 from kbroker.api import _groups
 from kbroker.api.context import BrokerServices
 from kbroker.config import KafkaConfig
@@ -72,3 +74,54 @@ def test_rebuild_recovers_topics_and_their_configs(tmp_path: Path) -> None:
             assert partition.log.config.retention_ms == 5000
     finally:
         shutdown_services(again)
+
+
+def test_the_kept_log_config_follows_every_dynamic_change(tmp_path: Path) -> None:
+    """`ConfigHelper.log_config` keeps one answer per (dynamic broker configs, topic overrides): a change
+    to either is a new answer, and no caller shares an object another can change (issue 17: hosting a
+    thousand partitions resolved the same config a thousand times)."""
+    services = build_services(_config(tmp_path))
+    try:
+        tm = SyncAdmin(services.controller, services.configs)
+        helper = services.configs
+        first = helper.log_config({})
+        assert first.retention_ms == 2 * 3_600_000 and first.segment_bytes == 1073741824
+        again = helper.log_config({})
+        assert again == first and again is not first  # a copy of the kept answer
+        again.segment_bytes = 1
+        assert helper.log_config({}).segment_bytes == 1073741824
+        tm.alter_broker_configs(True, {"log.segment.bytes": "2097152"})  # cluster-wide dynamic default
+        assert helper.log_config({}).segment_bytes == 2097152
+        tm.alter_broker_configs(False, {"log.retention.ms": "60000"})  # this broker's dynamic config
+        changed = helper.log_config({})
+        assert changed.segment_bytes == 2097152 and changed.retention_ms == 60000
+        assert helper.log_config({"retention.ms": "5000"}).retention_ms == 5000
+        tm.create_topic("t", 3, configs={"segment.bytes": "4194304"})
+        logs = [services.replica_manager.get_partition("t", p) for p in range(3)]
+        assert all(p is not None and p.log.config.segment_bytes == 4194304 and p.log.config.retention_ms == 60000
+                   for p in logs)
+    finally:
+        shutdown_services(services)
+
+
+def test_a_topics_partitions_resolve_its_config_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Hosting 50 new partitions of one topic resolves the topic's LogConfig once, not 50 times."""
+    from kbroker.log.config import LogConfig
+
+    services = build_services(_config(tmp_path))
+    try:
+        tm = SyncAdmin(services.controller, services.configs)
+        calls = []
+        original = LogConfig.from_props.__func__  # type: ignore[attr-defined]
+
+        def counted(cls: type[LogConfig], *args: object, **kwargs: object) -> LogConfig:
+            calls.append(args)
+            return original(cls, *args, **kwargs)  # type: ignore[no-any-return]
+
+        monkeypatch.setattr(LogConfig, "from_props", classmethod(counted))
+        tm.create_topic("many", 50, configs={"retention.ms": "7000"})
+        assert all(services.replica_manager.get_partition("many", p) is not None for p in range(50))
+        resolved = [a for a in calls if a and isinstance(a[-1], dict) and a[-1].get("retention.ms") == "7000"]
+        assert 1 <= len(resolved) <= 2, len(resolved)  # validation may resolve it once more
+    finally:
+        shutdown_services(services)
