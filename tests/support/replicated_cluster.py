@@ -15,6 +15,7 @@ import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import cast
 
 from tests.support.java import run_java_main
 
@@ -161,7 +162,9 @@ def read_partition(bootstrap: str, topic: str, partition: int = 0, timeout: floa
         while (not got or got[-1][0] < high - 1) and time.monotonic() < deadline:
             msg = consumer.poll(1.0)
             if msg is not None and msg.error() is None:
-                got.append((msg.offset(), msg.value()))
+                offset = msg.offset()
+                assert offset is not None  # a record, not an event
+                got.append((offset, cast(bytes, msg.value())))  # None for a tombstone: the tests write none
         return got
     finally:
         consumer.close()
