@@ -149,6 +149,22 @@ def _describe_tail(path: Path, base: int, start: int, size: int) -> str:
     return f"{batches} batches with {records} records (offsets {first} to {last} by their headers)"
 
 
+def new_log_segments(d: Path, config: LogConfig, *, log_start_offset: int, recovery_point: int,
+                     had_clean_shutdown: bool, time_ms: Callable[[], int]) -> LoadedLog:
+    """What `load_segments` finds in a directory the caller has just created: nothing to complete,
+    delete, load or recover, so the first segment is created at once (the same segment, offsets and
+    recovery point). Hosting 1,000 new partitions spent a seventh of its time listing, probing and
+    truncating empty directories (issue 17)."""
+    c = config
+    active = LogSegment(d, log_start_offset, index_interval_bytes=c.index_interval_bytes,
+                        max_index_size=c.segment_index_bytes, created_ms=time_ms(),
+                        roll_jitter_ms=LogSegment.roll_jitter(c.segment_jitter_ms, c.segment_ms), active=True)
+    active.make_active(c.segment_index_bytes)
+    active.release_indexes()
+    point = log_start_offset if had_clean_shutdown else min(recovery_point, log_start_offset)
+    return LoadedLog([active], log_start_offset, log_start_offset, point)
+
+
 def load_segments(d: Path, config: LogConfig, *, log_start_offset: int, recovery_point: int, had_clean_shutdown: bool,
                   leader_epoch_cache: LeaderEpochFileCache, producer_state: ProducerStateManager,
                   time_ms: Callable[[], int], topic_partition: str) -> LoadedLog:

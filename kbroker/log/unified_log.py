@@ -87,16 +87,26 @@ class UnifiedLog(LogRetention):
         self.background_executor: Callable[[Callable[[], None]], object] | None = None
         self.last_flush_ms = self._time()
         self._pending_deletes: list[tuple[int, list[Path], LogSegment | None]] = []
+        created = not self.dir.is_dir()
         self.dir.mkdir(parents=True, exist_ok=True)
         self.leader_epoch_cache = LeaderEpochFileCache(self.dir / LEADER_EPOCH_CHECKPOINT)
         self.producer_state = ProducerStateManager(self.dir)
         self.aborted_txns = AbortedTransactions(self.dir)
-        from kbroker.log.recovery import load_segments, rebuild_producer_state  # noqa: PLC0415 - builds on this module
+        from kbroker.log.recovery import (  # noqa: PLC0415 - builds on this module
+            load_segments,
+            new_log_segments,
+            rebuild_producer_state,
+        )
 
-        loaded = load_segments(self.dir, config, log_start_offset=log_start_offset, recovery_point=recovery_point,
-                               had_clean_shutdown=had_clean_shutdown, leader_epoch_cache=self.leader_epoch_cache,
-                               producer_state=self.producer_state, time_ms=self._time,
-                               topic_partition=f"{topic}-{partition}")
+        if created:  # a new partition's directory: nothing in it to load
+            loaded = new_log_segments(self.dir, config, log_start_offset=log_start_offset,
+                                      recovery_point=recovery_point, had_clean_shutdown=had_clean_shutdown,
+                                      time_ms=self._time)
+        else:
+            loaded = load_segments(self.dir, config, log_start_offset=log_start_offset, recovery_point=recovery_point,
+                                   had_clean_shutdown=had_clean_shutdown, leader_epoch_cache=self.leader_epoch_cache,
+                                   producer_state=self.producer_state, time_ms=self._time,
+                                   topic_partition=f"{topic}-{partition}")
         for seg in loaded.segments:
             self._add_segment(seg)
         self.log_start_offset = loaded.log_start_offset
