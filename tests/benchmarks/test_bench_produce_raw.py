@@ -88,6 +88,24 @@ def test_produce_raw_acknowledged_records_are_the_log(broker: str) -> None:
 
 @pytest.mark.interop
 @pytest.mark.timeout(240)
+def test_produce_raw_idempotent_sequences_are_accepted(broker: str) -> None:
+    """-idempotent: a producer id from InitProducerId and consecutive base sequences per partition,
+    patched into the pre-encoded batches with their CRC (a wrong CRC or a sequence gap would be
+    refused: CORRUPT_MESSAGE, OUT_OF_ORDER_SEQUENCE_NUMBER), 5 requests in flight, two connections."""
+    _create(broker, "idem", 4)
+    mode, load = cluster_rows.p7_load("raw")
+    r = kbench(mode, {"bootstrap": broker, "topic": "idem", "records": 30_000, **load, "acks": "all",
+                      "connections": 2, "idempotent": "true"}, pin=False, timeout=120)
+    assert r["idempotent"] == 1 and r["producer_id"] >= 0 and r["errors"] == 0
+    assert r["requests"] > 5 * r["connections"]  # sequences past the first in-flight window
+    assert sum(_high_watermarks(broker, "idem", 4)) == r["records"]
+    refused = subprocess.run([kbench_binary(), "produce-raw", "-bootstrap", broker, "-topic", "idem", "-records", "1",
+                              "-idempotent", "-allow-errors"], capture_output=True, text=True, timeout=60, check=False)
+    assert refused.returncode == 1 and "no -allow-errors" in refused.stderr
+
+
+@pytest.mark.interop
+@pytest.mark.timeout(240)
 def test_produce_raw_fails_on_a_partition_error_unless_allowed(broker: str) -> None:
     """128 KiB batches to a topic whose max.message.bytes is 64 KiB: every partition answers
     MESSAGE_TOO_LARGE (10), nothing is counted, and the run fails; -allow-errors counts them (and

@@ -4,7 +4,7 @@ package main
 //
 //	kbench produce-raw -bootstrap B -topic T [-records N | -seconds S] [-size 1024] [-batch-bytes 131072]
 //	                   [-acks 1|all|-1] [-connections 1 (per leader)] [-in-flight 5] [-produce-version 9]
-//	                   [-partitions P (0: all of the topic's)] [-allow-errors] [-timeout 10m]
+//	                   [-partitions P (0: all of the topic's)] [-idempotent] [-allow-errors] [-timeout 10m]
 //
 // Why: `kbench produce` (a franz-go producer) builds every batch record by record, checksums it and
 // runs the producer's buffering and callbacks: at P7's 605 MB/s that took 0.80 of a core, on a
@@ -19,18 +19,24 @@ package main
 // -size bytes (zero-filled values, no key, no headers: what `kbench produce` sends), N the most
 // whose batch fits in -batch-bytes (126 records of 1 KiB in 128 KiB, as franz-go's batch.size fills
 // a batch). The batch's CRC-32C (Castagnoli) is valid: the broker checks it as it checks any
-// client's. Base offset 0, as clients send it (the broker assigns the offsets). Not idempotent:
-// producerId -1, epoch -1, base sequence -1 (as `kbench produce` with acks=1, which disables
-// idempotence); an idempotent run would need per-partition sequence numbers patched into each batch
-// before every send and so a CRC per batch per request, and a retry path on OUT_OF_ORDER_SEQUENCE:
-// left out (no -idempotent).
+// client's. Base offset 0, as clients send it (the broker assigns the offsets). By default not
+// idempotent: producerId -1, epoch -1, base sequence -1, as `kbench produce` with acks=1 (franz-go
+// and the Java producer turn idempotence off for acks=1), so the broker keeps no producer state.
+// -idempotent gets a producer id from InitProducerId (through the kgo.Client) and sends each
+// partition's batches with consecutive base sequences (0, N, 2N, ...; at most -in-flight per
+// partition unanswered, within the 5 a broker tracks), as an idempotent producer does; a
+// sequence error (or any other) fails the run, which cannot resend (-allow-errors is refused).
 //
 // Timestamps: the batch's firstTimestamp and maxTimestamp (record timestamp deltas are 0) are the
 // wall clock's millisecond when the request is written, as a client stamps its records, so the
-// brokers' time indexes and timestamp checks see what they would from a client. Those 16 bytes are
-// covered by the CRC, so a new millisecond needs the CRC again: computed once per millisecond for
-// the whole process (all batches are identical: stampCache), and copied with the timestamps into
-// each batch of the request; at most 1,000 CRCs of 128 KiB per second (a few ms of CPU with SSE4.2).
+// brokers' time indexes and timestamp checks see what they would from a client.
+//
+// The CRC without a pass over the batch: timestamps and base sequence are covered by the CRC, but
+// CRC-32C is affine over GF(2): for messages of one length, crc(a) ^ crc(b) = crc(a ^ b) ^ crc(0),
+// so changing bytes at a fixed place changes the CRC by a term that depends only on the changed
+// bits and on how many bytes follow them. crcPatch precomputes that term for each byte of a field
+// and each of its 256 values (from one CRC per bit over a zero batch, at start); a new timestamp or
+// sequence then costs 16 or 4 table lookups per batch instead of a CRC over 128 KiB.
 //
 // How: a kgo.Client for what is not measured (bootstrap, ApiVersions: the Produce version must be in
 // the broker's range, Metadata: each partition's leader), then per leader broker -connections
@@ -80,7 +86,8 @@ const (
 	batchAttrsAt     = 21 // int16 attributes: the CRC covers from here
 	firstTimestampAt = 27 // int64
 	maxTimestampAt   = 35 // int64
-	producerIDAt     = 43 // int64
+	producerIDAt     = 43 // int64, then producerEpoch int16
+	baseSequenceAt   = 53 // int32
 	numRecordsAt     = 57 // int32
 	batchHeaderSize  = 61
 )
@@ -90,6 +97,11 @@ const (
 // batchBytes (at least one), stamped with timestamp ms and a valid CRC-32C. Returns it and its
 // record count.
 func rawBatch(size, batchBytes int, ms int64) ([]byte, int) {
+	return rawBatchOf(size, batchBytes, ms, -1, -1, -1)
+}
+
+// rawBatchOf is rawBatch for a producer id, epoch and base sequence (an idempotent producer's).
+func rawBatchOf(size, batchBytes int, ms int64, producerID int64, epoch int16, seq int32) ([]byte, int) {
 	value := make([]byte, size)
 	var recs []byte
 	n := 0
@@ -104,7 +116,7 @@ func rawBatch(size, batchBytes int, ms int64) ([]byte, int) {
 		n++
 	}
 	rb := kmsg.RecordBatch{FirstOffset: 0, PartitionLeaderEpoch: -1, Magic: 2, LastOffsetDelta: int32(n - 1),
-		FirstTimestamp: ms, MaxTimestamp: ms, ProducerID: -1, ProducerEpoch: -1, FirstSequence: -1,
+		FirstTimestamp: ms, MaxTimestamp: ms, ProducerID: producerID, ProducerEpoch: epoch, FirstSequence: seq,
 		NumRecords: int32(n), Records: recs}
 	out := rb.AppendTo(nil)
 	binary.BigEndian.PutUint32(out[batchLengthAt:], uint32(len(out)-12)) // AppendTo writes Length and CRC as given
@@ -112,38 +124,66 @@ func rawBatch(size, batchBytes int, ms int64) ([]byte, int) {
 	return out, n
 }
 
-// stampCache is the batch's CRC for the current millisecond, shared by every connection: all the
-// batches sent are the same bytes, so one CRC per millisecond serves them all.
-type stampCache struct {
-	mu    sync.Mutex
-	batch []byte // a private copy, restamped
-	ms    int64
-	crc   uint32
+// crcPatch rewrites a field of batches of one length and updates their CRC by table lookups: for
+// byte k of the field and value v, tables[k][v] is what v at that byte, with the rest of the CRC'd
+// bytes zero, adds to the CRC (crc(zeros with v there) ^ crc(zeros)).
+type crcPatch struct {
+	at     int // the field's offset in the batch
+	tables [][256]uint32
 }
 
-func newStampCache(batch []byte) *stampCache {
-	b := append([]byte(nil), batch...)
-	return &stampCache{batch: b, ms: int64(binary.BigEndian.Uint64(b[firstTimestampAt:])),
-		crc: binary.BigEndian.Uint32(b[batchCrcAt:])}
-}
-
-// crcAt returns the CRC of the batch stamped with ms (computed once per new ms).
-func (s *stampCache) crcAt(ms int64) uint32 {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if ms != s.ms {
-		binary.BigEndian.PutUint64(s.batch[firstTimestampAt:], uint64(ms))
-		binary.BigEndian.PutUint64(s.batch[maxTimestampAt:], uint64(ms))
-		s.ms, s.crc = ms, crc32.Checksum(s.batch[batchAttrsAt:], castagnoli)
+func newCRCPatch(batchLen, at, width int) *crcPatch {
+	zero := make([]byte, batchLen-batchAttrsAt)
+	z := crc32.Checksum(zero, castagnoli)
+	p := &crcPatch{at: at, tables: make([][256]uint32, width)}
+	for k := 0; k < width; k++ {
+		var cols [8]uint32
+		for j := 0; j < 8; j++ {
+			zero[at-batchAttrsAt+k] = 1 << j
+			cols[j] = crc32.Checksum(zero, castagnoli) ^ z
+		}
+		zero[at-batchAttrsAt+k] = 0
+		for v := 1; v < 256; v++ {
+			for j := 0; j < 8; j++ {
+				if v&(1<<j) != 0 {
+					p.tables[k][v] ^= cols[j]
+				}
+			}
+		}
 	}
-	return s.crc
+	return p
 }
 
-// stamp writes timestamp ms and its CRC into a batch in place.
-func stamp(b []byte, ms int64, crc uint32) {
-	binary.BigEndian.PutUint64(b[firstTimestampAt:], uint64(ms))
-	binary.BigEndian.PutUint64(b[maxTimestampAt:], uint64(ms))
+// write puts val into the field of batch b and updates b's CRC to match.
+func (p *crcPatch) write(b []byte, val []byte) {
+	crc := binary.BigEndian.Uint32(b[batchCrcAt:])
+	for k, v := range val {
+		crc ^= p.tables[k][b[p.at+k]^v]
+		b[p.at+k] = v
+	}
 	binary.BigEndian.PutUint32(b[batchCrcAt:], crc)
+}
+
+// batchPatches are the two fields produce-raw changes per request: firstTimestamp and
+// maxTimestamp (16 contiguous bytes), and the base sequence.
+type batchPatches struct{ timestamps, sequence *crcPatch }
+
+func newBatchPatches(batchLen int) batchPatches {
+	return batchPatches{timestamps: newCRCPatch(batchLen, firstTimestampAt, 16),
+		sequence: newCRCPatch(batchLen, baseSequenceAt, 4)}
+}
+
+func (bp batchPatches) setTimestamps(b []byte, ms int64) {
+	var v [16]byte
+	binary.BigEndian.PutUint64(v[:], uint64(ms))
+	binary.BigEndian.PutUint64(v[8:], uint64(ms))
+	bp.timestamps.write(b, v[:])
+}
+
+func (bp batchPatches) setSequence(b []byte, seq int32) {
+	var v [4]byte
+	binary.BigEndian.PutUint32(v[:], uint32(seq))
+	bp.sequence.write(b, v[:])
 }
 
 // rawProduceFrame encodes the Produce request of one connection: the batch once per partition,
@@ -198,7 +238,8 @@ type rawConn struct {
 	perBatch int // records per batch
 	batchLen int // bytes per batch
 	lat      histogram
-	lastMs   int64 // the timestamp stamped into frame
+	lastMs   int64   // the timestamp stamped into frame
+	seqs     []int32 // -idempotent: the next base sequence of each partition (parts' order); nil otherwise
 	buf      []byte
 }
 
@@ -284,6 +325,7 @@ func produceRaw(args []string) {
 	version := fs.Int("produce-version", 9, "Produce version: 3-12 topic names, 13 topic ids")
 	timeoutMs := fs.Int("request-timeout-ms", 30000, "the request's TimeoutMillis (acks=all)")
 	allowErrors := fs.Bool("allow-errors", false, "count errored partitions and send their records again instead of failing")
+	idempotent := fs.Bool("idempotent", false, "an idempotent producer: InitProducerId, consecutive base sequences per partition")
 	timeout := fs.Duration("timeout", 10*time.Minute, "give up after")
 	_ = fs.Parse(args)
 	var acks int16
@@ -294,6 +336,9 @@ func produceRaw(args []string) {
 		acks = -1
 	default:
 		die("produce-raw: -acks 1 or all, not %q (acks=0 has no answer to count)", *acksFlag)
+	}
+	if *idempotent && *allowErrors {
+		die("produce-raw: -idempotent cannot resend errored batches (their sequences): no -allow-errors")
 	}
 	if *records <= 0 && *limit <= 0 {
 		die("produce-raw: -records or -seconds")
@@ -320,6 +365,16 @@ func produceRaw(args []string) {
 	}
 	if !inRange || *version < 3 || *version > int(kmsg.NewPtrProduceRequest().MaxVersion()) {
 		die("Produce v%d is not supported by the broker (or kmsg)", *version)
+	}
+	producerID, epoch := int64(-1), int16(-1)
+	if *idempotent {
+		ireq := kmsg.NewPtrInitProducerIDRequest()
+		ireq.ProducerID, ireq.ProducerEpoch = -1, -1
+		iresp, err := ireq.RequestWith(ctx, cl)
+		if err != nil || iresp.ErrorCode != 0 {
+			die("init producer id: %v (error code %d)", err, iresp.ErrorCode)
+		}
+		producerID, epoch = iresp.ProducerID, iresp.ProducerEpoch
 	}
 	mreq := kmsg.NewPtrMetadataRequest()
 	mt := kmsg.NewMetadataRequestTopic()
@@ -358,8 +413,12 @@ func produceRaw(args []string) {
 	sort.Slice(leaders, func(i, j int) bool { return leaders[i] < leaders[j] })
 
 	now := time.Now().UnixMilli()
-	batch, perBatch := rawBatch(*size, *batchBytes, now)
-	stamps := newStampCache(batch)
+	seq0 := int32(-1)
+	if *idempotent {
+		seq0 = 0
+	}
+	batch, perBatch := rawBatchOf(*size, *batchBytes, now, producerID, epoch, seq0)
+	patches := newBatchPatches(len(batch))
 	var conns []*rawConn
 	for _, l := range leaders {
 		parts := byLeader[l]
@@ -373,8 +432,12 @@ func produceRaw(args []string) {
 				die("connect to %s: %v", addr[l], err)
 			}
 			frame, at := rawProduceFrame(int16(*version), acks, int32(*timeoutMs), *topic, meta.Topics[0].TopicID, mine, batch)
-			conns = append(conns, &rawConn{conn: conn, version: int16(*version), parts: mine, frame: frame,
-				batchAt: at, perBatch: perBatch, batchLen: len(batch), lastMs: now})
+			rc := &rawConn{conn: conn, version: int16(*version), parts: mine, frame: frame,
+				batchAt: at, perBatch: perBatch, batchLen: len(batch), lastMs: now}
+			if *idempotent {
+				rc.seqs = make([]int32, len(mine)) // the first request's batches are at sequence 0
+			}
+			conns = append(conns, rc)
 		}
 	}
 
@@ -411,11 +474,16 @@ func produceRaw(args []string) {
 				binary.BigEndian.PutUint32(c.frame[corrAt:], uint32(corr))
 				at := time.Now()
 				if ms := at.UnixMilli(); ms != c.lastMs {
-					crc := stamps.crcAt(ms)
 					for _, i := range c.batchAt {
-						stamp(c.frame[i:], ms, crc)
+						patches.setTimestamps(c.frame[i:], ms)
 					}
 					c.lastMs = ms
+				}
+				if c.seqs != nil && corr > 1 { // the next sequences (wrapping at 2^31 as Kafka's)
+					for k, i := range c.batchAt {
+						c.seqs[k] = int32((int64(c.seqs[k]) + int64(c.perBatch)) % (1 << 31))
+						patches.setSequence(c.frame[i:], c.seqs[k])
+					}
 				}
 				sent <- sentReq{corr: corr, at: at} // blocks while -in-flight requests are unanswered
 				if _, err := c.conn.Write(c.frame); err != nil {
@@ -475,7 +543,8 @@ func produceRaw(args []string) {
 		"max_latency_ms": float64(lat.max) / 1000,
 		"connections":    len(conns), "leaders": len(leaders), "partitions": count, "in_flight": *inFlight,
 		"produce_version": *version, "acks": acksOut, "records_per_batch": perBatch, "batch_bytes": len(batch),
-		"requests": tot.requests.Load(), "errors": tot.errors.Load(),
+		"requests": tot.requests.Load(), "errors": tot.errors.Load(), "idempotent": *idempotent,
+		"producer_id": producerID,
 	})
 	if tot.errors.Load() > 0 {
 		var codes []string
