@@ -11,7 +11,7 @@
 //	kbench consume -bootstrap B -topic T -partitions P -clients C -records N
 //	kbench fetch   -bootstrap B -topic T -partitions P [-clients C] -records N (fetch.go: raw Fetch, no record decoding)
 //	kbench produce-raw -bootstrap B -topic T -records N [-size 1024] [-batch-bytes 131072] [-acks 1] [-connections 1]
-//	               [-in-flight 5] (produceraw.go: pre-encoded Produce requests, pipelined; no client batching)
+//	               [-in-flight 5] [-idempotent] (produceraw.go: pre-encoded Produce requests, pipelined; no client batching)
 //	kbench e2e     -bootstrap B -topic T -rate R -seconds S [-warmup 2] [-size 1024] [-acks 1]
 //	kbench txn     -bootstrap B -topic T -records N -per-txn K [-size 1024] (txn.go: transactional produce)
 //	kbench fleet   -bootstrap B -topic T -clients N -rate R -seconds S (fleet.go: N producers at R records/s each)
