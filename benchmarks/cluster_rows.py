@@ -13,13 +13,20 @@ P7  scale-out: kbroker runs one process per core, so N cores means N nodes, star
     core": node i pinned to core i-1; with N=1 the plain single node, with N=2 node 1 a combined
     broker,controller and node 2 a broker), against one Apache Kafka broker (under one Apache Kafka
     controller) pinned to the same cores (0, then 0-1). Topic `p7`: 4 partitions, RF 1, spread over
-    the nodes (1,2,1,2 with two nodes). Load: `kbench produce`, the P1 shape (1 KiB, linger 5 ms,
-    128 KiB batches, acks=1), unpinned (with 2 cores both taken by the brokers, the generator shares
-    them: on this 2-core machine that is the honest limit). Reported: MB/s per configuration, and
-    `scaling` = 2 nodes / 1 node.
+    the nodes (1,2,1,2 with two nodes). Load, unpinned (with 2 cores both taken by the brokers, the
+    generator shares them): by default `kbench produce-raw` (benchmarks/native/kbench/produceraw.go:
+    pre-encoded Produce v9 requests, one 128 KiB batch of 126 x 1 KiB records per partition, acks=1,
+    one connection per leader, 5 requests in flight), whose cost per MB is a fraction of a franz-go
+    producer's, so that the row measures the brokers and not a generator taking their cores (it took
+    0.80 of a core at 605 MB/s, 2026-11-26). Pre-encoded batches are fair to both brokers: each still
+    parses every request, checks every batch's CRC and records, assigns offsets and appends; how a
+    client batched and encoded the records is the client's work. `generator="produce"` (run.py
+    --p7-generator produce) keeps `kbench produce` in the P1 shape (1 KiB, linger 5 ms, 128 KiB
+    batches, acks=1). Reported: MB/s per configuration, and `scaling` = 2 nodes / 1 node.
 Ceiling  `kbench sink` (benchmarks/native/kbench/sink.go, a Go endpoint that answers Produce and Fetch
     without storing) on core 0, the generator on core 1, for each kbench load shape used above; for
-    P3's shape the generator P3 ran (kbench fetch by default, kbench consume with --p3-generator).
+    P3's shape the generator P3 ran (kbench fetch by default, kbench consume with --p3-generator), for
+    P7's the generator P7 ran (kbench produce-raw by default).
 
 The controller JVM runs unpinned and is idle during the measured run (no metadata changes).
 """
@@ -49,6 +56,21 @@ KAFKA_BROKER_JVM_OPTS = ("-Xmx1G", "-Xms1G", "-XX:+UseG1GC", "-XX:MaxGCPauseMill
 P6_LOAD = {"size": 1024, "acks": "all", "linger-ms": 5, "batch-bytes": 131072}
 P7_LOAD = {"size": 1024, "acks": "1", "linger-ms": 5, "batch-bytes": 131072}
 P2_LOAD = {"size": 100, "acks": "1", "linger-ms": 0, "batch-bytes": 16384}
+# P7's default load: kbench produce-raw, P7_LOAD's record size, batch size and acks, without a client's
+# batching (no linger: every request is ready), one connection per leader as a producer has, and
+# max.in.flight.requests.per.connection's default of 5.
+P7_RAW_LOAD = {"size": 1024, "acks": "1", "batch-bytes": 131072, "connections": 1, "in-flight": 5}
+# --p7-generator: raw (kbench produce-raw, the default) or produce (kbench produce, franz-go).
+P7_GENERATORS = ("raw", "produce")
+
+
+def p7_load(generator: str) -> tuple[str, dict[str, object]]:
+    """The kbench mode and load P7 runs with `generator` (raw or produce)."""
+    if generator == "raw":
+        return "produce-raw", P7_RAW_LOAD
+    if generator == "produce":
+        return "produce", P7_LOAD
+    raise ValueError(f"P7's generator is one of {', '.join(P7_GENERATORS)}, not {generator!r}")
 
 
 def _pin(pid: int, cpus: str) -> None:
@@ -202,9 +224,10 @@ class _LocalNodes:
         return sum(proc_cpu_seconds(pid) for pid in self.pids.values())
 
 
-def _warm_up(bootstrap: str, topic: str, load: dict[str, object]) -> None:
-    """A short unmeasured kbench run first: connections, metadata, the idempotent producer id."""
-    kbench("produce", {"bootstrap": bootstrap, "topic": topic, "records": 1000, **load}, pin=False, timeout=120)
+def _warm_up(bootstrap: str, topic: str, load: dict[str, object], mode: str = "produce") -> None:
+    """A short unmeasured kbench run first: connections, metadata, the idempotent producer id, and the
+    brokers' first appends to each partition."""
+    kbench(mode, {"bootstrap": bootstrap, "topic": topic, "records": 1000, **load}, pin=False, timeout=120)
 
 
 def p6(system: str, records: int) -> dict[str, float]:
@@ -222,9 +245,10 @@ def p6(system: str, records: int) -> dict[str, float]:
                     "brokers_cpu_us_per_record": cpu * 1e6 / records}
 
 
-def p7(system: str, nodes: int, records: int) -> dict[str, float]:
+def p7(system: str, nodes: int, records: int, generator: str = "raw") -> dict[str, float]:
     """`nodes` kbroker nodes, one per core (cores 0..nodes-1: `kbroker serve --nodes`), or one Kafka
-    broker on those cores."""
+    broker on those cores, under `generator`'s load (p7_load: kbench produce-raw or kbench produce)."""
+    mode, load = p7_load(generator)
     cpus = ",".join(str(i) for i in range(nodes))
     with tempfile.TemporaryDirectory(prefix=f"bench-p7-{system}-") as d:
         c: _Cluster | _LocalNodes
@@ -237,18 +261,19 @@ def p7(system: str, nodes: int, records: int) -> dict[str, float]:
                 _pin(c.pid(2), cpus)
             ids = c.ids
             c.create_topic("p7", ",".join(str(ids[p % len(ids)]) for p in range(4)), {})
-            _warm_up(c.bootstrap, "p7", P7_LOAD)
+            _warm_up(c.bootstrap, "p7", load, mode)
             with BrokerCpu(c.pid(ids[0])) as cpu_first:
                 cpu0 = c.cpu_seconds()
-                r = kbench("produce", {"bootstrap": c.bootstrap, "topic": "p7", "records": records, **P7_LOAD},
-                           pin=False)
+                r = kbench(mode, {"bootstrap": c.bootstrap, "topic": "p7", "records": records, **load}, pin=False)
                 cpu = c.cpu_seconds() - cpu0
             return r | {"nodes": len(ids), "cores": nodes, "brokers_cpu_s": cpu,
                         "brokers_cpu_util": cpu / cpu_first.wall_s if cpu_first.wall_s else 0.0}
 
 
-def sink_ceiling(load: dict[str, object], records: int, topic: str = "ceiling") -> dict[str, float]:
-    """kbench produce with `load` against the trivial sink (sink on core 0, generator on core 1)."""
+def sink_ceiling(load: dict[str, object], records: int, topic: str = "ceiling",
+                 mode: str = "produce") -> dict[str, float]:
+    """kbench `mode` (produce, or produce-raw for P7's default shape) with `load` against the trivial
+    sink (sink on core 0, generator on core 1; the sink's topics have 4 partitions, as P7's)."""
     sink = subprocess.Popen(["taskset", "-c", "0", kbench_binary(), "sink", "-listen", "127.0.0.1:0"],
                             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
     try:
@@ -256,7 +281,7 @@ def sink_ceiling(load: dict[str, object], records: int, topic: str = "ceiling") 
         line = sink.stdout.readline().strip()
         if not line.startswith("listening="):
             raise RuntimeError(f"kbench sink did not start: {line!r}")
-        return kbench("produce", {"bootstrap": line.split("=", 1)[1], "topic": topic, "records": records, **load},
+        return kbench(mode, {"bootstrap": line.split("=", 1)[1], "topic": topic, "records": records, **load},
                       pin=True)
     finally:
         sink.kill()

@@ -2,6 +2,7 @@
 
     .venv/bin/python benchmarks/run.py [--reps 3] [--quick|--tiny] [--only P1,P3] [--configs pinned,unpinned]
                                        [--brokers kbroker,kafka] [--profile] [--p3-generator fetch|consume|both]
+                                       [--p7-generator raw|produce]
 
 Brokers alternate A B, B A (one fresh broker per repetition and configuration) to cancel machine
 drift. Two configurations (issue 17): "pinned", the broker on core 0 and the load generator on
@@ -34,7 +35,15 @@ Workloads:
       in the row); not in the default --only: benchmarks/run.py --only P8 --configs pinned
   P6  replicated writes: acks=all, RF 3, min.insync.replicas 2, 3 brokers of each kind (kbench produce)
   P7  scale-out on one host: 1 and 2 kbroker nodes (one per core) vs 1 Kafka broker on the same cores
-      (benchmarks/cluster_rows.py; P6 and P7 are not in the default --only)
+      (benchmarks/cluster_rows.py; P6 and P7 are not in the default --only). Load: kbench produce-raw,
+      pre-encoded Produce v9 requests (one 128 KiB batch of 126 x 1 KiB records per partition, valid
+      CRC-32C, acks=1, one connection per leader, 5 in flight), nothing pinned: with the brokers on
+      both cores the generator shares them, so it must cost next to nothing (kbench produce took 0.80
+      of a core at 605 MB/s). Each broker still parses every request, checks every batch's CRC and
+      records, assigns the offsets and appends: only the client's batching and encoding is left out,
+      which is not the broker's work. Its ceiling is produce-raw against kbench sink.
+      --p7-generator produce runs kbench produce (franz-go, P1's shape, linger 5 ms) instead; the
+      results record which (p7_generator)
   With --ceilings: each kbench load shape against `kbench sink`, a trivial endpoint (the generator's ceiling)
 
 Results: benchmarks/results/latest.json (+ a timestamped copy) and benchmarks/results/latest.png.
@@ -476,6 +485,9 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--p3-generator", choices=P3_GENERATORS, default="fetch",
                     help="P3's instrument: kbench fetch (raw Fetch, the broker's serving; default), kbench consume "
                          f"(franz-go consumers, which decode records), or both (consume's row: {P3_CONSUMER_ROW})")
+    ap.add_argument("--p7-generator", choices=cluster_rows.P7_GENERATORS, default="raw",
+                    help="P7's instrument: kbench produce-raw (pre-encoded Produce requests, next to no generator "
+                         "CPU; default) or kbench produce (franz-go, linger 5 ms, P1's shape)")
     ap.add_argument("--skip-ceiling", action="store_true")
     ap.add_argument("--render", type=Path, metavar="JSON",
                     help="no run: the chart of a results file again, written next to it as <stem>.png")
@@ -535,7 +547,8 @@ def main() -> int:
             if "P7" in only:
                 for cores in (1, 2):
                     print(f"rep {rep + 1}/{a.reps} P7 {cores} core(s): {name}", file=sys.stderr, flush=True)
-                    merged[name][f"P7_scaleout_{cores}core"] = cluster_rows.p7(name, cores, scale["p7"])
+                    merged[name][f"P7_scaleout_{cores}core"] = cluster_rows.p7(name, cores, scale["p7"],
+                                                                                a.p7_generator)
                 one, two = merged[name]["P7_scaleout_1core"], merged[name]["P7_scaleout_2core"]
                 merged[name]["P7_scaling_2_over_1"] = {"mb_per_s": two["mb_per_s"] / one["mb_per_s"]}
         for name in names:
@@ -544,12 +557,13 @@ def main() -> int:
     result: dict[str, object] = {"when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
                                  "command": " ".join([".venv/bin/python", "benchmarks/run.py", *sys.argv[1:]]),
                                  "scale": scale, "reps": a.reps, "configs": configs, "table": table, "runs": runs,
-                                 "generators": generators(a.p3_generator), "p3_generator": a.p3_generator}
+                                 "generators": generators(a.p3_generator, a.p7_generator),
+                                 "p3_generator": a.p3_generator, "p7_generator": a.p7_generator}
     (out_dir / "partial.json").write_text(json.dumps(result, indent=2))  # survives a failure below
     if a.ceilings:
         print("generator ceilings against kbench sink", file=sys.stderr, flush=True)
         result["generator_ceilings"] = {
-            "kbench_produce_1k_linger5_acks1 (P1/P7 shape)": cluster_rows.sink_ceiling(cluster_rows.P7_LOAD, scale["p7"]),
+            **p7_ceilings(a.p7_generator, scale["p7"]),
             "kbench_produce_1k_linger5_acksall (P6 shape)": cluster_rows.sink_ceiling(cluster_rows.P6_LOAD, scale["p6"]),
             "kbench_produce_100b_linger0 (P2 shape)": cluster_rows.sink_ceiling(cluster_rows.P2_LOAD, scale["p2"]),
             **{f"kbench_{mode}_4x4 (P3 shape)": cluster_rows.sink_consume_ceiling(scale["p3"], mode=mode)
@@ -584,21 +598,38 @@ GENERATORS = {
     "P4_round_trip": "EndToEndLatency (org.apache.kafka.tools.EndToEndLatency, kafka-tools 4.3.1)",
     "P5": "confluent-kafka producer (benchmarks/loadgen.py first-produce)",
     "P6": "kbench produce (Go, franz-go v1.22.3): 1 KiB, linger 5 ms, 128 KiB batches, acks=all, unpinned",
-    "P7": "kbench produce (Go, franz-go v1.22.3): 1 KiB, linger 5 ms, 128 KiB batches, acks=1, unpinned",
+    "P7": "kbench produce-raw (Go, franz-go v1.22.3's kmsg; benchmarks/native/kbench/produceraw.go): pre-encoded "
+          "Produce v9, one 128 KiB batch of 126 x 1 KiB records per partition per request, acks=1, one connection "
+          "per leader, 5 requests in flight, unpinned",
     "P8": "kbench txn (Go, franz-go v1.22.3, transactions version 2): 1 KiB, 100 or 1,000 records per "
           "transaction, one partition, commit included, pinned",
     "ceilings": "kbench (the same loads) against kbench sink (benchmarks/native/kbench/sink.go), sink core 0, kbench core 1",
 }
 P3_CONSUME_GENERATOR = "kbench consume (Go, franz-go v1.22.3; benchmarks/native), 4 partitions, 4 clients"
+P7_PRODUCE_GENERATOR = "kbench produce (Go, franz-go v1.22.3): 1 KiB, linger 5 ms, 128 KiB batches, acks=1, unpinned"
 
 
-def generators(p3_generator: str) -> dict[str, str]:
-    """GENERATORS with P3's instrument as --p3-generator chose it."""
+def generators(p3_generator: str, p7_generator: str = "raw") -> dict[str, str]:
+    """GENERATORS with P3's and P7's instruments as --p3-generator and --p7-generator chose them."""
+    out = dict(GENERATORS)
     if p3_generator == "consume":
-        return GENERATORS | {"P3": P3_CONSUME_GENERATOR}
-    if p3_generator == "both":
-        return GENERATORS | {P3_CONSUMER_ROW: P3_CONSUME_GENERATOR}
-    return dict(GENERATORS)
+        out["P3"] = P3_CONSUME_GENERATOR
+    elif p3_generator == "both":
+        out[P3_CONSUMER_ROW] = P3_CONSUME_GENERATOR
+    if p7_generator == "produce":
+        out["P7"] = P7_PRODUCE_GENERATOR
+    return out
+
+
+def p7_ceilings(p7_generator: str, records: int) -> dict[str, dict[str, float]]:
+    """The sink ceilings of the P1/P7 load shape: kbench produce's (P1's shape, P7's with --p7-generator
+    produce), and with P7's default generator also kbench produce-raw's (P7's shape)."""
+    shape = "P1/P7 shape" if p7_generator == "produce" else "P1 shape"  # the key of the runs before produce-raw
+    out = {f"kbench_produce_1k_linger5_acks1 ({shape})": cluster_rows.sink_ceiling(cluster_rows.P7_LOAD, records)}
+    if p7_generator == "raw":
+        mode, load = cluster_rows.p7_load("raw")
+        out["kbench_produce-raw_1k_128k_acks1 (P7 shape)"] = cluster_rows.sink_ceiling(load, records, mode=mode)
+    return out
 
 
 if __name__ == "__main__":

@@ -1,11 +1,13 @@
 """benchmarks/run.py's flags pick the scale: `--p6-records N` sets P6's record count over any scale
 (issue 12), the other rows keep theirs, and a count that is not positive is refused; `--p3-generator`
-picks P3's instrument (kbench fetch by default, the franz-go consumers on request, or both)."""
+picks P3's instrument (kbench fetch by default, the franz-go consumers on request, or both);
+`--p7-generator` P7's (kbench produce-raw by default, kbench produce on request)."""
 
 from __future__ import annotations
 
 import pytest
 
+from benchmarks import cluster_rows
 from benchmarks.run import P3_CONSUMER_ROW, SCALES, build_parser, chosen_scale, generators, p3_rows
 
 
@@ -40,3 +42,20 @@ def test_p3_runs_kbench_fetch_unless_asked_for_the_consumers() -> None:
     assert "kbench fetch" in generators("both")["P3"] and "kbench consume" in generators("both")[P3_CONSUMER_ROW]
     with pytest.raises(SystemExit):
         build_parser().parse_args(["--p3-generator", "librdkafka"])
+
+
+def test_p7_runs_kbench_produce_raw_unless_asked_for_the_franz_go_producer() -> None:
+    assert build_parser().parse_args([]).p7_generator == "raw"
+    assert build_parser().parse_args(["--p7-generator", "produce"]).p7_generator == "produce"
+    assert cluster_rows.p7_load("raw") == ("produce-raw", cluster_rows.P7_RAW_LOAD)
+    assert cluster_rows.p7_load("produce") == ("produce", cluster_rows.P7_LOAD)
+    # The same record size, batch size and acks either way: only the client's work differs.
+    for key in ("size", "acks", "batch-bytes"):
+        assert cluster_rows.P7_RAW_LOAD[key] == cluster_rows.P7_LOAD[key]
+    assert generators("fetch")["P7"].startswith("kbench produce-raw")
+    assert generators("fetch", "produce")["P7"].startswith("kbench produce (")
+    assert "kbench fetch" in generators("fetch", "produce")["P3"]
+    with pytest.raises(SystemExit):
+        build_parser().parse_args(["--p7-generator", "librdkafka"])
+    with pytest.raises(ValueError):
+        cluster_rows.p7_load("librdkafka")

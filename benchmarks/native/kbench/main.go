@@ -10,6 +10,8 @@
 //	               [-seconds S (stop sending after S s; the flush of what was sent is counted)] [-max-buffered 100000]
 //	kbench consume -bootstrap B -topic T -partitions P -clients C -records N
 //	kbench fetch   -bootstrap B -topic T -partitions P [-clients C] -records N (fetch.go: raw Fetch, no record decoding)
+//	kbench produce-raw -bootstrap B -topic T -records N [-size 1024] [-batch-bytes 131072] [-acks 1] [-connections 1]
+//	               [-in-flight 5] [-idempotent] (produceraw.go: pre-encoded Produce requests, pipelined; no client batching)
 //	kbench e2e     -bootstrap B -topic T -rate R -seconds S [-warmup 2] [-size 1024] [-acks 1]
 //	kbench txn     -bootstrap B -topic T -records N -per-txn K [-size 1024] (txn.go: transactional produce)
 //	kbench fleet   -bootstrap B -topic T -clients N -rate R -seconds S (fleet.go: N producers at R records/s each)
@@ -89,6 +91,27 @@ func (h *histogram) record(v uint64) {
 	if v > h.max {
 		h.max = v
 	}
+}
+
+// recordN records value v n times (the records of one request share its latency).
+func (h *histogram) recordN(v, n uint64) {
+	if n == 0 {
+		return
+	}
+	h.counts[h.index(v)] += n
+	h.total += n
+	if v > h.max {
+		h.max = v
+	}
+}
+
+// merge adds the counts of o.
+func (h *histogram) merge(o *histogram) {
+	for i, c := range o.counts {
+		h.counts[i] += c
+	}
+	h.total += o.total
+	h.max = max(h.max, o.max)
 }
 
 func (h *histogram) percentile(q float64) uint64 {
@@ -409,7 +432,7 @@ func e2e(args []string) {
 
 func main() {
 	if len(os.Args) < 2 {
-		die("usage: kbench produce|consume|fetch|e2e|txn|fleet|sink [flags] (see the source's doc comment)")
+		die("usage: kbench produce|produce-raw|consume|fetch|e2e|txn|fleet|sink [flags] (see the source's doc comment)")
 	}
 	switch os.Args[1] {
 	case "produce":
@@ -418,6 +441,8 @@ func main() {
 		consume(os.Args[2:])
 	case "fetch":
 		fetchMode(os.Args[2:])
+	case "produce-raw":
+		produceRaw(os.Args[2:])
 	case "e2e":
 		e2e(os.Args[2:])
 	case "sink":
