@@ -38,7 +38,7 @@ from tests.support.java import (
 )
 
 CONTROLLER_LISTENER = "CONTROLLER"
-NODE_JVM_OPTS = ("-Xmx384m", "-Xms128m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1",
+NODE_JVM_OPTS: tuple[str, ...] = ("-Xmx384m", "-Xms128m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1",
                  "-Djava.awt.headless=true")
 STARTED_LINE = "Kafka Server started"
 
