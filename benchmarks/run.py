@@ -596,7 +596,7 @@ GENERATORS = {
           "4 connections, 50 MiB / 8 MiB per partition per request, batch headers walked, no record decoded",
     "P4_e2e": "kbench e2e (Go, franz-go v1.22.3): fixed rate, latency from the intended send time",
     "P4_round_trip": "EndToEndLatency (org.apache.kafka.tools.EndToEndLatency, kafka-tools 4.3.1)",
-    "P5": "confluent-kafka producer (benchmarks/loadgen.py first-produce)",
+    "P5": "confluent-kafka producer (benchmarks/loadgen.py first-produce-on-go): ready before the broker starts, timed from its spawn",
     "P6": "kbench produce (Go, franz-go v1.22.3): 1 KiB, linger 5 ms, 128 KiB batches, acks=all, unpinned",
     "P7": "kbench produce-raw (Go, franz-go v1.22.3's kmsg; benchmarks/native/kbench/produceraw.go): pre-encoded "
           "Produce v9, one 128 KiB batch of 126 x 1 KiB records per partition per request, acks=1, one connection "
