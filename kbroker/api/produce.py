@@ -38,7 +38,16 @@ from kbroker.protocol.compression import CompressionType
 from kbroker.protocol.errors import ErrorCode
 from kbroker.protocol.headers import RequestHeader
 from kbroker.protocol.messages.produce import ProduceRequest, ProduceResponse
-from kbroker.protocol.record_format import INT8, INT32, LENGTH_OFFSET, MAGIC_OFFSET
+from kbroker.protocol.record_format import (
+    ATTRIBUTES_OFFSET,
+    COMPRESSION_CODEC_MASK,
+    INT8,
+    INT16,
+    INT32,
+    LENGTH_OFFSET,
+    MAGIC_OFFSET,
+    TRANSACTIONAL_FLAG_MASK,
+)
 from kbroker.protocol.records import LOG_OVERHEAD, MAGIC_V2, RECORD_BATCH_OVERHEAD, RecordBatch
 from kbroker.replica.replica_manager import ProducePartitionResult
 from kbroker.security.acl import TOPIC, TRANSACTIONAL_ID, WRITE
@@ -76,7 +85,7 @@ def _precheck(records: Any, version: int, services: BrokerServices | None = None
     header is CORRUPT_MESSAGE (DefaultRecordBatch.ensureValid)."""
     if records is None or len(records) < LOG_OVERHEAD:
         return ErrorCode.INVALID_RECORD  # "must have at least one record batch"
-    mv = memoryview(records)
+    mv = records  # a memoryview into the request frame (bytes in tests): both read with unpack_from
     n = len(mv)
     (batch_length,) = INT32.unpack_from(mv, LENGTH_OFFSET)
     if batch_length < _LEGACY_RECORD_OVERHEAD_V0:
@@ -94,12 +103,15 @@ def _precheck(records: Any, version: int, services: BrokerServices | None = None
     if size != n:
         # A second batch (or trailing bytes that could be one): v3+ allows exactly one.
         return ErrorCode.INVALID_RECORD
-    batch = RecordBatch(mv)
-    if batch.compression_type == CompressionType.ZSTD and version < 7:
+    # The attributes read straight from the frame (this runs once per partition of the request).
+    (attributes,) = INT16.unpack_from(mv, ATTRIBUTES_OFFSET)
+    if attributes & COMPRESSION_CODEC_MASK == CompressionType.ZSTD and version < 7:
         return ErrorCode.UNSUPPORTED_COMPRESSION_TYPE
-    if batch.is_transactional:
-        return ErrorCode.INVALID_TXN_STATE if transactional_id is None else _verify(
-            services, transactional_id, batch.producer_id, batch.producer_epoch, topic, partition, version)
+    if attributes & TRANSACTIONAL_FLAG_MASK:
+        if transactional_id is None:
+            return ErrorCode.INVALID_TXN_STATE
+        batch = RecordBatch(memoryview(mv))
+        return _verify(services, transactional_id, batch.producer_id, batch.producer_epoch, topic, partition, version)
     return ErrorCode.NONE
 
 
@@ -158,18 +170,23 @@ _UNKNOWN_ID_PREFIX = "\0unknown-topic-id:"
 def _response(request: ProduceRequest, results: dict[tuple[str, int], ProducePartitionResult], version: int,
               names: list[str]) -> ProduceResponse:
     topics = []
+    # KIP-951's current_leader stays at its default (no leader hint): one read-only instance for every
+    # partition of the response rather than one each (a request may name thousands of partitions).
+    no_leader_hint = ProduceResponse.LeaderIdAndEpoch()
+    partition_response = ProduceResponse.PartitionProduceResponse
     for td, name in zip(request.topic_data, names, strict=True):
         parts = []
         for pd in td.partition_data:
             r = results.get((name, pd.index))
             if r is None:  # duplicate entry in the request: answered once, as Kafka's map does
                 continue
-            p = ProduceResponse.PartitionProduceResponse(
+            p = partition_response(
                 index=pd.index,
                 error_code=r.error,
                 base_offset=r.base_offset,
                 log_append_time_ms=r.log_append_time_ms,
                 log_start_offset=r.log_start_offset,
+                current_leader=no_leader_hint,
             )
             if version >= 8:
                 if r.record_errors:

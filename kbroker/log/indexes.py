@@ -225,7 +225,9 @@ class AbstractIndex:
 
     @property
     def is_full(self) -> bool:
-        return self.entries >= self.max_entries
+        # Asked before every append (`LogSegment.should_roll`): no nested property calls once counted.
+        entries = self._entries if self._entries is not None else self.entries
+        return entries >= self.max_index_size // self.entry_size
 
     @property
     def size_in_bytes(self) -> int:
@@ -412,7 +414,8 @@ class TimeIndex(AbstractIndex):
     @property
     def is_full(self) -> bool:
         # Kafka keeps the last slot free for the entry written when the segment rolls.
-        return self.entries >= self.max_entries - 1
+        entries = self._entries if self._entries is not None else self.entries
+        return entries >= self.max_index_size // self.entry_size - 1
 
     def last_entry(self) -> tuple[int, int]:
         """(timestamp, offset) of the last entry, or (-1, base_offset) when empty."""

@@ -130,16 +130,19 @@ class LogSegment:
 
     def time_waited_for_roll(self, now_ms: int, message_timestamp: int) -> int:
         # Kafka measures segment.ms from the first batch's timestamp when it has one, else the creation time.
-        t = self._rolling_timestamp()
+        t = self._rolling_based_timestamp if self._rolling_loaded else self._rolling_timestamp()
         if t is not None and t >= 0:
             return message_timestamp - t
         return now_ms - self.created_ms
 
     def should_roll(self, *, segment_bytes: int, segment_ms: int, messages_size: int, max_timestamp: int,
                     max_offset: int, now_ms: int) -> bool:
-        reached_roll_ms = self.size > 0 and self.time_waited_for_roll(now_ms, max_timestamp) > segment_ms - self.roll_jitter_ms
-        return (self.size > segment_bytes - messages_size or reached_roll_ms or self.offset_index.is_full
-                or self.time_index.is_full or not self.can_convert_to_relative_offset(max_offset))
+        # Checked before every append (one per partition of a Produce request): cheapest first.
+        size = self.size
+        return (size > segment_bytes - messages_size
+                or (size > 0 and self.time_waited_for_roll(now_ms, max_timestamp) > segment_ms - self.roll_jitter_ms)
+                or self.offset_index.is_full or self.time_index.is_full
+                or not 0 <= max_offset - self.base_offset <= INT32_MAX)
 
     def can_convert_to_relative_offset(self, offset: int) -> bool:
         return 0 <= offset - self.base_offset <= INT32_MAX
@@ -153,12 +156,12 @@ class LogSegment:
         """
         if not batches:
             return
-        if not self.can_convert_to_relative_offset(batches[-1][0]):
+        if not 0 <= batches[-1][0] - self.base_offset <= INT32_MAX:  # can_convert_to_relative_offset
             raise ValueError(f"offset {batches[-1][0]} does not fit segment {self.base_offset}")
         start = self.size
         if self._max_timestamp is None:
             self._load_largest_timestamp()
-        if start > 0:
+        if start > 0 and not self._rolling_loaded:
             self._rolling_timestamp()
         view = memoryview(data)
         try:

@@ -35,7 +35,14 @@ from kbroker.log.results import (
 from kbroker.log.retention import LogRetention
 from kbroker.log.segment import LogSegment
 from kbroker.log.transaction_index import AbortedTransactions, AbortedTxn
-from kbroker.log.validator import CheckedBatch, split_batches, validate_and_assign_offsets
+from kbroker.log.validator import (
+    CheckedBatch,
+    assign_offsets,
+    check_batches,
+    split_batches,
+    validate_and_assign_offsets,
+    validation_params,
+)
 from kbroker.metrics.meters import LOG_FLUSH_STATS
 from kbroker.protocol.record_format import ControlRecordType, parse_control_record_type
 from kbroker.protocol.records import BatchHeader, RecordBatch, build_control_batch
@@ -67,6 +74,7 @@ class UnifiedLog(LogRetention):
             name, _, num = self.dir.name.rpartition("-")
             topic, partition = name, int(num)
         self.topic, self.partition = topic, partition
+        self._topic_partition = f"{topic}-{partition}"  # for error messages, built once
         self.config = config
         self._time = time_ms or wall_clock_ms
         self.segments: list[LogSegment] = []
@@ -164,7 +172,7 @@ class UnifiedLog(LogRetention):
                                     producer_id=producer_id, producer_epoch=producer_epoch, timestamp=now,
                                     coordinator_epoch=coordinator_epoch)
         vr = validate_and_assign_offsets(memoryview(batch), self.log_end_offset, leader_epoch, self.config, now,
-                                         from_client=False, topic_partition=f"{self.topic}-{self.partition}")
+                                         from_client=False, topic_partition=self._topic_partition)
         h = vr.headers[0]
         saved = self.producer_state.producers.get(producer_id)
         saved = saved.copy() if saved is not None else None
@@ -227,15 +235,22 @@ class UnifiedLog(LogRetention):
     # --- append --------------------------------------------------------------------------------
     def append_as_leader(self, records: memoryview, leader_epoch: int, *, now_ms: int | None = None,
                          checked: list[CheckedBatch] | None = None) -> LogAppendInfo:
-        """Validate produced batches, assign offsets in place and append them (see module docstring)."""
-        self._check_online()
+        """Validate produced batches, assign offsets in place and append them (see module docstring).
+
+        This runs once per partition of a Produce request (thousands of times for one request that
+        names thousands of partitions), so the checks every append makes are spelled out here
+        rather than in small helpers (``_check_online``, ``_maybe_flush_on_append``)."""
+        if self._offline:
+            raise LogOfflineError(f"log {self.dir} is offline after an unrecoverable storage error")
         now = self._time() if now_ms is None else now_ms
         if not isinstance(records, memoryview):
             records = memoryview(records)
         if records.readonly:  # offsets are patched in place; the Produce path passes a bytearray view
             records = memoryview(bytearray(records))
-        vr = validate_and_assign_offsets(records, self.log_end_offset, leader_epoch, self.config, now,
-                                         topic_partition=f"{self.topic}-{self.partition}", checked=checked)
+        config = self.config
+        if checked is None:
+            checked = check_batches(records, validation_params(config, now, topic_partition=self._topic_partition))
+        vr = assign_offsets(records, checked, self.log_end_offset, leader_epoch, config.segment_bytes)
         if not vr.headers:
             return LogAppendInfo(log_start_offset=self.log_start_offset)
         updated, dup = self.producer_state.prepare(vr.headers)
@@ -249,9 +264,10 @@ class UnifiedLog(LogRetention):
         self.producer_state.commit(updated, vr.next_offset)
         if leader_epoch >= 0 and leader_epoch > self.leader_epoch_cache.latest_epoch:
             self.leader_epoch_cache.assign(leader_epoch, vr.first_offset)
-        self._maybe_flush_on_append()
+        if self.log_end_offset - self.recovery_point >= config.flush_messages:  # flush.messages
+            self.flush()
         # The append time the batch carries (a worker may have stamped it a moment before `now`).
-        lat = vr.max_timestamp if self.config.log_append_time else -1
+        lat = vr.max_timestamp if config.log_append_time else -1
         return LogAppendInfo(first_offset=vr.first_offset, last_offset=vr.last_offset, max_timestamp=vr.max_timestamp,
                              offset_of_max_timestamp=vr.offset_of_max_timestamp, log_append_time=lat,
                              log_start_offset=self.log_start_offset, num_messages=vr.num_messages,

@@ -200,10 +200,10 @@ def needs_worker(records: Buffer, config: LogConfig) -> bool:
     """True when checking ``records`` may cost more than a small uncompressed walk: a compressed
     batch (its size after decompression is unknown until decompressed), a recompression, or a big
     uncompressed batch. Reads headers only; malformed framing is left to the inline check."""
-    target = target_compression(config)
     pos, n = 0, len(records)
-    if n > inline_max_bytes():
+    if n > INLINE_MAX_BYTES and n > inline_max_bytes():  # the smaller bound first: no call for a small batch
         return True
+    target = _CODECS.get(config.compression_type)  # target_compression
     while pos + RECORD_BATCH_OVERHEAD <= n:
         (length,) = INT32.unpack_from(records, pos + LENGTH_OFFSET)
         (attrs,) = INT16.unpack_from(records, pos + ATTRIBUTES_OFFSET)

@@ -389,17 +389,22 @@ class Partition:
     def maybe_increment_high_watermark(self) -> bool:
         """HW = the smallest log end offset of the maximal ISR (the LEO with one replica). Returns
         True if it moved (Kafka's maybeIncrementLeaderHW); it never moves back."""
-        if not self.is_leader or self.log.offline:
+        plog = self.log
+        if self.leader_id != self.local_id or plog.offline:
             return False
-        if self.is_under_min_isr:
-            # Kafka 4.3 (KAFKA-15583, KIP-966): the HW does not advance while the ISR is below the
-            # effective min ISR, so nothing written then is exposed (or acknowledged to acks=all)
-            # before enough replicas have it.
+        # Kafka 4.3 (KAFKA-15583, KIP-966): the HW does not advance while the ISR is below the
+        # effective min ISR (`is_under_min_isr`, spelled out: this runs after every append), so
+        # nothing written then is exposed (or acknowledged to acks=all) before enough replicas have it.
+        remote = self.remote_replicas
+        if len(self.isr_state.isr) < min(plog.config.min_insync_replicas, len(remote) + 1):
             return False
-        new_hw = compute_high_watermark(self.log_end_offset, self.remote_replicas, self.isr_state.maximal_isr,
-                                        self.time_ms(), self.replica_lag_time_max_ms, self._eligible)
-        if new_hw > self.high_watermark:
-            self.log.update_high_watermark(new_hw)
+        if remote:
+            new_hw = compute_high_watermark(plog.log_end_offset, remote, self.isr_state.maximal_isr,
+                                            self.time_ms(), self.replica_lag_time_max_ms, self._eligible)
+        else:
+            new_hw = plog.log_end_offset  # a single replica: no clock, no follower to wait for
+        if new_hw > plog.high_watermark:
+            plog.update_high_watermark(new_hw)
             return True
         return False
 
@@ -503,9 +508,10 @@ class Partition:
 
         acks=all with a committed ISR smaller than the effective min ISR (min(`min.insync.replicas`,
         replicas)) is refused before the append (NOT_ENOUGH_REPLICAS), as Kafka's `appendRecordsToLeader`."""
-        if self.is_offline:
+        plog = self.log
+        if plog.offline:
             raise KafkaStorageError(f"the log of {self.topic}-{self.partition} is offline")
-        if not self.is_leader:
+        if self.leader_id != self.local_id:
             raise KafkaError(f"{self.topic}-{self.partition} is not led here",
                              error_code=ErrorCode.NOT_LEADER_OR_FOLLOWER)
         if required_acks == -1 and self.isr_size < self.effective_min_isr:
@@ -514,10 +520,7 @@ class Partition:
                 f"requirement of {self.effective_min_isr} for partition {self.topic}-{self.partition}",
                 error_code=ErrorCode.NOT_ENOUGH_REPLICAS,
             )
-        if checked is None:
-            info = self.log.append_as_leader(records, leader_epoch=self.leader_epoch)
-        else:
-            info = self.log.append_as_leader(records, leader_epoch=self.leader_epoch, checked=checked)
+        info = plog.append_as_leader(records, self.leader_epoch, checked=checked)
         self.maybe_increment_high_watermark()
         return info
 

@@ -585,13 +585,19 @@ class ReplicaManager:
         waiting: dict[tuple[str, int], int] = {}
         loop = _running_loop() if offload else None
         pending: list[tuple[tuple[str, int], _PendingAppend]] = []
+        # One pass over the request's partitions, each looked up once (a request may name thousands).
+        partitions = self._partitions
+        queues = self._append_queues
         for key, records in entries.items():
-            heavy = loop is not None and self._is_heavy(key, records)
-            if loop is not None and (heavy or key in self._append_queues):
-                job = _PendingAppend(records, required_acks, internal_topics_allowed, lambda r, n: None, heavy)
-                pending.append((key, job))
-                continue
-            result, next_offset = self._append_to_local_log(key, records, required_acks, internal_topics_allowed)
+            partition = partitions.get(key)
+            if loop is not None:
+                heavy = self._is_heavy(partition, records)
+                if heavy or key in queues:
+                    job = _PendingAppend(records, required_acks, internal_topics_allowed, lambda r, n: None, heavy)
+                    pending.append((key, job))
+                    continue
+            result, next_offset = self._append_to_local_log(key, records, required_acks, internal_topics_allowed,
+                                                            partition=partition)
             results[key] = result
             if result.error == ErrorCode.NONE:
                 waiting[key] = next_offset
@@ -650,10 +656,10 @@ class ReplicaManager:
 
     # -- off-loop checks, in partition order ----------------------------------------------------
 
-    def _is_heavy(self, key: tuple[str, int], records: memoryview | None) -> bool:
+    @staticmethod
+    def _is_heavy(partition: Partition | None, records: memoryview | None) -> bool:
         """Whether checking ``records`` belongs on the worker pool. An append goes through the
         partition's queue when its check is heavy or a queue is already in use for the partition."""
-        partition = self._partitions.get(key)
         if partition is None or records is None:
             return False
         try:
@@ -704,11 +710,14 @@ class ReplicaManager:
     def _append_to_local_log(
         self, key: tuple[str, int], records: memoryview, required_acks: int, internal_topics_allowed: bool,
         checked: list[CheckedBatch] | None = None, check_error: BaseException | None = None,
+        *, partition: Partition | None = None,
     ) -> tuple[ProducePartitionResult, int]:
+        """``partition``: the caller's lookup of ``key`` in the hosted partitions, or None to look it up."""
         topic = key[0]
         # Kafka's order: a partition missing from the metadata is UNKNOWN_TOPIC_OR_PARTITION
         # (KafkaApis) before the internal-topic check (ReplicaManager.appendToLocalLog).
-        partition = self._partitions.get(key)
+        if partition is None:
+            partition = self._partitions.get(key)
         if partition is None:
             return ProducePartitionResult(self.missing_partition_error(topic, key[1])), -1
         if is_internal(topic) and not internal_topics_allowed:
