@@ -498,6 +498,9 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--p6-records", type=int, default=None, metavar="N",
                     help="records P6 produces (kafka-producer-perf-test's --num-records; default: the scale's, "
                          f"{SCALES['full']['p6']:,} full, {SCALES['quick']['p6']:,} --quick)")
+    ap.add_argument("--p7-records", type=int, default=None, metavar="N",
+                    help="records P7 produces per configuration (default: the scale's, "
+                         f"{SCALES['full']['p7']:,} full: about a second at kbroker's 2-node rate)")
     return ap
 
 
@@ -508,6 +511,10 @@ def chosen_scale(a: argparse.Namespace) -> dict[str, int]:
         if a.p6_records <= 0:
             raise SystemExit(f"--p6-records must be positive, not {a.p6_records}")
         scale["p6"] = a.p6_records
+    if a.p7_records is not None:
+        if a.p7_records <= 0:
+            raise SystemExit(f"--p7-records must be positive, not {a.p7_records}")
+        scale["p7"] = a.p7_records
     return scale
 
 

@@ -25,6 +25,14 @@ def test_p6_records_overrides_only_p6() -> None:
     assert SCALES["full"]["p6"] == 200_000  # the table is not changed by an override
 
 
+def test_p7_records_overrides_only_p7() -> None:
+    longer = _scale("--p7-records", "2000000")
+    assert longer["p7"] == 2_000_000
+    assert {k: v for k, v in longer.items() if k != "p7"} == {k: v for k, v in SCALES["full"].items() if k != "p7"}
+    with pytest.raises(SystemExit):
+        _scale("--p7-records", "0")
+
+
 def test_p6_records_must_be_a_positive_count() -> None:
     with pytest.raises(SystemExit):
         _scale("--p6-records", "0")
