@@ -267,23 +267,7 @@ func fetchMode(args []string) {
 	defer cancel()
 
 	// Not measured: versions, leaders, topic id, through a kgo.Client.
-	cl, err := kgo.NewClient(kgo.SeedBrokers(strings.Split(*bootstrap, ",")...))
-	if err != nil {
-		die("client: %v", err)
-	}
-	apiResp, err := kmsg.NewPtrApiVersionsRequest().RequestWith(ctx, cl)
-	if err != nil {
-		die("api versions: %v", err)
-	}
-	inRange := false
-	for _, k := range apiResp.ApiKeys {
-		if k.ApiKey == 1 && int16(*version) >= k.MinVersion && int16(*version) <= k.MaxVersion {
-			inRange = true
-		}
-	}
-	if !inRange || *version < 4 || *version > int(kmsg.NewPtrFetchRequest().MaxVersion()) {
-		die("Fetch v%d is not supported by the broker (or kmsg)", *version)
-	}
+	cl := versionedClient(ctx, *bootstrap, "Fetch", 1, *version, 4, int(kmsg.NewPtrFetchRequest().MaxVersion()))
 	mreq := kmsg.NewPtrMetadataRequest()
 	mt := kmsg.NewMetadataRequestTopic()
 	mt.Topic = kmsg.StringPtr(*topic)
@@ -377,4 +361,28 @@ func fetchMode(args []string) {
 		"fetch_responses": tot.responses.Load(), "fetch_response_mib": float64(tot.responseBytes.Load()) / mib,
 		"gen_cpu_s": cpu, "gen_cpu_util": rate(cpu, end.Sub(t0).Seconds()),
 	})
+}
+
+// versionedClient is the unmeasured set-up of the raw modes (fetch, produce-raw): a kgo.Client on the
+// bootstrap servers, and the end of the run unless the broker serves API `apiKey` at `version` and
+// `version` is within [minVersion, maxVersion] (what the mode and kmsg can encode).
+func versionedClient(ctx context.Context, bootstrap, name string, apiKey int16, version, minVersion, maxVersion int) *kgo.Client {
+	cl, err := kgo.NewClient(kgo.SeedBrokers(strings.Split(bootstrap, ",")...))
+	if err != nil {
+		die("client: %v", err)
+	}
+	apiResp, err := kmsg.NewPtrApiVersionsRequest().RequestWith(ctx, cl)
+	if err != nil {
+		die("api versions: %v", err)
+	}
+	inRange := false
+	for _, k := range apiResp.ApiKeys {
+		if k.ApiKey == apiKey && int16(version) >= k.MinVersion && int16(version) <= k.MaxVersion {
+			inRange = true
+		}
+	}
+	if !inRange || version < minVersion || version > maxVersion {
+		die("%s v%d is not supported by the broker (or kmsg)", name, version)
+	}
+	return cl
 }

@@ -74,7 +74,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
@@ -349,23 +348,7 @@ func produceRaw(args []string) {
 	defer cancel()
 
 	// Not measured: versions and leaders through a kgo.Client (as fetch.go).
-	cl, err := kgo.NewClient(kgo.SeedBrokers(strings.Split(*bootstrap, ",")...))
-	if err != nil {
-		die("client: %v", err)
-	}
-	apiResp, err := kmsg.NewPtrApiVersionsRequest().RequestWith(ctx, cl)
-	if err != nil {
-		die("api versions: %v", err)
-	}
-	inRange := false
-	for _, k := range apiResp.ApiKeys {
-		if k.ApiKey == 0 && int16(*version) >= k.MinVersion && int16(*version) <= k.MaxVersion {
-			inRange = true
-		}
-	}
-	if !inRange || *version < 3 || *version > int(kmsg.NewPtrProduceRequest().MaxVersion()) {
-		die("Produce v%d is not supported by the broker (or kmsg)", *version)
-	}
+	cl := versionedClient(ctx, *bootstrap, "Produce", 0, *version, 3, int(kmsg.NewPtrProduceRequest().MaxVersion()))
 	producerID, epoch := int64(-1), int16(-1)
 	if *idempotent {
 		ireq := kmsg.NewPtrInitProducerIDRequest()
