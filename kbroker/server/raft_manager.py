@@ -292,7 +292,13 @@ class KafkaRaftManager:
             self._timer.cancel()
         for task in list(self._tasks) + list(self._connecting.values()):
             task.cancel()
-        for conn in self._connections.values():
+        # Taken out of the map before the first await: a request task cancelled just as its peer closed
+        # the connection does not see the cancellation (Python 3.11's `asyncio.wait_for` returns the
+        # inner future's ConnectionClosedError instead, bpo-42130/gh-86296), so it runs `_send`'s failure
+        # path, which pops its connection from this map while the loop below awaits.
+        connections = list(self._connections.values())
+        self._connections.clear()
+        for conn in connections:
             await conn.close()
         for fut in self._inbound.values():
             fut.cancel()

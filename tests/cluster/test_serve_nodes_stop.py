@@ -12,6 +12,12 @@ from pathlib import Path
 from tests.cluster.test_serve_nodes import Served, _alive, _free_range, _serve, _stop
 
 
+def _tails(data: Path) -> str:
+    """The end of each node's log (its traceback, when it exited uncleanly)."""
+    return "".join(f"\n--- node {i}:\n" + "".join((data / f"node-{i}" / "server.log").read_text().splitlines(True)[-30:])
+                   for i in (1, 2, 3) if (data / f"node-{i}" / "server.log").exists())
+
+
 def test_serve_three_nodes_stops_within_seconds_and_cleanly(tmp_path: Path) -> None:
     from confluent_kafka.admin import AdminClient, NewTopic
 
@@ -28,7 +34,7 @@ def test_serve_three_nodes_stops_within_seconds_and_cleanly(tmp_path: Path) -> N
         if s.proc.poll() is None:
             s.proc.kill()
             s.proc.wait()
-    assert code == 0, rest
+    assert code == 0, rest + _tails(data)
     assert took < 15, f"stopping took {took:.1f}s:\n{rest}"
     assert not any(_alive(pid) for _, _, pid in s.nodes.values())
     for i in (1, 2, 3):

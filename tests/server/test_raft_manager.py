@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import random
+import struct
 from collections.abc import Sequence
 
 import pytest
@@ -13,6 +14,8 @@ import pytest
 from kbroker.controller.raft_client import LeaderAndEpoch as ControllerLeaderAndEpoch
 from kbroker.controller.raft_client import NotLeaderError
 from kbroker.metadata.loader import MetadataBatch, MetadataLoader
+from kbroker.protocol.frames import decode_request_frame, encode_response_frame
+from kbroker.protocol.messages.api_versions import ApiVersionsResponse
 from kbroker.protocol.metadata_records.serde import encode_metadata_record
 from kbroker.protocol.records import SimpleRecord, build_batch
 from kbroker.raft import KafkaRaftClient, LeaderAndEpoch, MemoryRaftLog, QuorumConfig, RaftBatch
@@ -93,5 +96,59 @@ def test_adapter_appends_only_in_the_led_epoch() -> None:
         adapter.resign(epoch)
         assert not client.is_leader
         await manager.close()
+
+    asyncio.run(run())
+
+
+def test_close_while_a_request_fails_with_its_connection() -> None:
+    """A combined node stopping with its peers: a voter closes the connection a Vote is waiting on, and
+    the manager closes before the request task has seen it. Python 3.11's `asyncio.wait_for` then hands
+    the task the connection's error instead of its cancellation, so `_send`'s failure path pops the
+    connection while `close()` is closing the connections. `close()` used to iterate the live map and
+    die with "dictionary changed size during iteration" (node exit code 1, CI of stop 27)."""
+
+    async def run() -> None:
+        peer: list[asyncio.StreamWriter] = []
+
+        async def hold(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            """Voter 2: answers ApiVersions, holds the Vote request unanswered."""
+            while True:
+                (size,) = struct.unpack(">i", await reader.readexactly(4))
+                header, _ = decode_request_frame(await reader.readexactly(size))
+                if header.api_key != 18:
+                    peer.append(writer)
+                    return
+                answer = ApiVersionsResponse(error_code=0, throttle_time_ms=0, api_keys=[
+                    ApiVersionsResponse.ApiVersion(api_key=k, min_version=0, max_version=v)
+                    for k, v in ((18, 4), (52, 2), (53, 1), (54, 1), (55, 1), (1, 17))])
+                for part in encode_response_frame(18, header.api_version, header.correlation_id, answer):
+                    writer.write(bytes(part))
+
+        server = await asyncio.start_server(hold, "127.0.0.1", 0)
+        port = server.sockets[0].getsockname()[1]
+        config = QuorumConfig(voters={1: Endpoint("127.0.0.1", 1), 2: Endpoint("127.0.0.1", port)},
+                              election_timeout_ms=10, request_timeout_ms=30_000)
+        now = [1000]
+        client = KafkaRaftClient(1, config, MemoryRaftLog(), MemoryQuorumStateStore(),
+                                 MetadataRaftListener(None), random.Random(1), now[0])
+        manager = KafkaRaftManager(client, config, lambda: now[0])
+        manager.start()
+        for _ in range(200):  # the election timeout passes: a Vote request to voter 2
+            now[0] += 50
+            manager.poll()
+            await asyncio.sleep(0.005)
+            if peer:
+                break
+        assert peer, "no request reached voter 2"
+        conn = manager._connections[2]
+        peer[0].close()  # voter 2 stops
+        while not conn._closed:  # the read loop has failed the in-flight request's future...
+            await asyncio.sleep(0)
+        assert manager._tasks, "the request task has already finished"  # ...and the task has not resumed
+        await manager.close()  # raised RuntimeError
+        assert manager._connections == {}
+        await asyncio.gather(*manager._tasks, return_exceptions=True)
+        server.close()
+        await server.wait_closed()
 
     asyncio.run(run())
