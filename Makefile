@@ -29,6 +29,8 @@ $(STAMP): pyproject.toml | $(PY)
 	@# Byte-compile now: an editable install compiles nothing, and with PYTHONDONTWRITEBYTECODE set
 	@# every start would recompile the generated codecs (most of a second of start-up).
 	$(PY) -m compileall -q kbroker
+	@# Likewise the methods of kbroker's dataclasses, which Python 3.11 compiles at every import (kbroker/codecache.py).
+	$(PY) -c "from kbroker import codecache; codecache.prime()"
 	@# The optional compiled record walk (kbroker/protocol/_speedups.c), in place in this checkout.
 	PYTHON=$(PY) bash scripts/build-speedups.sh || echo "==> (no C compiler: kbroker runs the record walk in Python, slower but identical)"
 	touch $@

@@ -534,6 +534,9 @@ def main() -> int:
     # kbroker's bytecode, as `pip install` writes it: an editable install run with PYTHONDONTWRITEBYTECODE
     # (CI sets it) would compile every module at every start, which P5 would count as the broker's.
     compileall.compile_dir(str(ROOT / "kbroker"), quiet=1)
+    # and the methods of its dataclasses, which Python 3.11 compiles at every import (kbroker/codecache.py)
+    subprocess.run([sys.executable, "-c", "from kbroker import codecache; codecache.prime()"], cwd=ROOT,
+                   check=True)
     makers: dict[str, Callable[[str | None], Target]] = {
         "kbroker": lambda cpus: KBrokerTarget(None, cpus), "kafka": lambda cpus: KafkaTarget(None, cpus)}
     names = [n for n in a.brokers.split(",") if n]

@@ -4,4 +4,8 @@ Layers (imports point downwards only): cli/broker wiring -> net -> api -> replic
 See docs/architecture.md.
 """
 
+from kbroker import codecache as _codecache
+
 __version__ = "0.1.0"
+
+_codecache.install()  # before any kbroker dataclass is defined: their methods' code is cached (start time)

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import kbroker
+from kbroker import codecache
 from kbroker.clock import Clock, wall_clock_ms
 from kbroker.cluster.connection_quotas import ConnectionQuotas, ip_connection_rate
 from kbroker.cluster.quotas import QuotaWindow
@@ -822,6 +823,7 @@ async def _serve(config: KafkaConfig, config_file: str | None) -> int:
         os.getpid(),
     )
     notify_ready()
+    codecache.started()  # the dataclass methods compiled on the way here are kept for the next start
     await stop.wait()
     started = time.monotonic()
     await broker.shutdown()
