@@ -1,7 +1,9 @@
 """The API dispatcher: routes a decoded request to the handler module for its API key.
 
 Owns handler discovery (every module of the `kbroker.api` package that defines `API_KEY` is a
-handler, so helpers never edit a shared list), the ranges ApiVersions advertises, the version gate,
+handler, so helpers never edit a shared list; the generated `handler_index.py` records them, a test keeps
+it equal to a scan, and a handler module is imported at its API's first request, not at start), the
+ranges ApiVersions advertises, the version gate,
 and Kafka's answers to requests it cannot serve (ApiVersions: a v0 UNSUPPORTED_VERSION body listing
 our ranges, KIP-511; anything else: close the connection).
 
@@ -31,10 +33,9 @@ import logging
 import pkgutil
 import time
 from collections.abc import Awaitable
-from dataclasses import dataclass
 from functools import partial
 from types import ModuleType
-from typing import Any
+from typing import Any, NamedTuple
 
 from kbroker.api._futures import chain_future, identity
 from kbroker.api.context import (
@@ -54,29 +55,57 @@ API_VERSIONS_KEY = 18
 SASL_HANDSHAKE_KEY = 17
 
 
-@dataclass(frozen=True)
 class HandlerSpec:
-    api_key: int
-    min_version: int
-    max_version: int
-    advertised_min_version: int
-    module: ModuleType
+    """One API's handler: its ranges from the index, its module imported at the API's first request."""
+
+    __slots__ = ("api_key", "min_version", "max_version", "advertised_min_version", "module_name", "_module")
+
+    def __init__(self, api_key: int, min_version: int, max_version: int, advertised_min_version: int,
+                 module_name: str, module: ModuleType | None = None) -> None:
+        self.api_key = api_key
+        self.min_version = min_version
+        self.max_version = max_version
+        self.advertised_min_version = advertised_min_version
+        self.module_name = module_name
+        self._module = module
+
+    @property
+    def module(self) -> ModuleType:
+        module = self._module
+        if module is None:
+            module = self._module = importlib.import_module(self.module_name)
+        return module
 
     @property
     def name(self) -> str:
-        return self.module.__name__.rsplit(".", 1)[-1]
+        return self.module_name.rsplit(".", 1)[-1]
+
+    def __repr__(self) -> str:
+        return (f"HandlerSpec({self.api_key}, {self.name}, {self.min_version}-{self.max_version}, "
+                f"advertised from {self.advertised_min_version})")
 
 
-def discover_handlers(package: str = "kbroker.api", listener: str = "broker",
-                      kraft_broker: bool = False) -> dict[int, HandlerSpec]:
-    """Import every module of `package` and keep those that define `API_KEY` and are served on
-    `listener` ("broker" or "controller"). A module with `KRAFT_BROKER_FORWARDS = True` is served on a
-    broker listener only when `kraft_broker` (a process.roles=broker node forwards it to the controller);
-    one with `SINGLE_NODE_ONLY = True` only when not (kbroker's single node serves it itself)."""
+class IndexEntry(NamedTuple):
+    """What the dispatcher needs of a handler module before its first request (`handler_index.py`)."""
+
+    api_key: int
+    module: str  # in the package
+    min_version: int
+    max_version: int
+    advertised_min_version: int
+    listeners: tuple[str, ...]
+    kraft_broker_forwards: bool
+    single_node_only: bool
+
+
+def scan_handlers(package: str = "kbroker.api") -> list[IndexEntry]:
+    """Import every module of `package` and describe those that define `API_KEY` (helpers add a module,
+    never edit a shared list): what `handler_index.py` records, so that a node need not import them all
+    to start."""
     from kbroker.protocol.messages import API_SPECS
 
     pkg = importlib.import_module(package)
-    specs: dict[int, HandlerSpec] = {}
+    entries: list[IndexEntry] = []
     for info in sorted(pkgutil.iter_modules(pkg.__path__), key=lambda i: i.name):
         if info.name.startswith("_") or info.ispkg:
             continue
@@ -85,19 +114,58 @@ def discover_handlers(package: str = "kbroker.api", listener: str = "broker",
         if key is None:
             continue
         api = API_SPECS.get(int(key))
-        served_on = getattr(module, "LISTENERS", api.listeners if api is not None else ("broker",))
-        if listener not in served_on:
-            continue
-        if listener == "broker" and getattr(module, "KRAFT_BROKER_FORWARDS", False) and not kraft_broker:
-            continue
-        if getattr(module, "SINGLE_NODE_ONLY", False) and kraft_broker:
-            continue  # an API kbroker's single node serves and a KRaft broker does not forward yet
-        if key in specs:
-            raise RuntimeError(f"API key {key} handled by both {specs[key].module.__name__} and {module.__name__}")
+        listeners = tuple(getattr(module, "LISTENERS", api.listeners if api is not None else ("broker",)))
         lo, hi = int(module.MIN_VERSION), int(module.MAX_VERSION)
-        adv = int(getattr(module, "ADVERTISED_MIN_VERSION", lo))
-        specs[int(key)] = HandlerSpec(int(key), lo, hi, adv, module)
+        entries.append(IndexEntry(int(key), info.name, lo, hi, int(getattr(module, "ADVERTISED_MIN_VERSION", lo)),
+                                  listeners, bool(getattr(module, "KRAFT_BROKER_FORWARDS", False)),
+                                  bool(getattr(module, "SINGLE_NODE_ONLY", False))))
+    return entries
+
+
+def discover_handlers(package: str = "kbroker.api", listener: str = "broker",
+                      kraft_broker: bool = False) -> dict[int, HandlerSpec]:
+    """The handlers served on `listener` ("broker" or "controller"). For `kbroker.api` they are read from
+    the generated `handler_index.py` and each module is imported at its API's first request (a node
+    starts without importing ninety handlers and their messages: issue 17, P5); for another package,
+    from a scan of its modules.
+
+    A module is served on the kinds its API's spec lists unless it narrows them with `LISTENERS`; one
+    with `KRAFT_BROKER_FORWARDS = True` is served on a broker listener only when `kraft_broker` (a
+    process.roles=broker node forwards it to the controller); one with `SINGLE_NODE_ONLY = True` only
+    when not (kbroker's single node serves it itself)."""
+    if package == "kbroker.api":
+        from kbroker.api.handler_index import HANDLERS
+
+        entries = [IndexEntry(*row) for row in HANDLERS]
+    else:
+        entries = scan_handlers(package)
+    specs: dict[int, HandlerSpec] = {}
+    for e in entries:
+        if listener not in e.listeners:
+            continue
+        if listener == "broker" and e.kraft_broker_forwards and not kraft_broker:
+            continue
+        if e.single_node_only and kraft_broker:
+            continue  # an API kbroker's single node serves and a KRaft broker does not forward yet
+        if e.api_key in specs:
+            raise RuntimeError(f"API key {e.api_key} handled by both {specs[e.api_key].module_name} and {e.module}")
+        specs[e.api_key] = HandlerSpec(e.api_key, e.min_version, e.max_version, e.advertised_min_version,
+                                       f"{package}.{e.module}")
     return specs
+
+
+def render_handler_index(package: str = "kbroker.api") -> str:
+    """The text of `kbroker/api/handler_index.py`, from a scan of the handler modules."""
+    rows = "".join(f"    {tuple(e)!r},\n" for e in scan_handlers(package))
+    return (
+        "# Code generated by `python -m kbroker.api.dispatcher --write-index`. DO NOT EDIT.\n"
+        '"""Every handler module of kbroker/api as `scan_handlers` reads it: (api_key, module, min_version,\n'
+        "max_version, advertised_min_version, listeners, kraft_broker_forwards, single_node_only). The\n"
+        "dispatcher starts from this table and imports a handler at its API's first request, so a node does\n"
+        'not import ninety handlers and their messages to start (issue 17, P5).\n"""\n\n'
+        "HANDLERS: tuple[tuple[int, str, int, int, int, tuple[str, ...], bool, bool], ...] = (\n"
+        f"{rows})\n"
+    )
 
 
 class ApiDispatcher:
@@ -288,10 +356,14 @@ def embed_version_table(page: str, table: str) -> str:
 
 
 if __name__ == "__main__":
-    # `python -m kbroker.api.dispatcher` prints the table; `--write docs/compatibility.md` updates the page.
+    # `python -m kbroker.api.dispatcher` prints the table; `--write docs/compatibility.md` updates the page;
+    # `--write-index` regenerates kbroker/api/handler_index.py.
     import sys
     from pathlib import Path
 
+    if sys.argv[1:] == ["--write-index"]:
+        (Path(__file__).parent / "handler_index.py").write_text(render_handler_index(), encoding="utf-8")
+        raise SystemExit(0)
     _table = render_version_table()
     if len(sys.argv) == 3 and sys.argv[1] == "--write":
         _page = Path(sys.argv[2])

@@ -32,7 +32,7 @@ import time
 from typing import Any
 
 # Imported here, before any fork, so a broker child starts without importing anything.
-import kbroker.api.dispatcher  # noqa: F401  (the generated codecs come with it)
+import kbroker.api.dispatcher  # noqa: F401  (its handlers come with _preload_codecs)
 import kbroker.services  # noqa: F401
 from kbroker.broker import Broker, StartupError, _new_event_loop
 from kbroker.cli import setup_logging
@@ -44,14 +44,18 @@ _CREATE_TOPICS = 19
 
 
 def _preload_codecs() -> None:
-    """Decode-table warm-up: import every generated message module the dispatcher may load lazily."""
+    """Decode-table warm-up: import every generated message module and every API handler, which a node
+    imports lazily (at the first request of its API), so that no forked broker imports them again."""
     import importlib
     import pkgutil
 
     import kbroker.protocol.messages as messages
+    from kbroker.api.handler_index import HANDLERS
 
     for info in pkgutil.iter_modules(messages.__path__):
         importlib.import_module(f"{messages.__name__}.{info.name}")
+    for row in HANDLERS:
+        importlib.import_module(f"kbroker.api.{row[1]}")
 
 
 async def _create_topics(
