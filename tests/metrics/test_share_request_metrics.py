@@ -53,6 +53,7 @@ def test_share_request_rebalance_and_share_coordinator_metrics(tmp_path: Path) -
                                       batch_size=100, topics=[F.FetchTopic(topic_id=m.tid, partitions=[
                                           F.FetchPartition(partition_index=7)])]))
         assert r.error_code == 0 and any(p.error_code != 0 for t in r.responses for p in t.partitions), r
+        m.epoch += 1  # the session moved on: the next fetch (the pruning wait below) carries the next epoch
         assert meter("failedsharefetchrequests") == 1
         assert meter("totalsharefetchrequests") == now_fetches + 1
         # Broker-wide totals (no topic label) include the topic's.
