@@ -174,11 +174,30 @@ def _response(request: ProduceRequest, results: dict[tuple[str, int], ProducePar
     # partition of the response rather than one each (a request may name thousands of partitions).
     no_leader_hint = ProduceResponse.LeaderIdAndEpoch()
     partition_response = ProduceResponse.PartitionProduceResponse
+    named = 0
+    for td in request.topic_data:
+        named += len(td.partition_data)
+    # A partition named twice, in one topic entry or in two entries of its topic: Kafka's handler keys
+    # its answers by partition, so it answers each partition once, in one entry per topic (checked
+    # against Kafka 4.3.1: tests/differential/scenario.py). Only such a request pays for the check.
+    answered: set[tuple[str, int]] | None = set() if named != len(results) else None
+    entries: dict[str, list[Any]] = {}
     for td, name in zip(request.topic_data, names, strict=True):
-        parts = []
+        parts: list[Any] = []
+        again = False
+        if answered is not None:
+            again = name in entries
+            if again:
+                parts = entries[name]  # the topic's first entry answers for both
+            else:
+                entries[name] = parts
         for pd in td.partition_data:
+            if answered is not None:
+                if (name, pd.index) in answered:
+                    continue
+                answered.add((name, pd.index))
             r = results.get((name, pd.index))
-            if r is None:  # duplicate entry in the request: answered once, as Kafka's map does
+            if r is None:
                 continue
             p = partition_response(
                 index=pd.index,
@@ -196,6 +215,8 @@ def _response(request: ProduceRequest, results: dict[tuple[str, int], ProducePar
                     ]
                 p.error_message = r.error_message
             parts.append(p)
+        if again:
+            continue  # a topic named again: its partitions went into its first entry
         if version >= TOPIC_ID_VERSION:
             topics.append(ProduceResponse.TopicProduceResponse(topic_id=td.topic_id, partition_responses=parts))
         else:
@@ -237,7 +258,11 @@ def handle(
         for pd in td.partition_data:
             key = (name, pd.index)
             if key in results or key in entries or key in verifying:
-                continue
+                # Named again: the last entry is the one appended and answered, as in Kafka's handler,
+                # whose map of partition -> records keeps the last (tests/differential/scenario.py).
+                results.pop(key, None)
+                entries.pop(key, None)
+                verifying.pop(key, None)
             if name.startswith(_UNKNOWN_ID_PREFIX):
                 results[key] = ProducePartitionResult(ErrorCode.UNKNOWN_TOPIC_ID)
                 continue

@@ -102,6 +102,24 @@ def _describe_configs(c: RawKafkaClient, topic: str) -> dict[str, tuple[str | No
     return {cfg.name: (cfg.value, cfg.config_source, cfg.is_sensitive) for cfg in res.configs}
 
 
+def _produce_twice(c: RawKafkaClient, topic: str, same_topic_entry: bool) -> dict[str, Any]:
+    """One Produce naming partition 0 twice: a 1-record batch, then a 2-record batch; in one topic entry
+    or in two entries of the same topic. What is answered, and what the log holds after."""
+    P = produce.ProduceRequest
+    first = build_batch([SimpleRecord(value=b"first", timestamp=BASE_TS)])
+    second = build_batch([SimpleRecord(value=b"second", timestamp=BASE_TS), SimpleRecord(value=b"2", timestamp=BASE_TS)])
+    if same_topic_entry:
+        topic_data = [P.TopicProduceData(name=topic, partition_data=[P.PartitionProduceData(index=0, records=first),
+                                                                    P.PartitionProduceData(index=0, records=second)])]
+    else:
+        topic_data = [P.TopicProduceData(name=topic, partition_data=[P.PartitionProduceData(index=0, records=first)]),
+                      P.TopicProduceData(name=topic, partition_data=[P.PartitionProduceData(index=0, records=second)])]
+    resp = c.request(0, PRODUCE_V, P(acks=1, timeout_ms=30000, topic_data=topic_data))
+    answered = [(t.name, [(p.index, p.error_code, p.base_offset) for p in t.partition_responses])
+                for t in resp.responses]
+    return {"answered": answered, "log": _fetch(c, topic, 0)["batches"]}
+
+
 def run(bootstrap: str) -> dict[str, Any]:
     obs: dict[str, Any] = {}
     with RawKafkaClient(bootstrap) as c:
@@ -124,6 +142,12 @@ def run(bootstrap: str) -> dict[str, Any]:
         obs["fetch_out_of_range"] = _fetch(c, TOPIC, 100)["error"]
         obs["fetch_kip74_tiny_max"] = _fetch(c, TOPIC, 1, partition_max=10)["batches"]
         obs["describe_configs"] = _describe_configs(c, TOPIC)
+        # A partition named twice in one request (no client sends it; a hand-written one may).
+        for name, same_entry in (("diff-dup-a", True), ("diff-dup-b", False)):
+            _create(c, name, {})
+            _wait_for_leader(c, name)
+            obs[f"produce_partition_twice_{'one_entry' if same_entry else 'two_entries'}"] = \
+                _produce_twice(c, name, same_entry)
     with RawKafkaClient(bootstrap) as c:
         # Fetch v3 was removed in Kafka 4.0 (KIP-896): the broker must not answer it.
         frame = bytearray(encode_request_frame(RequestHeader(api_key=1, api_version=4, correlation_id=1,

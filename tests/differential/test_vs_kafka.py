@@ -68,7 +68,8 @@ def kbroker_observations(tmp_path_factory: pytest.TempPathFactory) -> dict[str, 
 
 SCALAR_KEYS = ["create", "create_again", "create_small", "create_bad_config", "metadata", "produce",
                "produce_unknown_topic", "produce_too_large", "produce_bad_crc", "list_offsets", "fetch",
-               "fetch_out_of_range", "fetch_kip74_tiny_max", "fetch_v3_connection_closed"]
+               "fetch_out_of_range", "fetch_kip74_tiny_max", "fetch_v3_connection_closed",
+               "produce_partition_twice_one_entry", "produce_partition_twice_two_entries"]
 
 
 @pytest.mark.parametrize("key", SCALAR_KEYS)
