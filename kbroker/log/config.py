@@ -9,6 +9,7 @@ topic's overrides fall back to the broker's ``log.*`` synonyms, then to Kafka's 
 from __future__ import annotations
 
 import dataclasses
+import functools
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -235,6 +236,17 @@ class LogConfig:
     @property
     def max_index_size(self) -> int:
         return self.segment_index_bytes
+
+    @functools.cached_property
+    def produce_check_args(self) -> tuple[int, int, int, bool, bool] | None:
+        """What the compiled produce check (``log.validator.check_produced``) reads, once per config
+        (a LogConfig is replaced, never changed, when a topic's configs change): (max.message.bytes,
+        message.timestamp.before.max.ms, message.timestamp.after.max.ms, compacted, LogAppendTime), or
+        None when ``compression.type`` recompresses producers' batches (the Python path does that)."""
+        if self.compression_type not in ("producer", "uncompressed"):
+            return None
+        return (self.max_message_bytes, self.message_timestamp_before_max_ms, self.message_timestamp_after_max_ms,
+                self.compact, self.log_append_time)
 
     def replace(self, **changes: Any) -> LogConfig:
         return dataclasses.replace(self, **changes)

@@ -139,6 +139,10 @@ class AbstractIndex:
         # Kafka: a new index starts empty; an existing one has length / entrySize entries (it was
         # trimmed) - unless a crash left it preallocated: then the zero tail is dropped on first use.
         self._entries: int | None = 0 if length == 0 else None
+        # The last entry written, valid while the count is still `_last_n` (the count only grows back
+        # through `_write_entry`, which refreshes it): appends compare with it without reading the map.
+        self._last: tuple[int, ...] = ()
+        self._last_n = -1
         if max_index_size < 0:
             max_index_size = max(length, self.entry_size)
         self.max_index_size = max_index_size - max_index_size % self.entry_size
@@ -284,9 +288,15 @@ class AbstractIndex:
         self._allocated = stop
         return True
 
+    def _last_fields(self, n: int) -> tuple[int, ...]:
+        """Entry ``n - 1`` (``n`` the count, not 0): remembered when this index wrote it."""
+        if self._last_n == n:
+            return self._last
+        return self.entry(n - 1)
+
     def _write_entry(self, *fields: int) -> bool:
         """Store one entry after the last; False when the disk has no room for it (it is skipped)."""
-        n = self.entries
+        n = self._entries if self._entries is not None else self.entries
         end = (n + 1) * self.entry_size
         if end > self._file_length:
             # Not preallocated (e.g. an index being rebuilt for an inactive segment): grow geometrically.
@@ -295,10 +305,11 @@ class AbstractIndex:
                 self.resize(end * 2)
         if not self._allocate(end):
             return False
-        m = self._open()
+        m = self._mmap if self._mmap is not None else self._open()
         assert m is not None
         self.ENTRY.pack_into(m, n * self.entry_size, *fields)
         self._entries = n + 1
+        self._last, self._last_n = fields, n + 1
         return True
 
     def truncate_entries(self, n: int) -> None:
@@ -355,15 +366,17 @@ class OffsetIndex(AbstractIndex):
 
     @property
     def last_offset(self) -> int:
-        if self.entries == 0:
+        n = self._entries if self._entries is not None else self.entries
+        if n == 0:
             return self.base_offset
-        return self.base_offset + self.entry(self.entries - 1)[0]
+        return self.base_offset + self._last_fields(n)[0]
 
     def append(self, offset: int, position: int) -> bool:
         """Add an entry; False when a full disk made it skip the entry (see the module docstring)."""
-        if self.entries > 0 and offset <= self.last_offset:
-            raise ValueError(f"offset index append of {offset} after {self.last_offset} in {self.path}")
-        if self.is_full:
+        n = self._entries if self._entries is not None else self.entries
+        if n > 0 and offset <= (last := self.base_offset + self._last_fields(n)[0]):
+            raise ValueError(f"offset index append of {offset} after {last} in {self.path}")
+        if n >= self.max_index_size // self.entry_size:  # is_full
             raise ValueError(f"offset index {self.path} is full")
         return self._write_entry(offset - self.base_offset, position)
 
@@ -419,22 +432,29 @@ class TimeIndex(AbstractIndex):
 
     def last_entry(self) -> tuple[int, int]:
         """(timestamp, offset) of the last entry, or (-1, base_offset) when empty."""
-        if self.entries == 0:
+        n = self._entries if self._entries is not None else self.entries
+        if n == 0:
             return -1, self.base_offset
-        ts, rel = self.entry(self.entries - 1)
+        ts, rel = self._last_fields(n)
         return ts, self.base_offset + rel
 
     def maybe_append(self, timestamp: int, offset: int, skip_full_check: bool = False) -> bool:
         """Append only when ``timestamp`` is larger than the last entry's (Kafka's maybeAppend).
 
         False only when the entry was due but a full disk made the index skip it."""
-        if not skip_full_check and self.is_full:
+        n = self._entries if self._entries is not None else self.entries
+        max_entries = self.max_index_size // self.entry_size
+        if not skip_full_check and n >= max_entries - 1:  # is_full
             raise ValueError(f"time index {self.path} is full")
-        if self.entries >= self.max_entries and self.entries * self.entry_size >= self._file_length:
+        if n >= max_entries and n * self.entry_size >= self._file_length:
             return True  # no slot at all (tiny segment.index.bytes); the entry is an optimisation only
-        last_ts, last_off = self.last_entry()
-        if self.entries and offset < last_off:
-            raise ValueError(f"time index append of offset {offset} before {last_off} in {self.path}")
+        if n == 0:
+            last_ts = -1
+        else:
+            last_ts, last_rel = self._last_fields(n)
+            if offset < self.base_offset + last_rel:
+                raise ValueError(f"time index append of offset {offset} before {self.base_offset + last_rel} in "
+                                 f"{self.path}")
         if timestamp > last_ts:
             return self._write_entry(timestamp, offset - self.base_offset)
         return True

@@ -201,7 +201,8 @@ class LogSegment:
         if not self.offset_index.is_full:
             self.offset_index.append(last_offset, pos)
         if not self.time_index.is_full:
-            self.time_index.maybe_append(self._max_timestamp, self._offset_of_max_timestamp)  # type: ignore[arg-type]
+            self.time_index.maybe_append(self._max_timestamp, self._offset_of_max_timestamp,  # type: ignore[arg-type]
+                                         skip_full_check=True)
         self.bytes_since_last_index_entry = 0
 
     # --- scanning -------------------------------------------------------------------------------

@@ -38,10 +38,9 @@ from kbroker.log.transaction_index import AbortedTransactions, AbortedTxn
 from kbroker.log.validator import (
     CheckedBatch,
     assign_offsets,
-    check_batches,
+    check_produced,
     split_batches,
     validate_and_assign_offsets,
-    validation_params,
 )
 from kbroker.metrics.meters import LOG_FLUSH_STATS
 from kbroker.protocol.record_format import ControlRecordType, parse_control_record_type
@@ -249,7 +248,7 @@ class UnifiedLog(LogRetention):
             records = memoryview(bytearray(records))
         config = self.config
         if checked is None:
-            checked = check_batches(records, validation_params(config, now, topic_partition=self._topic_partition))
+            checked = check_produced(records, config, now, self._topic_partition)
         vr = assign_offsets(records, checked, self.log_end_offset, leader_epoch, config.segment_bytes)
         if not vr.headers:
             return LogAppendInfo(log_start_offset=self.log_start_offset)

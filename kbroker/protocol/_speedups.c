@@ -1,4 +1,4 @@
-/* kbroker.protocol._speedups: the per-record walk of an uncompressed v2 batch, compiled.
+/* kbroker.protocol._speedups: the per-record walk of an uncompressed v2 batch, and the produce checks, compiled.
  *
  * Why: on the produce path every record of every batch is walked (Kafka's LogValidator reads every
  * record; issue 19), and in CPython that walk was a third of the broker's CPU under 100-byte records
@@ -11,6 +11,17 @@
  * walk decodes (5 bytes for varints, 9 for varlongs), a read past the buffer. On None the caller runs
  * the Python walk, which raises Kafka's exact error (or, for a long but valid varint, succeeds), so
  * this module only ever decides the fast, successful case and never words an error itself.
+ *
+ * The produce path's per-batch work for a client's plain batch, under the same rule (issue 17: one
+ * Produce request of a small batch for each of 1,000 partitions spent a quarter of its time in the
+ * Python header checks, the worker decision and the offset patching):
+ *  - check_plain: log.validator.check_batches for uncompressed batches kept uncompressed, when every
+ *    batch passes every check; None for anything else, and the Python checks then word the error.
+ *  - needs_worker: log.validator.needs_worker (header reads only).
+ *  - assign_plain: log.validator.assign_offsets' loop when no batch was recompressed; None, having
+ *    changed nothing, otherwise.
+ * tests/log/test_validator_compiled.py runs random and damaged batches through both paths.
+ *
  * The module is optional: kbroker works without it (setup.py builds it when a C compiler exists).
  */
 #define PY_SSIZE_T_CLEAN
@@ -53,60 +64,336 @@ static inline int read_varl(const unsigned char *b, Py_ssize_t end, Py_ssize_t *
     return 0;
 }
 
+/* The walk of `count` records from `pos` to `end` (walk_records' fast case). Returns 0 and fills the
+ * out-parameters when every record is well formed, -1 otherwise. */
+typedef struct {
+    Py_ssize_t pos;
+    int64_t min_ts, max_ts, null_keys, bad_offset;
+} walk_t;
+
+static int walk(const unsigned char *b, Py_ssize_t end, Py_ssize_t pos, Py_ssize_t count, walk_t *w) {
+    int64_t min_ts = INT64_MAX, max_ts = INT64_MIN, null_keys = 0, bad_offset = -1;
+    if (count <= 0 || pos < 0) return -1;
+    for (Py_ssize_t index = 0; index < count; index++) {
+        int64_t size, ts, off, n;
+        if (read_var(b, end, &pos, &size) < 0 || size < 6 || size > end - pos) return -1;
+        Py_ssize_t rec_end = pos + (Py_ssize_t)size;
+        pos += 1; /* attributes: unused, any value */
+        if (read_varl(b, rec_end, &pos, &ts) < 0) return -1;
+        if (ts < min_ts) min_ts = ts;
+        if (ts > max_ts) max_ts = ts;
+        if (read_var(b, rec_end, &pos, &off) < 0) return -1;
+        if (off != index && bad_offset < 0) bad_offset = index;
+        if (read_var(b, rec_end, &pos, &n) < 0) return -1;  /* key length */
+        if (n < 0) {
+            if (n != -1) return -1;
+            null_keys++;
+        } else {
+            if (n > rec_end - pos) return -1;
+            pos += (Py_ssize_t)n;
+        }
+        if (read_var(b, rec_end, &pos, &n) < 0) return -1;  /* value length */
+        if (n > 0) {
+            if (n > rec_end - pos) return -1;
+            pos += (Py_ssize_t)n;
+        } else if (n < -1) return -1;
+        if (read_var(b, rec_end, &pos, &n) < 0 || n < 0 || n > rec_end - pos) return -1;  /* headers */
+        for (int64_t h = 0; h < n; h++) {
+            int64_t hk, hv;
+            if (read_var(b, rec_end, &pos, &hk) < 0 || hk < 0 || hk > rec_end - pos) return -1;
+            pos += (Py_ssize_t)hk;
+            if (read_var(b, rec_end, &pos, &hv) < 0) return -1;
+            if (hv > 0) {
+                if (hv > rec_end - pos) return -1;
+                pos += (Py_ssize_t)hv;
+            } else if (hv < -1) return -1;
+        }
+        if (pos != rec_end) return -1;
+    }
+    w->pos = pos;
+    w->min_ts = min_ts;
+    w->max_ts = max_ts;
+    w->null_keys = null_keys;
+    w->bad_offset = bad_offset;
+    return 0;
+}
+
 static PyObject *walk_uncompressed(PyObject *Py_UNUSED(self), PyObject *args) {
     Py_buffer view;
     Py_ssize_t pos, count;
+    walk_t w;
     if (!PyArg_ParseTuple(args, "y*nn", &view, &pos, &count)) return NULL;
-    const unsigned char *b = (const unsigned char *)view.buf;
-    Py_ssize_t end = view.len;
-    int64_t min_ts = INT64_MAX, max_ts = INT64_MIN, null_keys = 0, bad_offset = -1;
-    int ok = count > 0 && pos >= 0;
-    for (Py_ssize_t index = 0; ok && index < count; index++) {
-        int64_t size, ts, off, n;
-        if (read_var(b, end, &pos, &size) < 0 || size < 6 || size > end - pos) { ok = 0; break; }
-        Py_ssize_t rec_end = pos + (Py_ssize_t)size;
-        pos += 1; /* attributes: unused, any value */
-        if (read_varl(b, rec_end, &pos, &ts) < 0) { ok = 0; break; }
-        if (ts < min_ts) min_ts = ts;
-        if (ts > max_ts) max_ts = ts;
-        if (read_var(b, rec_end, &pos, &off) < 0) { ok = 0; break; }
-        if (off != index && bad_offset < 0) bad_offset = index;
-        if (read_var(b, rec_end, &pos, &n) < 0) { ok = 0; break; }  /* key length */
-        if (n < 0) {
-            if (n != -1) { ok = 0; break; }
-            null_keys++;
-        } else {
-            if (n > rec_end - pos) { ok = 0; break; }
-            pos += (Py_ssize_t)n;
-        }
-        if (read_var(b, rec_end, &pos, &n) < 0) { ok = 0; break; }  /* value length */
-        if (n > 0) {
-            if (n > rec_end - pos) { ok = 0; break; }
-            pos += (Py_ssize_t)n;
-        } else if (n < -1) { ok = 0; break; }
-        if (read_var(b, rec_end, &pos, &n) < 0 || n < 0 || n > rec_end - pos) { ok = 0; break; }  /* headers */
-        for (int64_t h = 0; h < n; h++) {
-            int64_t hk, hv;
-            if (read_var(b, rec_end, &pos, &hk) < 0 || hk < 0 || hk > rec_end - pos) { ok = 0; break; }
-            pos += (Py_ssize_t)hk;
-            if (read_var(b, rec_end, &pos, &hv) < 0) { ok = 0; break; }
-            if (hv > 0) {
-                if (hv > rec_end - pos) { ok = 0; break; }
-                pos += (Py_ssize_t)hv;
-            } else if (hv < -1) { ok = 0; break; }
-        }
-        if (!ok || pos != rec_end) { ok = 0; break; }
-    }
+    int ok = walk((const unsigned char *)view.buf, view.len, pos, count, &w) == 0;
     PyBuffer_Release(&view);
     if (!ok) Py_RETURN_NONE;
-    return Py_BuildValue("(nnLLLL)", pos, count, (long long)min_ts, (long long)max_ts, (long long)null_keys,
-                         (long long)bad_offset);
+    return Py_BuildValue("(nnLLLL)", w.pos, count, (long long)w.min_ts, (long long)w.max_ts,
+                         (long long)w.null_keys, (long long)w.bad_offset);
+}
+
+/* Big-endian reads of the v2 batch header (kbroker.protocol.record_format's offsets). */
+static inline int64_t be64(const unsigned char *p) {
+    uint64_t v = 0;
+    for (int i = 0; i < 8; i++) v = (v << 8) | p[i];
+    return (int64_t)v;
+}
+static inline int32_t be32(const unsigned char *p) {
+    return (int32_t)(((uint32_t)p[0] << 24) | ((uint32_t)p[1] << 16) | ((uint32_t)p[2] << 8) | (uint32_t)p[3]);
+}
+static inline int16_t be16(const unsigned char *p) { return (int16_t)(((uint16_t)p[0] << 8) | (uint16_t)p[1]); }
+
+#define LOG_OVERHEAD 12
+#define RECORD_BATCH_OVERHEAD 61
+#define ATTRIBUTES_OFFSET 21
+#define CODEC_MASK 0x07
+#define TIMESTAMP_TYPE_MASK 0x08
+#define TRANSACTIONAL_MASK 0x10
+#define CONTROL_MASK 0x20
+
+/* The CRC-32C of b[0:n] through the Python function `crc_fn` (the crc32c package's C code). */
+static int call_crc(PyObject *crc_fn, unsigned char *b, Py_ssize_t n, uint32_t *out) {
+    PyObject *section = PyMemoryView_FromMemory((char *)b, n, PyBUF_READ);
+    if (section == NULL) return -1;
+    PyObject *computed = PyObject_CallOneArg(crc_fn, section);
+    Py_DECREF(section);
+    if (computed == NULL) return -1;
+    unsigned long value = PyLong_AsUnsignedLong(computed);
+    Py_DECREF(computed);
+    if (value == (unsigned long)-1 && PyErr_Occurred()) return -1;
+    *out = (uint32_t)value;
+    return 0;
+}
+
+/* One produced batch at b (size bytes) passes every check of log.validator.check_batch for a client's
+ * uncompressed batch kept uncompressed: 1 with *final_max set, 0 when it does not (or when deciding
+ * needs the Python path: any doubt is a 0), -1 with a Python exception set (the CRC call failed). */
+static int check_one(const unsigned char *b, Py_ssize_t size, long long max_message_bytes, long long lo_ts,
+                     long long hi_ts, long long now_ms, int compacted, int log_append_time, PyObject *crc_fn,
+                     long long *final_max) {
+    if (size > max_message_bytes) return 0;
+    int64_t base = be64(b);
+    if (b[16] != 2) return 0; /* magic */
+    uint32_t crc = (uint32_t)be32(b + 17);
+    int16_t attrs = be16(b + ATTRIBUTES_OFFSET);
+    int32_t delta = be32(b + 23);
+    int64_t base_ts = be64(b + 27);
+    int64_t pid = be64(b + 43);
+    int32_t base_seq = be32(b + 53);
+    int32_t count = be32(b + 57);
+    if (attrs & (CODEC_MASK | CONTROL_MASK | TIMESTAMP_TYPE_MASK)) return 0;
+    if (base != 0 || delta < 0 || count <= 0 || (int64_t)count != (int64_t)delta + 1) return 0;
+    if (pid >= 0 && base_seq < 0) return 0;
+    if ((attrs & TRANSACTIONAL_MASK) && pid < 0) return 0;
+    walk_t w;
+    if (walk(b, size, RECORD_BATCH_OVERHEAD, count, &w) < 0 || w.pos != size || w.bad_offset >= 0) return 0;
+    if (compacted && w.null_keys) return 0;
+    /* base_ts + delta as Python ints: a sum outside int64 is out of any range, so leave it to Python. */
+    int64_t lo, hi;
+    if (__builtin_add_overflow(base_ts, w.min_ts, &lo) || __builtin_add_overflow(base_ts, w.max_ts, &hi)) return 0;
+    if (!log_append_time && (lo < lo_ts || hi > hi_ts)) return 0; /* lo <= hi: both ends inside */
+    /* The CRC last: the dearest check, and only for a batch that passed the others. */
+    uint32_t computed;
+    if (call_crc(crc_fn, (unsigned char *)b + ATTRIBUTES_OFFSET, size - ATTRIBUTES_OFFSET, &computed) < 0) return -1;
+    if (computed != crc) return 0;
+    *final_max = log_append_time ? now_ms : hi;
+    return 1;
+}
+
+/* check_plain(records, max_message_bytes, lo_ts, hi_ts, now_ms, compacted, log_append_time, crc32c) */
+static PyObject *check_plain(PyObject *Py_UNUSED(self), PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 8) {
+        PyErr_SetString(PyExc_TypeError, "check_plain takes 8 arguments");
+        return NULL;
+    }
+    long long limits[4];
+    for (int i = 0; i < 4; i++) {
+        limits[i] = PyLong_AsLongLong(args[1 + i]);
+        if (limits[i] == -1 && PyErr_Occurred()) return NULL;
+    }
+    int compacted = PyObject_IsTrue(args[5]), log_append_time = PyObject_IsTrue(args[6]);
+    if (compacted < 0 || log_append_time < 0) return NULL;
+    Py_buffer view;
+    if (PyObject_GetBuffer(args[0], &view, PyBUF_SIMPLE) < 0) return NULL;
+    const unsigned char *b = (const unsigned char *)view.buf;
+    Py_ssize_t n = view.len, pos = 0;
+    PyObject *out = PyList_New(0);
+    if (out == NULL) goto fail;
+    while (pos + LOG_OVERHEAD <= n) {
+        Py_ssize_t size = (Py_ssize_t)be32(b + pos + 8) + LOG_OVERHEAD;
+        if (size < RECORD_BATCH_OVERHEAD) goto none; /* CorruptRecordError: the Python path words it */
+        if (size > n - pos) break;                   /* a trailing partial batch is dropped, as Kafka does */
+        long long final_max;
+        int ok = check_one(b + pos, size, limits[0], limits[1], limits[2], limits[3], compacted, log_append_time,
+                           args[7], &final_max);
+        if (ok < 0) goto fail;
+        if (ok == 0) goto none;
+        PyObject *item = Py_BuildValue("(nnL)", pos, size, final_max);
+        if (item == NULL) goto fail;
+        int appended = PyList_Append(out, item);
+        Py_DECREF(item);
+        if (appended < 0) goto fail;
+        pos += size;
+    }
+    PyBuffer_Release(&view);
+    return out;
+none:
+    Py_DECREF(out);
+    PyBuffer_Release(&view);
+    Py_RETURN_NONE;
+fail:
+    Py_XDECREF(out);
+    PyBuffer_Release(&view);
+    return NULL;
+}
+
+/* needs_worker(records, target, max_bytes, max_records): log.validator.needs_worker, header reads only. */
+static PyObject *needs_worker(PyObject *Py_UNUSED(self), PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 4) {
+        PyErr_SetString(PyExc_TypeError, "needs_worker takes 4 arguments");
+        return NULL;
+    }
+    long long target = PyLong_AsLongLong(args[1]), max_bytes = PyLong_AsLongLong(args[2]),
+              max_records = PyLong_AsLongLong(args[3]);
+    if (PyErr_Occurred()) return NULL;
+    Py_buffer view;
+    if (PyObject_GetBuffer(args[0], &view, PyBUF_SIMPLE) < 0) return NULL;
+    const unsigned char *b = (const unsigned char *)view.buf;
+    Py_ssize_t n = view.len, pos = 0;
+    int heavy = n > max_bytes;
+    while (!heavy && pos + RECORD_BATCH_OVERHEAD <= n) {
+        int32_t length = be32(b + pos + 8);
+        int codec = be16(b + pos + ATTRIBUTES_OFFSET) & CODEC_MASK;
+        int32_t count = be32(b + pos + 57);
+        if (codec || count > max_records || (target >= 0 && target != codec)) heavy = 1;
+        else if (length < RECORD_BATCH_OVERHEAD - LOG_OVERHEAD) break;
+        else pos += (Py_ssize_t)length + LOG_OVERHEAD;
+    }
+    PyBuffer_Release(&view);
+    return PyBool_FromLong(heavy);
+}
+
+static inline void put64(unsigned char *p, int64_t v) {
+    for (int i = 7; i >= 0; i--) { p[i] = (unsigned char)(v & 0xFF); v = (int64_t)((uint64_t)v >> 8); }
+}
+static inline void put32(unsigned char *p, int32_t v) {
+    uint32_t u = (uint32_t)v;
+    p[0] = (unsigned char)(u >> 24); p[1] = (unsigned char)(u >> 16); p[2] = (unsigned char)(u >> 8);
+    p[3] = (unsigned char)u;
+}
+
+/* assign_plain(records, checked, next_offset, leader_epoch, header_type, crc32c): the loop of
+ * log.validator.assign_offsets when no batch was rebuilt (recompressed). Returns None, having changed
+ * nothing, when a batch was rebuilt or the buffer is not writable (the Python loop then runs); else
+ * patches every batch in place (maxTimestamp and timestamp type with a new CRC when `checked` says
+ * so, then baseOffset and partitionLeaderEpoch) and returns (headers, next_offset, max_timestamp,
+ * offset_of_max_timestamp, num_messages, valid_bytes), the headers as `header_type` tuples. */
+static PyObject *assign_plain(PyObject *Py_UNUSED(self), PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 6) {
+        PyErr_SetString(PyExc_TypeError, "assign_plain takes 6 arguments");
+        return NULL;
+    }
+    PyObject *checked = args[1];
+    long long next_offset = PyLong_AsLongLong(args[2]);
+    if (next_offset == -1 && PyErr_Occurred()) return NULL;
+    long leader_epoch = PyLong_AsLong(args[3]);
+    if (leader_epoch == -1 && PyErr_Occurred()) return NULL;
+    PyTypeObject *header_type = (PyTypeObject *)args[4];
+    if (!PyList_Check(checked) || !PyType_Check(args[4]) || !PyType_IsSubtype(header_type, &PyTuple_Type)) {
+        PyErr_SetString(PyExc_TypeError, "assign_plain: checked must be a list and header_type a tuple type");
+        return NULL;
+    }
+    Py_buffer view;
+    if (PyObject_GetBuffer(args[0], &view, PyBUF_WRITABLE) < 0) {
+        PyErr_Clear();
+        Py_RETURN_NONE;
+    }
+    unsigned char *buf = (unsigned char *)view.buf;
+    Py_ssize_t n = PyList_GET_SIZE(checked);
+    /* First pass: decide, touching nothing. */
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *c = PyList_GET_ITEM(checked, i);
+        if (!PyTuple_Check(c) || PyTuple_GET_SIZE(c) != 5 || PyTuple_GET_ITEM(c, 2) != Py_None) goto none;
+        Py_ssize_t pos = PyLong_AsSsize_t(PyTuple_GET_ITEM(c, 0)), size = PyLong_AsSsize_t(PyTuple_GET_ITEM(c, 1));
+        if (PyErr_Occurred()) { PyErr_Clear(); goto none; }
+        if (pos < 0 || size < RECORD_BATCH_OVERHEAD || size > view.len - pos) goto none;
+        if (be32(buf + pos + 8) != (int32_t)(size - LOG_OVERHEAD)) goto none;
+    }
+    PyObject *headers = PyList_New(n);
+    if (headers == NULL) goto fail;
+    int64_t max_seen = -1, offset_of_max = -1, num_messages = 0, total = 0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *c = PyList_GET_ITEM(checked, i);
+        Py_ssize_t pos = PyLong_AsSsize_t(PyTuple_GET_ITEM(c, 0)), size = PyLong_AsSsize_t(PyTuple_GET_ITEM(c, 1));
+        long long want_max = PyLong_AsLongLong(PyTuple_GET_ITEM(c, 3));
+        if (want_max == -1 && PyErr_Occurred()) goto fail_headers;
+        int want_lat = PyObject_IsTrue(PyTuple_GET_ITEM(c, 4));
+        if (want_lat < 0) goto fail_headers;
+        unsigned char *b = buf + pos;
+        int16_t attrs = be16(b + ATTRIBUTES_OFFSET);
+        if (be64(b + 35) != want_max || ((attrs & TIMESTAMP_TYPE_MASK) != 0) != want_lat) {
+            /* Kafka's setMaxTimestamp: the header carries the records' real max (or LogAppendTime). */
+            attrs = want_lat ? (int16_t)(attrs | TIMESTAMP_TYPE_MASK) : (int16_t)(attrs & ~TIMESTAMP_TYPE_MASK);
+            b[ATTRIBUTES_OFFSET] = (unsigned char)((uint16_t)attrs >> 8);
+            b[ATTRIBUTES_OFFSET + 1] = (unsigned char)((uint16_t)attrs & 0xFF);
+            put64(b + 35, want_max);
+            uint32_t crc;
+            if (call_crc(args[5], b + ATTRIBUTES_OFFSET, size - ATTRIBUTES_OFFSET, &crc) < 0) goto fail_headers;
+            put32(b + 17, (int32_t)crc);
+        }
+        put64(b, next_offset);
+        put32(b + 12, (int32_t)leader_epoch);
+        int32_t delta = be32(b + 23), count = be32(b + 57);
+        int64_t max_ts = be64(b + 35);
+        PyObject *h = header_type->tp_alloc(header_type, 13);
+        if (h == NULL) goto fail_headers;
+        PyObject *fields[13] = {
+            PyLong_FromLongLong(next_offset), PyLong_FromLong(be32(b + 8)), PyLong_FromLong(be32(b + 12)),
+            PyLong_FromLong(b[16]), PyLong_FromUnsignedLong((uint32_t)be32(b + 17)), PyLong_FromLong(attrs),
+            PyLong_FromLong(delta), PyLong_FromLongLong(be64(b + 27)), PyLong_FromLongLong(max_ts),
+            PyLong_FromLongLong(be64(b + 43)), PyLong_FromLong(be16(b + 51)), PyLong_FromLong(be32(b + 53)),
+            PyLong_FromLong(count)};
+        int bad = 0;
+        for (int f = 0; f < 13; f++) {
+            if (fields[f] == NULL) bad = 1;
+            PyTuple_SET_ITEM(h, f, fields[f]);
+        }
+        PyList_SET_ITEM(headers, i, h);
+        if (bad) goto fail_headers;
+        if (max_ts > max_seen) {
+            max_seen = max_ts;
+            offset_of_max = next_offset + delta;
+        }
+        num_messages += count;
+        next_offset += (int64_t)delta + 1;
+        total += size;
+    }
+    PyBuffer_Release(&view);
+    PyObject *out = Py_BuildValue("(NLLLLL)", headers, next_offset, (long long)max_seen, (long long)offset_of_max,
+                                  (long long)num_messages, (long long)total);
+    return out;
+fail_headers:
+    Py_DECREF(headers);
+fail:
+    PyBuffer_Release(&view);
+    return NULL;
+none:
+    PyBuffer_Release(&view);
+    Py_RETURN_NONE;
 }
 
 static PyMethodDef methods[] = {
     {"walk_uncompressed", walk_uncompressed, METH_VARARGS,
      "walk_uncompressed(buf, pos, count) -> (pos, count, min_ts_delta, max_ts_delta, null_keys, "
      "bad_offset_index) | None: walk_records(buf, pos, 0, count) for well-formed records, else None."},
+    {"check_plain", (PyCFunction)(void (*)(void))check_plain, METH_FASTCALL,
+     "check_plain(records, max_message_bytes, lo_ts, hi_ts, now_ms, compacted, log_append_time, crc32c) -> "
+     "[(pos, size, final_max_timestamp)] | None: log.validator.check_batches for clients' uncompressed batches "
+     "that pass every check, else None."},
+    {"needs_worker", (PyCFunction)(void (*)(void))needs_worker, METH_FASTCALL,
+     "needs_worker(records, target_codec, max_bytes, max_records) -> bool: log.validator.needs_worker."},
+    {"assign_plain", (PyCFunction)(void (*)(void))assign_plain, METH_FASTCALL,
+     "assign_plain(records, checked, next_offset, leader_epoch, header_type, crc32c) -> (headers, next_offset, "
+     "max_timestamp, offset_of_max_timestamp, num_messages, valid_bytes) | None: log.validator.assign_offsets' "
+     "loop when no batch was rebuilt, else None (nothing changed)."},
     {NULL, NULL, 0, NULL},
 };
 

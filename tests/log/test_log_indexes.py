@@ -61,6 +61,38 @@ def test_offset_index_rejects_non_increasing(tmp_path: Path) -> None:
         idx.append(5, 200)
 
 
+def test_appends_compare_with_the_last_entry_without_reading_the_map(tmp_path: Path,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """An append compares with the entry this index last wrote (one per 4 KiB a partition receives,
+    issue 17's many-partitions path); after a truncation it reads the map again, and the checks hold."""
+    offsets = OffsetIndex(tmp_path / "0.index", 0, max_index_size=800)
+    offsets.make_active(800)
+    times = TimeIndex(tmp_path / "0.timeindex", 0, max_index_size=1200)
+    times.make_active(1200)
+    for i in range(1, 6):
+        offsets.append(10 * i, 100 * i)
+        times.maybe_append(1000 * i, 10 * i)
+    reads: list[int] = []
+    for idx in (offsets, times):
+        monkeypatch.setattr(idx, "entry", lambda n, idx=idx: reads.append(n) or type(idx).entry(idx, n))
+    offsets.append(60, 600)
+    times.maybe_append(6000, 60)
+    assert reads == [] and offsets.last_offset == 60 and times.last_entry() == (6000, 60)
+    # Truncated: the remembered entry is gone, the map answers (and the checks use it).
+    offsets.truncate_to(35)
+    times.truncate_to(35)
+    assert offsets.last_offset == 30 and times.last_entry() == (3000, 30)
+    assert reads
+    with pytest.raises(ValueError):
+        offsets.append(30, 999)
+    with pytest.raises(ValueError):
+        times.maybe_append(9000, 25)
+    offsets.append(31, 310)
+    times.maybe_append(2500, 31)  # not above 3000: ignored, as Kafka does
+    times.maybe_append(3100, 31)
+    assert offsets.lookup(1000) == (31, 310) and times.last_entry() == (3100, 31) and times.entries == 4
+
+
 def test_untrimmed_preallocated_index_drops_zero_tail(tmp_path: Path) -> None:
     # A crash leaves the active index at its preallocated size with zeros after the real entries.
     path = tmp_path / "00000000000000000000.index"

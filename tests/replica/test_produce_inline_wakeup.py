@@ -63,6 +63,7 @@ def test_without_the_compiled_walk_a_1mb_batch_still_goes_to_the_worker(
     """The Python walk costs ~7 us a record: above INLINE_MAX_BYTES the check stays off the loop,
     and the waiting fetch is completed when the worker's check is back and the batch appended."""
     monkeypatch.setattr(validator, "compiled_walk_available", lambda: False)
+    monkeypatch.setattr(validator, "_needs_worker", None)  # a build without the compiled module has neither
     env.create_topic("t")
     records = one_mb_batch()
 
