@@ -111,7 +111,8 @@ def _precheck(records: Any, version: int, services: BrokerServices | None = None
         if transactional_id is None:
             return ErrorCode.INVALID_TXN_STATE
         batch = RecordBatch(memoryview(mv))
-        return _verify(services, transactional_id, batch.producer_id, batch.producer_epoch, topic, partition, version)
+        return _verify(services, transactional_id, batch.producer_id, batch.producer_epoch, topic, partition, version,
+                       batch.base_sequence)
     return ErrorCode.NONE
 
 
@@ -120,7 +121,7 @@ VERIFICATION_UNAVAILABLE = ("Unable to verify the partition has been added to th
 
 
 def _verify(services: BrokerServices | None, transactional_id: str, producer_id: int, epoch: int, topic: str,
-            partition: int, version: int = TRANSACTION_V2_VERSION - 1) -> Any:
+            partition: int, version: int = TRANSACTION_V2_VERSION - 1, sequence: int | None = None) -> Any:
     """KIP-890 part 1: the partition must be in the producer's Ongoing transaction, asked of the
     transaction coordinator (in-process, or on the broker that owns the id: an ErrorCode or a future).
     The answers are Kafka's AddPartitionsToTxnManager's: an unreachable coordinator NOT_ENOUGH_REPLICAS,
@@ -130,9 +131,17 @@ def _verify(services: BrokerServices | None, transactional_id: str, producer_id:
 
     KIP-890 part 2: with `transaction.version` 2 finalized, a v12+ produce is a transactions-version-2
     client's, which never sends AddPartitionsToTxn: the partition is added to its transaction here
-    (Kafka's `addPartition` operation: `if (version > 11) addPartition`)."""
+    (Kafka's `addPartition` operation: `if (version > 11) addPartition`).
+
+    Before asking, the partition's producer state learns the batch's sequence (``sequence``, Kafka's
+    VerificationStateEntry): the append then refuses a sequence above the lowest one verified and,
+    to a v12+ producer (which bumps its epoch every transaction), any but 0 from a producer with no
+    batch in the partition."""
     if services is None or not services.config["transaction.partition.verification.enable"]:
         return ErrorCode.NONE
+    if sequence is not None:
+        services.replica_manager.maybe_start_transaction_verification(
+            topic, partition, producer_id, sequence, epoch, version >= TRANSACTION_V2_VERSION)
     coordinator = services.transaction_coordinator
     if version >= TRANSACTION_V2_VERSION and coordinator.transaction_version() >= 2:
         return coordinator.add_partition_implicitly(transactional_id, producer_id, epoch, topic, partition)

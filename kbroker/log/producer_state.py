@@ -14,6 +14,20 @@ producer with no open transaction sets its ``current_txn_first_offset``; a COMMI
 (``complete_txn``) clears it and returns the ``CompletedTxn``. The first unstable offset (the smallest
 open transaction's first offset) bounds the last stable offset; snapshots carry
 ``current_txn_first_offset`` so a restart rebuilds it.
+
+Sequence rules (Kafka's ``ProducerAppendInfo.checkSequence``): a batch at a new epoch starts at
+sequence 0 unless the producer had no epoch yet; a batch at the current epoch follows the last
+sequence, and a producer whose batches were all cleared (a transactions-version-2 marker bumps the
+epoch and forgets them, as ``maybeUpdateProducerEpoch``) has last sequence NO_SEQUENCE, so only 0
+follows it. Only a producer this partition knows no epoch of (KIP-360: its data was deleted by
+retention or DeleteRecords) may start anywhere.
+
+Verification states (KIP-890, Kafka's ``VerificationStateEntry``): the first transactional batch of a
+transaction on this partition registers its producer's lowest sequence and epoch before the
+coordinator is asked (``maybe_start_transaction_verification``). The append then refuses a sequence
+above that lowest one, and, for a transactions-version-2 produce (``supports_epoch_bump``), any
+sequence but 0 from a producer with no batches here. The entry goes with the first transactional
+append (or the marker) of the producer, or after ``producer.id.expiration.ms``.
 """
 
 from __future__ import annotations
@@ -35,7 +49,8 @@ from kbroker.log.errors import (
 from kbroker.protocol.crc import crc32c
 from kbroker.protocol.record_format import NO_PRODUCER_EPOCH, NO_SEQUENCE, BatchHeader
 
-__all__ = ["CompletedTxn", "BatchMetadata", "ProducerStateEntry", "ProducerStateManager", "NUM_BATCHES_TO_RETAIN"]
+__all__ = ["CompletedTxn", "BatchMetadata", "ProducerStateEntry", "ProducerStateManager", "VerificationStateEntry",
+           "NUM_BATCHES_TO_RETAIN"]
 
 logger = logging.getLogger(__name__)
 
@@ -125,6 +140,26 @@ class ProducerStateEntry:
         self.last_timestamp = timestamp
 
 
+class VerificationStateEntry:
+    """Kafka's VerificationStateEntry: what a produce being verified with the transaction coordinator
+    told this partition before its first append to the transaction."""
+
+    __slots__ = ("timestamp", "lowest_sequence", "epoch", "supports_epoch_bump")
+
+    def __init__(self, timestamp: int, sequence: int, epoch: int, supports_epoch_bump: bool) -> None:
+        self.timestamp, self.lowest_sequence, self.epoch = timestamp, sequence, epoch
+        self.supports_epoch_bump = supports_epoch_bump
+
+    def maybe_update(self, sequence: int, epoch: int, supports_epoch_bump: bool) -> None:
+        """A newer epoch restarts the lowest sequence; the same epoch keeps the lowest one seen
+        (Kafka's maybeUpdateLowestSequenceAndEpoch)."""
+        if epoch > self.epoch:
+            self.epoch, self.lowest_sequence = epoch, sequence
+        elif epoch == self.epoch and sequence < self.lowest_sequence:
+            self.lowest_sequence = sequence
+        self.supports_epoch_bump = supports_epoch_bump
+
+
 class ProducerStateManager:
     """Producer entries of one partition plus the snapshot files in its directory."""
 
@@ -137,6 +172,26 @@ class ProducerStateManager:
         # moved past it: a log with nothing new since its last snapshot (an empty partition above all)
         # costs no file and no fsync at a roll or at shutdown.
         self.last_snap_offset = 0
+        # producer id -> the verification of its transaction's first append here (not persisted).
+        self.verification_states: dict[int, VerificationStateEntry] = {}
+
+    # --- KIP-890 verification ------------------------------------------------------------------
+    def has_ongoing_transaction(self, producer_id: int, producer_epoch: int) -> bool:
+        entry = self.producers.get(producer_id)
+        return entry is not None and entry.current_txn_first_offset >= 0 and entry.producer_epoch == producer_epoch
+
+    def maybe_start_transaction_verification(self, producer_id: int, sequence: int, epoch: int,
+                                             supports_epoch_bump: bool, now_ms: int) -> None:
+        """Before the coordinator verifies a transactional produce: unless the producer's transaction
+        is already open here at this epoch, register (or lower) the sequence its append may start at
+        (Kafka's UnifiedLog.maybeStartTransactionVerification)."""
+        if self.has_ongoing_transaction(producer_id, epoch):
+            return
+        entry = self.verification_states.get(producer_id)
+        if entry is None:
+            self.verification_states[producer_id] = VerificationStateEntry(now_ms, sequence, epoch, supports_epoch_bump)
+        else:
+            entry.maybe_update(sequence, epoch, supports_epoch_bump)
 
     # --- leader appends -------------------------------------------------------------------------
     def prepare(self, headers: list[BatchHeader]) -> tuple[dict[int, ProducerStateEntry], BatchMetadata | None]:
@@ -146,11 +201,13 @@ class ProducerStateManager:
         ``analyzeAndValidateProducerState``.
         """
         updated: dict[int, ProducerStateEntry] = {}
+        verifications = self.verification_states
         for h in headers:
             pid = h.producer_id
             if pid < 0:
                 continue
-            current = updated.get(pid) or self.producers.get(pid)
+            before = self.producers.get(pid)
+            current = updated.get(pid) or before
             if current is not None:
                 dup = current.find_duplicate(h)
                 if dup is not None:
@@ -159,10 +216,14 @@ class ProducerStateManager:
             if entry is None:
                 entry = current.copy() if current is not None else ProducerStateEntry(pid)
                 updated[pid] = entry
-            self._check(entry, h)
+            self._check(entry, before, h, verifications.get(pid) if verifications else None)
             entry.add_batch(h.producer_epoch, h.last_sequence, h.last_offset, h.last_offset_delta, h.max_timestamp)
-            if h.is_transactional and entry.current_txn_first_offset < 0:
-                entry.current_txn_first_offset = h.base_offset
+            if h.is_transactional:
+                if entry.current_txn_first_offset < 0:
+                    entry.current_txn_first_offset = h.base_offset
+                # The transaction has its first offset here now: the verification has served
+                # (Kafka's UnifiedLog.updateProducers).
+                verifications.pop(pid, None)
         return updated, None
 
     def complete_txn(self, h: BatchHeader, is_abort: bool, coordinator_epoch: int = -1) -> CompletedTxn:
@@ -181,6 +242,12 @@ class ProducerStateManager:
             raise TransactionCoordinatorFencedError(
                 f"Invalid coordinator epoch for producerId {pid}: {coordinator_epoch} (zombie), "
                 f"{entry.coordinator_epoch} (current)")
+        verification = self.verification_states.get(pid)
+        # A verification of the next transactions-version-2 transaction (at the epoch this marker
+        # bumped to) survives the marker; any other ends with it (Kafka's updateProducers).
+        if verification is not None and not (verification.supports_epoch_bump
+                                             and verification.epoch == h.producer_epoch):
+            del self.verification_states[pid]
         if h.producer_epoch != entry.producer_epoch:
             entry.batches.clear()
             entry.producer_epoch = h.producer_epoch
@@ -203,18 +270,36 @@ class ProducerStateManager:
                 if e.current_txn_first_offset >= 0}
 
     @staticmethod
-    def _check(entry: ProducerStateEntry, h: BatchHeader) -> None:
+    def _check(entry: ProducerStateEntry, before: ProducerStateEntry | None, h: BatchHeader,
+               verification: VerificationStateEntry | None) -> None:
+        """Kafka's ProducerAppendInfo checks of a client's batch. ``entry``: the producer's state with
+        this request's earlier batches; ``before``: its state before the request (None: unknown)."""
         epoch, first_seq = h.producer_epoch, h.base_sequence
         if epoch < entry.producer_epoch:
             raise InvalidProducerEpochError(
                 f"Epoch of producer {h.producer_id} at offset {h.base_offset} is {epoch}, "
                 f"which is smaller than the last seen epoch {entry.producer_epoch}")
+        if verification is not None:
+            if verification.supports_epoch_bump and first_seq != 0 and (before is None or not before.batches):
+                raise OutOfOrderSequenceError(
+                    f"Invalid sequence number for producer {h.producer_id} at offset {h.base_offset}: "
+                    f"{first_seq} (incoming seq. number). Expected sequence 0 for transactions v2 idempotent "
+                    f"producer with no existing state.")
+            if first_seq > verification.lowest_sequence:
+                raise OutOfOrderSequenceError(
+                    f"Out of order sequence number for producer {h.producer_id} at offset {h.base_offset}: "
+                    f"{first_seq} (incoming seq. number), {verification.lowest_sequence} (earliest seen sequence)")
         if epoch != entry.producer_epoch:
             if first_seq != 0 and entry.producer_epoch != NO_PRODUCER_EPOCH:
                 raise OutOfOrderSequenceError(
                     f"Invalid sequence number for new epoch of producer {h.producer_id}: {epoch} "
                     f"(request epoch), {first_seq} (seq. number), {entry.producer_epoch} (current producer epoch)")
-        elif entry.batches and not _in_sequence(entry.last_seq, first_seq):
+            return
+        # The same epoch. With no batch left (a TV2 marker cleared them) the last sequence is
+        # NO_SEQUENCE, so only 0 follows; any sequence only when the producer had no epoch before
+        # this request (KIP-360: its data is gone).
+        if not _in_sequence(entry.last_seq, first_seq) and before is not None \
+                and before.producer_epoch != NO_PRODUCER_EPOCH:
             raise OutOfOrderSequenceError(
                 f"Out of order sequence number for producer {h.producer_id} at offset {h.base_offset}: "
                 f"{first_seq} (incoming seq. number), {entry.last_seq} (current end sequence number)")
@@ -229,6 +314,10 @@ class ProducerStateManager:
                    if e.current_txn_first_offset < 0 and now_ms - e.last_timestamp >= expiration_ms]
         for pid in expired:
             del self.producers[pid]
+        if self.verification_states:
+            stale = [pid for pid, v in self.verification_states.items() if now_ms - v.timestamp >= expiration_ms]
+            for pid in stale:
+                del self.verification_states[pid]
         return len(expired)
 
     # --- replay (recovery, followers) ------------------------------------------------------------

@@ -274,6 +274,18 @@ class ReplicaManager:
         leaders; a follower's partition is in `followers`)."""
         return self._partitions.get((topic, partition))
 
+
+    def maybe_start_transaction_verification(self, topic: str, partition: int, producer_id: int, sequence: int,
+                                             epoch: int, supports_epoch_bump: bool) -> None:
+        """Before a transactional produce is verified with its coordinator (KIP-890): tell the led
+        partition's producer state the sequence the append may start at (Kafka's
+        Partition.maybeStartTransactionVerification). Nothing when the partition is not led here:
+        the append answers for that."""
+        p = self._partitions.get((topic, partition))
+        if p is None or not p.is_leader or p.is_offline:
+            return
+        p.log.producer_state.maybe_start_transaction_verification(producer_id, sequence, epoch, supports_epoch_bump,
+                                                                  self.time_ms())
     def partitions(self) -> list[Partition]:
         return list(self._partitions.values())
 

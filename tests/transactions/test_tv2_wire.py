@@ -27,6 +27,8 @@ def test_tv2_sequence_on_kbroker(kbroker: KBroker) -> None:
     assert out["end v5 commit retry"] == (E.NONE, 0, 1)
     assert out["end v5 abort retry of a commit"] == (E.INVALID_TXN_STATE, -1, -1)
     assert out["late produce old epoch"] == E.INVALID_PRODUCER_EPOCH
+    assert out["produce v12 seq 3 after the marker"] == E.OUT_OF_ORDER_SEQUENCE_NUMBER
+    assert out["produce v12 seq 3 on a new partition"] == E.OUT_OF_ORDER_SEQUENCE_NUMBER
     assert out["produce v12 next txn"] == E.NONE
     assert out["end v5 abort"] == (E.NONE, 0, 2)
     assert out["end v5 commit on CompleteAbort"] == (E.INVALID_TXN_STATE, -1, -1)

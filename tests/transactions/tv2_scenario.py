@@ -120,6 +120,12 @@ def run(bootstrap: str) -> dict[str, Any]:
         # 4. A late produce with the old epoch (the hanging-transaction case of KIP-890): refused.
         out["late produce old epoch"] = _produce(c, 12, pid, epoch, 1, 1, b"late")[0]
         epoch += 1
+        # 4b. The commit marker bumped the epoch and cleared the producer's batches on partition 0: at
+        # the new epoch only sequence 0 follows (ProducerAppendInfo.checkSequence; ci28's divergence).
+        # Partition 1 never had a batch of the producer: a v12 produce must start it at 0 too
+        # (VerificationStateEntry.supportsEpochBump). Both still add their partition to the transaction.
+        out["produce v12 seq 3 after the marker"] = _produce(c, 12, pid, epoch, 3, 0, b"gap")[0]
+        out["produce v12 seq 3 on a new partition"] = _produce(c, 12, pid, epoch, 3, 1, b"gap")[0]
         # 5. The next transaction at the bumped epoch, sequence 0.
         out["produce v12 next txn"] = _produce(c, 12, pid, epoch, 0, 0, b"aborted-2")[0]
         out["end v5 abort"] = rel(_end(c, pid, epoch, False))
