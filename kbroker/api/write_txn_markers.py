@@ -8,7 +8,10 @@ acknowledged marker survives a leader change. Errors, as Kafka's `handleWriteTxn
 partition not led here NOT_LEADER_OR_FOLLOWER, an unknown one UNKNOWN_TOPIC_OR_PARTITION, a marker
 with an older producer epoch than the partition saw INVALID_PRODUCER_EPOCH, and one from an older
 coordinator epoch than this producer's last marker TRANSACTION_COORDINATOR_FENCED (Kafka's
-`ProducerAppendInfo.checkCoordinatorEpoch`: a zombie coordinator cannot write).
+`ProducerAppendInfo.checkCoordinatorEpoch`: a zombie coordinator cannot write). From v2 a marker carries
+its transaction version (KIP-1228; 0 below v2): a version-2 marker at the epoch the partition already
+has is refused too while the producer's transaction there is open (a late marker would end the next
+transaction, which writes at that epoch).
 """
 
 from __future__ import annotations
@@ -48,7 +51,8 @@ def handle(services: BrokerServices, ctx: RequestContext, header: RequestHeader,
         for t in m.topics:
             for p in t.partition_indexes:
                 answers.append(txn.write_marker_replicated(t.name, p, m.producer_id, m.producer_epoch,
-                                                           m.coordinator_epoch, m.transaction_result))
+                                                           m.coordinator_epoch, m.transaction_result,
+                                                           m.transaction_version))
 
     def respond(errors: list[ErrorCode]) -> WriteTxnMarkersResponse:
         it = iter(errors)

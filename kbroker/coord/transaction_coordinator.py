@@ -297,7 +297,7 @@ class TransactionCoordinatorService:
         key = (partition, m.transactional_id)
         self._completing.setdefault(key, [])
         txn = PendingCompleteTxn(partition, coordinator_epoch, m.transactional_id, m.producer_id, m.producer_epoch,
-                                 commit, set(m.partitions))
+                                 commit, set(m.partitions), transaction_version=m.client_transaction_version)
 
         def send() -> None:
             if self.markers is None or not self.active or self.runtime is None \
@@ -328,13 +328,14 @@ class TransactionCoordinatorService:
 
     def _write_local_marker(self, txn: PendingCompleteTxn, topic: str, p: int) -> ErrorCode | asyncio.Future[ErrorCode]:
         return self.write_marker_replicated(topic, p, txn.producer_id, txn.producer_epoch, txn.coordinator_epoch,
-                                            txn.commit)
+                                            txn.commit, txn.transaction_version)
 
     def write_marker_replicated(self, topic: str, p: int, producer_id: int, producer_epoch: int,
-                                coordinator_epoch: int, commit: bool) -> ErrorCode | asyncio.Future[ErrorCode]:
+                                coordinator_epoch: int, commit: bool,
+                                transaction_version: int = 0) -> ErrorCode | asyncio.Future[ErrorCode]:
         """WriteTxnMarkers' work on one partition led here: the marker, then acks=all (Kafka appends
         markers with requiredAcks -1: a marker acknowledged to the coordinator survives a leader change)."""
-        error = self.write_marker(topic, p, producer_id, producer_epoch, coordinator_epoch, commit)
+        error = self.write_marker(topic, p, producer_id, producer_epoch, coordinator_epoch, commit, transaction_version)
         partition = self.replica_manager.get_partition(topic, p)
         if error != ErrorCode.NONE or partition is None:
             return error
@@ -342,8 +343,9 @@ class TransactionCoordinatorService:
                                                       int(self.config.get("request.timeout.ms", 30000)))
 
     def write_marker(self, topic: str, p: int, producer_id: int, producer_epoch: int, coordinator_epoch: int,
-                     commit: bool) -> ErrorCode:
-        """Append one COMMIT/ABORT marker to a partition led here (no wait for the followers)."""
+                     commit: bool, transaction_version: int = 0) -> ErrorCode:
+        """Append one COMMIT/ABORT marker to a partition led here (no wait for the followers).
+        ``transaction_version``: the marker's (WriteTxnMarkers v2, KIP-1228); 2 checks its epoch strictly."""
         partition = self.replica_manager.get_partition(topic, p)
         if partition is None:
             info = self.metadata.topic(topic)
@@ -351,7 +353,7 @@ class TransactionCoordinatorService:
                 return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
             return ErrorCode.NOT_LEADER_OR_FOLLOWER
         try:
-            partition.append_txn_marker(producer_id, producer_epoch, coordinator_epoch, commit)
+            partition.append_txn_marker(producer_id, producer_epoch, coordinator_epoch, commit, transaction_version)
         except KafkaError as exc:
             return exc.error_code
         except OSError:

@@ -71,6 +71,9 @@ class PendingCompleteTxn:
     commit: bool
     remaining: set[TopicPartition] = field(default_factory=set)
     abandoned: bool = False
+    # The client's transaction version: WriteTxnMarkers v2 carries it (KIP-1228), and a leader checks
+    # a version-2 marker's epoch strictly (`ProducerStateManager.complete_txn`).
+    transaction_version: int = 0
 
 
 # Write one marker to a partition led here: an error code now, or a future of it (acks=all).
@@ -271,7 +274,7 @@ def _request(batch: list[tuple[PendingCompleteTxn, TopicPartition]]) -> WriteTxn
     Q = WriteTxnMarkersRequest
     return Q(markers=[Q.WritableTxnMarker(
         producer_id=txn.producer_id, producer_epoch=txn.producer_epoch, transaction_result=txn.commit,
-        coordinator_epoch=txn.coordinator_epoch,
+        coordinator_epoch=txn.coordinator_epoch, transaction_version=txn.transaction_version,
         topics=[Q.WritableTxnMarkerTopic(name=topic, partition_indexes=sorted(ps)) for topic, ps in sorted(topics.items())])
         for txn, topics in by_txn.items()])
 

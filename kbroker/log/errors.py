@@ -15,6 +15,7 @@ __all__ = [
     "InvalidRecordError",
     "InvalidTimestampError",
     "InvalidProducerEpochError",
+    "InvalidTxnStateError",
     "KafkaStorageError",
     "OffsetOutOfRangeError",
     "OutOfOrderSequenceError",
@@ -91,6 +92,13 @@ class InvalidProducerEpochError(KafkaError):
     """A batch carries an older producer epoch than the one last seen (INVALID_PRODUCER_EPOCH)."""
 
     error_code = ErrorCode.INVALID_PRODUCER_EPOCH
+
+
+class InvalidTxnStateError(KafkaError):
+    """A non-transactional batch from a producer whose transaction is open in the partition (Kafka's
+    ProducerAppendInfo.appendDataBatch: "Expected transactional write")."""
+
+    error_code = ErrorCode.INVALID_TXN_STATE
 
 
 class UnknownProducerIdError(KafkaError):

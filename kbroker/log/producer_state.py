@@ -42,6 +42,7 @@ from pathlib import Path
 
 from kbroker.log.errors import (
     InvalidProducerEpochError,
+    InvalidTxnStateError,
     KafkaStorageError,
     OutOfOrderSequenceError,
     TransactionCoordinatorFencedError,
@@ -224,20 +225,37 @@ class ProducerStateManager:
                 # The transaction has its first offset here now: the verification has served
                 # (Kafka's UnifiedLog.updateProducers).
                 verifications.pop(pid, None)
+            elif entry.current_txn_first_offset >= 0:
+                raise InvalidTxnStateError(
+                    f"Expected transactional write from producer {pid} at offset {h.base_offset}")
         return updated, None
 
-    def complete_txn(self, h: BatchHeader, is_abort: bool, coordinator_epoch: int = -1) -> CompletedTxn:
-        """Apply an end-transaction marker batch (Kafka's appendEndTxnMarker); an older epoch is
-        INVALID_PRODUCER_EPOCH. Returns the completed transaction (first offset = the marker's own
-        when the producer had no open transaction here)."""
+    def complete_txn(self, h: BatchHeader, is_abort: bool, coordinator_epoch: int = -1,
+                     transaction_version: int = 0) -> CompletedTxn:
+        """Apply an end-transaction marker batch (Kafka's appendEndTxnMarker). Returns the completed
+        transaction (first offset = the marker's own when the producer had no open transaction here).
+
+        The epoch check depends on the marker's transaction version (KIP-1228, WriteTxnMarkers v2): a
+        version-2 coordinator bumps the epoch before it writes the marker, so a marker at the epoch the
+        partition already has is a late marker of the previous transaction, and it would end the
+        producer's next one, which writes at that epoch too: INVALID_PRODUCER_EPOCH, unless no
+        transaction is open (a retry of a marker already written, KAFKA-19999). Versions 0-1 (and
+        replay, which does not know the version) refuse only an older epoch."""
         pid = h.producer_id
         entry = self.producers.get(pid)
         if entry is None:
             entry = self.producers[pid] = ProducerStateEntry(pid, h.producer_epoch)
-        if h.producer_epoch < entry.producer_epoch:
+        current = entry.producer_epoch
+        if transaction_version >= 2:
+            invalid = h.producer_epoch < current or (h.producer_epoch == current
+                                                     and entry.current_txn_first_offset >= 0)
+        else:
+            invalid = h.producer_epoch < current
+        if invalid:
+            comparison = "<=" if transaction_version >= 2 else "<"
             raise InvalidProducerEpochError(
-                f"Epoch of producer {pid} in the transaction marker is {h.producer_epoch}, "
-                f"which is smaller than the last seen epoch {entry.producer_epoch}")
+                f"Epoch of producer {pid} at offset {h.base_offset} is {h.producer_epoch}, which is {comparison} "
+                f"the last seen epoch {current} (TV{transaction_version})")
         if coordinator_epoch >= 0 and entry.coordinator_epoch > coordinator_epoch:
             raise TransactionCoordinatorFencedError(
                 f"Invalid coordinator epoch for producerId {pid}: {coordinator_epoch} (zombie), "

@@ -145,9 +145,13 @@ class UnifiedLog(LogRetention):
 
     @property
     def last_stable_offset(self) -> int:
-        """Kafka's LSO: the first offset of the oldest open transaction, capped at the high watermark."""
+        """Kafka's LSO: the first offset of the oldest open transaction, capped at the high watermark.
+        A transaction whose first batches DeleteRecords or retention removed counts from the log start
+        (Kafka's maybeIncrementFirstUnstableOffset), so the LSO never falls below the log start offset."""
         first = self.producer_state.first_unstable_offset()
-        return self.high_watermark if first is None else min(first, self.high_watermark)
+        if first is None:
+            return self.high_watermark
+        return min(max(first, self.log_start_offset), self.high_watermark)
 
     def collect_aborted_transactions(self, fetch_offset: int, upper_bound: int) -> list[tuple[int, int]]:
         """(producer id, first offset) of the aborted transactions overlapping [fetch_offset, upper_bound)."""
@@ -162,7 +166,7 @@ class UnifiedLog(LogRetention):
         self.aborted_txns.append(segment_base, AbortedTxn(done.producer_id, done.first_offset, done.last_offset, lso))
 
     def append_txn_marker(self, producer_id: int, producer_epoch: int, coordinator_epoch: int, commit: bool,
-                          leader_epoch: int, *, now_ms: int | None = None) -> LogAppendInfo:
+                          leader_epoch: int, *, now_ms: int | None = None, transaction_version: int = 0) -> LogAppendInfo:
         """Append a COMMIT/ABORT control batch as the leader (Kafka's appendAsLeader with the
         coordinator origin, from WriteTxnMarkers): closes the producer's open transaction here."""
         self._check_online()
@@ -175,7 +179,7 @@ class UnifiedLog(LogRetention):
         h = vr.headers[0]
         saved = self.producer_state.producers.get(producer_id)
         saved = saved.copy() if saved is not None else None
-        done = self.producer_state.complete_txn(h, not commit, coordinator_epoch)
+        done = self.producer_state.complete_txn(h, not commit, coordinator_epoch, transaction_version)
         try:
             self._write(vr.data, vr.headers, vr.batch_infos(), vr.max_timestamp, now)
         except KafkaStorageError:

@@ -525,7 +525,7 @@ class Partition:
         return info
 
     def append_txn_marker(self, producer_id: int, producer_epoch: int, coordinator_epoch: int,
-                          commit: bool) -> LogAppendInfo:
+                          commit: bool, transaction_version: int = 0) -> LogAppendInfo:
         """Append a COMMIT/ABORT transaction marker as the leader (WriteTxnMarkers; Kafka's
         appendRecordsToLeader with the coordinator origin)."""
         if self.is_offline:
@@ -533,7 +533,8 @@ class Partition:
         if not self.is_leader:
             raise KafkaError(f"{self.topic}-{self.partition} is not led here",
                              error_code=ErrorCode.NOT_LEADER_OR_FOLLOWER)
-        info = self.log.append_txn_marker(producer_id, producer_epoch, coordinator_epoch, commit, self.leader_epoch)
+        info = self.log.append_txn_marker(producer_id, producer_epoch, coordinator_epoch, commit, self.leader_epoch,
+                                          transaction_version=transaction_version)
         self.maybe_increment_high_watermark()
         return info
 

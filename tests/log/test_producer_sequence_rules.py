@@ -170,3 +170,54 @@ def test_verification_states_expire_with_producer_ids(tmp_path: Path) -> None:
     assert PID in log.producer_state.verification_states
     log.producer_state.remove_expired(NOW + 1000, 1000)
     assert PID not in log.producer_state.verification_states
+
+
+# --- KIP-1228: the epoch of a marker, by its transaction version -------------------------------------
+
+
+@pytest.mark.parametrize("open_txn, marker_epoch, tv, accepted", [
+    (True, 0, 2, False),   # TV2: the open transaction's own epoch: a late marker of the previous one
+    (True, 1, 2, True),    # TV2: the coordinator bumped the epoch for this marker
+    (True, 0, 0, True),    # TV0/1 markers share the data's epoch
+    (False, 0, 2, True),   # TV2, nothing open at epoch 0: a retry of a marker already written (KAFKA-19999)
+    (False, 0, 1, True),
+])
+def test_a_markers_epoch_is_checked_by_its_transaction_version(tmp_path: Path, open_txn: bool, marker_epoch: int,
+                                                              tv: int, accepted: bool) -> None:
+    from kbroker.log import InvalidProducerEpochError
+
+    log = open_log(tmp_path / "t-0")
+    append(log, batch(0, 0, transactional=open_txn))
+    end = log.log_end_offset
+    if accepted:
+        log.append_txn_marker(PID, marker_epoch, 0, False, 0, transaction_version=tv)
+        assert log.log_end_offset == end + 1
+    else:
+        with pytest.raises(InvalidProducerEpochError, match=f"<= the last seen epoch 0 \\(TV{tv}\\)"):
+            log.append_txn_marker(PID, marker_epoch, 0, False, 0, transaction_version=tv)
+        assert log.log_end_offset == end
+        assert log.producer_state.producers[PID].current_txn_first_offset == 0  # still open
+
+
+def test_an_older_markers_epoch_is_refused_whatever_its_version(tmp_path: Path) -> None:
+    from kbroker.log import InvalidProducerEpochError
+
+    log = open_log(tmp_path / "t-0")
+    append(log, batch(0, 3))
+    for tv in (0, 2):
+        with pytest.raises(InvalidProducerEpochError):
+            log.append_txn_marker(PID, 2, 0, False, 0, transaction_version=tv)
+
+
+def test_a_plain_batch_while_the_producers_transaction_is_open_is_invalid_txn_state(tmp_path: Path) -> None:
+    from kbroker.log.errors import InvalidTxnStateError
+
+    log = open_log(tmp_path / "t-0")
+    append(log, batch(0, 0, transactional=True))
+    with pytest.raises(OutOfOrderSequenceError):  # the sequence is checked first, as Kafka's appendDataBatch
+        append(log, batch(5, 0))
+    with pytest.raises(InvalidTxnStateError, match="Expected transactional write from producer"):
+        append(log, batch(1, 0))
+    assert log.log_end_offset == 1
+    log.append_txn_marker(PID, 0, 0, True, 0)
+    assert append(log, batch(1, 0)) == 2  # once it is over, the producer may write plain batches

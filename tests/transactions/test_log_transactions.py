@@ -100,3 +100,19 @@ def test_compaction_drops_aborted_records_and_keeps_committed(tmp_path: Path) ->
     assert (b"k", b"committed") in kept
     assert (b"k", b"aborted") not in kept and (b"x", b"gone") not in kept
     env.lm.shutdown()
+
+
+def test_lso_never_falls_below_the_log_start_offset(tmp_path: Path) -> None:
+    """DeleteRecords past the first batch of an open transaction: Kafka counts the transaction from the
+    log start (maybeIncrementFirstUnstableOffset), so read_committed consumers are not sent below it.
+    Found by the producer-state walk against Kafka 4.3.1 (tests/differential/test_producer_state_vs_kafka.py)."""
+    log = _log(tmp_path)
+    log.append_as_leader(_txn_batch(7, 0), 0)  # 0-1, open
+    log.append_as_leader(memoryview(build_batch([SimpleRecord(b"plain", None, 1000)], now_ms=1000)), 0)  # 2
+    log.update_high_watermark(log.log_end_offset)
+    assert log.last_stable_offset == 0
+    log.delete_records_before(2)
+    assert (log.log_start_offset, log.last_stable_offset) == (2, 2)
+    log.append_txn_marker(7, 0, 3, commit=True, leader_epoch=0)  # 3
+    log.update_high_watermark(log.log_end_offset)
+    assert log.last_stable_offset == 4

@@ -136,3 +136,22 @@ def test_marker_from_an_older_coordinator_epoch_is_fenced(tmp_path: Path) -> Non
     assert log.log_end_offset == end  # nothing written
     log.append_txn_marker(7, 0, 4, commit=True, leader_epoch=0)  # the same epoch is fine (a retry)
     log.close()
+
+
+def test_a_request_carries_each_transactions_version() -> None:
+    """WriteTxnMarkers v2 carries the marker's transaction version (KIP-1228): the leader checks a
+    version-2 marker's epoch strictly, so a version-2 transaction's markers must say so."""
+    from kbroker.coord.transaction_marker_channel import _request
+    from kbroker.protocol.messages.write_txn_markers import WriteTxnMarkersRequest
+
+    tv2 = PendingCompleteTxn(0, 5, "a", 100, 3, True, {("t", 0)}, transaction_version=2)
+    tv0 = PendingCompleteTxn(0, 5, "b", 101, 3, False, {("t", 1)})
+    request = _request([(tv2, ("t", 0)), (tv0, ("t", 1))])
+    assert [(m.producer_id, m.transaction_version) for m in request.markers] == [(100, 2), (101, 0)]
+    # and v2's encoding keeps it
+    from kbroker.protocol import RequestHeader, decode_request_frame, encode_request_frame
+
+    frame = encode_request_frame(RequestHeader(api_key=27, api_version=2, correlation_id=1, client_id="c"), request)
+    _, decoded = decode_request_frame(memoryview(bytearray(frame))[4:])
+    assert isinstance(decoded, WriteTxnMarkersRequest)
+    assert [m.transaction_version for m in decoded.markers] == [2, 0]

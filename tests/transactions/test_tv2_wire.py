@@ -30,6 +30,8 @@ def test_tv2_sequence_on_kbroker(kbroker: KBroker) -> None:
     assert out["produce v12 seq 3 after the marker"] == E.OUT_OF_ORDER_SEQUENCE_NUMBER
     assert out["produce v12 seq 3 on a new partition"] == E.OUT_OF_ORDER_SEQUENCE_NUMBER
     assert out["produce v12 next txn"] == E.NONE
+    assert out["marker v2 TV2 at the open transaction's epoch"] == E.INVALID_PRODUCER_EPOCH
+    assert out["produce v12 plain batch in the open transaction"] == E.INVALID_TXN_STATE
     assert out["end v5 abort"] == (E.NONE, 0, 2)
     assert out["end v5 commit on CompleteAbort"] == (E.INVALID_TXN_STATE, -1, -1)
     assert out["end v5 empty abort"] == (E.NONE, 0, 3)
@@ -43,6 +45,9 @@ def test_tv2_sequence_on_kbroker(kbroker: KBroker) -> None:
     assert out["txn offset commit v5 fenced"] == [E.INVALID_PRODUCER_EPOCH]
     assert out["init again"] == (E.NONE, 0, 5)
     assert out["describe"] == (E.NONE, "Empty", 0, 5)
+    assert out["marker v2 TV2 at the epoch, nothing open"] == E.NONE
+    assert out["marker v1 at the epoch, nothing open"] == E.NONE
+    assert out["marker v2 TV2 at an older epoch"] == E.INVALID_PRODUCER_EPOCH
 
 
 @pytest.mark.reference

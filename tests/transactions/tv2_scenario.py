@@ -23,6 +23,7 @@ from kbroker.protocol.messages.metadata import MetadataRequest
 from kbroker.protocol.messages.offset_fetch import OffsetFetchRequest as OF
 from kbroker.protocol.messages.produce import ProduceRequest as P
 from kbroker.protocol.messages.txn_offset_commit import TxnOffsetCommitRequest as TC
+from kbroker.protocol.messages.write_txn_markers import WriteTxnMarkersRequest as WM
 from kbroker.protocol.records import SimpleRecord, build_batch
 from tests.support.raw_client import RawKafkaClient
 
@@ -32,9 +33,9 @@ TID = "tv2-wire-tid"
 
 
 def _produce(c: RawKafkaClient, version: int, pid: int, epoch: int, seq: int, partition: int,
-             value: bytes) -> tuple[int, int]:
+             value: bytes, transactional: bool = True) -> tuple[int, int]:
     batch = build_batch([SimpleRecord(value, None, int(time.time() * 1000))], producer_id=pid,
-                        producer_epoch=epoch, base_sequence=seq, is_transactional=True)
+                        producer_epoch=epoch, base_sequence=seq, is_transactional=transactional)
     r = c.request(0, version, P(transactional_id=TID, acks=-1, timeout_ms=30000, topic_data=[P.TopicProduceData(
         name=TOPIC, partition_data=[P.PartitionProduceData(index=partition, records=bytes(batch))])]))
     part = r.responses[0].partition_responses[0]
@@ -58,6 +59,16 @@ def _wait_complete(c: RawKafkaClient) -> str:
         if not state.startswith("Prepare") or time.monotonic() > deadline:
             return str(state)
         time.sleep(0.05)
+
+
+def _marker(c: RawKafkaClient, version: int, pid: int, epoch: int, coordinator_epoch: int,
+            transaction_version: int) -> int:
+    """An ABORT marker for partition 0 written with WriteTxnMarkers, as a coordinator (or
+    `kafka-transactions abort`) sends it; the partition's error code."""
+    r = c.request(27, version, WM(markers=[WM.WritableTxnMarker(
+        producer_id=pid, producer_epoch=epoch, transaction_result=False, coordinator_epoch=coordinator_epoch,
+        transaction_version=transaction_version, topics=[WM.WritableTxnMarkerTopic(name=TOPIC, partition_indexes=[0])])]))
+    return int(r.markers[0].topics[0].partitions[0].error_code)
 
 
 def _committed_offset(c: RawKafkaClient) -> tuple[int, int]:
@@ -128,6 +139,13 @@ def run(bootstrap: str) -> dict[str, Any]:
         out["produce v12 seq 3 on a new partition"] = _produce(c, 12, pid, epoch, 3, 1, b"gap")[0]
         # 5. The next transaction at the bumped epoch, sequence 0.
         out["produce v12 next txn"] = _produce(c, 12, pid, epoch, 0, 0, b"aborted-2")[0]
+        # 5b. KIP-1228: a version-2 marker at the epoch this open transaction writes at is a late marker
+        # of the previous transaction; it would end this one. Refused before the coordinator epoch is
+        # looked at, so nothing changes.
+        out["marker v2 TV2 at the open transaction's epoch"] = _marker(c, 2, pid, epoch, 0, 2)
+        # 5c. A plain (non-transactional) batch of the producer while its transaction is open there.
+        out["produce v12 plain batch in the open transaction"] = _produce(c, 12, pid, epoch, 1, 0, b"plain",
+                                                                          transactional=False)[0]
         out["end v5 abort"] = rel(_end(c, pid, epoch, False))
         out["state after abort"] = _wait_complete(c)
         epoch += 1
@@ -171,4 +189,10 @@ def run(bootstrap: str) -> dict[str, Any]:
         out["init again"] = (again.error_code, again.producer_id - pid, again.producer_epoch)
         d = _describe(c)
         out["describe"] = (d.error_code, d.transaction_state, d.producer_id - pid, d.producer_epoch)
+        # 11. Markers at partition 0's current epoch with no transaction open there (its last marker
+        # was step 8's commit, at epoch 4): version 2 takes it as a retry of a marker already written
+        # (KAFKA-19999), versions 0-1 as ever. Last, as the high coordinator epoch fences the real one.
+        out["marker v2 TV2 at the epoch, nothing open"] = _marker(c, 2, pid, 4, 1000, 2)
+        out["marker v1 at the epoch, nothing open"] = _marker(c, 1, pid, 4, 1000, 0)
+        out["marker v2 TV2 at an older epoch"] = _marker(c, 2, pid, 3, 1000, 2)
     return out
