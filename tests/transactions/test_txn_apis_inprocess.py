@@ -8,6 +8,8 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
+import pytest
+
 from kbroker.protocol.errors import ErrorCode as E
 from kbroker.protocol.messages.add_offsets_to_txn import AddOffsetsToTxnRequest
 from kbroker.protocol.messages.add_partitions_to_txn import AddPartitionsToTxnRequest
@@ -165,3 +167,56 @@ def test_txn_offset_commit_v3_verification_follows_the_broker_setting(tmp_path: 
     refused = asyncio.run(run("true"))
     assert refused[0] != E.NONE and refused[1] == (E.NONE, -1)
     assert asyncio.run(run("false")) == (E.NONE, (E.UNSTABLE_OFFSET_COMMIT, -1))
+
+
+def test_the_coordinator_writes_a_version_2_transactions_markers_as_version_2(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """KIP-1228: the leader checks a version-2 marker's epoch strictly only if the marker says it is
+    one; the coordinator must pass its transaction's client version down to the partition (in-process
+    here, in WriteTxnMarkers v2 across brokers: test_marker_channel.py)."""
+    from kbroker.log.unified_log import UnifiedLog
+
+    seen: list[tuple[int, int]] = []
+    original = UnifiedLog.append_txn_marker
+
+    def spy(self: UnifiedLog, producer_id: int, producer_epoch: int, *args: object, **kwargs: object) -> object:
+        seen.append((producer_epoch, int(kwargs.get("transaction_version", 0))))  # type: ignore[call-overload]
+        return original(self, producer_id, producer_epoch, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(UnifiedLog, "append_txn_marker", spy)
+
+    async def body(s: Stack) -> None:
+        assert s.services.transaction_coordinator.transaction_version() == 2
+        await s.services.controller.create_topic("orders", num_partitions=1)
+        assert (await s.call(10, 3, FindCoordinatorRequest(key="tx", key_type=1))).error_code == E.NONE
+        for _ in range(100):
+            if s.services.transaction_coordinator.coordinator_status("tx") == E.NONE:
+                break
+            await asyncio.sleep(0.01)
+        init = await s.call(22, 5, InitProducerIdRequest(transactional_id="tx", transaction_timeout_ms=60000,
+                                                         producer_id=-1, producer_epoch=-1))
+        pid, epoch = init.producer_id, init.producer_epoch
+        batch = build_batch([SimpleRecord(b"v", None, 1000)], producer_id=pid, producer_epoch=epoch,
+                            base_sequence=0, is_transactional=True)
+        P = ProduceRequest
+        r = await s.call(0, 12, P(transactional_id="tx", acks=-1, timeout_ms=30000, topic_data=[P.TopicProduceData(
+            name="orders", partition_data=[P.PartitionProduceData(index=0, records=bytes(batch))])]))
+        assert r.responses[0].partition_responses[0].error_code == E.NONE
+        end = await s.call(26, 5, EndTxnRequest(transactional_id="tx", producer_id=pid, producer_epoch=epoch,
+                                                committed=True))
+        assert (end.error_code, end.producer_epoch) == (E.NONE, epoch + 1)
+        for _ in range(200):
+            if seen:
+                break
+            await asyncio.sleep(0.01)
+        assert seen == [(epoch + 1, 2)]
+
+    async def main() -> None:
+        stack = Stack(tmp_path, **{"transaction.state.log.num.partitions": "2"})
+        stack.start()
+        try:
+            await body(stack)
+        finally:
+            stack.shutdown()
+
+    asyncio.run(main())
