@@ -38,6 +38,7 @@ from kbroker.log.transaction_index import AbortedTransactions, AbortedTxn
 from kbroker.log.validator import (
     CheckedBatch,
     assign_offsets,
+    check_and_assign_plain,
     check_produced,
     split_batches,
     validate_and_assign_offsets,
@@ -251,30 +252,42 @@ class UnifiedLog(LogRetention):
         if records.readonly:  # offsets are patched in place; the Produce path passes a bytearray view
             records = memoryview(bytearray(records))
         config = self.config
-        if checked is None:
-            checked = check_produced(records, config, now, self._topic_partition)
-        vr = assign_offsets(records, checked, self.log_end_offset, leader_epoch, config.segment_bytes)
-        if not vr.headers:
+        first_offset = self.log_end_offset
+        # A client's plain batches: both validator phases in one compiled call (None: anything else).
+        plain = None if checked is not None else check_and_assign_plain(
+            records, config, now, first_offset, leader_epoch, config.segment_bytes)
+        data: memoryview | bytearray
+        if plain is not None:
+            headers, infos, next_offset, max_timestamp, offset_of_max, num_messages, valid_bytes = plain
+            data = records[:valid_bytes]
+        else:
+            if checked is None:
+                checked = check_produced(records, config, now, self._topic_partition)
+            vr = assign_offsets(records, checked, first_offset, leader_epoch, config.segment_bytes)
+            headers, infos, data = vr.headers, vr.batch_infos(), vr.data
+            next_offset, max_timestamp, offset_of_max = vr.next_offset, vr.max_timestamp, vr.offset_of_max_timestamp
+            num_messages, valid_bytes = vr.num_messages, vr.valid_bytes
+        if not headers:
             return LogAppendInfo(log_start_offset=self.log_start_offset)
-        updated, dup = self.producer_state.prepare(vr.headers)
+        updated, dup = self.producer_state.prepare(headers)
         if dup is not None:
             return LogAppendInfo(first_offset=dup.first_offset, last_offset=dup.last_offset, max_timestamp=dup.timestamp,
                                  offset_of_max_timestamp=dup.last_offset, log_start_offset=self.log_start_offset,
                                  duplicate=True)
-        self._write(vr.data, vr.headers, vr.batch_infos(), vr.max_timestamp, now)
+        self._write(data, headers, infos, max_timestamp, now)
         # The bytes are in the file: advance the in-memory state before anything else can fail.
-        self.log_end_offset = vr.next_offset
-        self.producer_state.commit(updated, vr.next_offset)
+        self.log_end_offset = next_offset
+        self.producer_state.commit(updated, next_offset)
         if leader_epoch >= 0 and leader_epoch > self.leader_epoch_cache.latest_epoch:
-            self.leader_epoch_cache.assign(leader_epoch, vr.first_offset)
-        if self.log_end_offset - self.recovery_point >= config.flush_messages:  # flush.messages
+            self.leader_epoch_cache.assign(leader_epoch, first_offset)
+        if next_offset - self.recovery_point >= config.flush_messages:  # flush.messages
             self.flush()
         # The append time the batch carries (a worker may have stamped it a moment before `now`).
-        lat = vr.max_timestamp if config.log_append_time else -1
-        return LogAppendInfo(first_offset=vr.first_offset, last_offset=vr.last_offset, max_timestamp=vr.max_timestamp,
-                             offset_of_max_timestamp=vr.offset_of_max_timestamp, log_append_time=lat,
-                             log_start_offset=self.log_start_offset, num_messages=vr.num_messages,
-                             valid_bytes=vr.valid_bytes, leader_epoch=leader_epoch)
+        lat = max_timestamp if config.log_append_time else -1
+        return LogAppendInfo(first_offset=first_offset, last_offset=next_offset - 1, max_timestamp=max_timestamp,
+                             offset_of_max_timestamp=offset_of_max, log_append_time=lat,
+                             log_start_offset=self.log_start_offset, num_messages=num_messages,
+                             valid_bytes=valid_bytes, leader_epoch=leader_epoch)
 
     def append_as_follower(self, records: memoryview) -> LogAppendInfo:
         """Append batches whose offsets are already assigned (replication, tests): CRC-checked,
@@ -320,7 +333,12 @@ class UnifiedLog(LogRetention):
     def _write(self, data: memoryview | bytearray, headers: list[BatchHeader], infos: list[tuple[int, int, int]],
                max_timestamp: int, now: int) -> None:
         try:
-            seg = self._maybe_roll(len(data), max_timestamp, headers[0].base_offset, headers[-1].last_offset, now)
+            # Kafka's maybeRoll: the active segment, or a new one at the first offset.
+            seg = self.segments[-1]
+            c = self.config
+            if seg.should_roll(segment_bytes=c.segment_bytes, segment_ms=c.segment_ms, messages_size=len(data),
+                               max_timestamp=max_timestamp, max_offset=infos[-1][0], now_ms=now):
+                seg = self.roll(headers[0].base_offset)
             seg.append(data, infos)
         except KafkaStorageError as e:
             # segment.append truncated the file back; if the file no longer matches, recovery must run.
@@ -347,14 +365,6 @@ class UnifiedLog(LogRetention):
                          "KAFKA_STORAGE_ERROR until the write succeeds again", self.topic, self.partition,
                          self.parent_dir, e)
         self._append_failing = True
-
-    def _maybe_roll(self, size: int, max_timestamp: int, first_offset: int, last_offset: int, now: int) -> LogSegment:
-        seg = self.active_segment
-        c = self.config
-        if seg.should_roll(segment_bytes=c.segment_bytes, segment_ms=c.segment_ms, messages_size=size,
-                           max_timestamp=max_timestamp, max_offset=last_offset, now_ms=now):
-            return self.roll(first_offset)
-        return seg
 
     def _maybe_flush_on_append(self) -> None:
         if self.unflushed_messages >= self.config.flush_messages:

@@ -90,19 +90,24 @@ _check_plain: Callable[[Buffer, int, int, int, int, bool, bool, Callable[[Buffer
 _needs_worker: Callable[[Buffer, int, int, int], bool] | None
 _assign_plain: Callable[[memoryview, list[CheckedBatch], int, int, type[BatchHeader], Callable[[Buffer], int]],
                         tuple[list[BatchHeader], int, int, int, int, int] | None] | None
+_check_assign_plain: Callable[[memoryview, int, int, int, int, bool, bool, int, int, type[BatchHeader],
+                               Callable[[Buffer], int]], PlainAppend | None] | None
 try:  # the optional compiled paths (setup.py, scripts/build-speedups.sh); the Python code is the reference
     from kbroker.protocol._speedups import assign_plain as _assign_plain
+    from kbroker.protocol._speedups import check_assign_plain as _check_assign_plain
     from kbroker.protocol._speedups import check_plain as _check_plain
     from kbroker.protocol._speedups import needs_worker as _needs_worker
 except ImportError:  # pragma: no cover - no C compiler where kbroker was installed, or an older build
-    _check_plain = _needs_worker = _assign_plain = None
+    _check_plain = _needs_worker = _assign_plain = _check_assign_plain = None
 
 __all__ = [
     "CheckedBatch",
     "MAX_DECOMPRESSED_BATCH_BYTES",
+    "PlainAppend",
     "ValidationParams",
     "ValidationResult",
     "assign_offsets",
+    "check_and_assign_plain",
     "check_batches",
     "check_produced",
     "inline_max_bytes",
@@ -201,6 +206,11 @@ class ValidationResult:
 
     def batch_infos(self) -> list[tuple[int, int, int]]:
         return [(h.last_offset, h.max_timestamp, h.size) for h in self.headers]
+
+
+# What check_and_assign_plain returns: (headers, the segment's [(last_offset, max_timestamp, size)],
+# next_offset, max_timestamp, offset_of_max_timestamp, num_messages, valid_bytes).
+PlainAppend = tuple[list[BatchHeader], list[tuple[int, int, int]], int, int, int, int, int]
 
 
 def split_batches(records: Buffer) -> list[tuple[int, int]]:
@@ -420,6 +430,30 @@ def check_produced(records: memoryview, config: LogConfig, now_ms: int, topic_pa
             if plain is not None:
                 return [CheckedBatch(pos, size, None, final_max, lat) for pos, size, final_max in plain]
     return check_batches(records, validation_params(config, now_ms, topic_partition=topic_partition))
+
+
+def check_and_assign_plain(records: memoryview, config: LogConfig, now_ms: int, next_offset: int, leader_epoch: int,
+                           segment_bytes: int) -> PlainAppend | None:
+    """Both phases for a client's append checked on the loop, in one compiled call, when every batch
+    is one :func:`check_produced` takes on its compiled path: the batches patched in place as
+    :func:`assign_offsets` patches them, and what the log's append reads, or None (nothing checked,
+    nothing changed) for anything else, which then takes :func:`check_produced` and
+    :func:`assign_offsets`. One call per partition of a Produce request instead of two, with no
+    CheckedBatch list and no ValidationResult in between (issue 17: one request naming thousands of
+    partitions)."""
+    if _check_assign_plain is None:
+        return None
+    args = config.produce_check_args
+    if args is None:
+        return None
+    max_message_bytes, before_ms, after_ms, compacted, lat = args
+    plain = _check_assign_plain(records, max_message_bytes, max(now_ms - before_ms, _INT64_MIN),
+                                min(now_ms + after_ms, _INT64_MAX), now_ms, compacted, lat, next_offset, leader_epoch,
+                                BatchHeader, crc32c)
+    if plain is not None and plain[6] > segment_bytes:
+        raise RecordBatchTooLargeError(f"Message batch size is {plain[6]} bytes which exceeds the maximum configured "
+                                       f"segment size of {segment_bytes}.")
+    return plain
 
 
 # --- phase 2: offsets (on the loop, in partition order) ----------------------------------------

@@ -20,6 +20,8 @@
  *  - needs_worker: log.validator.needs_worker (header reads only).
  *  - assign_plain: log.validator.assign_offsets' loop when no batch was recompressed; None, having
  *    changed nothing, otherwise.
+ *  - check_assign_plain: both, in one call, for the leader's append (log.validator.check_and_assign_plain;
+ *    the two calls and the CheckedBatch list between them were a tenth of the per-partition path).
  * tests/log/test_validator_compiled.py runs random and damaged batches through both paths.
  *
  * The module is optional: kbroker works without it (setup.py builds it when a C compiler exists).
@@ -280,6 +282,68 @@ static inline void put32(unsigned char *p, int32_t v) {
     p[3] = (unsigned char)u;
 }
 
+/* What assign_offsets sums over the batches it patches. */
+typedef struct {
+    int64_t max_seen, offset_of_max, num_messages, total;
+} sums_t;
+
+/* Patch one checked batch at b in place (maxTimestamp and timestamp type with a new CRC when they
+ * differ from what the check decided, then baseOffset and partitionLeaderEpoch), advance *next_offset
+ * and the sums, and return its header as a `header_type` tuple (NULL with an exception set). With
+ * `info` set, also the (last_offset, max_timestamp, size) tuple the segment's append takes. */
+static PyObject *patch_one(unsigned char *b, Py_ssize_t size, long long want_max, int want_lat, long long *next_offset,
+                           long leader_epoch, PyTypeObject *header_type, PyObject *crc_fn, sums_t *sums,
+                           PyObject **info) {
+    int16_t attrs = be16(b + ATTRIBUTES_OFFSET);
+    if (be64(b + 35) != want_max || ((attrs & TIMESTAMP_TYPE_MASK) != 0) != want_lat) {
+        /* Kafka's setMaxTimestamp: the header carries the records' real max (or LogAppendTime). */
+        attrs = want_lat ? (int16_t)(attrs | TIMESTAMP_TYPE_MASK) : (int16_t)(attrs & ~TIMESTAMP_TYPE_MASK);
+        b[ATTRIBUTES_OFFSET] = (unsigned char)((uint16_t)attrs >> 8);
+        b[ATTRIBUTES_OFFSET + 1] = (unsigned char)((uint16_t)attrs & 0xFF);
+        put64(b + 35, want_max);
+        uint32_t crc;
+        if (call_crc(crc_fn, b + ATTRIBUTES_OFFSET, size - ATTRIBUTES_OFFSET, &crc) < 0) return NULL;
+        put32(b + 17, (int32_t)crc);
+    }
+    long long base = *next_offset;
+    put64(b, base);
+    put32(b + 12, (int32_t)leader_epoch);
+    int32_t delta = be32(b + 23), count = be32(b + 57);
+    int64_t max_ts = be64(b + 35);
+    PyObject *h = header_type->tp_alloc(header_type, 13);
+    if (h == NULL) return NULL;
+    PyObject *fields[13] = {
+        PyLong_FromLongLong(base), PyLong_FromLong(be32(b + 8)), PyLong_FromLong(be32(b + 12)),
+        PyLong_FromLong(b[16]), PyLong_FromUnsignedLong((uint32_t)be32(b + 17)), PyLong_FromLong(attrs),
+        PyLong_FromLong(delta), PyLong_FromLongLong(be64(b + 27)), PyLong_FromLongLong(max_ts),
+        PyLong_FromLongLong(be64(b + 43)), PyLong_FromLong(be16(b + 51)), PyLong_FromLong(be32(b + 53)),
+        PyLong_FromLong(count)};
+    int bad = 0;
+    for (int f = 0; f < 13; f++) {
+        if (fields[f] == NULL) bad = 1;
+        PyTuple_SET_ITEM(h, f, fields[f]);
+    }
+    if (bad) {
+        Py_DECREF(h);
+        return NULL;
+    }
+    if (info != NULL) {
+        *info = Py_BuildValue("(LLn)", base + (long long)delta, (long long)max_ts, size);
+        if (*info == NULL) {
+            Py_DECREF(h);
+            return NULL;
+        }
+    }
+    if (max_ts > sums->max_seen) {
+        sums->max_seen = max_ts;
+        sums->offset_of_max = base + delta;
+    }
+    sums->num_messages += count;
+    sums->total += size;
+    *next_offset = base + (long long)delta + 1;
+    return h;
+}
+
 /* assign_plain(records, checked, next_offset, leader_epoch, header_type, crc32c): the loop of
  * log.validator.assign_offsets when no batch was rebuilt (recompressed). Returns None, having changed
  * nothing, when a batch was rebuilt or the buffer is not writable (the Python loop then runs); else
@@ -319,7 +383,7 @@ static PyObject *assign_plain(PyObject *Py_UNUSED(self), PyObject *const *args, 
     }
     PyObject *headers = PyList_New(n);
     if (headers == NULL) goto fail;
-    int64_t max_seen = -1, offset_of_max = -1, num_messages = 0, total = 0;
+    sums_t sums = {-1, -1, 0, 0};
     for (Py_ssize_t i = 0; i < n; i++) {
         PyObject *c = PyList_GET_ITEM(checked, i);
         Py_ssize_t pos = PyLong_AsSsize_t(PyTuple_GET_ITEM(c, 0)), size = PyLong_AsSsize_t(PyTuple_GET_ITEM(c, 1));
@@ -327,51 +391,101 @@ static PyObject *assign_plain(PyObject *Py_UNUSED(self), PyObject *const *args, 
         if (want_max == -1 && PyErr_Occurred()) goto fail_headers;
         int want_lat = PyObject_IsTrue(PyTuple_GET_ITEM(c, 4));
         if (want_lat < 0) goto fail_headers;
-        unsigned char *b = buf + pos;
-        int16_t attrs = be16(b + ATTRIBUTES_OFFSET);
-        if (be64(b + 35) != want_max || ((attrs & TIMESTAMP_TYPE_MASK) != 0) != want_lat) {
-            /* Kafka's setMaxTimestamp: the header carries the records' real max (or LogAppendTime). */
-            attrs = want_lat ? (int16_t)(attrs | TIMESTAMP_TYPE_MASK) : (int16_t)(attrs & ~TIMESTAMP_TYPE_MASK);
-            b[ATTRIBUTES_OFFSET] = (unsigned char)((uint16_t)attrs >> 8);
-            b[ATTRIBUTES_OFFSET + 1] = (unsigned char)((uint16_t)attrs & 0xFF);
-            put64(b + 35, want_max);
-            uint32_t crc;
-            if (call_crc(args[5], b + ATTRIBUTES_OFFSET, size - ATTRIBUTES_OFFSET, &crc) < 0) goto fail_headers;
-            put32(b + 17, (int32_t)crc);
-        }
-        put64(b, next_offset);
-        put32(b + 12, (int32_t)leader_epoch);
-        int32_t delta = be32(b + 23), count = be32(b + 57);
-        int64_t max_ts = be64(b + 35);
-        PyObject *h = header_type->tp_alloc(header_type, 13);
+        PyObject *h = patch_one(buf + pos, size, want_max, want_lat, &next_offset, leader_epoch, header_type, args[5],
+                                &sums, NULL);
         if (h == NULL) goto fail_headers;
-        PyObject *fields[13] = {
-            PyLong_FromLongLong(next_offset), PyLong_FromLong(be32(b + 8)), PyLong_FromLong(be32(b + 12)),
-            PyLong_FromLong(b[16]), PyLong_FromUnsignedLong((uint32_t)be32(b + 17)), PyLong_FromLong(attrs),
-            PyLong_FromLong(delta), PyLong_FromLongLong(be64(b + 27)), PyLong_FromLongLong(max_ts),
-            PyLong_FromLongLong(be64(b + 43)), PyLong_FromLong(be16(b + 51)), PyLong_FromLong(be32(b + 53)),
-            PyLong_FromLong(count)};
-        int bad = 0;
-        for (int f = 0; f < 13; f++) {
-            if (fields[f] == NULL) bad = 1;
-            PyTuple_SET_ITEM(h, f, fields[f]);
-        }
         PyList_SET_ITEM(headers, i, h);
-        if (bad) goto fail_headers;
-        if (max_ts > max_seen) {
-            max_seen = max_ts;
-            offset_of_max = next_offset + delta;
-        }
-        num_messages += count;
-        next_offset += (int64_t)delta + 1;
-        total += size;
     }
     PyBuffer_Release(&view);
-    PyObject *out = Py_BuildValue("(NLLLLL)", headers, next_offset, (long long)max_seen, (long long)offset_of_max,
-                                  (long long)num_messages, (long long)total);
+    PyObject *out = Py_BuildValue("(NLLLLL)", headers, next_offset, (long long)sums.max_seen,
+                                  (long long)sums.offset_of_max, (long long)sums.num_messages, (long long)sums.total);
     return out;
 fail_headers:
     Py_DECREF(headers);
+fail:
+    PyBuffer_Release(&view);
+    return NULL;
+none:
+    PyBuffer_Release(&view);
+    Py_RETURN_NONE;
+}
+
+/* The most batches check_assign_plain decides itself (a Produce v3+ request carries one per partition);
+ * more go to the two calls above. */
+#define FUSED_MAX_BATCHES 64
+
+/* check_assign_plain(records, max_message_bytes, lo_ts, hi_ts, now_ms, compacted, log_append_time,
+ * next_offset, leader_epoch, header_type, crc32c): check_plain and assign_plain in one call, for the
+ * leader's append of a client's batches (one call per partition of a Produce request instead of two,
+ * and no CheckedBatch list in between). None, having changed nothing, when check_plain would return
+ * None, when the buffer is not writable, or past FUSED_MAX_BATCHES batches; else patches every batch
+ * as assign_plain does and returns (headers, infos, next_offset, max_timestamp,
+ * offset_of_max_timestamp, num_messages, valid_bytes), infos being the segment's
+ * [(last_offset, max_timestamp, size)]. */
+static PyObject *check_assign_plain(PyObject *Py_UNUSED(self), PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 11) {
+        PyErr_SetString(PyExc_TypeError, "check_assign_plain takes 11 arguments");
+        return NULL;
+    }
+    long long limits[4];
+    for (int i = 0; i < 4; i++) {
+        limits[i] = PyLong_AsLongLong(args[1 + i]);
+        if (limits[i] == -1 && PyErr_Occurred()) return NULL;
+    }
+    int compacted = PyObject_IsTrue(args[5]), log_append_time = PyObject_IsTrue(args[6]);
+    if (compacted < 0 || log_append_time < 0) return NULL;
+    long long next_offset = PyLong_AsLongLong(args[7]);
+    if (next_offset == -1 && PyErr_Occurred()) return NULL;
+    long leader_epoch = PyLong_AsLong(args[8]);
+    if (leader_epoch == -1 && PyErr_Occurred()) return NULL;
+    PyTypeObject *header_type = (PyTypeObject *)args[9];
+    if (!PyType_Check(args[9]) || !PyType_IsSubtype(header_type, &PyTuple_Type)) {
+        PyErr_SetString(PyExc_TypeError, "check_assign_plain: header_type must be a tuple type");
+        return NULL;
+    }
+    PyObject *crc_fn = args[10];
+    Py_buffer view;
+    if (PyObject_GetBuffer(args[0], &view, PyBUF_WRITABLE) < 0) {
+        PyErr_Clear();
+        Py_RETURN_NONE;
+    }
+    unsigned char *b = (unsigned char *)view.buf;
+    Py_ssize_t n = view.len, pos = 0;
+    Py_ssize_t spans[FUSED_MAX_BATCHES][2];
+    long long final_max[FUSED_MAX_BATCHES];
+    int batches = 0;
+    /* First pass: check_plain's decision, touching nothing. */
+    while (pos + LOG_OVERHEAD <= n) {
+        Py_ssize_t size = (Py_ssize_t)be32(b + pos + 8) + LOG_OVERHEAD;
+        if (size < RECORD_BATCH_OVERHEAD || batches == FUSED_MAX_BATCHES) goto none;
+        if (size > n - pos) break; /* a trailing partial batch is dropped, as Kafka does */
+        int ok = check_one(b + pos, size, limits[0], limits[1], limits[2], limits[3], compacted, log_append_time,
+                           crc_fn, &final_max[batches]);
+        if (ok < 0) goto fail;
+        if (ok == 0) goto none;
+        spans[batches][0] = pos;
+        spans[batches][1] = size;
+        batches++;
+        pos += size;
+    }
+    /* Second pass: assign_plain's patching. */
+    PyObject *headers = PyList_New(batches), *infos = PyList_New(batches);
+    if (headers == NULL || infos == NULL) goto fail_lists;
+    sums_t sums = {-1, -1, 0, 0};
+    for (int i = 0; i < batches; i++) {
+        PyObject *info = NULL;
+        PyObject *h = patch_one(b + spans[i][0], spans[i][1], final_max[i], log_append_time, &next_offset,
+                                leader_epoch, header_type, crc_fn, &sums, &info);
+        if (h == NULL) goto fail_lists;
+        PyList_SET_ITEM(headers, i, h);
+        PyList_SET_ITEM(infos, i, info);
+    }
+    PyBuffer_Release(&view);
+    return Py_BuildValue("(NNLLLLL)", headers, infos, next_offset, (long long)sums.max_seen,
+                         (long long)sums.offset_of_max, (long long)sums.num_messages, (long long)sums.total);
+fail_lists:
+    Py_XDECREF(headers);
+    Py_XDECREF(infos);
 fail:
     PyBuffer_Release(&view);
     return NULL;
@@ -394,6 +508,10 @@ static PyMethodDef methods[] = {
      "assign_plain(records, checked, next_offset, leader_epoch, header_type, crc32c) -> (headers, next_offset, "
      "max_timestamp, offset_of_max_timestamp, num_messages, valid_bytes) | None: log.validator.assign_offsets' "
      "loop when no batch was rebuilt, else None (nothing changed)."},
+    {"check_assign_plain", (PyCFunction)(void (*)(void))check_assign_plain, METH_FASTCALL,
+     "check_assign_plain(records, max_message_bytes, lo_ts, hi_ts, now_ms, compacted, log_append_time, next_offset, "
+     "leader_epoch, header_type, crc32c) -> (headers, infos, next_offset, max_timestamp, offset_of_max_timestamp, "
+     "num_messages, valid_bytes) | None: check_plain then assign_plain in one call, else None (nothing changed)."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -14,3 +14,7 @@ def needs_worker(records: _Buffer, target_codec: int, max_bytes: int, max_record
 def assign_plain(records: bytearray | memoryview, checked: Sequence[tuple[int, int, bytearray | None, int, bool]],
                  next_offset: int, leader_epoch: int, header_type: type[BatchHeader], crc32c: Callable[[_Buffer], int],
                  /) -> tuple[list[BatchHeader], int, int, int, int, int] | None: ...
+def check_assign_plain(records: bytearray | memoryview, max_message_bytes: int, lo_ts: int, hi_ts: int, now_ms: int,
+                       compacted: bool, log_append_time: bool, next_offset: int, leader_epoch: int,
+                       header_type: type[BatchHeader], crc32c: Callable[[_Buffer], int], /
+                       ) -> tuple[list[BatchHeader], list[tuple[int, int, int]], int, int, int, int, int] | None: ...

@@ -1,7 +1,8 @@
 """The compiled produce checks (kbroker/protocol/_speedups.c) decide exactly what the Python checks decide.
 
 ``log.validator.check_produced``, ``assign_offsets`` and ``needs_worker`` take a compiled path when
-the module is built; the Python code is the reference. Random produced requests (one or several
+the module is built, and ``check_and_assign_plain`` does the first two in one compiled call (the
+leader's append); the Python code is the reference. Random produced requests (one or several
 batches, a trailing partial batch, keys, null keys, headers, producer ids, transactional batches)
 and random damage to them (header fields, CRC, attributes, counts, record bytes, truncation) under
 random topic configs (compaction, LogAppendTime, a narrow timestamp window, a small
@@ -30,6 +31,7 @@ NOW = 1_700_000_000_000
 def test_the_compiled_checks_are_built() -> None:
     """Without them this file compares the Python path with itself."""
     assert validator._check_plain is not None and validator._assign_plain is not None
+    assert validator._check_assign_plain is not None
     assert validator._needs_worker is not None, "run scripts/build-speedups.sh (or pip install -e .)"
 
 
@@ -124,10 +126,39 @@ def _run(records: bytes, config: LogConfig, compiled: bool, monkeypatch: pytest.
                 r.max_timestamp, r.offset_of_max_timestamp, r.num_messages, r.valid_bytes, r.recompressed, bytes(buf))
 
 
+def _run_fused(records: bytes, config: LogConfig) -> tuple[Any, ...] | None:
+    """The leader's path: ``check_and_assign_plain``, in the shape of :func:`_run`'s answer; None when
+    it declined, having left the bytes as they were."""
+    buf = bytearray(records)
+    view = memoryview(buf)
+    try:
+        plain = validator.check_and_assign_plain(view, config, NOW, 1000, 7, config.segment_bytes)
+    except KafkaError as e:
+        return False, type(e), str(e), getattr(e, "record_errors", None), bytes(buf)
+    if plain is None:
+        assert bytes(buf) == records, "a declined call changed the batch"
+        return None
+    headers, infos, next_offset, max_ts, offset_of_max, num_messages, valid_bytes = plain
+    assert infos == [(h.last_offset, h.max_timestamp, h.size) for h in headers]
+    checked = [validator.CheckedBatch(pos, h.size, None, h.max_timestamp, config.log_append_time)
+               for pos, h in zip(_positions(headers), headers, strict=True)]
+    first, last = (1000, next_offset - 1) if headers else (-1, -1)
+    return (False, checked, bytes(buf[:valid_bytes]), headers, first, last, next_offset if headers else -1, max_ts,
+            offset_of_max, num_messages, valid_bytes, False, bytes(buf))
+
+
+def _positions(headers: list[Any]) -> list[int]:
+    out, pos = [], 0
+    for h in headers:
+        out.append(pos)
+        pos += h.size
+    return out
+
+
 @pytest.mark.parametrize("seed", range(8))
 def test_compiled_and_python_paths_agree(seed: int, monkeypatch: pytest.MonkeyPatch) -> None:
     rng = random.Random(seed)
-    accepted = refused = 0
+    accepted = refused = fused_taken = 0
     fast = [0]
     compiled_check = validator._check_plain
     assert compiled_check is not None
@@ -149,12 +180,27 @@ def test_compiled_and_python_paths_agree(seed: int, monkeypatch: pytest.MonkeyPa
         python = _run(records, config, False, monkeypatch)
         compiled = _run(records, config, True, monkeypatch)
         assert compiled == python, (seed, config)
+        fused = _run_fused(records, config)
+        if fused is not None:
+            fused_taken += 1
+            # Its own answer to needs_worker aside (the leader asks that first), the same as Python's.
+            assert fused[1:] == python[1:], (seed, config)
+        elif config.produce_check_args is not None:  # a recompressing topic never takes a compiled path
+            # It declines exactly what the compiled check declines.
+            assert compiled_check(bytes(records), *_check_args(config)) is None, (seed, config)
         if isinstance(python[1], list):
             accepted += 1
         else:
             refused += 1
     # Both outcomes exercised, and most accepted requests took the compiled path.
     assert accepted > 40 and refused > 30 and fast[0] > 30, (accepted, refused, fast[0])
+    assert fused_taken > 30, fused_taken
+
+
+def _check_args(config: LogConfig) -> tuple[Any, ...]:
+    assert config.produce_check_args is not None
+    mmb, before, after, compacted, lat = config.produce_check_args
+    return (mmb, max(NOW - before, -(1 << 63)), min(NOW + after, (1 << 63) - 1), NOW, compacted, lat, crc32c)
 
 
 def test_the_compiled_check_takes_the_common_batch(monkeypatch: pytest.MonkeyPatch) -> None:
