@@ -622,6 +622,7 @@ def share_partition_manager(config: KafkaConfig, replica_manager: ReplicaManager
     manager = SharePartitionManager(config, replica_manager, cache, time_ms, persister)
     group_coordinator.share_member_listener = manager.on_member_left
     replica_manager.delayed_share_fetch_listener = manager.on_partition_event
+    replica_manager.delayed_share_fetch_watched = manager.delayed_share_fetch_purgatory.watched_keys
     group_coordinator.share_group_deleted_listener = manager.on_group_deleted
     # ShareGroupStatePartitionMetadata: the group coordinator initializes and deletes states through it.
     group_coordinator.share_state_persister = persister if isinstance(persister, NetworkSharePersister) \

@@ -229,8 +229,9 @@ class LogConfig:
     def delete(self) -> bool:
         return "delete" in self.cleanup_policy.split(",")
 
-    @property
+    @functools.cached_property
     def log_append_time(self) -> bool:
+        # Read on every append (a LogConfig is replaced, never changed: see produce_check_args).
         return self.message_timestamp_type == "LogAppendTime"
 
     @property

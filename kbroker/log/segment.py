@@ -163,15 +163,16 @@ class LogSegment:
             self._load_largest_timestamp()
         if start > 0 and not self._rolling_loaded:
             self._rolling_timestamp()
-        view = memoryview(data)
+        total = len(data)
         try:
-            written = 0
-            total = len(view)
-            while written < total:
-                n = os.pwrite(self.fd, view[written:], start + written)
-                if n <= 0:
-                    raise OSError(errno.EIO, "short write")
-                written += n
+            written = os.pwrite(self.fd, data, start)  # one call writes it all, short of a full disk
+            if written < total:
+                view = memoryview(data)
+                while written < total:
+                    n = os.pwrite(self.fd, view[written:], start + written)
+                    if n <= 0:
+                        raise OSError(errno.EIO, "short write")
+                    written += n
         except OSError as e:
             try:
                 os.ftruncate(self.fd, start)

@@ -16,7 +16,7 @@ from __future__ import annotations
 import asyncio
 import functools
 from abc import ABC, abstractmethod
-from collections.abc import Hashable, Iterable
+from collections.abc import Hashable, Iterable, Mapping
 from typing import Generic, TypeVar
 
 T = TypeVar("T")
@@ -90,6 +90,9 @@ class DelayedOperationPurgatory(Generic[T]):
     def __init__(self, name: str) -> None:
         self.name = name
         self._watchers: dict[Hashable, dict[int, DelayedOperation[T]]] = {}
+        # The keys some operation watches (a key leaves when its last operation does): the hot paths'
+        # `key in purgatory.watched_keys`, which spares a call per key when nothing waits.
+        self.watched_keys: Mapping[Hashable, object] = self._watchers
         self._pending: dict[int, DelayedOperation[T]] = {}
         self._shutdown = False
 

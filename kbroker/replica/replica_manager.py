@@ -54,7 +54,7 @@ import logging
 import os
 import time
 from collections import deque
-from collections.abc import Callable, Hashable, Mapping
+from collections.abc import Callable, Container, Hashable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -67,7 +67,7 @@ from kbroker.log.unified_log import UnifiedLog
 from kbroker.log.validator import CheckedBatch, check_batches, needs_worker, validation_params
 from kbroker.metrics.meters import BrokerMetrics, TopicMetrics
 from kbroker.protocol.errors import ErrorCode, KafkaError
-from kbroker.protocol.topic import is_internal
+from kbroker.protocol.topic import INTERNAL_TOPICS, is_internal
 from kbroker.replica.alter_partition_manager import AlterPartitionManager, SendAlterPartition
 from kbroker.replica.delayed import DelayedFetch, DelayedProduce, FetchParams
 from kbroker.replica.fetch_session import (
@@ -223,6 +223,8 @@ class ReplicaManager:
         # Kafka's completeDelayedShareFetchRequest(DelayedShareFetchPartitionKey): the share-partition
         # manager's waiting ShareFetches, told of the same partition events as the fetch purgatory.
         self.delayed_share_fetch_listener: Callable[[tuple[str, int]], None] | None = None
+        # The keys the listener's purgatory watches (None: call the listener for every key).
+        self.delayed_share_fetch_watched: Container[Hashable] | None = None
         self.fetch_purgatory: DelayedOperationPurgatory[dict[Hashable, PartitionResult]] = (
             DelayedOperationPurgatory("Fetch"))
         slots = int(config["max.incremental.fetch.session.cache.slots"])
@@ -603,7 +605,14 @@ class ReplicaManager:
         for key, records in entries.items():
             partition = partitions.get(key)
             if loop is not None:
-                heavy = self._is_heavy(partition, records)
+                # Whether checking the batch belongs on the worker pool (log.validator.needs_worker); the
+                # append goes through the partition's queue when it does, or when a queue is in use.
+                heavy = False
+                if partition is not None and records is not None:
+                    try:
+                        heavy = needs_worker(records, partition.log.config)
+                    except Exception:  # noqa: BLE001 - malformed framing: the inline check reports it
+                        pass
                 if heavy or key in queues:
                     job = _PendingAppend(records, required_acks, internal_topics_allowed, lambda r, n: None, heavy)
                     pending.append((key, job))
@@ -668,17 +677,6 @@ class ReplicaManager:
 
     # -- off-loop checks, in partition order ----------------------------------------------------
 
-    @staticmethod
-    def _is_heavy(partition: Partition | None, records: memoryview | None) -> bool:
-        """Whether checking ``records`` belongs on the worker pool. An append goes through the
-        partition's queue when its check is heavy or a queue is already in use for the partition."""
-        if partition is None or records is None:
-            return False
-        try:
-            return needs_worker(records, partition.log.config)
-        except Exception:  # noqa: BLE001 - malformed framing: the inline check reports it
-            return False
-
     def _enqueue(self, loop: asyncio.AbstractEventLoop, key: tuple[str, int], job: _PendingAppend) -> None:
         queue = self._append_queues.setdefault(key, deque())
         queue.append(job)
@@ -732,7 +730,7 @@ class ReplicaManager:
             partition = self._partitions.get(key)
         if partition is None:
             return ProducePartitionResult(self.missing_partition_error(topic, key[1])), -1
-        if is_internal(topic) and not internal_topics_allowed:
+        if topic in INTERNAL_TOPICS and not internal_topics_allowed:  # protocol.topic.is_internal, spelled out
             log.debug("refused a client write to internal topic %s", topic)
             return ProducePartitionResult(ErrorCode.INVALID_TOPIC_EXCEPTION), -1
         stats = partition.topic_stats
@@ -812,9 +810,12 @@ class ReplicaManager:
 
     def _complete_delayed_fetches(self, key: tuple[str, int]) -> None:
         """New data, a moved high watermark or a leadership change of the partition: the fetches and
-        ShareFetches waiting on it look again."""
-        self.fetch_purgatory.check_and_complete(key)
-        if self.delayed_share_fetch_listener is not None:
+        ShareFetches waiting on it look again. Runs after every append (once per partition of a
+        Produce request), so the usual case, nothing waiting, is two dictionary tests."""
+        if key in self.fetch_purgatory.watched_keys:
+            self.fetch_purgatory.check_and_complete(key)
+        watched = self.delayed_share_fetch_watched
+        if self.delayed_share_fetch_listener is not None and (watched is None or key in watched):
             self.delayed_share_fetch_listener(key)
 
     def on_high_watermark_moved(self, key: tuple[str, int]) -> None:

@@ -38,6 +38,25 @@ def test_enospc_mid_write_rolls_back(tmp_path: Path, monkeypatch: pytest.MonkeyP
     assert (info.first_offset, info.duplicate) == (3, False)
 
 
+def test_a_short_write_is_finished_by_more_writes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """pwrite may write less than asked (a signal, a nearly full disk): the segment writes the rest."""
+    log = open_log(tmp_path / "t-0")
+    log.append_as_leader(memoryview(make_batch(3, tag=0)), 0)
+    calls = []
+
+    def a_few_bytes_at_a_time(fd: int, data: bytes, offset: int) -> int:
+        calls.append(len(data))
+        return real_pwrite(fd, bytes(data)[:7], offset)
+
+    monkeypatch.setattr(segment_mod.os, "pwrite", a_few_bytes_at_a_time)
+    batch = make_batch(2, tag=1)
+    info = log.append_as_leader(memoryview(batch), 0)
+    monkeypatch.undo()
+    assert len(calls) == -(-len(batch) // 7) and info.first_offset == 3
+    assert os.path.getsize(log.active_segment.log_path) == log.active_segment.size
+    assert [offset for offset, _, _ in read_all(log)] == [0, 1, 2, 3, 4]
+
+
 def test_failed_rollback_marks_log_offline_and_recovery_repairs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     d = tmp_path / "t-0"
     log = open_log(d)
