@@ -6,6 +6,7 @@ versions get INVALID_PRODUCER_EPOCH instead of PRODUCER_FENCED; ListTransactions
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 import pytest
@@ -40,6 +41,19 @@ async def _fetch(s: Stack, stable: bool) -> tuple[int, int]:
         OffsetFetchRequest.OffsetFetchRequestTopic(name="orders", partition_indexes=[0])]))
     p = r.topics[0].partitions[0]
     return p.error_code, p.committed_offset
+
+
+def _run_on_stack(tmp_path: Path, body: Callable[[Stack], Awaitable[None]]) -> None:
+    """``body`` on a started in-process stack with two transaction-state partitions, then shut down."""
+    async def main() -> None:
+        stack = Stack(tmp_path, **{"transaction.state.log.num.partitions": "2"})
+        stack.start()
+        try:
+            await body(stack)
+        finally:
+            stack.shutdown()
+
+    asyncio.run(main())
 
 
 def test_txn_offsets_pending_until_commit(tmp_path: Path) -> None:
@@ -133,15 +147,7 @@ def test_txn_offsets_pending_until_commit(tmp_path: Path) -> None:
         assert [p.error_code for p in w.markers[0].topics[0].partitions] == [E.NONE, E.UNKNOWN_TOPIC_OR_PARTITION]
         assert log.log_end_offset == 2
 
-    async def main() -> None:
-        stack = Stack(tmp_path, **{"transaction.state.log.num.partitions": "2"})
-        stack.start()
-        try:
-            await body(stack)
-        finally:
-            stack.shutdown()
-
-    asyncio.run(main())
+    _run_on_stack(tmp_path, body)
 
 
 def test_txn_offset_commit_v3_verification_follows_the_broker_setting(tmp_path: Path) -> None:
@@ -211,12 +217,4 @@ def test_the_coordinator_writes_a_version_2_transactions_markers_as_version_2(
             await asyncio.sleep(0.01)
         assert seen == [(epoch + 1, 2)]
 
-    async def main() -> None:
-        stack = Stack(tmp_path, **{"transaction.state.log.num.partitions": "2"})
-        stack.start()
-        try:
-            await body(stack)
-        finally:
-            stack.shutdown()
-
-    asyncio.run(main())
+    _run_on_stack(tmp_path, body)
