@@ -416,7 +416,12 @@ class ReplicationControlManager:
         topic = self._image().topics.topics_by_name.get(topic_name)
         if topic is None or not topic.partitions:
             return min_isr
-        return min(min_isr, len(topic.partitions[min(topic.partitions)].replicas))
+        # Kafka reads the first partition it iterates: partition 0 here, with no scan (this runs once per
+        # partition moved, e.g. for each of a broker's partitions in a controlled shutdown).
+        first = topic.partitions.get(0)
+        if first is None:
+            first = topic.partitions[min(topic.partitions)]
+        return min(min_isr, len(first.replicas))
 
     def partitions_with_no_leader(self) -> list[TopicIdPartition]:
         return [TopicIdPartition(t.id, i) for t in self._image().topics for i, p in sorted(t.partitions.items())
