@@ -29,6 +29,7 @@ included, may wait for a future.
 from __future__ import annotations
 
 import asyncio
+import struct
 from typing import Any
 
 from kbroker.api._authz import authorize
@@ -39,10 +40,8 @@ from kbroker.protocol.errors import ErrorCode
 from kbroker.protocol.headers import RequestHeader
 from kbroker.protocol.messages.produce import ProduceRequest, ProduceResponse
 from kbroker.protocol.record_format import (
-    ATTRIBUTES_OFFSET,
     COMPRESSION_CODEC_MASK,
     INT8,
-    INT16,
     INT32,
     LENGTH_OFFSET,
     MAGIC_OFFSET,
@@ -75,18 +74,14 @@ ADMIN_CLIENT_ID = "__admin_client"
 _LEGACY_RECORD_OVERHEAD_V0 = 14
 
 
-def _precheck(records: Any, version: int, services: BrokerServices | None = None, transactional_id: str | None = None,
-              topic: str = "", partition: int = -1) -> Any:
-    """The header-only checks Kafka does before the log sees the batch (no record is touched):
-    an ErrorCode, or a future of one while a coordinator on another broker verifies the transaction.
-    ``ProduceRequest.validateRecords`` over ``ByteBufferLogInputStream``'s framing. A size field
-    under 14 (LegacyRecord's minimum) or a magic outside 0-2 is CORRUPT_MESSAGE; a whole magic-0/1
-    message set is INVALID_RECORD (v3+ only allows magic 2); a magic-2 batch shorter than its 61-byte
-    header is CORRUPT_MESSAGE (DefaultRecordBatch.ensureValid)."""
-    if records is None or len(records) < LOG_OVERHEAD:
+# batchLength (offset 8), magic (16) and attributes (21) of a v2 batch header, read from offset 8.
+_LENGTH_MAGIC_ATTRIBUTES = struct.Struct(">i4xb4xh")
+
+
+def _framing_error(mv: Any, n: int) -> ErrorCode:
+    """The framing checks' error for records that are not one whole magic-2 batch, in Kafka's order."""
+    if n < LOG_OVERHEAD:
         return ErrorCode.INVALID_RECORD  # "must have at least one record batch"
-    mv = records  # a memoryview into the request frame (bytes in tests): both read with unpack_from
-    n = len(mv)
     (batch_length,) = INT32.unpack_from(mv, LENGTH_OFFSET)
     if batch_length < _LEGACY_RECORD_OVERHEAD_V0:
         return ErrorCode.CORRUPT_MESSAGE
@@ -100,17 +95,35 @@ def _precheck(records: Any, version: int, services: BrokerServices | None = None
         return ErrorCode.INVALID_RECORD
     if size < RECORD_BATCH_OVERHEAD:
         return ErrorCode.CORRUPT_MESSAGE
-    if size != n:
-        # A second batch (or trailing bytes that could be one): v3+ allows exactly one.
-        return ErrorCode.INVALID_RECORD
-    # The attributes read straight from the frame (this runs once per partition of the request).
-    (attributes,) = INT16.unpack_from(mv, ATTRIBUTES_OFFSET)
+    # A second batch (or trailing bytes that could be one): v3+ allows exactly one. (A single whole
+    # magic-2 batch never gets here.)
+    return ErrorCode.INVALID_RECORD
+
+
+def _precheck(records: Any, version: int, services: BrokerServices | None = None, transactional_id: str | None = None,
+              topic: str = "", partition: int = -1) -> Any:
+    """The header-only checks Kafka does before the log sees the batch (no record is touched):
+    an ErrorCode, or a future of one while a coordinator on another broker verifies the transaction.
+    ``ProduceRequest.validateRecords`` over ``ByteBufferLogInputStream``'s framing. A size field
+    under 14 (LegacyRecord's minimum) or a magic outside 0-2 is CORRUPT_MESSAGE; a whole magic-0/1
+    message set is INVALID_RECORD (v3+ only allows magic 2); a magic-2 batch shorter than its 61-byte
+    header is CORRUPT_MESSAGE (DefaultRecordBatch.ensureValid)."""
+    if records is None:
+        return ErrorCode.INVALID_RECORD  # "must have at least one record batch"
+    n = len(records)
+    if n < RECORD_BATCH_OVERHEAD:
+        return _framing_error(records, n)
+    # One read for the usual request (this runs once per partition): a single whole magic-2 batch is
+    # exactly what passes every check of _framing_error; anything else gets one of its errors.
+    batch_length, magic, attributes = _LENGTH_MAGIC_ATTRIBUTES.unpack_from(records, LENGTH_OFFSET)
+    if batch_length + LOG_OVERHEAD != n or magic != MAGIC_V2:
+        return _framing_error(records, n)
     if attributes & COMPRESSION_CODEC_MASK == CompressionType.ZSTD and version < 7:
         return ErrorCode.UNSUPPORTED_COMPRESSION_TYPE
     if attributes & TRANSACTIONAL_FLAG_MASK:
         if transactional_id is None:
             return ErrorCode.INVALID_TXN_STATE
-        batch = RecordBatch(memoryview(mv))
+        batch = RecordBatch(memoryview(records))
         return _verify(services, transactional_id, batch.producer_id, batch.producer_epoch, topic, partition, version,
                        batch.base_sequence)
     return ErrorCode.NONE

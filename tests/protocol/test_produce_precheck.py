@@ -48,3 +48,59 @@ def test_framing_errors() -> None:
     zstd = bytes(build_batch([SimpleRecord(b"v")], compression=CompressionType.ZSTD))
     assert _precheck(zstd, 6) == ErrorCode.UNSUPPORTED_COMPRESSION_TYPE
     assert _precheck(zstd, 7) == ErrorCode.NONE
+
+
+def _reference(records: bytes, version: int) -> ErrorCode:
+    """The framing checks one after another, as ``ProduceRequest.validateRecords`` makes them (the
+    handler reads the usual batch's fields in one go, then words any other framing through this order)."""
+    n = len(records)
+    if n < 12:
+        return ErrorCode.INVALID_RECORD
+    (length,) = struct.unpack_from(">i", records, 8)
+    if length < 14:
+        return ErrorCode.CORRUPT_MESSAGE
+    if n < 17 or length + 12 > n:
+        return ErrorCode.INVALID_RECORD
+    magic = struct.unpack_from(">b", records, 16)[0]
+    if magic < 0 or magic > 2:
+        return ErrorCode.CORRUPT_MESSAGE
+    if magic != 2:
+        return ErrorCode.INVALID_RECORD
+    if length + 12 < 61:
+        return ErrorCode.CORRUPT_MESSAGE
+    if length + 12 != n:
+        return ErrorCode.INVALID_RECORD
+    (attributes,) = struct.unpack_from(">h", records, 21)
+    if attributes & 0x07 == CompressionType.ZSTD and version < 7:
+        return ErrorCode.UNSUPPORTED_COMPRESSION_TYPE
+    return ErrorCode.NONE
+
+
+def test_random_framings_get_the_reference_answer() -> None:
+    """Truncations, extensions, size fields and magics around every boundary of the framing checks."""
+    import random
+
+    rng = random.Random(17)
+    good = bytes(build_batch([SimpleRecord(b"v" * 40)]))
+    seen = set()
+    for _ in range(3000):
+        b = bytearray(good)
+        what = rng.randrange(5)
+        if what == 0:
+            b = b[:rng.randrange(0, len(b) + 1)]
+        elif what == 1:
+            b += bytes(rng.randrange(1, 80))
+        elif what == 2:
+            b[8:12] = struct.pack(">i", rng.choice((-1, 0, 13, 14, 48, 49, len(good) - 13, len(good) - 12,
+                                                    len(good) - 11, 1 << 20)))
+        elif what == 3:
+            b[16] = rng.choice((0, 1, 2, 3, 0x7F, 0x80, 0xFF))
+        else:
+            b[22] = (b[22] & ~0x07) | rng.randrange(8)  # the codec bits
+        version = rng.choice((3, 6, 7, 9))
+        expected = _reference(bytes(b), version)
+        assert _precheck(bytes(b), version) == expected, (what, bytes(b[:24]).hex(), version)
+        assert _precheck(memoryview(b), version) == expected
+        seen.add(expected)
+    assert seen == {ErrorCode.NONE, ErrorCode.INVALID_RECORD, ErrorCode.CORRUPT_MESSAGE,
+                    ErrorCode.UNSUPPORTED_COMPRESSION_TYPE}
