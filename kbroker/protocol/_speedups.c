@@ -165,12 +165,31 @@ static int call_crc(PyObject *crc_fn, unsigned char *b, Py_ssize_t n, uint32_t *
     return 0;
 }
 
+/* The check's arguments after the records: max_message_bytes, lo_ts, hi_ts, now_ms, compacted,
+ * log_append_time (check_plain's and check_assign_plain's args[1..6]). */
+typedef struct {
+    long long max_message_bytes, lo_ts, hi_ts, now_ms;
+    int compacted, log_append_time;
+} check_args_t;
+
+static int parse_check_args(PyObject *const *args, check_args_t *ca) {
+    long long *limits[4] = {&ca->max_message_bytes, &ca->lo_ts, &ca->hi_ts, &ca->now_ms};
+    for (int i = 0; i < 4; i++) {
+        *limits[i] = PyLong_AsLongLong(args[1 + i]);
+        if (*limits[i] == -1 && PyErr_Occurred()) return -1;
+    }
+    ca->compacted = PyObject_IsTrue(args[5]);
+    ca->log_append_time = PyObject_IsTrue(args[6]);
+    return ca->compacted < 0 || ca->log_append_time < 0 ? -1 : 0;
+}
+
 /* One produced batch at b (size bytes) passes every check of log.validator.check_batch for a client's
  * uncompressed batch kept uncompressed: 1 with *final_max set, 0 when it does not (or when deciding
  * needs the Python path: any doubt is a 0), -1 with a Python exception set (the CRC call failed). */
-static int check_one(const unsigned char *b, Py_ssize_t size, long long max_message_bytes, long long lo_ts,
-                     long long hi_ts, long long now_ms, int compacted, int log_append_time, PyObject *crc_fn,
+static int check_one(const unsigned char *b, Py_ssize_t size, const check_args_t *ca, PyObject *crc_fn,
                      long long *final_max) {
+    long long max_message_bytes = ca->max_message_bytes, lo_ts = ca->lo_ts, hi_ts = ca->hi_ts, now_ms = ca->now_ms;
+    int compacted = ca->compacted, log_append_time = ca->log_append_time;
     if (size > max_message_bytes) return 0;
     int64_t base = be64(b);
     if (b[16] != 2) return 0; /* magic */
@@ -206,13 +225,8 @@ static PyObject *check_plain(PyObject *Py_UNUSED(self), PyObject *const *args, P
         PyErr_SetString(PyExc_TypeError, "check_plain takes 8 arguments");
         return NULL;
     }
-    long long limits[4];
-    for (int i = 0; i < 4; i++) {
-        limits[i] = PyLong_AsLongLong(args[1 + i]);
-        if (limits[i] == -1 && PyErr_Occurred()) return NULL;
-    }
-    int compacted = PyObject_IsTrue(args[5]), log_append_time = PyObject_IsTrue(args[6]);
-    if (compacted < 0 || log_append_time < 0) return NULL;
+    check_args_t ca;
+    if (parse_check_args(args, &ca) < 0) return NULL;
     Py_buffer view;
     if (PyObject_GetBuffer(args[0], &view, PyBUF_SIMPLE) < 0) return NULL;
     const unsigned char *b = (const unsigned char *)view.buf;
@@ -224,8 +238,7 @@ static PyObject *check_plain(PyObject *Py_UNUSED(self), PyObject *const *args, P
         if (size < RECORD_BATCH_OVERHEAD) goto none; /* CorruptRecordError: the Python path words it */
         if (size > n - pos) break;                   /* a trailing partial batch is dropped, as Kafka does */
         long long final_max;
-        int ok = check_one(b + pos, size, limits[0], limits[1], limits[2], limits[3], compacted, log_append_time,
-                           args[7], &final_max);
+        int ok = check_one(b + pos, size, &ca, args[7], &final_max);
         if (ok < 0) goto fail;
         if (ok == 0) goto none;
         PyObject *item = Py_BuildValue("(nnL)", pos, size, final_max);
@@ -427,13 +440,8 @@ static PyObject *check_assign_plain(PyObject *Py_UNUSED(self), PyObject *const *
         PyErr_SetString(PyExc_TypeError, "check_assign_plain takes 11 arguments");
         return NULL;
     }
-    long long limits[4];
-    for (int i = 0; i < 4; i++) {
-        limits[i] = PyLong_AsLongLong(args[1 + i]);
-        if (limits[i] == -1 && PyErr_Occurred()) return NULL;
-    }
-    int compacted = PyObject_IsTrue(args[5]), log_append_time = PyObject_IsTrue(args[6]);
-    if (compacted < 0 || log_append_time < 0) return NULL;
+    check_args_t ca;
+    if (parse_check_args(args, &ca) < 0) return NULL;
     long long next_offset = PyLong_AsLongLong(args[7]);
     if (next_offset == -1 && PyErr_Occurred()) return NULL;
     long leader_epoch = PyLong_AsLong(args[8]);
@@ -459,8 +467,7 @@ static PyObject *check_assign_plain(PyObject *Py_UNUSED(self), PyObject *const *
         Py_ssize_t size = (Py_ssize_t)be32(b + pos + 8) + LOG_OVERHEAD;
         if (size < RECORD_BATCH_OVERHEAD || batches == FUSED_MAX_BATCHES) goto none;
         if (size > n - pos) break; /* a trailing partial batch is dropped, as Kafka does */
-        int ok = check_one(b + pos, size, limits[0], limits[1], limits[2], limits[3], compacted, log_append_time,
-                           crc_fn, &final_max[batches]);
+        int ok = check_one(b + pos, size, &ca, crc_fn, &final_max[batches]);
         if (ok < 0) goto fail;
         if (ok == 0) goto none;
         spans[batches][0] = pos;
@@ -474,7 +481,7 @@ static PyObject *check_assign_plain(PyObject *Py_UNUSED(self), PyObject *const *
     sums_t sums = {-1, -1, 0, 0};
     for (int i = 0; i < batches; i++) {
         PyObject *info = NULL;
-        PyObject *h = patch_one(b + spans[i][0], spans[i][1], final_max[i], log_append_time, &next_offset,
+        PyObject *h = patch_one(b + spans[i][0], spans[i][1], final_max[i], ca.log_append_time, &next_offset,
                                 leader_epoch, header_type, crc_fn, &sums, &info);
         if (h == NULL) goto fail_lists;
         PyList_SET_ITEM(headers, i, h);

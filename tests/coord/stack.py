@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -68,3 +69,16 @@ class Stack:
 
     def shutdown(self) -> None:
         shutdown_services(self.services)
+
+
+def run_on_stack(tmp: Path, body: Callable[[Stack], Awaitable[None]], **overrides: str) -> None:
+    """``body`` on a started stack (``overrides``: broker configs), then shut the stack down."""
+    async def main() -> None:
+        stack = Stack(tmp, **overrides)
+        stack.start()
+        try:
+            await body(stack)
+        finally:
+            stack.shutdown()
+
+    asyncio.run(main())

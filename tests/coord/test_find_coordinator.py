@@ -2,26 +2,16 @@
 
 from __future__ import annotations
 
-import asyncio
 from pathlib import Path
 
 from kbroker.protocol.errors import ErrorCode
 from kbroker.protocol.messages.find_coordinator import FindCoordinatorRequest
-from tests.coord.stack import Stack
+from tests.coord.stack import Stack, run_on_stack
 
 E = ErrorCode
 
 
-def run(tmp_path: Path, body) -> None:  # type: ignore[no-untyped-def]
-    async def main() -> None:
-        stack = Stack(tmp_path)
-        stack.start()
-        try:
-            await body(stack)
-        finally:
-            stack.shutdown()
-
-    asyncio.run(main())
+run = run_on_stack
 
 
 def test_v5_and_v6_group_keys_are_answered_like_v4(tmp_path: Path) -> None:

@@ -24,7 +24,7 @@ from kbroker.protocol.messages.produce import ProduceRequest
 from kbroker.protocol.messages.txn_offset_commit import TxnOffsetCommitRequest
 from kbroker.protocol.messages.write_txn_markers import WriteTxnMarkersRequest
 from kbroker.protocol.records import SimpleRecord, build_batch
-from tests.coord.stack import Stack
+from tests.coord.stack import Stack, run_on_stack
 
 T = TxnOffsetCommitRequest
 
@@ -45,15 +45,7 @@ async def _fetch(s: Stack, stable: bool) -> tuple[int, int]:
 
 def _run_on_stack(tmp_path: Path, body: Callable[[Stack], Awaitable[None]]) -> None:
     """``body`` on a started in-process stack with two transaction-state partitions, then shut down."""
-    async def main() -> None:
-        stack = Stack(tmp_path, **{"transaction.state.log.num.partitions": "2"})
-        stack.start()
-        try:
-            await body(stack)
-        finally:
-            stack.shutdown()
-
-    asyncio.run(main())
+    run_on_stack(tmp_path, body, **{"transaction.state.log.num.partitions": "2"})
 
 
 def test_txn_offsets_pending_until_commit(tmp_path: Path) -> None:
