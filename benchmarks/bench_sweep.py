@@ -46,6 +46,7 @@ from __future__ import annotations
 import argparse
 import atexit
 import contextlib
+import dataclasses
 import json
 import os
 import statistics
@@ -106,6 +107,7 @@ class Scale:
     size_max_records: int
     fleet_seconds: float
     fleet_warmup: float
+    produce_inflight: int = 1  # partitions dimension: Produce requests in flight (franz-go's default 1)
 
 
 FULL = Scale(produce_records=1_000_000, produce_seconds=8, size_bytes=192 * MIB, size_max_records=500_000, fleet_seconds=5,
@@ -377,7 +379,7 @@ def load_partitions(target: Target, workdir: Path, value: float, scale: Scale) -
     r = _measure(target, lambda: kbench("produce", {
         "bootstrap": target.bootstrap, "topic": "sweep", "records": scale.produce_records, "size": 1024,
         "acks": "1", "linger-ms": 5, "batch-bytes": 131072, "seconds": scale.produce_seconds,
-        "max-buffered": MAX_BUFFERED}, pin=True))
+        "max-buffered": MAX_BUFFERED, "inflight": scale.produce_inflight}, pin=True))
     return {**created, **r, "partitions": float(partitions)}
 
 
@@ -637,6 +639,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--quick", action="store_true", help="fewer points, a smoke load each: checks, not figures")
     ap.add_argument("--brokers", default="kbroker,kafka")
     ap.add_argument("--unpinned", action="store_true", help="broker and generator free on every core")
+    ap.add_argument("--produce-inflight", type=int, default=1, metavar="N",
+                    help="partitions dimension: Produce requests the generator keeps in flight per broker "
+                         "(franz-go's default, 1, makes the row a closed loop)")
     ap.add_argument("--name", default="sweep", help="results file stem")
     ap.add_argument("--results-dir", type=Path, default=RESULTS)
     ap.add_argument("--resume", type=Path, metavar="JSON",
@@ -653,7 +658,7 @@ def main(argv: list[str] | None = None) -> int:
         if d not in DIMENSIONS:
             raise SystemExit(f"--dims: unknown dimension {d!r} (one of {', '.join(DIMENSIONS)})")
     points = parse_points(a.points, dims, a.quick)
-    scale = QUICK if a.quick else FULL
+    scale = dataclasses.replace(QUICK if a.quick else FULL, produce_inflight=a.produce_inflight)
     names = [n for n in a.brokers.split(",") if n]
     cpus = None if a.unpinned else BROKER_CPU
     makers: dict[str, Callable[[dict[str, str]], Target]] = {
@@ -736,7 +741,8 @@ def render(src: Path, out_dir: Path, name: str) -> int:
 
 
 GENERATORS = {
-    "partitions": "kbench produce (Go, franz-go v1.22.3): 1 KiB, linger 5 ms, 128 KiB batches, acks=1, round robin",
+    "partitions": "kbench produce (Go, franz-go v1.22.3): 1 KiB, linger 5 ms, 128 KiB batches, acks=1, round robin, "
+                  "one Produce request in flight per broker unless --produce-inflight says more",
     "connections": f"kbench fleet (Go, franz-go v1.22.3): N clients x {FLEET_RATE} records/s of 1 KiB, linger 0, "
                    f"acks=1, {FLEET_PARTITIONS} partitions; latency from the due time",
     "record_size": "kbench produce: 4 partitions, linger 5 ms, batches max(128 KiB, size + 16 KiB), acks=1; "

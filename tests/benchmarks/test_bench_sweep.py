@@ -97,12 +97,15 @@ def test_sweep_quick_against_kbroker_every_dimension(tmp_path: Path) -> None:
     _need_go()
     kbench_binary()
     result = _sweep(tmp_path, "--brokers", "kbroker", "--points", "partitions=10", "--points", "connections=10",
-                    "--points", "record_size=1048576", "--points", "backlog=0.02", timeout=400)
+                    "--points", "record_size=1048576", "--points", "backlog=0.02", "--produce-inflight", "3",
+                    timeout=400)
     runs = result["runs"]
     assert isinstance(runs, dict)
     part = runs["partitions"]["10"]["kbroker"][0]
     _check_instruments(part)
     assert part["partitions"] == 10 and 0 < part["create_s"] <= part["ready_s"]
+    # --produce-inflight reached the client (franz-go's default is one Produce request in flight).
+    assert part["inflight"] == 3 and result["scale"]["produce_inflight"] == 3  # type: ignore[index]
     assert float(part["p99_latency_ms"]) > 0
     fleet = runs["connections"]["10"]["kbroker"][0]
     _check_instruments(fleet)

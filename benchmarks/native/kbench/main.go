@@ -186,6 +186,7 @@ func produce(args []string) {
 	_ = fs.Int("partitions", 1, "unused: records go round robin over the topic's partitions")
 	limit := fs.Float64("seconds", 0, "stop sending after this many seconds (0: send all -records)")
 	maxBuffered := fs.Int("max-buffered", 100000, "records the client buffers before Produce blocks")
+	inflight := fs.Int("inflight", 1, "Produce requests in flight per broker, acks 0 or 1 only (franz-go's default: 1)")
 	_ = fs.Parse(args)
 	opts := append([]kgo.Opt{
 		kgo.SeedBrokers(strings.Split(*bootstrap, ",")...), kgo.DefaultProduceTopic(*topic),
@@ -194,6 +195,10 @@ func produce(args []string) {
 		kgo.RecordPartitioner(kgo.RoundRobinPartitioner()), kgo.MaxBufferedRecords(*maxBuffered),
 		kgo.AllowAutoTopicCreation(),
 	}, acksOpt(*acks)...)
+	if *inflight != 1 {
+		// franz-go allows more than one only without idempotence (acks 0 or 1 here).
+		opts = append(opts, kgo.MaxProduceRequestsInflightPerBroker(*inflight))
+	}
 	cl, err := kgo.NewClient(opts...)
 	if err != nil {
 		die("client: %v", err)
@@ -239,7 +244,7 @@ func produce(args []string) {
 		"records": sentN, "seconds": secs, "records_per_s": rate(n, secs),
 		"mb_per_s": rate(n*float64(*size)/mib, secs), "gen_cpu_s": cpu, "gen_cpu_util": rate(cpu, secs),
 		"p50_latency_ms": float64(lat.percentile(0.50)) / 1000, "p99_latency_ms": float64(lat.percentile(0.99)) / 1000,
-		"max_latency_ms": float64(lat.max) / 1000,
+		"max_latency_ms": float64(lat.max) / 1000, "inflight": *inflight,
 	})
 }
 
