@@ -46,12 +46,12 @@ class CloseConnection(Exception):
     """
 
 
-class _NoResponse:
+class NoResponse:
     """Type of `NO_RESPONSE`: the request is answered by nothing (acks=0 produce)."""
 
-    _instance: _NoResponse | None = None
+    _instance: NoResponse | None = None
 
-    def __new__(cls) -> _NoResponse:
+    def __new__(cls) -> NoResponse:
         if cls._instance is None:
             cls._instance = super().__new__(cls)
         return cls._instance
@@ -63,7 +63,7 @@ class _NoResponse:
         return False
 
 
-NO_RESPONSE = _NoResponse()
+NO_RESPONSE = NoResponse()
 
 
 @dataclass(frozen=True, slots=True)

@@ -30,11 +30,11 @@ from __future__ import annotations
 
 import asyncio
 import struct
-from typing import Any
+from typing import TypeAlias
 
 from kbroker.api._authz import authorize
 from kbroker.api._futures import chain_future
-from kbroker.api.context import NO_RESPONSE, BrokerServices, CloseConnection, RequestContext
+from kbroker.api.context import NO_RESPONSE, BrokerServices, CloseConnection, NoResponse, RequestContext
 from kbroker.protocol.compression import CompressionType
 from kbroker.protocol.errors import ErrorCode
 from kbroker.protocol.headers import RequestHeader
@@ -74,11 +74,19 @@ ADMIN_CLIENT_ID = "__admin_client"
 _LEGACY_RECORD_OVERHEAD_V0 = 14
 
 
+# A partition's records as the codec hands them over: a view of the request frame.
+Records: TypeAlias = memoryview
+# A partition's header checks: an error code, or a future of one while a coordinator verifies (KIP-890).
+Verdict: TypeAlias = "ErrorCode | asyncio.Future[ErrorCode]"
+# What the handler answers: the response, NO_RESPONSE for acks=0, or a future of either.
+ProduceAnswer: TypeAlias = "ProduceResponse | NoResponse"
+ProduceOutcome: TypeAlias = "ProduceAnswer | asyncio.Future[ProduceAnswer]"
+
 # batchLength (offset 8), magic (16) and attributes (21) of a v2 batch header, read from offset 8.
 _LENGTH_MAGIC_ATTRIBUTES = struct.Struct(">i4xb4xh")
 
 
-def _framing_error(mv: Any, n: int) -> ErrorCode:
+def _framing_error(mv: Records | bytes, n: int) -> ErrorCode:
     """The framing checks' error for records that are not one whole magic-2 batch, in Kafka's order."""
     if n < LOG_OVERHEAD:
         return ErrorCode.INVALID_RECORD  # "must have at least one record batch"
@@ -100,8 +108,8 @@ def _framing_error(mv: Any, n: int) -> ErrorCode:
     return ErrorCode.INVALID_RECORD
 
 
-def _precheck(records: Any, version: int, services: BrokerServices | None = None, transactional_id: str | None = None,
-              topic: str = "", partition: int = -1) -> Any:
+def _precheck(records: Records | bytes | None, version: int, services: BrokerServices | None = None,
+              transactional_id: str | None = None, topic: str = "", partition: int = -1) -> Verdict:
     """The header-only checks Kafka does before the log sees the batch (no record is touched):
     an ErrorCode, or a future of one while a coordinator on another broker verifies the transaction.
     ``ProduceRequest.validateRecords`` over ``ByteBufferLogInputStream``'s framing. A size field
@@ -134,7 +142,7 @@ VERIFICATION_UNAVAILABLE = ("Unable to verify the partition has been added to th
 
 
 def _verify(services: BrokerServices | None, transactional_id: str, producer_id: int, epoch: int, topic: str,
-            partition: int, version: int = TRANSACTION_V2_VERSION - 1, sequence: int | None = None) -> Any:
+            partition: int, version: int = TRANSACTION_V2_VERSION - 1, sequence: int | None = None) -> Verdict:
     """KIP-890 part 1: the partition must be in the producer's Ongoing transaction, asked of the
     transaction coordinator (in-process, or on the broker that owns the id: an ErrorCode or a future).
     The answers are Kafka's AddPartitionsToTxnManager's: an unreachable coordinator NOT_ENOUGH_REPLICAS,
@@ -203,9 +211,9 @@ def _response(request: ProduceRequest, results: dict[tuple[str, int], ProducePar
     # its answers by partition, so it answers each partition once, in one entry per topic (checked
     # against Kafka 4.3.1: tests/differential/scenario.py). Only such a request pays for the check.
     answered: set[tuple[str, int]] | None = set() if named != len(results) else None
-    entries: dict[str, list[Any]] = {}
+    entries: dict[str, list[ProduceResponse.PartitionProduceResponse]] = {}
     for td, name in zip(request.topic_data, names, strict=True):
-        parts: list[Any] = []
+        parts: list[ProduceResponse.PartitionProduceResponse] = []
         again = False
         if answered is not None:
             again = name in entries
@@ -258,11 +266,11 @@ def error_response(request: ProduceRequest, version: int, error: ErrorCode) -> P
 
 def handle(
     services: BrokerServices, ctx: RequestContext, header: RequestHeader, request: ProduceRequest
-) -> Any:
+) -> ProduceOutcome:
     version = header.api_version
     acks = request.acks
     results: dict[tuple[str, int], ProducePartitionResult] = {}
-    entries: dict[tuple[str, int], Any] = {}
+    entries: dict[tuple[str, int], Records] = {}
     names = _topic_names(services, request, version)
     denied: set[str] = set()
     if services.authorizer is not None:
@@ -275,7 +283,7 @@ def handle(
             return error_response(request, version, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
         denied = {n for n in set(names) if not n.startswith(_UNKNOWN_ID_PREFIX)
                   and not authorize(services, ctx, WRITE, TOPIC, n)}
-    verifying: dict[tuple[str, int], tuple[asyncio.Future[ErrorCode], Any]] = {}
+    verifying: dict[tuple[str, int], tuple[asyncio.Future[ErrorCode], Records]] = {}
     for td, name in zip(request.topic_data, names, strict=True):
         for pd in td.partition_data:
             key = (name, pd.index)
@@ -291,16 +299,20 @@ def handle(
             if denied and name in denied:
                 results[key] = ProducePartitionResult(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
                 continue
-            error = _precheck(pd.records, version, services, request.transactional_id, name, pd.index)
+            records = pd.records
+            if records is None:  # a null records field: "must have at least one record batch"
+                results[key] = ProducePartitionResult(ErrorCode.INVALID_RECORD)
+                continue
+            error = _precheck(records, version, services, request.transactional_id, name, pd.index)
             if isinstance(error, asyncio.Future):
-                verifying[key] = (error, pd.records)
+                verifying[key] = (error, records)
             elif error == ErrorCode.NOT_ENOUGH_REPLICAS:
                 # Only the KIP-890 verification answers this here (its coordinator is unavailable).
                 results[key] = ProducePartitionResult(error, error_message=VERIFICATION_UNAVAILABLE)
             elif error != ErrorCode.NONE:
                 results[key] = ProducePartitionResult(error)
             else:
-                entries[key] = pd.records
+                entries[key] = records
     if request.transactional_id is None and any(
         r.error == ErrorCode.INVALID_TXN_STATE for r in results.values()
     ):
@@ -314,7 +326,7 @@ def handle(
         # A coordinator on another broker is verifying some partitions (KIP-890 part 1): append once
         # every answer is in.
         loop = next(iter(verifying.values()))[0].get_loop()
-        out: asyncio.Future[Any] = loop.create_future()
+        out: asyncio.Future[ProduceAnswer] = loop.create_future()
 
         def verified(_f: object) -> None:
             if out.done() or not all(f.done() for f, _ in verifying.values()):
@@ -343,7 +355,7 @@ def handle(
     return _append(services, ctx, request, version, names, results, entries)
 
 
-def _relay(source: asyncio.Future[Any], out: asyncio.Future[Any]) -> None:
+def _relay(source: asyncio.Future[ProduceAnswer], out: asyncio.Future[ProduceAnswer]) -> None:
     if out.done():
         return
     if source.cancelled():
@@ -355,7 +367,8 @@ def _relay(source: asyncio.Future[Any], out: asyncio.Future[Any]) -> None:
 
 
 def _append(services: BrokerServices, ctx: RequestContext, request: ProduceRequest, version: int, names: list[str],
-            results: dict[tuple[str, int], ProducePartitionResult], entries: dict[tuple[str, int], Any]) -> Any:
+            results: dict[tuple[str, int], ProducePartitionResult],
+            entries: dict[tuple[str, int], Records]) -> ProduceOutcome:
     acks = request.acks
     internal_allowed = ctx.client_id == ADMIN_CLIENT_ID
     quotas = services.quotas
@@ -376,7 +389,7 @@ def _append(services: BrokerServices, ctx: RequestContext, request: ProduceReque
     )
     if acks == 0:
         # No response is expected; an error can only be signalled by closing the connection.
-        def no_response(out: dict[Any, ProducePartitionResult]) -> Any:
+        def no_response(out: dict[tuple[str, int], ProducePartitionResult]) -> ProduceAnswer:
             if any(r.error != ErrorCode.NONE for r in results.values()) or any(
                 r.error != ErrorCode.NONE for r in out.values()
             ):
@@ -390,7 +403,7 @@ def _append(services: BrokerServices, ctx: RequestContext, request: ProduceReque
         results.update(outcome)
         return _response(request, results, version, names)
 
-    def respond(delayed: dict[Any, Any]) -> ProduceResponse:
+    def respond(delayed: dict[tuple[str, int], ProducePartitionResult]) -> ProduceAnswer:
         results.update(delayed)
         return _response(request, results, version, names)
 
