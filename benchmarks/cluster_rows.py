@@ -64,6 +64,24 @@ P7_RAW_LOAD = {"size": 1024, "acks": "1", "batch-bytes": 131072, "connections": 
 P7_GENERATORS = ("raw", "produce")
 
 
+# --p7-socket-buffers: os (the default: socket.receive.buffer.bytes and socket.send.buffer.bytes -1 on both
+# brokers, the kernel's autotuning) or kafka (Kafka's 102,400-byte defaults). With Kafka's, one connection
+# carries about 100 KiB of a 0.5 MiB request at a time and the one-node row's core idles while the
+# generator refills it (0.67 to 0.89 busy in 2026-11-28's runs): the row then measures the socket buffer,
+# not the node, and the 2 / 1 ratio swings with it (docs/benchmarks.md, "That reason, tested").
+P7_SOCKET_BUFFERS: dict[str, dict[str, str]] = {
+    "os": {"socket.receive.buffer.bytes": "-1", "socket.send.buffer.bytes": "-1"},
+    "kafka": {},
+}
+
+
+def p7_broker_overrides(socket_buffers: str) -> dict[str, str]:
+    """The broker settings P7 gives both systems' brokers (besides one partition per topic by default)."""
+    if socket_buffers not in P7_SOCKET_BUFFERS:
+        raise ValueError(f"P7's socket buffers are one of {', '.join(P7_SOCKET_BUFFERS)}, not {socket_buffers!r}")
+    return {"num.partitions": "1", **P7_SOCKET_BUFFERS[socket_buffers]}
+
+
 def p7_load(generator: str) -> tuple[str, dict[str, object]]:
     """The kbench mode and load P7 runs with `generator` (raw or produce)."""
     if generator == "raw":
@@ -165,20 +183,26 @@ def _free_port_range(count: int) -> int:
 class _LocalNodes:
     """`kbroker serve --nodes n` under `taskset -c 0-(n-1)`: n kbroker nodes, node i pinned to core i-1."""
 
-    def __init__(self, workdir: Path, n: int) -> None:
+    def __init__(self, workdir: Path, n: int, overrides: dict[str, str] | None = None) -> None:
         self.workdir, self.n = workdir, n
+        self.overrides = {"num.partitions": "1"} if overrides is None else overrides
         self.port, self.controller_port = _free_port_range(n), _free_port_range(3)
         self.pids: dict[int, int] = {}
         self.proc: subprocess.Popen[bytes] | None = None
 
-    def __enter__(self) -> _LocalNodes:
-        out = self.workdir / "serve.out"
+    def command(self) -> list[str]:
         cmd = ["taskset", "-c", f"0-{self.n - 1}", sys.executable, "-m", "kbroker", "serve", "--nodes", str(self.n),
                "--controller-port", str(self.controller_port),
                "--override", f"listeners=PLAINTEXT://127.0.0.1:{self.port}",
-               "--override", f"log.dirs={self.workdir / 'data'}", "--override", "num.partitions=1"]
+               "--override", f"log.dirs={self.workdir / 'data'}"]
+        for key, value in self.overrides.items():
+            cmd += ["--override", f"{key}={value}"]
+        return cmd
+
+    def __enter__(self) -> _LocalNodes:
+        out = self.workdir / "serve.out"
         with open(out, "wb") as sink:
-            self.proc = subprocess.Popen(cmd, stdout=sink, stderr=subprocess.STDOUT, cwd=Path(__file__).parent.parent)
+            self.proc = subprocess.Popen(self.command(), stdout=sink, stderr=subprocess.STDOUT, cwd=Path(__file__).parent.parent)
         ready = "nodes started" if self.n > 1 else "kbroker started: node"
         deadline = time.monotonic() + 180
         while time.monotonic() < deadline:
@@ -245,17 +269,19 @@ def p6(system: str, records: int) -> dict[str, float]:
                     "brokers_cpu_us_per_record": cpu * 1e6 / records}
 
 
-def p7(system: str, nodes: int, records: int, generator: str = "raw") -> dict[str, float]:
+def p7(system: str, nodes: int, records: int, generator: str = "raw", socket_buffers: str = "os") -> dict[str, float]:
     """`nodes` kbroker nodes, one per core (cores 0..nodes-1: `kbroker serve --nodes`), or one Kafka
-    broker on those cores, under `generator`'s load (p7_load: kbench produce-raw or kbench produce)."""
+    broker on those cores, under `generator`'s load (p7_load: kbench produce-raw or kbench produce), the
+    brokers' socket buffers as `socket_buffers` says (P7_SOCKET_BUFFERS)."""
     mode, load = p7_load(generator)
+    overrides = p7_broker_overrides(socket_buffers)
     cpus = ",".join(str(i) for i in range(nodes))
     with tempfile.TemporaryDirectory(prefix=f"bench-p7-{system}-") as d:
         c: _Cluster | _LocalNodes
         if system == "kbroker":
-            c = _LocalNodes(Path(d), nodes)
+            c = _LocalNodes(Path(d), nodes, overrides)
         else:
-            c = _Cluster(system, Path(d), (2,), {"num.partitions": "1"})
+            c = _Cluster(system, Path(d), (2,), overrides)
         with c:
             if system != "kbroker":
                 _pin(c.pid(2), cpus)
@@ -267,6 +293,7 @@ def p7(system: str, nodes: int, records: int, generator: str = "raw") -> dict[st
                 r = kbench(mode, {"bootstrap": c.bootstrap, "topic": "p7", "records": records, **load}, pin=False)
                 cpu = c.cpu_seconds() - cpu0
             return r | {"nodes": len(ids), "cores": nodes, "brokers_cpu_s": cpu,
+                        "os_socket_buffers": float(bool(P7_SOCKET_BUFFERS[socket_buffers])),
                         "brokers_cpu_util": cpu / cpu_first.wall_s if cpu_first.wall_s else 0.0}
 
 

@@ -3,6 +3,7 @@
     .venv/bin/python benchmarks/run.py [--reps 3] [--quick|--tiny] [--only P1,P3] [--configs pinned,unpinned]
                                        [--brokers kbroker,kafka] [--profile] [--p3-generator fetch|consume|both]
                                        [--p7-generator raw|produce]
+                                       [--p7-socket-buffers os|kafka]
 
 Brokers alternate A B, B A (one fresh broker per repetition and configuration) to cancel machine
 drift. Two configurations (issue 17): "pinned", the broker on core 0 and the load generator on
@@ -43,7 +44,10 @@ Workloads:
       records, assigns the offsets and appends: only the client's batching and encoding is left out,
       which is not the broker's work. Its ceiling is produce-raw against kbench sink.
       --p7-generator produce runs kbench produce (franz-go, P1's shape, linger 5 ms) instead; the
-      results record which (p7_generator)
+      results record which (p7_generator). Both systems' brokers run with socket.receive.buffer.bytes
+      and socket.send.buffer.bytes -1 (the kernel's autotuning): with Kafka's 102,400-byte defaults
+      the one-node row's core idled while the generator refilled the connection, so that row measured
+      the buffer, not the node; --p7-socket-buffers kafka keeps the defaults (p7_socket_buffers)
   With --ceilings: each kbench load shape against `kbench sink`, a trivial endpoint (the generator's ceiling)
 
 Results: benchmarks/results/latest.json (+ a timestamped copy) and benchmarks/results/latest.png.
@@ -488,6 +492,9 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--p7-generator", choices=cluster_rows.P7_GENERATORS, default="raw",
                     help="P7's instrument: kbench produce-raw (pre-encoded Produce requests, next to no generator "
                          "CPU; default) or kbench produce (franz-go, linger 5 ms, P1's shape)")
+    ap.add_argument("--p7-socket-buffers", choices=tuple(cluster_rows.P7_SOCKET_BUFFERS), default="os",
+                    help="P7's brokers' socket.receive/send.buffer.bytes: os (-1, the kernel's autotuning; default: "
+                         "the one-node row is then bound by its core) or kafka (Kafka's 102,400-byte defaults)")
     ap.add_argument("--skip-ceiling", action="store_true")
     ap.add_argument("--render", type=Path, metavar="JSON",
                     help="no run: the chart of a results file again, written next to it as <stem>.png")
@@ -558,7 +565,7 @@ def main() -> int:
                 for cores in (1, 2):
                     print(f"rep {rep + 1}/{a.reps} P7 {cores} core(s): {name}", file=sys.stderr, flush=True)
                     merged[name][f"P7_scaleout_{cores}core"] = cluster_rows.p7(name, cores, scale["p7"],
-                                                                                a.p7_generator)
+                                                                                a.p7_generator, a.p7_socket_buffers)
                 one, two = merged[name]["P7_scaleout_1core"], merged[name]["P7_scaleout_2core"]
                 merged[name]["P7_scaling_2_over_1"] = {"mb_per_s": two["mb_per_s"] / one["mb_per_s"]}
         for name in names:
@@ -568,7 +575,8 @@ def main() -> int:
                                  "command": " ".join([".venv/bin/python", "benchmarks/run.py", *sys.argv[1:]]),
                                  "scale": scale, "reps": a.reps, "configs": configs, "table": table, "runs": runs,
                                  "generators": generators(a.p3_generator, a.p7_generator),
-                                 "p3_generator": a.p3_generator, "p7_generator": a.p7_generator}
+                                 "p3_generator": a.p3_generator, "p7_generator": a.p7_generator,
+                                 "p7_socket_buffers": a.p7_socket_buffers}
     (out_dir / "partial.json").write_text(json.dumps(result, indent=2))  # survives a failure below
     if a.ceilings:
         print("generator ceilings against kbench sink", file=sys.stderr, flush=True)

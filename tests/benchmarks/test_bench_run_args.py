@@ -67,3 +67,22 @@ def test_p7_runs_kbench_produce_raw_unless_asked_for_the_franz_go_producer() -> 
         build_parser().parse_args(["--p7-generator", "librdkafka"])
     with pytest.raises(ValueError):
         cluster_rows.p7_load("librdkafka")
+
+
+def test_p7_gives_both_brokers_the_kernels_socket_buffers_unless_asked_for_kafkas(tmp_path) -> None:
+    """With Kafka's 102,400-byte socket buffers the one-node row's core idled while the generator refilled
+    its one connection, so P7 runs both systems' brokers with -1 (the kernel's autotuning)."""
+    assert build_parser().parse_args([]).p7_socket_buffers == "os"
+    assert build_parser().parse_args(["--p7-socket-buffers", "kafka"]).p7_socket_buffers == "kafka"
+    with pytest.raises(SystemExit):
+        build_parser().parse_args(["--p7-socket-buffers", "big"])
+    os_buffers = cluster_rows.p7_broker_overrides("os")
+    assert os_buffers == {"num.partitions": "1", "socket.receive.buffer.bytes": "-1", "socket.send.buffer.bytes": "-1"}
+    assert cluster_rows.p7_broker_overrides("kafka") == {"num.partitions": "1"}
+    with pytest.raises(ValueError):
+        cluster_rows.p7_broker_overrides("big")
+    # kbroker's nodes get them on `kbroker serve --nodes N`'s command line (Kafka's through its properties).
+    cmd = cluster_rows._LocalNodes(tmp_path, 2, os_buffers).command()
+    overrides = [cmd[i + 1] for i, arg in enumerate(cmd) if arg == "--override"]
+    assert {"socket.receive.buffer.bytes=-1", "socket.send.buffer.bytes=-1", "num.partitions=1"} <= set(overrides)
+    assert cmd[cmd.index("--nodes") + 1] == "2"
