@@ -17,9 +17,10 @@ session, that is not in the session): Java's consumer treats that as an IllegalS
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from collections.abc import Hashable
-from typing import Any
+from typing import TYPE_CHECKING
 
 from kbroker.api._authz import authorize, authorize_cluster
 from kbroker.api._futures import chain_future
@@ -32,6 +33,9 @@ from kbroker.replica.delayed import FetchParams
 from kbroker.replica.fetch_session import NO_REPLICA_HIGH_WATERMARK, FetchPartitionRequest, PartitionResult
 from kbroker.replica.partition import FETCH_LOG_END
 from kbroker.security.acl import CLUSTER_ACTION, READ, TOPIC
+
+if TYPE_CHECKING:
+    from kbroker.replica.replica_manager import ReplicaManager
 
 API_KEY = 1
 MIN_VERSION = 4
@@ -82,13 +86,13 @@ def _forgotten(request: FetchRequest, version: int) -> list[Hashable]:
         return []
     keys: list[Hashable] = []
     for f in request.forgotten_topics_data:
-        ident: Any = f.topic_id if version >= 13 else f.topic
+        ident: uuid.UUID | str = f.topic_id if version >= 13 else f.topic
         keys.extend((ident, p) for p in f.partitions)
     return keys
 
 
 def _partition_data(req: FetchPartitionRequest, r: PartitionResult, version: int, isolation: int,
-                    unsupported: frozenset[str] = frozenset()) -> Any:
+                    unsupported: frozenset[str] = frozenset()) -> FetchResponse.PartitionData:
     if req.topic in unsupported:
         # KafkaApis.maybeConvertFetchedData: FetchResponse.partitionResponse(tp, error).
         return FetchResponse.PartitionData(
@@ -127,9 +131,9 @@ def _build_response(
     error: ErrorCode = ErrorCode.NONE,
     unsupported: frozenset[str] = frozenset(),
 ) -> FetchResponse:
-    topics: list[Any] = []
-    current: Any = None
-    current_ident: Any = None
+    topics: list[FetchResponse.FetchableTopicResponse] = []
+    current: FetchResponse.FetchableTopicResponse | None = None
+    current_ident: uuid.UUID | str | None = None
     for req, result in parts:
         ident = req.topic_id if version >= 13 else req.topic
         if current is None or ident != current_ident:
@@ -145,7 +149,7 @@ def _build_response(
     return FetchResponse(throttle_time_ms=0, error_code=error, session_id=session_id, responses=topics)
 
 
-def _zstd_topics(rm: Any, parts: list[tuple[FetchPartitionRequest, PartitionResult]]) -> frozenset[str]:
+def _zstd_topics(rm: ReplicaManager, parts: list[tuple[FetchPartitionRequest, PartitionResult]]) -> frozenset[str]:
     """Topics with ``compression.type=zstd``: a consumer fetching below v10 cannot read zstd
     (KIP-110), so Kafka answers UNSUPPORTED_COMPRESSION_TYPE for their partitions, whatever they hold."""
     out = set()
@@ -195,7 +199,8 @@ def error_response(request: FetchRequest, version: int, error: ErrorCode) -> Fet
     return FetchResponse(throttle_time_ms=0, error_code=error, session_id=0, responses=[])
 
 
-def handle(services: BrokerServices, ctx: RequestContext, header: RequestHeader, request: FetchRequest) -> Any:
+def handle(services: BrokerServices, ctx: RequestContext, header: RequestHeader,
+           request: FetchRequest) -> FetchResponse | asyncio.Future[FetchResponse]:
     version = header.api_version
     rm = services.replica_manager
     isolation = 1 if request.isolation_level == 1 else 0
