@@ -108,16 +108,15 @@ def _framing_error(mv: Records | bytes, n: int) -> ErrorCode:
     return ErrorCode.INVALID_RECORD
 
 
-def _precheck(records: Records | bytes | None, version: int, services: BrokerServices | None = None,
+def _precheck(records: Records | bytes, version: int, services: BrokerServices | None = None,
               transactional_id: str | None = None, topic: str = "", partition: int = -1) -> Verdict:
     """The header-only checks Kafka does before the log sees the batch (no record is touched):
     an ErrorCode, or a future of one while a coordinator on another broker verifies the transaction.
     ``ProduceRequest.validateRecords`` over ``ByteBufferLogInputStream``'s framing. A size field
     under 14 (LegacyRecord's minimum) or a magic outside 0-2 is CORRUPT_MESSAGE; a whole magic-0/1
     message set is INVALID_RECORD (v3+ only allows magic 2); a magic-2 batch shorter than its 61-byte
-    header is CORRUPT_MESSAGE (DefaultRecordBatch.ensureValid)."""
-    if records is None:
-        return ErrorCode.INVALID_RECORD  # "must have at least one record batch"
+    header is CORRUPT_MESSAGE (DefaultRecordBatch.ensureValid). A null records field is the caller's
+    to answer (INVALID_RECORD, before this)."""
     n = len(records)
     if n < RECORD_BATCH_OVERHEAD:
         return _framing_error(records, n)

@@ -20,9 +20,10 @@ The first entry (issue 17): a fresh index's first entry is written with one ``pw
 mapping. Mapping costs an ``open``, a ``posix_fallocate`` of the page, the ``mmap`` and a write fault of
 the page: about 60 µs on this project's machines, against about 15 µs for ``open`` + ``pwrite`` +
 ``close``, paid twice (``.index``, ``.timeindex``) by every new segment. A broker with many quiet
-partitions - or a load that spreads over 10,000 new ones, where this set-up was a quarter of the
-broker's time - writes one entry per segment for a long while, so most of them never map at all (and
-hold no mapping: ``vm.max_map_count`` is not spent on them). The second entry maps the file, with one
+partitions - or a load that spreads over 10,000 new ones, where a profile put this set-up at a quarter
+of the broker's time (the throughput gain measured there was within the runs' spread) - writes one
+entry per segment for a long while, so most of them never map at all (and hold no mapping:
+``vm.max_map_count`` is not spent on them). The second entry maps the file, with one
 ``open`` for the page's allocation and the mapping; a ``pwrite`` and a shared mapping see the same page
 cache, so the entry written first is in the mapping. A ``pwrite`` on a full disk fails with ENOSPC
 rather than a SIGBUS, so it needs no ``posix_fallocate``.
@@ -328,7 +329,7 @@ class AbstractIndex:
             os.close(fd)
         return self._mmap
 
-    def _write_first_entry(self, fields: tuple[int, ...]) -> bool:
+    def _pwrite_first_entry(self, fields: tuple[int, ...]) -> bool:
         """The first entry of an index that is not mapped, written with ``pwrite`` (see the module docstring)."""
         data = self.ENTRY.pack(*fields)
         try:
@@ -342,8 +343,6 @@ class AbstractIndex:
         if written != len(data):  # only a full disk writes short; the count below is what makes an entry valid
             return self._no_space(OSError(errno.ENOSPC, os.strerror(errno.ENOSPC)))
         self._space_again()
-        self._entries = 1
-        self._last, self._last_n = fields, 1
         return True
 
     def _last_fields(self, n: int) -> tuple[int, ...]:
@@ -362,15 +361,17 @@ class AbstractIndex:
             if end > self._file_length:
                 self.resize(end * 2)
         m = self._mmap
-        if m is None:
-            if n == 0:
-                return self._write_first_entry(fields)
-            m = self._map_for_write(end)
-            if m is None:
+        if m is None and n == 0:
+            if not self._pwrite_first_entry(fields):
                 return False
-        elif end > self._allocated and not self._allocate(end):
-            return False
-        self.ENTRY.pack_into(m, n * self.entry_size, *fields)
+        else:
+            if m is None:
+                m = self._map_for_write(end)
+                if m is None:
+                    return False
+            elif end > self._allocated and not self._allocate(end):
+                return False
+            self.ENTRY.pack_into(m, n * self.entry_size, *fields)
         self._entries = n + 1
         self._last, self._last_n = fields, n + 1
         return True
