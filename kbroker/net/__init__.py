@@ -1,9 +1,9 @@
 """The network edge: listeners, connections, request framing, the request bounds and the response writer.
 
-Owns every socket kbroker opens. Frames requests (4-byte size prefix, exact-size buffers), bounds what
-is received broker-wide (memory from the size prefix on, request slots only for complete requests),
-closes slow senders and idle connections, hands each request to the API dispatcher and writes the
-responses back in request order, `FileRegion` parts with `os.sendfile`.
+Owns every socket kbroker opens. Frames requests (4-byte size prefix, exact-size views of reusable
+buffers: `frames`), bounds what is received broker-wide (memory from the size prefix on, request
+slots only for complete requests), closes slow senders and idle connections, hands each request to the
+API dispatcher and writes the responses back in request order, `FileRegion` parts with `os.sendfile`.
 
 Also owns the HTTP listener for Prometheus and probes (`http_listener`: `/metrics`, `/health/live`,
 `/health/ready`) and the event-loop monitor (`loop_monitor`), and records Kafka's RequestMetrics and

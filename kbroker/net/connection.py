@@ -1,8 +1,9 @@
 """One client connection: request framing, the broker-wide bounds, dispatch, and in-order responses.
 
-Framing: a 4-byte big-endian size, then exactly that many bytes, each read into its own exact-size
-buffer (`get_buffer` hands out a memoryview of the part still to fill, so a read never spans two
-frames). A negative size or one above `socket.request.max.bytes` closes the connection before any
+Framing: a 4-byte big-endian size, then exactly that many bytes, each read into an exact-size view of
+a buffer from the server's `FrameBuffers` (kbroker.net.frames: reused for large frames once nothing
+uses them, resident only as bytes arrive); `get_buffer` hands out a memoryview of the part still to
+fill, so a read never spans two frames. A negative size or one above `socket.request.max.bytes` closes the connection before any
 allocation, as Kafka's NetworkReceive does (InvalidReceiveException).
 
 Bounds (kbroker.net.bounds): a frame takes its announced size from the broker-wide `MemoryPool`
@@ -64,10 +65,6 @@ _API_VERSIONS_KEY = 18
 # max.in.flight.requests.per.connection, 5 by default, so this only bites misbehaving ones).
 MAX_PENDING_PER_CONNECTION = 64
 _ids = itertools.count()
-# Frames at least this large are read into anonymous mmaps instead of bytearrays: bytearray(n)
-# zero-fills (touches every page at once) while an mmap's pages become resident only as bytes arrive,
-# so a client that announces 100 MB and sends 10 bytes costs 10 bytes of RSS, not 100 MB.
-MMAP_FRAME_THRESHOLD = 512 * 1024
 
 
 def _foreign_protocol(first: bytes) -> str | None:
@@ -83,13 +80,6 @@ def _foreign_protocol(first: bytes) -> str | None:
     if first in (b"GET ", b"POST", b"PUT ", b"HEAD", b"DELE", b"OPTI", b"PATC"):
         return "it sent an HTTP request to the Kafka listener (an HTTP client or a browser pointed at the Kafka port)"
     return None
-
-
-def new_frame_buffer(size: int) -> bytearray | mmap.mmap:
-    """An exact-size, writable buffer for one request frame."""
-    if size >= MMAP_FRAME_THRESHOLD:
-        return mmap.mmap(-1, size)
-    return bytearray(size)
 
 
 class _Slot:
@@ -312,10 +302,9 @@ class KafkaConnection(asyncio.BufferedProtocol):
         pool.wait(self, size)
 
     def _take_frame_buffer(self) -> None:
-        """The pool holds `_frame_size` bytes for us: allocate the frame's buffer and read into it."""
+        """The pool holds `_frame_size` bytes for us: take the frame's buffer and read into it."""
         self._holding = self._frame_size
-        self._frame = new_frame_buffer(self._frame_size)
-        self._view = memoryview(self._frame)
+        self._frame, self._view = self._server.frame_buffers.take(self._frame_size)
         self._filled = 0
 
     def on_memory_granted(self) -> None:

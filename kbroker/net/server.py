@@ -33,6 +33,7 @@ from typing import Any, Protocol
 from kbroker.metrics.meters import BrokerMetrics
 from kbroker.net.bounds import MemoryPool, RequestQueueBound
 from kbroker.net.connection import KafkaConnection
+from kbroker.net.frames import FrameBuffers
 from kbroker.net.settings import ListenerEndpoint, SocketServerConfig
 
 log = logging.getLogger(__name__)
@@ -131,6 +132,8 @@ class KafkaServer:
         self.metrics = metrics
         self.loop = loop or asyncio.get_running_loop()
         self.memory_pool = MemoryPool(config.queued_max_request_bytes)
+        # What request frames are read into; large ones reused once free (kbroker.net.frames).
+        self.frame_buffers = FrameBuffers()
         self.request_bound = RequestQueueBound(config.queued_max_requests, self.loop.call_soon)
         self.connections: set[KafkaConnection] = set()
         self._per_ip: dict[str, int] = {}
@@ -215,6 +218,7 @@ class KafkaServer:
             except TimeoutError:
                 pass
         self._servers.clear()
+        self.frame_buffers.clear()
 
     # -- connection bookkeeping --
 

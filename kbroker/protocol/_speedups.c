@@ -24,6 +24,9 @@
  *    the two calls and the CheckedBatch list between them were a tenth of the per-partition path).
  * tests/log/test_validator_compiled.py runs random and damaged batches through both paths.
  *
+ * And two helpers for request frame buffers (kbroker.net.frames says why): frame_buffer(n), a bytearray
+ * of n bytes left uninitialised, and buffer_exported(b), whether any memoryview of bytearray b is alive.
+ *
  * The module is optional: kbroker works without it (setup.py builds it when a C compiler exists).
  */
 #define PY_SSIZE_T_CLEAN
@@ -501,7 +504,33 @@ none:
     Py_RETURN_NONE;
 }
 
+/* frame_buffer(n): PyByteArray_FromStringAndSize(NULL, n) allocates without writing the bytes, where
+ * bytearray(n) zero-fills them. Only ever read after the socket has filled every byte. */
+static PyObject *frame_buffer(PyObject *Py_UNUSED(self), PyObject *arg) {
+    Py_ssize_t n = PyLong_AsSsize_t(arg);
+    if (n == -1 && PyErr_Occurred()) return NULL;
+    if (n < 0) {
+        PyErr_SetString(PyExc_ValueError, "a frame buffer's size must not be negative");
+        return NULL;
+    }
+    return PyByteArray_FromStringAndSize(NULL, n);
+}
+
+/* buffer_exported(b): whether a buffer of bytearray b is exported (a memoryview of it, or of a slice of
+ * one, is alive): bytearray's own ob_exports count, which is what makes it refuse to resize. */
+static PyObject *buffer_exported(PyObject *Py_UNUSED(self), PyObject *arg) {
+    if (!PyByteArray_CheckExact(arg)) {
+        PyErr_SetString(PyExc_TypeError, "buffer_exported() takes a bytearray");
+        return NULL;
+    }
+    return PyBool_FromLong(((PyByteArrayObject *)arg)->ob_exports > 0);
+}
+
 static PyMethodDef methods[] = {
+    {"buffer_exported", buffer_exported, METH_O,
+     "buffer_exported(b: bytearray) -> bool: whether a memoryview of b (or of a slice of one) is alive."},
+    {"frame_buffer", frame_buffer, METH_O,
+     "frame_buffer(n) -> bytearray: n bytes, not initialised (the socket fills them before any is read)."},
     {"walk_uncompressed", walk_uncompressed, METH_VARARGS,
      "walk_uncompressed(buf, pos, count) -> (pos, count, min_ts_delta, max_ts_delta, null_keys, "
      "bad_offset_index) | None: walk_records(buf, pos, 0, count) for well-formed records, else None."},

@@ -1,9 +1,11 @@
-"""A closed connection's buffers are freed when it closes, not at the next garbage collection
-(issue 19, finding 7).
+"""A frame buffer's memory: freed when its connection closes, not at the next garbage collection
+(issue 19, finding 7); resident only as its bytes arrive; reused, not faulted in again, by the next
+large frame (issue 17).
 
-The collector is disabled for these tests: whatever a closed connection still holds through a
-reference cycle would stay. Frames below the mmap threshold are bytearrays (seen by tracemalloc);
-larger ones are anonymous mmaps (seen in the process's RSS).
+The collector is disabled for the closing tests: whatever a closed connection still holds through a
+reference cycle would stay. Frames are malloc'd bytearrays (seen by tracemalloc); frames above glibc's
+mmap threshold (32 MB at most) are mapped by malloc and seen in the process's RSS. Without the compiled
+module, frames of MMAP_FRAME_THRESHOLD or more are anonymous mmaps, also seen in the RSS.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import kbroker.net.connection as connection_module
+from kbroker.net import frames
 
 
 @contextmanager
@@ -76,10 +79,8 @@ def _open_partial_frames(server, count: int, announced: int, sent: int) -> list:
     return socks
 
 
-def test_bytearray_frames_are_freed_on_close(start_server) -> None:
-    server = start_server()
-    count, announced, sent = 40, 400_000, 300_000  # 16 MB of frame buffers, below the mmap threshold
-    assert announced < connection_module.MMAP_FRAME_THRESHOLD
+def _traced_before_during_after(server, count: int, announced: int, sent: int) -> tuple[int, int, int]:
+    """tracemalloc's traced bytes before `count` partial frames are opened, while open, after close."""
     with collector_disabled():
         tracemalloc.start()
         try:
@@ -92,14 +93,35 @@ def test_bytearray_frames_are_freed_on_close(start_server) -> None:
             after = tracemalloc.get_traced_memory()[0]
         finally:
             tracemalloc.stop()
+    return before, during, after
+
+
+def test_bytearray_frames_are_freed_on_close(start_server) -> None:
+    server = start_server()
+    count, announced, sent = 200, 60_000, 50_000  # 12 MB of frames, each below the pooled size
+    assert announced < frames.POOLED_FRAME_BYTES
+    before, during, after = _traced_before_during_after(server, count, announced, sent)
     held = count * announced
     assert during - before >= held, (before, during)
     assert after - before < held // 8, f"{(after - before) >> 20} MB still held after close (before {before})"
 
 
-def test_mmap_frames_are_unmapped_on_close(start_server) -> None:
+def test_pooled_frames_are_freed_on_close_beyond_what_the_pool_keeps(start_server) -> None:
+    server = start_server()
+    count, announced, sent = 100, 400_000, 300_000  # 40 MB of pooled-size frames, over twice what the pool keeps
+    assert frames.POOLED_FRAME_BYTES <= announced and count * announced > 2 * frames.MAX_POOLED_BYTES
+    before, during, after = _traced_before_during_after(server, count, announced, sent)
+    kept = server.call(lambda: server.server.frame_buffers.pooled_bytes)
+    held = count * announced
+    assert during - before >= held, (before, during)
+    assert 0 < kept <= frames.MAX_POOLED_BYTES
+    assert after - before < kept + held // 8, f"{(after - before) >> 20} MB held after close, the pool {kept >> 20} MB"
+
+
+def test_frames_above_the_pool_are_unmapped_on_close(start_server) -> None:
     server = start_server()
     count, announced, sent = 2, 64 << 20, 24 << 20  # 48 MB resident in two announced 64 MB frames
+    assert announced > frames.MAX_POOLED_BYTES  # never pooled; malloc maps what is above 32 MB
     with collector_disabled():
         before = _rss_bytes()
         socks = _open_partial_frames(server, count, announced, sent)
@@ -146,3 +168,33 @@ def test_closed_connection_objects_are_freed_without_the_collector(start_server,
         alive = [r for r in created if r() is not None]
     assert len(created) == 3
     assert not alive, f"{len(alive)} closed connections still alive without the garbage collector"
+
+
+def test_large_frames_reuse_one_buffer_and_answer_each_its_own(start_server, h) -> None:
+    # Issue 17: 1 MiB frames, one after another on one connection, are read into the same pooled buffer
+    # (its pages resident: no page fault per page per frame); each request is still answered from its
+    # own bytes, though the buffer is not cleared in between.
+    server = start_server()
+    pad = b"p" * (1 << 20)
+    with server.connect() as s:
+        for i in range(40):
+            s.sendall(h.request(i, b"echo:%d:" % i + pad[: len(pad) - i]))
+            assert h.read_test_response(s) == (i, b"%d" % i)
+    buffers = server.server.frame_buffers
+    assert (buffers.allocated, buffers.reused) == (1, 39)
+
+
+def test_announced_frames_cost_only_the_bytes_that_arrive(start_server) -> None:
+    # Frames of 8 MB, under glibc's largest mmap threshold, so malloc may serve them from its heap: a
+    # zero-filled bytearray there would make each announced byte resident at once.
+    server = start_server()
+    count, announced, sent = 24, 8 << 20, 256 << 10  # 192 MB announced, 6 MB sent
+    before = _rss_bytes()
+    socks = _open_partial_frames(server, count, announced, sent)
+    try:
+        during = _rss_bytes()
+    finally:
+        for s in socks:
+            s.close()
+        _wait_closed(server)
+    assert during - before < count * announced // 4, f"RSS grew {(during - before) >> 20} MB for {count * sent >> 20} MB sent"
