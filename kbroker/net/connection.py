@@ -18,7 +18,13 @@ bytes of an unfinished frame are not activity for `connections.max.idle.ms` eith
 Ordering: every dispatched request gets a slot in a FIFO. A synchronous handler result fills its slot
 at once; an awaitable fills it from a done-callback (no task per request). Slots are written from the
 head only, so responses leave in request order however the handlers complete; several requests may be
-in flight (pipelining). Reading pauses when too many responses are pending on this connection, when the
+in flight (pipelining). A response that completes does not go to the transport at once: `_finish`
+schedules one `_flush` for the end of the loop iteration (`call_soon`), so the responses of every
+request handled in the meantime leave together, in one `writev`. libuv reads a socket up to 32 times
+per readiness event and a read never spans two frames, so a pipelining client's requests are often
+handled in one iteration: a producer with 5 requests in flight then gets its answers in one system
+call rather than 5 (docs/benchmarks.md, "Responses written together"). Kafka's Processor also sends
+the responses it collected once per poll. Reading pauses when too many responses are pending on this connection, when the
 client does not read its responses (transport write buffer above its high-water mark), or while a
 bound makes this connection wait.
 
@@ -132,6 +138,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self._closed = False
         self._closing_when_idle = False
         self._close_after_write = False
+        self._flush_scheduled = False
         # Why the broker closed this connection (None: the client closed it), for the DEBUG close line.
         self.close_reason: str | None = None
         self.closed_future: asyncio.Future[None] = self._loop.create_future()
@@ -471,8 +478,14 @@ class KafkaConnection(asyncio.BufferedProtocol):
         slot.done = True
         if close:
             self._pause("closing")  # nothing after a fatal request is read
-        if self._queue and self._queue[0] is slot:
-            self._flush()
+        if self._queue and self._queue[0] is slot and not self._flush_scheduled:
+            self._flush_scheduled = True
+            self._loop.call_soon(self._scheduled_flush)
+
+    def _scheduled_flush(self) -> None:
+        """The flush `_finish` deferred to the end of the loop iteration (see the module docstring)."""
+        self._flush_scheduled = False
+        self._flush()
 
     def _flush(self) -> None:
         """Write every completed response at the head of the queue, in order, in one batch.

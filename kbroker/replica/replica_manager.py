@@ -597,23 +597,26 @@ class ReplicaManager:
             return {k: ProducePartitionResult(ErrorCode.INVALID_REQUIRED_ACKS) for k in entries}
         results: dict[tuple[str, int], ProducePartitionResult] = {}
         waiting: dict[tuple[str, int], int] = {}
-        loop = _running_loop() if offload else None
+        # The running loop, looked up only for a partition that goes through its queue: CPython 3.11's
+        # get_running_loop makes a getpid system call (its fork check) each time.
+        loop: asyncio.AbstractEventLoop | None = None
         pending: list[tuple[tuple[str, int], _PendingAppend]] = []
         # One pass over the request's partitions, each looked up once (a request may name thousands).
         partitions = self._partitions
         queues = self._append_queues
         for key, records in entries.items():
             partition = partitions.get(key)
-            if loop is not None:
+            if offload:
                 # Whether checking the batch belongs on the worker pool (log.validator.needs_worker); the
-                # append goes through the partition's queue when it does, or when a queue is in use.
+                # append goes through the partition's queue when it does, or when a queue is in use
+                # (both only on a running loop; without one the append is inline, as it always was).
                 heavy = False
                 if partition is not None and records is not None:
                     try:
                         heavy = needs_worker(records, partition.log.config)
                     except Exception:  # noqa: BLE001 - malformed framing: the inline check reports it
                         pass
-                if heavy or key in queues:
+                if (heavy or key in queues) and (loop is not None or (loop := _running_loop()) is not None):
                     job = _PendingAppend(records, required_acks, internal_topics_allowed, lambda r, n: None, heavy)
                     pending.append((key, job))
                     continue
