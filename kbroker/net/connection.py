@@ -18,15 +18,20 @@ bytes of an unfinished frame are not activity for `connections.max.idle.ms` eith
 Ordering: every dispatched request gets a slot in a FIFO. A synchronous handler result fills its slot
 at once; an awaitable fills it from a done-callback (no task per request). Slots are written from the
 head only, so responses leave in request order however the handlers complete; several requests may be
-in flight (pipelining). A response that completes does not go to the transport at once: `_finish`
-schedules one `_flush` for the end of the loop iteration (`call_soon`), so the responses of every
-request handled in the meantime leave together, in one `writev`. libuv reads a socket up to 32 times
-per readiness event and a read never spans two frames, so a pipelining client's requests are often
-handled in one iteration: a producer with 5 requests in flight then gets its answers in one system
-call rather than 5 (docs/benchmarks.md, "Responses written together"). Kafka's Processor also sends
-the responses it collected once per poll. Reading pauses when too many responses are pending on this connection, when the
-client does not read its responses (transport write buffer above its high-water mark), or while a
-bound makes this connection wait.
+in flight (pipelining).
+
+Writing: the first response that is ready in an iteration of the event loop is written at once; later
+ones of small requests (under `COALESCED_REQUEST_BYTES`) wait for the end of the iteration (one
+`call_soon`'d `_flush`) and leave together, in one `writev`. libuv reads a socket up to 32 times per
+readiness event, and a read never spans two frames, so a pipelining client's small requests are often
+handled in one iteration: their answers then cost one system call, not one each. The first answer
+still leaves at once so that the client can send its next request meanwhile, and a large request's
+answer is never held back behind the requests handled after it (the per-request cost being small
+beside its bytes). Measured in docs/benchmarks.md, "Responses written together".
+
+Reading pauses when too many responses are pending on this connection, when the client does not read
+its responses (transport write buffer above its high-water mark), or while a bound makes this
+connection wait.
 
 Throttling (client quotas, KIP-219): a response is sent at once with its `throttle_time_ms`, and the
 connection then reads nothing more until that time has passed (the "throttle" pause reason), as
@@ -70,6 +75,9 @@ _API_VERSIONS_KEY = 18
 # Responses pending on one connection before it stops reading (clients send at most
 # max.in.flight.requests.per.connection, 5 by default, so this only bites misbehaving ones).
 MAX_PENDING_PER_CONNECTION = 64
+# The response of a request smaller than this may wait for the end of the loop iteration, to leave with
+# the others ready by then (see "Ordering" above); a larger request's response is written at once.
+COALESCED_REQUEST_BYTES = 64 * 1024
 _ids = itertools.count()
 
 
@@ -91,9 +99,12 @@ def _foreign_protocol(first: bytes) -> str | None:
 class _Slot:
     """One request's place in the response order, and (metrics on) the times of its life."""
 
-    __slots__ = ("parts", "done", "close", "stats", "received", "dispatched", "local_done", "completed", "close_after")
+    __slots__ = ("parts", "done", "close", "stats", "received", "dispatched", "local_done", "completed", "close_after",
+                 "small")
 
-    def __init__(self) -> None:
+    def __init__(self, small: bool) -> None:
+        # A request under COALESCED_REQUEST_BYTES: its response may wait for the end of the loop iteration.
+        self.small = small
         self.parts: list[Any] | None = None
         self.done = False
         self.close = False
@@ -373,7 +384,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
         """
         server = self._server
         codec = server.codec
-        slot = _Slot()
+        slot = _Slot(len(frame) < COALESCED_REQUEST_BYTES)
         self._queue.append(slot)
         if len(self._queue) >= MAX_PENDING_PER_CONNECTION:
             self._pause("pending")
@@ -478,9 +489,13 @@ class KafkaConnection(asyncio.BufferedProtocol):
         slot.done = True
         if close:
             self._pause("closing")  # nothing after a fatal request is read
-        if self._queue and self._queue[0] is slot and not self._flush_scheduled:
-            self._flush_scheduled = True
-            self._loop.call_soon(self._scheduled_flush)
+        if self._queue and self._queue[0] is slot:
+            if self._flush_scheduled and slot.small:
+                return  # a response left earlier in this loop iteration: this one joins the flush at its end
+            if not self._flush_scheduled:
+                self._flush_scheduled = True
+                self._loop.call_soon(self._scheduled_flush)
+            self._flush()
 
     def _scheduled_flush(self) -> None:
         """The flush `_finish` deferred to the end of the loop iteration (see the module docstring)."""
