@@ -308,6 +308,16 @@ class BrokerObservability:
         yield gauge("kafka_network_socketserver_memorypoolused",
                     "Bytes of queued.max.request.bytes held by requests being received or handled",
                     samples=[((), server.memory_pool.used)])
+        frames = server.frame_buffers
+        yield gauge("kbroker_network_frame_buffers_pooled_bytes",
+                    "Bytes of the buffers kept to read large request frames into again (in use or not)",
+                    samples=[((), frames.pooled_bytes)])
+        yield counter("kbroker_network_frame_buffers_reused",
+                      "Request frames of 64 KiB or more read into a pooled buffer again",
+                      samples=[((), frames.reused)])
+        yield counter("kbroker_network_frame_buffers_allocated",
+                      "Request frames of 64 KiB or more that needed a new buffer",
+                      samples=[((), frames.allocated)])
 
     def _groups(self) -> Iterator[Metric]:
         services = self.services

@@ -3,8 +3,8 @@
 Framing: a 4-byte big-endian size, then exactly that many bytes, each read into an exact-size view of
 a buffer from the server's `FrameBuffers` (kbroker.net.frames: reused for large frames once nothing
 uses them, resident only as bytes arrive); `get_buffer` hands out a memoryview of the part still to
-fill, so a read never spans two frames. A negative size or one above `socket.request.max.bytes` closes the connection before any
-allocation, as Kafka's NetworkReceive does (InvalidReceiveException).
+fill, so a read never spans two frames. A negative size or one above `socket.request.max.bytes`
+closes the connection before any allocation, as Kafka's NetworkReceive does (InvalidReceiveException).
 
 Bounds (kbroker.net.bounds): a frame takes its announced size from the broker-wide `MemoryPool`
 (`queued.max.request.bytes`) when its size prefix arrives, and a slot of the `RequestQueueBound`
@@ -99,8 +99,8 @@ def _foreign_protocol(first: bytes) -> str | None:
 class _Slot:
     """One request's place in the response order, and (metrics on) the times of its life."""
 
-    __slots__ = ("parts", "done", "close", "stats", "received", "dispatched", "local_done", "completed", "close_after",
-                 "small")
+    __slots__ = ("small", "parts", "done", "close", "stats", "received", "dispatched", "local_done", "completed",
+                 "close_after")
 
     def __init__(self, small: bool) -> None:
         # A request under COALESCED_REQUEST_BYTES: its response may wait for the end of the loop iteration.
