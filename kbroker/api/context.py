@@ -1,7 +1,8 @@
 """The request context and the services every API handler may use.
 
 Owns `RequestContext` (who sent a request, on which listener), `BrokerServices` (the domain objects
-the broker wiring hands to the handlers), the `NO_RESPONSE` sentinel and `CloseConnection`.
+the broker wiring hands to the handlers), the `NO_RESPONSE` sentinel, `CloseConnection` and
+`is_awaitable_result` (what a handler returned: an answer now or later).
 Imports nothing from net/: the network layer fills the context, handlers only read it.
 
 `BrokerServices` names every service with its real type, but imports those types only for the type
@@ -11,8 +12,10 @@ lives in the wiring layer above) in with it. One builder fills it: `kbroker.serv
 
 from __future__ import annotations
 
+import inspect
 from contextvars import ContextVar
 from dataclasses import dataclass, field
+from types import GeneratorType
 from typing import TYPE_CHECKING
 
 from kbroker.clock import Clock, wall_clock_ms
@@ -64,6 +67,28 @@ class NoResponse:
 
 
 NO_RESPONSE = NoResponse()
+
+# Types of handler results found not awaitable: the response classes, lists (tests). Generators are not
+# remembered (a generator-based coroutine is awaitable, a plain generator is not); the set is bounded.
+_PLAIN_RESULT_TYPES: set[type] = set()
+_MAX_PLAIN_RESULT_TYPES = 1024
+
+
+def is_awaitable_result(result: object) -> bool:
+    """Whether a handler's result is awaitable (a loop future, a coroutine), as `inspect.isawaitable`.
+
+    Asked of every request's result, twice (the dispatcher, the connection). For a plain response object
+    `inspect.isawaitable`, `asyncio.isfuture` and `asyncio.iscoroutine` cost about 0.7 µs each here (an
+    abstract-class check, a missing attribute looked up); a response class seen once is then a set lookup.
+    """
+    kind = type(result)
+    if kind in _PLAIN_RESULT_TYPES:
+        return False
+    if inspect.isawaitable(result):
+        return True
+    if kind is not GeneratorType and len(_PLAIN_RESULT_TYPES) < _MAX_PLAIN_RESULT_TYPES:
+        _PLAIN_RESULT_TYPES.add(kind)
+    return False
 
 
 @dataclass(frozen=True, slots=True)

@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import asyncio
 import importlib
-import inspect
 import logging
 import pkgutil
 import time
@@ -45,6 +44,7 @@ from kbroker.api.context import (
     CloseConnection,
     RequestContext,
     RequestOrigin,
+    is_awaitable_result,
 )
 from kbroker.protocol.errors import ErrorCode, KafkaError
 from kbroker.protocol.headers import RequestHeader
@@ -217,7 +217,7 @@ class ApiDispatcher:
             throttle_ms = max(throttle_ms, self._request_quota(ctx, header, time.perf_counter_ns() - started))
         if throttle_ms:
             ctx.throttle_time_ms = throttle_ms
-        if result is NO_RESPONSE or not inspect.isawaitable(result):
+        if result is NO_RESPONSE or not is_awaitable_result(result):
             if throttle_ms:
                 _apply_throttle(result, throttle_ms)
             return result

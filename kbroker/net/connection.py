@@ -58,7 +58,7 @@ from collections import deque
 from functools import partial
 from typing import TYPE_CHECKING, Any, cast
 
-from kbroker.api.context import NO_RESPONSE, CloseConnection
+from kbroker.api.context import NO_RESPONSE, CloseConnection, is_awaitable_result
 from kbroker.net.writer import ResponseWriter
 from kbroker.security.principal import PrincipalMappingError, SslPrincipalMapper
 from kbroker.security.sasl import SaslServerAuthenticator
@@ -439,7 +439,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
             self._finish(slot, None, close=True, reason=f"unsupported request (api key {header.api_key})")
         elif result is NO_RESPONSE:
             self._finish(slot, None)
-        elif asyncio.isfuture(result) or asyncio.iscoroutine(result):
+        elif is_awaitable_result(result):
             fut = asyncio.ensure_future(result, loop=self._loop)
             fut.add_done_callback(partial(self._on_awaited, slot, header, version))
         else:
