@@ -3,8 +3,12 @@
 Framing: a 4-byte big-endian size, then exactly that many bytes, each read into an exact-size view of
 a buffer from the server's `FrameBuffers` (kbroker.net.frames: reused for large frames once nothing
 uses them, resident only as bytes arrive); `get_buffer` hands out a memoryview of the part still to
-fill, so a read never spans two frames. A negative size or one above `socket.request.max.bytes`
-closes the connection before any allocation, as Kafka's NetworkReceive does (InvalidReceiveException).
+fill. A read never spans two frames' bodies, but the view of a frame's body goes 4 bytes past it
+(`SIZE_READ_AHEAD`): when the client has already sent its next request, the read that completes a
+frame also brings the next size prefix, copied out after the frame is dispatched, and a pipelined
+request costs one read, not two (docs/benchmarks.md, "Responses written together"). A negative size or
+one above `socket.request.max.bytes` closes the connection before any allocation, as Kafka's
+NetworkReceive does (InvalidReceiveException).
 
 Bounds (kbroker.net.bounds): a frame takes its announced size from the broker-wide `MemoryPool`
 (`queued.max.request.bytes`) when its size prefix arrives, and a slot of the `RequestQueueBound`
@@ -71,6 +75,9 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 _SIZE = struct.Struct(">i")
+# A frame is read into a buffer 4 bytes longer than itself: a read that completes it may also bring the
+# next frame's size prefix, which saves a pipelining client's requests one read each (see "Framing").
+SIZE_READ_AHEAD = 4
 _API_VERSIONS_KEY = 18
 # Responses pending on one connection before it stops reading (clients send at most
 # max.in.flight.requests.per.connection, 5 by default, so this only bites misbehaving ones).
@@ -257,20 +264,33 @@ class KafkaConnection(asyncio.BufferedProtocol):
     def buffer_updated(self, nbytes: int) -> None:
         if self._filled == 0 and self._frame is None:
             self.receiving_since = time.monotonic()  # the first bytes of a new frame's size prefix
-        self._filled += nbytes
-        if self._filled < len(self._view):
-            return
+        filled = self._filled = self._filled + nbytes
         if self._frame is None:
-            self._on_size(_SIZE.unpack(self._size_buf)[0])
-        else:
-            frame = self._view
-            self._frame = None
-            self._view = self._size_view
-            self._filled = 0
-            self._frame_size = -1
-            self.receiving_since = 0.0
-            self.last_active = now = time.monotonic()
-            self._on_frame_received(frame, now)
+            if filled == 4:
+                self._on_size(_SIZE.unpack(self._size_buf)[0])
+            return
+        size = self._frame_size
+        if filled < size:
+            return
+        # The frame is complete. Up to 4 bytes past it are the next frame's size prefix, read ahead.
+        view = self._view
+        frame = view[:size]
+        ahead = filled - size
+        if ahead:
+            self._size_buf[:ahead] = view[size:filled]
+        self._frame = None
+        self._view = self._size_view
+        self._filled = ahead
+        self._frame_size = -1
+        self.last_active = now = time.monotonic()
+        self.receiving_since = now if ahead else 0.0
+        self._on_frame_received(frame, now)
+        if ahead == SIZE_READ_AHEAD:
+            transport = self.transport
+            if self._closing or transport is None or transport.is_closing():
+                self._filled = 0  # nothing more is read on this connection
+            else:
+                self._on_size(_SIZE.unpack(self._size_buf)[0])
 
     def eof_received(self) -> bool:
         # Closing after a half-close is what Kafka does too; pending responses are flushed first.
@@ -322,7 +342,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
     def _take_frame_buffer(self) -> None:
         """The pool holds `_frame_size` bytes for us: take the frame's buffer and read into it."""
         self._holding = self._frame_size
-        self._frame, self._view = self._server.frame_buffers.take(self._frame_size)
+        self._frame, self._view = self._server.frame_buffers.take(self._frame_size + SIZE_READ_AHEAD)
         self._filled = 0
 
     def on_memory_granted(self) -> None:

@@ -71,6 +71,50 @@ def test_responses_ready_together_leave_in_one_write(start_server, h, monkeypatc
         assert 1 <= len(writes) <= 4, writes
 
 
+def test_a_pipelined_request_costs_one_read(start_server, h, monkeypatch) -> None:
+    # Issue 17: the read that completes a frame also brings the next frame's size prefix (4 bytes read
+    # ahead), so pipelined requests take one read each after the first, not two (size, then body).
+    from kbroker.net.connection import KafkaConnection
+
+    reads: list[int] = []
+    real = KafkaConnection.buffer_updated
+
+    def counting(self, nbytes):
+        reads.append(nbytes)
+        return real(self, nbytes)
+
+    monkeypatch.setattr(KafkaConnection, "buffer_updated", counting)
+    server = start_server()
+    n = 20
+    with server.connect() as s:
+        s.sendall(b"".join(h.request(i, b"echo:%d" % i) for i in range(n)))
+        for i in range(n):
+            assert h.read_test_response(s) == (i, b"%d" % i)
+    assert len(reads) <= n + 2, reads  # two reads per request before: 40
+
+
+def test_frames_cut_anywhere_are_read_whole(start_server, h) -> None:
+    # The read-ahead of the next size prefix, whatever part of it arrives with the frame before: the
+    # requests (small ones and pooled ones of 64 KiB or more) sent in pieces cut at random places.
+    import random
+
+    rng = random.Random(17)
+    server = start_server()
+    tags = [b"%d" % i for i in range(60)]
+    pads = [b"x" * rng.choice((0, 1, 3, 700, 70_000)) for _ in tags]
+    stream = b"".join(h.request(i, b"echo:" + tag + b":" + pad) for i, (tag, pad) in enumerate(zip(tags, pads, strict=True)))
+    with server.connect() as s:
+        pos = 0
+        while pos < len(stream):
+            step = rng.choice((1, 2, 3, 4, 5, 7, 13, 4096, 70_001))
+            s.sendall(stream[pos:pos + step])
+            pos += step
+            if rng.random() < 0.05:
+                time.sleep(0.002)  # let a read end mid-prefix
+        for i, tag in enumerate(tags):
+            assert h.read_test_response(s) == (i, tag)
+
+
 def test_unsupported_api_versions_answered_with_v0(start_server, h) -> None:
     server = start_server()
     with server.connect() as s:
