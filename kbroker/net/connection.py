@@ -6,9 +6,9 @@ uses them, resident only as bytes arrive); `get_buffer` hands out a memoryview o
 fill. A read never spans two frames' bodies, but the view of a frame's body goes 4 bytes past it
 (`SIZE_READ_AHEAD`): when the client has already sent its next request, the read that completes a
 frame also brings the next size prefix, copied out after the frame is dispatched, and a pipelined
-request costs one read, not two (docs/benchmarks.md, "Responses written together"). A negative size or
-one above `socket.request.max.bytes` closes the connection before any allocation, as Kafka's
-NetworkReceive does (InvalidReceiveException).
+request costs one read, not two (docs/benchmarks.md, "Responses written together, size prefixes
+read ahead"). A negative size or one above `socket.request.max.bytes` closes the connection before
+any allocation, as Kafka's NetworkReceive does (InvalidReceiveException).
 
 Bounds (kbroker.net.bounds): a frame takes its announced size from the broker-wide `MemoryPool`
 (`queued.max.request.bytes`) when its size prefix arrives, and a slot of the `RequestQueueBound`
@@ -27,11 +27,12 @@ in flight (pipelining).
 Writing: the first response that is ready in an iteration of the event loop is written at once; later
 ones of small requests (under `COALESCED_REQUEST_BYTES`) wait for the end of the iteration (one
 `call_soon`'d `_flush`) and leave together, in one `writev`. libuv reads a socket up to 32 times per
-readiness event, and a read never spans two frames, so a pipelining client's small requests are often
-handled in one iteration: their answers then cost one system call, not one each. The first answer
+readiness event, and a read never spans two frames' bodies, so a pipelining client's small requests are
+often handled in one iteration: their answers then cost one system call, not one each. The first answer
 still leaves at once so that the client can send its next request meanwhile, and a large request's
 answer is never held back behind the requests handled after it (the per-request cost being small
-beside its bytes). Measured in docs/benchmarks.md, "Responses written together".
+beside its bytes). Measured in docs/benchmarks.md, "Responses written together, size prefixes read
+ahead".
 
 Reading pauses when too many responses are pending on this connection, when the client does not read
 its responses (transport write buffer above its high-water mark), or while a bound makes this
