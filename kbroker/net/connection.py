@@ -84,7 +84,7 @@ _API_VERSIONS_KEY = 18
 # max.in.flight.requests.per.connection, 5 by default, so this only bites misbehaving ones).
 MAX_PENDING_PER_CONNECTION = 64
 # The response of a request smaller than this may wait for the end of the loop iteration, to leave with
-# the others ready by then (see "Ordering" above); a larger request's response is written at once.
+# the others ready by then (see "Writing" above); a larger request's response is written at once.
 COALESCED_REQUEST_BYTES = 64 * 1024
 _ids = itertools.count()
 

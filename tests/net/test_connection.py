@@ -43,31 +43,42 @@ def test_many_pipelined_requests(start_server, h) -> None:
             assert h.read_test_response(s) == (i, b"%d" % i)
 
 
-def test_responses_ready_together_leave_in_one_write(start_server, h, monkeypatch) -> None:
-    # Issue 17 (the fixed cost per request): requests read in one burst are answered by one write to
-    # the transport, not one each. The server's ResponseWriter.write is counted (our own code, the
-    # client is a real socket); writing each response as it completed made it 20 for 20 requests.
-    from kbroker.net.writer import ResponseWriter
+def _count_calls(monkeypatch, owner: type, name: str, arg_of_call) -> list:
+    """Record `arg_of_call(args)` for every call of the server's own `owner.name` (the client is a real socket)."""
+    calls: list = []
+    real = getattr(owner, name)
 
-    writes: list[int] = []
-    real_write = ResponseWriter.write
+    def counting(self, *args):
+        calls.append(arg_of_call(args))
+        return real(self, *args)
 
-    def counting_write(self, parts):
-        writes.append(len(parts))
-        return real_write(self, parts)
+    monkeypatch.setattr(owner, name, counting)
+    return calls
 
-    monkeypatch.setattr(ResponseWriter, "write", counting_write)
-    server = start_server()
-    n = 20
+
+def _pipelined_echoes(server, h, n: int) -> None:
+    """`n` echo requests in one send, then every answer, in order."""
     with server.connect() as s:
         s.sendall(b"".join(h.request(i, b"echo:%d" % i) for i in range(n)))
         for i in range(n):
             assert h.read_test_response(s) == (i, b"%d" % i)
+
+
+def test_responses_ready_together_leave_in_one_write(start_server, h, monkeypatch) -> None:
+    # Issue 17 (the fixed cost per request): requests read in one burst are answered by one write to
+    # the transport, not one each; writing each response as it completed made it 20 for 20 requests.
+    from kbroker.net.writer import ResponseWriter
+
+    writes = _count_calls(monkeypatch, ResponseWriter, "write", lambda args: len(args[0]))
+    server = start_server()
+    n = 20
+    _pipelined_echoes(server, h, n)
     assert sum(writes) == 2 * n  # every response's two parts, each written once
     if type(server.loop).__module__.startswith("uvloop"):
-        # libuv reads a socket up to 32 times per readiness event (two reads per frame: the size, then
-        # the rest), so the 20 frames are handled in two or three iterations of the loop. asyncio's
-        # own loop (the fallback without uvloop) reads once per event: one response per iteration.
+        # libuv reads a socket up to 32 times per readiness event (one read per pipelined frame, the
+        # next size prefix read ahead), so the 20 frames are handled in one to three iterations of the
+        # loop. asyncio's own loop (the fallback without uvloop) reads once per event: one response per
+        # iteration.
         assert 1 <= len(writes) <= 4, writes
 
 
@@ -76,20 +87,10 @@ def test_a_pipelined_request_costs_one_read(start_server, h, monkeypatch) -> Non
     # ahead), so pipelined requests take one read each after the first, not two (size, then body).
     from kbroker.net.connection import KafkaConnection
 
-    reads: list[int] = []
-    real = KafkaConnection.buffer_updated
-
-    def counting(self, nbytes):
-        reads.append(nbytes)
-        return real(self, nbytes)
-
-    monkeypatch.setattr(KafkaConnection, "buffer_updated", counting)
+    reads = _count_calls(monkeypatch, KafkaConnection, "buffer_updated", lambda args: args[0])
     server = start_server()
     n = 20
-    with server.connect() as s:
-        s.sendall(b"".join(h.request(i, b"echo:%d" % i) for i in range(n)))
-        for i in range(n):
-            assert h.read_test_response(s) == (i, b"%d" % i)
+    _pipelined_echoes(server, h, n)
     assert len(reads) <= n + 2, reads  # two reads per request before: 40
 
 
