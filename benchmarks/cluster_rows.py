@@ -183,15 +183,19 @@ def _free_port_range(count: int) -> int:
 class _LocalNodes:
     """`kbroker serve --nodes n` under `taskset -c 0-(n-1)`: n kbroker nodes, node i pinned to core i-1."""
 
-    def __init__(self, workdir: Path, n: int, overrides: dict[str, str] | None = None) -> None:
+    def __init__(self, workdir: Path, n: int, overrides: dict[str, str] | None = None,
+                 wrapper: list[str] | None = None) -> None:
+        """``wrapper``: a command the node's Python runs under (bench_request_cost.py's valgrind)."""
         self.workdir, self.n = workdir, n
         self.overrides = {"num.partitions": "1"} if overrides is None else overrides
+        self.wrapper = wrapper or []
         self.port, self.controller_port = _free_port_range(n), _free_port_range(3)
         self.pids: dict[int, int] = {}
         self.proc: subprocess.Popen[bytes] | None = None
 
     def command(self) -> list[str]:
-        cmd = ["taskset", "-c", f"0-{self.n - 1}", sys.executable, "-m", "kbroker", "serve", "--nodes", str(self.n),
+        cmd = ["taskset", "-c", f"0-{self.n - 1}", *self.wrapper, sys.executable, "-m", "kbroker", "serve",
+               "--nodes", str(self.n),
                "--controller-port", str(self.controller_port),
                "--override", f"listeners=PLAINTEXT://127.0.0.1:{self.port}",
                "--override", f"log.dirs={self.workdir / 'data'}"]

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Debian packages kbroker's tests use (kcat, the librdkafka command-line client; Prometheus, below). Idempotent and
+# Debian packages kbroker's tests use (kcat, the librdkafka command-line client; valgrind; Prometheus, below). Idempotent and
 # quiet: installs only what is missing, runs `apt-get update` once (only if something is missing),
 # and needs root (CI and the dev machines run as root). Without root or apt it prints a warning
 # and exits 0: tests that need a missing tool skip and say so.
@@ -41,8 +41,9 @@ fetch_prometheus() {
 }
 fetch_prometheus
 
-# command -> Debian package
-declare -A wanted=([kcat]=kcat)
+# command -> Debian package (valgrind: the instruction counts of benchmarks/bench_request_cost.py and
+# bench_produce_partitions.py, and their test)
+declare -A wanted=([kcat]=kcat [valgrind]=valgrind)
 
 missing=()
 for cmd in "${!wanted[@]}"; do
