@@ -13,10 +13,11 @@ lives in the wiring layer above) in with it. One builder fills it: `kbroker.serv
 from __future__ import annotations
 
 import inspect
+from collections.abc import Awaitable
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from types import GeneratorType
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeGuard
 
 from kbroker.clock import Clock, wall_clock_ms
 from kbroker.metrics.meters import BrokerMetrics
@@ -74,7 +75,7 @@ _PLAIN_RESULT_TYPES: set[type] = set()
 _MAX_PLAIN_RESULT_TYPES = 1024
 
 
-def is_awaitable_result(result: object) -> bool:
+def is_awaitable_result(result: object) -> TypeGuard[Awaitable[object]]:
     """Whether a handler's result is awaitable (a loop future, a coroutine), as `inspect.isawaitable`.
 
     Asked of every request's result, twice (the dispatcher, the connection). For a plain response object

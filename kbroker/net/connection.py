@@ -61,10 +61,12 @@ import struct
 import time
 from collections import deque
 from functools import partial
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, cast
 
-from kbroker.api.context import NO_RESPONSE, CloseConnection, is_awaitable_result
+from kbroker.api.context import NO_RESPONSE, CloseConnection, RequestContext, is_awaitable_result
 from kbroker.net.writer import ResponseWriter
+from kbroker.protocol.headers import RequestHeader
+from kbroker.protocol.types import FramePart
 from kbroker.security.principal import PrincipalMappingError, SslPrincipalMapper
 from kbroker.security.sasl import SaslServerAuthenticator
 
@@ -113,7 +115,7 @@ class _Slot:
     def __init__(self, small: bool) -> None:
         # A request under COALESCED_REQUEST_BYTES: its response may wait for the end of the loop iteration.
         self.small = small
-        self.parts: list[Any] | None = None
+        self.parts: list[FramePart] | None = None
         self.done = False
         self.close = False
         # Kafka's RequestMetrics of the request's API (None: metrics off, or not decoded), and the
@@ -136,7 +138,8 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self._loop = server.loop
         self._max_request = server.config.socket_request_max_bytes
         self.transport: asyncio.Transport | None = None
-        self.ctx: Any = None
+        # Replaced in connection_made (the peer's address and the connection id are not known yet).
+        self.ctx = RequestContext(listener_name=endpoint.name)
         self.connection_id = ""
         self._size_buf = bytearray(4)
         self._size_view = memoryview(self._size_buf)
@@ -454,7 +457,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
             server.request_bound.release()
             server.memory_pool.release(holding)
 
-    def _on_result(self, slot: _Slot, header: Any, version: int, result: Any) -> None:
+    def _on_result(self, slot: _Slot, header: RequestHeader, version: int, result: object) -> None:
         if result is None:
             # handle_unsupported answers None for "close, as Kafka does".
             self._finish(slot, None, close=True, reason=f"unsupported request (api key {header.api_key})")
@@ -469,7 +472,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
                 self.throttle(throttle_ms)
             self._finish(slot, self._encode(header, version, result))
 
-    def _on_awaited(self, slot: _Slot, header: Any, version: int, fut: asyncio.Future[Any]) -> None:
+    def _on_awaited(self, slot: _Slot, header: RequestHeader, version: int, fut: asyncio.Future[object]) -> None:
         if self._closed:
             return
         if slot.stats is not None:
@@ -497,12 +500,11 @@ class KafkaConnection(asyncio.BufferedProtocol):
             return
         self._finish(slot, parts)
 
-    def _encode(self, header: Any, version: int, body: Any) -> list[Any]:
-        return list(
-            self._server.codec.encode_response_frame(header.api_key, version, header.correlation_id, body)
-        )
+    def _encode(self, header: RequestHeader, version: int, body: object) -> list[FramePart]:
+        return self._server.codec.encode_response_frame(header.api_key, version, header.correlation_id, body)
 
-    def _finish(self, slot: _Slot, parts: list[Any] | None, close: bool = False, reason: str | None = None) -> None:
+    def _finish(self, slot: _Slot, parts: list[FramePart] | None, close: bool = False,
+                reason: str | None = None) -> None:
         if close and reason is not None and self.close_reason is None:
             self.close_reason = reason
         slot.parts = parts
@@ -533,7 +535,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
         if self._closed or writer is None or writer.busy:
             return
         q = self._queue
-        batch: list[Any] = []
+        batch: list[FramePart] = []
         timed: list[_Slot] | None = None
         close = False
         while q and q[0].done:

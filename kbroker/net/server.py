@@ -28,13 +28,18 @@ import socket
 import time
 from collections import deque
 from collections.abc import Callable
-from typing import Any, Protocol
+from typing import Protocol
 
+from kbroker.api.context import RequestContext
 from kbroker.metrics.meters import BrokerMetrics
 from kbroker.net.bounds import MemoryPool, RequestQueueBound
 from kbroker.net.connection import KafkaConnection
 from kbroker.net.frames import FrameBuffers
 from kbroker.net.settings import ListenerEndpoint, SocketServerConfig
+from kbroker.protocol.headers import RequestHeader
+from kbroker.protocol.types import FramePart
+from kbroker.protocol.types import ProtocolError as _ProtocolError
+from kbroker.protocol.types import UnsupportedVersionError as _UnsupportedVersionError
 
 log = logging.getLogger(__name__)
 
@@ -97,14 +102,31 @@ class _Holding(asyncio.BufferedProtocol):
 
 
 class Dispatcher(Protocol):
-    def handle(self, ctx: Any, header: Any, body: Any) -> Any: ...
+    """What answers requests (api/dispatcher.py's ApiDispatcher): a response object, an awaitable of one,
+    NO_RESPONSE (acks=0), or None for "close the connection" (an unsupported request)."""
 
-    def handle_unsupported(self, ctx: Any, header: Any) -> Any: ...
+    def handle(self, ctx: RequestContext, header: RequestHeader, body: object) -> object: ...
+
+    def handle_unsupported(self, ctx: RequestContext, header: RequestHeader) -> object: ...
 
 
-def _default_context_factory(listener_name: str, peer: tuple[str, int], connection_id: str) -> Any:
-    from kbroker.api.context import RequestContext
+class FrameCodec(Protocol):
+    """The frame API the connections decode requests and encode responses with: the `kbroker.protocol`
+    package itself by default (tests/net adds a test-only API key to it)."""
 
+    @property
+    def ProtocolError(self) -> type[_ProtocolError]: ...  # noqa: N802 - the package's attribute
+
+    @property
+    def UnsupportedVersionError(self) -> type[_UnsupportedVersionError]: ...  # noqa: N802
+
+    def decode_request_frame(self, frame: memoryview) -> tuple[RequestHeader, object]: ...
+
+    def encode_response_frame(self, api_key: int, api_version: int, correlation_id: int,
+                              body: object) -> list[FramePart]: ...
+
+
+def _default_context_factory(listener_name: str, peer: tuple[str, int], connection_id: str) -> RequestContext:
     return RequestContext(listener_name=listener_name, peer=peer, connection_id=connection_id)
 
 
@@ -116,17 +138,19 @@ class KafkaServer:
         config: SocketServerConfig,
         dispatcher: Dispatcher,
         *,
-        codec: Any = None,
-        context_factory: Callable[[str, tuple[str, int], str], Any] | None = None,
+        codec: FrameCodec | None = None,
+        context_factory: Callable[[str, tuple[str, int], str], RequestContext] | None = None,
         loop: asyncio.AbstractEventLoop | None = None,
         metrics: BrokerMetrics | None = None,
         connection_quotas: ConnectionRateQuotas | None = None,
     ) -> None:
         if codec is None:
-            import kbroker.protocol as codec
+            import kbroker.protocol as protocol_package
+
+            codec = protocol_package
         self.config = config
         self.dispatcher = dispatcher
-        self.codec = codec
+        self.codec: FrameCodec = codec
         self.new_context = context_factory or _default_context_factory
         # RequestMetrics and socket-server metrics are recorded into it (None: metrics off).
         self.metrics = metrics
@@ -326,7 +350,7 @@ class KafkaServer:
             else:
                 del self._per_ip[ip]
 
-    def apply_socket_buffers(self, sock: Any) -> None:
+    def apply_socket_buffers(self, sock: socket.socket) -> None:
         send, receive = self.config.socket_send_buffer_bytes, self.config.socket_receive_buffer_bytes
         try:
             if send > 0:

@@ -28,7 +28,9 @@ import logging
 import os
 from collections import deque
 from collections.abc import Callable, Iterable
-from typing import Any
+
+from kbroker.protocol.regions import FileRegion
+from kbroker.protocol.types import FramePart
 
 log = logging.getLogger(__name__)
 
@@ -48,10 +50,6 @@ def _noop_error(exc: BaseException) -> None:
     pass
 
 
-def is_bytes_part(part: Any) -> bool:
-    return isinstance(part, _BYTES_TYPES)
-
-
 class ResponseWriter:
     """Sends parts in order; `write` returns False when a region is still in progress."""
 
@@ -68,7 +66,7 @@ class ResponseWriter:
         self._use_sendfile = use_sendfile
         self._on_idle = on_idle
         self._on_error = on_error
-        self._pending: deque[Any] = deque()
+        self._pending: deque[FramePart] = deque()
         self._region_pos = 0
         self._region_left = -1
         self._waiting_drain = False
@@ -86,12 +84,12 @@ class ResponseWriter:
     def waiting_drain(self) -> bool:
         return self._waiting_drain
 
-    def write(self, parts: Iterable[Any]) -> bool:
+    def write(self, parts: Iterable[FramePart]) -> bool:
         """Write `parts`; False means a region is in progress and `on_idle` will be called when done."""
         if self._pending:
             self._pending.extend(parts)
             return False
-        batch: list[Any] = []
+        batch: list[bytes | bytearray | memoryview] = []
         it = iter(parts)
         for part in it:
             if isinstance(part, _BYTES_TYPES):
@@ -167,7 +165,7 @@ class ResponseWriter:
             # Drained between the check and the call (no resume_writing will come): go on now.
             self._loop.call_soon(self.resume_writing)
 
-    def _send_region(self, region: Any) -> bool:
+    def _send_region(self, region: FileRegion) -> bool:
         if self._dup_fd < 0:
             sock = self._transport.get_extra_info("socket")
             self._dup_fd = os.dup(sock.fileno())
@@ -196,7 +194,7 @@ class ResponseWriter:
         self._stop_watching()
         return True
 
-    def _copy_region(self, region: Any) -> bool:
+    def _copy_region(self, region: FileRegion) -> bool:
         fd = region.file.fileno()
         while self._region_left > 0:
             if self._transport.get_write_buffer_size() >= WRITE_HIGH_WATER:

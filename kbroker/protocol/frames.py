@@ -28,7 +28,10 @@ from kbroker.protocol.messages import API_SPECS
 from kbroker.protocol.regions import FileRegion
 from kbroker.protocol.types import (
     EncodeError,
+    Encoder,
+    FramePart,
     ProtocolError,
+    Regions,
     UnsupportedVersionError,
     join_parts,
     split_parts,
@@ -63,7 +66,7 @@ def decode_request_frame(frame: memoryview | bytes | bytearray) -> tuple[Request
     return header, body
 
 
-def _encode(encoder: Any, body: Any, out: bytearray, regions: list[tuple[int, Any]], what: str) -> None:
+def _encode(encoder: Encoder, body: object, out: bytearray, regions: Regions, what: str) -> None:
     try:
         encoder(body, out, regions)
     except ProtocolError:
@@ -72,7 +75,7 @@ def _encode(encoder: Any, body: Any, out: bytearray, regions: list[tuple[int, An
         raise EncodeError(f"cannot encode {what}: {exc}") from exc
 
 
-def encode_response_frame(api_key: int, api_version: int, correlation_id: int, body: Any) -> list[Any]:
+def encode_response_frame(api_key: int, api_version: int, correlation_id: int, body: object) -> list[FramePart]:
     """Encode a response as parts (bytes-like or FileRegion); the first part starts with the size."""
     spec = API_SPECS[api_key]
     encoders = spec.response_encoders
@@ -81,12 +84,12 @@ def encode_response_frame(api_key: int, api_version: int, correlation_id: int, b
         raise EncodeError(f"{spec.name} response version {api_version} is not supported")
     out = bytearray(4)
     encode_response_header(correlation_id, spec.response_header_version(api_version), out)
-    regions: list[tuple[int, Any]] = []
+    regions: Regions = []
     _encode(encoder, body, out, regions, f"{spec.name} v{api_version} response")
     if regions:
         size = len(out) - 4
         for _, part in regions:
-            size += part.size if part.__class__ is FileRegion else memoryview(part).nbytes
+            size += part.size if isinstance(part, FileRegion) else memoryview(part).nbytes
         parts = split_parts(out, regions)
     else:
         parts = [out]
@@ -95,7 +98,7 @@ def encode_response_frame(api_key: int, api_version: int, correlation_id: int, b
     return parts
 
 
-def encode_request_frame(header: RequestHeader, body: Any) -> bytes:
+def encode_request_frame(header: RequestHeader, body: object) -> bytes:
     """Encode a request including its 4-byte size prefix (FileRegions are read and inlined)."""
     spec = API_SPECS.get(header.api_key)
     encoders = spec.request_encoders if spec is not None else ()
@@ -105,7 +108,7 @@ def encode_request_frame(header: RequestHeader, body: Any) -> bytes:
         raise EncodeError(f"api key {header.api_key} version {v} is not supported")
     out = bytearray(4)
     encode_request_header(header, out)
-    regions: list[tuple[int, Any]] = []
+    regions: Regions = []
     _encode(encoder, body, out, regions, f"{spec.name} v{v} request")
     data = join_parts(split_parts(out, regions)) if regions else bytes(out)
     return _SIZE.pack(len(data) - 4) + data[4:]

@@ -20,15 +20,20 @@ import builtins
 import struct
 import uuid
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple, TypeAlias
 
 from kbroker.protocol.varint import encode_unsigned_varint, read_unsigned_varint
 
 if TYPE_CHECKING:
     from kbroker.protocol.headers import RequestHeader
+    from kbroker.protocol.regions import FileRegion
 
 Buffer = bytes | bytearray | memoryview
-Regions = list[tuple[int, Any]]
+# One part of an encoded frame: bytes, or what an encoder passed through uncopied (a FileRegion for
+# sendfile, or a large records buffer): what `encode_response_frame` returns and net/writer.py sends.
+FramePart: TypeAlias = "bytes | bytearray | memoryview | FileRegion"
+# Where the pass-through parts go: (offset in the encoded bytes, part).
+Regions = list[tuple[int, FramePart]]
 
 
 class ProtocolError(ValueError):
@@ -437,12 +442,12 @@ def write_tags(out: bytearray, known: list[tuple[int, bytearray]], unknown: dict
         out += raw
 
 
-def split_parts(out: bytearray, regions: Regions) -> list[Any]:
+def split_parts(out: bytearray, regions: Regions) -> list[FramePart]:
     """Cut ``out`` at the recorded offsets and interleave the pass-through parts."""
     if not regions:
         return [out]
     view = memoryview(out)
-    parts: list[Any] = []
+    parts: list[FramePart] = []
     start = 0
     for offset, part in regions:
         if offset > start:

@@ -67,9 +67,7 @@ class ControllerApis(ApiDispatcher):
         services.api_ranges = dict(sorted({**self.advertised_ranges(), **self.raft_ranges,
                                            ENVELOPE: (0, 0), CONTROLLER_REGISTRATION: (0, 0)}.items()))
 
-    def handle(self, ctx: RequestContext, header: RequestHeader,
-               body: RaftRequestBody | DescribeClusterRequest | EnvelopeRequest | ControllerRegistrationRequest
-               ) -> object:
+    def handle(self, ctx: RequestContext, header: RequestHeader, body: object) -> object:
         key = header.api_key
         if key == CONTROLLER_REGISTRATION and isinstance(body, ControllerRegistrationRequest):
             if not authorize_cluster(self.services, ctx, CLUSTER_ACTION):
@@ -87,7 +85,7 @@ class ControllerApis(ApiDispatcher):
             lo, hi = self.raft_ranges[key]
             if not lo <= header.api_version <= hi:
                 return self.handle_unsupported(ctx, header)
-            assert not isinstance(body, DescribeClusterRequest | EnvelopeRequest | ControllerRegistrationRequest)
+            assert isinstance(body, RaftRequestBody)  # decoded by its key, a Raft API's
             # ControllerApis: the Raft APIs need CLUSTER_ACTION on the cluster (DescribeQuorum: DESCRIBE);
             # a refusal is the response's top-level CLUSTER_AUTHORIZATION_FAILED.
             # AddRaftVoter / RemoveRaftVoter (KIP-853): ALTER on the cluster, as Kafka's ControllerApis.
