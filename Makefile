@@ -10,8 +10,9 @@ STAMP := $(VENV)/.kbroker-installed
 TEST_STAMP := $(VENV)/.kbroker-test-installed
 PYTEST_ARGS ?=
 # The default suite runs on two pytest-xdist workers, one test file each (--dist loadfile keeps a file's
-# module fixtures in one process): ~24-27 min instead of ~44 serially, since most of a test's time is spent
-# waiting on the brokers, JVMs and Spark it starts. `make test TEST_WORKERS=0` runs it serially.
+# module fixtures in one process): 22 min on a quiet machine (2026-11-28; 35-38 on a loaded one) instead of
+# ~44 serially, since most of a test's time is spent waiting on the brokers, JVMs and Spark it starts.
+# `make test TEST_WORKERS=0` runs it serially.
 TEST_WORKERS ?= 2
 # Arguments for `kbroker serve` in `make run` (a config file, --override KEY=VALUE, --log-level WARN, ...).
 ARGS ?=
